@@ -1,0 +1,38 @@
+package access
+
+import (
+	"fmt"
+	"regexp"
+
+	"github.com/docket-dev/docket/db"
+)
+
+// Capability names one thing an actor may do in a project. The known ones are
+// listed in docket.capabilities; granting any other is refused.
+type Capability string
+
+// The capabilities docket's packages check.
+const (
+	JobCreate  Capability = "job.create"  // enqueue jobs in the project
+	JobClaim   Capability = "job.claim"   // claim and run the project's jobs
+	JobCancel  Capability = "job.cancel"  // cancel the project's jobs
+	LaneView   Capability = "lane.view"   // list and read every lane of the project
+	CaseAdmit  Capability = "case.admit"  // admit and correlate the project's cases
+	TaskReview Capability = "task.review" // claim and answer the project's human tasks
+)
+
+var capabilityPattern = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*){1,3}$`)
+
+// Validate refuses a malformed capability name with [db.ErrInvalidArgument]:
+// two to four dot-separated segments of [a-z0-9_] each starting with a letter,
+// at most 64 characters. It does not check that the capability is known; the
+// database does.
+func (c Capability) Validate() error {
+	if len(c) > 64 || !capabilityPattern.MatchString(string(c)) {
+		return db.Refuse(db.ErrInvalidArgument, "capability.validate",
+			fmt.Sprintf("invalid capability %q: want dot-separated lowercase segments, e.g. job.create", string(c)))
+	}
+	return nil
+}
+
+func (c Capability) String() string { return string(c) }

@@ -1,0 +1,55 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// DBTX is what docket's queries run on: a *pgxpool.Pool, a *pgx.Conn or a
+// pgx.Tx all satisfy it. Passing the caller's transaction makes docket's
+// writes commit or roll back with the caller's own.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Beginner starts a transaction: a *pgxpool.Pool or *pgx.Conn starts a real
+// one, a pgx.Tx starts a savepoint.
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// WithTx runs fn in a transaction begun on b and commits it when fn returns
+// nil; it rolls back when fn returns an error or panics (the panic is
+// re-raised). When b is itself a pgx.Tx, the work runs in a savepoint, so a
+// failure undoes fn's writes without aborting the caller's transaction.
+// It returns fn's error unchanged, or the error from begin or commit.
+func WithTx(ctx context.Context, b Beginner, fn func(tx pgx.Tx) error) (err error) {
+	tx, err := b.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			panic(p)
+		}
+		if err != nil {
+			if rbErr := tx.Rollback(context.WithoutCancel(ctx)); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
+				err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
+			}
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return err
+	}
+	if err = tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}

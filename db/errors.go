@@ -1,0 +1,214 @@
+package db
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// The docket error catalogue. Functions in schema docket raise these as SQLSTATE
+// class DK; [Translate] maps each code to its sentinel so callers can test with
+// [errors.Is]. The same catalogue is readable in SQL as docket.error_codes.
+var (
+	// ErrIllegalTransition (DK001): the (from, to) pair is not in the machine's
+	// transition table, or the row is in a terminal state.
+	ErrIllegalTransition = errors.New("illegal transition")
+	// ErrStaleClaim (DK002): the token does not hold the current lease
+	// (expired, replaced, released).
+	ErrStaleClaim = errors.New("stale claim")
+	// ErrIdempotencyConflict (DK003): same idempotency key, different payload.
+	ErrIdempotencyConflict = errors.New("idempotency conflict")
+	// ErrVersionConflict (DK004): case state was written by someone else since
+	// it was read.
+	ErrVersionConflict = errors.New("version conflict")
+	// ErrCaseClosed (DK005): a write that would give a closed case a duty.
+	ErrCaseClosed = errors.New("case closed")
+	// ErrObligationsOutstanding (DK006): closing a case with pending obligations.
+	ErrObligationsOutstanding = errors.New("obligations outstanding")
+	// ErrAlreadyAnswered (DK007): a task was settled first by another answer or
+	// by expiry.
+	ErrAlreadyAnswered = errors.New("already answered")
+	// ErrExcludedActor (DK008): four-eyes; this actor may not claim or answer
+	// this task.
+	ErrExcludedActor = errors.New("excluded actor")
+	// ErrNotPermitted (DK009): the actor lacks the role or grant.
+	ErrNotPermitted = errors.New("not permitted")
+	// ErrInvalidArgument (DK010, and check, not-null and malformed-value
+	// violations): bad name, size, interval, schedule, time zone; the message
+	// says which.
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrAmbiguousCorrelation (DK011): keys point at two different open cases.
+	ErrAmbiguousCorrelation = errors.New("ambiguous correlation")
+	// ErrRefusedRevision (DK012): a payload schema or handler revision this
+	// deployment does not know.
+	ErrRefusedRevision = errors.New("refused revision")
+	// ErrInvalidDependency (DK013): cross-quorum or cyclic dependency, unknown
+	// predecessor.
+	ErrInvalidDependency = errors.New("invalid dependency")
+	// ErrTerminal (DK014): re-completing a finished job or lane with a
+	// different outcome.
+	ErrTerminal = errors.New("terminal")
+	// ErrImmutable (DK015): a change to an immutable column, or an update or
+	// delete of an append-only record.
+	ErrImmutable = errors.New("immutable")
+)
+
+// Sentinels for conditions Postgres itself reports, translated by [Translate]
+// like the DK class.
+var (
+	// ErrNotFound: no row (pgx.ErrNoRows), or a docket function reported that
+	// what it was asked about does not exist (SQLSTATE P0002).
+	ErrNotFound = errors.New("not found")
+	// ErrAlreadyExists: a unique constraint refused the write (23505).
+	ErrAlreadyExists = errors.New("already exists")
+	// ErrMissingReference: a foreign key refused the write because the row it
+	// names does not exist, or a delete because rows still name it (23503).
+	ErrMissingReference = errors.New("missing reference")
+)
+
+// CodeInfo describes one entry of the DK catalogue.
+type CodeInfo struct {
+	Code     string // the SQLSTATE, e.g. "DK001"
+	Name     string // the Go sentinel's name, e.g. "ErrIllegalTransition"
+	Sentinel error
+}
+
+// Catalogue lists the DK codes in order. It is the Go side of docket.error_codes.
+var Catalogue = []CodeInfo{
+	{"DK001", "ErrIllegalTransition", ErrIllegalTransition},
+	{"DK002", "ErrStaleClaim", ErrStaleClaim},
+	{"DK003", "ErrIdempotencyConflict", ErrIdempotencyConflict},
+	{"DK004", "ErrVersionConflict", ErrVersionConflict},
+	{"DK005", "ErrCaseClosed", ErrCaseClosed},
+	{"DK006", "ErrObligationsOutstanding", ErrObligationsOutstanding},
+	{"DK007", "ErrAlreadyAnswered", ErrAlreadyAnswered},
+	{"DK008", "ErrExcludedActor", ErrExcludedActor},
+	{"DK009", "ErrNotPermitted", ErrNotPermitted},
+	{"DK010", "ErrInvalidArgument", ErrInvalidArgument},
+	{"DK011", "ErrAmbiguousCorrelation", ErrAmbiguousCorrelation},
+	{"DK012", "ErrRefusedRevision", ErrRefusedRevision},
+	{"DK013", "ErrInvalidDependency", ErrInvalidDependency},
+	{"DK014", "ErrTerminal", ErrTerminal},
+	{"DK015", "ErrImmutable", ErrImmutable},
+}
+
+// Postgres SQLSTATEs outside class DK that have a docket meaning.
+const (
+	codeNoDataFound        = "P0002"
+	codeUniqueViolation    = "23505"
+	codeForeignKey         = "23503"
+	codeCheckViolation     = "23514"
+	codeNotNullViolation   = "23502"
+	codeStringTooLong      = "22001"
+	codeInvalidText        = "22P02"
+	codeNumericOutOfRange  = "22003"
+	codeDatetimeOutOfRange = "22008"
+	codeInvalidJSON        = "22032"
+)
+
+var sentinelByCode = func() map[string]error {
+	m := map[string]error{
+		codeNoDataFound:        ErrNotFound,
+		codeUniqueViolation:    ErrAlreadyExists,
+		codeForeignKey:         ErrMissingReference,
+		codeCheckViolation:     ErrInvalidArgument,
+		codeNotNullViolation:   ErrInvalidArgument,
+		codeStringTooLong:      ErrInvalidArgument,
+		codeInvalidText:        ErrInvalidArgument,
+		codeNumericOutOfRange:  ErrInvalidArgument,
+		codeDatetimeOutOfRange: ErrInvalidArgument,
+		codeInvalidJSON:        ErrInvalidArgument,
+	}
+	for _, c := range Catalogue {
+		m[c.Code] = c.Sentinel
+	}
+	return m
+}()
+
+// Error is a refusal from the database, translated. It matches its sentinel
+// with [errors.Is] and the underlying *pgconn.PgError (when there is one) with
+// [errors.As].
+type Error struct {
+	Op       string // what was attempted, e.g. "project.create"
+	IDs      []any  // the ids involved, as alternating name, value pairs
+	Sentinel error  // one of the Err… values of this package
+	Code     string // SQLSTATE, empty for pgx.ErrNoRows
+	Message  string // the database's message
+	// Constraint names the violated constraint, for class 23 errors.
+	Constraint string
+	Err        error // the error as pgx returned it
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Op)
+	for i := 0; i+1 < len(e.IDs); i += 2 {
+		fmt.Fprintf(&b, " %v=%v", e.IDs[i], e.IDs[i+1])
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Sentinel.Error())
+	if e.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Message)
+	}
+	if e.Constraint != "" && !strings.Contains(e.Message, e.Constraint) {
+		fmt.Fprintf(&b, " (constraint %s)", e.Constraint)
+	}
+	if e.Code != "" {
+		fmt.Fprintf(&b, " [%s]", e.Code)
+	}
+	return b.String()
+}
+
+// Unwrap returns the sentinel and the underlying error.
+func (e *Error) Unwrap() []error { return []error{e.Sentinel, e.Err} }
+
+// Translate turns an error from pgx into an [*Error] carrying the docket
+// sentinel for its SQLSTATE, the operation op and the ids involved (given as
+// alternating name, value pairs, like log/slog attributes). Errors with no
+// docket meaning (a lost connection, a syntax error) are wrapped with op and
+// the ids but keep their own identity. Translate(nil, …) is nil, and an error
+// already translated is returned as it is.
+func Translate(err error, op string, ids ...any) error {
+	if err == nil {
+		return nil
+	}
+	var already *Error
+	if errors.As(err, &already) {
+		return err
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return &Error{Op: op, IDs: ids, Sentinel: ErrNotFound, Err: err}
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		if sentinel, ok := sentinelByCode[pgErr.Code]; ok {
+			return &Error{
+				Op:         op,
+				IDs:        ids,
+				Sentinel:   sentinel,
+				Code:       pgErr.Code,
+				Message:    pgErr.Message,
+				Constraint: pgErr.ConstraintName,
+				Err:        err,
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	var b strings.Builder
+	for i := 0; i+1 < len(ids); i += 2 {
+		fmt.Fprintf(&b, " %v=%v", ids[i], ids[i+1])
+	}
+	return fmt.Errorf("%s%s: %w", op, b.String(), err)
+}
+
+// Refuse builds an [*Error] for a refusal decided in Go before reaching the
+// database (an early, clearer check; the database enforces the same rule).
+func Refuse(sentinel error, op, message string, ids ...any) error {
+	return &Error{Op: op, IDs: ids, Sentinel: sentinel, Message: message}
+}

@@ -1,0 +1,22 @@
+-- name: GrantAdd :one
+SELECT docket.grant_add(@principal::text, @project::text, @capability::text, @actor::text, @now::timestamptz) AS added;
+
+-- name: GrantRevoke :one
+SELECT docket.grant_revoke(@principal::text, @project::text, @capability::text, @actor::text, @now::timestamptz) AS revoked;
+
+-- name: GrantCheck :one
+SELECT docket.grant_check(@principal::text, @project::text, @capability::text) AS held;
+
+-- name: GrantList :many
+-- The grants on one project, ordered for display.
+SELECT g.principal, p.name AS project, g.capability, g.granted_by, g.granted_at
+FROM docket.grants g
+JOIN docket.projects p ON p.id = g.project_id
+WHERE p.name = @project
+ORDER BY g.principal, g.capability;
+
+-- name: CapabilityList :many
+SELECT * FROM docket.capabilities ORDER BY name;
+
+-- name: ErrorCodeList :many
+SELECT * FROM docket.error_codes ORDER BY code;
