@@ -86,7 +86,7 @@ func List(ctx context.Context, q db.DBTX, project string) ([]Record, error) {
 		out[i] = Record{
 			Grant:     Grant{Principal: Actor(r.Principal), Project: r.Project, Capability: Capability(r.Capability)},
 			GrantedBy: Actor(r.GrantedBy),
-			GrantedAt: r.GrantedAt,
+			GrantedAt: r.GrantedAt.UTC(),
 		}
 	}
 	return out, nil

@@ -107,6 +107,7 @@ const (
 	codeNumericOutOfRange  = "22003"
 	codeDatetimeOutOfRange = "22008"
 	codeInvalidJSON        = "22032"
+	codeBadCharacter       = "22021"
 )
 
 var sentinelByCode = func() map[string]error {
@@ -121,6 +122,7 @@ var sentinelByCode = func() map[string]error {
 		codeNumericOutOfRange:  ErrInvalidArgument,
 		codeDatetimeOutOfRange: ErrInvalidArgument,
 		codeInvalidJSON:        ErrInvalidArgument,
+		codeBadCharacter:       ErrInvalidArgument,
 	}
 	for _, c := range Catalogue {
 		m[c.Code] = c.Sentinel

@@ -266,3 +266,6 @@ func withMigrateLock(ctx context.Context, pool *pgxpool.Pool, fn func() error) (
 	}()
 	return fn()
 }
+
+// RiverLatestVersion is the highest River migration this build knows.
+func RiverLatestVersion() int { return riverLatest() }

@@ -47,8 +47,8 @@ func fromRow(r *dbsqlc.DocketProject) Project {
 		Name:      r.Name,
 		Status:    Status(r.Status),
 		CreatedBy: access.Actor(r.CreatedBy),
-		CreatedAt: r.CreatedAt,
-		UpdatedAt: r.UpdatedAt,
+		CreatedAt: r.CreatedAt.UTC(),
+		UpdatedAt: r.UpdatedAt.UTC(),
 	}
 }
 
@@ -121,7 +121,7 @@ func History(ctx context.Context, q db.DBTX, name string) ([]Event, error) {
 	}
 	out := make([]Event, len(rows))
 	for i, r := range rows {
-		e := Event{ID: r.ID, To: Status(r.ToState), Actor: access.Actor(r.Actor), At: r.At}
+		e := Event{ID: r.ID, To: Status(r.ToState), Actor: access.Actor(r.Actor), At: r.At.UTC()}
 		if r.FromState != nil {
 			e.From = Status(*r.FromState)
 		}

@@ -66,7 +66,7 @@ INSERT INTO docket.error_codes (code, name, meaning) VALUES
 -- rest of the current transaction. Every docket function calls it; an operator
 -- changing tables by hand calls it first:
 --     SELECT docket.set_context('user:ana', now());
--- Refuses a malformed actor or a null instant with DK010.
+-- Refuses a malformed actor, or a null, infinite or pre-1970 instant, with DK010.
 -- +goose StatementBegin
 CREATE FUNCTION docket.set_context(p_actor text, p_now timestamptz) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -75,8 +75,8 @@ BEGIN
         RAISE EXCEPTION 'invalid actor %: want kind:name, e.g. svc:billing', coalesce(quote_literal(p_actor), 'NULL')
             USING ERRCODE = 'DK010';
     END IF;
-    IF p_now IS NULL OR NOT isfinite(p_now) THEN
-        RAISE EXCEPTION 'invalid instant %: the caller''s now must be a finite timestamp', coalesce(p_now::text, 'NULL')
+    IF p_now IS NULL OR NOT isfinite(p_now) OR p_now < '1970-01-01 00:00:00+00' THEN
+        RAISE EXCEPTION 'invalid instant %: the caller''s now must be a finite timestamp after 1970 (a zero time is a bug)', coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'DK010';
     END IF;
     PERFORM set_config('docket.actor', p_actor, true);
@@ -203,7 +203,7 @@ BEGIN
         SELECT 1 FROM docket.project_transitions
         WHERE from_state = OLD.status AND to_state = NEW.status
     ) THEN
-        RAISE EXCEPTION 'project %: illegal transition % -> %', OLD.name, OLD.status, NEW.status
+        RAISE EXCEPTION 'project %: % -> % is not in docket.project_transitions', OLD.name, OLD.status, NEW.status
             USING ERRCODE = 'DK001';
     END IF;
     RETURN NEW;
@@ -357,32 +357,43 @@ CREATE TRIGGER grant_events_append_only
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
 
 -- grants_record appends a grant_events row for every grant inserted or deleted,
--- by a docket function or by hand, attributed to the change context.
+-- by a docket function or by hand, attributed to the change context. It runs
+-- AFTER the change, so an INSERT that ON CONFLICT skips records nothing.
 -- +goose StatementBegin
 CREATE FUNCTION docket.grants_record() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'UPDATE' THEN
-        RAISE EXCEPTION 'grants are never edited: revoke and grant instead'
-            USING ERRCODE = 'DK015';
-    END IF;
     IF TG_OP = 'INSERT' THEN
         INSERT INTO docket.grant_events (principal, project_id, capability, action, actor, at)
         VALUES (NEW.principal, NEW.project_id, NEW.capability, 'granted',
                 docket.context_actor(), docket.context_now());
-        RETURN NEW;
+    ELSE
+        INSERT INTO docket.grant_events (principal, project_id, capability, action, actor, at)
+        VALUES (OLD.principal, OLD.project_id, OLD.capability, 'revoked',
+                docket.context_actor(), docket.context_now());
     END IF;
-    INSERT INTO docket.grant_events (principal, project_id, capability, action, actor, at)
-    VALUES (OLD.principal, OLD.project_id, OLD.capability, 'revoked',
-            docket.context_actor(), docket.context_now());
-    RETURN OLD;
+    RETURN NULL;
 END
 $$;
 -- +goose StatementEnd
 
 CREATE TRIGGER grants_record
-    BEFORE INSERT OR UPDATE OR DELETE ON docket.grants
+    AFTER INSERT OR DELETE ON docket.grants
     FOR EACH ROW EXECUTE FUNCTION docket.grants_record();
+
+-- +goose StatementBegin
+CREATE FUNCTION docket.grants_refuse_update() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'grants are never edited: revoke and grant instead'
+        USING ERRCODE = 'DK015';
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER grants_refuse_update
+    BEFORE UPDATE ON docket.grants
+    FOR EACH ROW EXECUTE FUNCTION docket.grants_refuse_update();
 
 -- grant_validate checks the triple of a grant or revoke and returns the project's
 -- id. Refuses: a malformed principal or project name, an unknown capability
@@ -482,6 +493,7 @@ DROP FUNCTION docket.grant_add(text, text, text, text, timestamptz);
 DROP FUNCTION docket.grant_validate(text, text, text);
 DROP TABLE docket.grant_events;
 DROP TABLE docket.grants;
+DROP FUNCTION docket.grants_refuse_update();
 DROP FUNCTION docket.grants_record();
 DROP TABLE docket.capabilities;
 DROP FUNCTION docket.project_set_status(text, text, text, timestamptz);

@@ -1,0 +1,204 @@
+package db_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/integration/pgtest"
+)
+
+func seq(from, to int64) []int64 {
+	var out []int64
+	for v := from; v <= to; v++ {
+		out = append(out, v)
+	}
+	return out
+}
+
+func TestMigrateTwiceIsNoop(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool, _ := pgtest.NewEmptyDB(t)
+
+	require.NoError(t, db.Migrate(ctx, pool))
+	first := schemaSnapshot(t, pool)
+	docketV, riverV := appliedVersions(t, pool)
+	require.Equal(t, seq(1, db.LatestVersion()), docketV)
+	require.Equal(t, seq(1, int64(db.RiverLatestVersion())), riverV)
+
+	require.NoError(t, db.Migrate(ctx, pool))
+	require.Equal(t, first, schemaSnapshot(t, pool))
+	docketV2, riverV2 := appliedVersions(t, pool)
+	require.Equal(t, docketV, docketV2)
+	require.Equal(t, riverV, riverV2)
+
+	status, err := db.MigrationStatus(ctx, pool)
+	require.NoError(t, err)
+	require.True(t, status.Current(), "%+v", status)
+}
+
+func TestMigrationStatusOfUntouchedDatabase(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewEmptyDB(t)
+	status, err := db.MigrationStatus(t.Context(), pool)
+	require.NoError(t, err)
+	require.Equal(t, db.Status{Latest: db.LatestVersion(), RiverLatest: db.RiverLatestVersion()}, status)
+	require.False(t, status.Current())
+}
+
+// Eight migrators — separate pools, as separate processes would have — are
+// released together on a fresh database. All succeed and each migration is
+// applied exactly once.
+func TestMigrateConcurrent(t *testing.T) {
+	t.Parallel()
+	for round := range 3 {
+		t.Run(fmt.Sprint("round", round), func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			pool, url := pgtest.NewEmptyDB(t)
+
+			const migrators = 8
+			pools := make([]*pgxpool.Pool, migrators)
+			for i := range pools {
+				cfg, err := db.PoolConfig(url)
+				require.NoError(t, err)
+				cfg.MaxConns = 2
+				pools[i], err = db.OpenConfig(ctx, cfg)
+				require.NoError(t, err)
+				t.Cleanup(pools[i].Close)
+			}
+			release := make(chan struct{})
+			errs := make([]error, migrators)
+			var wg sync.WaitGroup
+			for i := range migrators {
+				wg.Go(func() {
+					<-release
+					errs[i] = db.Migrate(ctx, pools[i])
+				})
+			}
+			close(release)
+			wg.Wait()
+			for i, err := range errs {
+				require.NoError(t, err, "migrator %d", i)
+			}
+			docketV, riverV := appliedVersions(t, pool)
+			require.Equal(t, seq(1, db.LatestVersion()), docketV)
+			require.Equal(t, seq(1, int64(db.RiverLatestVersion())), riverV)
+		})
+	}
+}
+
+// Every docket migration goes down and comes back up, one at a time, and the
+// schema ends exactly where it started.
+func TestMigrationsDownAndUp(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := pgtest.NewDB(t)
+	want := schemaSnapshot(t, pool)
+
+	for v := db.LatestVersion(); v >= 1; v-- {
+		require.NoError(t, db.MigrateDownTo(ctx, pool, v-1), "down to %d", v-1)
+		status, err := db.MigrationStatus(ctx, pool)
+		require.NoError(t, err)
+		require.Equal(t, v-1, status.Version)
+		require.NoError(t, db.Migrate(ctx, pool), "up again from %d", v-1)
+		require.Equal(t, want, schemaSnapshot(t, pool), "after down to %d and up", v-1)
+		require.NoError(t, db.MigrateDownTo(ctx, pool, v-1))
+	}
+	// All the way down, only River's tables remain.
+	var docketTables int
+	require.NoError(t, pool.QueryRow(ctx, `
+		SELECT count(*) FROM pg_tables
+		WHERE schemaname = 'docket' AND tablename NOT LIKE 'river\_%' AND tablename <> 'goose_db_version'`).Scan(&docketTables))
+	require.Zero(t, docketTables)
+
+	require.NoError(t, db.Migrate(ctx, pool))
+	require.Equal(t, want, schemaSnapshot(t, pool))
+}
+
+func TestMigrateDownToRefusesUnknownVersion(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	before := schemaSnapshot(t, pool)
+	for _, v := range []int64{-1, db.LatestVersion() + 1} {
+		err := db.MigrateDownTo(t.Context(), pool, v)
+		require.ErrorIs(t, err, db.ErrInvalidArgument)
+	}
+	require.Equal(t, before, schemaSnapshot(t, pool))
+}
+
+func TestMigrateRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
+
+	t.Run("docket version ahead", func(t *testing.T) {
+		t.Parallel()
+		ctx := t.Context()
+		pool := pgtest.NewDB(t)
+		future := db.LatestVersion() + 1
+		_, err := pool.Exec(ctx, `INSERT INTO docket.goose_db_version (version_id, is_applied) VALUES ($1, true)`, future)
+		require.NoError(t, err)
+		before := schemaSnapshot(t, pool)
+		beforeDocket, beforeRiver := appliedVersions(t, pool)
+
+		err = db.Migrate(ctx, pool)
+		require.ErrorIs(t, err, db.ErrSchemaTooNew)
+		require.ErrorContains(t, err, fmt.Sprintf("database is at version %d, this build knows up to %d", future, db.LatestVersion()))
+
+		require.Equal(t, before, schemaSnapshot(t, pool))
+		afterDocket, afterRiver := appliedVersions(t, pool)
+		require.Equal(t, beforeDocket, afterDocket)
+		require.Equal(t, beforeRiver, afterRiver)
+	})
+
+	t.Run("newer docket, River never applied", func(t *testing.T) {
+		t.Parallel()
+		ctx := t.Context()
+		pool, _ := pgtest.NewEmptyDB(t)
+		_, err := pool.Exec(ctx, `
+			CREATE SCHEMA docket;
+			CREATE TABLE docket.goose_db_version (
+				id serial PRIMARY KEY, version_id bigint NOT NULL, is_applied boolean NOT NULL,
+				tstamp timestamp NOT NULL DEFAULT '2026-01-01');
+			INSERT INTO docket.goose_db_version (version_id, is_applied) VALUES (0, true), (999, true);`)
+		require.NoError(t, err)
+		before := schemaSnapshot(t, pool)
+
+		err = db.Migrate(ctx, pool)
+		require.ErrorIs(t, err, db.ErrSchemaTooNew)
+		require.ErrorContains(t, err, fmt.Sprintf("database is at version 999, this build knows up to %d", db.LatestVersion()))
+		require.Equal(t, before, schemaSnapshot(t, pool), "no River table may appear")
+	})
+
+	t.Run("River version ahead", func(t *testing.T) {
+		t.Parallel()
+		ctx := t.Context()
+		pool := pgtest.NewDB(t)
+		_, err := pool.Exec(ctx, `INSERT INTO docket.river_migration (line, version) VALUES ('main', $1)`, db.RiverLatestVersion()+1)
+		require.NoError(t, err)
+		before := schemaSnapshot(t, pool)
+		err = db.Migrate(ctx, pool)
+		require.ErrorIs(t, err, db.ErrSchemaTooNew)
+		require.ErrorContains(t, err, "River schema version")
+		require.Equal(t, before, schemaSnapshot(t, pool))
+	})
+}
+
+func TestSchemaFingerprintIsStable(t *testing.T) {
+	t.Parallel()
+	require.Len(t, db.SchemaFingerprint(), 16)
+	require.Equal(t, db.SchemaFingerprint(), db.SchemaFingerprint())
+}
+
+func TestMigrateHonoursCancellation(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewEmptyDB(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	require.ErrorIs(t, db.Migrate(ctx, pool), context.Canceled)
+}
