@@ -65,7 +65,7 @@ INSERT INTO docket.error_codes (code, name, meaning) VALUES
 -- set_context records who is changing docket state and at which instant, for the
 -- rest of the current transaction. Every docket function calls it; an operator
 -- changing tables by hand calls it first:
---     SELECT docket.set_context('user:ana', now());
+--     SELECT docket.set_context('user:ana', '2026-11-29 10:00:00+00');
 -- Refuses a malformed actor, or a null, infinite or pre-1970 instant, with DK010.
 -- +goose StatementBegin
 CREATE FUNCTION docket.set_context(p_actor text, p_now timestamptz) RETURNS void

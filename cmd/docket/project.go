@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/projects"
+)
+
+var statusBySubcommand = map[string]projects.Status{
+	"archive":  projects.Archived,
+	"activate": projects.Active,
+	"retire":   projects.Retired,
+}
+
+func (c *cli) project(args []string) (dbAction, error) {
+	if len(args) == 0 {
+		return nil, usagef("project needs a subcommand: create, list, archive, activate, retire")
+	}
+	sub, rest := args[0], args[1:]
+	if sub == "list" {
+		if len(rest) > 0 {
+			return nil, usagef("project list takes no arguments")
+		}
+		return c.projectList, nil
+	}
+	status, isMove := statusBySubcommand[sub]
+	if sub != "create" && !isMove {
+		return nil, usagef("unknown project subcommand %q", sub)
+	}
+	if len(rest) != 1 {
+		return nil, usagef("project %s needs exactly one project name", sub)
+	}
+	name := rest[0]
+	return func(ctx context.Context, pool *pgxpool.Pool) error {
+		var (
+			p   projects.Project
+			err error
+		)
+		if isMove {
+			p, err = projects.SetStatus(ctx, pool, name, status, c.actor, c.clock.Now())
+		} else {
+			p, err = projects.Create(ctx, pool, name, c.actor, c.clock.Now())
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.stdout, "project %s is %s\n", p.Name, p.Status)
+		return nil
+	}, nil
+}
+
+func (c *cli) projectList(ctx context.Context, pool *pgxpool.Pool) error {
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "PROJECT\tSTATUS\tCREATED BY\tCREATED AT")
+	after := ""
+	for {
+		page, err := projects.List(ctx, pool, after, projects.MaxPage)
+		if err != nil {
+			return err
+		}
+		for _, p := range page {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", p.Name, p.Status, p.CreatedBy, p.CreatedAt.Format(time.RFC3339))
+		}
+		if len(page) < projects.MaxPage {
+			break
+		}
+		after = page[len(page)-1].Name
+	}
+	return w.Flush()
+}
+
+func (c *cli) grant(cmd string, args []string) (dbAction, error) {
+	if len(args) != 3 {
+		return nil, usagef("%s needs PRINCIPAL PROJECT CAPABILITY", cmd)
+	}
+	g := access.Grant{Principal: access.Actor(args[0]), Project: args[1], Capability: access.Capability(args[2])}
+	if cmd == "revoke" {
+		return func(ctx context.Context, pool *pgxpool.Pool) error {
+			removed, err := access.Revoke(ctx, pool, g, c.actor, c.clock.Now())
+			if err != nil {
+				return err
+			}
+			if removed {
+				fmt.Fprintf(c.stdout, "revoked %s on %s from %s\n", g.Capability, g.Project, g.Principal)
+			} else {
+				fmt.Fprintf(c.stdout, "%s did not hold %s on %s\n", g.Principal, g.Capability, g.Project)
+			}
+			return nil
+		}, nil
+	}
+	return func(ctx context.Context, pool *pgxpool.Pool) error {
+		added, err := access.Allow(ctx, pool, g, c.actor, c.clock.Now())
+		if err != nil {
+			return err
+		}
+		if added {
+			fmt.Fprintf(c.stdout, "granted %s on %s to %s\n", g.Capability, g.Project, g.Principal)
+		} else {
+			fmt.Fprintf(c.stdout, "%s already holds %s on %s\n", g.Principal, g.Capability, g.Project)
+		}
+		return nil
+	}, nil
+}
+
+func (c *cli) grants(args []string) (dbAction, error) {
+	if len(args) != 1 {
+		return nil, usagef("grants needs PROJECT")
+	}
+	project := args[0]
+	return func(ctx context.Context, pool *pgxpool.Pool) error {
+		list, err := access.List(ctx, pool, project)
+		if err != nil {
+			return err
+		}
+		w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "PRINCIPAL\tCAPABILITY\tGRANTED BY\tGRANTED AT")
+		for _, r := range list {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.Principal, r.Capability, r.GrantedBy, r.GrantedAt.Format(time.RFC3339))
+		}
+		return w.Flush()
+	}, nil
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os/user"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/db"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // the command ran and failed
+	exitUsage = 2 // the command line was wrong
+)
+
+const usage = `usage: docket [--database-url URL] COMMAND [ARGS]
+
+commands:
+  migrate                         apply River's and docket's migrations (idempotent)
+  migrate down --to N             roll docket's migrations back to version N
+  status                          schema versions and row counts per table
+  project create NAME             create an active project
+  project list                    list projects
+  project archive|activate|retire NAME
+                                  move a project along its status machine
+  grant PRINCIPAL PROJECT CAPABILITY
+                                  grant a capability on a project
+  revoke PRINCIPAL PROJECT CAPABILITY
+                                  revoke it
+  grants PROJECT                  list the grants on a project
+  version                         build, schema and River versions
+
+The database URL comes from --database-url, else DOCKET_DATABASE_URL, else
+DATABASE_URL. Changes are recorded as made by --as ACTOR (default user:$USER).
+`
+
+// env reads an environment variable; tests pass their own.
+type env func(string) string
+
+// cli is one invocation: where its output goes and whom it acts as.
+type cli struct {
+	stdout, stderr io.Writer
+	url            string
+	actor          access.Actor
+	clock          db.Clock
+}
+
+// run executes the command line args and returns the exit code. Errors are
+// printed to stderr as one line.
+func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Writer) int {
+	c := &cli{stdout: stdout, stderr: stderr, clock: db.SystemClock{}}
+	fs := flag.NewFlagSet("docket", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.url, "database-url", "", "Postgres URL")
+	as := fs.String("as", "", "actor recorded for changes")
+	if err := fs.Parse(args); err != nil {
+		return c.usageError(err)
+	}
+	args = fs.Args()
+	if len(args) == 0 {
+		return c.usageError(errors.New("no command"))
+	}
+	if c.url == "" {
+		c.url = firstNonEmpty(getenv("DOCKET_DATABASE_URL"), getenv("DATABASE_URL"))
+	}
+	c.actor = access.Actor(firstNonEmpty(*as, getenv("DOCKET_ACTOR"), defaultActor(getenv)))
+
+	cmd, rest := args[0], args[1:]
+	var (
+		action dbAction
+		err    error
+	)
+	switch cmd {
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	case "version":
+		err = c.version(rest)
+	case "migrate":
+		action, err = c.migrate(rest)
+	case "status":
+		action, err = c.status(rest)
+	case "project":
+		action, err = c.project(rest)
+	case "grant", "revoke":
+		action, err = c.grant(cmd, rest)
+	case "grants":
+		action, err = c.grants(rest)
+	default:
+		return c.usageError(fmt.Errorf("unknown command %q", cmd))
+	}
+	if err == nil && action != nil {
+		err = c.withPool(ctx, action)
+	}
+	var ue usageErr
+	if errors.As(err, &ue) {
+		return c.usageError(ue)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "docket %s: %s\n", cmd, oneLine(err.Error()))
+		return exitError
+	}
+	return exitOK
+}
+
+// usageErr is a wrong command line, answered with exit code 2.
+type usageErr struct{ error }
+
+func usagef(format string, args ...any) error { return usageErr{fmt.Errorf(format, args...)} }
+
+func (c *cli) usageError(err error) int {
+	fmt.Fprintf(c.stderr, "docket: %s (run \"docket help\" for usage)\n", oneLine(err.Error()))
+	return exitUsage
+}
+
+// dbAction is a command whose arguments have been checked, waiting for a
+// connection.
+type dbAction func(ctx context.Context, pool *pgxpool.Pool) error
+
+func (c *cli) withPool(ctx context.Context, fn dbAction) error {
+	if c.url == "" {
+		return usagef("no database URL: pass --database-url or set DOCKET_DATABASE_URL or DATABASE_URL")
+	}
+	pool, err := db.Open(ctx, c.url)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return fn(ctx, pool)
+}
+
+func defaultActor(getenv env) string {
+	name := getenv("USER")
+	if name == "" {
+		if u, err := user.Current(); err == nil {
+			name = u.Username
+		}
+	}
+	if name == "" {
+		name = "unknown"
+	}
+	return "user:" + name
+}
+
+func firstNonEmpty(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
