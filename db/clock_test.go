@@ -45,3 +45,11 @@ func TestSystemClockMatchesPostgresPrecision(t *testing.T) {
 	require.Equal(t, now, now.Truncate(time.Microsecond))
 	require.Equal(t, time.UTC, now.Location())
 }
+
+func mustParse(s string) time.Time {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}

@@ -1,0 +1,61 @@
+// Package pgtest gives tests a real PostgreSQL database with the docket
+// schema already migrated: one fresh database per test, cloned in tens of
+// milliseconds from a template database, and dropped when the test ends.
+// It is meant for docket's own tests and for the tests of programs that use
+// docket.
+//
+// # Finding a server
+//
+// The first call in a test process finds a PostgreSQL server, and every
+// later call uses the same one. In order of preference:
+//
+//  1. The admin URL in the environment variable DOCKET_TEST_DATABASE_URL,
+//     for a role allowed to CREATE DATABASE, for example
+//     postgres://postgres:postgres@127.0.0.1:5432/postgres?sslmode=disable.
+//     Nothing else is tried when it is set.
+//  2. A postgres:15-alpine container, started with testcontainers-go, if a
+//     Docker engine answers a ping within a few seconds (DOCKER_HOST, or a
+//     docker.sock in a usual place). The container is removed by Main, or by
+//     testcontainers' reaper if the process dies. Set
+//     TESTCONTAINERS_RYUK_DISABLED=true where the reaper cannot run.
+//  3. Local server binaries (initdb and postgres, found in PATH, in
+//     pg_config --bindir or in the newest /usr/lib/postgresql/*/bin): a
+//     throw-away cluster (UTF8, C locale) is initialised in a temporary
+//     directory, in /dev/shm when that is a tmpfs with a gigabyte free, and
+//     postgres runs as a child of the test process on a free port of
+//     127.0.0.1, with durability turned off. On Linux the kernel kills it if
+//     the test process dies; its directory is removed by Main, or by the
+//     next run that finds it orphaned. When tests run as root, initdb and
+//     postgres run as the "postgres" system user.
+//
+// If none of these works, every call fails the test with a one-line message
+// saying what to set or install. The server must be PostgreSQL 13 or later.
+//
+// # Template and per-test databases
+//
+// The migrated template database is named docket_tmpl_ followed by
+// db.SchemaFingerprint, so it is rebuilt only when the schema changes. It is
+// built at most once per process, under a PostgreSQL advisory lock, so test
+// processes sharing a server (go test ./... runs packages in parallel)
+// build it once between them and reuse it in later runs. Each test database
+// is named docket_t_ followed by random hex digits and is dropped WITH
+// (FORCE) in the test's cleanup.
+//
+// # Use in your own tests
+//
+// Call Main from TestMain, so that a server this package started is stopped
+// when the tests end:
+//
+//	func TestMain(m *testing.M) { pgtest.Main(m) }
+//
+// Then, in a test:
+//
+//	func TestSomething(t *testing.T) {
+//		t.Parallel()
+//		pool := pgtest.NewDB(t) // migrated, private to this test
+//		// ... use pool; it is closed and the database dropped when t ends.
+//	}
+//
+// Use NewURL to open connections yourself, and NewEmptyDB to test
+// migrations on a database without the docket schema.
+package pgtest

@@ -1,0 +1,176 @@
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/docket-dev/docket/db"
+)
+
+// testDBPrefix starts the name of every per-test database.
+const testDBPrefix = "docket_t_"
+
+// dropTimeout bounds dropping a test's database during cleanup.
+const dropTimeout = 30 * time.Second
+
+// NewDB creates a fresh database with the docket schema already migrated,
+// cloned from a template, and returns a pool opened on it with db.Open. When
+// t ends, the pool is closed and the database dropped. If no server can be
+// found or any step fails, NewDB stops the test with t.Fatal and so never
+// returns nil.
+func NewDB(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	return open(t, sharedFor(t).newURL(t, true))
+}
+
+// NewURL is like NewDB but returns the connection URL of the fresh, migrated
+// database instead of a pool; the caller opens and closes its own
+// connections. The database is dropped when t ends, even if connections are
+// still open. On failure it stops the test with t.Fatal.
+func NewURL(t testing.TB) string {
+	t.Helper()
+	return sharedFor(t).newURL(t, true)
+}
+
+// NewEmptyDB creates a fresh database without the docket schema, cloned from
+// template0, for tests of migrations themselves. It returns a pool opened on
+// it with db.Open and its URL. When t ends, the pool is closed and the
+// database dropped. On failure it stops the test with t.Fatal.
+func NewEmptyDB(t testing.TB) (*pgxpool.Pool, string) {
+	t.Helper()
+	u := sharedFor(t).newURL(t, false)
+	return open(t, u), u
+}
+
+// Main runs the tests of m and then stops whatever this package started (a
+// local postgres child process or a container) before exiting with the
+// tests' exit code. Call it from TestMain:
+//
+//	func TestMain(m *testing.M) { pgtest.Main(m) }
+//
+// A failure to stop is printed to stderr and does not change the exit code.
+func Main(m *testing.M) {
+	code := m.Run()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	if err := stopShared(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: stopping PostgreSQL: %v\n", err)
+	}
+	cancel()
+	os.Exit(code)
+}
+
+// sharedFor returns the process-wide server or stops t with t.Fatal.
+func sharedFor(t testing.TB) *server {
+	t.Helper()
+	srv, first, err := sharedServer(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first {
+		t.Logf("pgtest: using %s", srv)
+	}
+	return srv
+}
+
+// newURL creates a database for t, migrated (cloned from the docket
+// template) or empty (cloned from template0), registers dropping it when t
+// ends, and returns its URL. It stops t with t.Fatal on failure.
+func (s *server) newURL(t testing.TB, migrated bool) string {
+	t.Helper()
+	ctx := t.Context()
+	source := "template0"
+	if migrated {
+		var err error
+		if source, err = s.template(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name, err := s.createDB(ctx, source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
+		defer cancel()
+		if err := s.dropDB(ctx, name); err != nil {
+			t.Errorf("pgtest: %v", err)
+		}
+	})
+	u, err := withDatabase(s.adminURL, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// newDB is NewDB on server s.
+func (s *server) newDB(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	return open(t, s.newURL(t, true))
+}
+
+// createDB creates a database with a new random name as a copy of template
+// and returns the name, or an error naming both databases.
+func (s *server) createDB(ctx context.Context, template string) (string, error) {
+	name := randomName(testDBPrefix)
+	sql := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + " TEMPLATE " + pgx.Identifier{template}.Sanitize() + s.createOptions
+	if _, err := s.admin.Exec(ctx, sql); err != nil {
+		return "", fmt.Errorf("pgtest: create database %s from %s: %w", name, template, err)
+	}
+	return name, nil
+}
+
+// dropDB drops database name, disconnecting anyone still connected. A
+// backend still starting up (a pool closed while it was opening a
+// connection) has no role yet, and a role that is not a superuser may not
+// terminate it; such a drop is retried a few times. It returns an error if
+// the drop fails.
+func (s *server) dropDB(ctx context.Context, name string) error {
+	sql := "DROP DATABASE IF EXISTS " + pgx.Identifier{name}.Sanitize() + " WITH (FORCE)"
+	var err error
+	for attempt := range 10 {
+		if _, err = s.admin.Exec(ctx, sql); err == nil {
+			return nil
+		}
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || (pgErr.Code != "42501" && pgErr.Code != "55006") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("drop database %s: %w", name, err)
+		case <-time.After(time.Duration(attempt+1) * 20 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("drop database %s: %w", name, err)
+}
+
+// open opens a pool on u with db.Open and closes it when t ends. Cleanups run
+// last-in first-out, so the pool is closed before its database is dropped.
+// It stops t with t.Fatal on failure.
+func open(t testing.TB, u string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := db.Open(t.Context(), u)
+	if err != nil {
+		t.Fatalf("pgtest: db.Open(%s): %v", maskURL(u), err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// randomName returns prefix followed by 16 random hex digits.
+func randomName(prefix string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails since Go 1.24
+	return prefix + hex.EncodeToString(b[:])
+}

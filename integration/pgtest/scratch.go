@@ -1,0 +1,55 @@
+package pgtest
+
+import (
+	"context"
+	"sync"
+)
+
+// scratchDBs are the databases Scratch made, dropped when the server closes.
+var scratchDBs struct {
+	mu    sync.Mutex
+	names []string
+}
+
+// Scratch creates a database that belongs to no single test — for Example
+// functions and TestMain, which have no testing.T — and returns its URL.
+// With migrated it is a copy of the docket template, else an empty database.
+// [Main] drops it when the tests end, so call Scratch only in a package whose
+// TestMain calls [Main]. It returns the error on which [NewDB] would fail a
+// test.
+func Scratch(ctx context.Context, migrated bool) (string, error) {
+	srv, _, err := sharedServer(ctx)
+	if err != nil {
+		return "", err
+	}
+	source := "template0"
+	if migrated {
+		if source, err = srv.template(ctx); err != nil {
+			return "", err
+		}
+	}
+	name, err := srv.createDB(ctx, source)
+	if err != nil {
+		return "", err
+	}
+	scratchDBs.mu.Lock()
+	scratchDBs.names = append(scratchDBs.names, name)
+	scratchDBs.mu.Unlock()
+	return withDatabase(srv.adminURL, name)
+}
+
+// dropScratch drops every database Scratch made on s, returning the first
+// error.
+func (s *server) dropScratch(ctx context.Context) error {
+	scratchDBs.mu.Lock()
+	names := scratchDBs.names
+	scratchDBs.names = nil
+	scratchDBs.mu.Unlock()
+	var first error
+	for _, name := range names {
+		if err := s.dropDB(ctx, name); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
