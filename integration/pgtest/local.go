@@ -144,7 +144,11 @@ func (l *localPostgres) run(ctx context.Context, data string, cred *syscall.Cred
 		"-c", "fsync=off",
 		"-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off",
-		"-c", "max_connections=200")
+		"-c", "max_connections=200",
+		// Dynamic shared memory in the data directory, not /dev/shm: a
+		// postgres killed with the test process leaves nothing behind that
+		// removing its directory does not remove.
+		"-c", "dynamic_shared_memory_type=mmap")
 	l.cmd.Dir = l.dir
 	l.cmd.Env = childEnv()
 	l.cmd.Stdout = l.log
