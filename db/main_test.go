@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/db"
@@ -57,19 +58,11 @@ func appliedVersions(t *testing.T, q db.DBTX) (docket, river []int64) {
 	ctx := context.Background()
 	rows, err := q.Query(ctx, `SELECT version_id FROM docket.goose_db_version WHERE version_id > 0 ORDER BY version_id`)
 	require.NoError(t, err)
-	for rows.Next() {
-		var v int64
-		require.NoError(t, rows.Scan(&v))
-		docket = append(docket, v)
-	}
-	require.NoError(t, rows.Err())
-	rows, err = q.Query(ctx, `SELECT version FROM docket.river_migration ORDER BY version`)
+	docket, err = pgx.CollectRows(rows, pgx.RowTo[int64])
 	require.NoError(t, err)
-	for rows.Next() {
-		var v int64
-		require.NoError(t, rows.Scan(&v))
-		river = append(river, v)
-	}
-	require.NoError(t, rows.Err())
+	rows, err = q.Query(ctx, `SELECT version::bigint FROM docket.river_migration ORDER BY version`)
+	require.NoError(t, err)
+	river, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
 	return docket, river
 }

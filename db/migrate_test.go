@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -201,4 +203,71 @@ func TestMigrateHonoursCancellation(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	require.ErrorIs(t, db.Migrate(ctx, pool), context.Canceled)
+}
+
+// holdMigrateLock takes the migrators' advisory lock on a connection of its
+// own, as a migrator in another process would, and returns that backend's pid.
+func holdMigrateLock(t *testing.T, url string) (*pgx.Conn, int) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	_, err = conn.Exec(t.Context(), `SELECT pg_advisory_lock(x'646f636b6574'::bigint)`)
+	require.NoError(t, err)
+	var pid int
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT pg_backend_pid()`).Scan(&pid))
+	return conn, pid
+}
+
+// waitForLockWaiter returns once a backend is queued on the migrators' lock.
+// It waits on the database's own lock table, not on time.
+func waitForLockWaiter(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var waiting bool
+		err := pool.QueryRow(context.Background(), `
+			SELECT EXISTS (SELECT 1 FROM pg_locks
+			               WHERE locktype = 'advisory' AND NOT granted
+			                 AND objid = (x'646f636b6574'::bigint & x'ffffffff'::bigint)::oid)`).Scan(&waiting)
+		return err == nil && waiting
+	}, time.Minute, 5*time.Millisecond)
+}
+
+// A migrator whose process dies while holding the lock does not wedge the
+// others: its session ends, the lock goes with it, and the next migrator
+// applies everything.
+func TestMigrateSurvivesDeadLockHolder(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewEmptyDB(t)
+	_, holder := holdMigrateLock(t, url)
+
+	done := make(chan error, 1)
+	go func() { done <- db.Migrate(t.Context(), pool) }()
+	waitForLockWaiter(t, pool)
+
+	var killed bool
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT pg_terminate_backend($1)`, holder).Scan(&killed))
+	require.True(t, killed)
+	require.NoError(t, <-done)
+
+	docketV, riverV := appliedVersions(t, pool)
+	require.Equal(t, seq(1, db.LatestVersion()), docketV)
+	require.Equal(t, seq(1, int64(db.RiverLatestVersion())), riverV)
+}
+
+// A migrator queued behind another gives up when its context ends, having
+// changed nothing.
+func TestMigrateWaitingForLockHonoursCancellation(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewEmptyDB(t)
+	holdMigrateLock(t, url)
+	before := schemaSnapshot(t, pool)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- db.Migrate(ctx, pool) }()
+	waitForLockWaiter(t, pool)
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Equal(t, before, schemaSnapshot(t, pool))
 }
