@@ -180,20 +180,20 @@ func TestGrantsByHandAreValidatedAndRecorded(t *testing.T) {
 	q, _ := setup(t)
 	ctx := t.Context()
 
-	_, err := q.Exec(ctx, `INSERT INTO docket.grants (principal, project_id, capability, granted_by, granted_at)
-		SELECT 'svc:x', id, 'job.create', 'user:ana', '2026-11-02T09:00:00Z' FROM docket.projects WHERE name = 'acme'`)
+	_, err := q.Exec(ctx, `INSERT INTO docket.grants (principal, project, capability, granted_by, granted_at)
+		VALUES ('svc:x', 'acme', 'job.create', 'user:ana', '2026-11-02T09:00:00Z')`)
 	require.ErrorIs(t, db.Translate(err, "raw"), db.ErrInvalidArgument, "no change context: refused")
 
-	_, err = q.Exec(ctx, `INSERT INTO docket.grants (principal, project_id, capability, granted_by, granted_at)
-		SELECT 'svc x', id, 'job.create', 'user:ana', '2026-11-02T09:00:00Z' FROM docket.projects WHERE name = 'acme'`)
+	_, err = q.Exec(ctx, `INSERT INTO docket.grants (principal, project, capability, granted_by, granted_at)
+		VALUES ('svc x', 'acme', 'job.create', 'user:ana', '2026-11-02T09:00:00Z')`)
 	require.ErrorIs(t, db.Translate(err, "raw"), db.ErrInvalidArgument, "CHECK refuses a malformed principal")
 
 	err = db.WithTx(ctx, q, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT docket.set_context('user:ops', '2026-11-02T10:00:00Z')`); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO docket.grants (principal, project_id, capability, granted_by, granted_at)
-			SELECT 'svc:x', id, 'job.create', 'user:ops', '2026-11-02T10:00:00Z' FROM docket.projects WHERE name = 'acme'`); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO docket.grants (principal, project, capability, granted_by, granted_at)
+			VALUES ('svc:x', 'acme', 'job.create', 'user:ops', '2026-11-02T10:00:00Z')`); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `UPDATE docket.grants SET capability = 'job.claim' WHERE principal = 'svc:x'`)
@@ -206,8 +206,8 @@ func TestGrantsByHandAreValidatedAndRecorded(t *testing.T) {
 		if _, err := tx.Exec(ctx, `SELECT docket.set_context('user:ops', '2026-11-02T10:00:00Z')`); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO docket.grants (principal, project_id, capability, granted_by, granted_at)
-			SELECT 'svc:x', id, 'job.create', 'user:ops', '2026-11-02T10:00:00Z' FROM docket.projects WHERE name = 'acme'`)
+		_, err := tx.Exec(ctx, `INSERT INTO docket.grants (principal, project, capability, granted_by, granted_at)
+			VALUES ('svc:x', 'acme', 'job.create', 'user:ops', '2026-11-02T10:00:00Z')`)
 		return err
 	}))
 	held, err := access.Allowed(ctx, q, access.Grant{Principal: "svc:x", Project: "acme", Capability: access.JobCreate})

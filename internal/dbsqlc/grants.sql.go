@@ -95,31 +95,21 @@ func (q *Queries) GrantCheck(ctx context.Context, db DBTX, principal string, pro
 }
 
 const grantList = `-- name: GrantList :many
-SELECT g.principal, p.name AS project, g.capability, g.granted_by, g.granted_at
-FROM docket.grants g
-JOIN docket.projects p ON p.id = g.project_id
-WHERE p.name = $1
-ORDER BY g.principal, g.capability
+SELECT principal, project, capability, granted_by, granted_at FROM docket.grants
+WHERE project = $1
+ORDER BY principal, capability
 `
 
-type GrantListRow struct {
-	Principal  string
-	Project    string
-	Capability string
-	GrantedBy  string
-	GrantedAt  time.Time
-}
-
 // The grants on one project, ordered for display.
-func (q *Queries) GrantList(ctx context.Context, db DBTX, project string) ([]*GrantListRow, error) {
+func (q *Queries) GrantList(ctx context.Context, db DBTX, project string) ([]*DocketGrant, error) {
 	rows, err := db.Query(ctx, grantList, project)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []*GrantListRow{}
+	items := []*DocketGrant{}
 	for rows.Next() {
-		var i GrantListRow
+		var i DocketGrant
 		if err := rows.Scan(
 			&i.Principal,
 			&i.Project,

@@ -21,7 +21,7 @@ type DocketErrorCode struct {
 
 type DocketGrant struct {
 	Principal  string
-	ProjectID  int64
+	Project    string
 	Capability string
 	GrantedBy  string
 	GrantedAt  time.Time
@@ -30,7 +30,7 @@ type DocketGrant struct {
 type DocketGrantEvent struct {
 	ID         int64
 	Principal  string
-	ProjectID  int64
+	Project    string
 	Capability string
 	Action     string
 	Actor      string
@@ -49,7 +49,7 @@ type DocketProject struct {
 
 type DocketProjectEvent struct {
 	ID        int64
-	ProjectID int64
+	Project   string
 	FromState *string
 	ToState   string
 	Actor     string

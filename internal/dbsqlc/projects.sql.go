@@ -29,10 +29,9 @@ func (q *Queries) ProjectCreate(ctx context.Context, db DBTX, name string, actor
 }
 
 const projectEvents = `-- name: ProjectEvents :many
-SELECT e.id, e.project_id, e.from_state, e.to_state, e.actor, e.at FROM docket.project_events e
-JOIN docket.projects p ON p.id = e.project_id
-WHERE p.name = $1
-ORDER BY e.id
+SELECT id, project, from_state, to_state, actor, at FROM docket.project_events
+WHERE project = $1
+ORDER BY id
 `
 
 func (q *Queries) ProjectEvents(ctx context.Context, db DBTX, name string) ([]*DocketProjectEvent, error) {
@@ -46,7 +45,7 @@ func (q *Queries) ProjectEvents(ctx context.Context, db DBTX, name string) ([]*D
 		var i DocketProjectEvent
 		if err := rows.Scan(
 			&i.ID,
-			&i.ProjectID,
+			&i.Project,
 			&i.FromState,
 			&i.ToState,
 			&i.Actor,

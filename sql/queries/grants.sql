@@ -9,11 +9,9 @@ SELECT docket.grant_check(@principal::text, @project::text, @capability::text) A
 
 -- name: GrantList :many
 -- The grants on one project, ordered for display.
-SELECT g.principal, p.name AS project, g.capability, g.granted_by, g.granted_at
-FROM docket.grants g
-JOIN docket.projects p ON p.id = g.project_id
-WHERE p.name = @project
-ORDER BY g.principal, g.capability;
+SELECT * FROM docket.grants
+WHERE project = @project
+ORDER BY principal, capability;
 
 -- name: CapabilityList :many
 SELECT * FROM docket.capabilities ORDER BY name;

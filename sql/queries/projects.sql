@@ -15,7 +15,6 @@ ORDER BY name
 LIMIT @max_rows::int;
 
 -- name: ProjectEvents :many
-SELECT e.* FROM docket.project_events e
-JOIN docket.projects p ON p.id = e.project_id
-WHERE p.name = @name
-ORDER BY e.id;
+SELECT * FROM docket.project_events
+WHERE project = @name
+ORDER BY id;

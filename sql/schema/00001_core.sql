@@ -171,14 +171,14 @@ COMMENT ON TABLE docket.projects IS
 
 CREATE TABLE docket.project_events (
     id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    project_id bigint NOT NULL REFERENCES docket.projects (id),
+    project    text NOT NULL REFERENCES docket.projects (name),
     from_state text REFERENCES docket.project_states (state),
     to_state   text NOT NULL REFERENCES docket.project_states (state),
     actor      text NOT NULL,
     at         timestamptz NOT NULL
 );
 
-CREATE INDEX project_events_project_idx ON docket.project_events (project_id, id);
+CREATE INDEX project_events_project_idx ON docket.project_events (project, id);
 
 CREATE TRIGGER project_events_append_only
     BEFORE UPDATE OR DELETE ON docket.project_events
@@ -236,8 +236,8 @@ CREATE FUNCTION docket.projects_record() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' OR NEW.status <> OLD.status THEN
-        INSERT INTO docket.project_events (project_id, from_state, to_state, actor, at)
-        VALUES (NEW.id, CASE WHEN TG_OP = 'UPDATE' THEN OLD.status END, NEW.status,
+        INSERT INTO docket.project_events (project, from_state, to_state, actor, at)
+        VALUES (NEW.name, CASE WHEN TG_OP = 'UPDATE' THEN OLD.status END, NEW.status,
                 docket.context_actor(), docket.context_now());
     END IF;
     RETURN NULL;
@@ -330,12 +330,12 @@ INSERT INTO docket.capabilities (name, description) VALUES
 CREATE TABLE docket.grants (
     principal  text NOT NULL
                CONSTRAINT grants_principal_valid CHECK (docket.valid_principal(principal)),
-    project_id bigint NOT NULL REFERENCES docket.projects (id),
+    project    text NOT NULL REFERENCES docket.projects (name),
     capability text NOT NULL REFERENCES docket.capabilities (name),
     granted_by text NOT NULL
                CONSTRAINT grants_granted_by_valid CHECK (docket.valid_principal(granted_by)),
     granted_at timestamptz NOT NULL,
-    PRIMARY KEY (project_id, capability, principal)
+    PRIMARY KEY (project, capability, principal)
 );
 
 CREATE INDEX grants_principal_idx ON docket.grants (principal);
@@ -343,14 +343,14 @@ CREATE INDEX grants_principal_idx ON docket.grants (principal);
 CREATE TABLE docket.grant_events (
     id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     principal  text NOT NULL,
-    project_id bigint NOT NULL REFERENCES docket.projects (id),
+    project    text NOT NULL REFERENCES docket.projects (name),
     capability text NOT NULL,
     action     text NOT NULL CONSTRAINT grant_events_action_known CHECK (action IN ('granted', 'revoked')),
     actor      text NOT NULL,
     at         timestamptz NOT NULL
 );
 
-CREATE INDEX grant_events_project_idx ON docket.grant_events (project_id, id);
+CREATE INDEX grant_events_project_idx ON docket.grant_events (project, id);
 
 CREATE TRIGGER grant_events_append_only
     BEFORE UPDATE OR DELETE ON docket.grant_events
@@ -364,12 +364,12 @@ CREATE FUNCTION docket.grants_record() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        INSERT INTO docket.grant_events (principal, project_id, capability, action, actor, at)
-        VALUES (NEW.principal, NEW.project_id, NEW.capability, 'granted',
+        INSERT INTO docket.grant_events (principal, project, capability, action, actor, at)
+        VALUES (NEW.principal, NEW.project, NEW.capability, 'granted',
                 docket.context_actor(), docket.context_now());
     ELSE
-        INSERT INTO docket.grant_events (principal, project_id, capability, action, actor, at)
-        VALUES (OLD.principal, OLD.project_id, OLD.capability, 'revoked',
+        INSERT INTO docket.grant_events (principal, project, capability, action, actor, at)
+        VALUES (OLD.principal, OLD.project, OLD.capability, 'revoked',
                 docket.context_actor(), docket.context_now());
     END IF;
     RETURN NULL;
@@ -395,15 +395,13 @@ CREATE TRIGGER grants_refuse_update
     BEFORE UPDATE ON docket.grants
     FOR EACH ROW EXECUTE FUNCTION docket.grants_refuse_update();
 
--- grant_validate checks the triple of a grant or revoke and returns the project's
--- id. Refuses: a malformed principal or project name, an unknown capability
--- (DK010); an unknown project (P0002).
+-- grant_validate checks the triple of a grant or revoke. Refuses: a malformed
+-- principal or project name, an unknown capability (DK010); an unknown project
+-- (P0002).
 -- +goose StatementBegin
 CREATE FUNCTION docket.grant_validate(p_principal text, p_project text, p_capability text)
-RETURNS bigint
+RETURNS void
 LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v_project_id bigint;
 BEGIN
     IF p_principal IS NULL OR NOT docket.valid_principal(p_principal) THEN
         RAISE EXCEPTION 'invalid principal %: want kind:name, e.g. svc:billing', coalesce(quote_literal(p_principal), 'NULL')
@@ -423,12 +421,10 @@ BEGIN
         RAISE EXCEPTION 'unknown capability %: see docket.capabilities', quote_literal(p_capability)
             USING ERRCODE = 'DK010';
     END IF;
-    SELECT id INTO v_project_id FROM docket.projects WHERE name = p_project;
-    IF NOT FOUND THEN
+    IF NOT EXISTS (SELECT 1 FROM docket.projects WHERE name = p_project) THEN
         RAISE EXCEPTION 'project % does not exist', quote_literal(p_project)
             USING ERRCODE = 'P0002';
     END IF;
-    RETURN v_project_id;
 END
 $$;
 -- +goose StatementEnd
@@ -441,13 +437,11 @@ $$;
 CREATE FUNCTION docket.grant_add(p_principal text, p_project text, p_capability text, p_actor text, p_now timestamptz)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
-DECLARE
-    v_project_id bigint;
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
-    v_project_id := docket.grant_validate(p_principal, p_project, p_capability);
-    INSERT INTO docket.grants (principal, project_id, capability, granted_by, granted_at)
-    VALUES (p_principal, v_project_id, p_capability, p_actor, p_now)
+    PERFORM docket.grant_validate(p_principal, p_project, p_capability);
+    INSERT INTO docket.grants (principal, project, capability, granted_by, granted_at)
+    VALUES (p_principal, p_project, p_capability, p_actor, p_now)
     ON CONFLICT DO NOTHING;
     RETURN FOUND;
 END
@@ -461,13 +455,11 @@ $$;
 CREATE FUNCTION docket.grant_revoke(p_principal text, p_project text, p_capability text, p_actor text, p_now timestamptz)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
-DECLARE
-    v_project_id bigint;
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
-    v_project_id := docket.grant_validate(p_principal, p_project, p_capability);
+    PERFORM docket.grant_validate(p_principal, p_project, p_capability);
     DELETE FROM docket.grants
-    WHERE project_id = v_project_id AND capability = p_capability AND principal = p_principal;
+    WHERE project = p_project AND capability = p_capability AND principal = p_principal;
     RETURN FOUND;
 END
 $$;
@@ -480,10 +472,8 @@ CREATE FUNCTION docket.grant_check(p_principal text, p_project text, p_capabilit
 RETURNS boolean
 LANGUAGE sql STABLE
 RETURN EXISTS (
-    SELECT 1
-    FROM docket.grants g
-    JOIN docket.projects p ON p.id = g.project_id
-    WHERE p.name = p_project AND g.capability = p_capability AND g.principal = p_principal
+    SELECT 1 FROM docket.grants
+    WHERE project = p_project AND capability = p_capability AND principal = p_principal
 );
 
 -- +goose Down
