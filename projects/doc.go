@@ -7,8 +7,9 @@
 //	active → archived → active
 //	archived → retired   (terminal: a retired project never changes again)
 //
-// A BEFORE UPDATE trigger refuses every other move, also from a hand-written
-// UPDATE in psql, with [db.ErrIllegalTransition]; every creation and move is
+// A trigger refuses every other move, and a project born in any state but
+// active, also from a hand-written INSERT or UPDATE in psql, with
+// [db.ErrIllegalTransition]; every creation and move is
 // recorded in docket.project_events with the actor and instant of the change.
 // This is the pattern every docket state machine follows.
 package projects

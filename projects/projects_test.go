@@ -147,6 +147,14 @@ func TestRawUpdatesAreHeldToTheMachine(t *testing.T) {
 	}
 	require.Equal(t, before, snapshot(t, pool))
 
+	// A project is born active, even by hand.
+	for _, status := range []string{"archived", "retired", "frozen"} {
+		err := asOperator(`INSERT INTO docket.projects (name, status, created_by, created_at, updated_at)
+			VALUES ('born', '` + status + `', 'user:ops', '2026-11-02T12:00:00Z', '2026-11-02T12:00:00Z')`)
+		require.ErrorIs(t, err, db.ErrIllegalTransition, "born %s", status)
+	}
+	require.Equal(t, before, snapshot(t, pool))
+
 	// Without a change context a legal move is refused too: no change
 	// goes unattributed.
 	_, err = pool.Exec(ctx, `UPDATE docket.projects SET status = 'archived' WHERE name = 'acme'`)

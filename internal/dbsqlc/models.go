@@ -58,6 +58,7 @@ type DocketProjectEvent struct {
 
 type DocketProjectState struct {
 	State    string
+	Initial  bool
 	Terminal bool
 }
 

@@ -2,10 +2,12 @@
 -- the error catalogue, projects with their status machine, capabilities and grants.
 --
 -- The project status machine is the reference for every later state machine:
---   * a states table (state, terminal) and a transitions table (from_state, to_state);
---   * a BEFORE UPDATE trigger that refuses any pair not in the transitions table
---     (DK001), any change to a row in a terminal state (DK001) and any change to an
---     immutable column (DK015), so a hand-written UPDATE is held to the same rules;
+--   * a states table (state, initial, terminal) and a transitions table
+--     (from_state, to_state);
+--   * a BEFORE INSERT OR UPDATE trigger that refuses a row born in a state that is
+--     not initial, any pair not in the transitions table and any change to a row
+--     in a terminal state (DK001), and any change to an immutable column (DK015),
+--     so a hand-written INSERT or UPDATE is held to the same rules;
 --   * an AFTER trigger that appends an event row (who, when, from, to) in the same
 --     transaction, taking the actor and instant from the change context.
 
@@ -135,13 +137,15 @@ $$;
 
 CREATE TABLE docket.project_states (
     state    text PRIMARY KEY,
-    terminal boolean NOT NULL
+    initial  boolean NOT NULL, -- a row may be created in this state
+    terminal boolean NOT NULL, -- a row in this state never changes again
+    CONSTRAINT project_states_initial_not_terminal CHECK (NOT (initial AND terminal))
 );
 
-INSERT INTO docket.project_states (state, terminal) VALUES
-    ('active', false),
-    ('archived', false),
-    ('retired', true);
+INSERT INTO docket.project_states (state, initial, terminal) VALUES
+    ('active', true, false),
+    ('archived', false, false),
+    ('retired', false, true);
 
 CREATE TABLE docket.project_transitions (
     from_state text NOT NULL REFERENCES docket.project_states (state),
@@ -185,11 +189,19 @@ CREATE TRIGGER project_events_append_only
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
 
 -- projects_guard enforces the status machine and the immutable columns on every
--- UPDATE, whoever issues it.
+-- INSERT and UPDATE, whoever issues it: a project is born in an initial state
+-- and moves only along docket.project_transitions.
 -- +goose StatementBegin
 CREATE FUNCTION docket.projects_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+    IF TG_OP = 'INSERT' THEN
+        IF NOT coalesce((SELECT initial FROM docket.project_states WHERE state = NEW.status), false) THEN
+            RAISE EXCEPTION 'project %: cannot be created %, not an initial state', NEW.name, NEW.status
+                USING ERRCODE = 'DK001';
+        END IF;
+        RETURN NEW;
+    END IF;
     IF NEW.id <> OLD.id OR NEW.name <> OLD.name
        OR NEW.created_by <> OLD.created_by OR NEW.created_at <> OLD.created_at THEN
         RAISE EXCEPTION 'project %: name, created_by and created_at are immutable', OLD.name
@@ -212,7 +224,7 @@ $$;
 -- +goose StatementEnd
 
 CREATE TRIGGER projects_guard
-    BEFORE UPDATE ON docket.projects
+    BEFORE INSERT OR UPDATE ON docket.projects
     FOR EACH ROW EXECUTE FUNCTION docket.projects_guard();
 
 -- +goose StatementBegin
