@@ -2,7 +2,9 @@ package access_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -223,25 +225,75 @@ func TestGrantsByHandAreValidatedAndRecorded(t *testing.T) {
 	require.ErrorIs(t, db.Translate(err, "raw"), db.ErrImmutable, "events are append-only")
 }
 
-// Go's early checks and the database's CHECKs agree on what a name is.
-func TestGoValidationMatchesDatabase(t *testing.T) {
-	t.Parallel()
-	q, _ := setup(t)
-	ctx := t.Context()
-	actors := []string{"svc:billing", "user:ana", "worker:host-7/pid-12", "a:b", "svc:", ":x", "Svc:x",
+// Go's early checks and the database's CHECKs agree on what a name is. The
+// seeds run with every go test; go test -fuzz explores further.
+func FuzzActorRuleMatchesDatabase(f *testing.F) {
+	for _, a := range []string{"svc:billing", "user:ana", "worker:host-7/pid-12", "a:b", "svc:", ":x", "Svc:x",
 		"svc:-x", "user:ana@example.com", "svc:a b", "x:" + strings.Repeat("a", 200), "x:" + strings.Repeat("a", 201),
-		strings.Repeat("k", 32) + ":a", strings.Repeat("k", 33) + ":a", "svc:a\nb", "svc:é"}
-	for _, a := range actors {
-		var sqlOK bool
-		require.NoError(t, q.QueryRow(ctx, `SELECT docket.valid_principal($1)`, a).Scan(&sqlOK))
-		require.Equal(t, sqlOK, access.Actor(a).Validate() == nil, "actor %q", a)
+		strings.Repeat("k", 32) + ":a", strings.Repeat("k", 33) + ":a", "svc:a\nb", "svc:a\n", "svc:é"} {
+		f.Add(a)
 	}
-	caps := []string{"job.create", "job", "job.*", "a.b.c.d", "a.b.c.d.e", "Job.create", "job.create_x", "job._x",
-		"j." + strings.Repeat("a", 62), "j." + strings.Repeat("a", 63), "job..create", "job.create\n"}
-	for _, c := range caps {
+	pool := pgtest.NewDB(f)
+	f.Fuzz(func(t *testing.T, a string) {
 		var sqlOK bool
-		require.NoError(t, q.QueryRow(ctx, `SELECT docket.valid_capability($1)`, c).Scan(&sqlOK))
+		err := pool.QueryRow(context.Background(), `SELECT docket.valid_principal($1)`, a).Scan(&sqlOK)
+		if err != nil {
+			// Not text Postgres can hold (invalid UTF-8, NUL): the database
+			// refuses it whatever Go says; Go must not accept it either.
+			require.ErrorIs(t, db.Translate(err, "fuzz"), db.ErrInvalidArgument)
+			sqlOK = false
+		}
+		require.Equal(t, sqlOK, access.Actor(a).Validate() == nil, "actor %q", a)
+	})
+}
+
+func FuzzCapabilityRuleMatchesDatabase(f *testing.F) {
+	for _, c := range []string{"job.create", "job", "job.*", "a.b.c.d", "a.b.c.d.e", "Job.create", "job.create_x", "job._x",
+		"j." + strings.Repeat("a", 62), "j." + strings.Repeat("a", 63), "job..create", "job.create\n"} {
+		f.Add(c)
+	}
+	pool := pgtest.NewDB(f)
+	f.Fuzz(func(t *testing.T, c string) {
+		var sqlOK bool
+		err := pool.QueryRow(context.Background(), `SELECT docket.valid_capability($1)`, c).Scan(&sqlOK)
+		if err != nil {
+			require.ErrorIs(t, db.Translate(err, "fuzz"), db.ErrInvalidArgument)
+			sqlOK = false
+		}
 		require.Equal(t, sqlOK, access.Capability(c).Validate() == nil, "capability %q", c)
+	})
+}
+
+// Many callers granting the same thing at once: one grant, one event, and
+// exactly one caller told it was new.
+func TestConcurrentAllowGrantsOnce(t *testing.T) {
+	t.Parallel()
+	q, clock := setup(t)
+	ctx := t.Context()
+	for round := range 5 {
+		g := access.Grant{Principal: access.Actor(fmt.Sprintf("svc:racer-%d", round)), Project: "acme", Capability: access.JobClaim}
+		const callers = 8
+		release := make(chan struct{})
+		results := make(chan error, callers)
+		var added atomic.Int32
+		for range callers {
+			go func() {
+				<-release
+				ok, err := access.Allow(ctx, q, g, operator, clock.Now())
+				if ok {
+					added.Add(1)
+				}
+				results <- err
+			}()
+		}
+		close(release)
+		for range callers {
+			require.NoError(t, <-results)
+		}
+		require.Equal(t, int32(1), added.Load())
+		var events int
+		require.NoError(t, q.QueryRow(ctx, `SELECT count(*) FROM docket.grant_events WHERE principal = $1`, string(g.Principal)).Scan(&events))
+		require.Equal(t, 1, events)
 	}
 }
 
