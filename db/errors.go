@@ -146,10 +146,7 @@ type Error struct {
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	b.WriteString(e.Op)
-	for i := 0; i+1 < len(e.IDs); i += 2 {
-		fmt.Fprintf(&b, " %v=%v", e.IDs[i], e.IDs[i+1])
-	}
+	b.WriteString(opWithIDs(e.Op, e.IDs))
 	b.WriteString(": ")
 	b.WriteString(e.Sentinel.Error())
 	if e.Message != "" {
@@ -199,14 +196,17 @@ func Translate(err error, op string, ids ...any) error {
 			}
 		}
 	}
-	if len(ids) == 0 {
-		return fmt.Errorf("%s: %w", op, err)
-	}
+	return fmt.Errorf("%s: %w", opWithIDs(op, ids), err)
+}
+
+// opWithIDs renders an operation and its ids as "op name=value …".
+func opWithIDs(op string, ids []any) string {
 	var b strings.Builder
+	b.WriteString(op)
 	for i := 0; i+1 < len(ids); i += 2 {
 		fmt.Fprintf(&b, " %v=%v", ids[i], ids[i+1])
 	}
-	return fmt.Errorf("%s%s: %w", op, b.String(), err)
+	return b.String()
 }
 
 // Refuse builds an [*Error] for a refusal decided in Go before reaching the

@@ -132,6 +132,12 @@ func (s Status) Current() bool {
 	return s.Version == s.Latest && s.RiverVersion == s.RiverLatest
 }
 
+// Ahead reports whether the database has a docket or River migration this
+// build does not know; [Migrate] refuses such a database.
+func (s Status) Ahead() bool {
+	return s.Version > s.Latest || s.RiverVersion > s.RiverLatest
+}
+
 func (s Status) tooNew() error {
 	if s.Version > s.Latest {
 		return fmt.Errorf("%w: database is at version %d, this build knows up to %d",

@@ -45,5 +45,5 @@ func TestOpenAppliesDefaults(t *testing.T) {
 	pool := pgtest.NewDB(t)
 	var app string
 	require.NoError(t, pool.QueryRow(t.Context(), `SHOW application_name`).Scan(&app))
-	require.NotEmpty(t, app)
+	require.Equal(t, db.DefaultApplicationName, app, "pgtest opens its pools with db.Open")
 }

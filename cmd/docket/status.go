@@ -25,7 +25,7 @@ func (c *cli) printStatus(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	state := "current"
 	switch {
-	case s.Version > s.Latest || s.RiverVersion > s.RiverLatest:
+	case s.Ahead():
 		state = "newer than this build: upgrade docket"
 	case !s.Current():
 		state = "behind: run docket migrate"

@@ -35,6 +35,34 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 RETURN length(p_capability) <= 64
    AND p_capability ~ '^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*){1,3}$';
 
+-- require_principal refuses (DK010) a null or malformed principal, naming
+-- what the argument is for (actor, principal, …) in the message.
+-- +goose StatementBegin
+CREATE FUNCTION docket.require_principal(p_what text, p_value text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_value IS NULL OR NOT docket.valid_principal(p_value) THEN
+        RAISE EXCEPTION 'invalid % %: want kind:name, e.g. svc:billing', p_what, coalesce(quote_literal(p_value), 'NULL')
+            USING ERRCODE = 'DK010';
+    END IF;
+END
+$$;
+-- +goose StatementEnd
+
+-- require_project_name refuses (DK010) a null or malformed project name.
+-- +goose StatementBegin
+CREATE FUNCTION docket.require_project_name(p_value text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_value IS NULL OR NOT docket.valid_project_name(p_value) THEN
+        RAISE EXCEPTION 'invalid project name %: want 1-63 characters of [a-z0-9._-], starting with a letter or digit',
+            coalesce(quote_literal(p_value), 'NULL')
+            USING ERRCODE = 'DK010';
+    END IF;
+END
+$$;
+-- +goose StatementEnd
+
 -- Error catalogue -----------------------------------------------------------
 
 -- Every SQLSTATE docket raises, so an operator in psql can look one up. The Go
@@ -73,10 +101,7 @@ INSERT INTO docket.error_codes (code, name, meaning) VALUES
 CREATE FUNCTION docket.set_context(p_actor text, p_now timestamptz) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF p_actor IS NULL OR NOT docket.valid_principal(p_actor) THEN
-        RAISE EXCEPTION 'invalid actor %: want kind:name, e.g. svc:billing', coalesce(quote_literal(p_actor), 'NULL')
-            USING ERRCODE = 'DK010';
-    END IF;
+    PERFORM docket.require_principal('actor', p_actor);
     IF p_now IS NULL OR NOT isfinite(p_now) OR p_now < '1970-01-01 00:00:00+00' THEN
         RAISE EXCEPTION 'invalid instant %: the caller''s now must be a finite timestamp after 1970 (a zero time is a bug)', coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'DK010';
@@ -121,13 +146,16 @@ END
 $$;
 -- +goose StatementEnd
 
--- refuse_change is the trigger body of every append-only table: events are
--- written once and never updated or deleted (DK015).
+-- refuse_change is the trigger body of every change docket never allows:
+-- updating or deleting an append-only record, deleting a row that is retired
+-- instead, editing a row that is replaced instead (DK015). The trigger's
+-- argument, if any, says what to do instead.
 -- +goose StatementBegin
 CREATE FUNCTION docket.refuse_change() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    RAISE EXCEPTION '%.% is append-only: % refused', TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_OP
+    RAISE EXCEPTION '%.%: % refused%', TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_OP,
+        CASE WHEN TG_NARGS > 0 THEN ': ' || TG_ARGV[0] ELSE ' (append-only)' END
         USING ERRCODE = 'DK015';
 END
 $$;
@@ -227,19 +255,9 @@ CREATE TRIGGER projects_guard
     BEFORE INSERT OR UPDATE ON docket.projects
     FOR EACH ROW EXECUTE FUNCTION docket.projects_guard();
 
--- +goose StatementBegin
-CREATE FUNCTION docket.projects_refuse_delete() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE EXCEPTION 'project % cannot be deleted: retire it instead', OLD.name
-        USING ERRCODE = 'DK015';
-END
-$$;
--- +goose StatementEnd
-
 CREATE TRIGGER projects_refuse_delete
     BEFORE DELETE ON docket.projects
-    FOR EACH ROW EXECUTE FUNCTION docket.projects_refuse_delete();
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('projects are never deleted: retire them instead');
 
 -- projects_record appends the project_events row for a creation or a status
 -- change, attributed to the transaction's change context.
@@ -272,11 +290,7 @@ DECLARE
     v docket.projects;
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
-    IF p_name IS NULL OR NOT docket.valid_project_name(p_name) THEN
-        RAISE EXCEPTION 'invalid project name %: want 1-63 characters of [a-z0-9._-], starting with a letter or digit',
-            coalesce(quote_literal(p_name), 'NULL')
-            USING ERRCODE = 'DK010';
-    END IF;
+    PERFORM docket.require_project_name(p_name);
     INSERT INTO docket.projects (name, created_by, created_at, updated_at)
     VALUES (p_name, p_actor, p_now, p_now)
     RETURNING * INTO v;
@@ -374,16 +388,13 @@ CREATE TRIGGER grant_events_append_only
 -- +goose StatementBegin
 CREATE FUNCTION docket.grants_record() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+    g docket.grants := CASE WHEN TG_OP = 'INSERT' THEN NEW ELSE OLD END;
 BEGIN
-    IF TG_OP = 'INSERT' THEN
-        INSERT INTO docket.grant_events (principal, project, capability, action, actor, at)
-        VALUES (NEW.principal, NEW.project, NEW.capability, 'granted',
-                docket.context_actor(), docket.context_now());
-    ELSE
-        INSERT INTO docket.grant_events (principal, project, capability, action, actor, at)
-        VALUES (OLD.principal, OLD.project, OLD.capability, 'revoked',
-                docket.context_actor(), docket.context_now());
-    END IF;
+    INSERT INTO docket.grant_events (principal, project, capability, action, actor, at)
+    VALUES (g.principal, g.project, g.capability,
+            CASE WHEN TG_OP = 'INSERT' THEN 'granted' ELSE 'revoked' END,
+            docket.context_actor(), docket.context_now());
     RETURN NULL;
 END
 $$;
@@ -393,19 +404,9 @@ CREATE TRIGGER grants_record
     AFTER INSERT OR DELETE ON docket.grants
     FOR EACH ROW EXECUTE FUNCTION docket.grants_record();
 
--- +goose StatementBegin
-CREATE FUNCTION docket.grants_refuse_update() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE EXCEPTION 'grants are never edited: revoke and grant instead'
-        USING ERRCODE = 'DK015';
-END
-$$;
--- +goose StatementEnd
-
 CREATE TRIGGER grants_refuse_update
     BEFORE UPDATE ON docket.grants
-    FOR EACH ROW EXECUTE FUNCTION docket.grants_refuse_update();
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('grants are never edited: revoke and grant instead');
 
 -- grant_validate checks the triple of a grant or revoke. Refuses: a malformed
 -- principal or project name, an unknown capability (DK010); an unknown project
@@ -415,15 +416,8 @@ CREATE FUNCTION docket.grant_validate(p_principal text, p_project text, p_capabi
 RETURNS void
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
-    IF p_principal IS NULL OR NOT docket.valid_principal(p_principal) THEN
-        RAISE EXCEPTION 'invalid principal %: want kind:name, e.g. svc:billing', coalesce(quote_literal(p_principal), 'NULL')
-            USING ERRCODE = 'DK010';
-    END IF;
-    IF p_project IS NULL OR NOT docket.valid_project_name(p_project) THEN
-        RAISE EXCEPTION 'invalid project name %: want 1-63 characters of [a-z0-9._-], starting with a letter or digit',
-            coalesce(quote_literal(p_project), 'NULL')
-            USING ERRCODE = 'DK010';
-    END IF;
+    PERFORM docket.require_principal('principal', p_principal);
+    PERFORM docket.require_project_name(p_project);
     IF p_capability IS NULL OR NOT docket.valid_capability(p_capability) THEN
         RAISE EXCEPTION 'invalid capability %: want dot-separated lowercase segments, e.g. job.create',
             coalesce(quote_literal(p_capability), 'NULL')
@@ -495,7 +489,6 @@ DROP FUNCTION docket.grant_add(text, text, text, text, timestamptz);
 DROP FUNCTION docket.grant_validate(text, text, text);
 DROP TABLE docket.grant_events;
 DROP TABLE docket.grants;
-DROP FUNCTION docket.grants_refuse_update();
 DROP FUNCTION docket.grants_record();
 DROP TABLE docket.capabilities;
 DROP FUNCTION docket.project_set_status(text, text, text, timestamptz);
@@ -503,7 +496,6 @@ DROP FUNCTION docket.project_create(text, text, timestamptz);
 DROP TABLE docket.project_events;
 DROP TABLE docket.projects;
 DROP FUNCTION docket.projects_record();
-DROP FUNCTION docket.projects_refuse_delete();
 DROP FUNCTION docket.projects_guard();
 DROP TABLE docket.project_transitions;
 DROP TABLE docket.project_states;
@@ -512,6 +504,8 @@ DROP FUNCTION docket.context_now();
 DROP FUNCTION docket.context_actor();
 DROP FUNCTION docket.set_context(text, timestamptz);
 DROP TABLE docket.error_codes;
+DROP FUNCTION docket.require_project_name(text);
+DROP FUNCTION docket.require_principal(text, text);
 DROP FUNCTION docket.valid_capability(text);
 DROP FUNCTION docket.valid_project_name(text);
 DROP FUNCTION docket.valid_principal(text);
