@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 )
 
 // passwordMask replaces passwords in URLs that are shown to people.
@@ -13,6 +14,10 @@ const passwordMask = "xxxxx"
 // contains the password.
 func parseAdminURL(raw string) (*url.URL, error) {
 	const want = "want a URL like postgres://user:password@host:5432/postgres?sslmode=disable"
+	if n := strings.Count(strings.TrimSpace(raw), "\n"); n > 0 {
+		// Typically a script's other output captured along with the URL.
+		return nil, fmt.Errorf("database URL has %d lines, expected one (was other output captured with it?): %s", n+1, want)
+	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme == "" {
 		// url.Parse quotes the whole input in its error: keep it out, it

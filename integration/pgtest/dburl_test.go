@@ -43,11 +43,14 @@ func TestWithDatabaseRejectsNonURLsWithoutLeakingPassword(t *testing.T) {
 		"host=localhost password=s3cret dbname=postgres",
 		"mysql://root:s3cret@localhost/db",
 		"postgres://u:s3cret@[::1/db",
+		"Removed stale pid file.\npostgres://u:s3cret@127.0.0.1:5432/postgres",
 	} {
 		_, err := withDatabase(in, "x")
 		require.Error(t, err, in)
 		require.NotContains(t, err.Error(), "s3cret")
 	}
+	_, err := withDatabase("Removed stale pid file.\npostgres://u:s3cret@127.0.0.1:5432/postgres\n", "x")
+	require.ErrorContains(t, err, "has 2 lines")
 }
 
 func TestMaskURL(t *testing.T) {
