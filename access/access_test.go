@@ -302,7 +302,7 @@ func TestCapabilitiesListsTheKnownOnes(t *testing.T) {
 	q, _ := setup(t)
 	caps, err := access.Capabilities(t.Context(), q)
 	require.NoError(t, err)
-	for _, c := range []access.Capability{access.JobCreate, access.JobClaim, access.JobCancel, access.LaneView, access.CaseAdmit, access.TaskReview} {
+	for _, c := range []access.Capability{access.JobCreate, access.JobClaim, access.JobCancel, access.JobReconcile, access.LaneView, access.CaseAdmit, access.TaskReview} {
 		require.Contains(t, caps, c)
 	}
 }

@@ -13,12 +13,14 @@ type Capability string
 
 // The capabilities docket's packages check.
 const (
-	JobCreate  Capability = "job.create"  // enqueue jobs in the project
-	JobClaim   Capability = "job.claim"   // claim and run the project's jobs
-	JobCancel  Capability = "job.cancel"  // cancel the project's jobs
-	LaneView   Capability = "lane.view"   // list and read every lane of the project
-	CaseAdmit  Capability = "case.admit"  // admit and correlate the project's cases
-	TaskReview Capability = "task.review" // claim and answer the project's human tasks
+	JobCreate Capability = "job.create" // enqueue jobs in the project
+	JobClaim  Capability = "job.claim"  // claim and run the project's jobs
+	JobCancel Capability = "job.cancel" // cancel the project's jobs
+	// JobReconcile settles the project's uncertain jobs.
+	JobReconcile Capability = "job.reconcile"
+	LaneView     Capability = "lane.view"   // list and read every lane of the project
+	CaseAdmit    Capability = "case.admit"  // admit and correlate the project's cases
+	TaskReview   Capability = "task.review" // claim and answer the project's human tasks
 )
 
 var capabilityPattern = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*){1,3}$`)

@@ -214,3 +214,15 @@ func opWithIDs(op string, ids []any) string {
 func Refuse(sentinel error, op, message string, ids ...any) error {
 	return &Error{Op: op, IDs: ids, Sentinel: sentinel, Message: message}
 }
+
+// RefuseCode builds an [*Error] for a refusal the database reported as a value
+// rather than raised, such as one element's outcome in a batch, from its
+// SQLSTATE. A code with no docket meaning gets no sentinel match beyond the
+// error itself.
+func RefuseCode(code, op, message string, ids ...any) error {
+	sentinel, ok := sentinelByCode[code]
+	if !ok {
+		sentinel = fmt.Errorf("SQLSTATE %s", code)
+	}
+	return &Error{Op: op, IDs: ids, Sentinel: sentinel, Code: code, Message: message}
+}

@@ -5,7 +5,10 @@
 package dbsqlc
 
 import (
+	"encoding/json"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 type DocketCapability struct {
@@ -35,6 +38,183 @@ type DocketGrantEvent struct {
 	Action     string
 	Actor      string
 	At         time.Time
+}
+
+// A unit of work with a lease protocol. State moves only along docket.job_transitions; every move is in docket.job_events.
+type DocketJob struct {
+	ID               int64
+	Project          string
+	Kind             string
+	Queue            string
+	Priority         int16
+	State            string
+	Payload          json.RawMessage
+	PayloadSchema    int32
+	Params           json.RawMessage
+	Inputs           []string
+	RequestedOutput  *string
+	LaneID           *int64
+	CaseID           *int64
+	IdempotencyKey   *string
+	CompensationKind *string
+	External         bool
+	Repeatable       bool
+	AvailableAt      time.Time
+	Attempts         int32
+	MaxAttempts      int32
+	Lease            time.Duration
+	BackoffBase      time.Duration
+	BackoffCap       time.Duration
+	BackoffJitter    float64
+	LeaseGeneration  int64
+	ClaimToken       *uuid.UUID
+	ClaimedBy        *string
+	ClaimedAt        *time.Time
+	LeaseExpiresAt   *time.Time
+	Result           json.RawMessage
+	Diagnostic       *string
+	CreatedBy        string
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	FinishedAt       *time.Time
+}
+
+type DocketJobDecoder struct {
+	Kind          string
+	PayloadSchema int32
+	Deployment    string
+	RegisteredBy  string
+	RegisteredAt  time.Time
+}
+
+type DocketJobEnqueued struct {
+	Duplicate        bool
+	ID               int64
+	Project          string
+	Kind             string
+	Queue            string
+	Priority         int16
+	State            string
+	Payload          json.RawMessage
+	PayloadSchema    int32
+	Params           json.RawMessage
+	Inputs           []string
+	RequestedOutput  *string
+	LaneID           *int64
+	CaseID           *int64
+	IdempotencyKey   *string
+	CompensationKind *string
+	External         bool
+	Repeatable       bool
+	AvailableAt      time.Time
+	Attempts         int32
+	MaxAttempts      int32
+	Lease            time.Duration
+	BackoffBase      time.Duration
+	BackoffCap       time.Duration
+	BackoffJitter    float64
+	LeaseGeneration  int64
+	ClaimToken       *uuid.UUID
+	ClaimedBy        *string
+	ClaimedAt        *time.Time
+	LeaseExpiresAt   *time.Time
+	Result           json.RawMessage
+	Diagnostic       *string
+	CreatedBy        string
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	FinishedAt       *time.Time
+}
+
+// Append-only, hash-chained history of every job transition. docket.job_verify(id) checks a job's chain.
+type DocketJobEvent struct {
+	JobID     int64
+	Seq       int32
+	FromState *string
+	ToState   string
+	Actor     string
+	At        time.Time
+	Attempt   int32
+	Detail    *string
+	PrevHash  []byte
+	Hash      []byte
+}
+
+type DocketJobState struct {
+	State    string
+	Initial  bool
+	Terminal bool
+	Meaning  string
+}
+
+type DocketJobTransition struct {
+	FromState string
+	ToState   string
+	Meaning   string
+}
+
+// Jobs that ran out of attempts, latest first.
+type DocketJobsDead struct {
+	ID          int64
+	Project     string
+	Queue       string
+	Kind        string
+	Attempts    int32
+	MaxAttempts int32
+	Diagnostic  *string
+	FinishedAt  *time.Time
+}
+
+// Queued jobs, soonest claimable first. Due at instant T: WHERE available_at <= T.
+type DocketJobsDue struct {
+	ID          int64
+	Project     string
+	Queue       string
+	Priority    int16
+	Kind        string
+	AvailableAt time.Time
+	Attempts    int32
+	MaxAttempts int32
+	External    bool
+	CreatedAt   time.Time
+}
+
+// Claimed jobs by lease expiry, earliest first. Expired at instant T: WHERE lease_expires_at <= T; docket.job_expire_leases sweeps them.
+type DocketJobsExpiredLease struct {
+	ID              int64
+	Project         string
+	Queue           string
+	Kind            string
+	ClaimedBy       *string
+	ClaimedAt       *time.Time
+	LeaseExpiresAt  *time.Time
+	LeaseGeneration int64
+	Attempts        int32
+	MaxAttempts     int32
+	Repeatable      bool
+}
+
+// Jobs whose worker may or may not have done the work, oldest first: settle each with docket.job_reconcile or cancel it.
+type DocketJobsUncertain struct {
+	ID             int64
+	Project        string
+	Queue          string
+	Kind           string
+	Attempts       int32
+	MaxAttempts    int32
+	Diagnostic     *string
+	UncertainSince time.Time
+}
+
+// Unfinished jobs whose payload schema no registered deployment can decode.
+type DocketJobsUndecodable struct {
+	ID            int64
+	Project       string
+	Queue         string
+	Kind          string
+	PayloadSchema int32
+	State         string
+	AvailableAt   time.Time
 }
 
 // A tenant of docket: grants, jobs, lanes and cases belong to exactly one project. Status moves only along docket.project_transitions.

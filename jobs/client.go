@@ -1,0 +1,99 @@
+package jobs
+
+import (
+	"context"
+	"regexp"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/dbsqlc"
+)
+
+var queries = dbsqlc.New()
+
+// Pool is what a [Client] runs on when no transaction is given: a
+// *pgxpool.Pool, or a *pgx.Conn.
+type Pool interface {
+	db.DBTX
+	db.Beginner
+}
+
+// Config configures a [Client].
+type Config struct {
+	// Project is the project the client enqueues into and claims from.
+	// Required.
+	Project string
+	// Actor is who the client acts as; every change it makes is attributed
+	// to it, and its grants decide what it may do. Required.
+	Actor access.Actor
+	// Clock gives the instants the client passes to the database. Defaults
+	// to [db.SystemClock].
+	Clock db.Clock
+}
+
+// Client enqueues, claims and settles the jobs of one project as one actor.
+// It is safe for concurrent use.
+//
+// Each write comes in two forms: one that runs on the client's pool, and one
+// ending in Tx that runs on the caller's transaction (or any [db.DBTX]), so the
+// job change commits or rolls back with the caller's own writes.
+type Client struct {
+	pool    Pool
+	project string
+	actor   access.Actor
+	clock   db.Clock
+}
+
+// NewClient returns a client on pool. It refuses, with
+// [db.ErrInvalidArgument], a nil pool, a malformed project name or actor.
+// It does not check that the project exists or that the actor holds grants:
+// the database decides that on each call.
+func NewClient(pool Pool, cfg Config) (*Client, error) {
+	if pool == nil {
+		return nil, db.Refuse(db.ErrInvalidArgument, "jobs.new_client", "pool is nil")
+	}
+	if !validProject(cfg.Project) {
+		return nil, db.Refuse(db.ErrInvalidArgument, "jobs.new_client",
+			"invalid project name "+quote(cfg.Project)+": want 1-63 characters of [a-z0-9._-], starting with a letter or digit")
+	}
+	if err := cfg.Actor.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = db.SystemClock{}
+	}
+	return &Client{pool: pool, project: cfg.Project, actor: cfg.Actor, clock: cfg.Clock}, nil
+}
+
+// Project returns the client's project.
+func (c *Client) Project() string { return c.project }
+
+// Actor returns who the client acts as.
+func (c *Client) Actor() access.Actor { return c.actor }
+
+// Clock returns the client's clock.
+func (c *Client) Clock() db.Clock { return c.clock }
+
+// Get returns job id, or [db.ErrNotFound]. It reads any project's job: job
+// ids are not secret, and reading grants nothing.
+func (c *Client) Get(ctx context.Context, q db.DBTX, id int64) (Job, error) {
+	row, err := queries.JobGet(ctx, q, id)
+	if err != nil {
+		return Job{}, db.Translate(err, "job.get", "job", id)
+	}
+	return fromRow(row), nil
+}
+
+// inTx runs fn in a transaction on the client's pool.
+func (c *Client) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return db.WithTx(ctx, c.pool, fn)
+}
+
+var projectPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+func validProject(name string) bool { return projectPattern.MatchString(name) }
+
+func quote(s string) string { return strconv.Quote(s) }

@@ -1,0 +1,51 @@
+// Package jobs is docket's job model: durable knowledge that work is wanted,
+// held, done, failed or in doubt, with one holder at a time, bounded
+// attempts, and an outcome nobody can rewrite.
+//
+// A job lives in docket.jobs and moves along docket.job_transitions only:
+//
+//	queued    → claimed | cancelled
+//	claimed   → queued | claimed | succeeded | failed | dead | uncertain | cancelled
+//	uncertain → succeeded | failed | queued | cancelled
+//
+// The database enforces the machine for every writer, a hand-written UPDATE
+// in psql included, and appends a hash-chained docket.job_events row for
+// every move in the same transaction ([Client.History], [Client.Verify]).
+//
+// # Enqueueing
+//
+// A [Client] acts for one actor in one project. [Client.EnqueueTx] joins the
+// caller's transaction, so a job commits or rolls back with the business
+// write beside it; [Client.EnqueueManyTx] enqueues up to 100,000 jobs in one
+// statement. An idempotency key makes enqueueing safe to retry: the same key
+// and payload return the existing job as a duplicate, the same key with
+// another payload is refused ([db.ErrIdempotencyConflict]). Creating a job
+// needs an explicit job.create grant on the project.
+//
+// [Kind] gives a kind a typed payload and a payload schema version, so code
+// never marshals by hand and never decodes one version as another.
+//
+// # The lease protocol
+//
+// [Client.Claim] hands out due jobs, each with a fresh random token, a lease
+// until an instant, a new lease generation and one more attempt. Concurrent
+// claimants get distinct jobs; an actor without the job.claim grant gets the
+// same empty answer as one with nothing to do. The token proves the claim:
+// [Client.Renew], [Client.Release], [Client.Complete] and [Client.Fail]
+// require it and a live lease, and refuse anything else with
+// [db.ErrStaleClaim] without touching the job.
+//
+// A retryable failure queues the job again after a backoff from its
+// [RetryPolicy] and makes it dead on its last attempt; a permanent failure
+// fails it; an uncertain failure, or a lease that expired under a lost
+// worker ([Client.ExpireLeases]), leaves it uncertain unless the job is
+// repeatable, because the worker may have done the work. An uncertain job
+// waits for [Client.Reconcile] or [Client.Cancel].
+//
+// Execution is at-least-once: a lease gives one holder at a time, not one
+// execution in the world. Handlers with external effects should carry their
+// own idempotency keys. See docs/jobs.md.
+//
+// Every function takes its instant from the client's [db.Clock]; storage
+// never reads the wall clock.
+package jobs

@@ -1,0 +1,148 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/dbsqlc"
+)
+
+// Enqueued is one job as enqueueing left it: created now, or found under its
+// idempotency key (Duplicate).
+type Enqueued struct {
+	Job       Job
+	Duplicate bool
+}
+
+// Receipt is what [Client.EnqueueMany] reports for one spec: the job's id and
+// whether it already existed under its idempotency key.
+type Receipt struct {
+	ID        int64
+	Duplicate bool
+}
+
+// Enqueue creates the job spec describes, in its own transaction, and returns
+// it. See [Client.EnqueueTx] for what it refuses.
+func (c *Client) Enqueue(ctx context.Context, spec Spec) (Enqueued, error) {
+	return c.EnqueueTx(ctx, c.pool, spec)
+}
+
+// EnqueueTx creates the job spec describes on q, typically the caller's
+// transaction: the job and its first event commit with the caller's writes or
+// not at all. A spec whose idempotency key names an existing job of the same
+// kind in the project returns that job, Duplicate, when its payload and
+// payload schema are equal.
+//
+// It refuses, writing nothing: a spec that fails [Spec.Validate] with
+// [db.ErrInvalidArgument]; an actor without an explicit job.create grant on
+// the project, or an unknown project, with [db.ErrNotPermitted]; an
+// idempotency key held by a job with another payload with
+// [db.ErrIdempotencyConflict].
+func (c *Client) EnqueueTx(ctx context.Context, q db.DBTX, spec Spec) (Enqueued, error) {
+	now := c.clock.Now()
+	params, err := c.enqueueParams(now, []Spec{spec})
+	if err != nil {
+		return Enqueued{}, err
+	}
+	rows, err := queries.JobEnqueue(ctx, q, dbsqlc.JobEnqueueParams(params))
+	if err != nil {
+		return Enqueued{}, db.Translate(err, "job.enqueue", "project", c.project, "kind", spec.Kind)
+	}
+	if len(rows) != 1 {
+		return Enqueued{}, fmt.Errorf("job.enqueue: %d rows for one job", len(rows))
+	}
+	return fromEnqueuedRow(rows[0]), nil
+}
+
+// EnqueueMany creates the jobs specs describe, in one transaction and one
+// round trip, and reports each one's id in spec order. See
+// [Client.EnqueueManyTx].
+func (c *Client) EnqueueMany(ctx context.Context, specs []Spec) ([]Receipt, error) {
+	return c.EnqueueManyTx(ctx, c.pool, specs)
+}
+
+// EnqueueManyTx creates the jobs specs describe on q in one statement (up to
+// [MaxEnqueueBatch]), with their first events, and reports each one's id in
+// spec order. Idempotency keys behave as in [Client.EnqueueTx], also between
+// specs of the batch. The batch is all or nothing: a refusal of any spec, as
+// [Client.EnqueueTx] describes, or an empty or oversized batch
+// ([db.ErrInvalidArgument]) writes nothing.
+func (c *Client) EnqueueManyTx(ctx context.Context, q db.DBTX, specs []Spec) ([]Receipt, error) {
+	if len(specs) == 0 || len(specs) > MaxEnqueueBatch {
+		return nil, db.Refuse(db.ErrInvalidArgument, "job.enqueue_many",
+			fmt.Sprintf("batch of %d specs is outside 1..%d", len(specs), MaxEnqueueBatch))
+	}
+	params, err := c.enqueueParams(c.clock.Now(), specs)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := queries.JobEnqueueIDs(ctx, q, dbsqlc.JobEnqueueIDsParams(params))
+	if err != nil {
+		return nil, db.Translate(err, "job.enqueue_many", "project", c.project)
+	}
+	out := make([]Receipt, len(rows))
+	for i, r := range rows {
+		out[i] = Receipt{ID: r.ID, Duplicate: r.Duplicate}
+	}
+	return out, nil
+}
+
+// enqueueParams validates specs and lays them out as the parallel arrays
+// docket.job_enqueue takes.
+func (c *Client) enqueueParams(now time.Time, specs []Spec) (dbsqlc.JobEnqueueParams, error) {
+	n := len(specs)
+	p := dbsqlc.JobEnqueueParams{
+		Project: c.project, Actor: string(c.actor), Now: now,
+		Kinds: make([]string, n), Queues: make([]string, n), Priorities: make([]int16, n),
+		Payloads: make([]json.RawMessage, n), PayloadSchemas: make([]int32, n), Keys: make([]string, n),
+		AvailableAt: make([]time.Time, n), MaxAttempts: make([]int32, n), Repeatable: make([]bool, n),
+		External: make([]bool, n), Leases: make([]time.Duration, n), BackoffBase: make([]time.Duration, n),
+		BackoffCap: make([]time.Duration, n), BackoffJitter: make([]float64, n), Params: make([]json.RawMessage, n),
+		Inputs: make([]json.RawMessage, n), Outputs: make([]string, n), LaneIds: make([]int64, n),
+		CaseIds: make([]int64, n), CompensationKinds: make([]string, n),
+	}
+	null := json.RawMessage("null")
+	for i, s := range specs {
+		if err := s.Validate(); err != nil {
+			if n > 1 {
+				return p, fmt.Errorf("spec %d: %w", i, err)
+			}
+			return p, err
+		}
+		s = s.resolved(now)
+		p.Kinds[i] = s.Kind
+		p.Queues[i] = s.Queue
+		p.Priorities[i] = int16(s.Priority)
+		p.Payloads[i] = s.Payload
+		p.PayloadSchemas[i] = int32(s.PayloadSchema)
+		p.Keys[i] = s.IdempotencyKey
+		p.AvailableAt[i] = s.AvailableAt
+		p.MaxAttempts[i] = int32(s.Retry.MaxAttempts)
+		p.Repeatable[i] = s.Repeatable
+		p.External[i] = s.External
+		p.Leases[i] = s.Lease
+		p.BackoffBase[i] = s.Retry.Base
+		p.BackoffCap[i] = s.Retry.Cap
+		p.BackoffJitter[i] = s.Retry.Jitter
+		p.Params[i] = null
+		if s.Params != nil {
+			p.Params[i] = s.Params
+		}
+		p.Inputs[i] = null
+		if len(s.Inputs) > 0 {
+			in, err := json.Marshal(s.Inputs)
+			if err != nil {
+				return p, invalid("kind %s: inputs: %v", s.Kind, err)
+			}
+			p.Inputs[i] = in
+		}
+		p.Outputs[i] = s.RequestedOutput
+		p.LaneIds[i] = s.LaneID
+		p.CaseIds[i] = s.CaseID
+		p.CompensationKinds[i] = s.CompensationKind
+	}
+	return p, nil
+}

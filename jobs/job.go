@@ -1,0 +1,211 @@
+package jobs
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/internal/dbsqlc"
+)
+
+// State is where a job stands. The legal moves between states are the rows of
+// docket.job_transitions:
+//
+//	queued    → claimed | cancelled
+//	claimed   → queued | claimed (expired lease taken over) | succeeded | failed | dead | uncertain | cancelled
+//	uncertain → succeeded | failed | queued | cancelled
+//
+// Succeeded, failed, dead and cancelled are terminal.
+type State string
+
+// The job states.
+const (
+	Queued    State = "queued"    // wanted: claimable from AvailableAt
+	Claimed   State = "claimed"   // held by one claimant until its lease expires
+	Succeeded State = "succeeded" // done; Result holds the outcome
+	Failed    State = "failed"    // failed permanently; Diagnostic says why
+	Dead      State = "dead"      // ran out of attempts
+	Uncertain State = "uncertain" // its worker may or may not have done the work
+	Cancelled State = "cancelled" // withdrawn before it finished
+)
+
+// States lists every state, in the order of the machine.
+var States = []State{Queued, Claimed, Succeeded, Failed, Dead, Uncertain, Cancelled}
+
+// Terminal reports whether s is a state a job never leaves.
+func (s State) Terminal() bool {
+	return s == Succeeded || s == Failed || s == Dead || s == Cancelled
+}
+
+// Job is a job as stored.
+type Job struct {
+	ID               int64
+	Project          string
+	Kind             string
+	Queue            string
+	Priority         int // 1 (first) .. 4 (last)
+	State            State
+	Payload          json.RawMessage
+	PayloadSchema    int
+	Params           json.RawMessage // nil when none
+	Inputs           []string
+	RequestedOutput  string
+	LaneID           int64 // 0 when none
+	CaseID           int64 // 0 when none
+	IdempotencyKey   string
+	CompensationKind string
+	External         bool // run by an executor outside docket's worker
+	Repeatable       bool // safe to run again after an uncertain outcome
+	AvailableAt      time.Time
+	Attempts         int // claims so far
+	MaxAttempts      int
+	LeaseDuration    time.Duration // the lease a claim gets unless it asks for another
+	Retry            RetryPolicy
+	LeaseGeneration  int64
+	ClaimToken       uuid.UUID // the zero UUID unless Claimed
+	ClaimedBy        access.Actor
+	ClaimedAt        time.Time // zero unless Claimed
+	LeaseExpiresAt   time.Time // zero unless Claimed
+	Result           json.RawMessage
+	Diagnostic       string
+	CreatedBy        access.Actor
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	FinishedAt       time.Time // zero unless terminal
+}
+
+// Lease is what a claim hands its holder: the job and the token that proves
+// the claim. [Client.Renew], [Client.Release], [Client.Complete] and
+// [Client.Fail] take it. A token is a capability for this one claim, not a
+// credential: keep it for as long as the claim lasts and no longer.
+type Lease struct {
+	JobID      int64
+	Token      uuid.UUID
+	Generation int64
+	ExpiresAt  time.Time
+}
+
+// Lease returns the lease j's current claim holds; the zero Lease when j is
+// not claimed.
+func (j Job) Lease() Lease {
+	if j.State != Claimed {
+		return Lease{}
+	}
+	return Lease{JobID: j.ID, Token: j.ClaimToken, Generation: j.LeaseGeneration, ExpiresAt: j.LeaseExpiresAt}
+}
+
+// Event is one recorded transition of a job. Seq counts from 1; From is empty
+// for the creation. Hash is sha256(PrevHash || canonical event): see
+// docket.job_event_hash.
+type Event struct {
+	JobID    int64
+	Seq      int
+	From     State
+	To       State
+	Actor    access.Actor
+	At       time.Time
+	Attempt  int
+	Detail   string
+	PrevHash []byte
+	Hash     []byte
+}
+
+// Verification is what [Client.Verify] found in a job's history.
+type Verification struct {
+	OK      bool
+	Events  int    // events checked
+	BadSeq  int    // the first bad event; 0 when the job row disagrees with its events, or OK
+	Problem string // empty when OK
+}
+
+func fromRow(r *dbsqlc.DocketJob) Job {
+	j := Job{
+		ID:              r.ID,
+		Project:         r.Project,
+		Kind:            r.Kind,
+		Queue:           r.Queue,
+		Priority:        int(r.Priority),
+		State:           State(r.State),
+		Payload:         r.Payload,
+		PayloadSchema:   int(r.PayloadSchema),
+		Params:          r.Params,
+		Inputs:          r.Inputs,
+		External:        r.External,
+		Repeatable:      r.Repeatable,
+		AvailableAt:     r.AvailableAt.UTC(),
+		Attempts:        int(r.Attempts),
+		MaxAttempts:     int(r.MaxAttempts),
+		LeaseDuration:   r.Lease,
+		LeaseGeneration: r.LeaseGeneration,
+		Result:          r.Result,
+		CreatedBy:       access.Actor(r.CreatedBy),
+		CreatedAt:       r.CreatedAt.UTC(),
+		UpdatedAt:       r.UpdatedAt.UTC(),
+		Retry: RetryPolicy{
+			Base:        r.BackoffBase,
+			Cap:         r.BackoffCap,
+			Jitter:      r.BackoffJitter,
+			MaxAttempts: int(r.MaxAttempts),
+		},
+	}
+	j.RequestedOutput = deref(r.RequestedOutput)
+	j.IdempotencyKey = deref(r.IdempotencyKey)
+	j.CompensationKind = deref(r.CompensationKind)
+	j.Diagnostic = deref(r.Diagnostic)
+	j.ClaimedBy = access.Actor(deref(r.ClaimedBy))
+	if r.LaneID != nil {
+		j.LaneID = *r.LaneID
+	}
+	if r.CaseID != nil {
+		j.CaseID = *r.CaseID
+	}
+	if r.ClaimToken != nil {
+		j.ClaimToken = *r.ClaimToken
+	}
+	j.ClaimedAt = utc(r.ClaimedAt)
+	j.LeaseExpiresAt = utc(r.LeaseExpiresAt)
+	j.FinishedAt = utc(r.FinishedAt)
+	return j
+}
+
+// fromEnqueuedRow converts a job_enqueue row, which is a job row with the
+// duplicate flag in front.
+func fromEnqueuedRow(r *dbsqlc.DocketJobEnqueued) Enqueued {
+	return Enqueued{Duplicate: r.Duplicate, Job: fromRow(&dbsqlc.DocketJob{
+		ID: r.ID, Project: r.Project, Kind: r.Kind, Queue: r.Queue, Priority: r.Priority, State: r.State,
+		Payload: r.Payload, PayloadSchema: r.PayloadSchema, Params: r.Params, Inputs: r.Inputs,
+		RequestedOutput: r.RequestedOutput, LaneID: r.LaneID, CaseID: r.CaseID, IdempotencyKey: r.IdempotencyKey,
+		CompensationKind: r.CompensationKind, External: r.External, Repeatable: r.Repeatable,
+		AvailableAt: r.AvailableAt, Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, Lease: r.Lease,
+		BackoffBase: r.BackoffBase, BackoffCap: r.BackoffCap, BackoffJitter: r.BackoffJitter,
+		LeaseGeneration: r.LeaseGeneration, ClaimToken: r.ClaimToken, ClaimedBy: r.ClaimedBy,
+		ClaimedAt: r.ClaimedAt, LeaseExpiresAt: r.LeaseExpiresAt, Result: r.Result, Diagnostic: r.Diagnostic,
+		CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt,
+	})}
+}
+
+func fromRows(rows []*dbsqlc.DocketJob) []Job {
+	out := make([]Job, len(rows))
+	for i, r := range rows {
+		out[i] = fromRow(r)
+	}
+	return out
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func utc(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+func ptr[T any](v T) *T { return &v }

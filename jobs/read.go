@@ -1,0 +1,91 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/dbsqlc"
+)
+
+// MaxPage bounds the page size of [Client.List].
+const MaxPage = 1000
+
+// Filter selects jobs for [Client.List]. Empty fields match everything.
+type Filter struct {
+	State State
+	Kind  string
+	Queue string
+	// Before continues a listing: only jobs with a smaller id. Pass the
+	// last id of one page to get the next.
+	Before int64
+	// Limit is the page size, 1..[MaxPage]. Defaults to 100.
+	Limit int
+}
+
+// List returns the client project's jobs matching f, newest first.
+// It refuses a limit outside 1..[MaxPage] or an unknown state with
+// [db.ErrInvalidArgument].
+func (c *Client) List(ctx context.Context, q db.DBTX, f Filter) ([]Job, error) {
+	const op = "job.list"
+	if f.Limit == 0 {
+		f.Limit = 100
+	}
+	if f.Limit < 1 || f.Limit > MaxPage {
+		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("limit %d is outside 1..%d", f.Limit, MaxPage))
+	}
+	if f.State != "" && !knownState(f.State) {
+		return nil, db.Refuse(db.ErrInvalidArgument, op, "unknown state "+quote(string(f.State)))
+	}
+	rows, err := queries.JobList(ctx, q, dbsqlc.JobListParams{
+		Project: c.project, State: string(f.State), Kind: f.Kind, Queue: f.Queue, BeforeID: f.Before, MaxRows: int32(f.Limit),
+	})
+	if err != nil {
+		return nil, db.Translate(err, op, "project", c.project)
+	}
+	return fromRows(rows), nil
+}
+
+func knownState(s State) bool {
+	for _, k := range States {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+// History returns the recorded transitions of job id, oldest first. An
+// unknown job has none.
+func (c *Client) History(ctx context.Context, q db.DBTX, id int64) ([]Event, error) {
+	rows, err := queries.JobEvents(ctx, q, id)
+	if err != nil {
+		return nil, db.Translate(err, "job.history", "job", id)
+	}
+	out := make([]Event, len(rows))
+	for i, r := range rows {
+		out[i] = Event{
+			JobID: r.JobID, Seq: int(r.Seq), To: State(r.ToState), Actor: access.Actor(r.Actor), At: r.At.UTC(),
+			Attempt: int(r.Attempt), Detail: deref(r.Detail), PrevHash: r.PrevHash, Hash: r.Hash,
+		}
+		if r.FromState != nil {
+			out[i].From = State(*r.FromState)
+		}
+	}
+	return out, nil
+}
+
+// Verify recomputes job id's history from its events alone, as
+// docket.job_verify does: sequence numbers without gaps, the hash chain,
+// every move in the transition table, attempts counting only claims, and the
+// final state and attempts equal to the job's. A failed check is a
+// Verification that is not OK, naming the first bad event, not an error. The
+// history is evidence, and grants nothing.
+func (c *Client) Verify(ctx context.Context, q db.DBTX, id int64) (Verification, error) {
+	r, err := queries.JobVerify(ctx, q, id)
+	if err != nil {
+		return Verification{}, db.Translate(err, "job.verify", "job", id)
+	}
+	return Verification{OK: r.Ok, Events: int(r.Events), BadSeq: int(r.BadSeq), Problem: r.Problem}, nil
+}

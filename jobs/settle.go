@@ -1,0 +1,304 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/dbsqlc"
+)
+
+// Complete finishes the job lease l holds as [Succeeded] with result (nil:
+// none). When writes is not nil it runs first, in the same transaction, so the
+// caller's outputs commit with the succeeded transition or not at all; an
+// error from writes rolls both back and is returned as it is. See
+// [Client.CompleteTx] for what it refuses.
+func (c *Client) Complete(ctx context.Context, l Lease, result json.RawMessage, writes func(tx pgx.Tx) error) (Job, error) {
+	var job Job
+	err := c.inTx(ctx, func(tx pgx.Tx) error {
+		if writes != nil {
+			if err := writes(tx); err != nil {
+				return err
+			}
+		}
+		var err error
+		job, err = c.CompleteTx(ctx, tx, l, result)
+		return err
+	})
+	return job, err
+}
+
+// CompleteTx finishes the job lease l holds as [Succeeded] with result (nil:
+// none) on q, typically the transaction that also holds the handler's
+// outputs. Completing a succeeded job again with an equal result is a quiet
+// no-op that returns it, so a completion retried after a lost reply is safe.
+//
+// It refuses, changing nothing: a result that is not JSON or is over
+// [MaxPayloadBytes] with [db.ErrInvalidArgument]; an unknown job with
+// [db.ErrNotFound]; a job that finished otherwise (failed, dead, or succeeded
+// with another result) with [db.ErrTerminal]; a token that does not hold a
+// live lease, the job's cancellation included, with [db.ErrStaleClaim].
+func (c *Client) CompleteTx(ctx context.Context, q db.DBTX, l Lease, result json.RawMessage) (Job, error) {
+	const op = "job.complete"
+	if result != nil && !json.Valid(result) {
+		return Job{}, db.Refuse(db.ErrInvalidArgument, op, "result is not valid JSON", "job", l.JobID)
+	}
+	row, err := queries.JobComplete(ctx, q, dbsqlc.JobCompleteParams{
+		ID: l.JobID, Token: l.Token, Result: result, Actor: string(c.actor), Now: c.clock.Now(),
+	})
+	if err != nil {
+		return Job{}, db.Translate(err, op, "job", l.JobID)
+	}
+	return fromRow(row), nil
+}
+
+// Completion is one element of [Client.CompleteMany].
+type Completion struct {
+	Lease  Lease
+	Result json.RawMessage // nil: none
+}
+
+// CompleteMany completes a batch of leases in one statement. See
+// [Client.CompleteManyTx].
+func (c *Client) CompleteMany(ctx context.Context, batch []Completion) ([]error, error) {
+	return c.CompleteManyTx(ctx, c.pool, batch)
+}
+
+// CompleteManyTx completes up to [MaxCompleteBatch] leases on q in one round
+// trip. It returns one error per element, in order: nil when the job is now
+// succeeded (or already was, with an equal result), else the refusal
+// [Client.CompleteTx] would have given ([db.ErrStaleClaim],
+// [db.ErrTerminal], [db.ErrNotFound]), and that element changed nothing while
+// the others completed. The second result refuses the whole batch, changing
+// nothing: empty or oversized, or a result that is not JSON
+// ([db.ErrInvalidArgument]).
+func (c *Client) CompleteManyTx(ctx context.Context, q db.DBTX, batch []Completion) ([]error, error) {
+	const op = "job.complete_many"
+	if len(batch) == 0 || len(batch) > MaxCompleteBatch {
+		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("batch of %d is outside 1..%d", len(batch), MaxCompleteBatch))
+	}
+	ids := make([]int64, len(batch))
+	tokens := make([]uuid.UUID, len(batch))
+	results := make([]json.RawMessage, len(batch))
+	for i, b := range batch {
+		ids[i], tokens[i], results[i] = b.Lease.JobID, b.Lease.Token, json.RawMessage("null")
+		if b.Result != nil {
+			if !json.Valid(b.Result) {
+				return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("element %d: result is not valid JSON", i), "job", b.Lease.JobID)
+			}
+			results[i] = b.Result
+		}
+	}
+	rows, err := queries.JobCompleteMany(ctx, q, dbsqlc.JobCompleteManyParams{
+		Ids: ids, Tokens: tokens, Results: results, Actor: string(c.actor), Now: c.clock.Now(),
+	})
+	if err != nil {
+		return nil, db.Translate(err, op)
+	}
+	out := make([]error, len(batch))
+	for i, r := range rows {
+		if r.Refusal != "" {
+			out[i] = db.RefuseCode(r.Refusal, "job.complete", refusalMessage(r.Refusal, r.State), "job", r.ID)
+		}
+	}
+	return out, nil
+}
+
+func refusalMessage(code, state string) string {
+	switch code {
+	case "P0002":
+		return "the job does not exist"
+	case "DK014":
+		return "the job already finished " + state
+	default:
+		return "the token does not hold a live lease (the job is " + state + ")"
+	}
+}
+
+// FailureClass says what a failed attempt means for the job.
+type FailureClass string
+
+// The failure classes.
+const (
+	// ClassRetryable: try again after a backoff, until the attempts run
+	// out ([Dead]).
+	ClassRetryable FailureClass = "retryable"
+	// ClassPermanent: it will never succeed ([Failed]).
+	ClassPermanent FailureClass = "permanent"
+	// ClassUncertain: the attempt may or may not have had its effect; the
+	// job becomes [Uncertain] for someone to reconcile, unless it is
+	// repeatable (then as ClassRetryable).
+	ClassUncertain FailureClass = "uncertain"
+)
+
+// Failure describes a failed attempt.
+type Failure struct {
+	Class FailureClass // defaults to ClassRetryable
+	// Diagnostic says what went wrong; cut to [MaxDiagnosticLen] characters.
+	Diagnostic string
+	// RetryAfter, when positive, replaces the policy's backoff for a
+	// retryable failure: a peer's hint such as an HTTP Retry-After, clamped to
+	// [MaxRetryAfter]. Negative retries at once; zero uses the policy.
+	RetryAfter time.Duration
+}
+
+// Fail reports that the attempt lease l holds failed. See [Client.FailTx].
+func (c *Client) Fail(ctx context.Context, l Lease, f Failure) (Job, error) {
+	return c.FailTx(ctx, c.pool, l, f)
+}
+
+// FailTx reports on q that the attempt lease l holds failed, and moves the job
+// by f.Class: [ClassRetryable] to [Queued] after a backoff ([Dead] on its
+// last attempt), [ClassPermanent] to [Failed], [ClassUncertain] to
+// [Uncertain] (or as retryable when the job is repeatable). Reporting again an outcome the job already
+// finished with is a quiet no-op.
+//
+// It refuses, changing nothing: an unknown class with [db.ErrInvalidArgument];
+// an unknown job with [db.ErrNotFound]; a job that finished otherwise with
+// [db.ErrTerminal]; a token that does not hold a live lease with
+// [db.ErrStaleClaim].
+func (c *Client) FailTx(ctx context.Context, q db.DBTX, l Lease, f Failure) (Job, error) {
+	const op = "job.fail"
+	if f.Class == "" {
+		f.Class = ClassRetryable
+	}
+	if f.Class != ClassRetryable && f.Class != ClassPermanent && f.Class != ClassUncertain {
+		return Job{}, db.Refuse(db.ErrInvalidArgument, op, "unknown failure class "+quote(string(f.Class)), "job", l.JobID)
+	}
+	var retryAfter *time.Duration
+	if f.RetryAfter != 0 {
+		d := min(max(f.RetryAfter, 0), MaxRetryAfter)
+		retryAfter = &d
+	}
+	row, err := queries.JobFail(ctx, q, dbsqlc.JobFailParams{
+		ID: l.JobID, Token: l.Token, Class: string(f.Class), Diagnostic: optional(cut(f.Diagnostic, MaxDiagnosticLen)),
+		RetryAfter: retryAfter, Actor: string(c.actor), Now: c.clock.Now(),
+	})
+	if err != nil {
+		return Job{}, db.Translate(err, op, "job", l.JobID)
+	}
+	return fromRow(row), nil
+}
+
+// Cancel withdraws job id. See [Client.CancelTx].
+func (c *Client) Cancel(ctx context.Context, id int64, reason string) (Job, error) {
+	return c.CancelTx(ctx, c.pool, id, reason)
+}
+
+// CancelTx withdraws job id on q, queued, claimed or uncertain, with reason as
+// its diagnostic. A holder learns of it when its next renew, complete or fail
+// is refused with [db.ErrStaleClaim]. A job that names a compensation kind
+// gets its compensation job enqueued in the same transaction. Cancelling a
+// cancelled job is a quiet no-op.
+//
+// It refuses, changing nothing: an unknown job with [db.ErrNotFound]; an actor
+// without job.cancel on the job's project with [db.ErrNotPermitted]; a job
+// that already finished otherwise with [db.ErrTerminal].
+func (c *Client) CancelTx(ctx context.Context, q db.DBTX, id int64, reason string) (Job, error) {
+	row, err := queries.JobCancel(ctx, q, id, optional(cut(reason, MaxDiagnosticLen)), string(c.actor), c.clock.Now())
+	if err != nil {
+		return Job{}, db.Translate(err, "job.cancel", "job", id)
+	}
+	return fromRow(row), nil
+}
+
+// Outcome is how [Client.Reconcile] settles an uncertain job.
+type Outcome string
+
+// The outcomes of a reconciliation.
+const (
+	// DidSucceed: the work was done; the job becomes [Succeeded].
+	DidSucceed Outcome = "succeeded"
+	// DidFail: the work was not done and will not be; [Failed].
+	DidFail Outcome = "failed"
+	// RunAgain: the work was not done; the job is [Queued] at once.
+	RunAgain Outcome = "queued"
+)
+
+// Reconcile settles uncertain job id. See [Client.ReconcileTx].
+func (c *Client) Reconcile(ctx context.Context, id int64, outcome Outcome, result json.RawMessage, note string) (Job, error) {
+	return c.ReconcileTx(ctx, c.pool, id, outcome, result, note)
+}
+
+// ReconcileTx settles uncertain job id on q, by an actor who found out what
+// its lost attempt did: [DidSucceed] (with result), [DidFail] or [RunAgain].
+// note is kept as the diagnostic, and the change is recorded as every other.
+// Settling a job again with the outcome it has is a quiet no-op.
+//
+// It refuses, changing nothing: an unknown outcome, a result with an outcome
+// other than DidSucceed, or RunAgain for a job with no attempts left, with
+// [db.ErrInvalidArgument]; an unknown job with [db.ErrNotFound]; an actor
+// without job.reconcile on the job's project with [db.ErrNotPermitted]; a job
+// that is not uncertain with [db.ErrIllegalTransition], or that finished
+// otherwise with [db.ErrTerminal].
+func (c *Client) ReconcileTx(ctx context.Context, q db.DBTX, id int64, outcome Outcome, result json.RawMessage, note string) (Job, error) {
+	const op = "job.reconcile"
+	if result != nil && !json.Valid(result) {
+		return Job{}, db.Refuse(db.ErrInvalidArgument, op, "result is not valid JSON", "job", id)
+	}
+	row, err := queries.JobReconcile(ctx, q, dbsqlc.JobReconcileParams{
+		ID: id, Outcome: string(outcome), Result: result, Note: optional(cut(note, MaxDiagnosticLen)),
+		Actor: string(c.actor), Now: c.clock.Now(),
+	})
+	if err != nil {
+		return Job{}, db.Translate(err, op, "job", id, "outcome", outcome)
+	}
+	return fromRow(row), nil
+}
+
+// ExpireLeases sweeps up to limit expired leases of every project on q: a
+// repeatable job is queued again after its backoff ([Dead] on its last
+// attempt); any other becomes [Uncertain], because its worker may have done
+// the work. It returns the jobs it moved; jobs another sweeper holds are
+// skipped, so several sweepers may run at once. It refuses a limit outside
+// 1..[MaxSweepBatch] with [db.ErrInvalidArgument].
+func (c *Client) ExpireLeases(ctx context.Context, q db.DBTX, limit int) ([]Job, error) {
+	const op = "job.expire_leases"
+	if limit < 1 || limit > MaxSweepBatch {
+		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("limit %d is outside 1..%d", limit, MaxSweepBatch))
+	}
+	rows, err := queries.JobExpireLeases(ctx, q, int32(limit), string(c.actor), c.clock.Now())
+	if err != nil {
+		return nil, db.Translate(err, op)
+	}
+	return fromRows(rows), nil
+}
+
+// RegisterDecoders records on q that deployment (a name such as
+// "billing-worker@v42") can decode the given payload versions, so
+// docket.jobs_undecodable lists only jobs nobody can decode. Registering a
+// pair again refreshes it. It refuses a malformed deployment or decoder with
+// [db.ErrInvalidArgument].
+func (c *Client) RegisterDecoders(ctx context.Context, q db.DBTX, deployment string, decoders []Decoder) error {
+	const op = "job.register_decoders"
+	if !deploymentPattern.MatchString(deployment) {
+		return db.Refuse(db.ErrInvalidArgument, op, "invalid deployment name "+quote(deployment)+
+			fmt.Sprintf(": want 1-%d characters of [A-Za-z0-9._:@/-], starting with a letter or digit", maxDeploymentName))
+	}
+	_, _, kinds, schemas, err := ClaimOptions{Decoders: decoders}.validate(op)
+	if err != nil {
+		return err
+	}
+	if len(kinds) == 0 {
+		return nil
+	}
+	_, err = queries.JobDecodersRegister(ctx, q, dbsqlc.JobDecodersRegisterParams{
+		Deployment: deployment, Kinds: kinds, Schemas: schemas, Actor: string(c.actor), Now: c.clock.Now(),
+	})
+	return db.Translate(err, op, "deployment", deployment)
+}
+
+// cut bounds s to n characters as docket.bounded_text does, so a long
+// diagnostic is kept rather than refused.
+func cut(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

@@ -1,0 +1,78 @@
+-- name: JobEnqueue :many
+SELECT * FROM docket.job_enqueue(
+    @project::text, @actor::text, @now::timestamptz,
+    @kinds::text[], @queues::text[], @priorities::smallint[], @payloads::jsonb[], @payload_schemas::integer[],
+    @keys::text[], @available_at::timestamptz[], @max_attempts::integer[], @repeatable::boolean[],
+    @external::boolean[], @leases::interval[], @backoff_base::interval[], @backoff_cap::interval[],
+    @backoff_jitter::float8[], @params::jsonb[], @inputs::jsonb[], @outputs::text[],
+    @lane_ids::bigint[], @case_ids::bigint[], @compensation_kinds::text[]) e;
+
+-- name: JobEnqueueIDs :many
+-- The casts type the columns of a function returning TABLE (...) for sqlc.
+SELECT e.ord::integer AS ord, e.duplicate::boolean AS duplicate, e.id::bigint AS id FROM docket.job_enqueue_ids(
+    @project::text, @actor::text, @now::timestamptz,
+    @kinds::text[], @queues::text[], @priorities::smallint[], @payloads::jsonb[], @payload_schemas::integer[],
+    @keys::text[], @available_at::timestamptz[], @max_attempts::integer[], @repeatable::boolean[],
+    @external::boolean[], @leases::interval[], @backoff_base::interval[], @backoff_cap::interval[],
+    @backoff_jitter::float8[], @params::jsonb[], @inputs::jsonb[], @outputs::text[],
+    @lane_ids::bigint[], @case_ids::bigint[], @compensation_kinds::text[]) e;
+
+-- name: JobClaim :many
+SELECT * FROM docket.job_claim(@project::text, @queue::text, @max_jobs::integer, sqlc.narg('lease')::interval,
+    sqlc.narg('kinds')::text[], sqlc.narg('schemas')::integer[], @actor::text, @now::timestamptz);
+
+-- name: JobClaimID :many
+SELECT * FROM docket.job_claim_id(@id::bigint, sqlc.narg('lease')::interval,
+    sqlc.narg('kinds')::text[], sqlc.narg('schemas')::integer[], @actor::text, @now::timestamptz);
+
+-- name: JobRenew :one
+SELECT * FROM docket.job_renew(@id::bigint, @token::uuid, sqlc.narg('lease')::interval, @actor::text, @now::timestamptz);
+
+-- name: JobRelease :one
+SELECT * FROM docket.job_release(@id::bigint, @token::uuid, sqlc.narg('available_at')::timestamptz,
+    sqlc.narg('reason')::text, @actor::text, @now::timestamptz);
+
+-- name: JobComplete :one
+SELECT * FROM docket.job_complete(@id::bigint, @token::uuid, sqlc.narg('result')::jsonb, @actor::text, @now::timestamptz);
+
+-- name: JobCompleteMany :many
+-- An unknown job has no state and an element that was not refused has no refusal: both come back empty.
+SELECT e.id::bigint AS id, coalesce(e.state, '')::text AS state, coalesce(e.refusal, '')::text AS refusal
+FROM docket.job_complete_many(@ids::bigint[], @tokens::uuid[], @results::jsonb[], @actor::text, @now::timestamptz) e;
+
+-- name: JobFail :one
+SELECT * FROM docket.job_fail(@id::bigint, @token::uuid, @class::text, sqlc.narg('diagnostic')::text,
+    sqlc.narg('retry_after')::interval, @actor::text, @now::timestamptz);
+
+-- name: JobCancel :one
+SELECT * FROM docket.job_cancel(@id::bigint, sqlc.narg('reason')::text, @actor::text, @now::timestamptz);
+
+-- name: JobReconcile :one
+SELECT * FROM docket.job_reconcile(@id::bigint, @outcome::text, sqlc.narg('result')::jsonb, sqlc.narg('note')::text,
+    @actor::text, @now::timestamptz);
+
+-- name: JobExpireLeases :many
+SELECT * FROM docket.job_expire_leases(@max_jobs::integer, @actor::text, @now::timestamptz);
+
+-- name: JobDecodersRegister :one
+SELECT docket.job_decoders_register(@deployment::text, @kinds::text[], @schemas::integer[], @actor::text, @now::timestamptz) AS registered;
+
+-- name: JobVerify :one
+SELECT e.ok::boolean AS ok, e.events::integer AS events, e.bad_seq::integer AS bad_seq, coalesce(e.problem, '')::text AS problem FROM docket.job_verify(@id::bigint) e;
+
+-- name: JobGet :one
+SELECT * FROM docket.jobs WHERE id = @id;
+
+-- name: JobList :many
+-- Newest first, keyset-paginated by id; empty filters match everything.
+SELECT * FROM docket.jobs
+WHERE project = @project::text
+  AND (@state::text = '' OR state = @state::text)
+  AND (@kind::text = '' OR kind = @kind::text)
+  AND (@queue::text = '' OR queue = @queue::text)
+  AND (@before_id::bigint = 0 OR id < @before_id::bigint)
+ORDER BY id DESC
+LIMIT @max_rows::integer;
+
+-- name: JobEvents :many
+SELECT * FROM docket.job_events WHERE job_id = @id ORDER BY seq;

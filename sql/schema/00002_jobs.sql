@@ -1,0 +1,1410 @@
+-- Jobs: durable knowledge that work is wanted, held, done, failed or in doubt.
+--
+-- A job moves along docket.job_transitions only. Whoever changes docket.jobs
+-- (a docket function or a hand-written UPDATE in psql) is held to that table by
+-- the BEFORE triggers, and every move appends a hash-chained docket.job_events
+-- row through the AFTER triggers, attributed to the change context
+-- (docket.set_context). The lease protocol (claim, renew, release, complete,
+-- fail) lives in the functions below; each states its contract above it.
+--
+-- Bounds (also in Go, package jobs):
+--   payload and result     1 MiB of JSON text each; params 64 KiB
+--   kind                   1-128 characters; queue 1-63
+--   priority               1 (first) .. 4 (last), as River's
+--   max_attempts           1..100 (default 5)
+--   lease                  1 second .. 24 hours (default 5 minutes)
+--   backoff                base 1 ms .. 24 hours, cap base .. 7 days, jitter 0..1
+--   peer retry_after       clamped to 0 .. 24 hours
+--   diagnostic             4096 characters (longer ones are cut, marked with …)
+--   event detail           1000 characters
+--   claim batch            1..1000; sweep batch 1..10000; enqueue batch 1..100000
+
+-- +goose Up
+
+-- Names and bounds ------------------------------------------------------------
+
+-- A job kind: dot-separated segments of [a-z0-9_-], each starting with a letter,
+-- at most 128 characters, e.g. billing.invoice.
+CREATE FUNCTION docket.valid_job_kind(p_kind text) RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN length(p_kind) <= 128
+   AND p_kind ~ '^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*$';
+
+-- A queue: 1-63 characters of [a-z0-9_-], starting with a letter or digit. Every
+-- such name is also a valid River queue name.
+CREATE FUNCTION docket.valid_queue(p_queue text) RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN p_queue ~ '^[a-z0-9][a-z0-9_-]{0,62}$';
+
+-- json_size is the size of a JSON value as docket bounds it: the bytes of its
+-- canonical text.
+CREATE FUNCTION docket.json_size(p_value jsonb) RETURNS integer
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN octet_length(p_value::text);
+
+-- bounded_text cuts p_text to p_max characters, marking a cut with a final …,
+-- so diagnostics never refuse a failure report for being long.
+CREATE FUNCTION docket.bounded_text(p_text text, p_max integer) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN CASE WHEN length(p_text) <= p_max THEN p_text ELSE left(p_text, p_max - 1) || '…' END;
+
+-- epoch_micros is an instant as whole microseconds since 1970, the form the
+-- event hash covers (independent of time zone and output settings).
+CREATE FUNCTION docket.epoch_micros(p_at timestamptz) RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN (extract(epoch FROM p_at) * 1000000)::bigint;
+
+-- job_backoff is the delay before retry number p_attempt (1 = the delay after
+-- the first failed attempt): p_base doubled per attempt, capped at p_cap, then
+-- shortened by up to p_jitter of itself using p_draw in [0, 1). It is computed
+-- in whole microseconds with IEEE doubles, exactly as jobs.RetryPolicy.Backoff.
+CREATE FUNCTION docket.job_backoff(p_attempt integer, p_base interval, p_cap interval,
+                                   p_jitter double precision, p_draw double precision)
+RETURNS interval
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN make_interval(secs => floor(
+           (least(extract(epoch FROM p_cap) * 1000000,
+                  extract(epoch FROM p_base) * 1000000 * power(2::numeric, least(greatest(p_attempt, 1), 64) - 1))
+           )::double precision
+           * (1 - p_jitter * p_draw)
+       ) / 1000000);
+
+-- Capabilities ---------------------------------------------------------------
+
+INSERT INTO docket.capabilities (name, description) VALUES
+    ('job.reconcile', 'settle the project''s uncertain jobs');
+
+-- States and transitions ------------------------------------------------------
+
+CREATE TABLE docket.job_states (
+    state    text PRIMARY KEY,
+    initial  boolean NOT NULL,
+    terminal boolean NOT NULL,
+    meaning  text NOT NULL,
+    CONSTRAINT job_states_initial_not_terminal CHECK (NOT (initial AND terminal))
+);
+
+INSERT INTO docket.job_states (state, initial, terminal, meaning) VALUES
+    ('queued', true, false, 'wanted: claimable from available_at'),
+    ('claimed', false, false, 'held by one claimant until lease_expires_at'),
+    ('succeeded', false, true, 'done; result holds the outcome'),
+    ('failed', false, true, 'failed permanently; diagnostic says why'),
+    ('dead', false, true, 'ran out of attempts'),
+    ('uncertain', false, false, 'its worker may or may not have done the work: reconcile or cancel'),
+    ('cancelled', false, true, 'withdrawn before it finished');
+
+CREATE TABLE docket.job_transitions (
+    from_state text NOT NULL REFERENCES docket.job_states (state),
+    to_state   text NOT NULL REFERENCES docket.job_states (state),
+    meaning    text NOT NULL,
+    PRIMARY KEY (from_state, to_state)
+);
+
+INSERT INTO docket.job_transitions (from_state, to_state, meaning) VALUES
+    ('queued', 'claimed', 'claim'),
+    ('queued', 'cancelled', 'cancel'),
+    ('claimed', 'queued', 'release, retryable failure, or expired lease of a repeatable job'),
+    ('claimed', 'claimed', 'an expired lease of a repeatable job taken over by another claimant'),
+    ('claimed', 'succeeded', 'complete'),
+    ('claimed', 'failed', 'permanent failure'),
+    ('claimed', 'dead', 'retryable failure or expiry on the last attempt'),
+    ('claimed', 'uncertain', 'uncertain failure, or expired lease, of a job that is not repeatable'),
+    ('claimed', 'cancelled', 'cancel'),
+    ('uncertain', 'succeeded', 'reconciled: the work was done'),
+    ('uncertain', 'failed', 'reconciled: the work was not done and will not be'),
+    ('uncertain', 'queued', 'reconciled: run it again'),
+    ('uncertain', 'cancelled', 'cancel');
+
+-- Jobs ----------------------------------------------------------------------
+
+CREATE TABLE docket.jobs (
+    id                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    project           text NOT NULL REFERENCES docket.projects (name),
+    kind              text NOT NULL CONSTRAINT jobs_kind_valid CHECK (docket.valid_job_kind(kind)),
+    queue             text NOT NULL DEFAULT 'default' CONSTRAINT jobs_queue_valid CHECK (docket.valid_queue(queue)),
+    priority          smallint NOT NULL DEFAULT 1 CONSTRAINT jobs_priority_range CHECK (priority BETWEEN 1 AND 4),
+    state             text NOT NULL DEFAULT 'queued' REFERENCES docket.job_states (state),
+    payload           jsonb NOT NULL CONSTRAINT jobs_payload_size CHECK (docket.json_size(payload) <= 1048576),
+    payload_schema    integer NOT NULL DEFAULT 1 CONSTRAINT jobs_payload_schema_positive CHECK (payload_schema >= 1),
+    params            jsonb CONSTRAINT jobs_params_object CHECK (jsonb_typeof(params) = 'object' AND docket.json_size(params) <= 65536),
+    inputs            text[] NOT NULL DEFAULT '{}'
+                      CONSTRAINT jobs_inputs_bounded CHECK (cardinality(inputs) <= 100 AND array_position(inputs, NULL) IS NULL),
+    requested_output  text CONSTRAINT jobs_requested_output_bounded CHECK (length(requested_output) BETWEEN 1 AND 1000),
+    lane_id           bigint,
+    case_id           bigint,
+    idempotency_key   text CONSTRAINT jobs_idempotency_key_valid CHECK (idempotency_key ~ '^[^[:cntrl:]]{1,255}$'),
+    compensation_kind text CONSTRAINT jobs_compensation_kind_valid CHECK (docket.valid_job_kind(compensation_kind)),
+    external          boolean NOT NULL DEFAULT false,
+    repeatable        boolean NOT NULL DEFAULT false,
+    available_at      timestamptz NOT NULL,
+    attempts          integer NOT NULL DEFAULT 0,
+    max_attempts      integer NOT NULL DEFAULT 5 CONSTRAINT jobs_max_attempts_range CHECK (max_attempts BETWEEN 1 AND 100),
+    lease             interval NOT NULL DEFAULT '5 minutes'
+                      CONSTRAINT jobs_lease_range CHECK (lease BETWEEN '1 second' AND '24 hours'),
+    backoff_base      interval NOT NULL DEFAULT '1 second'
+                      CONSTRAINT jobs_backoff_base_range CHECK (backoff_base BETWEEN '1 millisecond' AND '24 hours'),
+    backoff_cap       interval NOT NULL DEFAULT '10 minutes'
+                      CONSTRAINT jobs_backoff_cap_range CHECK (backoff_cap >= backoff_base AND backoff_cap <= '7 days'),
+    backoff_jitter    double precision NOT NULL DEFAULT 0.2
+                      CONSTRAINT jobs_backoff_jitter_range CHECK (backoff_jitter BETWEEN 0 AND 1),
+    lease_generation  bigint NOT NULL DEFAULT 0,
+    claim_token       uuid,
+    claimed_by        text,
+    claimed_at        timestamptz,
+    lease_expires_at  timestamptz,
+    result            jsonb CONSTRAINT jobs_result_size CHECK (docket.json_size(result) <= 1048576),
+    diagnostic        text CONSTRAINT jobs_diagnostic_bounded CHECK (length(diagnostic) <= 4096),
+    created_by        text NOT NULL CONSTRAINT jobs_created_by_valid CHECK (docket.valid_principal(created_by)),
+    created_at        timestamptz NOT NULL,
+    updated_at        timestamptz NOT NULL,
+    finished_at       timestamptz,
+    CONSTRAINT jobs_attempts_range CHECK (attempts BETWEEN 0 AND max_attempts),
+    CONSTRAINT jobs_queued_has_attempts_left CHECK (state <> 'queued' OR attempts < max_attempts),
+    CONSTRAINT jobs_claimed_holds_lease CHECK (
+        (state = 'claimed') = (claim_token IS NOT NULL AND claimed_by IS NOT NULL
+                               AND claimed_at IS NOT NULL AND lease_expires_at IS NOT NULL)),
+    CONSTRAINT jobs_lease_after_claim CHECK (lease_expires_at > claimed_at),
+    CONSTRAINT jobs_claimed_by_valid CHECK (docket.valid_principal(claimed_by)),
+    CONSTRAINT jobs_terminal_finished CHECK (
+        (state IN ('succeeded', 'failed', 'dead', 'cancelled')) = (finished_at IS NOT NULL)),
+    CONSTRAINT jobs_result_only_succeeded CHECK (result IS NULL OR state = 'succeeded'),
+    CONSTRAINT jobs_updated_not_before_created CHECK (updated_at >= created_at)
+);
+
+COMMENT ON TABLE docket.jobs IS
+    'A unit of work with a lease protocol. State moves only along docket.job_transitions; every move is in docket.job_events.';
+
+-- Idempotency: one job per (project, kind, key), live or finished.
+CREATE UNIQUE INDEX jobs_idempotency_key ON docket.jobs (project, kind, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+
+-- The claim path: the next due job of a project's queue.
+CREATE INDEX jobs_claim_idx ON docket.jobs (project, queue, priority, available_at, id)
+    WHERE state = 'queued';
+
+-- Leases by expiry: the expiry sweep and the takeover of expired claims.
+CREATE INDEX jobs_lease_expiry_idx ON docket.jobs (lease_expires_at, id)
+    WHERE state = 'claimed';
+
+-- The uncertain and dead jobs operators look at.
+CREATE INDEX jobs_uncertain_idx ON docket.jobs (project, updated_at, id) WHERE state = 'uncertain';
+CREATE INDEX jobs_dead_idx ON docket.jobs (project, finished_at, id) WHERE state = 'dead';
+
+-- Listing by project, newest first, and by lane and case.
+CREATE INDEX jobs_project_idx ON docket.jobs (project, id);
+CREATE INDEX jobs_lane_idx ON docket.jobs (lane_id, id) WHERE lane_id IS NOT NULL;
+CREATE INDEX jobs_case_idx ON docket.jobs (case_id, id) WHERE case_id IS NOT NULL;
+
+-- Events --------------------------------------------------------------------
+
+-- One row per transition, chained: hash = sha256(prev_hash || canonical event),
+-- with prev_hash of the first event 32 zero bytes. See docket.job_event_hash.
+CREATE TABLE docket.job_events (
+    job_id     bigint NOT NULL REFERENCES docket.jobs (id),
+    seq        integer NOT NULL CONSTRAINT job_events_seq_positive CHECK (seq >= 1),
+    from_state text REFERENCES docket.job_states (state),
+    to_state   text NOT NULL REFERENCES docket.job_states (state),
+    actor      text NOT NULL,
+    at         timestamptz NOT NULL,
+    attempt    integer NOT NULL,
+    detail     text CONSTRAINT job_events_detail_bounded CHECK (length(detail) <= 1000),
+    prev_hash  bytea NOT NULL CONSTRAINT job_events_prev_hash_sha256 CHECK (octet_length(prev_hash) = 32),
+    hash       bytea NOT NULL CONSTRAINT job_events_hash_sha256 CHECK (octet_length(hash) = 32),
+    PRIMARY KEY (job_id, seq)
+);
+
+COMMENT ON TABLE docket.job_events IS
+    'Append-only, hash-chained history of every job transition. docket.job_verify(id) checks a job''s chain.';
+
+CREATE TRIGGER job_events_append_only
+    BEFORE UPDATE OR DELETE ON docket.job_events
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
+
+-- job_event_hash is the chain link of one event: sha256 of the previous hash
+-- followed by the event as canonical JSON text
+--     [job_id, seq, from_state, to_state, actor, at (epoch microseconds), attempt, detail]
+-- so a verifier in any language can recompute it from the row.
+CREATE FUNCTION docket.job_event_hash(p_prev bytea, p_job_id bigint, p_seq integer, p_from text, p_to text,
+                                      p_actor text, p_at timestamptz, p_attempt integer, p_detail text)
+RETURNS bytea
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN sha256(p_prev || textsend(jsonb_build_array(
+           p_job_id, p_seq, p_from, p_to, p_actor, docket.epoch_micros(p_at), p_attempt, p_detail)::text));
+
+-- job_event_detail is what an event says beyond from and to: the claimant and
+-- lease generation of a claim, else the job's diagnostic at that moment.
+CREATE FUNCTION docket.job_event_detail(j docket.jobs) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE
+    WHEN j.state = 'claimed' THEN 'claimed by ' || j.claimed_by || ', lease generation ' || j.lease_generation
+    ELSE docket.bounded_text(j.diagnostic, 1000)
+END;
+
+-- Guards --------------------------------------------------------------------
+
+-- jobs_refuse_birth refuses a job inserted in a state other than the initial
+-- one, or with attempts or a lease generation already counted.
+-- +goose StatementBegin
+CREATE FUNCTION docket.jobs_refuse_birth() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'job %: a job is created queued with no attempts and no lease, not % with % attempts and lease generation %',
+        NEW.id, NEW.state, NEW.attempts, NEW.lease_generation
+        USING ERRCODE = 'DK001';
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER jobs_guard_insert
+    BEFORE INSERT ON docket.jobs
+    FOR EACH ROW
+    WHEN (NEW.state IS DISTINCT FROM 'queued' OR NEW.attempts <> 0 OR NEW.lease_generation <> 0)
+    EXECUTE FUNCTION docket.jobs_refuse_birth();
+
+-- jobs_guard holds every UPDATE of docket.jobs, by a docket function or by
+-- hand, to the machine: immutable columns never change (DK015); a terminal job
+-- never changes; a state change (or a new lease generation) must be a pair in
+-- docket.job_transitions; attempts and lease generation move only by a claim,
+-- one at a time (DK001). The trigger's WHEN clause lets plain lease renewals
+-- and other non-moves through without calling it.
+-- +goose StatementBegin
+CREATE FUNCTION docket.jobs_guard() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    claim boolean := NEW.state = 'claimed' AND NEW.lease_generation <> OLD.lease_generation;
+BEGIN
+    IF (NEW.project, NEW.kind, NEW.payload, NEW.payload_schema, NEW.params, NEW.inputs, NEW.requested_output,
+        NEW.idempotency_key, NEW.compensation_kind, NEW.repeatable, NEW.max_attempts, NEW.created_by, NEW.created_at)
+       IS DISTINCT FROM
+       (OLD.project, OLD.kind, OLD.payload, OLD.payload_schema, OLD.params, OLD.inputs, OLD.requested_output,
+        OLD.idempotency_key, OLD.compensation_kind, OLD.repeatable, OLD.max_attempts, OLD.created_by, OLD.created_at) THEN
+        RAISE EXCEPTION 'job %: project, kind, payload, payload_schema, params, inputs, requested_output, idempotency_key, compensation_kind, repeatable, max_attempts, created_by and created_at are immutable', OLD.id
+            USING ERRCODE = 'DK015';
+    END IF;
+    IF (SELECT terminal FROM docket.job_states WHERE state = OLD.state) THEN
+        RAISE EXCEPTION 'job % is %, a terminal state: it cannot change', OLD.id, OLD.state
+            USING ERRCODE = 'DK001';
+    END IF;
+    IF (NEW.state <> OLD.state OR NEW.lease_generation <> OLD.lease_generation) AND NOT EXISTS (
+        SELECT 1 FROM docket.job_transitions WHERE from_state = OLD.state AND to_state = NEW.state
+    ) THEN
+        RAISE EXCEPTION 'job %: % -> % is not in docket.job_transitions', OLD.id, OLD.state, NEW.state
+            USING ERRCODE = 'DK001';
+    END IF;
+    IF claim THEN
+        IF NEW.lease_generation <> OLD.lease_generation + 1 OR NEW.attempts <> OLD.attempts + 1 THEN
+            RAISE EXCEPTION 'job %: a claim counts one attempt and one lease generation (attempts % -> %, generation % -> %)',
+                OLD.id, OLD.attempts, NEW.attempts, OLD.lease_generation, NEW.lease_generation
+                USING ERRCODE = 'DK001';
+        END IF;
+    ELSIF NEW.attempts <> OLD.attempts OR NEW.lease_generation <> OLD.lease_generation THEN
+        RAISE EXCEPTION 'job %: attempts and lease generation change only by a claim', OLD.id
+            USING ERRCODE = 'DK001';
+    ELSIF NEW.state = 'claimed' AND OLD.state = 'claimed' AND NEW.claim_token <> OLD.claim_token THEN
+        RAISE EXCEPTION 'job %: a new claim token needs a new lease generation', OLD.id
+            USING ERRCODE = 'DK001';
+    END IF;
+    RETURN NEW;
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER jobs_guard
+    BEFORE UPDATE ON docket.jobs
+    FOR EACH ROW
+    WHEN (OLD.state IN ('succeeded', 'failed', 'dead', 'cancelled')
+          OR NEW.state IS DISTINCT FROM OLD.state
+          OR NEW.lease_generation IS DISTINCT FROM OLD.lease_generation
+          OR NEW.attempts IS DISTINCT FROM OLD.attempts
+          OR NEW.claim_token IS DISTINCT FROM OLD.claim_token
+          OR (NEW.project, NEW.kind, NEW.payload, NEW.payload_schema, NEW.params, NEW.inputs, NEW.requested_output,
+              NEW.idempotency_key, NEW.compensation_kind, NEW.repeatable, NEW.max_attempts, NEW.created_by, NEW.created_at)
+             IS DISTINCT FROM
+             (OLD.project, OLD.kind, OLD.payload, OLD.payload_schema, OLD.params, OLD.inputs, OLD.requested_output,
+              OLD.idempotency_key, OLD.compensation_kind, OLD.repeatable, OLD.max_attempts, OLD.created_by, OLD.created_at))
+    EXECUTE FUNCTION docket.jobs_guard();
+
+CREATE TRIGGER jobs_refuse_delete
+    BEFORE DELETE ON docket.jobs
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('jobs are kept with their history: cancel a job instead');
+
+-- jobs_record_insert appends the first event of every job an INSERT created,
+-- set-based, so a bulk enqueue writes its events in one statement.
+-- +goose StatementBegin
+CREATE FUNCTION docket.jobs_record_insert() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_actor text;
+    v_at    timestamptz;
+    v_zero  bytea := decode(repeat('00', 32), 'hex');
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM new_jobs) THEN
+        RETURN NULL;
+    END IF;
+    v_actor := docket.context_actor();
+    v_at := docket.context_now();
+    INSERT INTO docket.job_events (job_id, seq, from_state, to_state, actor, at, attempt, detail, prev_hash, hash)
+    SELECT n.id, 1, NULL, n.state, v_actor, v_at, n.attempts, NULL, v_zero,
+           docket.job_event_hash(v_zero, n.id, 1, NULL, n.state, v_actor, v_at, n.attempts, NULL)
+    FROM new_jobs n;
+    RETURN NULL;
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER jobs_record_insert
+    AFTER INSERT ON docket.jobs
+    REFERENCING NEW TABLE AS new_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION docket.jobs_record_insert();
+
+-- jobs_record_update appends an event for every job an UPDATE moved (a state
+-- change or a new lease generation), chained to that job's previous event.
+-- Lease renewals and other edits that move nothing record nothing.
+-- +goose StatementBegin
+CREATE FUNCTION docket.jobs_record_update() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_actor text;
+    v_at    timestamptz;
+BEGIN
+    IF NOT EXISTS (
+        SELECT 1 FROM old_jobs o JOIN new_jobs n ON n.id = o.id
+        WHERE n.state <> o.state OR n.lease_generation <> o.lease_generation
+    ) THEN
+        RETURN NULL;
+    END IF;
+    v_actor := docket.context_actor();
+    v_at := docket.context_now();
+    INSERT INTO docket.job_events (job_id, seq, from_state, to_state, actor, at, attempt, detail, prev_hash, hash)
+    SELECT m.id, m.seq, m.from_state, m.to_state, v_actor, v_at, m.attempt, m.detail, m.prev_hash,
+           docket.job_event_hash(m.prev_hash, m.id, m.seq, m.from_state, m.to_state, v_actor, v_at, m.attempt, m.detail)
+    FROM (
+        SELECT n.id, last.seq + 1 AS seq, o.state AS from_state, n.state AS to_state, n.attempts AS attempt,
+               docket.job_event_detail(n) AS detail, last.hash AS prev_hash
+        FROM old_jobs o
+        JOIN new_jobs n ON n.id = o.id
+        CROSS JOIN LATERAL (
+            SELECT e.seq, e.hash FROM docket.job_events e
+            WHERE e.job_id = n.id ORDER BY e.seq DESC LIMIT 1
+        ) last
+        WHERE n.state <> o.state OR n.lease_generation <> o.lease_generation
+    ) m;
+    RETURN NULL;
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER jobs_record_update
+    AFTER UPDATE ON docket.jobs
+    REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION docket.jobs_record_update();
+
+-- Decoders ------------------------------------------------------------------
+
+-- The payload schemas each deployment can decode, as its workers register
+-- them. A queued job whose (kind, payload_schema) is here for no deployment is
+-- listed by docket.jobs_undecodable.
+CREATE TABLE docket.job_decoders (
+    kind           text NOT NULL CONSTRAINT job_decoders_kind_valid CHECK (docket.valid_job_kind(kind)),
+    payload_schema integer NOT NULL CONSTRAINT job_decoders_schema_positive CHECK (payload_schema >= 1),
+    deployment     text NOT NULL CONSTRAINT job_decoders_deployment_valid CHECK (deployment ~ '^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}$'),
+    registered_by  text NOT NULL,
+    registered_at  timestamptz NOT NULL,
+    PRIMARY KEY (kind, payload_schema, deployment)
+);
+
+-- Operator views --------------------------------------------------------------
+-- Storage never reads the clock, so the views order by the instant that matters
+-- and leave the present to the reader, who filters with the instant they mean:
+--     SELECT * FROM docket.jobs_expired_leases WHERE lease_expires_at <= '2026-11-29 10:00Z'
+
+CREATE VIEW docket.jobs_due AS
+SELECT id, project, queue, priority, kind, available_at, attempts, max_attempts, external, created_at
+FROM docket.jobs
+WHERE state = 'queued'
+ORDER BY available_at, priority, id;
+
+COMMENT ON VIEW docket.jobs_due IS
+    'Queued jobs, soonest claimable first. Due at instant T: WHERE available_at <= T.';
+
+CREATE VIEW docket.jobs_expired_leases AS
+SELECT id, project, queue, kind, claimed_by, claimed_at, lease_expires_at, lease_generation, attempts,
+       max_attempts, repeatable
+FROM docket.jobs
+WHERE state = 'claimed'
+ORDER BY lease_expires_at, id;
+
+COMMENT ON VIEW docket.jobs_expired_leases IS
+    'Claimed jobs by lease expiry, earliest first. Expired at instant T: WHERE lease_expires_at <= T; docket.job_expire_leases sweeps them.';
+
+CREATE VIEW docket.jobs_dead AS
+SELECT id, project, queue, kind, attempts, max_attempts, diagnostic, finished_at
+FROM docket.jobs
+WHERE state = 'dead'
+ORDER BY finished_at DESC, id DESC;
+
+COMMENT ON VIEW docket.jobs_dead IS 'Jobs that ran out of attempts, latest first.';
+
+CREATE VIEW docket.jobs_uncertain AS
+SELECT id, project, queue, kind, attempts, max_attempts, diagnostic, updated_at AS uncertain_since
+FROM docket.jobs
+WHERE state = 'uncertain'
+ORDER BY updated_at, id;
+
+COMMENT ON VIEW docket.jobs_uncertain IS
+    'Jobs whose worker may or may not have done the work, oldest first: settle each with docket.job_reconcile or cancel it.';
+
+CREATE VIEW docket.jobs_undecodable AS
+SELECT j.id, j.project, j.queue, j.kind, j.payload_schema, j.state, j.available_at
+FROM docket.jobs j
+WHERE j.state IN ('queued', 'claimed', 'uncertain')
+  AND NOT EXISTS (SELECT 1 FROM docket.job_decoders d WHERE d.kind = j.kind AND d.payload_schema = j.payload_schema)
+ORDER BY j.id;
+
+COMMENT ON VIEW docket.jobs_undecodable IS
+    'Unfinished jobs whose payload schema no registered deployment can decode.';
+
+-- Protocol ------------------------------------------------------------------
+
+-- job_require_bounds refuses (DK010) a batch size outside 1..p_max.
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_require_batch(p_what text, p_n integer, p_max integer) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_n IS NULL OR p_n < 1 OR p_n > p_max THEN
+        RAISE EXCEPTION 'invalid %: % is outside 1..%', p_what, coalesce(p_n::text, 'NULL'), p_max
+            USING ERRCODE = 'DK010';
+    END IF;
+END
+$$;
+-- +goose StatementEnd
+
+-- job_require_lease refuses (DK010) a lease outside 1 second .. 24 hours.
+-- NULL passes: the job's own lease applies.
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_require_lease(p_lease interval) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_lease IS NOT NULL AND (p_lease < '1 second' OR p_lease > '24 hours') THEN
+        RAISE EXCEPTION 'invalid lease %: want 1 second .. 24 hours', p_lease
+            USING ERRCODE = 'DK010';
+    END IF;
+END
+$$;
+-- +goose StatementEnd
+
+-- job_create_many enqueues a batch of jobs in p_project on behalf of p_actor
+-- at p_now, in one statement. The arrays are parallel, one element per job;
+-- '' for a key, output or compensation kind, 0 for a lane or case, and the
+-- JSON null for params mean "none"; a null available_at means p_now.
+--
+-- A job whose (project, kind, idempotency key) already exists, or repeats an
+-- earlier element of the batch, is not created again: its row is returned with
+-- duplicate = true, when its payload and payload_schema equal the new ones.
+-- Rows come back in input order.
+--
+-- Refuses, writing nothing: a malformed actor or instant, an empty or
+-- oversized batch, arrays of different lengths, a malformed kind, queue, key or
+-- other field (DK010, or a check violation naming the constraint); an actor
+-- without job.create on p_project, or an unknown project (DK009); a key held by
+-- a job with a different payload (DK003).
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_create_many(
+    p_project text, p_actor text, p_now timestamptz,
+    p_kinds text[], p_queues text[], p_priorities smallint[], p_payloads jsonb[], p_payload_schemas integer[],
+    p_keys text[], p_available_at timestamptz[], p_max_attempts integer[], p_repeatable boolean[],
+    p_external boolean[], p_leases interval[], p_backoff_base interval[], p_backoff_cap interval[],
+    p_backoff_jitter double precision[], p_params jsonb[], p_inputs jsonb[], p_outputs text[],
+    p_lane_ids bigint[], p_case_ids bigint[], p_compensation_kinds text[])
+RETURNS TABLE (ord integer, duplicate boolean, id bigint)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    n integer := cardinality(p_kinds);
+    bad record;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.require_project_name(p_project);
+    PERFORM docket.job_require_batch('enqueue batch size', n, 100000);
+    IF n = ALL (ARRAY[cardinality(p_queues), cardinality(p_priorities), cardinality(p_payloads),
+                      cardinality(p_payload_schemas), cardinality(p_keys), cardinality(p_available_at),
+                      cardinality(p_max_attempts), cardinality(p_repeatable), cardinality(p_external),
+                      cardinality(p_leases), cardinality(p_backoff_base), cardinality(p_backoff_cap),
+                      cardinality(p_backoff_jitter), cardinality(p_params), cardinality(p_inputs),
+                      cardinality(p_outputs), cardinality(p_lane_ids), cardinality(p_case_ids),
+                      cardinality(p_compensation_kinds)]) IS NOT TRUE THEN
+        RAISE EXCEPTION 'invalid enqueue batch: every field array must have % elements', n
+            USING ERRCODE = 'DK010';
+    END IF;
+    IF NOT docket.grant_check(p_actor, p_project, 'job.create') THEN
+        RAISE EXCEPTION '% may not create jobs in project %: it needs an explicit job.create grant', p_actor, p_project
+            USING ERRCODE = 'DK009';
+    END IF;
+
+    -- Early, named refusals for the common mistakes; the table's CHECKs
+    -- remain the arbiter.
+    SELECT x.i, x.kind, x.queue, x.payload, x.max_attempts INTO bad
+    FROM unnest(p_kinds, p_queues, p_payloads, p_max_attempts) WITH ORDINALITY AS x(kind, queue, payload, max_attempts, i)
+    WHERE x.kind IS NULL OR NOT docket.valid_job_kind(x.kind)
+       OR x.queue IS NULL OR NOT docket.valid_queue(x.queue)
+       OR x.payload IS NULL OR docket.json_size(x.payload) > 1048576
+       OR x.max_attempts IS NULL OR x.max_attempts NOT BETWEEN 1 AND 100
+    LIMIT 1;
+    IF FOUND THEN
+        IF bad.kind IS NULL OR NOT docket.valid_job_kind(bad.kind) THEN
+            RAISE EXCEPTION 'job %: invalid kind %: want dot-separated segments of [a-z0-9_-] starting with a letter, at most 128 characters',
+                bad.i, coalesce(quote_literal(bad.kind), 'NULL') USING ERRCODE = 'DK010';
+        ELSIF bad.queue IS NULL OR NOT docket.valid_queue(bad.queue) THEN
+            RAISE EXCEPTION 'job %: invalid queue %: want 1-63 characters of [a-z0-9_-], starting with a letter or digit',
+                bad.i, coalesce(quote_literal(bad.queue), 'NULL') USING ERRCODE = 'DK010';
+        ELSIF bad.payload IS NULL THEN
+            RAISE EXCEPTION 'job %: payload is NULL: want a JSON value', bad.i USING ERRCODE = 'DK010';
+        ELSIF docket.json_size(bad.payload) > 1048576 THEN
+            RAISE EXCEPTION 'job %: payload is % bytes, over the bound of 1048576', bad.i, docket.json_size(bad.payload)
+                USING ERRCODE = 'DK010';
+        ELSE
+            RAISE EXCEPTION 'job %: max_attempts % is outside 1..100', bad.i, coalesce(bad.max_attempts::text, 'NULL')
+                USING ERRCODE = 'DK010';
+        END IF;
+    END IF;
+
+    RETURN QUERY
+    WITH input AS (
+        SELECT x.*, nextval(pg_get_serial_sequence('docket.jobs', 'id')) AS new_id
+        FROM unnest(p_kinds, p_queues, p_priorities, p_payloads, p_payload_schemas, p_keys, p_available_at,
+                    p_max_attempts, p_repeatable, p_external, p_leases, p_backoff_base, p_backoff_cap,
+                    p_backoff_jitter, p_params, p_inputs, p_outputs, p_lane_ids, p_case_ids, p_compensation_kinds)
+             WITH ORDINALITY AS x(kind, queue, priority, payload, payload_schema, key, available_at, max_attempts,
+                                  repeatable, external, lease, backoff_base, backoff_cap, backoff_jitter, params,
+                                  inputs, output, lane_id, case_id, compensation_kind, i)
+    ),
+    inserted AS (
+        INSERT INTO docket.jobs AS j (
+            id, project, kind, queue, priority, payload, payload_schema, params, inputs, requested_output,
+            lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at,
+            max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, created_by, created_at, updated_at)
+        OVERRIDING SYSTEM VALUE
+        SELECT new_id, p_project, kind, queue, priority, payload, payload_schema,
+               nullif(params, 'null'::jsonb),
+               CASE WHEN inputs IS NULL OR inputs = 'null'::jsonb THEN '{}'::text[]
+                    ELSE ARRAY(SELECT jsonb_array_elements_text(inputs)) END,
+               nullif(output, ''), nullif(lane_id, 0), nullif(case_id, 0), nullif(key, ''),
+               nullif(compensation_kind, ''), external, repeatable, coalesce(available_at, p_now),
+               max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, p_actor, p_now, p_now
+        FROM input
+        ORDER BY i
+        ON CONFLICT (project, kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+        RETURNING j.id
+    )
+    SELECT input.i::integer, false, input.new_id FROM input JOIN inserted ON inserted.id = input.new_id
+    UNION ALL
+    SELECT input.i::integer, true, 0::bigint FROM input WHERE NOT EXISTS (SELECT 1 FROM inserted WHERE inserted.id = input.new_id)
+    ORDER BY 1;
+END
+$$;
+-- +goose StatementEnd
+
+-- job_resolve_duplicates settles the elements job_create_many did not insert
+-- (returned with id 0): each must name an existing job in p_project with the
+-- same kind and idempotency key and an equal payload and payload_schema. It
+-- returns that job's id, or refuses with DK003 naming the key. It runs as its
+-- own statement so it sees the rows a concurrent enqueue committed.
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_resolve_duplicate(p_project text, p_kind text, p_key text, p_payload jsonb, p_payload_schema integer)
+RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+BEGIN
+    SELECT * INTO v FROM docket.jobs
+    WHERE project = p_project AND kind = p_kind AND idempotency_key = p_key;
+    IF NOT FOUND THEN
+        -- Only a batch that repeats a key with a different payload than an
+        -- element inserted by the same statement can get here.
+        RAISE EXCEPTION 'job of kind % with idempotency key % was not created: the key repeats within the batch with a different payload',
+            p_kind, quote_literal(p_key) USING ERRCODE = 'DK003';
+    END IF;
+    IF v.payload <> p_payload OR v.payload_schema <> p_payload_schema THEN
+        RAISE EXCEPTION 'idempotency key % of kind % in project % is held by job % with a different payload',
+            quote_literal(p_key), p_kind, p_project, v.id USING ERRCODE = 'DK003';
+    END IF;
+    RETURN v.id;
+END
+$$;
+-- +goose StatementEnd
+
+-- job_enqueued is the row job_enqueue returns: whether the job was already
+-- there under its idempotency key, and the job.
+CREATE VIEW docket.job_enqueued AS
+SELECT false AS duplicate, j.* FROM docket.jobs j WHERE false;
+
+-- job_enqueue_ids creates jobs as job_create_many does and settles its
+-- duplicates with job_resolve_duplicate, returning (ord, duplicate, id) in
+-- input order. Refuses as those two; a refusal writes nothing.
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_enqueue_ids(
+    p_project text, p_actor text, p_now timestamptz,
+    p_kinds text[], p_queues text[], p_priorities smallint[], p_payloads jsonb[], p_payload_schemas integer[],
+    p_keys text[], p_available_at timestamptz[], p_max_attempts integer[], p_repeatable boolean[],
+    p_external boolean[], p_leases interval[], p_backoff_base interval[], p_backoff_cap interval[],
+    p_backoff_jitter double precision[], p_params jsonb[], p_inputs jsonb[], p_outputs text[],
+    p_lane_ids bigint[], p_case_ids bigint[], p_compensation_kinds text[])
+RETURNS TABLE (ord integer, duplicate boolean, id bigint)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    ids bigint[];
+    dups boolean[];
+BEGIN
+    SELECT array_agg(c.id ORDER BY c.ord), array_agg(c.duplicate ORDER BY c.ord) INTO ids, dups
+    FROM docket.job_create_many(
+        p_project, p_actor, p_now, p_kinds, p_queues, p_priorities, p_payloads, p_payload_schemas, p_keys,
+        p_available_at, p_max_attempts, p_repeatable, p_external, p_leases, p_backoff_base, p_backoff_cap,
+        p_backoff_jitter, p_params, p_inputs, p_outputs, p_lane_ids, p_case_ids, p_compensation_kinds) c;
+    -- A separate statement, so it sees what concurrent enqueues committed.
+    IF true = ANY (dups) THEN
+        SELECT array_agg(CASE WHEN x.dup
+                              THEN docket.job_resolve_duplicate(p_project, p_kinds[x.i], p_keys[x.i], p_payloads[x.i], p_payload_schemas[x.i])
+                              ELSE x.id END
+                         ORDER BY x.i)
+        INTO ids
+        FROM unnest(ids, dups) WITH ORDINALITY AS x(id, dup, i);
+    END IF;
+    RETURN QUERY SELECT x.i::integer, x.dup, x.id FROM unnest(ids, dups) WITH ORDINALITY AS x(id, dup, i) ORDER BY x.i;
+END
+$$;
+-- +goose StatementEnd
+
+-- job_enqueue creates jobs as job_enqueue_ids does and returns each created or
+-- duplicate job's row (with its duplicate flag first), in input order.
+-- Refuses as job_enqueue_ids; a refusal writes nothing.
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_enqueue(
+    p_project text, p_actor text, p_now timestamptz,
+    p_kinds text[], p_queues text[], p_priorities smallint[], p_payloads jsonb[], p_payload_schemas integer[],
+    p_keys text[], p_available_at timestamptz[], p_max_attempts integer[], p_repeatable boolean[],
+    p_external boolean[], p_leases interval[], p_backoff_base interval[], p_backoff_cap interval[],
+    p_backoff_jitter double precision[], p_params jsonb[], p_inputs jsonb[], p_outputs text[],
+    p_lane_ids bigint[], p_case_ids bigint[], p_compensation_kinds text[])
+RETURNS SETOF docket.job_enqueued
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    ids bigint[];
+    dups boolean[];
+BEGIN
+    SELECT array_agg(e.id ORDER BY e.ord), array_agg(e.duplicate ORDER BY e.ord) INTO ids, dups
+    FROM docket.job_enqueue_ids(
+        p_project, p_actor, p_now, p_kinds, p_queues, p_priorities, p_payloads, p_payload_schemas, p_keys,
+        p_available_at, p_max_attempts, p_repeatable, p_external, p_leases, p_backoff_base, p_backoff_cap,
+        p_backoff_jitter, p_params, p_inputs, p_outputs, p_lane_ids, p_case_ids, p_compensation_kinds) e;
+    -- A statement of its own: one that also called job_enqueue_ids would not
+    -- see the rows it inserted.
+    RETURN QUERY
+    SELECT x.dup, j.*
+    FROM unnest(ids, dups) WITH ORDINALITY AS x(id, dup, i)
+    JOIN docket.jobs j ON j.id = x.id
+    ORDER BY x.i;
+END
+$$;
+-- +goose StatementEnd
+
+-- job_claim claims up to p_limit due jobs of queue p_queue in p_project for
+-- p_actor at p_now, for p_lease (NULL: each job's own lease). Queued jobs come
+-- first by priority, available_at and id; an expired claim of a repeatable job
+-- with attempts left is taken over atomically. Each claimed job gets a fresh
+-- random claim token, a new lease generation and one more attempt. Jobs other
+-- claimants hold locked are skipped, never waited for.
+--
+-- p_kinds and p_schemas, when not NULL, are parallel arrays naming the (kind,
+-- payload_schema) pairs the claimant can decode; no other job is handed to it.
+--
+-- An actor without job.claim on p_project (or an unknown project) gets the
+-- empty answer "nothing available" gives. Refuses: a malformed actor, instant,
+-- project or queue, a limit outside 1..1000, a lease outside 1 s .. 24 h, decoder
+-- arrays of different lengths (DK010).
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_claim(p_project text, p_queue text, p_limit integer, p_lease interval,
+                                 p_kinds text[], p_schemas integer[], p_actor text, p_now timestamptz)
+RETURNS SETOF docket.jobs
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.require_project_name(p_project);
+    IF p_queue IS NULL OR NOT docket.valid_queue(p_queue) THEN
+        RAISE EXCEPTION 'invalid queue %: want 1-63 characters of [a-z0-9_-], starting with a letter or digit',
+            coalesce(quote_literal(p_queue), 'NULL') USING ERRCODE = 'DK010';
+    END IF;
+    PERFORM docket.job_require_batch('claim limit', p_limit, 1000);
+    PERFORM docket.job_require_lease(p_lease);
+    IF cardinality(p_kinds) IS DISTINCT FROM cardinality(p_schemas) THEN
+        RAISE EXCEPTION 'invalid decoders: kinds and schemas must be parallel arrays of one length'
+            USING ERRCODE = 'DK010';
+    END IF;
+    IF NOT docket.grant_check(p_actor, p_project, 'job.claim') THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH queued AS (
+        SELECT j.id FROM docket.jobs j
+        WHERE j.state = 'queued' AND j.project = p_project AND j.queue = p_queue AND j.available_at <= p_now
+          AND (p_kinds IS NULL OR (j.kind, j.payload_schema) IN (SELECT * FROM unnest(p_kinds, p_schemas)))
+        ORDER BY j.priority, j.available_at, j.id
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED
+    ),
+    expired AS (
+        SELECT j.id FROM docket.jobs j
+        WHERE j.state = 'claimed' AND j.lease_expires_at <= p_now AND j.project = p_project AND j.queue = p_queue
+          AND j.repeatable AND j.attempts < j.max_attempts
+          AND (p_kinds IS NULL OR (j.kind, j.payload_schema) IN (SELECT * FROM unnest(p_kinds, p_schemas)))
+        ORDER BY j.lease_expires_at, j.id
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED
+    ),
+    chosen AS (
+        SELECT id FROM (SELECT id, 0 AS pass FROM queued UNION ALL SELECT id, 1 FROM expired) c
+        ORDER BY pass LIMIT p_limit
+    )
+    UPDATE docket.jobs j
+    SET state = 'claimed',
+        claim_token = gen_random_uuid(),
+        claimed_by = p_actor,
+        claimed_at = p_now,
+        lease_expires_at = p_now + coalesce(p_lease, j.lease),
+        lease_generation = j.lease_generation + 1,
+        attempts = j.attempts + 1,
+        updated_at = greatest(j.updated_at, p_now)
+    FROM chosen
+    WHERE j.id = chosen.id
+    RETURNING j.*;
+END
+$$;
+-- +goose StatementEnd
+
+-- job_claim_id claims job p_id for p_actor at p_now as job_claim would, when it
+-- is queued and due, or claimed with an expired lease and repeatable with
+-- attempts left. Otherwise (unknown, held by a live lease, not yet due,
+-- finished, locked by another claimant) it returns no row; so does an actor
+-- without job.claim on the job's project.
+--
+-- Refuses: malformed input (DK010, as job_claim); a claimable job whose (kind,
+-- payload_schema) is not among the claimant's decoders (DK012): it is left
+-- queued for a deployment that knows it.
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_claim_id(p_id bigint, p_lease interval, p_kinds text[], p_schemas integer[],
+                                    p_actor text, p_now timestamptz)
+RETURNS SETOF docket.jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.job_require_lease(p_lease);
+    IF cardinality(p_kinds) IS DISTINCT FROM cardinality(p_schemas) THEN
+        RAISE EXCEPTION 'invalid decoders: kinds and schemas must be parallel arrays of one length'
+            USING ERRCODE = 'DK010';
+    END IF;
+    SELECT * INTO v FROM docket.jobs j
+    WHERE j.id = p_id
+      AND ((j.state = 'queued' AND j.available_at <= p_now)
+        OR (j.state = 'claimed' AND j.lease_expires_at <= p_now AND j.repeatable AND j.attempts < j.max_attempts))
+    FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND OR NOT docket.grant_check(p_actor, v.project, 'job.claim') THEN
+        RETURN;
+    END IF;
+    IF p_kinds IS NOT NULL AND (v.kind, v.payload_schema) NOT IN (SELECT * FROM unnest(p_kinds, p_schemas)) THEN
+        RAISE EXCEPTION 'job %: kind % payload schema % is not one this claimant can decode', v.id, v.kind, v.payload_schema
+            USING ERRCODE = 'DK012';
+    END IF;
+    RETURN QUERY
+    UPDATE docket.jobs j
+    SET state = 'claimed',
+        claim_token = gen_random_uuid(),
+        claimed_by = p_actor,
+        claimed_at = p_now,
+        lease_expires_at = p_now + coalesce(p_lease, j.lease),
+        lease_generation = j.lease_generation + 1,
+        attempts = j.attempts + 1,
+        updated_at = greatest(j.updated_at, p_now)
+    WHERE j.id = v.id
+    RETURNING j.*;
+END
+$$;
+-- +goose StatementEnd
+
+-- job_lock_held locks job p_id and returns it when p_token holds its live
+-- lease at p_now. Otherwise it refuses, naming why: an unknown job (P0002), or
+-- a token that does not hold the current lease, because the job is not
+-- claimed, was claimed again, or its lease expired (DK002). p_op names the
+-- operation for the message.
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_lock_held(p_op text, p_id bigint, p_token uuid, p_now timestamptz)
+RETURNS docket.jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+BEGIN
+    SELECT * INTO v FROM docket.jobs WHERE id = p_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job % does not exist', coalesce(p_id::text, 'NULL') USING ERRCODE = 'P0002';
+    END IF;
+    IF v.state <> 'claimed' THEN
+        RAISE EXCEPTION 'job %: cannot %: it is %, not claimed', v.id, p_op, v.state USING ERRCODE = 'DK002';
+    ELSIF p_token IS DISTINCT FROM v.claim_token THEN
+        RAISE EXCEPTION 'job %: cannot %: the token does not hold its current lease (generation %)', v.id, p_op, v.lease_generation
+            USING ERRCODE = 'DK002';
+    ELSIF v.lease_expires_at <= p_now THEN
+        RAISE EXCEPTION 'job %: cannot %: its lease expired at %', v.id, p_op, v.lease_expires_at USING ERRCODE = 'DK002';
+    END IF;
+    RETURN v;
+END
+$$;
+-- +goose StatementEnd
+
+-- job_renew extends the live lease p_token holds on job p_id to p_now + p_lease
+-- (NULL: the job's own lease). Renewal is not a transition and records no
+-- event. Refuses: malformed input (DK010); as job_lock_held (P0002, DK002).
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_renew(p_id bigint, p_token uuid, p_lease interval, p_actor text, p_now timestamptz)
+RETURNS docket.jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.job_require_lease(p_lease);
+    v := docket.job_lock_held('renew', p_id, p_token, p_now);
+    UPDATE docket.jobs
+    SET lease_expires_at = greatest(lease_expires_at, p_now + coalesce(p_lease, lease)),
+        updated_at = greatest(updated_at, p_now)
+    WHERE id = v.id
+    RETURNING * INTO v;
+    RETURN v;
+END
+$$;
+-- +goose StatementEnd
+
+-- job_release gives the lease p_token holds on job p_id back: the job is queued
+-- again, claimable from p_available_at (NULL or earlier than p_now: p_now), with
+-- its attempts kept and p_reason as its diagnostic. A job released on its last
+-- attempt has none left to run and goes to dead instead.
+-- Refuses: malformed input (DK010); as job_lock_held (P0002, DK002).
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_release(p_id bigint, p_token uuid, p_available_at timestamptz, p_reason text,
+                                   p_actor text, p_now timestamptz)
+RETURNS docket.jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    v := docket.job_lock_held('release', p_id, p_token, p_now);
+    IF v.attempts >= v.max_attempts THEN
+        UPDATE docket.jobs
+        SET state = 'dead', claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+            diagnostic = docket.bounded_text(format('released on its last attempt (%s of %s): %s',
+                                                    attempts, max_attempts, coalesce(p_reason, 'no reason given')), 4096),
+            finished_at = p_now, updated_at = greatest(updated_at, p_now)
+        WHERE id = v.id
+        RETURNING * INTO v;
+        RETURN v;
+    END IF;
+    UPDATE docket.jobs
+    SET state = 'queued', claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+        available_at = greatest(coalesce(p_available_at, p_now), p_now),
+        diagnostic = docket.bounded_text('released: ' || coalesce(p_reason, 'no reason given'), 4096),
+        updated_at = greatest(updated_at, p_now)
+    WHERE id = v.id
+    RETURNING * INTO v;
+    RETURN v;
+END
+$$;
+-- +goose StatementEnd
+
+-- job_settled_outcome decides a finishing call on a job that is already
+-- terminal: the same outcome again (p_outcome is the state the call would
+-- end in) is a quiet no-op returning the job; a job cancelled under its
+-- holder is a stale claim (DK002); any other outcome is DK014.
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_settled_outcome(p_op text, v docket.jobs, p_outcome text, p_result jsonb)
+RETURNS docket.jobs
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF v.state = p_outcome AND (p_outcome <> 'succeeded' OR v.result IS NOT DISTINCT FROM p_result) THEN
+        RETURN v;
+    ELSIF v.state = 'cancelled' THEN
+        RAISE EXCEPTION 'job %: cannot %: it was cancelled', v.id, p_op USING ERRCODE = 'DK002';
+    END IF;
+    RAISE EXCEPTION '%', format('job %s already finished %s%s: it cannot %s', v.id, v.state,
+        CASE WHEN v.state = 'succeeded' AND p_outcome = 'succeeded' THEN ' with another result' ELSE '' END, p_op)
+        USING ERRCODE = 'DK014';
+END
+$$;
+-- +goose StatementEnd
+
+-- job_complete finishes job p_id as succeeded with p_result (may be NULL),
+-- using the live lease p_token holds. Completing a succeeded job again with an
+-- equal result is a quiet no-op that returns it. Run in the caller's
+-- transaction, the caller's own writes commit with the transition or not at all.
+-- Refuses, writing nothing: malformed input, a result over 1 MiB (DK010); an
+-- unknown job (P0002); a job finished otherwise, or succeeded with another
+-- result (DK014); a token that does not hold a live lease, including on a
+-- cancelled job (DK002).
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_complete(p_id bigint, p_token uuid, p_result jsonb, p_actor text, p_now timestamptz)
+RETURNS docket.jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    IF docket.json_size(p_result) > 1048576 THEN
+        RAISE EXCEPTION 'job %: result is % bytes, over the bound of 1048576', p_id, docket.json_size(p_result)
+            USING ERRCODE = 'DK010';
+    END IF;
+    SELECT * INTO v FROM docket.jobs WHERE id = p_id FOR UPDATE;
+    IF FOUND AND (SELECT terminal FROM docket.job_states WHERE state = v.state) THEN
+        RETURN docket.job_settled_outcome('complete', v, 'succeeded', p_result);
+    END IF;
+    v := docket.job_lock_held('complete', p_id, p_token, p_now);
+    UPDATE docket.jobs
+    SET state = 'succeeded', result = p_result, diagnostic = NULL,
+        claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+        finished_at = p_now, updated_at = greatest(updated_at, p_now)
+    WHERE id = v.id
+    RETURNING * INTO v;
+    RETURN v;
+END
+$$;
+-- +goose StatementEnd
+
+-- job_complete_many completes a batch in one statement: element i completes
+-- job p_ids[i] with token p_tokens[i] and result p_results[i] (JSON null: none).
+-- It returns one row per element, in input order: the job's state after the
+-- call and, when element i was refused, the SQLSTATE it would have raised
+-- (DK002 stale claim, DK014 finished otherwise, P0002 unknown) with nothing
+-- written for it. The other elements still complete.
+-- Refuses the whole batch: malformed input, arrays of different lengths, a
+-- batch outside 1..1000 (DK010).
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_complete_many(p_ids bigint[], p_tokens uuid[], p_results jsonb[], p_actor text, p_now timestamptz)
+RETURNS TABLE (id bigint, state text, refusal text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.job_require_batch('completion batch size', cardinality(p_ids), 1000);
+    IF cardinality(p_tokens) IS DISTINCT FROM cardinality(p_ids) OR cardinality(p_results) IS DISTINCT FROM cardinality(p_ids) THEN
+        RAISE EXCEPTION 'invalid completion batch: ids, tokens and results must have one length'
+            USING ERRCODE = 'DK010';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_results) r WHERE docket.json_size(r) > 1048576) THEN
+        RAISE EXCEPTION 'invalid completion batch: a result is over the bound of 1048576 bytes'
+            USING ERRCODE = 'DK010';
+    END IF;
+    RETURN QUERY
+    WITH input AS (
+        SELECT x.id, x.token, nullif(x.result, 'null'::jsonb) AS result, x.i
+        FROM unnest(p_ids, p_tokens, p_results) WITH ORDINALITY AS x(id, token, result, i)
+    ),
+    locked AS (
+        SELECT j.id, j.state, j.claim_token, j.lease_expires_at, j.result
+        FROM docket.jobs j WHERE j.id IN (SELECT input.id FROM input)
+        ORDER BY j.id
+        FOR UPDATE
+    ),
+    done AS (
+        UPDATE docket.jobs j
+        SET state = 'succeeded', result = input.result, diagnostic = NULL,
+            claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+            finished_at = p_now, updated_at = greatest(j.updated_at, p_now)
+        FROM input JOIN locked l ON l.id = input.id
+        WHERE j.id = input.id AND l.state = 'claimed' AND l.claim_token = input.token AND l.lease_expires_at > p_now
+        RETURNING j.id
+    )
+    SELECT input.id,
+           CASE WHEN done.id IS NOT NULL THEN 'succeeded' ELSE l.state END,
+           CASE
+               WHEN done.id IS NOT NULL THEN NULL
+               WHEN l.id IS NULL THEN 'P0002'
+               WHEN l.state = 'succeeded' AND l.result IS NOT DISTINCT FROM input.result THEN NULL
+               WHEN l.state IN ('failed', 'dead', 'succeeded') THEN 'DK014'
+               ELSE 'DK002'
+           END
+    FROM input
+    LEFT JOIN locked l ON l.id = input.id
+    LEFT JOIN done ON done.id = input.id
+    ORDER BY input.i;
+END
+$$;
+-- +goose StatementEnd
+
+-- job_fail reports that the attempt p_token holds on job p_id failed, classed:
+--   retryable  back to queued after a backoff from the job's policy, or after
+--              p_retry_after (a peer's hint, clamped to 0 .. 24 hours) when
+--              given; dead when this was its last attempt;
+--   permanent  failed;
+--   uncertain  uncertain (its effect may have happened), or as retryable when
+--              the job is repeatable.
+-- p_diagnostic is kept, cut to 4096 characters. Failing a job already finished
+-- with the outcome this call would give is a quiet no-op.
+-- Refuses, writing nothing: malformed input or an unknown class (DK010); an
+-- unknown job (P0002); a job finished otherwise (DK014); a token that does
+-- not hold a live lease (DK002).
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_fail(p_id bigint, p_token uuid, p_class text, p_diagnostic text, p_retry_after interval,
+                                p_actor text, p_now timestamptz)
+RETURNS docket.jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+    v_class text := p_class;
+    v_diag text := docket.bounded_text(coalesce(p_diagnostic, 'no diagnostic given'), 4096);
+    v_delay interval;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    IF p_class IS NULL OR p_class NOT IN ('retryable', 'permanent', 'uncertain') THEN
+        RAISE EXCEPTION 'invalid failure class %: want retryable, permanent or uncertain', coalesce(quote_literal(p_class), 'NULL')
+            USING ERRCODE = 'DK010';
+    END IF;
+    SELECT * INTO v FROM docket.jobs WHERE id = p_id FOR UPDATE;
+    IF FOUND AND v.repeatable AND v_class = 'uncertain' THEN
+        v_class := 'retryable';
+    END IF;
+    IF FOUND AND (SELECT terminal FROM docket.job_states WHERE state = v.state) THEN
+        RETURN docket.job_settled_outcome('fail', v,
+            CASE v_class WHEN 'permanent' THEN 'failed' WHEN 'uncertain' THEN 'uncertain' ELSE 'dead' END, NULL);
+    END IF;
+    v := docket.job_lock_held('fail', p_id, p_token, p_now);
+    IF v_class = 'permanent' THEN
+        UPDATE docket.jobs
+        SET state = 'failed', diagnostic = v_diag,
+            claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+            finished_at = p_now, updated_at = greatest(updated_at, p_now)
+        WHERE id = v.id RETURNING * INTO v;
+    ELSIF v_class = 'uncertain' THEN
+        UPDATE docket.jobs
+        SET state = 'uncertain', diagnostic = v_diag,
+            claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+            updated_at = greatest(updated_at, p_now)
+        WHERE id = v.id RETURNING * INTO v;
+    ELSIF v.attempts >= v.max_attempts THEN
+        UPDATE docket.jobs
+        SET state = 'dead', diagnostic = v_diag,
+            claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+            finished_at = p_now, updated_at = greatest(updated_at, p_now)
+        WHERE id = v.id RETURNING * INTO v;
+    ELSE
+        v_delay := CASE
+            WHEN p_retry_after IS NOT NULL THEN least(greatest(p_retry_after, '0'::interval), '24 hours'::interval)
+            ELSE docket.job_backoff(v.attempts, v.backoff_base, v.backoff_cap, v.backoff_jitter, random())
+        END;
+        UPDATE docket.jobs
+        SET state = 'queued', diagnostic = v_diag, available_at = p_now + v_delay,
+            claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+            updated_at = greatest(updated_at, p_now)
+        WHERE id = v.id RETURNING * INTO v;
+    END IF;
+    RETURN v;
+END
+$$;
+-- +goose StatementEnd
+
+-- job_cancel withdraws job p_id, queued, claimed or uncertain, on behalf of
+-- p_actor at p_now, with p_reason as its diagnostic. A holder learns of it when
+-- its next renew, complete or fail is refused as stale. When the job names a
+-- compensation kind, a job of that kind is enqueued in the same transaction
+-- (payload {"job_id", "kind", "payload"}, idempotency key compensate:<id>).
+-- Cancelling a cancelled job again is a quiet no-op.
+-- Refuses, writing nothing: malformed input (DK010); an unknown job (P0002);
+-- an actor without job.cancel on the job's project (DK009); a job finished
+-- otherwise (DK014).
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_cancel(p_id bigint, p_reason text, p_actor text, p_now timestamptz)
+RETURNS docket.jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    SELECT * INTO v FROM docket.jobs WHERE id = p_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job % does not exist', coalesce(p_id::text, 'NULL') USING ERRCODE = 'P0002';
+    END IF;
+    IF NOT docket.grant_check(p_actor, v.project, 'job.cancel') THEN
+        RAISE EXCEPTION '% may not cancel jobs in project %: it needs a job.cancel grant', p_actor, v.project
+            USING ERRCODE = 'DK009';
+    END IF;
+    IF v.state = 'cancelled' THEN
+        RETURN v;
+    ELSIF (SELECT terminal FROM docket.job_states WHERE state = v.state) THEN
+        RAISE EXCEPTION 'job % already finished %: it cannot be cancelled', v.id, v.state USING ERRCODE = 'DK014';
+    END IF;
+    UPDATE docket.jobs
+    SET state = 'cancelled', diagnostic = docket.bounded_text('cancelled: ' || coalesce(p_reason, 'no reason given'), 4096),
+        claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+        finished_at = p_now, updated_at = greatest(updated_at, p_now)
+    WHERE id = v.id RETURNING * INTO v;
+    IF v.compensation_kind IS NOT NULL THEN
+        INSERT INTO docket.jobs (project, kind, queue, priority, payload, idempotency_key, available_at,
+                                 created_by, created_at, updated_at)
+        VALUES (v.project, v.compensation_kind, v.queue, v.priority,
+                jsonb_build_object('job_id', v.id, 'kind', v.kind, 'payload', v.payload),
+                'compensate:' || v.id, p_now, p_actor, p_now, p_now)
+        ON CONFLICT (project, kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
+    END IF;
+    RETURN v;
+END
+$$;
+-- +goose StatementEnd
+
+-- job_reconcile settles uncertain job p_id on behalf of p_actor at p_now, by
+-- someone who found out what happened: p_outcome succeeded (with p_result),
+-- failed, or queued (run it again now; only with attempts left). p_note is
+-- kept as the diagnostic. Settling a job again with the outcome it has is a
+-- quiet no-op.
+-- Refuses, writing nothing: malformed input or outcome, queued with no
+-- attempts left (DK010); an unknown job (P0002); an actor without
+-- job.reconcile on the job's project (DK009); a job that is not uncertain
+-- (DK001), or finished otherwise (DK014).
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_reconcile(p_id bigint, p_outcome text, p_result jsonb, p_note text, p_actor text, p_now timestamptz)
+RETURNS docket.jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed', 'queued') THEN
+        RAISE EXCEPTION 'invalid reconcile outcome %: want succeeded, failed or queued', coalesce(quote_literal(p_outcome), 'NULL')
+            USING ERRCODE = 'DK010';
+    END IF;
+    IF p_result IS NOT NULL AND p_outcome <> 'succeeded' THEN
+        RAISE EXCEPTION 'invalid reconcile: only a succeeded outcome carries a result' USING ERRCODE = 'DK010';
+    END IF;
+    IF docket.json_size(p_result) > 1048576 THEN
+        RAISE EXCEPTION 'job %: result is over the bound of 1048576 bytes', p_id USING ERRCODE = 'DK010';
+    END IF;
+    SELECT * INTO v FROM docket.jobs WHERE id = p_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job % does not exist', coalesce(p_id::text, 'NULL') USING ERRCODE = 'P0002';
+    END IF;
+    IF NOT docket.grant_check(p_actor, v.project, 'job.reconcile') THEN
+        RAISE EXCEPTION '% may not reconcile jobs in project %: it needs a job.reconcile grant', p_actor, v.project
+            USING ERRCODE = 'DK009';
+    END IF;
+    IF (SELECT terminal FROM docket.job_states WHERE state = v.state) THEN
+        RETURN docket.job_settled_outcome('be reconciled', v, p_outcome, p_result);
+    ELSIF v.state <> 'uncertain' THEN
+        RAISE EXCEPTION 'job % is %: only an uncertain job is reconciled', v.id, v.state USING ERRCODE = 'DK001';
+    END IF;
+    IF p_outcome = 'queued' THEN
+        IF v.attempts >= v.max_attempts THEN
+            RAISE EXCEPTION 'job %: cannot queue it again: it has used all % attempts; settle it succeeded or failed, or enqueue a new job',
+                v.id, v.max_attempts USING ERRCODE = 'DK010';
+        END IF;
+        UPDATE docket.jobs
+        SET state = 'queued', available_at = p_now,
+            diagnostic = docket.bounded_text('reconciled: run again: ' || coalesce(p_note, 'no note given'), 4096),
+            updated_at = greatest(updated_at, p_now)
+        WHERE id = v.id RETURNING * INTO v;
+    ELSE
+        UPDATE docket.jobs
+        SET state = p_outcome, result = p_result,
+            diagnostic = docket.bounded_text('reconciled: ' || coalesce(p_note, 'no note given'), 4096),
+            finished_at = p_now, updated_at = greatest(updated_at, p_now)
+        WHERE id = v.id RETURNING * INTO v;
+    END IF;
+    RETURN v;
+END
+$$;
+-- +goose StatementEnd
+
+-- job_expire_leases sweeps up to p_limit claimed jobs whose lease expired at or
+-- before p_now, earliest first, skipping any another sweeper holds: a
+-- repeatable job goes back to queued after its backoff (dead on its last
+-- attempt); any other goes to uncertain, because its worker may have done the
+-- work. Returns the jobs it moved. Refuses a malformed actor or instant, or a
+-- limit outside 1..10000 (DK010).
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_expire_leases(p_limit integer, p_actor text, p_now timestamptz)
+RETURNS SETOF docket.jobs
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.job_require_batch('sweep limit', p_limit, 10000);
+    RETURN QUERY
+    WITH expired AS (
+        SELECT j.id FROM docket.jobs j
+        WHERE j.state = 'claimed' AND j.lease_expires_at <= p_now
+        ORDER BY j.lease_expires_at, j.id
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE docket.jobs j
+    SET state = CASE WHEN NOT j.repeatable THEN 'uncertain'
+                     WHEN j.attempts >= j.max_attempts THEN 'dead'
+                     ELSE 'queued' END,
+        available_at = CASE WHEN j.repeatable AND j.attempts < j.max_attempts
+                            THEN p_now + docket.job_backoff(j.attempts, j.backoff_base, j.backoff_cap, j.backoff_jitter, random())
+                            ELSE j.available_at END,
+        diagnostic = docket.bounded_text(format('lease expired at %s, held by %s (lease generation %s)',
+                                                j.lease_expires_at, j.claimed_by, j.lease_generation), 4096),
+        finished_at = CASE WHEN j.repeatable AND j.attempts >= j.max_attempts THEN p_now END,
+        claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+        updated_at = greatest(j.updated_at, p_now)
+    FROM expired
+    WHERE j.id = expired.id
+    RETURNING j.*;
+END
+$$;
+-- +goose StatementEnd
+
+-- job_decoders_register records that deployment p_deployment can decode the
+-- (kind, payload_schema) pairs in the parallel arrays p_kinds and p_schemas,
+-- on behalf of p_actor at p_now. Registering a pair again refreshes it.
+-- Refuses malformed input (DK010, or a check violation naming the constraint).
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_decoders_register(p_deployment text, p_kinds text[], p_schemas integer[], p_actor text, p_now timestamptz)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    n integer;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    IF cardinality(p_kinds) IS DISTINCT FROM cardinality(p_schemas) THEN
+        RAISE EXCEPTION 'invalid decoders: kinds and schemas must be parallel arrays of one length'
+            USING ERRCODE = 'DK010';
+    END IF;
+    INSERT INTO docket.job_decoders (kind, payload_schema, deployment, registered_by, registered_at)
+    SELECT k, s, p_deployment, p_actor, p_now FROM unnest(p_kinds, p_schemas) AS x(k, s)
+    ON CONFLICT (kind, payload_schema, deployment)
+    DO UPDATE SET registered_by = EXCLUDED.registered_by, registered_at = EXCLUDED.registered_at;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$$;
+-- +goose StatementEnd
+
+-- job_verify recomputes job p_id's history from its events alone: sequence
+-- numbers without gaps, each prev_hash equal to the previous hash, each hash
+-- recomputed, each from_state equal to the previous to_state, each move in
+-- docket.job_transitions (the first from nothing to an initial state), the
+-- attempt counting only claims, and the final state and attempts equal to the
+-- job's. It returns ok, the number of events checked, and on failure the
+-- sequence number of the first bad event (0 when the job row disagrees) and
+-- what is wrong. An unknown job has no history: not ok, 0 events.
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_verify(p_id bigint)
+RETURNS TABLE (ok boolean, events integer, bad_seq integer, problem text)
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+    e docket.job_events;
+    j docket.jobs;
+    n integer := 0;
+    prev_hash bytea := decode(repeat('00', 32), 'hex');
+    prev_state text;
+    prev_attempt integer := 0;
+BEGIN
+    SELECT * INTO j FROM docket.jobs WHERE id = p_id;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT false, 0, 0, format('job %s does not exist', coalesce(p_id::text, 'NULL'));
+        RETURN;
+    END IF;
+    FOR e IN SELECT * FROM docket.job_events WHERE job_id = p_id ORDER BY seq LOOP
+        n := n + 1;
+        IF e.seq <> n THEN
+            RETURN QUERY SELECT false, n, e.seq, format('expected event %s, found %s: events are missing', n, e.seq);
+            RETURN;
+        ELSIF e.prev_hash <> prev_hash THEN
+            RETURN QUERY SELECT false, n, e.seq, 'prev_hash does not match the previous event''s hash';
+            RETURN;
+        ELSIF e.hash <> docket.job_event_hash(e.prev_hash, e.job_id, e.seq, e.from_state, e.to_state, e.actor, e.at, e.attempt, e.detail) THEN
+            RETURN QUERY SELECT false, n, e.seq, 'hash does not match the event''s contents: the row was altered';
+            RETURN;
+        ELSIF e.from_state IS DISTINCT FROM prev_state THEN
+            RETURN QUERY SELECT false, n, e.seq, format('from_state %s does not follow the previous to_state %s',
+                                                         coalesce(e.from_state, 'NULL'), coalesce(prev_state, 'NULL'));
+            RETURN;
+        ELSIF e.from_state IS NULL AND NOT (SELECT initial FROM docket.job_states WHERE state = e.to_state) THEN
+            RETURN QUERY SELECT false, n, e.seq, format('history starts in %s, not an initial state', e.to_state);
+            RETURN;
+        ELSIF e.from_state IS NOT NULL AND NOT EXISTS (
+            SELECT 1 FROM docket.job_transitions WHERE from_state = e.from_state AND to_state = e.to_state) THEN
+            RETURN QUERY SELECT false, n, e.seq, format('%s -> %s is not in docket.job_transitions', e.from_state, e.to_state);
+            RETURN;
+        ELSIF e.attempt <> prev_attempt + (CASE WHEN e.to_state = 'claimed' THEN 1 ELSE 0 END) THEN
+            RETURN QUERY SELECT false, n, e.seq, format('attempt %s after %s: attempts count claims only', e.attempt, prev_attempt);
+            RETURN;
+        END IF;
+        prev_hash := e.hash;
+        prev_state := e.to_state;
+        prev_attempt := e.attempt;
+    END LOOP;
+    IF n = 0 THEN
+        RETURN QUERY SELECT false, 0, 0, format('job %s has no events', p_id);
+    ELSIF prev_state <> j.state OR prev_attempt <> j.attempts THEN
+        RETURN QUERY SELECT false, n, 0, format('events end %s after %s attempts, the job is %s after %s',
+                                                 prev_state, prev_attempt, j.state, j.attempts);
+    ELSE
+        RETURN QUERY SELECT true, n, 0, NULL::text;
+    END IF;
+END
+$$;
+-- +goose StatementEnd
+
+-- +goose Down
+DROP FUNCTION docket.job_verify(bigint);
+DROP FUNCTION docket.job_decoders_register(text, text[], integer[], text, timestamptz);
+DROP FUNCTION docket.job_expire_leases(integer, text, timestamptz);
+DROP FUNCTION docket.job_reconcile(bigint, text, jsonb, text, text, timestamptz);
+DROP FUNCTION docket.job_cancel(bigint, text, text, timestamptz);
+DROP FUNCTION docket.job_fail(bigint, uuid, text, text, interval, text, timestamptz);
+DROP FUNCTION docket.job_complete_many(bigint[], uuid[], jsonb[], text, timestamptz);
+DROP FUNCTION docket.job_complete(bigint, uuid, jsonb, text, timestamptz);
+DROP FUNCTION docket.job_settled_outcome(text, docket.jobs, text, jsonb);
+DROP FUNCTION docket.job_release(bigint, uuid, timestamptz, text, text, timestamptz);
+DROP FUNCTION docket.job_renew(bigint, uuid, interval, text, timestamptz);
+DROP FUNCTION docket.job_lock_held(text, bigint, uuid, timestamptz);
+DROP FUNCTION docket.job_claim_id(bigint, interval, text[], integer[], text, timestamptz);
+DROP FUNCTION docket.job_claim(text, text, integer, interval, text[], integer[], text, timestamptz);
+DROP FUNCTION docket.job_enqueue(text, text, timestamptz, text[], text[], smallint[], jsonb[], integer[], text[],
+    timestamptz[], integer[], boolean[], boolean[], interval[], interval[], interval[], double precision[], jsonb[],
+    jsonb[], text[], bigint[], bigint[], text[]);
+DROP VIEW docket.job_enqueued;
+DROP FUNCTION docket.job_enqueue_ids(text, text, timestamptz, text[], text[], smallint[], jsonb[], integer[], text[],
+    timestamptz[], integer[], boolean[], boolean[], interval[], interval[], interval[], double precision[], jsonb[],
+    jsonb[], text[], bigint[], bigint[], text[]);
+DROP FUNCTION docket.job_resolve_duplicate(text, text, text, jsonb, integer);
+DROP FUNCTION docket.job_create_many(text, text, timestamptz, text[], text[], smallint[], jsonb[], integer[], text[],
+    timestamptz[], integer[], boolean[], boolean[], interval[], interval[], interval[], double precision[], jsonb[],
+    jsonb[], text[], bigint[], bigint[], text[]);
+DROP FUNCTION docket.job_require_lease(interval);
+DROP FUNCTION docket.job_require_batch(text, integer, integer);
+DROP VIEW docket.jobs_undecodable;
+DROP VIEW docket.jobs_uncertain;
+DROP VIEW docket.jobs_dead;
+DROP VIEW docket.jobs_expired_leases;
+DROP VIEW docket.jobs_due;
+DROP TABLE docket.job_decoders;
+DROP TABLE docket.job_events;
+DROP TABLE docket.jobs;
+DROP FUNCTION docket.jobs_record_update();
+DROP FUNCTION docket.jobs_record_insert();
+DROP FUNCTION docket.jobs_guard();
+DROP FUNCTION docket.jobs_refuse_birth();
+DROP FUNCTION docket.job_event_detail(docket.jobs);
+DROP FUNCTION docket.job_event_hash(bytea, bigint, integer, text, text, text, timestamptz, integer, text);
+DROP TABLE docket.job_transitions;
+DROP TABLE docket.job_states;
+-- A capability still granted stays: revoking grants is a recorded act.
+DELETE FROM docket.capabilities c WHERE c.name = 'job.reconcile'
+    AND NOT EXISTS (SELECT 1 FROM docket.grants g WHERE g.capability = c.name);
+DROP FUNCTION docket.job_backoff(integer, interval, interval, double precision, double precision);
+DROP FUNCTION docket.epoch_micros(timestamptz);
+DROP FUNCTION docket.bounded_text(text, integer);
+DROP FUNCTION docket.json_size(jsonb);
+DROP FUNCTION docket.valid_queue(text);
+DROP FUNCTION docket.valid_job_kind(text);
