@@ -1,0 +1,155 @@
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/integration/pgtest"
+	"github.com/docket-dev/docket/jobs"
+	"github.com/docket-dev/docket/projects"
+)
+
+// Invoice is a job payload.
+type Invoice struct {
+	Customer string `json:"customer"`
+	Cents    int    `json:"cents"`
+}
+
+// SendInvoice is a kind with a typed payload, at payload schema version 1.
+var SendInvoice = jobs.MustKind[Invoice]("billing.invoice", 1)
+
+// examplePool stands in for your service's pool: a fresh migrated database
+// with project acme, where svc:billing may create and claim jobs.
+func examplePool(ctx context.Context, clock db.Clock) *pgxpool.Pool {
+	url, err := pgtest.Scratch(ctx, true)
+	if err != nil {
+		log.Fatal(err)
+	}
+	pool, err := db.Open(ctx, url)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := projects.Create(ctx, pool, "acme", "user:ana", clock.Now()); err != nil {
+		log.Fatal(err)
+	}
+	for _, c := range []access.Capability{access.JobCreate, access.JobClaim} {
+		g := access.Grant{Principal: "svc:billing", Project: "acme", Capability: c}
+		if _, err := access.Allow(ctx, pool, g, "user:ana", clock.Now()); err != nil {
+			log.Fatal(err)
+		}
+	}
+	return pool
+}
+
+func ExampleClient_EnqueueTx() {
+	ctx := context.Background()
+	clock := db.NewFakeClock(time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC))
+	pool := examplePool(ctx, clock)
+	defer pool.Close()
+
+	client, err := jobs.NewClient(pool, jobs.Config{Project: "acme", Actor: "svc:billing", Clock: clock})
+	if err != nil {
+		log.Fatal(err)
+	}
+	spec, err := SendInvoice.Spec(Invoice{Customer: "globex", Cents: 12000})
+	if err != nil {
+		log.Fatal(err)
+	}
+	spec.IdempotencyKey = "invoice-2026-0042"
+
+	// The job commits with the business write beside it, or not at all.
+	err = db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+		// ... INSERT the invoice row here ...
+		enq, err := client.EnqueueTx(ctx, tx, spec)
+		if err != nil {
+			return err
+		}
+		fmt.Println("enqueued:", enq.Job.Kind, enq.Job.State, "duplicate:", enq.Duplicate)
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// A retry with the same key and payload finds the same job.
+	again, err := client.Enqueue(ctx, spec)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("again: duplicate:", again.Duplicate)
+
+	// The same key with another payload is refused.
+	other, _ := SendInvoice.Spec(Invoice{Customer: "globex", Cents: 1})
+	other.IdempotencyKey = spec.IdempotencyKey
+	_, err = client.Enqueue(ctx, other)
+	fmt.Println("other payload refused:", errors.Is(err, db.ErrIdempotencyConflict))
+	// Output:
+	// enqueued: billing.invoice queued duplicate: false
+	// again: duplicate: true
+	// other payload refused: true
+}
+
+func ExampleClient_Claim() {
+	ctx := context.Background()
+	clock := db.NewFakeClock(time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC))
+	pool := examplePool(ctx, clock)
+	defer pool.Close()
+
+	client, err := jobs.NewClient(pool, jobs.Config{Project: "acme", Actor: "svc:billing", Clock: clock})
+	if err != nil {
+		log.Fatal(err)
+	}
+	spec, _ := SendInvoice.Spec(Invoice{Customer: "globex", Cents: 12000})
+	if _, err := client.Enqueue(ctx, spec); err != nil {
+		log.Fatal(err)
+	}
+
+	// An external executor: claim, do the work, complete with the token.
+	claimed, err := client.Claim(ctx, "default", jobs.ClaimOptions{Limit: 10, Decoders: []jobs.Decoder{SendInvoice.Decoder()}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, j := range claimed {
+		inv, err := SendInvoice.Decode(j)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("attempt %d of %d: invoice %s for %d cents\n", inv.Attempts, inv.MaxAttempts, inv.Args.Customer, inv.Args.Cents)
+		done, err := client.Complete(ctx, j.Lease(), []byte(`{"sent": true}`), nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("state:", done.State)
+
+		// The token is spent: a second holder's word no longer counts.
+		_, err = client.Fail(ctx, j.Lease(), jobs.Failure{Class: jobs.ClassPermanent, Diagnostic: "late"})
+		fmt.Println("late failure refused:", errors.Is(err, db.ErrTerminal))
+	}
+	// Output:
+	// attempt 1 of 5: invoice globex for 12000 cents
+	// state: succeeded
+	// late failure refused: true
+}
+
+func ExampleRetryPolicy_Backoff() {
+	p := jobs.RetryPolicy{Base: time.Second, Cap: time.Minute, Jitter: 0.5, MaxAttempts: 8}
+	var delays []string
+	for attempt := 1; attempt <= 8; attempt++ {
+		// draw 0 is the longest delay the jitter allows; the database draws at random.
+		delays = append(delays, p.Backoff(attempt, 0).String())
+	}
+	fmt.Println(strings.Join(delays, " "))
+	fmt.Println(p.Backoff(3, 0.5)) // shortened by jitter × draw = 25%
+	// Output:
+	// 1s 2s 4s 8s 16s 32s 1m0s 1m0s
+	// 3s
+}
