@@ -75,6 +75,9 @@ func (c *Client) Claim(ctx context.Context, queue string, opts ClaimOptions) ([]
 // malformed queue or options.
 func (c *Client) ClaimTx(ctx context.Context, q db.DBTX, queue string, opts ClaimOptions) ([]Job, error) {
 	const op = "job.claim"
+	if err := c.needProject(op); err != nil {
+		return nil, err
+	}
 	if !ValidQueue(queue) {
 		return nil, db.Refuse(db.ErrInvalidArgument, op, "invalid queue "+quote(queue)+": want 1-63 characters of [a-z0-9_-], starting with a letter or digit")
 	}

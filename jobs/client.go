@@ -23,8 +23,10 @@ type Pool interface {
 
 // Config configures a [Client].
 type Config struct {
-	// Project is the project the client enqueues into and claims from.
-	// Required.
+	// Project is the project the client enqueues into, claims from and
+	// lists. Empty makes a client for work by job id across projects (Get,
+	// History, Verify, Cancel, Reconcile, ExpireLeases): an operator's tool,
+	// on which Enqueue, Claim and List refuse.
 	Project string
 	// Actor is who the client acts as; every change it makes is attributed
 	// to it, and its grants decide what it may do. Required.
@@ -48,14 +50,15 @@ type Client struct {
 }
 
 // NewClient returns a client on pool. It refuses, with
-// [db.ErrInvalidArgument], a nil pool, a malformed project name or actor.
+// [db.ErrInvalidArgument], a nil pool, a malformed project name (empty is
+// allowed: see [Config]) or a malformed actor.
 // It does not check that the project exists or that the actor holds grants:
 // the database decides that on each call.
 func NewClient(pool Pool, cfg Config) (*Client, error) {
 	if pool == nil {
 		return nil, db.Refuse(db.ErrInvalidArgument, "jobs.new_client", "pool is nil")
 	}
-	if !validProject(cfg.Project) {
+	if cfg.Project != "" && !validProject(cfg.Project) {
 		return nil, db.Refuse(db.ErrInvalidArgument, "jobs.new_client",
 			"invalid project name "+quote(cfg.Project)+": want 1-63 characters of [a-z0-9._-], starting with a letter or digit")
 	}
@@ -85,6 +88,14 @@ func (c *Client) Get(ctx context.Context, q db.DBTX, id int64) (Job, error) {
 		return Job{}, db.Translate(err, "job.get", "job", id)
 	}
 	return fromRow(row), nil
+}
+
+// needProject refuses op on a client made without a project.
+func (c *Client) needProject(op string) error {
+	if c.project == "" {
+		return db.Refuse(db.ErrInvalidArgument, op, "this client has no project: set Config.Project to enqueue, claim or list")
+	}
+	return nil
 }
 
 // inTx runs fn in a transaction on the client's pool.

@@ -42,8 +42,10 @@ func (c *Client) Enqueue(ctx context.Context, spec Spec) (Enqueued, error) {
 // idempotency key held by a job with another payload with
 // [db.ErrIdempotencyConflict].
 func (c *Client) EnqueueTx(ctx context.Context, q db.DBTX, spec Spec) (Enqueued, error) {
-	now := c.clock.Now()
-	params, err := c.enqueueParams(now, []Spec{spec})
+	if err := c.needProject("job.enqueue"); err != nil {
+		return Enqueued{}, err
+	}
+	params, err := c.enqueueParams(c.clock.Now(), []Spec{spec})
 	if err != nil {
 		return Enqueued{}, err
 	}
@@ -71,6 +73,9 @@ func (c *Client) EnqueueMany(ctx context.Context, specs []Spec) ([]Receipt, erro
 // [Client.EnqueueTx] describes, or an empty or oversized batch
 // ([db.ErrInvalidArgument]) writes nothing.
 func (c *Client) EnqueueManyTx(ctx context.Context, q db.DBTX, specs []Spec) ([]Receipt, error) {
+	if err := c.needProject("job.enqueue_many"); err != nil {
+		return nil, err
+	}
 	if len(specs) == 0 || len(specs) > MaxEnqueueBatch {
 		return nil, db.Refuse(db.ErrInvalidArgument, "job.enqueue_many",
 			fmt.Sprintf("batch of %d specs is outside 1..%d", len(specs), MaxEnqueueBatch))

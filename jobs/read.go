@@ -29,6 +29,9 @@ type Filter struct {
 // [db.ErrInvalidArgument].
 func (c *Client) List(ctx context.Context, q db.DBTX, f Filter) ([]Job, error) {
 	const op = "job.list"
+	if err := c.needProject(op); err != nil {
+		return nil, err
+	}
 	if f.Limit == 0 {
 		f.Limit = 100
 	}

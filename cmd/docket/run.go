@@ -37,6 +37,13 @@ commands:
   revoke PRINCIPAL PROJECT CAPABILITY
                                   revoke it
   grants PROJECT                  list the grants on a project
+  job list PROJECT [--state S] [--kind K] [--queue Q] [--limit N]
+                                  list a project's jobs, newest first
+  job show ID                     a job, its history, and whether the history verifies
+  job cancel ID [--reason TEXT]   cancel a queued, claimed or uncertain job
+  job reconcile ID succeeded|failed|queued [--note TEXT] [--result JSON]
+                                  settle an uncertain job
+  job sweep [--limit N]           move expired leases on (queued, dead or uncertain)
   version                         build, schema and River versions
 
 The database URL comes from --database-url, else DOCKET_DATABASE_URL, else
@@ -95,6 +102,8 @@ func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Write
 		action, err = c.grant(cmd, rest)
 	case "grants":
 		action, err = c.grants(rest)
+	case "job":
+		action, err = c.job(rest)
 	default:
 		return c.usageError(fmt.Errorf("unknown command %q", cmd))
 	}
