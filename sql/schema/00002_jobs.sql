@@ -271,7 +271,7 @@ CREATE TRIGGER jobs_guard_insert
 CREATE FUNCTION docket.jobs_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
-    claim boolean := NEW.state = 'claimed' AND NEW.lease_generation <> OLD.lease_generation;
+    claim boolean := NEW.state = 'claimed' AND (OLD.state <> 'claimed' OR NEW.lease_generation <> OLD.lease_generation);
 BEGIN
     IF (NEW.project, NEW.kind, NEW.payload, NEW.payload_schema, NEW.params, NEW.inputs, NEW.requested_output,
         NEW.idempotency_key, NEW.compensation_kind, NEW.repeatable, NEW.max_attempts, NEW.created_by, NEW.created_at)
@@ -295,6 +295,10 @@ BEGIN
         IF NEW.lease_generation <> OLD.lease_generation + 1 OR NEW.attempts <> OLD.attempts + 1 THEN
             RAISE EXCEPTION 'job %: a claim counts one attempt and one lease generation (attempts % -> %, generation % -> %)',
                 OLD.id, OLD.attempts, NEW.attempts, OLD.lease_generation, NEW.lease_generation
+                USING ERRCODE = 'DK001';
+        END IF;
+        IF NEW.claim_token IS NOT DISTINCT FROM OLD.claim_token THEN
+            RAISE EXCEPTION 'job %: a claim takes a fresh token: the previous holder''s must go stale', OLD.id
                 USING ERRCODE = 'DK001';
         END IF;
     ELSIF NEW.attempts <> OLD.attempts OR NEW.lease_generation <> OLD.lease_generation THEN
@@ -1194,7 +1198,9 @@ BEGIN
         RAISE EXCEPTION '% may not reconcile jobs in project %: it needs a job.reconcile grant', p_actor, v.project
             USING ERRCODE = 'DK009';
     END IF;
-    IF (SELECT terminal FROM docket.job_states WHERE state = v.state) THEN
+    IF v.state = 'cancelled' THEN
+        RAISE EXCEPTION 'job % was cancelled: it cannot be reconciled', v.id USING ERRCODE = 'DK014';
+    ELSIF (SELECT terminal FROM docket.job_states WHERE state = v.state) THEN
         RETURN docket.job_settled_outcome('be reconciled', v, p_outcome, p_result);
     ELSIF v.state <> 'uncertain' THEN
         RAISE EXCEPTION 'job % is %: only an uncertain job is reconciled', v.id, v.state USING ERRCODE = 'DK001';
