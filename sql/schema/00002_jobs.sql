@@ -66,7 +66,10 @@ RETURN make_interval(secs => floor(
            (least(extract(epoch FROM p_cap) * 1000000,
                   extract(epoch FROM p_base) * 1000000 * power(2::numeric, least(greatest(p_attempt, 1), 64) - 1))
            )::double precision
-           * (1 - p_jitter * p_draw)
+           -- A product below 2^-54 leaves 1 - x at exactly 1 in IEEE arithmetic,
+           -- as in Go; Postgres would refuse it as an underflow instead.
+           * (1 - CASE WHEN p_jitter < 1e-20::double precision OR p_draw < 1e-20::double precision THEN 0
+                       ELSE p_jitter * p_draw END)
        ) / 1000000);
 
 -- Capabilities ---------------------------------------------------------------
@@ -182,9 +185,14 @@ CREATE UNIQUE INDEX jobs_idempotency_key ON docket.jobs (project, kind, idempote
 CREATE INDEX jobs_claim_idx ON docket.jobs (project, queue, priority, available_at, id)
     WHERE state = 'queued';
 
--- Leases by expiry: the expiry sweep and the takeover of expired claims.
+-- Leases by expiry: the expiry sweep.
 CREATE INDEX jobs_lease_expiry_idx ON docket.jobs (lease_expires_at, id)
     WHERE state = 'claimed';
+
+-- The takeover of expired claims by a claim of one project's queue: only
+-- repeatable jobs with attempts left are ever taken over.
+CREATE INDEX jobs_takeover_idx ON docket.jobs (project, queue, lease_expires_at, id)
+    WHERE state = 'claimed' AND repeatable AND attempts < max_attempts;
 
 -- The uncertain and dead jobs operators look at.
 CREATE INDEX jobs_uncertain_idx ON docket.jobs (project, updated_at, id) WHERE state = 'uncertain';
@@ -715,8 +723,9 @@ $$;
 
 -- job_claim claims up to p_limit due jobs of queue p_queue in p_project for
 -- p_actor at p_now, for p_lease (NULL: each job's own lease). Queued jobs come
--- first by priority, available_at and id; an expired claim of a repeatable job
--- with attempts left is taken over atomically. Each claimed job gets a fresh
+-- first by priority, available_at and id; then, while the batch has room,
+-- expired claims of repeatable jobs with attempts left, earliest expiry first,
+-- are taken over atomically. Each claimed job gets a fresh
 -- random claim token, a new lease generation and one more attempt. Jobs other
 -- claimants hold locked are skipped, never waited for.
 --
@@ -757,18 +766,19 @@ BEGIN
         LIMIT p_limit
         FOR UPDATE SKIP LOCKED
     ),
+    -- Only as many takeovers as the queued jobs leave room for, so a claim
+    -- never locks an expired lease it does not take.
     expired AS (
-        SELECT j.id FROM docket.jobs j
-        WHERE j.state = 'claimed' AND j.lease_expires_at <= p_now AND j.project = p_project AND j.queue = p_queue
-          AND j.repeatable AND j.attempts < j.max_attempts
+        SELECT j.id, j.lease_expires_at FROM docket.jobs j
+        WHERE j.state = 'claimed' AND j.repeatable AND j.attempts < j.max_attempts
+          AND j.project = p_project AND j.queue = p_queue AND j.lease_expires_at <= p_now
           AND (p_kinds IS NULL OR (j.kind, j.payload_schema) IN (SELECT * FROM unnest(p_kinds, p_schemas)))
         ORDER BY j.lease_expires_at, j.id
-        LIMIT p_limit
+        LIMIT greatest(p_limit - (SELECT count(*) FROM queued), 0)
         FOR UPDATE SKIP LOCKED
     ),
     chosen AS (
-        SELECT id FROM (SELECT id, 0 AS pass FROM queued UNION ALL SELECT id, 1 FROM expired) c
-        ORDER BY pass LIMIT p_limit
+        SELECT id FROM queued UNION ALL SELECT id FROM expired
     )
     UPDATE docket.jobs j
     SET state = 'claimed',
