@@ -75,12 +75,19 @@ func (c *Client) CompleteMany(ctx context.Context, batch []Completion) ([]error,
 // [Client.CompleteTx] would have given ([db.ErrStaleClaim],
 // [db.ErrTerminal], [db.ErrNotFound]), and that element changed nothing while
 // the others completed. The second result refuses the whole batch, changing
-// nothing: empty or oversized, or a result that is not JSON
-// ([db.ErrInvalidArgument]).
+// nothing: empty or oversized, a job named twice, or a result that is not
+// JSON ([db.ErrInvalidArgument]).
 func (c *Client) CompleteManyTx(ctx context.Context, q db.DBTX, batch []Completion) ([]error, error) {
 	const op = "job.complete_many"
 	if len(batch) == 0 || len(batch) > MaxCompleteBatch {
 		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("batch of %d is outside 1..%d", len(batch), MaxCompleteBatch))
+	}
+	seen := make(map[int64]bool, len(batch))
+	for _, b := range batch {
+		if seen[b.Lease.JobID] {
+			return nil, db.Refuse(db.ErrInvalidArgument, op, "a job appears twice in the batch: name each job once", "job", b.Lease.JobID)
+		}
+		seen[b.Lease.JobID] = true
 	}
 	ids := make([]int64, len(batch))
 	tokens := make([]uuid.UUID, len(batch))

@@ -78,7 +78,7 @@ func TestJobCommands(t *testing.T) {
 
 	// Refusals: one line, exit 1, nothing changed.
 	for _, args := range [][]string{
-		{"--as", "svc:app", "job", "cancel", fmt.Sprint(ids[2])}, // no job.cancel grant
+		{"--as", "svc:app", "job", "cancel", fmt.Sprint(ids[2])},  // no job.cancel grant
 		{"--as", "user:ana", "job", "cancel", fmt.Sprint(ids[0])}, // already succeeded
 		{"--as", "user:ana", "job", "reconcile", fmt.Sprint(ids[2]), "failed"},
 		{"job", "show", "999999"},

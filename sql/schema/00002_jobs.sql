@@ -957,7 +957,8 @@ END
 $$;
 -- +goose StatementEnd
 
--- job_complete finishes job p_id as succeeded with p_result (may be NULL),
+-- job_complete finishes job p_id as succeeded with p_result (NULL or JSON null:
+-- none),
 -- using the live lease p_token holds. Completing a succeeded job again with an
 -- equal result is a quiet no-op that returns it. Run in the caller's
 -- transaction, the caller's own writes commit with the transition or not at all.
@@ -973,6 +974,7 @@ DECLARE
     v docket.jobs;
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
+    p_result := nullif(p_result, 'null'::jsonb); -- JSON null is no result, as in job_complete_many
     IF docket.json_size(p_result) > 1048576 THEN
         RAISE EXCEPTION 'job %: result is % bytes, over the bound of 1048576', p_id, docket.json_size(p_result)
             USING ERRCODE = 'DK010';
@@ -1000,7 +1002,7 @@ $$;
 -- (DK002 stale claim, DK014 finished otherwise, P0002 unknown) with nothing
 -- written for it. The other elements still complete.
 -- Refuses the whole batch: malformed input, arrays of different lengths, a
--- batch outside 1..1000 (DK010).
+-- job named twice, a batch outside 1..1000 (DK010).
 -- +goose StatementBegin
 CREATE FUNCTION docket.job_complete_many(p_ids bigint[], p_tokens uuid[], p_results jsonb[], p_actor text, p_now timestamptz)
 RETURNS TABLE (id bigint, state text, refusal text)
@@ -1011,6 +1013,10 @@ BEGIN
     PERFORM docket.job_require_batch('completion batch size', cardinality(p_ids), 1000);
     IF cardinality(p_tokens) IS DISTINCT FROM cardinality(p_ids) OR cardinality(p_results) IS DISTINCT FROM cardinality(p_ids) THEN
         RAISE EXCEPTION 'invalid completion batch: ids, tokens and results must have one length'
+            USING ERRCODE = 'DK010';
+    END IF;
+    IF (SELECT count(DISTINCT i) FROM unnest(p_ids) i) <> cardinality(p_ids) OR array_position(p_ids, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'invalid completion batch: a job appears twice, or an id is NULL: name each job once'
             USING ERRCODE = 'DK010';
     END IF;
     IF EXISTS (SELECT 1 FROM unnest(p_results) r WHERE docket.json_size(r) > 1048576) THEN
@@ -1194,6 +1200,7 @@ BEGIN
         RAISE EXCEPTION 'invalid reconcile outcome %: want succeeded, failed or queued', coalesce(quote_literal(p_outcome), 'NULL')
             USING ERRCODE = 'DK010';
     END IF;
+    p_result := nullif(p_result, 'null'::jsonb);
     IF p_result IS NOT NULL AND p_outcome <> 'succeeded' THEN
         RAISE EXCEPTION 'invalid reconcile: only a succeeded outcome carries a result' USING ERRCODE = 'DK010';
     END IF;
