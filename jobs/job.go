@@ -207,5 +207,3 @@ func utc(t *time.Time) time.Time {
 	}
 	return t.UTC()
 }
-
-func ptr[T any](v T) *T { return &v }
