@@ -4,8 +4,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/jobs"
 )
 
@@ -60,4 +62,32 @@ func TestLifecycleIsRecordedAndVerifies(t *testing.T) {
 	v, err := e.client.Verify(ctx, e.pool, j.ID)
 	require.NoError(t, err)
 	require.Equal(t, jobs.Verification{OK: true, Events: 3}, v)
+}
+
+// A job's project and an event's job are checked once per statement rather
+// than by foreign keys; a hand-written INSERT is still refused.
+func TestReferencesAreCheckedForHandInserts(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	before := snapshot(t, e.pool)
+
+	err := db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT docket.set_context('user:ana', $1)`, t0); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO docket.jobs (project, kind, payload, available_at, created_by, created_at, updated_at)
+			VALUES ('nope', 'billing.invoice', '{}', $1, 'user:ana', $1, $1)`, t0)
+		return db.Translate(err, "insert")
+	})
+	require.ErrorIs(t, err, db.ErrMissingReference)
+	require.ErrorContains(t, err, "project 'nope' does not exist")
+
+	err = db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO docket.job_events (job_id, seq, to_state, actor, at, attempt, prev_hash, hash)
+			VALUES (424242, 1, 'queued', 'user:ana', $1, 0, decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex'))`, t0)
+		return db.Translate(err, "insert")
+	})
+	require.ErrorIs(t, err, db.ErrMissingReference)
+	require.Equal(t, before, snapshot(t, e.pool))
 }

@@ -334,7 +334,7 @@ func TestDatabaseRefusesBadInputWithoutGo(t *testing.T) {
 		{"kind of 129 characters", func(r *rfRaw) { r.kind = "k" + strings.Repeat("x", 128) }, early, db.ErrInvalidArgument},
 		{"empty queue", func(r *rfRaw) { r.queue = "" }, early, db.ErrInvalidArgument},
 		{"queue of 64 characters", func(r *rfRaw) { r.queue = strings.Repeat("q", 64) }, early, db.ErrInvalidArgument},
-		{"payload one byte over 1 MiB", func(r *rfRaw) { r.payload = `"` + strings.Repeat("x", jobs.MaxPayloadBytes-1) + `"` }, early, db.ErrInvalidArgument},
+		{"payload one byte over 1 MiB", func(r *rfRaw) { r.payload = `"` + strings.Repeat("x", jobs.MaxPayloadBytes-1) + `"` }, check, db.ErrInvalidArgument}, // jobs_payload_size
 		{"max attempts 101", func(r *rfRaw) { r.maxAttempts = "101" }, early, db.ErrInvalidArgument},
 		{"max attempts 0", func(r *rfRaw) { r.maxAttempts = "0" }, early, db.ErrInvalidArgument},
 		{"malformed actor", func(r *rfRaw) { r.actor = "app" }, early, db.ErrInvalidArgument},
