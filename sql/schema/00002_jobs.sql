@@ -83,6 +83,16 @@ RETURN make_interval(secs => floor(
                        ELSE p_jitter * p_draw END)
        ) / 1000000);
 
+-- Domains: the rules of values a job carries. A domain's check runs when a
+-- value is written to the column, and not again when an UPDATE of other
+-- columns copies it, so a claim or a completion does not re-check a job's
+-- kind, queue, creator or payload; Postgres also prepares domain checks once
+-- per connection rather than once per statement.
+CREATE DOMAIN docket.job_kind AS text CONSTRAINT job_kind_valid CHECK (docket.valid_job_kind(VALUE));
+CREATE DOMAIN docket.job_queue AS text CONSTRAINT job_queue_valid CHECK (docket.valid_queue(VALUE));
+CREATE DOMAIN docket.principal AS text CONSTRAINT principal_valid CHECK (docket.valid_principal(VALUE));
+CREATE DOMAIN docket.job_json AS jsonb CONSTRAINT job_json_size CHECK (docket.json_size(VALUE) <= 1048576);
+
 -- Capabilities ---------------------------------------------------------------
 
 INSERT INTO docket.capabilities (name, description) VALUES
@@ -138,12 +148,12 @@ CREATE TABLE docket.jobs (
     -- deleted and never renamed, and a job's project never changes, so a
     -- reference valid at insert stays valid.
     project           text NOT NULL,
-    kind              text NOT NULL CONSTRAINT jobs_kind_valid CHECK (docket.valid_job_kind(kind)),
-    queue             text NOT NULL DEFAULT 'default' CONSTRAINT jobs_queue_valid CHECK (docket.valid_queue(queue)),
+    kind              docket.job_kind NOT NULL,
+    queue             docket.job_queue NOT NULL DEFAULT 'default',
     priority          smallint NOT NULL DEFAULT 1 CONSTRAINT jobs_priority_range CHECK (priority BETWEEN 1 AND 4),
     state             text NOT NULL DEFAULT 'queued'
                       CONSTRAINT jobs_state_known CHECK (state IN ('queued', 'claimed', 'succeeded', 'failed', 'dead', 'uncertain', 'cancelled')),
-    payload           jsonb NOT NULL CONSTRAINT jobs_payload_size CHECK (docket.json_size(payload) <= 1048576),
+    payload           docket.job_json NOT NULL,
     payload_schema    integer NOT NULL DEFAULT 1 CONSTRAINT jobs_payload_schema_positive CHECK (payload_schema >= 1),
     params            jsonb CONSTRAINT jobs_params_object CHECK (jsonb_typeof(params) = 'object' AND docket.json_size(params) <= 65536),
     inputs            text[] NOT NULL DEFAULT '{}'
@@ -152,7 +162,7 @@ CREATE TABLE docket.jobs (
     lane_id           bigint,
     case_id           bigint,
     idempotency_key   text CONSTRAINT jobs_idempotency_key_valid CHECK (idempotency_key ~ '^[^[:cntrl:]]{1,255}$'),
-    compensation_kind text CONSTRAINT jobs_compensation_kind_valid CHECK (docket.valid_job_kind(compensation_kind)),
+    compensation_kind docket.job_kind,
     external          boolean NOT NULL DEFAULT false,
     repeatable        boolean NOT NULL DEFAULT false,
     available_at      timestamptz NOT NULL,
@@ -168,12 +178,12 @@ CREATE TABLE docket.jobs (
                       CONSTRAINT jobs_backoff_jitter_range CHECK (backoff_jitter BETWEEN 0 AND 1),
     lease_generation  bigint NOT NULL DEFAULT 0,
     claim_token       uuid,
-    claimed_by        text,
+    claimed_by        docket.principal,
     claimed_at        timestamptz,
     lease_expires_at  timestamptz,
-    result            jsonb CONSTRAINT jobs_result_size CHECK (docket.json_size(result) <= 1048576),
+    result            docket.job_json,
     diagnostic        text CONSTRAINT jobs_diagnostic_bounded CHECK (length(diagnostic) <= 4096),
-    created_by        text NOT NULL CONSTRAINT jobs_created_by_valid CHECK (docket.valid_principal(created_by)),
+    created_by        docket.principal NOT NULL,
     created_at        timestamptz NOT NULL,
     updated_at        timestamptz NOT NULL,
     finished_at       timestamptz,
@@ -183,7 +193,6 @@ CREATE TABLE docket.jobs (
         (state = 'claimed') = (claim_token IS NOT NULL AND claimed_by IS NOT NULL
                                AND claimed_at IS NOT NULL AND lease_expires_at IS NOT NULL)),
     CONSTRAINT jobs_lease_after_claim CHECK (lease_expires_at > claimed_at),
-    CONSTRAINT jobs_claimed_by_valid CHECK (docket.valid_principal(claimed_by)),
     CONSTRAINT jobs_terminal_finished CHECK (
         (state IN ('succeeded', 'failed', 'dead', 'cancelled')) = (finished_at IS NOT NULL)),
     CONSTRAINT jobs_result_only_succeeded CHECK (result IS NULL OR state = 'succeeded'),
@@ -1482,6 +1491,10 @@ DROP TABLE docket.job_states;
 -- A capability still granted stays: revoking grants is a recorded act.
 DELETE FROM docket.capabilities c WHERE c.name = 'job.reconcile'
     AND NOT EXISTS (SELECT 1 FROM docket.grants g WHERE g.capability = c.name);
+DROP DOMAIN docket.job_json;
+DROP DOMAIN docket.principal;
+DROP DOMAIN docket.job_queue;
+DROP DOMAIN docket.job_kind;
 DROP FUNCTION docket.job_backoff(integer, interval, interval, double precision, double precision);
 DROP FUNCTION docket.epoch_micros(timestamptz);
 DROP FUNCTION docket.bounded_text(text, integer);
