@@ -45,11 +45,24 @@ func (c *Client) EnqueueTx(ctx context.Context, q db.DBTX, spec Spec) (Enqueued,
 	if err := c.needProject("job.enqueue"); err != nil {
 		return Enqueued{}, err
 	}
-	params, err := c.enqueueParams(c.clock.Now(), []Spec{spec})
+	p, err := c.enqueueParams(c.clock.Now(), []Spec{spec})
 	if err != nil {
 		return Enqueued{}, err
 	}
-	rows, err := queries.JobEnqueue(ctx, q, dbsqlc.JobEnqueueParams(params))
+	// One job takes the scalar path, with no arrays to unpack.
+	inputs := spec.Inputs
+	if inputs == nil {
+		inputs = []string{}
+	}
+	rows, err := queries.JobEnqueueOne(ctx, q, dbsqlc.JobEnqueueOneParams{
+		Project: p.Project, Actor: p.Actor, Now: p.Now,
+		Kind: p.Kinds[0], Queue: p.Queues[0], Priority: p.Priorities[0], Payload: p.Payloads[0],
+		PayloadSchema: p.PayloadSchemas[0], Key: p.Keys[0], AvailableAt: p.AvailableAt[0],
+		MaxAttempts: p.MaxAttempts[0], Repeatable: p.Repeatable[0], External: p.External[0],
+		Lease: p.Leases[0], BackoffBase: p.BackoffBase[0], BackoffCap: p.BackoffCap[0],
+		BackoffJitter: p.BackoffJitter[0], Params: p.Params[0], Inputs: inputs, Output: p.Outputs[0],
+		LaneID: p.LaneIds[0], CaseID: p.CaseIds[0], CompensationKind: p.CompensationKinds[0],
+	})
 	if err != nil {
 		return Enqueued{}, db.Translate(err, "job.enqueue", "project", c.project, "kind", spec.Kind)
 	}

@@ -559,6 +559,123 @@ func (q *Queries) JobEnqueueIDs(ctx context.Context, db DBTX, arg JobEnqueueIDsP
 	return items, nil
 }
 
+const jobEnqueueOne = `-- name: JobEnqueueOne :many
+SELECT duplicate, id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at FROM docket.job_enqueue_one(
+    $1::text, $2::text, $3::timestamptz,
+    $4::text, $5::text, $6::smallint, $7::jsonb, $8::integer,
+    $9::text, $10::timestamptz, $11::integer, $12::boolean,
+    $13::boolean, $14::interval, $15::interval, $16::interval,
+    $17::float8, $18::jsonb, $19::text[], $20::text,
+    $21::bigint, $22::bigint, $23::text)
+`
+
+type JobEnqueueOneParams struct {
+	Project          string
+	Actor            string
+	Now              time.Time
+	Kind             string
+	Queue            string
+	Priority         int16
+	Payload          json.RawMessage
+	PayloadSchema    int32
+	Key              string
+	AvailableAt      time.Time
+	MaxAttempts      int32
+	Repeatable       bool
+	External         bool
+	Lease            time.Duration
+	BackoffBase      time.Duration
+	BackoffCap       time.Duration
+	BackoffJitter    float64
+	Params           json.RawMessage
+	Inputs           []string
+	Output           string
+	LaneID           int64
+	CaseID           int64
+	CompensationKind string
+}
+
+func (q *Queries) JobEnqueueOne(ctx context.Context, db DBTX, arg JobEnqueueOneParams) ([]*DocketJobEnqueued, error) {
+	rows, err := db.Query(ctx, jobEnqueueOne,
+		arg.Project,
+		arg.Actor,
+		arg.Now,
+		arg.Kind,
+		arg.Queue,
+		arg.Priority,
+		arg.Payload,
+		arg.PayloadSchema,
+		arg.Key,
+		arg.AvailableAt,
+		arg.MaxAttempts,
+		arg.Repeatable,
+		arg.External,
+		arg.Lease,
+		arg.BackoffBase,
+		arg.BackoffCap,
+		arg.BackoffJitter,
+		arg.Params,
+		arg.Inputs,
+		arg.Output,
+		arg.LaneID,
+		arg.CaseID,
+		arg.CompensationKind,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*DocketJobEnqueued{}
+	for rows.Next() {
+		var i DocketJobEnqueued
+		if err := rows.Scan(
+			&i.Duplicate,
+			&i.ID,
+			&i.Project,
+			&i.Kind,
+			&i.Queue,
+			&i.Priority,
+			&i.State,
+			&i.Payload,
+			&i.PayloadSchema,
+			&i.Params,
+			&i.Inputs,
+			&i.RequestedOutput,
+			&i.LaneID,
+			&i.CaseID,
+			&i.IdempotencyKey,
+			&i.CompensationKind,
+			&i.External,
+			&i.Repeatable,
+			&i.AvailableAt,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.Lease,
+			&i.BackoffBase,
+			&i.BackoffCap,
+			&i.BackoffJitter,
+			&i.LeaseGeneration,
+			&i.ClaimToken,
+			&i.ClaimedBy,
+			&i.ClaimedAt,
+			&i.LeaseExpiresAt,
+			&i.Result,
+			&i.Diagnostic,
+			&i.CreatedBy,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobEvents = `-- name: JobEvents :many
 SELECT job_id, seq, from_state, to_state, actor, at, attempt, detail, prev_hash, hash FROM docket.job_events WHERE job_id = $1 ORDER BY seq
 `

@@ -76,3 +76,12 @@ LIMIT @max_rows::integer;
 
 -- name: JobEvents :many
 SELECT * FROM docket.job_events WHERE job_id = @id ORDER BY seq;
+
+-- name: JobEnqueueOne :many
+SELECT * FROM docket.job_enqueue_one(
+    @project::text, @actor::text, @now::timestamptz,
+    @kind::text, @queue::text, @priority::smallint, @payload::jsonb, @payload_schema::integer,
+    @key::text, @available_at::timestamptz, @max_attempts::integer, @repeatable::boolean,
+    @external::boolean, @lease::interval, @backoff_base::interval, @backoff_cap::interval,
+    @backoff_jitter::float8, @params::jsonb, @inputs::text[], @output::text,
+    @lane_id::bigint, @case_id::bigint, @compensation_kind::text);

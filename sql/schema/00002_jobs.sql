@@ -569,6 +569,31 @@ END
 $$;
 -- +goose StatementEnd
 
+-- job_require_spec refuses (DK010), naming element p_i and what is wrong, a
+-- job spec with a malformed kind or queue, no payload, or max_attempts
+-- outside 1..100: the common mistakes, named before the table's constraints
+-- (which remain the arbiter) would refuse them less plainly.
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_require_spec(p_i integer, p_kind text, p_queue text, p_payload jsonb, p_max_attempts integer)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_kind IS NULL OR NOT docket.valid_job_kind(p_kind) THEN
+        RAISE EXCEPTION 'job %: invalid kind %: want dot-separated segments of [a-z0-9_-] starting with a letter, at most 128 characters',
+            p_i, coalesce(quote_literal(p_kind), 'NULL') USING ERRCODE = 'DK010';
+    ELSIF p_queue IS NULL OR NOT docket.valid_queue(p_queue) THEN
+        RAISE EXCEPTION 'job %: invalid queue %: want 1-63 characters of [a-z0-9_-], starting with a letter or digit',
+            p_i, coalesce(quote_literal(p_queue), 'NULL') USING ERRCODE = 'DK010';
+    ELSIF p_payload IS NULL THEN
+        RAISE EXCEPTION 'job %: payload is NULL: want a JSON value', p_i USING ERRCODE = 'DK010';
+    ELSIF p_max_attempts IS NULL OR p_max_attempts NOT BETWEEN 1 AND 100 THEN
+        RAISE EXCEPTION 'job %: max_attempts % is outside 1..100', p_i, coalesce(p_max_attempts::text, 'NULL')
+            USING ERRCODE = 'DK010';
+    END IF;
+END
+$$;
+-- +goose StatementEnd
+
 -- job_create_many enqueues a batch of jobs in p_project on behalf of p_actor
 -- at p_now, in one statement. The arrays are parallel, one element per job;
 -- '' for a key, output or compensation kind, 0 for a lane or case, and the
@@ -629,18 +654,7 @@ BEGIN
        OR x.max_attempts IS NULL OR x.max_attempts NOT BETWEEN 1 AND 100
     LIMIT 1;
     IF FOUND THEN
-        IF bad.kind IS NULL OR NOT docket.valid_job_kind(bad.kind) THEN
-            RAISE EXCEPTION 'job %: invalid kind %: want dot-separated segments of [a-z0-9_-] starting with a letter, at most 128 characters',
-                bad.i, coalesce(quote_literal(bad.kind), 'NULL') USING ERRCODE = 'DK010';
-        ELSIF bad.queue IS NULL OR NOT docket.valid_queue(bad.queue) THEN
-            RAISE EXCEPTION 'job %: invalid queue %: want 1-63 characters of [a-z0-9_-], starting with a letter or digit',
-                bad.i, coalesce(quote_literal(bad.queue), 'NULL') USING ERRCODE = 'DK010';
-        ELSIF bad.payload IS NULL THEN
-            RAISE EXCEPTION 'job %: payload is NULL: want a JSON value', bad.i USING ERRCODE = 'DK010';
-        ELSE
-            RAISE EXCEPTION 'job %: max_attempts % is outside 1..100', bad.i, coalesce(bad.max_attempts::text, 'NULL')
-                USING ERRCODE = 'DK010';
-        END IF;
+        PERFORM docket.job_require_spec(bad.i::integer, bad.kind, bad.queue, bad.payload, bad.max_attempts);
     END IF;
 
     v_ids := ARRAY(SELECT nextval('docket.jobs_id_seq') FROM generate_series(1, n));
@@ -782,6 +796,52 @@ BEGIN
     FROM unnest(ids, dups) WITH ORDINALITY AS x(id, dup, i)
     JOIN docket.jobs j ON j.id = x.id
     ORDER BY x.i;
+END
+$$;
+-- +goose StatementEnd
+
+-- job_enqueue_one enqueues one job as job_enqueue does a batch of one, with
+-- scalar arguments and no arrays to unpack: the path of a single enqueue in
+-- the caller's transaction. Refuses as job_enqueue.
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_enqueue_one(
+    p_project text, p_actor text, p_now timestamptz,
+    p_kind text, p_queue text, p_priority smallint, p_payload jsonb, p_payload_schema integer,
+    p_key text, p_available_at timestamptz, p_max_attempts integer, p_repeatable boolean,
+    p_external boolean, p_lease interval, p_backoff_base interval, p_backoff_cap interval,
+    p_backoff_jitter double precision, p_params jsonb, p_inputs text[], p_output text,
+    p_lane_id bigint, p_case_id bigint, p_compensation_kind text)
+RETURNS SETOF docket.job_enqueued
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+    v_id bigint;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.require_project_name(p_project);
+    IF NOT docket.grant_check(p_actor, p_project, 'job.create') THEN
+        RAISE EXCEPTION '% may not create jobs in project %: it needs an explicit job.create grant', p_actor, p_project
+            USING ERRCODE = 'DK009';
+    END IF;
+    PERFORM docket.job_require_spec(1, p_kind, p_queue, p_payload, p_max_attempts);
+    INSERT INTO docket.jobs AS j (
+        project, kind, queue, priority, payload, payload_schema, params, inputs, requested_output,
+        lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at,
+        max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, created_by, created_at, updated_at)
+    VALUES (p_project, p_kind, p_queue, p_priority, p_payload, p_payload_schema, nullif(p_params, 'null'::jsonb),
+            coalesce(p_inputs, '{}'), nullif(p_output, ''), nullif(p_lane_id, 0), nullif(p_case_id, 0),
+            nullif(p_key, ''), nullif(p_compensation_kind, ''), p_external, p_repeatable,
+            coalesce(p_available_at, p_now), p_max_attempts, p_lease, p_backoff_base, p_backoff_cap,
+            p_backoff_jitter, p_actor, p_now, p_now)
+    ON CONFLICT (project, kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING * INTO v;
+    IF FOUND THEN
+        RETURN QUERY SELECT false, (v).*;
+        RETURN;
+    END IF;
+    v_id := docket.job_resolve_duplicate(p_project, p_kind, p_key, p_payload, p_payload_schema);
+    SELECT * INTO v FROM docket.jobs WHERE id = v_id;
+    RETURN QUERY SELECT true, (v).*;
 END
 $$;
 -- +goose StatementEnd
@@ -1458,6 +1518,8 @@ DROP FUNCTION docket.job_renew(bigint, uuid, interval, text, timestamptz);
 DROP FUNCTION docket.job_lock_held(text, bigint, uuid, timestamptz);
 DROP FUNCTION docket.job_claim_id(bigint, interval, text[], integer[], text, timestamptz);
 DROP FUNCTION docket.job_claim(text, text, integer, interval, text[], integer[], text, timestamptz);
+DROP FUNCTION docket.job_enqueue_one(text, text, timestamptz, text, text, smallint, jsonb, integer, text, timestamptz,
+    integer, boolean, boolean, interval, interval, interval, double precision, jsonb, text[], text, bigint, bigint, text);
 DROP FUNCTION docket.job_enqueue(text, text, timestamptz, text[], text[], smallint[], jsonb[], integer[], text[],
     timestamptz[], integer[], boolean[], boolean[], interval[], interval[], interval[], double precision[], jsonb[],
     jsonb[], text[], bigint[], bigint[], text[]);
@@ -1470,6 +1532,7 @@ DROP FUNCTION docket.job_create_many(text, text, timestamptz, text[], text[], sm
     timestamptz[], integer[], boolean[], boolean[], interval[], interval[], interval[], double precision[], jsonb[],
     jsonb[], text[], bigint[], bigint[], text[]);
 DROP FUNCTION docket.job_require_lease(interval);
+DROP FUNCTION docket.job_require_spec(integer, text, text, jsonb, integer);
 DROP FUNCTION docket.job_require_batch(text, integer, integer);
 DROP VIEW docket.jobs_undecodable;
 DROP VIEW docket.jobs_uncertain;
