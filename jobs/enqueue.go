@@ -97,7 +97,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, q db.DBTX, specs []Spec) ([]
 	if err != nil {
 		return nil, err
 	}
-	rows, err := queries.JobEnqueueIDs(ctx, q, dbsqlc.JobEnqueueIDsParams(params))
+	rows, err := queries.JobEnqueueMany(ctx, q, params)
 	if err != nil {
 		return nil, db.Translate(err, "job.enqueue_many", "project", c.project)
 	}
@@ -109,10 +109,10 @@ func (c *Client) EnqueueManyTx(ctx context.Context, q db.DBTX, specs []Spec) ([]
 }
 
 // enqueueParams validates specs and lays them out as the parallel arrays
-// docket.job_enqueue takes.
-func (c *Client) enqueueParams(now time.Time, specs []Spec) (dbsqlc.JobEnqueueParams, error) {
+// docket.job_enqueue_many takes.
+func (c *Client) enqueueParams(now time.Time, specs []Spec) (dbsqlc.JobEnqueueManyParams, error) {
 	n := len(specs)
-	p := dbsqlc.JobEnqueueParams{
+	p := dbsqlc.JobEnqueueManyParams{
 		Project: c.project, Actor: string(c.actor), Now: now,
 		Kinds: make([]string, n), Queues: make([]string, n), Priorities: make([]int16, n),
 		Payloads: make([]json.RawMessage, n), PayloadSchemas: make([]int32, n), Keys: make([]string, n),

@@ -284,7 +284,7 @@ func TestEnqueueManyRefusesBatchSize(t *testing.T) {
 	}
 }
 
-// rfRaw is one job as docket.job_enqueue takes it, every field as SQL text,
+// rfRaw is one job as docket.job_enqueue_many takes it, every field as SQL text,
 // for calling the database without the Go validation in front of it.
 type rfRaw struct {
 	project, actor                              string
@@ -302,11 +302,11 @@ func rfRawGood() rfRaw {
 	}
 }
 
-// enqueue calls docket.job_enqueue directly on q for r.
+// enqueue calls docket.job_enqueue_many directly on q for r.
 func (r rfRaw) enqueue(ctx context.Context, q db.DBTX, now time.Time) error {
 	var n int
 	return q.QueryRow(ctx, `
-		SELECT count(*) FROM docket.job_enqueue(
+		SELECT count(*) FROM docket.job_enqueue_many(
 		    $1::text, $2::text, $3::timestamptz,
 		    ARRAY[$4::text], ARRAY[$5::text], ARRAY[$6::text::smallint], ARRAY[$7::text::jsonb], ARRAY[$8::text::integer],
 		    ARRAY[$9::text], ARRAY[NULL::timestamptz], ARRAY[$10::text::integer], ARRAY[false], ARRAY[false],
@@ -376,7 +376,7 @@ func TestDatabaseRefusesBadInputWithoutGo(t *testing.T) {
 				var pgErr *pgconn.PgError
 				require.ErrorAs(t, err, &pgErr)
 				require.Equal(t, tc.code, pgErr.Code, pgErr.Message)
-				return db.Translate(err, "raw.job_enqueue")
+				return db.Translate(err, "raw.job_enqueue_many")
 			})
 		})
 	}

@@ -355,8 +355,8 @@ func (q *Queries) JobDecodersRegister(ctx context.Context, db DBTX, arg JobDecod
 	return registered, err
 }
 
-const jobEnqueue = `-- name: JobEnqueue :many
-SELECT duplicate, id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at FROM docket.job_enqueue(
+const jobEnqueueMany = `-- name: JobEnqueueMany :many
+SELECT e.ord::integer AS ord, e.duplicate::boolean AS duplicate, e.id::bigint AS id FROM docket.job_enqueue_many(
     $1::text, $2::text, $3::timestamptz,
     $4::text[], $5::text[], $6::smallint[], $7::jsonb[], $8::integer[],
     $9::text[], $10::timestamptz[], $11::integer[], $12::boolean[],
@@ -365,7 +365,7 @@ SELECT duplicate, id, project, kind, queue, priority, state, payload, payload_sc
     $21::bigint[], $22::bigint[], $23::text[]) e
 `
 
-type JobEnqueueParams struct {
+type JobEnqueueManyParams struct {
 	Project           string
 	Actor             string
 	Now               time.Time
@@ -391,132 +391,15 @@ type JobEnqueueParams struct {
 	CompensationKinds []string
 }
 
-func (q *Queries) JobEnqueue(ctx context.Context, db DBTX, arg JobEnqueueParams) ([]*DocketJobEnqueued, error) {
-	rows, err := db.Query(ctx, jobEnqueue,
-		arg.Project,
-		arg.Actor,
-		arg.Now,
-		arg.Kinds,
-		arg.Queues,
-		arg.Priorities,
-		arg.Payloads,
-		arg.PayloadSchemas,
-		arg.Keys,
-		arg.AvailableAt,
-		arg.MaxAttempts,
-		arg.Repeatable,
-		arg.External,
-		arg.Leases,
-		arg.BackoffBase,
-		arg.BackoffCap,
-		arg.BackoffJitter,
-		arg.Params,
-		arg.Inputs,
-		arg.Outputs,
-		arg.LaneIds,
-		arg.CaseIds,
-		arg.CompensationKinds,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []*DocketJobEnqueued{}
-	for rows.Next() {
-		var i DocketJobEnqueued
-		if err := rows.Scan(
-			&i.Duplicate,
-			&i.ID,
-			&i.Project,
-			&i.Kind,
-			&i.Queue,
-			&i.Priority,
-			&i.State,
-			&i.Payload,
-			&i.PayloadSchema,
-			&i.Params,
-			&i.Inputs,
-			&i.RequestedOutput,
-			&i.LaneID,
-			&i.CaseID,
-			&i.IdempotencyKey,
-			&i.CompensationKind,
-			&i.External,
-			&i.Repeatable,
-			&i.AvailableAt,
-			&i.Attempts,
-			&i.MaxAttempts,
-			&i.Lease,
-			&i.BackoffBase,
-			&i.BackoffCap,
-			&i.BackoffJitter,
-			&i.LeaseGeneration,
-			&i.ClaimToken,
-			&i.ClaimedBy,
-			&i.ClaimedAt,
-			&i.LeaseExpiresAt,
-			&i.Result,
-			&i.Diagnostic,
-			&i.CreatedBy,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.FinishedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, &i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const jobEnqueueIDs = `-- name: JobEnqueueIDs :many
-SELECT e.ord::integer AS ord, e.duplicate::boolean AS duplicate, e.id::bigint AS id FROM docket.job_enqueue_ids(
-    $1::text, $2::text, $3::timestamptz,
-    $4::text[], $5::text[], $6::smallint[], $7::jsonb[], $8::integer[],
-    $9::text[], $10::timestamptz[], $11::integer[], $12::boolean[],
-    $13::boolean[], $14::interval[], $15::interval[], $16::interval[],
-    $17::float8[], $18::jsonb[], $19::jsonb[], $20::text[],
-    $21::bigint[], $22::bigint[], $23::text[]) e
-`
-
-type JobEnqueueIDsParams struct {
-	Project           string
-	Actor             string
-	Now               time.Time
-	Kinds             []string
-	Queues            []string
-	Priorities        []int16
-	Payloads          []json.RawMessage
-	PayloadSchemas    []int32
-	Keys              []string
-	AvailableAt       []time.Time
-	MaxAttempts       []int32
-	Repeatable        []bool
-	External          []bool
-	Leases            []time.Duration
-	BackoffBase       []time.Duration
-	BackoffCap        []time.Duration
-	BackoffJitter     []float64
-	Params            []json.RawMessage
-	Inputs            []json.RawMessage
-	Outputs           []string
-	LaneIds           []int64
-	CaseIds           []int64
-	CompensationKinds []string
-}
-
-type JobEnqueueIDsRow struct {
+type JobEnqueueManyRow struct {
 	Ord       int32
 	Duplicate bool
 	ID        int64
 }
 
 // The casts type the columns of a function returning TABLE (...) for sqlc.
-func (q *Queries) JobEnqueueIDs(ctx context.Context, db DBTX, arg JobEnqueueIDsParams) ([]*JobEnqueueIDsRow, error) {
-	rows, err := db.Query(ctx, jobEnqueueIDs,
+func (q *Queries) JobEnqueueMany(ctx context.Context, db DBTX, arg JobEnqueueManyParams) ([]*JobEnqueueManyRow, error) {
+	rows, err := db.Query(ctx, jobEnqueueMany,
 		arg.Project,
 		arg.Actor,
 		arg.Now,
@@ -545,9 +428,9 @@ func (q *Queries) JobEnqueueIDs(ctx context.Context, db DBTX, arg JobEnqueueIDsP
 		return nil, err
 	}
 	defer rows.Close()
-	items := []*JobEnqueueIDsRow{}
+	items := []*JobEnqueueManyRow{}
 	for rows.Next() {
-		var i JobEnqueueIDsRow
+		var i JobEnqueueManyRow
 		if err := rows.Scan(&i.Ord, &i.Duplicate, &i.ID); err != nil {
 			return nil, err
 		}

@@ -1,15 +1,6 @@
--- name: JobEnqueue :many
-SELECT * FROM docket.job_enqueue(
-    @project::text, @actor::text, @now::timestamptz,
-    @kinds::text[], @queues::text[], @priorities::smallint[], @payloads::jsonb[], @payload_schemas::integer[],
-    @keys::text[], @available_at::timestamptz[], @max_attempts::integer[], @repeatable::boolean[],
-    @external::boolean[], @leases::interval[], @backoff_base::interval[], @backoff_cap::interval[],
-    @backoff_jitter::float8[], @params::jsonb[], @inputs::jsonb[], @outputs::text[],
-    @lane_ids::bigint[], @case_ids::bigint[], @compensation_kinds::text[]) e;
-
--- name: JobEnqueueIDs :many
+-- name: JobEnqueueMany :many
 -- The casts type the columns of a function returning TABLE (...) for sqlc.
-SELECT e.ord::integer AS ord, e.duplicate::boolean AS duplicate, e.id::bigint AS id FROM docket.job_enqueue_ids(
+SELECT e.ord::integer AS ord, e.duplicate::boolean AS duplicate, e.id::bigint AS id FROM docket.job_enqueue_many(
     @project::text, @actor::text, @now::timestamptz,
     @kinds::text[], @queues::text[], @priorities::smallint[], @payloads::jsonb[], @payload_schemas::integer[],
     @keys::text[], @available_at::timestamptz[], @max_attempts::integer[], @repeatable::boolean[],

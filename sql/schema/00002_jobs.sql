@@ -594,23 +594,53 @@ END
 $$;
 -- +goose StatementEnd
 
--- job_create_many enqueues a batch of jobs in p_project on behalf of p_actor
--- at p_now, in one statement. The arrays are parallel, one element per job;
--- '' for a key, output or compensation kind, 0 for a lane or case, and the
--- JSON null for params mean "none"; a null available_at means p_now.
+-- job_resolve_duplicate settles a job an enqueue did not insert because its
+-- key was taken: the key must be held by a job in p_project of the same kind
+-- with an equal payload and payload_schema. It returns that job's id, or
+-- refuses with DK003 naming the key. Call it in a statement after the INSERT,
+-- so it sees the rows a concurrent enqueue committed.
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_resolve_duplicate(p_project text, p_kind text, p_key text, p_payload jsonb, p_payload_schema integer)
+RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+BEGIN
+    SELECT * INTO v FROM docket.jobs
+    WHERE project = p_project AND kind = p_kind AND idempotency_key = p_key;
+    IF NOT FOUND THEN
+        -- Only a batch that repeats a key with a different payload than an
+        -- element inserted by the same statement can get here.
+        RAISE EXCEPTION 'job of kind % with idempotency key % was not created: the key repeats within the batch with a different payload',
+            p_kind, quote_literal(p_key) USING ERRCODE = 'DK003';
+    END IF;
+    IF v.payload <> p_payload OR v.payload_schema <> p_payload_schema THEN
+        RAISE EXCEPTION 'idempotency key % of kind % in project % is held by job % with a different payload',
+            quote_literal(p_key), p_kind, p_project, v.id USING ERRCODE = 'DK003';
+    END IF;
+    RETURN v.id;
+END
+$$;
+-- +goose StatementEnd
+
+-- job_enqueue_many enqueues a batch of jobs in p_project on behalf of p_actor
+-- at p_now, in one statement, and returns (ord, duplicate, id) per element in
+-- input order. The arrays are parallel, one element per job; '' for a key,
+-- output or compensation kind, 0 for a lane or case, and the JSON null for
+-- params or inputs mean "none"; a null available_at means p_now.
 --
 -- A job whose (project, kind, idempotency key) already exists, or repeats an
--- earlier element of the batch, is not created again: its row is returned with
--- duplicate = true, when its payload and payload_schema equal the new ones.
--- Rows come back in input order.
+-- earlier element of the batch, is not created again: the element returns the
+-- id of the job holding the key, duplicate = true, when its payload and
+-- payload_schema equal the new ones (see job_resolve_duplicate).
 --
 -- Refuses, writing nothing: a malformed actor or instant, an empty or
--- oversized batch, arrays of different lengths, a malformed kind, queue, key or
+-- oversized batch, arrays of different lengths, a malformed kind, queue or
 -- other field (DK010, or a check violation naming the constraint); an actor
 -- without job.create on p_project, or an unknown project (DK009); a key held by
 -- a job with a different payload (DK003).
 -- +goose StatementBegin
-CREATE FUNCTION docket.job_create_many(
+CREATE FUNCTION docket.job_enqueue_many(
     p_project text, p_actor text, p_now timestamptz,
     p_kinds text[], p_queues text[], p_priorities smallint[], p_payloads jsonb[], p_payload_schemas integer[],
     p_keys text[], p_available_at timestamptz[], p_max_attempts integer[], p_repeatable boolean[],
@@ -684,9 +714,13 @@ BEGIN
     IF v_inserted = n THEN
         RETURN QUERY SELECT x.i::integer, false, x.id FROM unnest(v_ids) WITH ORDINALITY AS x(id, i);
     ELSE
-        -- A statement of its own, so it sees the rows the INSERT made.
+        -- A statement of its own, so it sees the rows the INSERT made and
+        -- those concurrent enqueues committed; each element not inserted
+        -- names the job that holds its key.
         RETURN QUERY
-        SELECT x.i::integer, j.id IS NULL, coalesce(j.id, 0)
+        SELECT x.i::integer, j.id IS NULL,
+               coalesce(j.id, docket.job_resolve_duplicate(p_project, p_kinds[x.i], p_keys[x.i],
+                                                           p_payloads[x.i], p_payload_schemas[x.i]))
         FROM unnest(v_ids) WITH ORDINALITY AS x(id, i)
         LEFT JOIN docket.jobs j ON j.id = x.id
         ORDER BY x.i;
@@ -695,114 +729,15 @@ END
 $$;
 -- +goose StatementEnd
 
--- job_resolve_duplicates settles the elements job_create_many did not insert
--- (returned with id 0): each must name an existing job in p_project with the
--- same kind and idempotency key and an equal payload and payload_schema. It
--- returns that job's id, or refuses with DK003 naming the key. It runs as its
--- own statement so it sees the rows a concurrent enqueue committed.
--- +goose StatementBegin
-CREATE FUNCTION docket.job_resolve_duplicate(p_project text, p_kind text, p_key text, p_payload jsonb, p_payload_schema integer)
-RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE
-    v docket.jobs;
-BEGIN
-    SELECT * INTO v FROM docket.jobs
-    WHERE project = p_project AND kind = p_kind AND idempotency_key = p_key;
-    IF NOT FOUND THEN
-        -- Only a batch that repeats a key with a different payload than an
-        -- element inserted by the same statement can get here.
-        RAISE EXCEPTION 'job of kind % with idempotency key % was not created: the key repeats within the batch with a different payload',
-            p_kind, quote_literal(p_key) USING ERRCODE = 'DK003';
-    END IF;
-    IF v.payload <> p_payload OR v.payload_schema <> p_payload_schema THEN
-        RAISE EXCEPTION 'idempotency key % of kind % in project % is held by job % with a different payload',
-            quote_literal(p_key), p_kind, p_project, v.id USING ERRCODE = 'DK003';
-    END IF;
-    RETURN v.id;
-END
-$$;
--- +goose StatementEnd
-
--- job_enqueued is the row job_enqueue returns: whether the job was already
+-- job_enqueued is the row job_enqueue_one returns: whether the job was already
 -- there under its idempotency key, and the job.
 CREATE VIEW docket.job_enqueued AS
 SELECT false AS duplicate, j.* FROM docket.jobs j WHERE false;
 
--- job_enqueue_ids creates jobs as job_create_many does and settles its
--- duplicates with job_resolve_duplicate, returning (ord, duplicate, id) in
--- input order. Refuses as those two; a refusal writes nothing.
--- +goose StatementBegin
-CREATE FUNCTION docket.job_enqueue_ids(
-    p_project text, p_actor text, p_now timestamptz,
-    p_kinds text[], p_queues text[], p_priorities smallint[], p_payloads jsonb[], p_payload_schemas integer[],
-    p_keys text[], p_available_at timestamptz[], p_max_attempts integer[], p_repeatable boolean[],
-    p_external boolean[], p_leases interval[], p_backoff_base interval[], p_backoff_cap interval[],
-    p_backoff_jitter double precision[], p_params jsonb[], p_inputs jsonb[], p_outputs text[],
-    p_lane_ids bigint[], p_case_ids bigint[], p_compensation_kinds text[])
-RETURNS TABLE (ord integer, duplicate boolean, id bigint)
-LANGUAGE plpgsql AS $$
-#variable_conflict use_column
-DECLARE
-    ids bigint[];
-    dups boolean[];
-BEGIN
-    SELECT array_agg(c.id ORDER BY c.ord), array_agg(c.duplicate ORDER BY c.ord) INTO ids, dups
-    FROM docket.job_create_many(
-        p_project, p_actor, p_now, p_kinds, p_queues, p_priorities, p_payloads, p_payload_schemas, p_keys,
-        p_available_at, p_max_attempts, p_repeatable, p_external, p_leases, p_backoff_base, p_backoff_cap,
-        p_backoff_jitter, p_params, p_inputs, p_outputs, p_lane_ids, p_case_ids, p_compensation_kinds) c;
-    -- A separate statement, so it sees what concurrent enqueues committed.
-    IF true = ANY (dups) THEN
-        SELECT array_agg(CASE WHEN x.dup
-                              THEN docket.job_resolve_duplicate(p_project, p_kinds[x.i], p_keys[x.i], p_payloads[x.i], p_payload_schemas[x.i])
-                              ELSE x.id END
-                         ORDER BY x.i)
-        INTO ids
-        FROM unnest(ids, dups) WITH ORDINALITY AS x(id, dup, i);
-    END IF;
-    RETURN QUERY SELECT x.i::integer, x.dup, x.id FROM unnest(ids, dups) WITH ORDINALITY AS x(id, dup, i) ORDER BY x.i;
-END
-$$;
--- +goose StatementEnd
-
--- job_enqueue creates jobs as job_enqueue_ids does and returns each created or
--- duplicate job's row (with its duplicate flag first), in input order.
--- Refuses as job_enqueue_ids; a refusal writes nothing.
--- +goose StatementBegin
-CREATE FUNCTION docket.job_enqueue(
-    p_project text, p_actor text, p_now timestamptz,
-    p_kinds text[], p_queues text[], p_priorities smallint[], p_payloads jsonb[], p_payload_schemas integer[],
-    p_keys text[], p_available_at timestamptz[], p_max_attempts integer[], p_repeatable boolean[],
-    p_external boolean[], p_leases interval[], p_backoff_base interval[], p_backoff_cap interval[],
-    p_backoff_jitter double precision[], p_params jsonb[], p_inputs jsonb[], p_outputs text[],
-    p_lane_ids bigint[], p_case_ids bigint[], p_compensation_kinds text[])
-RETURNS SETOF docket.job_enqueued
-LANGUAGE plpgsql AS $$
-#variable_conflict use_column
-DECLARE
-    ids bigint[];
-    dups boolean[];
-BEGIN
-    SELECT array_agg(e.id ORDER BY e.ord), array_agg(e.duplicate ORDER BY e.ord) INTO ids, dups
-    FROM docket.job_enqueue_ids(
-        p_project, p_actor, p_now, p_kinds, p_queues, p_priorities, p_payloads, p_payload_schemas, p_keys,
-        p_available_at, p_max_attempts, p_repeatable, p_external, p_leases, p_backoff_base, p_backoff_cap,
-        p_backoff_jitter, p_params, p_inputs, p_outputs, p_lane_ids, p_case_ids, p_compensation_kinds) e;
-    -- A statement of its own: one that also called job_enqueue_ids would not
-    -- see the rows it inserted.
-    RETURN QUERY
-    SELECT x.dup, j.*
-    FROM unnest(ids, dups) WITH ORDINALITY AS x(id, dup, i)
-    JOIN docket.jobs j ON j.id = x.id
-    ORDER BY x.i;
-END
-$$;
--- +goose StatementEnd
-
--- job_enqueue_one enqueues one job as job_enqueue does a batch of one, with
--- scalar arguments and no arrays to unpack: the path of a single enqueue in
--- the caller's transaction. Refuses as job_enqueue.
+-- job_enqueue_one enqueues one job as job_enqueue_many does a batch of one, with
+-- scalar arguments and no arrays to unpack, and returns the job's row with
+-- its duplicate flag: the path of a single enqueue. Refuses as
+-- job_enqueue_many.
 -- +goose StatementBegin
 CREATE FUNCTION docket.job_enqueue_one(
     p_project text, p_actor text, p_now timestamptz,
@@ -1520,15 +1455,9 @@ DROP FUNCTION docket.job_claim_id(bigint, interval, text[], integer[], text, tim
 DROP FUNCTION docket.job_claim(text, text, integer, interval, text[], integer[], text, timestamptz);
 DROP FUNCTION docket.job_enqueue_one(text, text, timestamptz, text, text, smallint, jsonb, integer, text, timestamptz,
     integer, boolean, boolean, interval, interval, interval, double precision, jsonb, text[], text, bigint, bigint, text);
-DROP FUNCTION docket.job_enqueue(text, text, timestamptz, text[], text[], smallint[], jsonb[], integer[], text[],
-    timestamptz[], integer[], boolean[], boolean[], interval[], interval[], interval[], double precision[], jsonb[],
-    jsonb[], text[], bigint[], bigint[], text[]);
 DROP VIEW docket.job_enqueued;
-DROP FUNCTION docket.job_enqueue_ids(text, text, timestamptz, text[], text[], smallint[], jsonb[], integer[], text[],
-    timestamptz[], integer[], boolean[], boolean[], interval[], interval[], interval[], double precision[], jsonb[],
-    jsonb[], text[], bigint[], bigint[], text[]);
 DROP FUNCTION docket.job_resolve_duplicate(text, text, text, jsonb, integer);
-DROP FUNCTION docket.job_create_many(text, text, timestamptz, text[], text[], smallint[], jsonb[], integer[], text[],
+DROP FUNCTION docket.job_enqueue_many(text, text, timestamptz, text[], text[], smallint[], jsonb[], integer[], text[],
     timestamptz[], integer[], boolean[], boolean[], interval[], interval[], interval[], double precision[], jsonb[],
     jsonb[], text[], bigint[], bigint[], text[]);
 DROP FUNCTION docket.job_require_lease(interval);
