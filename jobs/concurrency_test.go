@@ -625,7 +625,7 @@ func TestStaleTokenIsRefusedAndChangesNothing(t *testing.T) {
 		{"expired and swept", func(t *testing.T, e env) staled {
 			j := ccClaimOne(t, e, e.client, spec(`{"way": "swept"}`))
 			e.clock.Set(j.LeaseExpiresAt.Add(time.Second))
-			moved, err := e.client.ExpireLeases(t.Context(), e.pool, 10)
+			moved, err := e.client.ExpireLeasesTx(t.Context(), e.pool, 10)
 			require.NoError(t, err)
 			require.Len(t, moved, 1)
 			require.Equal(t, jobs.Uncertain, moved[0].State)

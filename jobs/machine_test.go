@@ -340,7 +340,7 @@ func mAPICalls() []mAPICall {
 	}
 	expire := func(t *testing.T, e env, j jobs.Job, _ jobs.Lease) (jobs.Job, error) {
 		e.clock.Advance(j.LeaseDuration)
-		swept, err := e.client.ExpireLeases(t.Context(), e.pool, 100)
+		swept, err := e.client.ExpireLeasesTx(t.Context(), e.pool, 100)
 		for _, s := range swept {
 			if s.ID == j.ID {
 				return s, err
@@ -792,7 +792,7 @@ var mVerifyShapes = []struct {
 		require.NotEqual(t, l.Token, c.ClaimToken)
 		// The second attempt's worker is lost: its lease expires.
 		e.clock.Advance(c.LeaseDuration)
-		swept, err := e.client.ExpireLeases(ctx, e.pool, 10)
+		swept, err := e.client.ExpireLeasesTx(ctx, e.pool, 10)
 		require.NoError(t, err)
 		require.Len(t, swept, 1)
 		require.Equal(t, jobs.Uncertain, swept[0].State)

@@ -477,11 +477,11 @@ func TestLeaseCallsRefuseInvalidArguments(t *testing.T) {
 			return err
 		}},
 		{"expire leases, limit 0", db.ErrInvalidArgument, func(ctx context.Context) error {
-			_, err := w.client.ExpireLeases(ctx, w.pool, 0)
+			_, err := w.client.ExpireLeasesTx(ctx, w.pool, 0)
 			return err
 		}},
 		{"expire leases, over the sweep bound", db.ErrInvalidArgument, func(ctx context.Context) error {
-			_, err := w.client.ExpireLeases(ctx, w.pool, jobs.MaxSweepBatch+1)
+			_, err := w.client.ExpireLeasesTx(ctx, w.pool, jobs.MaxSweepBatch+1)
 			return err
 		}},
 	}

@@ -519,7 +519,7 @@ func TestTinyJitterNeverBreaksFailOrSweep(t *testing.T) {
 	retryClaimID(t, e, other.ID, jobs.ClaimOptions{Lease: 10 * time.Second})
 	e.clock.Advance(10 * time.Second)
 	tx = retryLowDrawTx(t, e)
-	moved, err := e.client.ExpireLeases(ctx, tx, 100)
+	moved, err := e.client.ExpireLeasesTx(ctx, tx, 100)
 	require.NoError(t, err, "sweeping an expired lease of a job whose jitter × draw underflows")
 	require.NoError(t, tx.Commit(ctx))
 	require.ElementsMatch(t, []int64{j.ID, other.ID}, retryIDs(moved))
@@ -584,13 +584,13 @@ func TestExpireLeasesMovesExpiredJobsByKind(t *testing.T) {
 	expiry := held[again.ID].LeaseExpiresAt
 
 	e.clock.Set(expiry.Add(-time.Microsecond))
-	moved, err := e.client.ExpireLeases(ctx, e.pool, 100)
+	moved, err := e.client.ExpireLeasesTx(ctx, e.pool, 100)
 	require.NoError(t, err)
 	require.Empty(t, moved, "swept a lease before it expired")
 
 	e.clock.Set(expiry)
 	now := e.clock.Now()
-	moved, err = e.client.ExpireLeases(ctx, e.pool, 100)
+	moved, err = e.client.ExpireLeasesTx(ctx, e.pool, 100)
 	require.NoError(t, err)
 	byID := map[int64]jobs.Job{}
 	for _, m := range moved {
@@ -642,7 +642,7 @@ func TestExpireLeasesMovesExpiredJobsByKind(t *testing.T) {
 	require.Equal(t, 3, got[0].Attempts)
 
 	// A sweep again finds nothing.
-	moved, err = e.client.ExpireLeases(ctx, e.pool, 100)
+	moved, err = e.client.ExpireLeasesTx(ctx, e.pool, 100)
 	require.NoError(t, err)
 	require.Empty(t, moved)
 	for _, id := range []int64{again.ID, last.ID, unsure.ID, live.ID} {
@@ -669,7 +669,7 @@ func TestExpireLeasesIsBoundedEarliestFirst(t *testing.T) {
 
 	e.clock.Advance(5 * time.Second)
 	for _, want := range [][]int64{{ids[1], ids[3]}, {ids[0], ids[4]}, {ids[2]}, {}} {
-		moved, err := e.client.ExpireLeases(ctx, e.pool, 2)
+		moved, err := e.client.ExpireLeasesTx(ctx, e.pool, 2)
 		require.NoError(t, err)
 		require.ElementsMatch(t, want, retryIDs(moved))
 	}
@@ -678,7 +678,7 @@ func TestExpireLeasesIsBoundedEarliestFirst(t *testing.T) {
 	require.Equal(t, jobs.Claimed, j.State)
 
 	for _, limit := range []int{0, -1, jobs.MaxSweepBatch + 1} {
-		_, err := e.client.ExpireLeases(ctx, e.pool, limit)
+		_, err := e.client.ExpireLeasesTx(ctx, e.pool, limit)
 		require.ErrorIs(t, err, db.ErrInvalidArgument, "limit %d", limit)
 	}
 	for _, limit := range []int{0, jobs.MaxSweepBatch + 1} {
@@ -699,7 +699,7 @@ func TestExpireLeasesSkipsLeasesAnotherSweepHolds(t *testing.T) {
 	tx1, err := e.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx1.Rollback(ctx) }()
-	first, err := e.client.ExpireLeases(ctx, tx1, 3)
+	first, err := e.client.ExpireLeasesTx(ctx, tx1, 3)
 	require.NoError(t, err)
 	require.ElementsMatch(t, all[:3], retryIDs(first))
 
@@ -709,13 +709,13 @@ func TestExpireLeasesSkipsLeasesAnotherSweepHolds(t *testing.T) {
 	// Waiting for tx1's locks would be a bug: make it an error, not a hang.
 	_, err = tx2.Exec(ctx, `SET LOCAL lock_timeout = '5s'`)
 	require.NoError(t, err)
-	second, err := e.client.ExpireLeases(ctx, tx2, 100)
+	second, err := e.client.ExpireLeasesTx(ctx, tx2, 100)
 	require.NoError(t, err)
 	require.ElementsMatch(t, all[3:], retryIDs(second))
 	require.NoError(t, tx2.Commit(ctx))
 
 	require.NoError(t, tx1.Rollback(ctx))
-	third, err := e.client.ExpireLeases(ctx, e.pool, 100)
+	third, err := e.client.ExpireLeasesTx(ctx, e.pool, 100)
 	require.NoError(t, err)
 	require.ElementsMatch(t, all[:3], retryIDs(third))
 	retryRequireSweptOnce(t, e, all)
@@ -746,7 +746,7 @@ func TestConcurrentSweepersMoveEachJobOnce(t *testing.T) {
 				defer func() { results <- r }()
 				<-start
 				for {
-					moved, err := e.client.ExpireLeases(ctx, tx, limit)
+					moved, err := e.client.ExpireLeasesTx(ctx, tx, limit)
 					if err == nil {
 						err = tx.Commit(ctx)
 					}
@@ -805,7 +805,7 @@ func TestReconcileUncertainJob(t *testing.T) {
 	exhausted := retryEnqueue(t, e, s)
 	retryClaimID(t, e, exhausted.ID, jobs.ClaimOptions{Lease: time.Second})
 	e.clock.Advance(time.Minute)
-	moved, err := e.client.ExpireLeases(ctx, e.pool, 10)
+	moved, err := e.client.ExpireLeasesTx(ctx, e.pool, 10)
 	require.NoError(t, err)
 	require.Equal(t, []int64{exhausted.ID}, retryIDs(moved))
 	require.Equal(t, jobs.Uncertain, moved[0].State)

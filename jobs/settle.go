@@ -258,13 +258,19 @@ func (c *Client) ReconcileTx(ctx context.Context, q db.DBTX, id int64, outcome O
 	return fromRow(row), nil
 }
 
-// ExpireLeases sweeps up to limit expired leases of every project on q: a
+// ExpireLeases sweeps up to limit expired leases of every project, in a
+// transaction of its own. See [Client.ExpireLeasesTx].
+func (c *Client) ExpireLeases(ctx context.Context, limit int) ([]Job, error) {
+	return c.ExpireLeasesTx(ctx, c.pool, limit)
+}
+
+// ExpireLeasesTx sweeps up to limit expired leases of every project on q: a
 // repeatable job is queued again after its backoff ([Dead] on its last
 // attempt); any other becomes [Uncertain], because its worker may have done
 // the work. It returns the jobs it moved; jobs another sweeper holds are
 // skipped, so several sweepers may run at once. It refuses a limit outside
 // 1..[MaxSweepBatch] with [db.ErrInvalidArgument].
-func (c *Client) ExpireLeases(ctx context.Context, q db.DBTX, limit int) ([]Job, error) {
+func (c *Client) ExpireLeasesTx(ctx context.Context, q db.DBTX, limit int) ([]Job, error) {
 	const op = "job.expire_leases"
 	if limit < 1 || limit > MaxSweepBatch {
 		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("limit %d is outside 1..%d", limit, MaxSweepBatch))
@@ -276,12 +282,18 @@ func (c *Client) ExpireLeases(ctx context.Context, q db.DBTX, limit int) ([]Job,
 	return fromRows(rows), nil
 }
 
-// RegisterDecoders records on q that deployment (a name such as
+// RegisterDecoders records that deployment can decode the given payload
+// versions. See [Client.RegisterDecodersTx].
+func (c *Client) RegisterDecoders(ctx context.Context, deployment string, decoders []Decoder) error {
+	return c.RegisterDecodersTx(ctx, c.pool, deployment, decoders)
+}
+
+// RegisterDecodersTx records on q that deployment (a name such as
 // "billing-worker@v42") can decode the given payload versions, so
 // docket.jobs_undecodable lists only jobs nobody can decode. Registering a
 // pair again refreshes it. It refuses a malformed deployment or decoder with
 // [db.ErrInvalidArgument].
-func (c *Client) RegisterDecoders(ctx context.Context, q db.DBTX, deployment string, decoders []Decoder) error {
+func (c *Client) RegisterDecodersTx(ctx context.Context, q db.DBTX, deployment string, decoders []Decoder) error {
 	const op = "job.register_decoders"
 	if !deploymentPattern.MatchString(deployment) {
 		return db.Refuse(db.ErrInvalidArgument, op, "invalid deployment name "+quote(deployment)+

@@ -113,7 +113,7 @@ func (c *cli) job(args []string) (dbAction, error) {
 			if err != nil {
 				return err
 			}
-			moved, err := cl.ExpireLeases(ctx, pool, *limit)
+			moved, err := cl.ExpireLeasesTx(ctx, pool, *limit)
 			if err != nil {
 				return err
 			}
