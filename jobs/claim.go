@@ -108,7 +108,8 @@ func (c *Client) ClaimID(ctx context.Context, id int64, opts ClaimOptions) (Job,
 //
 // It refuses malformed options with [db.ErrInvalidArgument], and a claimable
 // job whose payload schema is not among opts.Decoders with
-// [db.ErrRefusedRevision], leaving it queued.
+// [db.ErrRefusedRevision], leaving it as it was for a deployment that can
+// decode it.
 func (c *Client) ClaimIDTx(ctx context.Context, q db.DBTX, id int64, opts ClaimOptions) (Job, bool, error) {
 	const op = "job.claim_id"
 	opts.Limit = 1

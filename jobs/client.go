@@ -26,8 +26,9 @@ type Pool interface {
 type Config struct {
 	// Project is the project the client enqueues into, claims from and
 	// lists. Empty makes a client for work by job id across projects (Get,
-	// History, Verify, Cancel, Reconcile, ExpireLeases): an operator's tool,
-	// on which Enqueue, Claim and List refuse.
+	// History, Verify, ClaimID, Cancel, Reconcile, ExpireLeases): an
+	// operator's tool, on which Enqueue, Claim and List refuse. Grants still
+	// decide, per job, what the actor may do and see.
 	Project string
 	// Actor is who the client acts as; every change it makes is attributed
 	// to it, and its grants decide what it may do. Required.
@@ -81,10 +82,11 @@ func (c *Client) Actor() access.Actor { return c.actor }
 // Clock returns the client's clock.
 func (c *Client) Clock() db.Clock { return c.clock }
 
-// Get returns job id, or [db.ErrNotFound]. It reads any project's job: job
-// ids are not secret, and reading grants nothing.
+// Get returns job id, or [db.ErrNotFound] when there is none or the actor
+// holds no job capability (job.create, job.claim, job.cancel,
+// job.reconcile) on its project: a job the actor may not see is not there.
 func (c *Client) Get(ctx context.Context, q db.DBTX, id int64) (Job, error) {
-	row, err := queries.JobGet(ctx, q, id)
+	row, err := queries.JobGet(ctx, q, id, string(c.actor))
 	if err != nil {
 		return Job{}, db.Translate(err, "job.get", "job", id)
 	}

@@ -32,8 +32,10 @@
 // claimants get distinct jobs; an actor without the job.claim grant gets the
 // same empty answer as one with nothing to do. The token proves the claim:
 // [Client.Renew], [Client.Release], [Client.Complete] and [Client.Fail]
-// require it and a live lease, and refuse anything else with
-// [db.ErrStaleClaim] without touching the job.
+// require it and a live lease, and refuse any other token with
+// [db.ErrStaleClaim] without touching the job. Only the holder whose claim
+// finished a job hears about its outcome: repeating it is a quiet no-op,
+// another outcome is [db.ErrTerminal].
 //
 // A retryable failure queues the job again after a backoff from its
 // [RetryPolicy] and makes it dead on its last attempt; a permanent failure

@@ -91,3 +91,87 @@ func TestReferencesAreCheckedForHandInserts(t *testing.T) {
 	require.ErrorIs(t, err, db.ErrMissingReference)
 	require.Equal(t, before, snapshot(t, e.pool))
 }
+
+// A holder whose lease was taken over and whose job the new holder finished
+// is told its claim is stale, even when it reports the same outcome, and its
+// writes in the completion transaction roll back.
+func TestStaleHolderCannotCompleteAFinishedJob(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	_, err := e.pool.Exec(ctx, `CREATE TABLE outputs (job_id bigint)`)
+	require.NoError(t, err)
+	s := spec(`{"n": 1}`)
+	s.Repeatable = true
+	_, err = e.client.Enqueue(ctx, s)
+	require.NoError(t, err)
+	first, err := e.client.Claim(ctx, "default", jobs.ClaimOptions{})
+	require.NoError(t, err)
+	e.clock.Advance(jobs.DefaultLease)
+	second, err := e.client.Claim(ctx, "default", jobs.ClaimOptions{})
+	require.NoError(t, err)
+	require.Len(t, second, 1)
+	_, err = e.client.Complete(ctx, second[0].Lease(), nil, nil)
+	require.NoError(t, err)
+
+	_, err = e.client.Complete(ctx, first[0].Lease(), nil, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO outputs VALUES ($1)`, first[0].ID)
+		return err
+	})
+	require.ErrorIs(t, err, db.ErrStaleClaim)
+	var n int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM outputs`).Scan(&n))
+	require.Zero(t, n, "the stale holder's writes rolled back")
+
+	// The holder that finished it may repeat itself.
+	_, err = e.client.Complete(ctx, second[0].Lease(), nil, nil)
+	require.NoError(t, err)
+	errs, err := e.client.CompleteMany(ctx, []jobs.Completion{{Lease: first[0].Lease()}})
+	require.NoError(t, err)
+	require.ErrorIs(t, errs[0], db.ErrStaleClaim)
+}
+
+// An actor without grants on a project sees none of its jobs, cannot sweep
+// its leases, and cannot hold its rows locked by trying to claim one by id.
+func TestActorWithoutGrantsSeesAndHoldsNothing(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	other := clientAs(t, e.pool, e.clock, nobody)
+	enq, err := e.client.Enqueue(ctx, spec(`{"secret": 1}`))
+	require.NoError(t, err)
+	id := enq.Job.ID
+
+	_, err = other.Get(ctx, e.pool, id)
+	require.ErrorIs(t, err, db.ErrNotFound)
+	list, err := other.List(ctx, e.pool, jobs.Filter{})
+	require.NoError(t, err)
+	require.Empty(t, list)
+	hist, err := other.History(ctx, e.pool, id)
+	require.NoError(t, err)
+	require.Empty(t, hist)
+	_, err = other.Verify(ctx, e.pool, id)
+	require.ErrorIs(t, err, db.ErrNotFound)
+
+	// A claim by id in a long transaction locks nothing.
+	tx, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, ok, err := other.ClaimIDTx(ctx, tx, id, jobs.ClaimOptions{})
+	require.NoError(t, err)
+	require.False(t, ok)
+	got, err := e.client.Claim(ctx, "default", jobs.ClaimOptions{})
+	require.NoError(t, err)
+	require.Len(t, got, 1, "the job was not held by the unauthorised claimant")
+
+	// Its lease expires; a sweep by the unauthorised actor moves nothing.
+	e.clock.Advance(jobs.DefaultLease)
+	before := snapshot(t, e.pool)
+	moved, err := other.ExpireLeases(ctx, 100)
+	require.NoError(t, err)
+	require.Empty(t, moved)
+	require.Equal(t, before, snapshot(t, e.pool))
+	moved, err = e.client.ExpireLeases(ctx, 100)
+	require.NoError(t, err)
+	require.Len(t, moved, 1)
+}

@@ -400,11 +400,13 @@ func mAPICalls() []mAPICall {
 			},
 			mByState(wMove, wMove, wTerminal, wTerminal, wTerminal, wMove, wNoop)},
 		// ReconcileTx: "a job that is not uncertain with ErrIllegalTransition,
-		// or that finished otherwise with ErrTerminal".
+		// or that finished otherwise with ErrTerminal": a job that finished
+		// without passing through uncertain is not reconciled after the fact,
+		// even to the outcome it has.
 		{"ReconcileDidSucceed", jobs.Succeeded, mOpts{}, reconcile(jobs.DidSucceed),
-			mByState(wIllegal, wIllegal, wNoop, wTerminal, wTerminal, wMove, wTerminal)},
+			mByState(wIllegal, wIllegal, wTerminal, wTerminal, wTerminal, wMove, wTerminal)},
 		{"ReconcileDidFail", jobs.Failed, mOpts{}, reconcile(jobs.DidFail),
-			mByState(wIllegal, wIllegal, wTerminal, wNoop, wTerminal, wMove, wTerminal)},
+			mByState(wIllegal, wIllegal, wTerminal, wTerminal, wTerminal, wMove, wTerminal)},
 		{"ReconcileRunAgain", jobs.Queued, mOpts{}, reconcile(jobs.RunAgain),
 			mByState(wIllegal, wIllegal, wTerminal, wTerminal, wTerminal, wMove, wTerminal)},
 		{"ExpireLeases", jobs.Uncertain, sweep, expire,
@@ -953,10 +955,8 @@ func TestMachineVerify(t *testing.T) {
 	t.Run("unknown_job", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
-		v, err := e.client.Verify(t.Context(), e.pool, 424242)
-		require.NoError(t, err)
-		require.False(t, v.OK)
-		require.Equal(t, 0, v.Events)
+		_, err := e.client.Verify(t.Context(), e.pool, 424242)
+		require.ErrorIs(t, err, db.ErrNotFound)
 	})
 }
 

@@ -24,7 +24,8 @@ type Filter struct {
 	Limit int
 }
 
-// List returns the client project's jobs matching f, newest first.
+// List returns the client project's jobs matching f, newest first. It is
+// silently empty for an actor that holds no job capability on the project.
 // It refuses a limit outside 1..[MaxPage] or an unknown state with
 // [db.ErrInvalidArgument].
 func (c *Client) List(ctx context.Context, q db.DBTX, f Filter) ([]Job, error) {
@@ -42,7 +43,7 @@ func (c *Client) List(ctx context.Context, q db.DBTX, f Filter) ([]Job, error) {
 		return nil, db.Refuse(db.ErrInvalidArgument, op, "unknown state "+quote(string(f.State)))
 	}
 	rows, err := queries.JobList(ctx, q, dbsqlc.JobListParams{
-		Project: c.project, State: string(f.State), Kind: f.Kind, Queue: f.Queue, BeforeID: f.Before, MaxRows: int32(f.Limit),
+		Project: c.project, Actor: string(c.actor), State: string(f.State), Kind: f.Kind, Queue: f.Queue, BeforeID: f.Before, MaxRows: int32(f.Limit),
 	})
 	if err != nil {
 		return nil, db.Translate(err, op, "project", c.project)
@@ -60,9 +61,10 @@ func knownState(s State) bool {
 }
 
 // History returns the recorded transitions of job id, oldest first. An
-// unknown job has none.
+// unknown job has none, and so has a job the actor may not see (see
+// [Client.Get]).
 func (c *Client) History(ctx context.Context, q db.DBTX, id int64) ([]Event, error) {
-	rows, err := queries.JobEvents(ctx, q, id)
+	rows, err := queries.JobEvents(ctx, q, id, string(c.actor))
 	if err != nil {
 		return nil, db.Translate(err, "job.history", "job", id)
 	}
@@ -84,9 +86,10 @@ func (c *Client) History(ctx context.Context, q db.DBTX, id int64) ([]Event, err
 // every move in the transition table, attempts counting only claims, and the
 // final state and attempts equal to the job's. A failed check is a
 // Verification that is not OK, naming the first bad event, not an error. The
-// history is evidence, and grants nothing.
+// history is evidence, and grants nothing. A job the actor may not see
+// (see [Client.Get]) is [db.ErrNotFound].
 func (c *Client) Verify(ctx context.Context, q db.DBTX, id int64) (Verification, error) {
-	r, err := queries.JobVerify(ctx, q, id)
+	r, err := queries.JobVerify(ctx, q, id, string(c.actor))
 	if err != nil {
 		return Verification{}, db.Translate(err, "job.verify", "job", id)
 	}

@@ -14,12 +14,14 @@ import (
 //
 // The zero RetryPolicy means [DefaultRetryPolicy]. In any other policy a zero
 // Base, Cap or MaxAttempts takes the default's value and Jitter is used as
-// given, so a policy of {MaxAttempts: 3} retries three times without jitter.
+// given, so a policy of {MaxAttempts: 3} makes three attempts (two retries)
+// without jitter.
 type RetryPolicy struct {
 	// Base is the delay after the first failed attempt; each further attempt
 	// doubles it. 1 ms .. 24 h. Defaults to 1 s.
 	Base time.Duration
-	// Cap bounds the delay. Base .. 7 days. Defaults to 10 minutes.
+	// Cap bounds the delay. Base .. 7 days. Defaults to 10 minutes, or Base
+	// when that is longer.
 	Cap time.Duration
 	// Jitter shortens each delay by up to this fraction of itself, drawn at
 	// random, so jobs that failed together do not retry together. 0..1.
@@ -32,7 +34,7 @@ type RetryPolicy struct {
 // DefaultRetryPolicy is the policy of a job enqueued without one.
 var DefaultRetryPolicy = RetryPolicy{Base: time.Second, Cap: 10 * time.Minute, Jitter: 0.2, MaxAttempts: 5}
 
-// The bounds of a [RetryPolicy], also enforced by docket.jobs' constraints.
+// The bounds of a [RetryPolicy]. docket.jobs' constraints enforce the same.
 const (
 	MinBackoffBase  = time.Millisecond
 	MaxBackoffBase  = 24 * time.Hour

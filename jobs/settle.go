@@ -38,11 +38,14 @@ func (c *Client) Complete(ctx context.Context, l Lease, result json.RawMessage, 
 // outputs. Completing a succeeded job again with an equal result is a quiet
 // no-op that returns it, so a completion retried after a lost reply is safe.
 //
-// It refuses, changing nothing: a result that is not JSON or is over
+// It refuses, changing nothing (the caller's writes in the same transaction
+// are the caller's to roll back): a result that is not JSON or is over
 // [MaxPayloadBytes] with [db.ErrInvalidArgument]; an unknown job with
-// [db.ErrNotFound]; a job that finished otherwise (failed, dead, or succeeded
-// with another result) with [db.ErrTerminal]; a token that does not hold a
-// live lease, the job's cancellation included, with [db.ErrStaleClaim].
+// [db.ErrNotFound]; a token that does not hold a live lease, and did not
+// hold the claim that finished the job, with [db.ErrStaleClaim] (a job
+// cancelled, settled or taken over under its holder included); the token of
+// the claim that finished the job otherwise (failed, dead, or succeeded with
+// another result) with [db.ErrTerminal].
 func (c *Client) CompleteTx(ctx context.Context, q db.DBTX, l Lease, result json.RawMessage) (Job, error) {
 	const op = "job.complete"
 	if result != nil && !json.Valid(result) {
@@ -162,13 +165,15 @@ func (c *Client) Fail(ctx context.Context, l Lease, f Failure) (Job, error) {
 // FailTx reports on q that the attempt lease l holds failed, and moves the job
 // by f.Class: [ClassRetryable] to [Queued] after a backoff ([Dead] on its
 // last attempt), [ClassPermanent] to [Failed], [ClassUncertain] to
-// [Uncertain] (or as retryable when the job is repeatable). Reporting again an outcome the job already
-// finished with is a quiet no-op.
+// [Uncertain] (or as retryable when the job is repeatable). The holder whose
+// claim finished the job reporting the same outcome again is a quiet no-op;
+// a failure that queued the job again, or left it uncertain, has spent the
+// token, and a repeat is [db.ErrStaleClaim].
 //
 // It refuses, changing nothing: an unknown class with [db.ErrInvalidArgument];
-// an unknown job with [db.ErrNotFound]; a job that finished otherwise with
-// [db.ErrTerminal]; a token that does not hold a live lease with
-// [db.ErrStaleClaim].
+// an unknown job with [db.ErrNotFound]; the finishing holder's token on a job
+// that finished otherwise with [db.ErrTerminal]; any other token that does
+// not hold a live lease with [db.ErrStaleClaim].
 func (c *Client) FailTx(ctx context.Context, q db.DBTX, l Lease, f Failure) (Job, error) {
 	const op = "job.fail"
 	if f.Class == "" {
@@ -200,8 +205,9 @@ func (c *Client) Cancel(ctx context.Context, id int64, reason string) (Job, erro
 // CancelTx withdraws job id on q, queued, claimed or uncertain, with reason as
 // its diagnostic. A holder learns of it when its next renew, complete or fail
 // is refused with [db.ErrStaleClaim]. A job that names a compensation kind
-// gets its compensation job enqueued in the same transaction. Cancelling a
-// cancelled job is a quiet no-op.
+// gets its compensation job (payload {"job_id", "kind"}) enqueued in the same
+// transaction; the canceller needs no job.create for it, since the job's
+// creator declared it. Cancelling a cancelled job is a quiet no-op.
 //
 // It refuses, changing nothing: an unknown job with [db.ErrNotFound]; an actor
 // without job.cancel on the job's project with [db.ErrNotPermitted]; a job
@@ -235,14 +241,17 @@ func (c *Client) Reconcile(ctx context.Context, id int64, outcome Outcome, resul
 // ReconcileTx settles uncertain job id on q, by an actor who found out what
 // its lost attempt did: [DidSucceed] (with result), [DidFail] or [RunAgain].
 // note is kept as the diagnostic, and the change is recorded as every other.
-// Settling a job again with the outcome it has is a quiet no-op.
+// Settling a reconciled job again to succeeded or failed with the outcome it
+// has is a quiet no-op (a retry after a lost reply); a repeated [RunAgain]
+// finds the job queued and is refused.
 //
 // It refuses, changing nothing: an unknown outcome, a result with an outcome
 // other than DidSucceed, or RunAgain for a job with no attempts left, with
 // [db.ErrInvalidArgument]; an unknown job with [db.ErrNotFound]; an actor
 // without job.reconcile on the job's project with [db.ErrNotPermitted]; a job
-// that is not uncertain with [db.ErrIllegalTransition], or that finished
-// otherwise with [db.ErrTerminal].
+// that is queued or claimed with [db.ErrIllegalTransition]; a job that
+// finished any other way (completed, failed, dead, cancelled, or reconciled
+// to another outcome) with [db.ErrTerminal].
 func (c *Client) ReconcileTx(ctx context.Context, q db.DBTX, id int64, outcome Outcome, result json.RawMessage, note string) (Job, error) {
 	const op = "job.reconcile"
 	if result != nil && !json.Valid(result) {
@@ -258,13 +267,14 @@ func (c *Client) ReconcileTx(ctx context.Context, q db.DBTX, id int64, outcome O
 	return fromRow(row), nil
 }
 
-// ExpireLeases sweeps up to limit expired leases of every project, in a
-// transaction of its own. See [Client.ExpireLeasesTx].
+// ExpireLeases sweeps up to limit expired leases, in a transaction of its
+// own. See [Client.ExpireLeasesTx].
 func (c *Client) ExpireLeases(ctx context.Context, limit int) ([]Job, error) {
 	return c.ExpireLeasesTx(ctx, c.pool, limit)
 }
 
-// ExpireLeasesTx sweeps up to limit expired leases of every project on q: a
+// ExpireLeasesTx sweeps up to limit expired leases on q, in every project
+// where the actor holds job.claim (a sweeper acts for the claimants): a
 // repeatable job is queued again after its backoff ([Dead] on its last
 // attempt); any other becomes [Uncertain], because its worker may have done
 // the work. It returns the jobs it moved; jobs another sweeper holds are

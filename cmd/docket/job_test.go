@@ -26,6 +26,7 @@ func TestJobCommands(t *testing.T) {
 		{"grant", "svc:app", "acme", "job.claim"},
 		{"grant", "user:ana", "acme", "job.cancel"},
 		{"grant", "user:ana", "acme", "job.reconcile"},
+		{"grant", "user:ana", "acme", "job.claim"}, // to sweep acme's expired leases
 	} {
 		r := docket(t, env, append([]string{"--as", "user:ana"}, args...)...)
 		require.Equal(t, 0, r.code, r.stderr)
@@ -48,12 +49,19 @@ func TestJobCommands(t *testing.T) {
 	_, err = app.Claim(ctx, "default", jobs.ClaimOptions{Limit: 1})
 	require.NoError(t, err)
 
-	r := docket(t, env, "job", "list", "acme")
+	// A reader without a job grant on acme sees nothing.
+	r := docket(t, env, "--as", "user:bo", "job", "list", "acme")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, 1, strings.Count(r.stdout, "\n"), r.stdout)
+	r = docket(t, env, "--as", "user:bo", "job", "show", fmt.Sprint(ids[0]))
+	require.Equal(t, 1, r.code)
+
+	r = docket(t, env, "--as", "user:ana", "job", "list", "acme")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, 4, strings.Count(r.stdout, "\n"), r.stdout)
 	require.Regexp(t, fmt.Sprintf(`%d\s+billing.invoice\s+default\s+claimed\s+1/2`, ids[0]), r.stdout)
 
-	r = docket(t, env, "job", "list", "--state", "queued", "acme")
+	r = docket(t, env, "--as", "user:ana", "job", "list", "--state", "queued", "acme")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, 3, strings.Count(r.stdout, "\n"), r.stdout)
 
@@ -70,7 +78,7 @@ func TestJobCommands(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, fmt.Sprintf("job %d is cancelled\n", ids[1]), r.stdout)
 
-	r = docket(t, env, "job", "show", fmt.Sprint(ids[0]))
+	r = docket(t, env, "--as", "user:ana", "job", "show", fmt.Sprint(ids[0]))
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Regexp(t, `state\s+succeeded`, r.stdout)
 	require.Regexp(t, `4\s+\S+\s+uncertain\s+succeeded\s+user:ana\s+1\s+reconciled: checked the ledger`, r.stdout)
@@ -81,7 +89,7 @@ func TestJobCommands(t *testing.T) {
 		{"--as", "svc:app", "job", "cancel", fmt.Sprint(ids[2])},  // no job.cancel grant
 		{"--as", "user:ana", "job", "cancel", fmt.Sprint(ids[0])}, // already succeeded
 		{"--as", "user:ana", "job", "reconcile", fmt.Sprint(ids[2]), "failed"},
-		{"job", "show", "999999"},
+		{"--as", "user:ana", "job", "show", "999999"},
 	} {
 		r = docket(t, env, args...)
 		require.Equal(t, 1, r.code, "%v", args)

@@ -14,7 +14,7 @@ import (
 )
 
 const jobCancel = `-- name: JobCancel :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at FROM docket.job_cancel($1::bigint, $2::text, $3::text, $4::timestamptz)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_cancel($1::bigint, $2::text, $3::text, $4::timestamptz)
 `
 
 func (q *Queries) JobCancel(ctx context.Context, db DBTX, iD int64, reason *string, actor string, now time.Time) (*DocketJob, error) {
@@ -61,12 +61,13 @@ func (q *Queries) JobCancel(ctx context.Context, db DBTX, iD int64, reason *stri
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.OutcomeToken,
 	)
 	return &i, err
 }
 
 const jobClaim = `-- name: JobClaim :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at FROM docket.job_claim($1::text, $2::text, $3::integer, $4::interval,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_claim($1::text, $2::text, $3::integer, $4::interval,
     $5::text[], $6::integer[], $7::text, $8::timestamptz)
 `
 
@@ -135,6 +136,7 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.FinishedAt,
+			&i.OutcomeToken,
 		); err != nil {
 			return nil, err
 		}
@@ -147,7 +149,7 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 }
 
 const jobClaimID = `-- name: JobClaimID :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at FROM docket.job_claim_id($1::bigint, $2::interval,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_claim_id($1::bigint, $2::interval,
     $3::text[], $4::integer[], $5::text, $6::timestamptz)
 `
 
@@ -212,6 +214,7 @@ func (q *Queries) JobClaimID(ctx context.Context, db DBTX, arg JobClaimIDParams)
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.FinishedAt,
+			&i.OutcomeToken,
 		); err != nil {
 			return nil, err
 		}
@@ -224,7 +227,7 @@ func (q *Queries) JobClaimID(ctx context.Context, db DBTX, arg JobClaimIDParams)
 }
 
 const jobComplete = `-- name: JobComplete :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at FROM docket.job_complete($1::bigint, $2::uuid, $3::jsonb, $4::text, $5::timestamptz)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_complete($1::bigint, $2::uuid, $3::jsonb, $4::text, $5::timestamptz)
 `
 
 type JobCompleteParams struct {
@@ -280,6 +283,7 @@ func (q *Queries) JobComplete(ctx context.Context, db DBTX, arg JobCompleteParam
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.OutcomeToken,
 	)
 	return &i, err
 }
@@ -443,7 +447,7 @@ func (q *Queries) JobEnqueueMany(ctx context.Context, db DBTX, arg JobEnqueueMan
 }
 
 const jobEnqueueOne = `-- name: JobEnqueueOne :many
-SELECT duplicate, id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at FROM docket.job_enqueue_one(
+SELECT duplicate, id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_enqueue_one(
     $1::text, $2::text, $3::timestamptz,
     $4::text, $5::text, $6::smallint, $7::jsonb, $8::integer,
     $9::text, $10::timestamptz, $11::integer, $12::boolean,
@@ -548,6 +552,7 @@ func (q *Queries) JobEnqueueOne(ctx context.Context, db DBTX, arg JobEnqueueOneP
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.FinishedAt,
+			&i.OutcomeToken,
 		); err != nil {
 			return nil, err
 		}
@@ -560,11 +565,15 @@ func (q *Queries) JobEnqueueOne(ctx context.Context, db DBTX, arg JobEnqueueOneP
 }
 
 const jobEvents = `-- name: JobEvents :many
-SELECT job_id, seq, from_state, to_state, actor, at, attempt, detail, prev_hash, hash FROM docket.job_events WHERE job_id = $1 ORDER BY seq
+SELECT e.job_id, e.seq, e.from_state, e.to_state, e.actor, e.at, e.attempt, e.detail, e.prev_hash, e.hash FROM docket.job_events e
+WHERE e.job_id = $1
+  AND docket.job_visible($2::text, (SELECT j.project FROM docket.jobs j WHERE j.id = $1))
+ORDER BY e.seq
 `
 
-func (q *Queries) JobEvents(ctx context.Context, db DBTX, id int64) ([]*DocketJobEvent, error) {
-	rows, err := db.Query(ctx, jobEvents, id)
+// None when the actor may not read the job.
+func (q *Queries) JobEvents(ctx context.Context, db DBTX, iD int64, actor string) ([]*DocketJobEvent, error) {
+	rows, err := db.Query(ctx, jobEvents, iD, actor)
 	if err != nil {
 		return nil, err
 	}
@@ -595,7 +604,7 @@ func (q *Queries) JobEvents(ctx context.Context, db DBTX, id int64) ([]*DocketJo
 }
 
 const jobExpireLeases = `-- name: JobExpireLeases :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at FROM docket.job_expire_leases($1::integer, $2::text, $3::timestamptz)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_expire_leases($1::integer, $2::text, $3::timestamptz)
 `
 
 func (q *Queries) JobExpireLeases(ctx context.Context, db DBTX, maxJobs int32, actor string, now time.Time) ([]*DocketJob, error) {
@@ -643,6 +652,7 @@ func (q *Queries) JobExpireLeases(ctx context.Context, db DBTX, maxJobs int32, a
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.FinishedAt,
+			&i.OutcomeToken,
 		); err != nil {
 			return nil, err
 		}
@@ -655,7 +665,7 @@ func (q *Queries) JobExpireLeases(ctx context.Context, db DBTX, maxJobs int32, a
 }
 
 const jobFail = `-- name: JobFail :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at FROM docket.job_fail($1::bigint, $2::uuid, $3::text, $4::text,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_fail($1::bigint, $2::uuid, $3::text, $4::text,
     $5::interval, $6::text, $7::timestamptz)
 `
 
@@ -716,16 +726,18 @@ func (q *Queries) JobFail(ctx context.Context, db DBTX, arg JobFailParams) (*Doc
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.OutcomeToken,
 	)
 	return &i, err
 }
 
 const jobGet = `-- name: JobGet :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at FROM docket.jobs WHERE id = $1
+SELECT j.id, j.project, j.kind, j.queue, j.priority, j.state, j.payload, j.payload_schema, j.params, j.inputs, j.requested_output, j.lane_id, j.case_id, j.idempotency_key, j.compensation_kind, j.external, j.repeatable, j.available_at, j.attempts, j.max_attempts, j.lease, j.backoff_base, j.backoff_cap, j.backoff_jitter, j.lease_generation, j.claim_token, j.claimed_by, j.claimed_at, j.lease_expires_at, j.result, j.diagnostic, j.created_by, j.created_at, j.updated_at, j.finished_at, j.outcome_token FROM docket.jobs j WHERE j.id = $1 AND docket.job_visible($2::text, j.project)
 `
 
-func (q *Queries) JobGet(ctx context.Context, db DBTX, id int64) (*DocketJob, error) {
-	row := db.QueryRow(ctx, jobGet, id)
+// No row when the actor may not read the job.
+func (q *Queries) JobGet(ctx context.Context, db DBTX, iD int64, actor string) (*DocketJob, error) {
+	row := db.QueryRow(ctx, jobGet, iD, actor)
 	var i DocketJob
 	err := row.Scan(
 		&i.ID,
@@ -763,23 +775,26 @@ func (q *Queries) JobGet(ctx context.Context, db DBTX, id int64) (*DocketJob, er
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.OutcomeToken,
 	)
 	return &i, err
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at FROM docket.jobs
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.jobs
 WHERE project = $1::text
-  AND ($2::text = '' OR state = $2::text)
-  AND ($3::text = '' OR kind = $3::text)
-  AND ($4::text = '' OR queue = $4::text)
-  AND ($5::bigint = 0 OR id < $5::bigint)
+  AND docket.job_visible($2::text, $1::text)
+  AND ($3::text = '' OR state = $3::text)
+  AND ($4::text = '' OR kind = $4::text)
+  AND ($5::text = '' OR queue = $5::text)
+  AND ($6::bigint = 0 OR id < $6::bigint)
 ORDER BY id DESC
-LIMIT $6::integer
+LIMIT $7::integer
 `
 
 type JobListParams struct {
 	Project  string
+	Actor    string
 	State    string
 	Kind     string
 	Queue    string
@@ -791,6 +806,7 @@ type JobListParams struct {
 func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*DocketJob, error) {
 	rows, err := db.Query(ctx, jobList,
 		arg.Project,
+		arg.Actor,
 		arg.State,
 		arg.Kind,
 		arg.Queue,
@@ -840,6 +856,7 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*D
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.FinishedAt,
+			&i.OutcomeToken,
 		); err != nil {
 			return nil, err
 		}
@@ -852,7 +869,7 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*D
 }
 
 const jobReconcile = `-- name: JobReconcile :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at FROM docket.job_reconcile($1::bigint, $2::text, $3::jsonb, $4::text,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_reconcile($1::bigint, $2::text, $3::jsonb, $4::text,
     $5::text, $6::timestamptz)
 `
 
@@ -911,12 +928,13 @@ func (q *Queries) JobReconcile(ctx context.Context, db DBTX, arg JobReconcilePar
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.OutcomeToken,
 	)
 	return &i, err
 }
 
 const jobRelease = `-- name: JobRelease :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at FROM docket.job_release($1::bigint, $2::uuid, $3::timestamptz,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_release($1::bigint, $2::uuid, $3::timestamptz,
     $4::text, $5::text, $6::timestamptz)
 `
 
@@ -975,12 +993,13 @@ func (q *Queries) JobRelease(ctx context.Context, db DBTX, arg JobReleaseParams)
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.OutcomeToken,
 	)
 	return &i, err
 }
 
 const jobRenew = `-- name: JobRenew :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at FROM docket.job_renew($1::bigint, $2::uuid, $3::interval, $4::text, $5::timestamptz)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_renew($1::bigint, $2::uuid, $3::interval, $4::text, $5::timestamptz)
 `
 
 type JobRenewParams struct {
@@ -1036,12 +1055,15 @@ func (q *Queries) JobRenew(ctx context.Context, db DBTX, arg JobRenewParams) (*D
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.OutcomeToken,
 	)
 	return &i, err
 }
 
 const jobVerify = `-- name: JobVerify :one
-SELECT e.ok::boolean AS ok, e.events::integer AS events, e.bad_seq::integer AS bad_seq, coalesce(e.problem, '')::text AS problem FROM docket.job_verify($1::bigint) e
+SELECT e.ok::boolean AS ok, e.events::integer AS events, e.bad_seq::integer AS bad_seq, coalesce(e.problem, '')::text AS problem
+FROM docket.job_verify($1::bigint) e
+WHERE docket.job_visible($2::text, (SELECT j.project FROM docket.jobs j WHERE j.id = $1::bigint))
 `
 
 type JobVerifyRow struct {
@@ -1051,8 +1073,9 @@ type JobVerifyRow struct {
 	Problem string
 }
 
-func (q *Queries) JobVerify(ctx context.Context, db DBTX, id int64) (*JobVerifyRow, error) {
-	row := db.QueryRow(ctx, jobVerify, id)
+// No row when the actor may not read the job.
+func (q *Queries) JobVerify(ctx context.Context, db DBTX, iD int64, actor string) (*JobVerifyRow, error) {
+	row := db.QueryRow(ctx, jobVerify, iD, actor)
 	var i JobVerifyRow
 	err := row.Scan(
 		&i.Ok,

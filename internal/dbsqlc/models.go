@@ -77,6 +77,7 @@ type DocketJob struct {
 	CreatedAt        time.Time
 	UpdatedAt        time.Time
 	FinishedAt       *time.Time
+	OutcomeToken     *uuid.UUID
 }
 
 type DocketJobDecoder struct {
@@ -124,6 +125,7 @@ type DocketJobEnqueued struct {
 	CreatedAt        time.Time
 	UpdatedAt        time.Time
 	FinishedAt       *time.Time
+	OutcomeToken     *uuid.UUID
 }
 
 // Append-only, hash-chained history of every job transition. docket.job_verify(id) checks a job's chain.

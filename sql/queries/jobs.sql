@@ -49,15 +49,20 @@ SELECT * FROM docket.job_expire_leases(@max_jobs::integer, @actor::text, @now::t
 SELECT docket.job_decoders_register(@deployment::text, @kinds::text[], @schemas::integer[], @actor::text, @now::timestamptz) AS registered;
 
 -- name: JobVerify :one
-SELECT e.ok::boolean AS ok, e.events::integer AS events, e.bad_seq::integer AS bad_seq, coalesce(e.problem, '')::text AS problem FROM docket.job_verify(@id::bigint) e;
+-- No row when the actor may not read the job.
+SELECT e.ok::boolean AS ok, e.events::integer AS events, e.bad_seq::integer AS bad_seq, coalesce(e.problem, '')::text AS problem
+FROM docket.job_verify(@id::bigint) e
+WHERE docket.job_visible(@actor::text, (SELECT j.project FROM docket.jobs j WHERE j.id = @id::bigint));
 
 -- name: JobGet :one
-SELECT * FROM docket.jobs WHERE id = @id;
+-- No row when the actor may not read the job.
+SELECT j.* FROM docket.jobs j WHERE j.id = @id AND docket.job_visible(@actor::text, j.project);
 
 -- name: JobList :many
 -- Newest first, keyset-paginated by id; empty filters match everything.
 SELECT * FROM docket.jobs
 WHERE project = @project::text
+  AND docket.job_visible(@actor::text, @project::text)
   AND (@state::text = '' OR state = @state::text)
   AND (@kind::text = '' OR kind = @kind::text)
   AND (@queue::text = '' OR queue = @queue::text)
@@ -66,7 +71,11 @@ ORDER BY id DESC
 LIMIT @max_rows::integer;
 
 -- name: JobEvents :many
-SELECT * FROM docket.job_events WHERE job_id = @id ORDER BY seq;
+-- None when the actor may not read the job.
+SELECT e.* FROM docket.job_events e
+WHERE e.job_id = @id
+  AND docket.job_visible(@actor::text, (SELECT j.project FROM docket.jobs j WHERE j.id = @id))
+ORDER BY e.seq;
 
 -- name: JobEnqueueOne :many
 SELECT * FROM docket.job_enqueue_one(

@@ -187,6 +187,10 @@ CREATE TABLE docket.jobs (
     created_at        timestamptz NOT NULL,
     updated_at        timestamptz NOT NULL,
     finished_at       timestamptz,
+    -- The token of the claim whose holder finished the job (complete or fail),
+    -- so a finishing call repeated by that holder is a quiet no-op and
+    -- anyone else's is a stale claim. NULL when no holder finished it.
+    outcome_token     uuid,
     CONSTRAINT jobs_attempts_range CHECK (attempts BETWEEN 0 AND max_attempts),
     CONSTRAINT jobs_queued_has_attempts_left CHECK (state <> 'queued' OR attempts < max_attempts),
     CONSTRAINT jobs_claimed_holds_lease CHECK (
@@ -196,6 +200,7 @@ CREATE TABLE docket.jobs (
     CONSTRAINT jobs_terminal_finished CHECK (
         (state IN ('succeeded', 'failed', 'dead', 'cancelled')) = (finished_at IS NOT NULL)),
     CONSTRAINT jobs_result_only_succeeded CHECK (result IS NULL OR state = 'succeeded'),
+    CONSTRAINT jobs_outcome_token_only_finished CHECK (outcome_token IS NULL OR finished_at IS NOT NULL),
     CONSTRAINT jobs_updated_not_before_created CHECK (updated_at >= created_at)
 );
 
@@ -489,6 +494,17 @@ CREATE TABLE docket.job_decoders (
     PRIMARY KEY (kind, payload_schema, deployment)
 );
 
+-- job_visible reports whether p_principal may read the jobs of p_project: it
+-- holds some job capability there. Listing and reading by id through the Go
+-- API are filtered by it; an operator in psql reads everything.
+CREATE FUNCTION docket.job_visible(p_principal text, p_project text) RETURNS boolean
+LANGUAGE sql STABLE
+RETURN EXISTS (
+    SELECT 1 FROM docket.grants
+    WHERE project = p_project AND principal = p_principal
+      AND capability IN ('job.create', 'job.claim', 'job.cancel', 'job.reconcile')
+);
+
 -- Operator views --------------------------------------------------------------
 -- Storage never reads the clock, so the views order by the instant that matters
 -- and leave the present to the reader, who filters with the instant they mean:
@@ -542,7 +558,7 @@ COMMENT ON VIEW docket.jobs_undecodable IS
 
 -- Protocol ------------------------------------------------------------------
 
--- job_require_bounds refuses (DK010) a batch size outside 1..p_max.
+-- job_require_batch refuses (DK010) a batch size outside 1..p_max.
 -- +goose StatementBegin
 CREATE FUNCTION docket.job_require_batch(p_what text, p_n integer, p_max integer) RETURNS void
 LANGUAGE plpgsql IMMUTABLE AS $$
@@ -609,9 +625,9 @@ BEGIN
     SELECT * INTO v FROM docket.jobs
     WHERE project = p_project AND kind = p_kind AND idempotency_key = p_key;
     IF NOT FOUND THEN
-        -- Only a batch that repeats a key with a different payload than an
-        -- element inserted by the same statement can get here.
-        RAISE EXCEPTION 'job of kind % with idempotency key % was not created: the key repeats within the batch with a different payload',
+        -- Defensive: under READ COMMITTED the INSERT skipped the element
+        -- only because a committed or earlier row holds the key.
+        RAISE EXCEPTION 'job of kind % with idempotency key % was not created, and no job holds the key: retry the enqueue',
             p_kind, quote_literal(p_key) USING ERRCODE = 'DK003';
     END IF;
     IF v.payload <> p_payload OR v.payload_schema <> p_payload_schema THEN
@@ -879,12 +895,16 @@ BEGIN
         RAISE EXCEPTION 'invalid decoders: kinds and schemas must be parallel arrays of one length'
             USING ERRCODE = 'DK010';
     END IF;
+    -- The grant first, so a caller without one never locks the row.
+    IF NOT docket.grant_check(p_actor, (SELECT j.project FROM docket.jobs j WHERE j.id = p_id), 'job.claim') THEN
+        RETURN;
+    END IF;
     SELECT * INTO v FROM docket.jobs j
     WHERE j.id = p_id
       AND ((j.state = 'queued' AND j.available_at <= p_now)
         OR (j.state = 'claimed' AND j.lease_expires_at <= p_now AND j.repeatable AND j.attempts < j.max_attempts))
     FOR UPDATE SKIP LOCKED;
-    IF NOT FOUND OR NOT docket.grant_check(p_actor, v.project, 'job.claim') THEN
+    IF NOT FOUND THEN
         RETURN;
     END IF;
     IF p_kinds IS NOT NULL AND (v.kind, v.payload_schema) NOT IN (SELECT * FROM unnest(p_kinds, p_schemas)) THEN
@@ -976,7 +996,8 @@ BEGIN
     v := docket.job_lock_held('release', p_id, p_token, p_now);
     IF v.attempts >= v.max_attempts THEN
         UPDATE docket.jobs
-        SET state = 'dead', claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+        SET state = 'dead', outcome_token = claim_token,
+            claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
             diagnostic = docket.bounded_text(format('released on its last attempt (%s of %s): %s',
                                                     attempts, max_attempts, coalesce(p_reason, 'no reason given')), 4096),
             finished_at = p_now, updated_at = greatest(updated_at, p_now)
@@ -996,19 +1017,22 @@ END
 $$;
 -- +goose StatementEnd
 
--- job_settled_outcome decides a finishing call on a job that is already
--- terminal: the same outcome again (p_outcome is the state the call would
--- end in) is a quiet no-op returning the job; a job cancelled under its
--- holder is a stale claim (DK002); any other outcome is DK014.
+-- job_settled_outcome decides a holder's finishing call on a job that is
+-- already terminal. Only the holder whose claim finished the job (p_token is
+-- its outcome_token) is answered about the outcome: the same outcome again
+-- (p_outcome is the state the call would end in) is a quiet no-op returning
+-- the job, another outcome is DK014. Anyone else's token is a stale claim
+-- (DK002), a job cancelled or settled under its holder included.
 -- +goose StatementBegin
-CREATE FUNCTION docket.job_settled_outcome(p_op text, v docket.jobs, p_outcome text, p_result jsonb)
+CREATE FUNCTION docket.job_settled_outcome(p_op text, v docket.jobs, p_token uuid, p_outcome text, p_result jsonb)
 RETURNS docket.jobs
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF v.state = p_outcome AND (p_outcome <> 'succeeded' OR v.result IS NOT DISTINCT FROM p_result) THEN
+    IF v.outcome_token IS NULL OR p_token IS DISTINCT FROM v.outcome_token THEN
+        RAISE EXCEPTION 'job %: cannot %: it is %, and the token does not hold the claim that finished it', v.id, p_op, v.state
+            USING ERRCODE = 'DK002';
+    ELSIF v.state = p_outcome AND (p_outcome <> 'succeeded' OR v.result IS NOT DISTINCT FROM p_result) THEN
         RETURN v;
-    ELSIF v.state = 'cancelled' THEN
-        RAISE EXCEPTION 'job %: cannot %: it was cancelled', v.id, p_op USING ERRCODE = 'DK002';
     END IF;
     RAISE EXCEPTION '%', format('job %s already finished %s%s: it cannot %s', v.id, v.state,
         CASE WHEN v.state = 'succeeded' AND p_outcome = 'succeeded' THEN ' with another result' ELSE '' END, p_op)
@@ -1041,11 +1065,11 @@ BEGIN
     END IF;
     SELECT * INTO v FROM docket.jobs WHERE id = p_id FOR UPDATE;
     IF FOUND AND (SELECT terminal FROM docket.job_states WHERE state = v.state) THEN
-        RETURN docket.job_settled_outcome('complete', v, 'succeeded', p_result);
+        RETURN docket.job_settled_outcome('complete', v, p_token, 'succeeded', p_result);
     END IF;
     v := docket.job_lock_held('complete', p_id, p_token, p_now);
     UPDATE docket.jobs
-    SET state = 'succeeded', result = p_result, diagnostic = NULL,
+    SET state = 'succeeded', result = p_result, diagnostic = NULL, outcome_token = claim_token,
         claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
         finished_at = p_now, updated_at = greatest(updated_at, p_now)
     WHERE id = v.id
@@ -1058,9 +1082,9 @@ $$;
 -- job_complete_many completes a batch in one statement: element i completes
 -- job p_ids[i] with token p_tokens[i] and result p_results[i] (JSON null: none).
 -- It returns one row per element, in input order: the job's state after the
--- call and, when element i was refused, the SQLSTATE it would have raised
--- (DK002 stale claim, DK014 finished otherwise, P0002 unknown) with nothing
--- written for it. The other elements still complete.
+-- call and, when element i was refused, the SQLSTATE job_complete would have
+-- raised (DK002 stale claim, DK014 finished otherwise, P0002 unknown) with
+-- nothing written for it. The other elements still complete.
 -- Refuses the whole batch: malformed input, arrays of different lengths, a
 -- job named twice, a batch outside 1..1000 (DK010).
 -- +goose StatementBegin
@@ -1089,14 +1113,14 @@ BEGIN
         FROM unnest(p_ids, p_tokens, p_results) WITH ORDINALITY AS x(id, token, result, i)
     ),
     locked AS (
-        SELECT j.id, j.state, j.claim_token, j.lease_expires_at, j.result
+        SELECT j.id, j.state, j.claim_token, j.lease_expires_at, j.result, j.outcome_token
         FROM docket.jobs j WHERE j.id IN (SELECT input.id FROM input)
         ORDER BY j.id
         FOR UPDATE
     ),
     done AS (
         UPDATE docket.jobs j
-        SET state = 'succeeded', result = input.result, diagnostic = NULL,
+        SET state = 'succeeded', result = input.result, diagnostic = NULL, outcome_token = j.claim_token,
             claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
             finished_at = p_now, updated_at = greatest(j.updated_at, p_now)
         FROM input JOIN locked l ON l.id = input.id
@@ -1108,9 +1132,9 @@ BEGIN
            CASE
                WHEN done.id IS NOT NULL THEN NULL
                WHEN l.id IS NULL THEN 'P0002'
+               WHEN l.outcome_token IS NULL OR l.outcome_token <> input.token THEN 'DK002'
                WHEN l.state = 'succeeded' AND l.result IS NOT DISTINCT FROM input.result THEN NULL
-               WHEN l.state IN ('failed', 'dead', 'succeeded') THEN 'DK014'
-               ELSE 'DK002'
+               ELSE 'DK014'
            END
     FROM input
     LEFT JOIN locked l ON l.id = input.id
@@ -1153,13 +1177,13 @@ BEGIN
         v_class := 'retryable';
     END IF;
     IF FOUND AND (SELECT terminal FROM docket.job_states WHERE state = v.state) THEN
-        RETURN docket.job_settled_outcome('fail', v,
+        RETURN docket.job_settled_outcome('fail', v, p_token,
             CASE v_class WHEN 'permanent' THEN 'failed' WHEN 'uncertain' THEN 'uncertain' ELSE 'dead' END, NULL);
     END IF;
     v := docket.job_lock_held('fail', p_id, p_token, p_now);
     IF v_class = 'permanent' THEN
         UPDATE docket.jobs
-        SET state = 'failed', diagnostic = v_diag,
+        SET state = 'failed', diagnostic = v_diag, outcome_token = claim_token,
             claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
             finished_at = p_now, updated_at = greatest(updated_at, p_now)
         WHERE id = v.id RETURNING * INTO v;
@@ -1171,7 +1195,7 @@ BEGIN
         WHERE id = v.id RETURNING * INTO v;
     ELSIF v.attempts >= v.max_attempts THEN
         UPDATE docket.jobs
-        SET state = 'dead', diagnostic = v_diag,
+        SET state = 'dead', diagnostic = v_diag, outcome_token = claim_token,
             claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
             finished_at = p_now, updated_at = greatest(updated_at, p_now)
         WHERE id = v.id RETURNING * INTO v;
@@ -1195,7 +1219,9 @@ $$;
 -- p_actor at p_now, with p_reason as its diagnostic. A holder learns of it when
 -- its next renew, complete or fail is refused as stale. When the job names a
 -- compensation kind, a job of that kind is enqueued in the same transaction
--- (payload {"job_id", "kind", "payload"}, idempotency key compensate:<id>).
+-- (payload {"job_id", "kind"}: the handler reads the cancelled job by id;
+-- idempotency key compensate:<id>). The creator of the cancelled job, who
+-- held job.create, declared it: the canceller needs no job.create of its own.
 -- Cancelling a cancelled job again is a quiet no-op.
 -- Refuses, writing nothing: malformed input (DK010); an unknown job (P0002);
 -- an actor without job.cancel on the job's project (DK009); a job finished
@@ -1213,7 +1239,7 @@ BEGIN
         RAISE EXCEPTION 'job % does not exist', coalesce(p_id::text, 'NULL') USING ERRCODE = 'P0002';
     END IF;
     IF NOT docket.grant_check(p_actor, v.project, 'job.cancel') THEN
-        RAISE EXCEPTION '% may not cancel jobs in project %: it needs a job.cancel grant', p_actor, v.project
+        RAISE EXCEPTION '% may not cancel job %: it needs job.cancel on the job''s project', p_actor, v.id
             USING ERRCODE = 'DK009';
     END IF;
     IF v.state = 'cancelled' THEN
@@ -1230,7 +1256,7 @@ BEGIN
         INSERT INTO docket.jobs (project, kind, queue, priority, payload, idempotency_key, available_at,
                                  created_by, created_at, updated_at)
         VALUES (v.project, v.compensation_kind, v.queue, v.priority,
-                jsonb_build_object('job_id', v.id, 'kind', v.kind, 'payload', v.payload),
+                jsonb_build_object('job_id', v.id, 'kind', v.kind),
                 'compensate:' || v.id, p_now, p_actor, p_now, p_now)
         ON CONFLICT (project, kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
     END IF;
@@ -1272,13 +1298,21 @@ BEGIN
         RAISE EXCEPTION 'job % does not exist', coalesce(p_id::text, 'NULL') USING ERRCODE = 'P0002';
     END IF;
     IF NOT docket.grant_check(p_actor, v.project, 'job.reconcile') THEN
-        RAISE EXCEPTION '% may not reconcile jobs in project %: it needs a job.reconcile grant', p_actor, v.project
+        RAISE EXCEPTION '% may not reconcile job %: it needs job.reconcile on the job''s project', p_actor, v.id
             USING ERRCODE = 'DK009';
     END IF;
     IF v.state = 'cancelled' THEN
         RAISE EXCEPTION 'job % was cancelled: it cannot be reconciled', v.id USING ERRCODE = 'DK014';
     ELSIF (SELECT terminal FROM docket.job_states WHERE state = v.state) THEN
-        RETURN docket.job_settled_outcome('be reconciled', v, p_outcome, p_result);
+        -- A reconciliation repeated after a lost reply is a quiet no-op; a job
+        -- that finished any other way is not reconciled after the fact.
+        IF v.state = p_outcome AND v.result IS NOT DISTINCT FROM p_result AND EXISTS (
+            SELECT 1 FROM docket.job_events e
+            WHERE e.job_id = v.id AND e.from_state = 'uncertain' AND e.to_state = v.state) THEN
+            RETURN v;
+        END IF;
+        RAISE EXCEPTION 'job % already finished %: it cannot be reconciled to %', v.id, v.state, p_outcome
+            USING ERRCODE = 'DK014';
     ELSIF v.state <> 'uncertain' THEN
         RAISE EXCEPTION 'job % is %: only an uncertain job is reconciled', v.id, v.state USING ERRCODE = 'DK001';
     END IF;
@@ -1305,7 +1339,8 @@ $$;
 -- +goose StatementEnd
 
 -- job_expire_leases sweeps up to p_limit claimed jobs whose lease expired at or
--- before p_now, earliest first, skipping any another sweeper holds: a
+-- before p_now, in the projects where p_actor holds job.claim (a sweeper is a
+-- claimant's agent), earliest first, skipping any another sweeper holds: a
 -- repeatable job goes back to queued after its backoff (dead on its last
 -- attempt); any other goes to uncertain, because its worker may have done the
 -- work. Returns the jobs it moved. Refuses a malformed actor or instant, or a
@@ -1321,6 +1356,8 @@ BEGIN
     WITH expired AS (
         SELECT j.id FROM docket.jobs j
         WHERE j.state = 'claimed' AND j.lease_expires_at <= p_now
+          AND j.project IN (SELECT g.project FROM docket.grants g
+                            WHERE g.principal = p_actor AND g.capability = 'job.claim')
         ORDER BY j.lease_expires_at, j.id
         LIMIT p_limit
         FOR UPDATE SKIP LOCKED
@@ -1333,7 +1370,8 @@ BEGIN
                             THEN p_now + docket.job_backoff(j.attempts, j.backoff_base, j.backoff_cap, j.backoff_jitter, random())
                             ELSE j.available_at END,
         diagnostic = docket.bounded_text(format('lease expired at %s, held by %s (lease generation %s)',
-                                                j.lease_expires_at, j.claimed_by, j.lease_generation), 4096),
+                                                to_char(j.lease_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                                                j.claimed_by, j.lease_generation), 4096),
         finished_at = CASE WHEN j.repeatable AND j.attempts >= j.max_attempts THEN p_now END,
         claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
         updated_at = greatest(j.updated_at, p_now)
@@ -1447,7 +1485,7 @@ DROP FUNCTION docket.job_cancel(bigint, text, text, timestamptz);
 DROP FUNCTION docket.job_fail(bigint, uuid, text, text, interval, text, timestamptz);
 DROP FUNCTION docket.job_complete_many(bigint[], uuid[], jsonb[], text, timestamptz);
 DROP FUNCTION docket.job_complete(bigint, uuid, jsonb, text, timestamptz);
-DROP FUNCTION docket.job_settled_outcome(text, docket.jobs, text, jsonb);
+DROP FUNCTION docket.job_settled_outcome(text, docket.jobs, uuid, text, jsonb);
 DROP FUNCTION docket.job_release(bigint, uuid, timestamptz, text, text, timestamptz);
 DROP FUNCTION docket.job_renew(bigint, uuid, interval, text, timestamptz);
 DROP FUNCTION docket.job_lock_held(text, bigint, uuid, timestamptz);
@@ -1464,6 +1502,7 @@ DROP FUNCTION docket.job_require_lease(interval);
 DROP FUNCTION docket.job_require_spec(integer, text, text, jsonb, integer);
 DROP FUNCTION docket.job_require_batch(text, integer, integer);
 DROP VIEW docket.jobs_undecodable;
+DROP FUNCTION docket.job_visible(text, text);
 DROP VIEW docket.jobs_uncertain;
 DROP VIEW docket.jobs_dead;
 DROP VIEW docket.jobs_expired_leases;
