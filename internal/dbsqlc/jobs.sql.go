@@ -69,6 +69,7 @@ func (q *Queries) JobCancel(ctx context.Context, db DBTX, iD int64, reason *stri
 const jobClaim = `-- name: JobClaim :many
 SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_claim($1::text, $2::text, $3::integer, $4::interval,
     $5::text[], $6::integer[], $7::text, $8::timestamptz)
+ORDER BY priority, available_at, id
 `
 
 type JobClaimParams struct {
@@ -82,6 +83,7 @@ type JobClaimParams struct {
 	Now     time.Time
 }
 
+// In the order the claim chose them.
 func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]*DocketJob, error) {
 	rows, err := db.Query(ctx, jobClaim,
 		arg.Project,

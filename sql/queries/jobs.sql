@@ -9,8 +9,10 @@ SELECT e.ord::integer AS ord, e.duplicate::boolean AS duplicate, e.id::bigint AS
     @lane_ids::bigint[], @case_ids::bigint[], @compensation_kinds::text[]) e;
 
 -- name: JobClaim :many
+-- In the order the claim chose them.
 SELECT * FROM docket.job_claim(@project::text, @queue::text, @max_jobs::integer, sqlc.narg('lease')::interval,
-    sqlc.narg('kinds')::text[], sqlc.narg('schemas')::integer[], @actor::text, @now::timestamptz);
+    sqlc.narg('kinds')::text[], sqlc.narg('schemas')::integer[], @actor::text, @now::timestamptz)
+ORDER BY priority, available_at, id;
 
 -- name: JobClaimID :many
 SELECT * FROM docket.job_claim_id(@id::bigint, sqlc.narg('lease')::interval,
