@@ -55,8 +55,9 @@ RETURN octet_length(p_value::text);
 
 -- bounded_text cuts p_text to p_max characters, marking a cut with a final …,
 -- so diagnostics never refuse a failure report for being long.
+-- Not STRICT, so the planner can inline it (NULL text gives NULL all the same).
 CREATE FUNCTION docket.bounded_text(p_text text, p_max integer) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN CASE WHEN length(p_text) <= p_max THEN p_text ELSE left(p_text, p_max - 1) || '…' END;
 
 -- epoch_micros is an instant as whole microseconds since 1970, the form the
@@ -301,11 +302,14 @@ RETURN sha256(p_prev || textsend(jsonb_build_array(
 
 -- job_event_detail is what an event says beyond from and to: the claimant and
 -- lease generation of a claim, else the job's diagnostic at that moment.
-CREATE FUNCTION docket.job_event_detail(j docket.jobs) RETURNS text
+-- It takes the columns, not the row: a whole-row argument would build a copy
+-- of every job row an UPDATE moves.
+CREATE FUNCTION docket.job_event_detail(p_state text, p_claimed_by text, p_lease_generation bigint, p_diagnostic text)
+RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN CASE
-    WHEN j.state = 'claimed' THEN 'claimed by ' || j.claimed_by || ', lease generation ' || j.lease_generation
-    ELSE docket.bounded_text(j.diagnostic, 1000)
+    WHEN p_state = 'claimed' THEN 'claimed by ' || p_claimed_by || ', lease generation ' || p_lease_generation
+    ELSE docket.bounded_text(p_diagnostic, 1000)
 END;
 
 -- Guards --------------------------------------------------------------------
@@ -461,7 +465,8 @@ BEGIN
            docket.job_event_hash(m.prev_hash, m.id, m.seq, m.from_state, m.to_state, v_actor, v_at, m.attempt, m.detail)
     FROM (
         SELECT n.id, last.seq + 1 AS seq, o.state AS from_state, n.state AS to_state, n.attempts AS attempt,
-               docket.job_event_detail(n) AS detail, last.hash AS prev_hash
+               docket.job_event_detail(n.state, n.claimed_by, n.lease_generation, n.diagnostic) AS detail,
+               last.hash AS prev_hash
         FROM old_jobs o
         JOIN new_jobs n ON n.id = o.id
         CROSS JOIN LATERAL (
@@ -1510,7 +1515,7 @@ DROP VIEW docket.jobs_due;
 DROP TABLE docket.job_decoders;
 DROP TABLE docket.job_events;
 DROP FUNCTION docket.job_events_check();
-DROP FUNCTION docket.job_event_detail(docket.jobs);
+DROP FUNCTION docket.job_event_detail(text, text, bigint, text);
 DROP TABLE docket.jobs;
 DROP FUNCTION docket.jobs_record_update();
 DROP FUNCTION docket.jobs_record_insert();
