@@ -351,6 +351,7 @@ func TestDatabaseRefusesBadInputWithoutGo(t *testing.T) {
 		{"key of 256 characters", func(r *rfRaw) { r.key = strings.Repeat("k", 256) }, check, db.ErrInvalidArgument},
 		{"params an array", func(r *rfRaw) { r.params = "[1]" }, check, db.ErrInvalidArgument},
 		{"101 inputs", func(r *rfRaw) { r.inputs = `["` + strings.Repeat(`i", "`, 100) + `i"]` }, check, db.ErrInvalidArgument},
+		{"an input of 1001 characters", func(r *rfRaw) { r.inputs = `["` + strings.Repeat("i", 1001) + `"]` }, check, db.ErrInvalidArgument},
 		{"bad compensation kind", func(r *rfRaw) { r.compensation = "Undo" }, check, db.ErrInvalidArgument},
 		{"project that does not exist", func(r *rfRaw) { r.project = "nope" }, "DK009", db.ErrNotPermitted},
 		{"actor without job.create", func(r *rfRaw) { r.actor = string(nobody) }, "DK009", db.ErrNotPermitted},

@@ -188,7 +188,7 @@ func (c *Client) FailTx(ctx context.Context, q db.DBTX, l Lease, f Failure) (Job
 		retryAfter = &d
 	}
 	row, err := queries.JobFail(ctx, q, dbsqlc.JobFailParams{
-		ID: l.JobID, Token: l.Token, Class: string(f.Class), Diagnostic: optional(cut(f.Diagnostic, MaxDiagnosticLen)),
+		ID: l.JobID, Token: l.Token, Class: string(f.Class), Diagnostic: optional(f.Diagnostic),
 		RetryAfter: retryAfter, Actor: string(c.actor), Now: c.clock.Now(),
 	})
 	if err != nil {
@@ -213,7 +213,7 @@ func (c *Client) Cancel(ctx context.Context, id int64, reason string) (Job, erro
 // without job.cancel on the job's project with [db.ErrNotPermitted]; a job
 // that already finished otherwise with [db.ErrTerminal].
 func (c *Client) CancelTx(ctx context.Context, q db.DBTX, id int64, reason string) (Job, error) {
-	row, err := queries.JobCancel(ctx, q, id, optional(cut(reason, MaxDiagnosticLen)), string(c.actor), c.clock.Now())
+	row, err := queries.JobCancel(ctx, q, id, optional(reason), string(c.actor), c.clock.Now())
 	if err != nil {
 		return Job{}, db.Translate(err, "job.cancel", "job", id)
 	}
@@ -258,7 +258,7 @@ func (c *Client) ReconcileTx(ctx context.Context, q db.DBTX, id int64, outcome O
 		return Job{}, db.Refuse(db.ErrInvalidArgument, op, "result is not valid JSON", "job", id)
 	}
 	row, err := queries.JobReconcile(ctx, q, dbsqlc.JobReconcileParams{
-		ID: id, Outcome: string(outcome), Result: result, Note: optional(cut(note, MaxDiagnosticLen)),
+		ID: id, Outcome: string(outcome), Result: result, Note: optional(note),
 		Actor: string(c.actor), Now: c.clock.Now(),
 	})
 	if err != nil {
@@ -320,14 +320,4 @@ func (c *Client) RegisterDecodersTx(ctx context.Context, q db.DBTX, deployment s
 		Deployment: deployment, Kinds: kinds, Schemas: schemas, Actor: string(c.actor), Now: c.clock.Now(),
 	})
 	return db.Translate(err, op, "deployment", deployment)
-}
-
-// cut bounds s to n characters as docket.bounded_text does, so a long
-// diagnostic is kept rather than refused.
-func cut(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }

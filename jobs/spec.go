@@ -62,10 +62,10 @@ type Spec struct {
 	CompensationKind string
 }
 
-// Bounds on what a job carries. docket.jobs' constraints enforce the same,
-// except the length of one input reference, which only Go checks; Postgres'
-// [[:cntrl:]] is wider than Go's unicode.IsControl, so the database may
-// refuse an idempotency key Go let through (with [db.ErrInvalidArgument]).
+// Bounds on what a job carries. docket.jobs' constraints enforce the same;
+// Postgres' [[:cntrl:]] is wider than Go's unicode.IsControl, so the
+// database may refuse an idempotency key Go let through (with
+// [db.ErrInvalidArgument]). Diagnostics are cut by the database, not refused.
 const (
 	MaxPayloadBytes   = 1 << 20  // payload and result: bytes of canonical JSON text
 	MaxParamsBytes    = 64 << 10 // params

@@ -84,6 +84,13 @@ RETURN make_interval(secs => floor(
                        ELSE p_jitter * p_draw END)
        ) / 1000000);
 
+-- job_inputs_bounded: at most 100 input references, none NULL, none over
+-- 1000 characters.
+CREATE FUNCTION docket.job_inputs_bounded(p_inputs text[]) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN cardinality(p_inputs) <= 100
+   AND NOT EXISTS (SELECT 1 FROM unnest(p_inputs) x WHERE x IS NULL OR length(x) > 1000);
+
 -- Domains: the rules of values a job carries. A domain's check runs when a
 -- value is written to the column, and not again when an UPDATE of other
 -- columns copies it, so a claim or a completion does not re-check a job's
@@ -158,7 +165,7 @@ CREATE TABLE docket.jobs (
     payload_schema    integer NOT NULL DEFAULT 1 CONSTRAINT jobs_payload_schema_positive CHECK (payload_schema >= 1),
     params            jsonb CONSTRAINT jobs_params_object CHECK (jsonb_typeof(params) = 'object' AND docket.json_size(params) <= 65536),
     inputs            text[] NOT NULL DEFAULT '{}'
-                      CONSTRAINT jobs_inputs_bounded CHECK (cardinality(inputs) <= 100 AND array_position(inputs, NULL) IS NULL),
+                      CONSTRAINT jobs_inputs_bounded CHECK (docket.job_inputs_bounded(inputs)),
     requested_output  text CONSTRAINT jobs_requested_output_bounded CHECK (length(requested_output) BETWEEN 1 AND 1000),
     lane_id           bigint,
     case_id           bigint,
@@ -802,6 +809,28 @@ END
 $$;
 -- +goose StatementEnd
 
+-- job_take claims the jobs p_ids, which the caller chose and holds locked,
+-- for p_actor at p_now: a fresh random token, a lease of p_lease (NULL: each
+-- job's own), a new lease generation and one more attempt. The one place a
+-- claim is made, for job_claim and job_claim_id.
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_take(p_ids bigint[], p_lease interval, p_actor text, p_now timestamptz)
+RETURNS SETOF docket.jobs
+LANGUAGE sql AS $$
+    UPDATE docket.jobs j
+    SET state = 'claimed',
+        claim_token = gen_random_uuid(),
+        claimed_by = p_actor,
+        claimed_at = p_now,
+        lease_expires_at = p_now + coalesce(p_lease, j.lease),
+        lease_generation = j.lease_generation + 1,
+        attempts = j.attempts + 1,
+        updated_at = greatest(j.updated_at, p_now)
+    WHERE j.id = ANY (p_ids)
+    RETURNING j.*;
+$$;
+-- +goose StatementEnd
+
 -- job_claim claims up to p_limit due jobs of queue p_queue in p_project for
 -- p_actor at p_now, for p_lease (NULL: each job's own lease). Queued jobs come
 -- first by priority, available_at and id; then, while the batch has room,
@@ -857,22 +886,9 @@ BEGIN
         ORDER BY j.lease_expires_at, j.id
         LIMIT greatest(p_limit - (SELECT count(*) FROM queued), 0)
         FOR UPDATE SKIP LOCKED
-    ),
-    chosen AS (
-        SELECT id FROM queued UNION ALL SELECT id FROM expired
     )
-    UPDATE docket.jobs j
-    SET state = 'claimed',
-        claim_token = gen_random_uuid(),
-        claimed_by = p_actor,
-        claimed_at = p_now,
-        lease_expires_at = p_now + coalesce(p_lease, j.lease),
-        lease_generation = j.lease_generation + 1,
-        attempts = j.attempts + 1,
-        updated_at = greatest(j.updated_at, p_now)
-    FROM chosen
-    WHERE j.id = chosen.id
-    RETURNING j.*;
+    SELECT * FROM docket.job_take(ARRAY(SELECT id FROM queued UNION ALL SELECT id FROM expired),
+                                  p_lease, p_actor, p_now);
 END
 $$;
 -- +goose StatementEnd
@@ -916,18 +932,7 @@ BEGIN
         RAISE EXCEPTION 'job %: kind % payload schema % is not one this claimant can decode', v.id, v.kind, v.payload_schema
             USING ERRCODE = 'DK012';
     END IF;
-    RETURN QUERY
-    UPDATE docket.jobs j
-    SET state = 'claimed',
-        claim_token = gen_random_uuid(),
-        claimed_by = p_actor,
-        claimed_at = p_now,
-        lease_expires_at = p_now + coalesce(p_lease, j.lease),
-        lease_generation = j.lease_generation + 1,
-        attempts = j.attempts + 1,
-        updated_at = greatest(j.updated_at, p_now)
-    WHERE j.id = v.id
-    RETURNING j.*;
+    RETURN QUERY SELECT * FROM docket.job_take(ARRAY[v.id], p_lease, p_actor, p_now);
 END
 $$;
 -- +goose StatementEnd
@@ -1496,6 +1501,7 @@ DROP FUNCTION docket.job_renew(bigint, uuid, interval, text, timestamptz);
 DROP FUNCTION docket.job_lock_held(text, bigint, uuid, timestamptz);
 DROP FUNCTION docket.job_claim_id(bigint, interval, text[], integer[], text, timestamptz);
 DROP FUNCTION docket.job_claim(text, text, integer, interval, text[], integer[], text, timestamptz);
+DROP FUNCTION docket.job_take(bigint[], interval, text, timestamptz);
 DROP FUNCTION docket.job_enqueue_one(text, text, timestamptz, text, text, smallint, jsonb, integer, text, timestamptz,
     integer, boolean, boolean, interval, interval, interval, double precision, jsonb, text[], text, bigint, bigint, text);
 DROP VIEW docket.job_enqueued;
@@ -1535,6 +1541,7 @@ DROP FUNCTION docket.job_backoff(integer, interval, interval, double precision, 
 DROP FUNCTION docket.epoch_micros(timestamptz);
 DROP FUNCTION docket.bounded_text(text, integer);
 DROP FUNCTION docket.json_size(jsonb);
+DROP FUNCTION docket.job_inputs_bounded(text[]);
 DROP FUNCTION docket.valid_queue(text);
 CREATE OR REPLACE FUNCTION docket.valid_principal(p_principal text) RETURNS boolean
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
