@@ -228,6 +228,86 @@ func (q *Queries) JobClaimID(ctx context.Context, db DBTX, arg JobClaimIDParams)
 	return items, nil
 }
 
+const jobClaimIDs = `-- name: JobClaimIDs :many
+SELECT outcome, id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_claim_ids($1::bigint[], $2::interval[],
+    $3::text[], $4::integer[], $5::text, $6::timestamptz)
+`
+
+type JobClaimIDsParams struct {
+	Ids     []int64
+	Leases  []time.Duration
+	Kinds   []string
+	Schemas []int32
+	Actor   string
+	Now     time.Time
+}
+
+// Claimed jobs first, in id order within one lease; then the ones not claimed.
+func (q *Queries) JobClaimIDs(ctx context.Context, db DBTX, arg JobClaimIDsParams) ([]*DocketJobClaimOutcome, error) {
+	rows, err := db.Query(ctx, jobClaimIDs,
+		arg.Ids,
+		arg.Leases,
+		arg.Kinds,
+		arg.Schemas,
+		arg.Actor,
+		arg.Now,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*DocketJobClaimOutcome{}
+	for rows.Next() {
+		var i DocketJobClaimOutcome
+		if err := rows.Scan(
+			&i.Outcome,
+			&i.ID,
+			&i.Project,
+			&i.Kind,
+			&i.Queue,
+			&i.Priority,
+			&i.State,
+			&i.Payload,
+			&i.PayloadSchema,
+			&i.Params,
+			&i.Inputs,
+			&i.RequestedOutput,
+			&i.LaneID,
+			&i.CaseID,
+			&i.IdempotencyKey,
+			&i.CompensationKind,
+			&i.External,
+			&i.Repeatable,
+			&i.AvailableAt,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.Lease,
+			&i.BackoffBase,
+			&i.BackoffCap,
+			&i.BackoffJitter,
+			&i.LeaseGeneration,
+			&i.ClaimToken,
+			&i.ClaimedBy,
+			&i.ClaimedAt,
+			&i.LeaseExpiresAt,
+			&i.Result,
+			&i.Diagnostic,
+			&i.CreatedBy,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+			&i.OutcomeToken,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobComplete = `-- name: JobComplete :one
 SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_complete($1::bigint, $2::uuid, $3::jsonb, $4::text, $5::timestamptz)
 `
@@ -1060,6 +1140,86 @@ func (q *Queries) JobRenew(ctx context.Context, db DBTX, arg JobRenewParams) (*D
 		&i.OutcomeToken,
 	)
 	return &i, err
+}
+
+const jobUndispatched = `-- name: JobUndispatched :many
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_undispatched($1::text[], $2::integer, $3::integer,
+    $4::text[], $5::integer[], $6::text, $7::timestamptz)
+`
+
+type JobUndispatchedParams struct {
+	Queues  []string
+	Scan    int32
+	MaxJobs int32
+	Kinds   []string
+	Schemas []int32
+	Actor   string
+	Now     time.Time
+}
+
+func (q *Queries) JobUndispatched(ctx context.Context, db DBTX, arg JobUndispatchedParams) ([]*DocketJob, error) {
+	rows, err := db.Query(ctx, jobUndispatched,
+		arg.Queues,
+		arg.Scan,
+		arg.MaxJobs,
+		arg.Kinds,
+		arg.Schemas,
+		arg.Actor,
+		arg.Now,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*DocketJob{}
+	for rows.Next() {
+		var i DocketJob
+		if err := rows.Scan(
+			&i.ID,
+			&i.Project,
+			&i.Kind,
+			&i.Queue,
+			&i.Priority,
+			&i.State,
+			&i.Payload,
+			&i.PayloadSchema,
+			&i.Params,
+			&i.Inputs,
+			&i.RequestedOutput,
+			&i.LaneID,
+			&i.CaseID,
+			&i.IdempotencyKey,
+			&i.CompensationKind,
+			&i.External,
+			&i.Repeatable,
+			&i.AvailableAt,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.Lease,
+			&i.BackoffBase,
+			&i.BackoffCap,
+			&i.BackoffJitter,
+			&i.LeaseGeneration,
+			&i.ClaimToken,
+			&i.ClaimedBy,
+			&i.ClaimedAt,
+			&i.LeaseExpiresAt,
+			&i.Result,
+			&i.Diagnostic,
+			&i.CreatedBy,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+			&i.OutcomeToken,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const jobVerify = `-- name: JobVerify :one

@@ -87,3 +87,12 @@ SELECT * FROM docket.job_enqueue_one(
     @external::boolean, @lease::interval, @backoff_base::interval, @backoff_cap::interval,
     @backoff_jitter::float8, @params::jsonb, @inputs::text[], @output::text,
     @lane_id::bigint, @case_id::bigint, @compensation_kind::text);
+
+-- name: JobClaimIDs :many
+-- Claimed jobs first, in id order within one lease; then the ones not claimed.
+SELECT * FROM docket.job_claim_ids(@ids::bigint[], @leases::interval[],
+    sqlc.narg('kinds')::text[], sqlc.narg('schemas')::integer[], @actor::text, @now::timestamptz);
+
+-- name: JobUndispatched :many
+SELECT * FROM docket.job_undispatched(@queues::text[], @scan::integer, @max_jobs::integer,
+    sqlc.narg('kinds')::text[], sqlc.narg('schemas')::integer[], @actor::text, @now::timestamptz);

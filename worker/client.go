@@ -1,0 +1,196 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"regexp"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/jobs"
+)
+
+// ClientConfig configures a [Client].
+type ClientConfig struct {
+	// Project is the project the client enqueues into. Required.
+	Project string
+	// Actor is who enqueues; it needs an explicit job.create grant on
+	// Project. Required.
+	Actor access.Actor
+	// Clock gives the instants the client passes to the database. Defaults
+	// to [db.SystemClock].
+	Clock db.Clock
+	// Registry, when not nil, gives new jobs of its kinds their handler's
+	// defaults: [HandlerOptions.Lease] when the spec sets no lease, and
+	// [HandlerOptions.Repeatable].
+	Registry *Registry
+	// Logger receives River's logs. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Client enqueues jobs for workers: each job goes into docket.jobs and, in
+// the same transaction, a River dispatch carries it to a [Worker] once it is
+// due. Jobs for external executors get no dispatch: they wait for
+// [jobs.Client.Claim]. A Client only inserts; it runs nothing. It is safe for
+// concurrent use.
+type Client struct {
+	jobs     *jobs.Client
+	river    *river.Client[pgx.Tx]
+	pool     *pgxpool.Pool
+	clock    db.Clock
+	registry *Registry
+}
+
+// NewClient returns a client on pool. It refuses, with
+// [db.ErrInvalidArgument], a nil pool, a missing or malformed project, or a
+// malformed actor.
+func NewClient(pool *pgxpool.Pool, cfg ClientConfig) (*Client, error) {
+	const op = "worker.new_client"
+	if pool == nil {
+		return nil, db.Refuse(db.ErrInvalidArgument, op, "pool is nil")
+	}
+	if cfg.Project == "" {
+		return nil, db.Refuse(db.ErrInvalidArgument, op, "no project: set ClientConfig.Project")
+	}
+	jc, err := jobs.NewClient(pool, jobs.Config{Project: cfg.Project, Actor: cfg.Actor, Clock: cfg.Clock})
+	if err != nil {
+		return nil, err
+	}
+	rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Schema: db.Schema, Logger: riverLogger(cfg.Logger)})
+	if err != nil {
+		return nil, fmt.Errorf("%s: river: %w", op, err)
+	}
+	return &Client{jobs: jc, river: rc, pool: pool, clock: jc.Clock(), registry: cfg.Registry}, nil
+}
+
+// Jobs returns the client's job client, for reads and settlements.
+func (c *Client) Jobs() *jobs.Client { return c.jobs }
+
+// Enqueue creates the job spec describes, with its dispatch, in a
+// transaction of its own. See [Client.EnqueueTx].
+func (c *Client) Enqueue(ctx context.Context, spec jobs.Spec) (jobs.Enqueued, error) {
+	var out jobs.Enqueued
+	err := db.WithTx(ctx, c.pool, func(tx pgx.Tx) error {
+		var err error
+		out, err = c.EnqueueTx(ctx, tx, spec)
+		return err
+	})
+	return out, err
+}
+
+// EnqueueTx creates the job spec describes on tx, typically the transaction
+// holding the caller's business writes, and inserts its River dispatch in the
+// same transaction: committed, the job will run; rolled back, neither the
+// job nor its dispatch exists. A duplicate (same idempotency key and
+// payload) returns the existing job and dispatches nothing new.
+//
+// It refuses, writing nothing, what [jobs.Client.EnqueueTx] refuses, and a
+// queue River cannot serve ([db.ErrInvalidArgument]: River queue names
+// separate letters and digits by single underscores or hyphens).
+func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, spec jobs.Spec) (jobs.Enqueued, error) {
+	spec = c.withDefaults(spec)
+	if err := dispatchable(spec); err != nil {
+		return jobs.Enqueued{}, err
+	}
+	e, err := c.jobs.EnqueueTx(ctx, tx, spec)
+	if err != nil || e.Duplicate {
+		return e, err
+	}
+	if err := dispatchTx(ctx, c.river, tx, c.clock, e.Job); err != nil {
+		return jobs.Enqueued{}, fmt.Errorf("job.enqueue: dispatch job %d: %w", e.Job.ID, err)
+	}
+	return e, nil
+}
+
+// EnqueueMany creates the jobs specs describe, with their dispatches, in one
+// transaction of its own. See [Client.EnqueueManyTx].
+func (c *Client) EnqueueMany(ctx context.Context, specs []jobs.Spec) ([]jobs.Receipt, error) {
+	var out []jobs.Receipt
+	err := db.WithTx(ctx, c.pool, func(tx pgx.Tx) error {
+		var err error
+		out, err = c.EnqueueManyTx(ctx, tx, specs)
+		return err
+	})
+	return out, err
+}
+
+// EnqueueManyTx creates the jobs specs describe on tx in one statement, as
+// [jobs.Client.EnqueueManyTx] does, and inserts their dispatches in the same
+// transaction (River's COPY path). All or nothing, like EnqueueTx.
+func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []jobs.Spec) ([]jobs.Receipt, error) {
+	resolved := make([]jobs.Spec, len(specs))
+	for i, s := range specs {
+		resolved[i] = c.withDefaults(s)
+		if err := dispatchable(resolved[i]); err != nil {
+			return nil, fmt.Errorf("spec %d: %w", i, err)
+		}
+	}
+	receipts, err := c.jobs.EnqueueManyTx(ctx, tx, resolved)
+	if err != nil {
+		return nil, err
+	}
+	now := c.clock.Now()
+	params := make([]river.InsertManyParams, 0, len(receipts))
+	for i, r := range receipts {
+		s := resolved[i]
+		if r.Duplicate || s.External {
+			continue
+		}
+		j := jobs.Job{ID: r.ID, Kind: s.Kind, Queue: s.Queue, Priority: s.Priority, State: jobs.Queued, AvailableAt: s.AvailableAt}
+		if j.Queue == "" {
+			j.Queue = jobs.DefaultQueue
+		}
+		if j.Priority == 0 {
+			j.Priority = jobs.DefaultPriority
+		}
+		if j.AvailableAt.IsZero() {
+			j.AvailableAt = now
+		}
+		params = append(params, dispatchParams(j, c.clock))
+	}
+	if len(params) > 0 {
+		if _, err := c.river.InsertManyFastTx(ctx, tx, params); err != nil {
+			return nil, fmt.Errorf("job.enqueue_many: dispatch: %w", err)
+		}
+	}
+	return receipts, nil
+}
+
+// withDefaults gives spec its kind's handler defaults from the registry.
+func (c *Client) withDefaults(spec jobs.Spec) jobs.Spec {
+	if c.registry == nil {
+		return spec
+	}
+	if h := c.registry.lookup(spec.Kind); h != nil {
+		if spec.Lease == 0 {
+			spec.Lease = h.opts.Lease
+		}
+		if h.opts.Repeatable {
+			spec.Repeatable = true
+		}
+	}
+	return spec
+}
+
+// riverQueuePattern is River's rule for queue names.
+var riverQueuePattern = regexp.MustCompile(`^[a-z0-9]+(?:[_-]?[a-z0-9]+)*$`)
+
+// RiverQueue reports whether River can serve docket queue q: River's names
+// are narrower than docket's (no leading, trailing or doubled separator, at
+// most 64 characters).
+func RiverQueue(q string) bool { return len(q) <= 64 && riverQueuePattern.MatchString(q) }
+
+// dispatchable refuses a spec River could not dispatch.
+func dispatchable(s jobs.Spec) error {
+	if s.External || s.Queue == "" || RiverQueue(s.Queue) {
+		return nil
+	}
+	return db.Refuse(db.ErrInvalidArgument, "job.enqueue",
+		fmt.Sprintf("queue %q cannot be served by River: use letters and digits separated by single underscores or hyphens", s.Queue))
+}

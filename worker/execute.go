@@ -1,0 +1,297 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/jobs"
+)
+
+// dispatchWorker is River's worker for dispatches.
+type dispatchWorker struct {
+	river.WorkerDefaults[dispatchArgs]
+	w *Worker
+}
+
+// claimAnswer is one dispatch's share of a grouped claim: found false when
+// the job is unknown or not the worker's to claim.
+type claimAnswer struct {
+	result jobs.ClaimResult
+	found  bool
+}
+
+// notDueRecheck is how long a dispatch waits before looking again at a job
+// another claimant had locked.
+const notDueRecheck = time.Second
+
+// Work carries one dispatch: claim the job, run its handler, record the
+// outcome. It returns an error to River only for infrastructure failures,
+// which River retries; every outcome of the job itself is docket's.
+func (d *dispatchWorker) Work(ctx context.Context, rj *river.Job[dispatchArgs]) error {
+	w := d.w
+	id := rj.Args.JobID
+	var lease time.Duration
+	if h := w.cfg.Registry.lookup(rj.Args.JobKind); h != nil {
+		lease = h.opts.Lease
+	}
+	ans, err := w.claims.do(ctx, jobs.ClaimWant{ID: id, Lease: lease})
+	if err != nil {
+		w.emit(Event{Type: EventError, JobID: id, Kind: rj.Args.JobKind, Err: err})
+		return fmt.Errorf("claim job %d: %w", id, err)
+	}
+	if !ans.found {
+		w.log.WarnContext(ctx, "docket worker: dispatch for a job this worker may not claim or that does not exist; dropped", "job", id)
+		w.emit(Event{Type: EventSkipped, JobID: id, Kind: rj.Args.JobKind})
+		return nil
+	}
+	j := ans.result.Job
+	switch ans.result.Outcome {
+	case jobs.ClaimTaken:
+		return w.run(ctx, j)
+	case jobs.ClaimUndecodable:
+		w.log.WarnContext(ctx, "docket worker: job's payload schema is not one this deployment decodes; left queued",
+			"job", j.ID, "kind", j.Kind, "payload_schema", j.PayloadSchema)
+		w.emit(Event{Type: EventRefused, JobID: j.ID, Kind: j.Kind, State: string(j.State),
+			Err: db.RefuseCode("DK012", "worker.claim", fmt.Sprintf("kind %s payload schema %d", j.Kind, j.PayloadSchema), "job", j.ID)})
+		return nil
+	}
+	// Unavailable: wait for a job not yet due, look again at one another
+	// claimant held locked, drop the dispatch otherwise (finished, held by
+	// a live lease whose holder will dispatch any retry, or in doubt).
+	now := w.cfg.Clock.Now()
+	if j.State == jobs.Queued {
+		wait := j.AvailableAt.Sub(now)
+		if wait <= 0 {
+			wait = notDueRecheck
+		}
+		w.emit(Event{Type: EventSnoozed, JobID: j.ID, Kind: j.Kind, State: string(j.State)})
+		return river.JobSnooze(wait)
+	}
+	w.emit(Event{Type: EventSkipped, JobID: j.ID, Kind: j.Kind, State: string(j.State)})
+	return nil
+}
+
+// flushClaims claims a batch of wanted jobs in one statement.
+func (w *Worker) flushClaims(ctx context.Context, wants []jobs.ClaimWant) ([]claimAnswer, error) {
+	results, err := w.jobs.ClaimIDsTx(ctx, w.pool, uniqueWants(wants), w.decoders)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[int64]jobs.ClaimResult, len(results))
+	for _, r := range results {
+		byID[r.Job.ID] = r
+	}
+	out := make([]claimAnswer, len(wants))
+	taken := make(map[int64]bool, len(wants))
+	for i, want := range wants {
+		r, ok := byID[want.ID]
+		// Two dispatches of one job in one batch: the first gets the claim,
+		// the other sees the job held.
+		if ok && r.Outcome == jobs.ClaimTaken {
+			if taken[want.ID] {
+				r.Outcome = jobs.ClaimUnavailable
+			}
+			taken[want.ID] = true
+		}
+		out[i] = claimAnswer{result: r, found: ok}
+	}
+	return out, nil
+}
+
+// uniqueWants drops repeated ids, keeping the first.
+func uniqueWants(wants []jobs.ClaimWant) []jobs.ClaimWant {
+	seen := make(map[int64]bool, len(wants))
+	out := wants[:0:0]
+	for _, w := range wants {
+		if !seen[w.ID] {
+			seen[w.ID] = true
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// flushCompletions records a batch of successes in one statement.
+func (w *Worker) flushCompletions(ctx context.Context, batch []jobs.Completion) ([]error, error) {
+	return w.jobs.CompleteManyTx(ctx, w.pool, batch)
+}
+
+// run runs the handler of claimed job j and records its outcome.
+func (w *Worker) run(ctx context.Context, j jobs.Job) error {
+	h := w.cfg.Registry.lookup(j.Kind)
+	if h == nil {
+		// Not reachable: the claim names only the registry's kinds.
+		return w.fail(ctx, j, nil, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "no handler for kind " + j.Kind})
+	}
+	lease := j.Lease()
+	hctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if h.opts.Timeout > 0 {
+		var stop context.CancelFunc
+		hctx, stop = context.WithTimeoutCause(hctx, h.opts.Timeout, errTimeout)
+		defer stop()
+	}
+	beat := w.heartbeat(hctx, cancel, lease, j)
+	defer beat.stop()
+
+	w.emit(Event{Type: EventStarted, JobID: j.ID, Kind: j.Kind, Attempt: j.Attempts, Revision: h.opts.Revision, State: string(j.State)})
+	began := time.Now()
+	res, err := callHandler(hctx, h, j)
+	took := time.Since(began)
+	beat.stop()
+	base := Event{JobID: j.ID, Kind: j.Kind, Attempt: j.Attempts, Revision: h.opts.Revision, Duration: took}
+
+	if cause := context.Cause(hctx); errors.Is(cause, errLeaseLost) {
+		// The lease is gone: whatever the handler says, it is not its to
+		// record. Report the refusal a late outcome gets.
+		lost := beat.lostErr()
+		base.Type, base.Err = EventLeaseLost, lost
+		w.log.WarnContext(ctx, "docket worker: lease lost while the handler ran", "job", j.ID, "kind", j.Kind, "err", lost)
+		w.emit(base)
+		return nil
+	}
+	if err != nil && w.stopping.Load() && ctx.Err() != nil {
+		return w.release(ctx, j, h, base)
+	}
+	if err != nil {
+		if errors.Is(context.Cause(hctx), errTimeout) {
+			err = fmt.Errorf("%w after %v: %w", errTimeout, h.opts.Timeout, err)
+		}
+		f := failureOf(err)
+		if h.opts.Revision != "" {
+			f.Diagnostic = "[" + h.opts.Revision + "] " + f.Diagnostic
+		}
+		return w.fail(ctx, j, &base, f)
+	}
+	return w.succeed(ctx, j, res, base)
+}
+
+// callHandler runs h on j, turning a panic into a retryable failure whose
+// diagnostic carries the start of the stack.
+func callHandler(ctx context.Context, h *handler, j jobs.Job) (res Result, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &panicError{value: v, stack: debug.Stack()}
+		}
+	}()
+	return h.run(ctx, j)
+}
+
+// succeed records success: grouped with others when there are no writes, in
+// a transaction of its own with the writes otherwise.
+func (w *Worker) succeed(ctx context.Context, j jobs.Job, res Result, e Event) error {
+	settle := context.WithoutCancel(ctx) // the outcome is recorded even as the worker stops
+	var err error
+	if res.WritesFunc == nil {
+		err = w.completeGrouped(settle, jobs.Completion{Lease: j.Lease(), Result: res.Value})
+	} else {
+		_, err = w.jobs.Complete(settle, j.Lease(), res.Value, func(tx pgx.Tx) error { return res.WritesFunc(settle, tx) })
+		if err != nil && !isRefusal(err) {
+			// The writes failed: the attempt failed, retryably.
+			return w.fail(ctx, j, &e, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "completion writes: " + err.Error()})
+		}
+	}
+	switch {
+	case err == nil:
+		e.Type, e.State = EventSucceeded, string(jobs.Succeeded)
+	case isRefusal(err):
+		e.Type, e.Err = EventLeaseLost, err
+		w.log.WarnContext(ctx, "docket worker: success refused", "job", j.ID, "kind", j.Kind, "err", err)
+	default:
+		e.Type, e.Err = EventError, err
+		w.emit(e)
+		return fmt.Errorf("complete job %d: %w", j.ID, err)
+	}
+	w.emit(e)
+	return nil
+}
+
+// completeGrouped records one success through the completion batcher: the
+// element's refusal, or the whole batch's failure.
+func (w *Worker) completeGrouped(ctx context.Context, c jobs.Completion) error {
+	refusal, err := w.completions.do(ctx, c)
+	if err != nil {
+		return err
+	}
+	return refusal
+}
+
+// isRefusal reports whether err is the job store refusing an outcome (the
+// lease is no longer this worker's), as opposed to a failure to reach it.
+func isRefusal(err error) bool {
+	return errors.Is(err, db.ErrStaleClaim) || errors.Is(err, db.ErrTerminal) || errors.Is(err, db.ErrNotFound)
+}
+
+// fail records a failed attempt and, when the job is queued again for a
+// retry, its next dispatch, in one transaction.
+func (w *Worker) fail(ctx context.Context, j jobs.Job, e *Event, f jobs.Failure) error {
+	settle := context.WithoutCancel(ctx)
+	var after jobs.Job
+	err := db.WithTx(settle, w.pool, func(tx pgx.Tx) error {
+		var err error
+		after, err = w.jobs.FailTx(settle, tx, j.Lease(), f)
+		if err != nil {
+			return err
+		}
+		return dispatchTx(settle, w.river, tx, w.cfg.Clock, after)
+	})
+	ev := Event{JobID: j.ID, Kind: j.Kind, Attempt: j.Attempts}
+	if e != nil {
+		ev = *e
+	}
+	switch {
+	case err == nil:
+		ev.Type, ev.State, ev.Err = EventFailed, string(after.State), errors.New(f.Diagnostic)
+		w.log.InfoContext(ctx, "docket worker: attempt failed", "job", j.ID, "kind", j.Kind, "attempt", j.Attempts,
+			"class", f.Class, "state", after.State, "diagnostic", f.Diagnostic)
+	case isRefusal(err):
+		ev.Type, ev.Err = EventLeaseLost, err
+	default:
+		ev.Type, ev.Err = EventError, err
+		w.emit(ev)
+		return fmt.Errorf("fail job %d: %w", j.ID, err)
+	}
+	w.emit(ev)
+	return nil
+}
+
+// release gives back the lease of a handler cancelled by Stop: the job is
+// queued again with its attempt counted, and dispatched anew, in one
+// transaction.
+func (w *Worker) release(ctx context.Context, j jobs.Job, h *handler, e Event) error {
+	settle, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.ReleaseTimeout)
+	defer cancel()
+	var after jobs.Job
+	err := db.WithTx(settle, w.pool, func(tx pgx.Tx) error {
+		var err error
+		after, err = w.jobs.ReleaseTx(settle, tx, j.Lease(), time.Time{}, "worker stopped while the handler ran")
+		if err != nil {
+			return err
+		}
+		return dispatchTx(settle, w.river, tx, w.cfg.Clock, after)
+	})
+	if err != nil {
+		e.Type, e.Err = EventError, err
+		w.emit(e)
+		if isRefusal(err) {
+			return nil
+		}
+		return fmt.Errorf("release job %d: %w", j.ID, err)
+	}
+	e.Type, e.State = EventReleased, string(after.State)
+	w.log.InfoContext(ctx, "docket worker: released a lease on stop", "job", j.ID, "kind", h.kind, "state", after.State)
+	w.emit(e)
+	return nil
+}
+
+var (
+	errLeaseLost = errors.New("worker: the job's lease was lost")
+	errTimeout   = errors.New("worker: handler timed out")
+)

@@ -1,0 +1,76 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/docket-dev/docket/jobs"
+)
+
+// beat is one running handler's heartbeat.
+type beat struct {
+	once sync.Once
+	quit chan struct{}
+	done chan struct{}
+	mu   sync.Mutex
+	lost error // the refusal that ended the lease, once lost
+}
+
+// heartbeat renews lease every Heartbeat fraction of j's lease while the
+// handler runs. A renewal the job store refuses (the job was cancelled, the
+// lease expired or was taken over) cancels the handler with errLeaseLost; a
+// renewal that fails to reach the database is tried again at the next beat.
+func (w *Worker) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, lease jobs.Lease, j jobs.Job) *beat {
+	b := &beat{quit: make(chan struct{}), done: make(chan struct{})}
+	d := j.LeaseDuration
+	if !j.LeaseExpiresAt.IsZero() && !j.ClaimedAt.IsZero() {
+		d = j.LeaseExpiresAt.Sub(j.ClaimedAt) // the lease the claim took
+	}
+	d = min(max(d, jobs.MinLease), jobs.MaxLease)
+	every := time.Duration(float64(d) * w.cfg.Heartbeat)
+	go func() {
+		defer close(b.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-b.quit:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			_, err := w.jobs.Renew(ctx, lease, d)
+			switch {
+			case err == nil:
+			case isRefusal(err):
+				b.mu.Lock()
+				b.lost = err
+				b.mu.Unlock()
+				cancel(errLeaseLost)
+				return
+			case errors.Is(err, context.Canceled):
+				return
+			default:
+				w.log.WarnContext(ctx, "docket worker: renewing a lease failed; trying again at the next beat", "job", j.ID, "err", err)
+				w.emit(Event{Type: EventError, JobID: j.ID, Kind: j.Kind, Err: err})
+			}
+		}
+	}()
+	return b
+}
+
+// stop ends the heartbeat and waits for it; it may be called twice.
+func (b *beat) stop() {
+	b.once.Do(func() { close(b.quit) })
+	<-b.done
+}
+
+// lostErr is the refusal that ended the lease.
+func (b *beat) lostErr() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lost
+}

@@ -1,0 +1,199 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/jobs"
+)
+
+// HandlerFunc runs one attempt of a job whose payload decoded as T. Its
+// error decides the attempt's outcome: nil succeeds; a plain error is
+// retryable; wrap it with [Permanent], [Uncertain] or [RetryAfter] to say
+// otherwise. ctx is cancelled when the job's lease is lost (the job was
+// cancelled, or a renewal failed for good), when the handler's timeout
+// passes, or when the worker stops; a handler should return promptly then.
+type HandlerFunc[T any] func(ctx context.Context, job *jobs.Typed[T]) error
+
+// ResultFunc is a [HandlerFunc] that also returns what to record with
+// success: a result and writes to make in the completion transaction.
+type ResultFunc[T any] func(ctx context.Context, job *jobs.Typed[T]) (Result, error)
+
+// Result is what a [ResultFunc] returns with success.
+type Result struct {
+	// Value is recorded as the job's result (JSON); nil records none.
+	Value json.RawMessage
+	// WritesFunc, when not nil, runs inside the transaction that records
+	// success: the writes commit with the job's succeeded state, or, when
+	// it returns an error or the lease was lost, not at all (the attempt then
+	// fails retryably, or stays as the lease's new holder leaves it).
+	WritesFunc func(ctx context.Context, tx pgx.Tx) error
+}
+
+// HandlerOptions shape how a kind's jobs run. The zero value is ready to use.
+type HandlerOptions struct {
+	// Lease is how long a claim holds the job, renewed by the heartbeat while
+	// the handler runs: 1 s .. 24 h. Zero uses the job's own lease (set at
+	// enqueue; 5 minutes by default). A [Client] made with the registry also
+	// gives new jobs of the kind this lease.
+	Lease time.Duration
+	// Timeout bounds one attempt: its context is cancelled after it and the
+	// attempt fails retryably. Zero: no bound but the lease's heartbeat.
+	Timeout time.Duration
+	// Repeatable marks the kind's work as safe to run again: a [Client] made
+	// with the registry enqueues its jobs repeatable, so a job whose worker
+	// vanished runs again instead of becoming uncertain.
+	Repeatable bool
+	// Schemas are payload schema versions the handler decodes besides the
+	// kind's own: their payloads are decoded as T too. Jobs of any other
+	// schema are never handed to this worker: they stay queued, listed in
+	// docket.jobs_undecodable, for a deployment that knows them.
+	Schemas []int
+	// Revision names the handler's code version (a commit, a release). It is
+	// carried in the worker's logs and events, and in the diagnostic of every
+	// failure, so an operator can tell which code failed.
+	Revision string
+}
+
+// handler is one registered kind, with its payload type erased.
+type handler struct {
+	kind    string
+	schemas []int
+	opts    HandlerOptions
+	run     func(ctx context.Context, j jobs.Job) (Result, error)
+}
+
+// Registry holds the handlers a [Worker] runs, one per kind. Register every
+// kind before the worker starts; a registry is safe for concurrent use.
+type Registry struct {
+	mu       sync.RWMutex
+	handlers map[string]*handler
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{handlers: map[string]*handler{}} }
+
+// Handle registers fn for kind's jobs. It refuses, with
+// [db.ErrInvalidArgument], a zero kind, a nil fn, a kind already registered,
+// or malformed options.
+func Handle[T any](r *Registry, kind jobs.Kind[T], fn HandlerFunc[T], opts ...HandlerOptions) error {
+	if fn == nil {
+		return db.Refuse(db.ErrInvalidArgument, "worker.handle", "handler func is nil")
+	}
+	return HandleResult(r, kind, func(ctx context.Context, job *jobs.Typed[T]) (Result, error) {
+		return Result{}, fn(ctx, job)
+	}, opts...)
+}
+
+// HandleResult registers fn, which returns a [Result] with success, for
+// kind's jobs. It refuses what [Handle] refuses.
+func HandleResult[T any](r *Registry, kind jobs.Kind[T], fn ResultFunc[T], opts ...HandlerOptions) error {
+	const op = "worker.handle"
+	if kind.Name() == "" {
+		return db.Refuse(db.ErrInvalidArgument, op, "the zero Kind has no name: declare kinds with jobs.NewKind or jobs.MustKind")
+	}
+	if fn == nil {
+		return db.Refuse(db.ErrInvalidArgument, op, "handler func is nil")
+	}
+	if len(opts) > 1 {
+		return db.Refuse(db.ErrInvalidArgument, op, "give at most one HandlerOptions")
+	}
+	var o HandlerOptions
+	if len(opts) == 1 {
+		o = opts[0]
+	}
+	if err := o.validate(kind.Name()); err != nil {
+		return err
+	}
+	schemas := append([]int{kind.Schema()}, o.Schemas...)
+	slices.Sort(schemas)
+	schemas = slices.Compact(schemas)
+	h := &handler{
+		kind: kind.Name(), schemas: schemas, opts: o,
+		run: func(ctx context.Context, j jobs.Job) (Result, error) {
+			var args T
+			if err := json.Unmarshal(j.Payload, &args); err != nil {
+				return Result{}, Permanent(fmt.Errorf("payload does not decode as %T: %w", args, err))
+			}
+			return fn(ctx, &jobs.Typed[T]{Job: j, Args: args})
+		},
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.handlers == nil {
+		r.handlers = map[string]*handler{}
+	}
+	if _, ok := r.handlers[h.kind]; ok {
+		return db.Refuse(db.ErrInvalidArgument, op, "kind "+h.kind+" already has a handler")
+	}
+	r.handlers[h.kind] = h
+	return nil
+}
+
+func (o HandlerOptions) validate(kind string) error {
+	const op = "worker.handle"
+	if o.Lease != 0 && (o.Lease < jobs.MinLease || o.Lease > jobs.MaxLease) {
+		return db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("kind %s: lease %v is outside %v .. %v", kind, o.Lease, jobs.MinLease, jobs.MaxLease))
+	}
+	if o.Timeout < 0 {
+		return db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("kind %s: timeout %v is negative", kind, o.Timeout))
+	}
+	for _, s := range o.Schemas {
+		if s < 1 || s > 1<<31-1 {
+			return db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("kind %s: payload schema %d must be a positive 32-bit integer", kind, s))
+		}
+	}
+	if len(o.Revision) > 100 {
+		return db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("kind %s: revision is longer than 100 bytes", kind))
+	}
+	return nil
+}
+
+// lookup returns kind's handler, or nil.
+func (r *Registry) lookup(kind string) *handler {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.handlers[kind]
+}
+
+// decoders lists every (kind, payload schema) pair the registry decodes, in
+// a stable order.
+func (r *Registry) decoders() []jobs.Decoder {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var out []jobs.Decoder
+	for _, h := range r.handlers {
+		for _, s := range h.schemas {
+			out = append(out, jobs.Decoder{Kind: h.kind, Schema: s})
+		}
+	}
+	slices.SortFunc(out, func(a, b jobs.Decoder) int {
+		if a.Kind != b.Kind {
+			if a.Kind < b.Kind {
+				return -1
+			}
+			return 1
+		}
+		return a.Schema - b.Schema
+	})
+	return out
+}
+
+// Kinds returns the registered kinds, sorted.
+func (r *Registry) Kinds() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]string, 0, len(r.handlers))
+	for k := range r.handlers {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,327 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/jobs"
+)
+
+// Config configures a [Worker]. Only Actor and Registry are required.
+type Config struct {
+	// Actor is who the worker acts as: it claims, renews and settles jobs in
+	// every project where Actor holds job.claim, and nowhere else. Required.
+	Actor access.Actor
+	// Registry holds the handlers. Required, with at least one handler.
+	Registry *Registry
+	// Queues maps each docket queue the worker serves to how many handlers
+	// may run at once for it (River's MaxWorkers): 1..10000. Defaults to
+	// {"default": 100}. A queue must also be a valid River queue name (see
+	// [RiverQueue]); [SweepQueue] is reserved.
+	Queues map[string]int
+	// Clock gives the instants the worker passes to the database. Defaults
+	// to [db.SystemClock].
+	Clock db.Clock
+	// Deployment names this deployment in docket.job_decoders, where the
+	// worker records at Start which payload versions it decodes. Defaults to
+	// the host name.
+	Deployment string
+	// Heartbeat is the fraction of a lease after which the heartbeat renews
+	// it: 0.05 .. 0.9. Defaults to 1/3, so two renewals may fail before the
+	// lease expires.
+	Heartbeat float64
+	// Claims and Completions shape the group commits of claims and of
+	// successes without writes. See [Batching] for the defaults.
+	Claims, Completions Batching
+	// SweepEvery is how often the built-in sweeps (lease expiry, dispatch)
+	// run: 10 ms .. 1 h. Defaults to 1 s.
+	SweepEvery time.Duration
+	// SweepLimit is the most items one sweep run moves: 1..10000. Defaults
+	// to 1000.
+	SweepLimit int
+	// Sweeps are further sweeps to run beside the built-in ones, each on its
+	// own period: how other docket packages hook their deadline sweeps in.
+	Sweeps []Sweep
+	// ReleaseTimeout bounds how long [Worker.Stop], once its deadline has
+	// passed, waits for cancelled handlers to return and their leases to be
+	// given back. Defaults to 10 s.
+	ReleaseTimeout time.Duration
+	// FetchCooldown and FetchPollInterval are River's (see river.Config).
+	// Zero: River's defaults.
+	FetchCooldown, FetchPollInterval time.Duration
+	// Logger receives the worker's structured logs and River's. Defaults to
+	// slog.Default() for the worker's and warnings and errors only for
+	// River's.
+	Logger *slog.Logger
+	// OnEvent, when not nil, is called for every [Event], synchronously and
+	// from many goroutines: keep it quick (count, send on a buffered
+	// channel). The hook for metrics.
+	OnEvent func(Event)
+}
+
+// Worker runs the handlers of a [Registry] for docket jobs, through River:
+// each dispatch claims its job (claims grouped into one statement), runs the
+// handler while a heartbeat renews the lease, and records the outcome
+// (successes grouped too). It also runs the sweeps. Create it with [New],
+// then [Worker.Start] and [Worker.Stop]. Several workers, in one process or
+// many, may serve the same queues.
+type Worker struct {
+	cfg      Config
+	pool     *pgxpool.Pool
+	jobs     *jobs.Client
+	river    *river.Client[pgx.Tx]
+	log      *slog.Logger
+	decoders []jobs.Decoder
+	queues   []string
+	sweeps   map[string]Sweep
+
+	claims      *batcher[jobs.ClaimWant, claimAnswer]
+	completions *batcher[jobs.Completion, error]
+	batchCtx    context.Context
+	batchCancel context.CancelFunc
+
+	stopping atomic.Bool // Stop's deadline passed: handlers are being cancelled
+	started  atomic.Bool
+	stopOnce sync.Once
+}
+
+// New returns a worker on pool. It refuses, with [db.ErrInvalidArgument],
+// a nil pool, a malformed actor, an empty registry, or any option outside
+// its bounds, naming it.
+func New(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
+	const op = "worker.new"
+	if pool == nil {
+		return nil, db.Refuse(db.ErrInvalidArgument, op, "pool is nil")
+	}
+	if cfg.Registry == nil || len(cfg.Registry.Kinds()) == 0 {
+		return nil, db.Refuse(db.ErrInvalidArgument, op, "the registry has no handler: register one with worker.Handle")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	jc, err := jobs.NewClient(pool, jobs.Config{Actor: cfg.Actor, Clock: cfg.Clock})
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	w := &Worker{cfg: cfg, pool: pool, jobs: jc, log: log, decoders: cfg.Registry.decoders(), sweeps: map[string]Sweep{}}
+	for q := range cfg.Queues {
+		w.queues = append(w.queues, q)
+	}
+	for _, s := range w.builtinSweeps() {
+		w.sweeps[s.Name] = s
+	}
+	for _, s := range cfg.Sweeps {
+		if err := s.validate(); err != nil {
+			return nil, err
+		}
+		if s.Every == 0 {
+			s.Every = cfg.SweepEvery
+		}
+		if _, dup := w.sweeps[s.Name]; dup {
+			return nil, db.Refuse(db.ErrInvalidArgument, op, "two sweeps are named "+s.Name)
+		}
+		w.sweeps[s.Name] = s
+	}
+
+	workers := river.NewWorkers()
+	if err := river.AddWorkerSafely(workers, &dispatchWorker{w: w}); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := river.AddWorkerSafely(workers, &sweepWorker{w: w}); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	queues := map[string]river.QueueConfig{SweepQueue: {MaxWorkers: 2}}
+	for q, n := range cfg.Queues {
+		queues[q] = river.QueueConfig{MaxWorkers: n}
+	}
+	var periodic []*river.PeriodicJob
+	for _, s := range w.sweeps {
+		name, every := s.Name, s.Every
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(every),
+			func() (river.JobArgs, *river.InsertOpts) {
+				return sweepArgs{Name: name}, &river.InsertOpts{Queue: SweepQueue, MaxAttempts: 1}
+			}, &river.PeriodicJobOpts{ID: "docket.sweep." + name, RunOnStart: true}))
+	}
+	rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Schema:               db.Schema,
+		Logger:               riverLogger(cfg.Logger),
+		Queues:               queues,
+		Workers:              workers,
+		PeriodicJobs:         periodic,
+		JobTimeout:           -1, // handlers are bounded by their own Timeout and lease
+		RescueStuckJobsAfter: jobs.MaxLease + time.Hour,
+		MaxAttempts:          dispatchMaxAttempts,
+		FetchCooldown:        cfg.FetchCooldown,
+		FetchPollInterval:    cfg.FetchPollInterval,
+	})
+	if err != nil {
+		return nil, db.Refuse(db.ErrInvalidArgument, op, "river: "+err.Error())
+	}
+	w.river = rc
+	return w, nil
+}
+
+func (cfg Config) withDefaults() (Config, error) {
+	const op = "worker.new"
+	bad := func(format string, args ...any) (Config, error) {
+		return cfg, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf(format, args...))
+	}
+	if err := cfg.Actor.Validate(); err != nil {
+		return cfg, err
+	}
+	if cfg.Queues == nil {
+		cfg.Queues = map[string]int{jobs.DefaultQueue: 100}
+	}
+	if len(cfg.Queues) == 0 {
+		return bad("no queues: give Config.Queues at least one")
+	}
+	for q, n := range cfg.Queues {
+		if q == SweepQueue {
+			return bad("queue %q is reserved for the worker's sweeps", q)
+		}
+		if !jobs.ValidQueue(q) || !RiverQueue(q) {
+			return bad("queue %q: want letters and digits separated by single underscores or hyphens, at most 63 characters", q)
+		}
+		if n < 1 || n > 10000 {
+			return bad("queue %q: %d handlers at once is outside 1..10000", q, n)
+		}
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = db.SystemClock{}
+	}
+	if cfg.Deployment == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "worker"
+		}
+		cfg.Deployment = host
+	}
+	if cfg.Heartbeat == 0 {
+		cfg.Heartbeat = 1.0 / 3
+	}
+	if cfg.Heartbeat < 0.05 || cfg.Heartbeat > 0.9 {
+		return bad("heartbeat fraction %v is outside 0.05 .. 0.9", cfg.Heartbeat)
+	}
+	for name, b := range map[string]Batching{"claims": cfg.Claims, "completions": cfg.Completions} {
+		b = b.withDefaults()
+		if b.Max < 1 || b.Max > jobs.MaxClaimBatch {
+			return bad("%s batch of %d is outside 1..%d", name, b.Max, jobs.MaxClaimBatch)
+		}
+		if b.Window < 0 || b.Window > 100*time.Millisecond {
+			return bad("%s window %v is outside 0 .. 100ms", name, b.Window)
+		}
+		if b.Flushers < 1 || b.Flushers > 64 {
+			return bad("%s flushers %d is outside 1..64", name, b.Flushers)
+		}
+	}
+	if cfg.SweepEvery == 0 {
+		cfg.SweepEvery = time.Second
+	}
+	if cfg.SweepEvery < 10*time.Millisecond || cfg.SweepEvery > time.Hour {
+		return bad("sweep period %v is outside 10ms .. 1h", cfg.SweepEvery)
+	}
+	if cfg.SweepLimit == 0 {
+		cfg.SweepLimit = 1000
+	}
+	if cfg.SweepLimit < 1 || cfg.SweepLimit > jobs.MaxSweepBatch {
+		return bad("sweep limit %d is outside 1..%d", cfg.SweepLimit, jobs.MaxSweepBatch)
+	}
+	if cfg.ReleaseTimeout == 0 {
+		cfg.ReleaseTimeout = 10 * time.Second
+	}
+	if cfg.ReleaseTimeout < 0 {
+		return bad("release timeout %v is negative", cfg.ReleaseTimeout)
+	}
+	return cfg, nil
+}
+
+// Start records the payload versions the worker decodes in
+// docket.job_decoders, then starts fetching dispatches, running handlers
+// and sweeping. ctx bounds only the start; use [Worker.Stop] to stop. A
+// worker starts once.
+func (w *Worker) Start(ctx context.Context) error {
+	if !w.started.CompareAndSwap(false, true) {
+		return errors.New("worker: already started")
+	}
+	if err := w.jobs.RegisterDecoders(ctx, w.cfg.Deployment, w.decoders); err != nil {
+		return fmt.Errorf("worker: register decoders: %w", err)
+	}
+	w.batchCtx, w.batchCancel = context.WithCancel(context.WithoutCancel(ctx))
+	w.claims = newBatcher(w.batchCtx, w.cfg.Claims, w.flushClaims)
+	w.completions = newBatcher(w.batchCtx, w.cfg.Completions, w.flushCompletions)
+	if err := w.river.Start(context.WithoutCancel(ctx)); err != nil {
+		w.closeBatchers()
+		return fmt.Errorf("worker: start river: %w", err)
+	}
+	w.log.InfoContext(ctx, "docket worker started", "actor", w.cfg.Actor, "queues", w.queues,
+		"kinds", w.cfg.Registry.Kinds(), "deployment", w.cfg.Deployment)
+	return nil
+}
+
+// Stop stops the worker: it stops fetching, and waits for running handlers
+// until ctx is done. Then it cancels the handlers still running and, as each
+// returns, gives its lease back (the job is queued again, its attempt
+// counted, and dispatched anew), waiting up to [Config.ReleaseTimeout] for
+// that. After Stop returns nil no job is claimed by this worker. It returns
+// ctx's error when handlers had to be cancelled, and an error naming what
+// is left when some did not return in time.
+func (w *Worker) Stop(ctx context.Context) error {
+	if !w.started.Load() {
+		return nil
+	}
+	var err error
+	w.stopOnce.Do(func() {
+		err = w.river.Stop(ctx)
+		if err != nil {
+			w.stopping.Store(true)
+			w.log.WarnContext(ctx, "docket worker: stop deadline passed; cancelling handlers and releasing their leases")
+			hard, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.ReleaseTimeout)
+			defer cancel()
+			if herr := w.river.StopAndCancel(hard); herr != nil {
+				err = fmt.Errorf("worker: handlers still running after the release timeout: %w", herr)
+			}
+		}
+		w.closeBatchers()
+		w.log.InfoContext(ctx, "docket worker stopped")
+	})
+	return err
+}
+
+func (w *Worker) closeBatchers() {
+	w.claims.close()
+	w.completions.close()
+	w.batchCancel()
+}
+
+// emit reports e to the OnEvent hook.
+func (w *Worker) emit(e Event) {
+	if w.cfg.OnEvent != nil {
+		w.cfg.OnEvent(e)
+	}
+}
+
+// riverLogger is l, or a logger of River's warnings and errors.
+func riverLogger(l *slog.Logger) *slog.Logger {
+	if l != nil {
+		return l
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
