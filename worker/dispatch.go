@@ -32,13 +32,19 @@ func (dispatchArgs) Kind() string { return DispatchKind }
 // say); docket's own attempts are the job's.
 const dispatchMaxAttempts = 25
 
+// shortWait is the longest a dispatch waits in the worker for its job to
+// fall due. A longer wait is River's: the dispatch is scheduled (or snoozed),
+// and River's scheduler makes it available, within about 5 s of the instant.
+const shortWait = time.Second
+
 // dispatchParams is the River insert of j's dispatch: River queue = j's
-// queue, River priority = j's priority, due at j.AvailableAt. River keeps
-// time by the wall clock and docket by clock, so the instant is carried
-// across as an offset from clock's now.
+// queue, River priority = j's priority, due at j.AvailableAt, or at once when
+// that is less than shortWait away (the worker waits out the rest). River
+// keeps time by the wall clock and docket by clock, so the instant is
+// carried across as an offset from clock's now.
 func dispatchParams(j jobs.Job, clock db.Clock) river.InsertManyParams {
 	opts := &river.InsertOpts{Queue: j.Queue, Priority: j.Priority, MaxAttempts: dispatchMaxAttempts}
-	if wait := j.AvailableAt.Sub(clock.Now()); wait > 0 {
+	if wait := j.AvailableAt.Sub(clock.Now()); wait > shortWait {
 		opts.ScheduledAt = time.Now().Add(wait)
 	}
 	return river.InsertManyParams{Args: dispatchArgs{JobID: j.ID, JobKind: j.Kind}, InsertOpts: opts}

@@ -27,9 +27,13 @@ type claimAnswer struct {
 	found  bool
 }
 
-// notDueRecheck is how long a dispatch waits before looking again at a job
-// another claimant had locked.
-const notDueRecheck = time.Second
+// lockedRecheck is how long a dispatch waits before looking again at a due
+// job another claimant had locked; maxShortWaits bounds how often it waits
+// in the worker before handing the wait to River.
+const (
+	lockedRecheck = 50 * time.Millisecond
+	maxShortWaits = 3
+)
 
 // Work carries one dispatch: claim the job, run its handler, record the
 // outcome. It returns an error to River only for infrastructure failures,
@@ -41,41 +45,52 @@ func (d *dispatchWorker) Work(ctx context.Context, rj *river.Job[dispatchArgs]) 
 	if h := w.cfg.Registry.lookup(rj.Args.JobKind); h != nil {
 		lease = h.opts.Lease
 	}
-	ans, err := w.claims.do(ctx, jobs.ClaimWant{ID: id, Lease: lease})
-	if err != nil {
-		w.emit(Event{Type: EventError, JobID: id, Kind: rj.Args.JobKind, Err: err})
-		return fmt.Errorf("claim job %d: %w", id, err)
-	}
-	if !ans.found {
-		w.log.WarnContext(ctx, "docket worker: dispatch for a job this worker may not claim or that does not exist; dropped", "job", id)
-		w.emit(Event{Type: EventSkipped, JobID: id, Kind: rj.Args.JobKind})
-		return nil
-	}
-	j := ans.result.Job
-	switch ans.result.Outcome {
-	case jobs.ClaimTaken:
-		return w.run(ctx, j)
-	case jobs.ClaimUndecodable:
-		w.log.WarnContext(ctx, "docket worker: job's payload schema is not one this deployment decodes; left queued",
-			"job", j.ID, "kind", j.Kind, "payload_schema", j.PayloadSchema)
-		w.emit(Event{Type: EventRefused, JobID: j.ID, Kind: j.Kind, State: string(j.State),
-			Err: db.RefuseCode("DK012", "worker.claim", fmt.Sprintf("kind %s payload schema %d", j.Kind, j.PayloadSchema), "job", j.ID)})
-		return nil
-	}
-	// Unavailable: wait for a job not yet due, look again at one another
-	// claimant held locked, drop the dispatch otherwise (finished, held by
-	// a live lease whose holder will dispatch any retry, or in doubt).
-	now := w.cfg.Clock.Now()
-	if j.State == jobs.Queued {
-		wait := j.AvailableAt.Sub(now)
-		if wait <= 0 {
-			wait = notDueRecheck
+	for waited := 0; ; waited++ {
+		ans, err := w.claims.do(ctx, jobs.ClaimWant{ID: id, Lease: lease})
+		if err != nil {
+			w.emit(Event{Type: EventError, JobID: id, Kind: rj.Args.JobKind, Err: err})
+			return fmt.Errorf("claim job %d: %w", id, err)
 		}
-		w.emit(Event{Type: EventSnoozed, JobID: j.ID, Kind: j.Kind, State: string(j.State)})
-		return river.JobSnooze(wait)
+		if !ans.found {
+			w.log.WarnContext(ctx, "docket worker: dispatch for a job this worker may not claim or that does not exist; dropped", "job", id)
+			w.emit(Event{Type: EventSkipped, JobID: id, Kind: rj.Args.JobKind})
+			return nil
+		}
+		j := ans.result.Job
+		switch ans.result.Outcome {
+		case jobs.ClaimTaken:
+			return w.run(ctx, j)
+		case jobs.ClaimUndecodable:
+			w.log.WarnContext(ctx, "docket worker: job's payload schema is not one this deployment decodes; left queued",
+				"job", j.ID, "kind", j.Kind, "payload_schema", j.PayloadSchema)
+			w.emit(Event{Type: EventRefused, JobID: j.ID, Kind: j.Kind, State: string(j.State),
+				Err: db.RefuseCode("DK012", "worker.claim", fmt.Sprintf("kind %s payload schema %d", j.Kind, j.PayloadSchema), "job", j.ID)})
+			return nil
+		}
+		// Unavailable. Drop the dispatch of a job that is finished, in
+		// doubt, or held by a live lease (its holder dispatches any retry).
+		if j.State != jobs.Queued {
+			w.emit(Event{Type: EventSkipped, JobID: j.ID, Kind: j.Kind, State: string(j.State)})
+			return nil
+		}
+		// Queued: not yet due, or locked by another claimant. Wait a
+		// moment here, or longer in River.
+		wait := j.AvailableAt.Sub(w.cfg.Clock.Now())
+		if wait <= 0 {
+			wait = lockedRecheck
+		}
+		if wait > shortWait || waited >= maxShortWaits {
+			w.emit(Event{Type: EventSnoozed, JobID: j.ID, Kind: j.Kind, State: string(j.State)})
+			return river.JobSnooze(wait)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
 	}
-	w.emit(Event{Type: EventSkipped, JobID: j.ID, Kind: j.Kind, State: string(j.State)})
-	return nil
 }
 
 // flushClaims claims a batch of wanted jobs in one statement.

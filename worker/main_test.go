@@ -3,6 +3,8 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -126,6 +128,7 @@ func startWorker(t testing.TB, e env, reg *worker.Registry, rec *recorder, tune 
 		Actor: app, Registry: reg, Clock: e.clock, Deployment: "test",
 		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
 		SweepEvery: 50 * time.Millisecond,
+		Logger:     testLogger,
 	}
 	if rec != nil {
 		cfg.OnEvent = rec.add
@@ -143,6 +146,9 @@ func startWorker(t testing.TB, e env, reg *worker.Registry, rec *recorder, tune 
 	})
 	return w
 }
+
+// testLogger shows the workers' warnings and errors only.
+var testLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 func invoiceSpec(t testing.TB, order int, mode string) jobs.Spec {
 	t.Helper()

@@ -105,6 +105,12 @@ END
 $$;
 -- +goose StatementEnd
 
+-- Dispatches by docket job id, for job_dispatch_live. The index is docket's,
+-- on River's table: River's own GIN index on args answers "which dispatch
+-- carries job N" too slowly to ask it once per queued job.
+CREATE INDEX river_job_docket_dispatch_idx ON docket.river_job (((args ->> 'job_id')::bigint))
+    WHERE kind = 'docket.dispatch';
+
 -- job_dispatch_live reports whether job p_id has a River dispatch that River
 -- has not finalized (available, pending, retryable, running or scheduled).
 -- +goose StatementBegin
@@ -112,7 +118,7 @@ CREATE FUNCTION docket.job_dispatch_live(p_id bigint) RETURNS boolean
 LANGUAGE sql STABLE AS $$
     SELECT EXISTS (
         SELECT 1 FROM docket.river_job r
-        WHERE r.args @> jsonb_build_object('job_id', p_id)
+        WHERE (r.args ->> 'job_id')::bigint = p_id
           AND r.kind = 'docket.dispatch'
           AND r.state IN ('available', 'pending', 'retryable', 'running', 'scheduled'));
 $$;
@@ -128,9 +134,9 @@ $$;
 -- the same however long the queues are. Jobs for external executors are
 -- never dispatched; neither are jobs whose (kind, payload_schema) is not
 -- among the parallel p_kinds/p_schemas (when not NULL). It returns at most
--- p_limit jobs, locked (skipping locked ones) so that two sweepers never both
--- dispatch one job: the caller inserts the dispatches in the same
--- transaction.
+-- p_limit jobs, locked (skipping locked ones) and checked again once locked,
+-- so that two sweepers never both dispatch one job: the caller inserts the
+-- dispatches in the same transaction, at READ COMMITTED.
 -- Refuses: p_limit outside 1..10000, p_scan outside 1..10000, a malformed
 -- queue, decoder arrays of different lengths (DK010).
 -- +goose StatementBegin
@@ -140,6 +146,8 @@ RETURNS SETOF docket.jobs
 LANGUAGE plpgsql AS $$
 DECLARE
     v_queue text;
+    v_candidates bigint[];
+    v_locked bigint[];
 BEGIN
     PERFORM docket.job_require_batch('sweep limit', p_limit, 10000);
     PERFORM docket.job_require_batch('scan limit', p_scan, 10000);
@@ -153,9 +161,10 @@ BEGIN
                 coalesce(quote_literal(v_queue), 'NULL') USING ERRCODE = 'DK010';
         END IF;
     END LOOP;
-    RETURN QUERY
-    SELECT j.* FROM docket.jobs j
-    WHERE j.id IN (
+    -- The candidates, unlocked; then lock them; then look again, in a
+    -- statement of its own and so with a fresh snapshot, for dispatches that
+    -- a sweeper which held them a moment ago has committed since.
+    v_candidates := ARRAY(
         SELECT c.id
         FROM (SELECT DISTINCT g.project FROM docket.grants g
               WHERE g.principal = p_actor AND g.capability = 'job.claim') p
@@ -167,11 +176,20 @@ BEGIN
             LIMIT p_scan) c
         WHERE NOT c.external
           AND (p_kinds IS NULL OR (c.kind, c.payload_schema) IN (SELECT * FROM unnest(p_kinds, p_schemas)))
-          AND NOT docket.job_dispatch_live(c.id))
-      AND j.state = 'queued'
-    ORDER BY j.priority, j.available_at, j.id
-    LIMIT p_limit
-    FOR UPDATE SKIP LOCKED;
+          AND NOT docket.job_dispatch_live(c.id));
+    IF cardinality(v_candidates) = 0 THEN
+        RETURN;
+    END IF;
+    v_locked := ARRAY(
+        SELECT j.id FROM docket.jobs j
+        WHERE j.id = ANY (v_candidates) AND j.state = 'queued'
+        ORDER BY j.priority, j.available_at, j.id
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED);
+    RETURN QUERY
+    SELECT j.* FROM docket.jobs j
+    WHERE j.id = ANY (v_locked) AND NOT docket.job_dispatch_live(j.id)
+    ORDER BY j.priority, j.available_at, j.id;
 END
 $$;
 -- +goose StatementEnd
@@ -191,5 +209,6 @@ COMMENT ON VIEW docket.jobs_undispatched IS
 DROP VIEW docket.jobs_undispatched;
 DROP FUNCTION docket.job_undispatched(text[], integer, integer, text[], integer[], text, timestamptz);
 DROP FUNCTION docket.job_dispatch_live(bigint);
+DROP INDEX docket.river_job_docket_dispatch_idx;
 DROP FUNCTION docket.job_claim_ids(bigint[], interval[], text[], integer[], text, timestamptz);
 DROP VIEW docket.job_claim_outcome;
