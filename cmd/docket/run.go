@@ -45,6 +45,9 @@ commands:
                                   settle an uncertain job
   job sweep [--limit N]           move expired leases on (queued, dead or uncertain)
   version                         build, schema and River versions
+  demo [--orders N]               run a small order service on docket and show
+                                  what became of its jobs (without a database
+                                  URL: a scratch database, found as tests do)
 
 The database URL comes from --database-url, else DOCKET_DATABASE_URL, else
 DATABASE_URL. Changes are recorded as made by --as ACTOR (default user:$USER).
@@ -104,6 +107,8 @@ func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Write
 		action, err = c.grants(rest)
 	case "job":
 		action, err = c.job(rest)
+	case "demo":
+		err = c.demo(ctx, rest)
 	default:
 		return c.usageError(fmt.Errorf("unknown command %q", cmd))
 	}
