@@ -2,7 +2,17 @@
 
 SQLC := go run github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1
 
-.PHONY: test lint generate build
+.PHONY: demo test lint generate build
+
+## demo: a small order service on docket, from a fresh database to a table of outcomes
+# Postgres as for make test: the database in DOCKET_DATABASE_URL if set, else a
+# scratch database (dropped at the end) on the server the tests would use.
+demo:
+	@if [ -z "$${DOCKET_DATABASE_URL:-}$${DATABASE_URL:-}$${DOCKET_TEST_DATABASE_URL:-}" ] \
+	   && command -v pg_lsclusters >/dev/null && { [ "$$(id -u)" = 0 ] || [ "$$(id -un)" = postgres ]; }; then \
+	  DOCKET_TEST_DATABASE_URL=$$(scripts/pg-local) || exit 1; export DOCKET_TEST_DATABASE_URL; \
+	fi; \
+	go run ./cmd/docket demo
 
 ## test: run every test with -race against a real PostgreSQL (see scripts/test)
 test:
