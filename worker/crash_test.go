@@ -58,7 +58,7 @@ func TestCrashWorkerProcess(t *testing.T) {
 	}))
 	w, err := worker.New(pool, worker.Config{
 		Actor: app, Registry: reg, Clock: db.NewFakeClock(now), Deployment: "crashing",
-		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
+		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond, Logger: testLogger,
 	})
 	require.NoError(t, err)
 	require.NoError(t, w.Start(ctx))
@@ -182,28 +182,12 @@ func TestCrashReconciledJobRunsAgain(t *testing.T) {
 }
 
 // killMidHandlers runs a worker process until it has started the handlers
-// of all of ids, then kills it.
-//
-// While it runs, a standby worker, serving another queue, holds River's
-// leadership, as a surviving process would, so that the process about to
-// die does not take it to its grave; the standby steps down once the process
-// is dead, for the test's next worker to lead (a leader's scheduler is what
-// makes River's scheduled dispatches available).
+// of all of ids, then kills it. The process is River's leader, as the only
+// running worker, and stays so for River's leadership term after its death:
+// the tests run the sweeps they need themselves rather than wait for that.
 func killMidHandlers(t *testing.T, e env, ids ...int64) {
 	t.Helper()
 	ctx := t.Context()
-	standby := worker.NewRegistry()
-	require.NoError(t, worker.Handle(standby, invoiceKind, func(ctx context.Context, j *jobs.Typed[Invoice]) error {
-		t.Errorf("the standby worker ran job %d", j.ID)
-		return nil
-	}))
-	standbyRec := newRecorder()
-	sw := startWorker(t, e, standby, standbyRec, func(c *worker.Config) {
-		c.Queues = map[string]int{"standby": 1}
-		c.Deployment = "standby"
-	})
-	standbyRec.waitN(t, 1, is(worker.EventSweep, 0)) // sweeps run on the leader only
-
 	child := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCrashWorkerProcess$", "-test.v=false", "-test.count=1")
 	child.Env = append(os.Environ(),
 		crashURLEnv+"="+e.pool.Config().ConnString(),
@@ -254,7 +238,6 @@ func killMidHandlers(t *testing.T, e env, ids ...int64) {
 	require.NoError(t, child.Process.Kill())
 	<-read
 	_ = child.Wait()
-	require.NoError(t, sw.Stop(ctx))
 }
 
 // newCountingWorker returns a worker, not started, on e's pool and clock
@@ -269,7 +252,7 @@ func newCountingWorker(t *testing.T, e env, rec *recorder, runs []atomic.Int32) 
 	w, err := worker.New(e.pool, worker.Config{
 		Actor: app, Registry: reg, Clock: e.clock, Deployment: "test",
 		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
-		SweepEvery: 50 * time.Millisecond, OnEvent: rec.add,
+		SweepEvery: 50 * time.Millisecond, OnEvent: rec.add, Logger: testLogger,
 	})
 	require.NoError(t, err)
 	return w

@@ -62,7 +62,8 @@ func TestStopPastDeadlineReleasesRunningJobs(t *testing.T) {
 
 	require.Equal(t, inFlight, rec.count(is(worker.EventReleased, 0)))
 	require.Zero(t, rec.count(is(worker.EventFailed, 0)))
-	require.Zero(t, rec.count(is(worker.EventError, 0)))
+	// A sweep the stop cut short may report an error; no job may.
+	require.Zero(t, rec.count(func(ev worker.Event) bool { return ev.Type == worker.EventError && ev.JobID != 0 }))
 	var claimed int
 	require.NoError(t, e.pool.QueryRow(ctx, "SELECT count(*) FROM docket.jobs WHERE state = 'claimed'").Scan(&claimed))
 	require.Zero(t, claimed)
