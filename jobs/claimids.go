@@ -86,10 +86,13 @@ func (c *Client) ClaimIDsTx(ctx context.Context, q db.DBTX, wants []ClaimWant, d
 // looks at the first scan due jobs of each queue, in each project where the
 // actor holds job.claim, in claim order; jobs for external executors and, when
 // decoders is not empty, jobs of other payload versions are left out. A
-// worker dispatches what it returns in the same transaction. It refuses, with
+// dispatch River has been running since before runningSince (River's clock)
+// counts as dead, not as carrying its job (zero: every running dispatch
+// counts). A worker dispatches what it returns in the same transaction. It
+// refuses, with
 // [db.ErrInvalidArgument], limit or scan outside 1..[MaxSweepBatch], a
 // malformed queue or decoder.
-func (c *Client) UndispatchedTx(ctx context.Context, q db.DBTX, queues []string, scan, limit int, decoders []Decoder) ([]Job, error) {
+func (c *Client) UndispatchedTx(ctx context.Context, q db.DBTX, queues []string, scan, limit int, decoders []Decoder, runningSince time.Time) ([]Job, error) {
 	const op = "job.undispatched"
 	for _, n := range []int{scan, limit} {
 		if n < 1 || n > MaxSweepBatch {
@@ -107,7 +110,7 @@ func (c *Client) UndispatchedTx(ctx context.Context, q db.DBTX, queues []string,
 	}
 	rows, err := queries.JobUndispatched(ctx, q, dbsqlc.JobUndispatchedParams{
 		Queues: queues, Scan: int32(scan), MaxJobs: int32(limit), Kinds: kinds, Schemas: schemas,
-		Actor: string(c.actor), Now: c.clock.Now(),
+		RunningSince: runningSince, Actor: string(c.actor), Now: c.clock.Now(),
 	})
 	if err != nil {
 		return nil, db.Translate(err, op)

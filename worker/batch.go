@@ -13,9 +13,10 @@ type Batching struct {
 	// 200.
 	Max int
 	// Window is how long a batch waits for more requests after its first
-	// arrived, when it is not full: 0 .. 100 ms. Zero flushes as soon as a
-	// flusher is free, so at low load nothing waits, and under load batches
-	// fill while earlier ones commit. Defaults to 0.
+	// arrived, when it is not full: 0 .. 100 ms. Defaults to 2 ms. A negative
+	// value means none: a batch flushes as soon as a flusher is free, which
+	// adds no wait at low load but under load commits small batches, each
+	// paying for a commit of its own.
 	Window time.Duration
 	// Flushers is how many batches may be committing at once: 1..64.
 	// Defaults to 4.
@@ -29,6 +30,12 @@ func (b Batching) withDefaults() Batching {
 	if b.Flushers == 0 {
 		b.Flushers = 4
 	}
+	switch {
+	case b.Window == 0:
+		b.Window = 2 * time.Millisecond
+	case b.Window < 0:
+		b.Window = 0
+	}
 	return b
 }
 
@@ -39,8 +46,11 @@ type batcher[In, Out any] struct {
 	flush func(ctx context.Context, in []In) ([]Out, error)
 
 	requests chan batchRequest[In, Out]
-	stop     chan struct{}
-	done     chan struct{}
+	// pendingHook, when set (by tests, before the first request), is told
+	// how many requests wait after each one arrives.
+	pendingHook func(pending int)
+	stop        chan struct{}
+	done        chan struct{}
 }
 
 type batchRequest[In, Out any] struct {
@@ -139,6 +149,9 @@ func (b *batcher[In, Out]) loop(ctx context.Context) {
 				first = time.Now()
 			}
 			pending = append(pending, req)
+			if b.pendingHook != nil {
+				b.pendingHook(len(pending))
+			}
 		case <-freed:
 		case <-timer.C:
 		case <-b.stop:

@@ -149,8 +149,6 @@ func TestCrashMidHandler(t *testing.T) {
 // process left running does not count as carrying it.
 func TestCrashReconciledJobRunsAgain(t *testing.T) {
 	t.Parallel()
-	t.Skip("bug: docket.job_dispatch_live counts the dead worker's 'running' dispatch as live, " +
-		"so the dispatch sweep leaves the reconciled job queued until River rescues that dispatch (RescueStuckJobsAfter, 25 h)")
 	e := setup(t)
 	ctx := t.Context()
 	once, err := e.client.Enqueue(ctx, invoiceSpec(t, 1, "charges a card"))

@@ -46,7 +46,7 @@ func (d *dispatchWorker) Work(ctx context.Context, rj *river.Job[dispatchArgs]) 
 		lease = h.opts.Lease
 	}
 	for waited := 0; ; waited++ {
-		ans, err := w.claims.do(ctx, jobs.ClaimWant{ID: id, Lease: lease})
+		ans, err := w.claim(ctx, jobs.ClaimWant{ID: id, Lease: lease})
 		if err != nil {
 			w.emit(Event{Type: EventError, JobID: id, Kind: rj.Args.JobKind, Err: err})
 			return fmt.Errorf("claim job %d: %w", id, err)
@@ -93,9 +93,81 @@ func (d *dispatchWorker) Work(ctx context.Context, rj *river.Job[dispatchArgs]) 
 	}
 }
 
-// flushClaims claims a batch of wanted jobs in one statement.
-func (w *Worker) flushClaims(ctx context.Context, wants []jobs.ClaimWant) ([]claimAnswer, error) {
-	results, err := w.jobs.ClaimIDsTx(ctx, w.pool, uniqueWants(wants), w.decoders)
+// ledgerOp is one request to the group commit: a claim or a success.
+type ledgerOp struct {
+	claim    jobs.ClaimWant
+	complete *jobs.Completion
+}
+
+// ledgerAnswer is one request's share of a group commit.
+type ledgerAnswer struct {
+	claim   claimAnswer
+	refusal error // a success's refusal
+}
+
+// claim claims one job through the group commit.
+func (w *Worker) claim(ctx context.Context, want jobs.ClaimWant) (claimAnswer, error) {
+	a, err := w.ledger.do(ctx, ledgerOp{claim: want})
+	return a.claim, err
+}
+
+// completeGrouped records one success through the group commit: the
+// element's refusal, or the whole batch's failure.
+func (w *Worker) completeGrouped(ctx context.Context, c jobs.Completion) error {
+	a, err := w.ledger.do(ctx, ledgerOp{complete: &c})
+	if err != nil {
+		return err
+	}
+	return a.refusal
+}
+
+// flushLedger records a batch of successes and claims a batch of jobs in one
+// transaction, so both share one commit: two statements, one WAL flush.
+func (w *Worker) flushLedger(ctx context.Context, ops []ledgerOp) ([]ledgerAnswer, error) {
+	var (
+		wants       []jobs.ClaimWant
+		completions []jobs.Completion
+	)
+	for _, op := range ops {
+		if op.complete != nil {
+			completions = append(completions, *op.complete)
+		} else {
+			wants = append(wants, op.claim)
+		}
+	}
+	var (
+		refusals []error
+		claims   []claimAnswer
+	)
+	err := db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
+		var err error
+		if len(completions) > 0 {
+			if refusals, err = w.jobs.CompleteManyTx(ctx, tx, completions); err != nil {
+				return err
+			}
+		}
+		if len(wants) > 0 {
+			claims, err = w.claimMany(ctx, tx, wants)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ledgerAnswer, len(ops))
+	for i, op := range ops {
+		if op.complete != nil {
+			out[i].refusal, refusals = refusals[0], refusals[1:]
+		} else {
+			out[i].claim, claims = claims[0], claims[1:]
+		}
+	}
+	return out, nil
+}
+
+// claimMany claims a batch of wanted jobs in one statement.
+func (w *Worker) claimMany(ctx context.Context, q db.DBTX, wants []jobs.ClaimWant) ([]claimAnswer, error) {
+	results, err := w.jobs.ClaimIDsTx(ctx, q, uniqueWants(wants), w.decoders)
 	if err != nil {
 		return nil, err
 	}
@@ -131,11 +203,6 @@ func uniqueWants(wants []jobs.ClaimWant) []jobs.ClaimWant {
 		}
 	}
 	return out
-}
-
-// flushCompletions records a batch of successes in one statement.
-func (w *Worker) flushCompletions(ctx context.Context, batch []jobs.Completion) ([]error, error) {
-	return w.jobs.CompleteManyTx(ctx, w.pool, batch)
 }
 
 // run runs the handler of claimed job j and records its outcome.
@@ -226,16 +293,6 @@ func (w *Worker) succeed(ctx context.Context, j jobs.Job, res Result, e Event) e
 	}
 	w.emit(e)
 	return nil
-}
-
-// completeGrouped records one success through the completion batcher: the
-// element's refusal, or the whole batch's failure.
-func (w *Worker) completeGrouped(ctx context.Context, c jobs.Completion) error {
-	refusal, err := w.completions.do(ctx, c)
-	if err != nil {
-		return err
-	}
-	return refusal
 }
 
 // isRefusal reports whether err is the job store refusing an outcome (the

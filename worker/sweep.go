@@ -11,6 +11,7 @@ import (
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/dbsqlc"
 	"github.com/docket-dev/docket/jobs"
 )
 
@@ -87,12 +88,28 @@ const (
 // looks at in one run.
 const dispatchScan = 200
 
+// deadDispatchAfter is how long a dispatch may have been running, by River's
+// clock, while its job is queued before the dispatch sweep takes it for one
+// a dead process left behind: far longer than any claim takes.
+const deadDispatchAfter = 10 * time.Minute
+
+var queries = dbsqlc.New()
+
 func (w *Worker) builtinSweeps() []Sweep {
 	return []Sweep{
 		{Name: SweepLeases, Every: w.cfg.SweepEvery, Func: func(ctx context.Context, run *SweepRun) (int, error) {
 			moved, err := w.jobs.ExpireLeasesTx(ctx, run.Tx, run.Limit)
-			if err != nil {
+			if err != nil || len(moved) == 0 {
 				return 0, err
+			}
+			// The holders' dispatches are dead or too late: finalize them,
+			// then dispatch the jobs queued again.
+			ids := make([]int64, len(moved))
+			for i, j := range moved {
+				ids[i] = j.ID
+			}
+			if _, err := queries.JobDispatchAbandon(ctx, run.Tx, ids, time.Now()); err != nil {
+				return 0, fmt.Errorf("abandon dispatches: %w", err)
 			}
 			if err := run.Dispatch(ctx, moved...); err != nil {
 				return 0, err
@@ -103,7 +120,8 @@ func (w *Worker) builtinSweeps() []Sweep {
 			return len(moved), nil
 		}},
 		{Name: SweepDispatch, Every: w.cfg.SweepEvery, Func: func(ctx context.Context, run *SweepRun) (int, error) {
-			found, err := w.jobs.UndispatchedTx(ctx, run.Tx, w.queues, dispatchScan, run.Limit, w.decoders)
+			found, err := w.jobs.UndispatchedTx(ctx, run.Tx, w.queues, dispatchScan, run.Limit, w.decoders,
+				time.Now().Add(-deadDispatchAfter))
 			if err != nil {
 				return 0, err
 			}
@@ -129,7 +147,9 @@ func (w *Worker) Sweep(ctx context.Context, name string) (int, error) {
 		return err
 	})
 	if err != nil {
-		w.emit(Event{Type: EventError, Sweep: name, Err: err})
+		if !(w.stopping.Load() && ctx.Err() != nil) { // a stop that cut the run short is no failure
+			w.emit(Event{Type: EventError, Sweep: name, Err: err})
+		}
 		return 0, fmt.Errorf("sweep %s: %w", name, err)
 	}
 	w.emit(Event{Type: EventSweep, Sweep: name, Count: moved})

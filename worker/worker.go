@@ -43,9 +43,10 @@ type Config struct {
 	// it: 0.05 .. 0.9. Defaults to 1/3, so two renewals may fail before the
 	// lease expires.
 	Heartbeat float64
-	// Claims and Completions shape the group commits of claims and of
-	// successes without writes. See [Batching] for the defaults.
-	Claims, Completions Batching
+	// Batch shapes the group commit in which claims and successes without
+	// writes are recorded: many handlers' requests in one transaction. See
+	// [Batching] for the defaults.
+	Batch Batching
 	// SweepEvery is how often the built-in sweeps (lease expiry, dispatch)
 	// run: 10 ms .. 1 h. Defaults to 1 s.
 	SweepEvery time.Duration
@@ -59,9 +60,17 @@ type Config struct {
 	// passed, waits for cancelled handlers to return and their leases to be
 	// given back. Defaults to 10 s.
 	ReleaseTimeout time.Duration
-	// FetchCooldown and FetchPollInterval are River's (see river.Config).
-	// Zero: River's defaults.
-	FetchCooldown, FetchPollInterval time.Duration
+	// FetchCooldown is the least time between two of River's fetches of
+	// dispatches (see river.Config): at low load, about how long a new job
+	// waits before its handler starts, since River's insert notification
+	// fetches only once the cooldown after the previous fetch has passed.
+	// 1 ms .. FetchPollInterval. Defaults to 50 ms (River's own default is
+	// 100 ms).
+	FetchCooldown time.Duration
+	// FetchPollInterval is how often River looks for dispatches however it
+	// was notified: the most a new job waits at low load. Defaults to
+	// 100 ms (River's own default is 1 s).
+	FetchPollInterval time.Duration
 	// Logger receives the worker's structured logs and River's. Defaults to
 	// slog.Default() for the worker's and warnings and errors only for
 	// River's.
@@ -88,8 +97,7 @@ type Worker struct {
 	queues   []string
 	sweeps   map[string]Sweep
 
-	claims      *batcher[jobs.ClaimWant, claimAnswer]
-	completions *batcher[jobs.Completion, error]
+	ledger      *batcher[ledgerOp, ledgerAnswer]
 	batchCtx    context.Context
 	batchCancel context.CancelFunc
 
@@ -220,17 +228,24 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Heartbeat < 0.05 || cfg.Heartbeat > 0.9 {
 		return bad("heartbeat fraction %v is outside 0.05 .. 0.9", cfg.Heartbeat)
 	}
-	for name, b := range map[string]Batching{"claims": cfg.Claims, "completions": cfg.Completions} {
-		b = b.withDefaults()
-		if b.Max < 1 || b.Max > jobs.MaxClaimBatch {
-			return bad("%s batch of %d is outside 1..%d", name, b.Max, jobs.MaxClaimBatch)
+	if cfg.Batch.Window > 100*time.Millisecond {
+		return bad("batch window %v is over 100ms", cfg.Batch.Window)
+	}
+	cfg.Batch = cfg.Batch.withDefaults()
+	if b := cfg.Batch; b.Max < 1 || b.Max > jobs.MaxClaimBatch {
+		return bad("batch of %d is outside 1..%d", b.Max, jobs.MaxClaimBatch)
+	}
+	if b := cfg.Batch; b.Flushers < 1 || b.Flushers > 64 {
+		return bad("batch flushers %d is outside 1..64", b.Flushers)
+	}
+	if cfg.FetchCooldown == 0 {
+		cfg.FetchCooldown = min(50*time.Millisecond, max(cfg.FetchPollInterval, time.Millisecond))
+		if cfg.FetchPollInterval == 0 {
+			cfg.FetchCooldown = 50 * time.Millisecond
 		}
-		if b.Window < 0 || b.Window > 100*time.Millisecond {
-			return bad("%s window %v is outside 0 .. 100ms", name, b.Window)
-		}
-		if b.Flushers < 1 || b.Flushers > 64 {
-			return bad("%s flushers %d is outside 1..64", name, b.Flushers)
-		}
+	}
+	if cfg.FetchPollInterval == 0 {
+		cfg.FetchPollInterval = max(100*time.Millisecond, cfg.FetchCooldown)
 	}
 	if cfg.SweepEvery == 0 {
 		cfg.SweepEvery = time.Second
@@ -265,8 +280,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		return fmt.Errorf("worker: register decoders: %w", err)
 	}
 	w.batchCtx, w.batchCancel = context.WithCancel(context.WithoutCancel(ctx))
-	w.claims = newBatcher(w.batchCtx, w.cfg.Claims, w.flushClaims)
-	w.completions = newBatcher(w.batchCtx, w.cfg.Completions, w.flushCompletions)
+	w.ledger = newBatcher(w.batchCtx, w.cfg.Batch, w.flushLedger)
 	if err := w.river.Start(context.WithoutCancel(ctx)); err != nil {
 		w.closeBatchers()
 		return fmt.Errorf("worker: start river: %w", err)
@@ -306,8 +320,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 }
 
 func (w *Worker) closeBatchers() {
-	w.claims.close()
-	w.completions.close()
+	w.ledger.close()
 	w.batchCancel()
 }
 

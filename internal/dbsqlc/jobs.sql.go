@@ -441,6 +441,17 @@ func (q *Queries) JobDecodersRegister(ctx context.Context, db DBTX, arg JobDecod
 	return registered, err
 }
 
+const jobDispatchAbandon = `-- name: JobDispatchAbandon :one
+SELECT docket.job_dispatch_abandon($1::bigint[], $2::timestamptz) AS abandoned
+`
+
+func (q *Queries) JobDispatchAbandon(ctx context.Context, db DBTX, ids []int64, at time.Time) (int32, error) {
+	row := db.QueryRow(ctx, jobDispatchAbandon, ids, at)
+	var abandoned int32
+	err := row.Scan(&abandoned)
+	return abandoned, err
+}
+
 const jobEnqueueMany = `-- name: JobEnqueueMany :many
 SELECT e.ord::integer AS ord, e.duplicate::boolean AS duplicate, e.id::bigint AS id FROM docket.job_enqueue_many(
     $1::text, $2::text, $3::timestamptz,
@@ -1144,17 +1155,19 @@ func (q *Queries) JobRenew(ctx context.Context, db DBTX, arg JobRenewParams) (*D
 
 const jobUndispatched = `-- name: JobUndispatched :many
 SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_undispatched($1::text[], $2::integer, $3::integer,
-    $4::text[], $5::integer[], $6::text, $7::timestamptz)
+    $4::text[], $5::integer[], $6::timestamptz,
+    $7::text, $8::timestamptz)
 `
 
 type JobUndispatchedParams struct {
-	Queues  []string
-	Scan    int32
-	MaxJobs int32
-	Kinds   []string
-	Schemas []int32
-	Actor   string
-	Now     time.Time
+	Queues       []string
+	Scan         int32
+	MaxJobs      int32
+	Kinds        []string
+	Schemas      []int32
+	RunningSince time.Time
+	Actor        string
+	Now          time.Time
 }
 
 func (q *Queries) JobUndispatched(ctx context.Context, db DBTX, arg JobUndispatchedParams) ([]*DocketJob, error) {
@@ -1164,6 +1177,7 @@ func (q *Queries) JobUndispatched(ctx context.Context, db DBTX, arg JobUndispatc
 		arg.MaxJobs,
 		arg.Kinds,
 		arg.Schemas,
+		arg.RunningSince,
 		arg.Actor,
 		arg.Now,
 	)

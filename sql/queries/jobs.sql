@@ -95,4 +95,8 @@ SELECT * FROM docket.job_claim_ids(@ids::bigint[], @leases::interval[],
 
 -- name: JobUndispatched :many
 SELECT * FROM docket.job_undispatched(@queues::text[], @scan::integer, @max_jobs::integer,
-    sqlc.narg('kinds')::text[], sqlc.narg('schemas')::integer[], @actor::text, @now::timestamptz);
+    sqlc.narg('kinds')::text[], sqlc.narg('schemas')::integer[], @running_since::timestamptz,
+    @actor::text, @now::timestamptz);
+
+-- name: JobDispatchAbandon :one
+SELECT docket.job_dispatch_abandon(@ids::bigint[], @at::timestamptz) AS abandoned;

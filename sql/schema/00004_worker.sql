@@ -75,12 +75,17 @@ BEGIN
     -- neither locked nor reported.
     v_permitted := ARRAY(SELECT j.id FROM docket.jobs j
                          WHERE j.id = ANY (p_ids) AND docket.grant_check(p_actor, j.project, 'job.claim'));
-    -- Lock the claimable ones, in id order.
+    -- Lock the claimable ones, in id order. The test is a CASE so that the
+    -- planner finds the rows by primary key: written as an OR of ANDs, it
+    -- matches the claim indexes' predicates and walks a whole queue.
     v_locked := ARRAY(SELECT j.id FROM docket.jobs j
                       WHERE j.id = ANY (v_permitted)
-                        AND ((j.state = 'queued' AND j.available_at <= p_now)
-                          OR (j.state = 'claimed' AND j.lease_expires_at <= p_now
-                              AND j.repeatable AND j.attempts < j.max_attempts))
+                        AND CASE j.state
+                                WHEN 'queued' THEN j.available_at <= p_now
+                                WHEN 'claimed' THEN j.lease_expires_at <= p_now AND j.repeatable
+                                                    AND j.attempts < j.max_attempts
+                                ELSE false
+                            END
                       ORDER BY j.id
                       FOR UPDATE SKIP LOCKED);
     v_take := CASE WHEN p_kinds IS NULL THEN v_locked
@@ -111,16 +116,47 @@ $$;
 CREATE INDEX river_job_docket_dispatch_idx ON docket.river_job (((args ->> 'job_id')::bigint))
     WHERE kind = 'docket.dispatch';
 
--- job_dispatch_live reports whether job p_id has a River dispatch that River
--- has not finalized (available, pending, retryable, running or scheduled).
+-- job_dispatch_live reports whether job p_id has a River dispatch River has
+-- not finalized: available, pending, retryable, scheduled, or running since
+-- p_running_since (NULL: running at all). A dispatch left running by a worker
+-- process that died stays running for a day, until River rescues it: a
+-- caller passes an instant well past any claim's duration so that such a
+-- dispatch stops counting, while one claiming its job this moment counts.
 -- +goose StatementBegin
-CREATE FUNCTION docket.job_dispatch_live(p_id bigint) RETURNS boolean
+CREATE FUNCTION docket.job_dispatch_live(p_id bigint, p_running_since timestamptz) RETURNS boolean
 LANGUAGE sql STABLE AS $$
     SELECT EXISTS (
         SELECT 1 FROM docket.river_job r
         WHERE (r.args ->> 'job_id')::bigint = p_id
           AND r.kind = 'docket.dispatch'
-          AND r.state IN ('available', 'pending', 'retryable', 'running', 'scheduled'));
+          AND (r.state IN ('available', 'pending', 'retryable', 'scheduled')
+               OR (r.state = 'running' AND (p_running_since IS NULL OR r.attempted_at >= p_running_since))));
+$$;
+-- +goose StatementEnd
+
+-- job_dispatch_abandon finalizes, as discarded at p_at (River's clock), the
+-- running dispatches of the jobs p_ids: the lease sweep calls it for the jobs
+-- whose leases it moves on, whose holders are gone or too late. A holder that
+-- was only late finds, when it returns, its lease refused (DK002) and River's
+-- own completion of the dispatch a no-op. Returns how many it finalized.
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_dispatch_abandon(p_ids bigint[], p_at timestamptz) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    n integer;
+BEGIN
+    IF p_at IS NULL THEN
+        RAISE EXCEPTION 'invalid instant: NULL' USING ERRCODE = 'DK010';
+    END IF;
+    UPDATE docket.river_job r
+    SET state = 'discarded', finalized_at = p_at,
+        errors = r.errors || jsonb_build_object('at', p_at, 'attempt', r.attempt,
+                                                'error', 'docket: the job''s lease expired; this dispatch was abandoned')
+    WHERE r.kind = 'docket.dispatch' AND r.state = 'running'
+      AND (r.args ->> 'job_id')::bigint = ANY (p_ids);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
 $$;
 -- +goose StatementEnd
 
@@ -133,7 +169,9 @@ $$;
 -- drained up to it, which is as soon as it could run anyway. So a run costs
 -- the same however long the queues are. Jobs for external executors are
 -- never dispatched; neither are jobs whose (kind, payload_schema) is not
--- among the parallel p_kinds/p_schemas (when not NULL). It returns at most
+-- among the parallel p_kinds/p_schemas (when not NULL). A dispatch running
+-- since before p_running_since (River's clock) counts as dead: see
+-- job_dispatch_live. It returns at most
 -- p_limit jobs, locked (skipping locked ones) and checked again once locked,
 -- so that two sweepers never both dispatch one job: the caller inserts the
 -- dispatches in the same transaction, at READ COMMITTED.
@@ -141,7 +179,8 @@ $$;
 -- queue, decoder arrays of different lengths (DK010).
 -- +goose StatementBegin
 CREATE FUNCTION docket.job_undispatched(p_queues text[], p_scan integer, p_limit integer,
-                                        p_kinds text[], p_schemas integer[], p_actor text, p_now timestamptz)
+                                        p_kinds text[], p_schemas integer[], p_running_since timestamptz,
+                                        p_actor text, p_now timestamptz)
 RETURNS SETOF docket.jobs
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -176,7 +215,7 @@ BEGIN
             LIMIT p_scan) c
         WHERE NOT c.external
           AND (p_kinds IS NULL OR (c.kind, c.payload_schema) IN (SELECT * FROM unnest(p_kinds, p_schemas)))
-          AND NOT docket.job_dispatch_live(c.id));
+          AND NOT docket.job_dispatch_live(c.id, p_running_since));
     IF cardinality(v_candidates) = 0 THEN
         RETURN;
     END IF;
@@ -188,27 +227,29 @@ BEGIN
         FOR UPDATE SKIP LOCKED);
     RETURN QUERY
     SELECT j.* FROM docket.jobs j
-    WHERE j.id = ANY (v_locked) AND NOT docket.job_dispatch_live(j.id)
+    WHERE j.id = ANY (v_locked) AND NOT docket.job_dispatch_live(j.id, p_running_since)
     ORDER BY j.priority, j.available_at, j.id;
 END
 $$;
 -- +goose StatementEnd
 
--- Operators: queued jobs no River dispatch carries. A job shows here for a
+-- Operators: queued jobs no River dispatch carries (a dispatch left running
+-- by a dead process still counts here). A job shows here for a
 -- moment between an SQL enqueue and the worker's next dispatch sweep; one
 -- that stays is in a queue no worker serves, or of a kind none decodes.
 CREATE VIEW docket.jobs_undispatched AS
 SELECT j.id, j.project, j.queue, j.kind, j.payload_schema, j.priority, j.available_at, j.created_at
 FROM docket.jobs j
-WHERE j.state = 'queued' AND NOT j.external AND NOT docket.job_dispatch_live(j.id);
+WHERE j.state = 'queued' AND NOT j.external AND NOT docket.job_dispatch_live(j.id, NULL);
 
 COMMENT ON VIEW docket.jobs_undispatched IS
     'queued jobs that no live River dispatch carries (not for external executors)';
 
 -- +goose Down
 DROP VIEW docket.jobs_undispatched;
-DROP FUNCTION docket.job_undispatched(text[], integer, integer, text[], integer[], text, timestamptz);
-DROP FUNCTION docket.job_dispatch_live(bigint);
+DROP FUNCTION docket.job_undispatched(text[], integer, integer, text[], integer[], timestamptz, text, timestamptz);
+DROP FUNCTION docket.job_dispatch_abandon(bigint[], timestamptz);
+DROP FUNCTION docket.job_dispatch_live(bigint, timestamptz);
 DROP INDEX docket.river_job_docket_dispatch_idx;
 DROP FUNCTION docket.job_claim_ids(bigint[], interval[], text[], integer[], text, timestamptz);
 DROP VIEW docket.job_claim_outcome;

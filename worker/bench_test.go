@@ -1,0 +1,206 @@
+package worker_test
+
+// BenchmarkBurnDown compares burning down a backlog of no-op jobs through the
+// docket worker with burning down the same number of no-op jobs through bare
+// River, on one fresh database, in the same run, with the same River worker
+// count, FetchCooldown and FetchPollInterval. Each side's backlog is inserted
+// untimed; the clock runs from Start until the last job is recorded done.
+// It reports
+//
+//	docket_jobs/s  jobs per second through the docket worker
+//	river_jobs/s   jobs per second through bare River
+//	ratio          docket_jobs/s / river_jobs/s
+//
+// Run it with, for example:
+//
+//	export DOCKET_TEST_DATABASE_URL=$(scripts/pg-local)
+//	go test -run XXX -bench BenchmarkBurnDown -benchtime 1x ./worker/
+//	go test -run XXX -bench BenchmarkBurnDown -benchtime 1x ./worker/ -docket.bench.workers 1000
+
+import (
+	"context"
+	"flag"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/jobs"
+	"github.com/docket-dev/docket/worker"
+)
+
+var (
+	benchJobs         = flag.Int("docket.bench.jobs", 100_000, "backlog of BenchmarkBurnDown, per side")
+	benchWorkers      = flag.Int("docket.bench.workers", 200, "River MaxWorkers of both sides of BenchmarkBurnDown")
+	benchConns        = flag.Int("docket.bench.conns", 40, "pool size of both sides of BenchmarkBurnDown")
+	benchClaimMax     = flag.Int("docket.bench.batch", 0, "docket claim and completion batch (0: the default)")
+	benchWindow       = flag.Duration("docket.bench.window", 0, "docket batch window")
+	benchCooldownFlag = flag.Duration("docket.bench.cooldown", 0, "FetchCooldown of BenchmarkStartLatency (0: the default)")
+	benchFlushers     = flag.Int("docket.bench.flushers", 0, "docket flushers per batcher (0: the default)")
+	benchPollFlag     = flag.Duration("docket.bench.poll", 0, "FetchPollInterval of BenchmarkStartLatency (0: the default)")
+)
+
+const (
+	benchCooldown = 2 * time.Millisecond
+	benchPoll     = 20 * time.Millisecond
+	benchTimeout  = 10 * time.Minute
+)
+
+type noopArgs struct {
+	N int `json:"n"`
+}
+
+func (noopArgs) Kind() string { return "bench_noop" }
+
+type noopWorker struct {
+	river.WorkerDefaults[noopArgs]
+	done *atomic.Int64
+	all  chan struct{}
+	n    int64
+}
+
+func (w *noopWorker) Work(context.Context, *river.Job[noopArgs]) error {
+	if w.done.Add(1) == w.n {
+		close(w.all)
+	}
+	return nil
+}
+
+var noopKind = jobs.MustKind[noopArgs]("bench.noop", 1)
+
+func BenchmarkBurnDown(b *testing.B) {
+	e := setup(b)
+	cfg := e.pool.Config()
+	cfg.MaxConns = int32(*benchConns)
+	pool, err := db.OpenConfig(b.Context(), cfg)
+	require.NoError(b, err)
+	b.Cleanup(pool.Close)
+	ctx := b.Context()
+	n := *benchJobs
+	client, err := worker.NewClient(pool, worker.ClientConfig{Project: project, Actor: app})
+	require.NoError(b, err)
+
+	var docketTime, riverTime time.Duration
+	for b.Loop() {
+		// docket: enqueue the backlog, then run it down.
+		specs := make([]jobs.Spec, n)
+		for i := range specs {
+			specs[i], err = noopKind.Spec(noopArgs{N: i})
+			require.NoError(b, err)
+		}
+		for start := 0; start < n; start += 10_000 {
+			_, err = client.EnqueueMany(ctx, specs[start:min(start+10_000, n)])
+			require.NoError(b, err)
+		}
+		var done atomic.Int64
+		all := make(chan struct{})
+		reg := worker.NewRegistry()
+		require.NoError(b, worker.Handle(reg, noopKind, func(context.Context, *jobs.Typed[noopArgs]) error { return nil }))
+		batch := worker.Batching{Max: *benchClaimMax, Window: *benchWindow, Flushers: *benchFlushers}
+		w, err := worker.New(pool, worker.Config{
+			Actor: app, Registry: reg, Deployment: "bench", Logger: testLogger,
+			Queues:        map[string]int{jobs.DefaultQueue: *benchWorkers},
+			FetchCooldown: benchCooldown, FetchPollInterval: benchPoll,
+			Batch: batch,
+			OnEvent: func(ev worker.Event) {
+				if ev.Type == worker.EventSucceeded && done.Add(1) == int64(n) {
+					close(all)
+				}
+			},
+		})
+		require.NoError(b, err)
+		began := time.Now()
+		require.NoError(b, w.Start(ctx))
+		waitAll(b, all)
+		docketTime += time.Since(began)
+		require.NoError(b, w.Stop(ctx))
+
+		// River: the same backlog of no-ops.
+		rdone := &atomic.Int64{}
+		rall := make(chan struct{})
+		workers := river.NewWorkers()
+		river.AddWorker(workers, &noopWorker{done: rdone, all: rall, n: int64(n)})
+		rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+			Schema: db.Schema, Logger: testLogger, Workers: workers,
+			Queues:        map[string]river.QueueConfig{"bench": {MaxWorkers: *benchWorkers}},
+			FetchCooldown: benchCooldown, FetchPollInterval: benchPoll,
+		})
+		require.NoError(b, err)
+		params := make([]river.InsertManyParams, n)
+		for i := range params {
+			params[i] = river.InsertManyParams{Args: noopArgs{N: i}, InsertOpts: &river.InsertOpts{Queue: "bench"}}
+		}
+		require.NoError(b, db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+			_, err := rc.InsertManyFastTx(ctx, tx, params)
+			return err
+		}))
+		began = time.Now()
+		require.NoError(b, rc.Start(ctx))
+		waitAll(b, rall)
+		riverTime += time.Since(began)
+		require.NoError(b, rc.Stop(ctx))
+	}
+	d := float64(n*b.N) / docketTime.Seconds()
+	r := float64(n*b.N) / riverTime.Seconds()
+	b.ReportMetric(d, "docket_jobs/s")
+	b.ReportMetric(r, "river_jobs/s")
+	b.ReportMetric(d/r, "ratio")
+}
+
+func waitAll(b *testing.B, all chan struct{}) {
+	b.Helper()
+	select {
+	case <-all:
+	case <-time.After(benchTimeout):
+		b.Fatalf("burn-down did not finish in %v", benchTimeout)
+	}
+}
+
+// BenchmarkStartLatency measures, at low load, how long a job takes from
+// the commit of its enqueue to its handler starting: River's LISTEN/NOTIFY
+// path wakes the worker, which claims the job through the group commit. One
+// job at a time; it reports the median and the 99th percentile.
+//
+//	go test -run XXX -bench BenchmarkStartLatency -benchtime 500x ./worker/
+func BenchmarkStartLatency(b *testing.B) {
+	e := setup(b)
+	ctx := b.Context()
+	started := make(chan time.Time, 1)
+	reg := worker.NewRegistry()
+	require.NoError(b, worker.Handle(reg, noopKind, func(context.Context, *jobs.Typed[noopArgs]) error {
+		started <- time.Now()
+		return nil
+	}))
+	client, err := worker.NewClient(e.pool, worker.ClientConfig{Project: project, Actor: app})
+	require.NoError(b, err)
+	w, err := worker.New(e.pool, worker.Config{Actor: app, Registry: reg, Deployment: "bench", Logger: testLogger, FetchCooldown: *benchCooldownFlag, FetchPollInterval: *benchPollFlag})
+	require.NoError(b, err)
+	require.NoError(b, w.Start(ctx))
+	b.Cleanup(func() { _ = w.Stop(context.Background()) })
+
+	var lat []time.Duration
+	i := 0
+	for b.Loop() {
+		s, err := noopKind.Spec(noopArgs{N: i})
+		require.NoError(b, err)
+		i++
+		_, err = client.Enqueue(ctx, s)
+		committed := time.Now()
+		require.NoError(b, err)
+		select {
+		case at := <-started:
+			lat = append(lat, at.Sub(committed))
+		case <-time.After(benchTimeout):
+			b.Fatal("the job did not start")
+		}
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50_ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99_ms")
+}
