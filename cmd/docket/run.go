@@ -44,6 +44,9 @@ commands:
   job reconcile ID succeeded|failed|queued [--note TEXT] [--result JSON]
                                   settle an uncertain job
   job sweep [--limit N]           move expired leases on (queued, dead or uncertain)
+  lanes list PROJECT [--quorum Q] [--state S] [--review R] [--limit N] [--after ID]
+                                  list the lanes of a project you may see, oldest first
+  lanes show ID                   a lane, its history and its jobs
   version                         build, schema and River versions
 
 The database URL comes from --database-url, else DOCKET_DATABASE_URL, else
@@ -104,6 +107,8 @@ func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Write
 		action, err = c.grants(rest)
 	case "job":
 		action, err = c.job(rest)
+	case "lanes":
+		action, err = c.lanes(rest)
 	default:
 		return c.usageError(fmt.Errorf("unknown command %q", cmd))
 	}
