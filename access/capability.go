@@ -21,6 +21,9 @@ const (
 	LaneView     Capability = "lane.view"   // list and read every lane of the project
 	CaseAdmit    Capability = "case.admit"  // admit and correlate the project's cases
 	TaskReview   Capability = "task.review" // claim and answer the project's human tasks
+
+	// QuorumCreate creates quorums in the project, naming their conductor.
+	QuorumCreate Capability = "quorum.create"
 )
 
 var capabilityPattern = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*){1,3}$`)

@@ -54,7 +54,9 @@ type Spec struct {
 	// RequestedOutput names what the job is asked to produce (up to 1000
 	// characters).
 	RequestedOutput string
-	// LaneID and CaseID link the job to a lane or a case (0: none).
+	// LaneID and CaseID link the job to a lane or a case (0: none). A lane
+	// must be one of the job's project (else enqueueing is refused with
+	// db.ErrMissingReference); it never gates a claim.
 	LaneID int64
 	CaseID int64
 	// CompensationKind, when set, is the kind of a job enqueued when this one

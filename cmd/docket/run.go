@@ -44,6 +44,9 @@ commands:
   job reconcile ID succeeded|failed|queued [--note TEXT] [--result JSON]
                                   settle an uncertain job
   job sweep [--limit N]           move expired leases on (queued, dead or uncertain)
+  lanes list PROJECT [--quorum Q] [--state S] [--review R] [--limit N] [--after ID]
+                                  list the lanes of a project you may see, oldest first
+  lanes show ID                   a lane, its history and its jobs
   version                         build, schema and River versions
   demo [--orders N]               run a small order service on docket and show
                                   what became of its jobs (without a database
@@ -109,6 +112,8 @@ func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Write
 		action, err = c.job(rest)
 	case "demo":
 		err = c.demo(ctx, rest)
+	case "lanes":
+		action, err = c.lanes(rest)
 	default:
 		return c.usageError(fmt.Errorf("unknown command %q", cmd))
 	}

@@ -272,6 +272,130 @@ type DocketJobsUndispatched struct {
 	CreatedAt     time.Time
 }
 
+// A named stream of work under a quorum. Execution moves along docket.lane_transitions, review along docket.lane_review_transitions; every change is in docket.lane_events.
+type DocketLane struct {
+	ID          int64
+	QuorumID    int64
+	Project     string
+	Name        string
+	Branch      string
+	Assignee    string
+	TaskRef     string
+	State       string
+	Review      string
+	MergeCommit *string
+	MergedAt    *time.Time
+	MergedBy    *string
+	CreatedBy   string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// Same-quorum dependencies between lanes; each points at an earlier lane, so none forms a cycle. Append-only.
+type DocketLaneDependency struct {
+	LaneID    int64
+	DependsOn int64
+	QuorumID  int64
+}
+
+// Every lane with its quorum name, conductor and dependencies.
+type DocketLaneDetail struct {
+	ID          int64
+	QuorumID    int64
+	Quorum      string
+	Project     string
+	Conductor   string
+	Name        string
+	Branch      string
+	Assignee    string
+	TaskRef     string
+	DependsOn   []int64
+	State       string
+	Review      string
+	MergeCommit *string
+	MergedAt    *time.Time
+	MergedBy    *string
+	CreatedBy   string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// Append-only history of every lane change: creation, dependencies, execution and review moves, merges.
+type DocketLaneEvent struct {
+	ID        int64
+	LaneID    int64
+	Axis      string
+	FromState *string
+	ToState   string
+	Actor     string
+	At        time.Time
+	Detail    *string
+}
+
+type DocketLaneReviewState struct {
+	State    string
+	Initial  bool
+	Terminal bool
+	Meaning  string
+}
+
+type DocketLaneReviewTransition struct {
+	FromState string
+	ToState   string
+}
+
+type DocketLaneState struct {
+	State    string
+	Initial  bool
+	Terminal bool
+	Meaning  string
+}
+
+type DocketLaneTransition struct {
+	FromState string
+	ToState   string
+}
+
+// Lanes submitted for review, waiting for their conductor's verdict, longest waiting first.
+type DocketLanesAwaitingReview struct {
+	ID        int64
+	Project   string
+	Quorum    string
+	Conductor string
+	Name      string
+	Branch    string
+	Assignee  string
+	State     string
+	UpdatedAt time.Time
+}
+
+// Lanes not yet finished, by project and quorum; waiting_on counts dependencies that are not done.
+type DocketLanesOpen struct {
+	ID        int64
+	Project   string
+	Quorum    string
+	Conductor string
+	Name      string
+	Branch    string
+	Assignee  string
+	State     string
+	Review    string
+	WaitingOn int64
+	UpdatedAt time.Time
+}
+
+// Lanes done and approved whose merge is not recorded yet.
+type DocketLanesReadyToMerge struct {
+	ID        int64
+	Project   string
+	Quorum    string
+	Conductor string
+	Name      string
+	Branch    string
+	Assignee  string
+	UpdatedAt time.Time
+}
+
 // A tenant of docket: grants, jobs, lanes and cases belong to exactly one project. Status moves only along docket.project_transitions.
 type DocketProject struct {
 	ID        int64
@@ -300,4 +424,14 @@ type DocketProjectState struct {
 type DocketProjectTransition struct {
 	FromState string
 	ToState   string
+}
+
+// A group of lanes in one project under one conductor. Never changed, never deleted.
+type DocketQuorum struct {
+	ID        int64
+	Project   string
+	Name      string
+	Conductor string
+	CreatedBy string
+	CreatedAt time.Time
 }

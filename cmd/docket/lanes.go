@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/docket-dev/docket/lanes"
+)
+
+const lanesUsage = "lanes needs a subcommand: list PROJECT, show ID"
+
+// lanesShowJobs is how many of a lane's jobs lanes show prints.
+const lanesShowJobs = 50
+
+func (c *cli) lanes(args []string) (dbAction, error) {
+	if len(args) == 0 {
+		return nil, usagef(lanesUsage)
+	}
+	sub, rest := args[0], args[1:]
+	fs := flag.NewFlagSet("lanes "+sub, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	switch sub {
+	case "list":
+		quorum := fs.String("quorum", "", "only lanes of this quorum (its name)")
+		state := fs.String("state", "", "only lanes in this execution state")
+		review := fs.String("review", "", "only lanes with this review state")
+		limit := fs.Int("limit", 50, "at most this many, oldest first")
+		after := fs.Int64("after", 0, "only lanes with a larger id (the last id of the previous page)")
+		project, err := oneArg(fs, rest, "lanes list needs PROJECT")
+		if err != nil {
+			return nil, err
+		}
+		if *limit < 1 || *limit > lanes.MaxPage {
+			return nil, usagef("lanes list --limit must be 1..%d", lanes.MaxPage)
+		}
+		if *after < 0 {
+			return nil, usagef("lanes list --after must not be negative")
+		}
+		if *state != "" && !slices.Contains(lanes.States, lanes.State(*state)) {
+			return nil, usagef("lanes list --state %q: want one of %s", *state, joinStates(lanes.States))
+		}
+		if *review != "" && !slices.Contains(lanes.Reviews, lanes.Review(*review)) {
+			return nil, usagef("lanes list --review %q: want one of %s", *review, joinStates(lanes.Reviews))
+		}
+		f := lanes.Filter{Project: project, Quorum: *quorum, State: lanes.State(*state), Review: lanes.Review(*review),
+			After: *after, Limit: *limit}
+		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.lanesList(ctx, pool, f) }, nil
+	case "show":
+		s, err := oneArg(fs, rest, "lanes show needs ID")
+		if err != nil {
+			return nil, err
+		}
+		id, perr := strconv.ParseInt(s, 10, 64)
+		if perr != nil || id < 1 {
+			return nil, usagef("lanes show: %q is not a lane id", s)
+		}
+		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.lanesShow(ctx, pool, id) }, nil
+	}
+	return nil, usagef("unknown lanes subcommand %q; %s", sub, lanesUsage)
+}
+
+func (c *cli) laneClient(pool *pgxpool.Pool) (*lanes.Client, error) {
+	return lanes.NewClient(pool, lanes.Config{Actor: c.actor, Clock: c.clock})
+}
+
+func (c *cli) lanesList(ctx context.Context, pool *pgxpool.Pool, f lanes.Filter) error {
+	cl, err := c.laneClient(pool)
+	if err != nil {
+		return err
+	}
+	list, err := cl.List(ctx, f)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tQUORUM\tNAME\tBRANCH\tASSIGNEE\tSTATE\tREVIEW\tMERGED\tUPDATED AT")
+	for _, l := range list {
+		merged := "-"
+		if l.Merged() {
+			merged = shortCommit(l.MergeCommit)
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.ID, l.Quorum, l.Name, l.Branch, l.Assignee, l.State,
+			l.Review, merged, l.UpdatedAt.Format(time.RFC3339))
+	}
+	return w.Flush()
+}
+
+func (c *cli) lanesShow(ctx context.Context, pool *pgxpool.Pool, id int64) error {
+	cl, err := c.laneClient(pool)
+	if err != nil {
+		return err
+	}
+	l, err := cl.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "lane\t%d\n", l.ID)
+	fmt.Fprintf(w, "name\t%s\n", l.Name)
+	fmt.Fprintf(w, "project\t%s\n", l.Project)
+	fmt.Fprintf(w, "quorum\t%s (%d), conductor %s\n", l.Quorum, l.QuorumID, l.Conductor)
+	fmt.Fprintf(w, "branch\t%s\n", l.Branch)
+	fmt.Fprintf(w, "assignee\t%s\n", l.Assignee)
+	fmt.Fprintf(w, "task\t%s\n", l.Task)
+	fmt.Fprintf(w, "state\t%s\n", l.State)
+	fmt.Fprintf(w, "review\t%s\n", l.Review)
+	if l.Merged() {
+		fmt.Fprintf(w, "merged\tat commit %s, %s by %s\n", l.MergeCommit, l.MergedAt.Format(time.RFC3339Nano), l.MergedBy)
+	} else {
+		fmt.Fprintf(w, "merged\tno\n")
+	}
+	if len(l.DependsOn) > 0 {
+		deps := make([]string, len(l.DependsOn))
+		for i, d := range l.DependsOn {
+			deps[i] = strconv.FormatInt(d, 10)
+		}
+		fmt.Fprintf(w, "depends on\t%s\n", strings.Join(deps, ", "))
+	}
+	fmt.Fprintf(w, "created\t%s by %s\n", l.CreatedAt.Format(time.RFC3339Nano), l.CreatedBy)
+	if err := w.Flush(); err != nil {
+		return err
+	}
+
+	events, err := cl.History(ctx, id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout)
+	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "AT\tAXIS\tFROM\tTO\tACTOR\tDETAIL")
+	for _, e := range events {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.Format(time.RFC3339Nano), e.Axis, dash(e.From), e.To, e.Actor, oneLine(e.Detail))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+
+	jobs, err := cl.Jobs(ctx, id, lanes.Page{Limit: lanesShowJobs + 1})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout)
+	if len(jobs) == 0 {
+		fmt.Fprintln(c.stdout, "no jobs")
+		return nil
+	}
+	more := len(jobs) > lanesShowJobs
+	if more {
+		jobs = jobs[:lanesShowJobs]
+	}
+	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "JOB\tKIND\tQUEUE\tSTATE\tATTEMPTS\tUPDATED AT")
+	for _, j := range jobs {
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d/%d\t%s\n", j.ID, j.Kind, j.Queue, j.State, j.Attempts, j.MaxAttempts, j.UpdatedAt.Format(time.RFC3339))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if more {
+		fmt.Fprintf(c.stdout, "first %d jobs shown; more with lanes.Client.Jobs or docket job list\n", lanesShowJobs)
+	}
+	return nil
+}
+
+func joinStates[S ~string](states []S) string {
+	s := make([]string, len(states))
+	for i, x := range states {
+		s[i] = string(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func shortCommit(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
+}

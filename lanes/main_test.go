@@ -1,0 +1,166 @@
+package lanes_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/integration/pgtest"
+	"github.com/docket-dev/docket/lanes"
+	"github.com/docket-dev/docket/projects"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// The cast of every lanes test: ops administers project acme and may create
+// quorums there; cond conducts quorum web, cond2 quorum api; ann is the
+// assignee of the lanes; vic holds lane.view on acme; sam holds nothing.
+const (
+	project              = "acme"
+	ops     access.Actor = "user:ops"
+	cond    access.Actor = "user:cond"
+	cond2   access.Actor = "user:cond2"
+	ann     access.Actor = "user:ann"
+	vic     access.Actor = "user:vic"
+	sam     access.Actor = "user:sam"
+)
+
+// A commit pointer, and another.
+const (
+	commitA = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+	commitB = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
+)
+
+var t0 = time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
+
+type env struct {
+	pool  *pgxpool.Pool
+	clock *db.FakeClock
+	web   lanes.Quorum // conducted by cond
+	api   lanes.Quorum // conducted by cond2
+}
+
+// setup returns a fresh migrated database with project acme, quorums web
+// (cond) and api (cond2), and vic granted lane.view on acme.
+func setup(t testing.TB) env {
+	t.Helper()
+	ctx := context.Background()
+	e := env{pool: pgtest.NewDB(t), clock: db.NewFakeClock(t0)}
+	_, err := projects.Create(ctx, e.pool, project, ops, e.clock.Now())
+	require.NoError(t, err)
+	for _, g := range []access.Grant{
+		{Principal: ops, Project: project, Capability: access.QuorumCreate},
+		{Principal: vic, Project: project, Capability: access.LaneView},
+	} {
+		_, err := access.Allow(ctx, e.pool, g, ops, e.clock.Now())
+		require.NoError(t, err)
+	}
+	o := e.as(t, ops)
+	e.web, err = o.CreateQuorum(ctx, lanes.QuorumSpec{Project: project, Name: "web", Conductor: cond})
+	require.NoError(t, err)
+	e.api, err = o.CreateQuorum(ctx, lanes.QuorumSpec{Project: project, Name: "api", Conductor: cond2})
+	require.NoError(t, err)
+	return e
+}
+
+// as returns a client acting as actor on e's fake clock.
+func (e env) as(t testing.TB, actor access.Actor) *lanes.Client {
+	t.Helper()
+	c, err := lanes.NewClient(e.pool, lanes.Config{Actor: actor, Clock: e.clock})
+	require.NoError(t, err)
+	return c
+}
+
+// lane creates a lane named name in quorum web, assigned to ann, as cond.
+func (e env) lane(t testing.TB, name string, deps ...int64) lanes.Lane {
+	t.Helper()
+	l, err := e.as(t, cond).Create(context.Background(), lanes.Spec{
+		Quorum: e.web.ID, Name: name, Branch: "feature/" + name, Assignee: ann, Task: "WEB-" + name, DependsOn: deps,
+	})
+	require.NoError(t, err)
+	return l
+}
+
+// drive moves lane id along legal moves, as cond (submit as ann), to
+// execution state s and review r.
+func (e env) drive(t testing.TB, id int64, s lanes.State, r lanes.Review) lanes.Lane {
+	t.Helper()
+	ctx := context.Background()
+	c, a := e.as(t, cond), e.as(t, ann)
+	l, err := c.Get(ctx, id)
+	require.NoError(t, err)
+	switch r {
+	case lanes.NotSubmitted:
+	case lanes.Submitted:
+		l, err = a.Submit(ctx, id, "")
+	case lanes.Approved, lanes.ChangesRequested:
+		_, err = a.Submit(ctx, id, "")
+		require.NoError(t, err)
+		if r == lanes.Approved {
+			l, err = c.Approve(ctx, id, "")
+		} else {
+			l, err = c.RequestChanges(ctx, id, "")
+		}
+	}
+	require.NoError(t, err)
+	var path []lanes.State
+	switch s {
+	case lanes.Open:
+	case lanes.InProgress:
+		path = []lanes.State{lanes.InProgress}
+	case lanes.Done, lanes.Failed:
+		path = []lanes.State{lanes.InProgress, s}
+	case lanes.Cancelled:
+		path = []lanes.State{lanes.Cancelled}
+	}
+	for _, to := range path {
+		l, err = c.SetState(ctx, id, to, "")
+		require.NoError(t, err)
+	}
+	require.Equal(t, s, l.State)
+	require.Equal(t, r, l.Review)
+	return l
+}
+
+// snapshot renders every quorum, lane, dependency and lane event, to show a
+// refusal changed nothing.
+func snapshot(t testing.TB, q db.DBTX) string {
+	t.Helper()
+	var s string
+	require.NoError(t, q.QueryRow(context.Background(), `
+		SELECT coalesce((SELECT string_agg(x::text, ';' ORDER BY id) FROM docket.quorums x), '') || '|' ||
+		       coalesce((SELECT string_agg(x::text, ';' ORDER BY id) FROM docket.lanes x), '') || '|' ||
+		       coalesce((SELECT string_agg(x::text, ';' ORDER BY lane_id, depends_on) FROM docket.lane_dependencies x), '') || '|' ||
+		       coalesce((SELECT string_agg(x::text, ';' ORDER BY id) FROM docket.lane_events x), '')`).Scan(&s))
+	return s
+}
+
+// raw runs sql by hand, as an operator in psql would: in a transaction of
+// its own with the change context set, committed when sql succeeds.
+func raw(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) error {
+	err := db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT docket.set_context('user:ops', '2026-11-03T09:00:00Z')`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, sql, args...)
+		return err
+	})
+	return db.Translate(err, "raw")
+}
+
+// eventCount returns how many events lane id has.
+func eventCount(t testing.TB, q db.DBTX, id int64) int {
+	t.Helper()
+	var n int
+	require.NoError(t, q.QueryRow(context.Background(), `SELECT count(*) FROM docket.lane_events WHERE lane_id = $1`, id).Scan(&n))
+	return n
+}
+
+func name(format string, args ...any) string { return fmt.Sprintf(format, args...) }

@@ -1,0 +1,211 @@
+package lanes_test
+
+// Who may do what. Every operation is tried by every role: the conductor of
+// the lane's quorum, the lane's assignee, a holder of lane.view on the
+// project, the conductor of another quorum and a stranger. A refused write is
+// DK009, writes nothing, and is decided without taking a lock: each refused
+// call is made while another transaction holds the lane row FOR UPDATE, on a
+// connection whose lock_timeout would turn any wait into an error, and must
+// still answer DK009.
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/lanes"
+)
+
+// roles, in the order of the matrix.
+var roles = []access.Actor{cond, ann, vic, cond2, sam}
+
+// holdRow locks the row of table with id FOR UPDATE in a transaction of its
+// own, and returns a connection on which any wait for a lock fails fast
+// (55P03) instead of waiting, and a function that ends both.
+func holdRow(t *testing.T, e env, table string, id int64) (*pgxpool.Conn, func()) {
+	t.Helper()
+	ctx := t.Context()
+	holder, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = holder.Exec(ctx, `SELECT 1 FROM docket.`+table+` WHERE id = $1 FOR UPDATE`, id)
+	require.NoError(t, err)
+	conn, err := e.pool.Acquire(ctx)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `SET lock_timeout = '200ms'`)
+	require.NoError(t, err)
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			_, _ = conn.Exec(context.Background(), `RESET lock_timeout`)
+			conn.Release()
+			_ = holder.Rollback(context.Background())
+		})
+	}
+	t.Cleanup(release)
+	return conn, release
+}
+
+func requireLockTimeout(t *testing.T, err error) {
+	t.Helper()
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "55P03", pgErr.Code, "lock_not_available")
+}
+
+func TestWriteRoleMatrix(t *testing.T) {
+	t.Parallel()
+	type op struct {
+		name    string
+		pre     func(e env, t *testing.T, name string) lanes.Lane // a lane on which the operation is legal
+		allowed []access.Actor
+		call    func(ctx context.Context, c *lanes.Client, q db.DBTX, id int64) (lanes.Lane, error)
+		after   func(t *testing.T, l lanes.Lane)
+	}
+	open := func(e env, t *testing.T, n string) lanes.Lane { return e.lane(t, n) }
+	at := func(s lanes.State, r lanes.Review) func(e env, t *testing.T, n string) lanes.Lane {
+		return func(e env, t *testing.T, n string) lanes.Lane { return e.drive(t, e.lane(t, n).ID, s, r) }
+	}
+	ops := []op{
+		{"set state", open, []access.Actor{cond},
+			func(ctx context.Context, c *lanes.Client, q db.DBTX, id int64) (lanes.Lane, error) {
+				return c.SetStateTx(ctx, q, id, lanes.InProgress, "")
+			},
+			func(t *testing.T, l lanes.Lane) { require.Equal(t, lanes.InProgress, l.State) }},
+		{"submit", at(lanes.InProgress, lanes.NotSubmitted), []access.Actor{cond, ann},
+			func(ctx context.Context, c *lanes.Client, q db.DBTX, id int64) (lanes.Lane, error) {
+				return c.SubmitTx(ctx, q, id, "")
+			},
+			func(t *testing.T, l lanes.Lane) { require.Equal(t, lanes.Submitted, l.Review) }},
+		{"approve", at(lanes.InProgress, lanes.Submitted), []access.Actor{cond},
+			func(ctx context.Context, c *lanes.Client, q db.DBTX, id int64) (lanes.Lane, error) {
+				return c.ApproveTx(ctx, q, id, "")
+			},
+			func(t *testing.T, l lanes.Lane) { require.Equal(t, lanes.Approved, l.Review) }},
+		{"request changes", at(lanes.InProgress, lanes.Submitted), []access.Actor{cond},
+			func(ctx context.Context, c *lanes.Client, q db.DBTX, id int64) (lanes.Lane, error) {
+				return c.RequestChangesTx(ctx, q, id, "")
+			},
+			func(t *testing.T, l lanes.Lane) { require.Equal(t, lanes.ChangesRequested, l.Review) }},
+		{"merge", at(lanes.Done, lanes.Approved), []access.Actor{cond},
+			func(ctx context.Context, c *lanes.Client, q db.DBTX, id int64) (lanes.Lane, error) {
+				return c.MergeTx(ctx, q, id, commitA)
+			},
+			func(t *testing.T, l lanes.Lane) { require.True(t, l.Merged()) }},
+	}
+	for _, o := range ops {
+		t.Run(o.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t)
+			ctx := t.Context()
+			for i, actor := range roles {
+				l := o.pre(e, t, name("l%d", i))
+				c := e.as(t, actor)
+				if contains(o.allowed, actor) {
+					got, err := o.call(ctx, c, e.pool, l.ID)
+					require.NoError(t, err, actor)
+					o.after(t, got)
+					require.Equal(t, eventCount(t, e.pool, l.ID), len(mustHistory(t, e.as(t, cond), l.ID)))
+					continue
+				}
+				before := snapshot(t, e.pool)
+				conn, release := holdRow(t, e, "lanes", l.ID)
+				_, err := o.call(ctx, c, conn, l.ID)
+				require.ErrorIs(t, err, db.ErrNotPermitted, actor)
+				require.NotContains(t, err.Error(), string(l.State), "the refusal says nothing of the lane")
+				// The same words for a lane that does not exist.
+				_, err2 := o.call(ctx, c, conn, l.ID+1000)
+				require.ErrorIs(t, err2, db.ErrNotPermitted, actor)
+				require.Equal(t, before, snapshot(t, e.pool), actor)
+				// Control: the conductor's call does wait for the lock.
+				_, err = o.call(ctx, e.as(t, cond), conn, l.ID)
+				requireLockTimeout(t, err)
+				release()
+			}
+		})
+	}
+}
+
+// Creating a lane is the quorum's conductor's; creating a quorum needs the
+// quorum.create grant. Refusals read the quorum without locking it.
+func TestCreateRoles(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	dep := e.lane(t, "dep")
+	spec := lanes.Spec{Quorum: e.web.ID, Name: "new", Branch: "main", Assignee: ann, Task: "T-1", DependsOn: []int64{dep.ID}}
+
+	before := snapshot(t, e.pool)
+	quorumConn, release := holdRow(t, e, "quorums", e.web.ID)
+	for _, actor := range []access.Actor{ann, vic, cond2, sam, ops} {
+		_, err := e.as(t, actor).CreateTx(ctx, quorumConn, spec)
+		require.ErrorIs(t, err, db.ErrNotPermitted, actor)
+		unknown := spec
+		unknown.Quorum = 999999
+		_, err = e.as(t, actor).CreateTx(ctx, quorumConn, unknown)
+		require.ErrorIs(t, err, db.ErrNotPermitted, actor)
+	}
+	_, err := e.as(t, cond).CreateTx(ctx, quorumConn, spec)
+	requireLockTimeout(t, err)
+	release()
+	require.Equal(t, before, snapshot(t, e.pool))
+
+	for _, actor := range []access.Actor{cond, ann, vic, sam} {
+		_, err := e.as(t, actor).CreateQuorum(ctx, lanes.QuorumSpec{Project: project, Name: "q", Conductor: actor})
+		require.ErrorIs(t, err, db.ErrNotPermitted, actor)
+	}
+	_, err = e.as(t, ops).CreateQuorum(ctx, lanes.QuorumSpec{Project: "initech", Name: "q", Conductor: cond})
+	require.ErrorIs(t, err, db.ErrNotPermitted, "an unknown project is no different")
+	require.Equal(t, before, snapshot(t, e.pool))
+}
+
+func TestReadRoleMatrix(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	l := e.drive(t, e.lane(t, "l").ID, lanes.InProgress, lanes.Submitted)
+	for _, actor := range roles {
+		c := e.as(t, actor)
+		got, err := c.Get(ctx, l.ID)
+		h, herr := c.History(ctx, l.ID)
+		j, jerr := c.Jobs(ctx, l.ID, lanes.Page{})
+		if actor == cond2 || actor == sam {
+			require.ErrorIs(t, err, db.ErrNotFound, actor)
+			require.ErrorIs(t, herr, db.ErrNotFound, actor)
+			require.ErrorIs(t, jerr, db.ErrNotFound, actor)
+			continue
+		}
+		require.NoError(t, err, actor)
+		require.Equal(t, l, got)
+		require.NoError(t, herr, actor)
+		require.Len(t, h, 3)
+		require.NoError(t, jerr, actor)
+		require.Empty(t, j)
+	}
+	// An unknown lane reads the same as a hidden one.
+	_, err := e.as(t, vic).Get(ctx, l.ID+1000)
+	require.ErrorIs(t, err, db.ErrNotFound)
+	_, err = e.as(t, vic).History(ctx, l.ID+1000)
+	require.ErrorIs(t, err, db.ErrNotFound)
+}
+
+func contains(list []access.Actor, a access.Actor) bool {
+	for _, x := range list {
+		if x == a {
+			return true
+		}
+	}
+	return false
+}
+
+func mustHistory(t *testing.T, c *lanes.Client, id int64) []lanes.Event {
+	t.Helper()
+	h, err := c.History(t.Context(), id)
+	require.NoError(t, err)
+	return h
+}
