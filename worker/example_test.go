@@ -1,0 +1,101 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/integration/pgtest"
+	"github.com/docket-dev/docket/jobs"
+	"github.com/docket-dev/docket/projects"
+	"github.com/docket-dev/docket/worker"
+)
+
+// Receipt is the payload of the example's kind.
+type Receipt struct {
+	Order int `json:"order"`
+}
+
+var sendReceipt = jobs.MustKind[Receipt]("shop.receipt", 1)
+
+// An order and its receipt job commit together; a worker runs the job.
+func Example() {
+	ctx := context.Background()
+	pool := exampleDB(ctx)
+	defer pool.Close()
+
+	reg := worker.NewRegistry()
+	done := make(chan int, 1)
+	if err := worker.Handle(reg, sendReceipt, func(ctx context.Context, job *jobs.Typed[Receipt]) error {
+		done <- job.Args.Order // send the receipt here
+		return nil
+	}, worker.HandlerOptions{Lease: time.Minute}); err != nil {
+		log.Fatal(err)
+	}
+
+	client, err := worker.NewClient(pool, worker.ClientConfig{Project: "shop", Actor: "svc:shop", Registry: reg})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO orders (id) VALUES (42)"); err != nil {
+			return err
+		}
+		spec, err := sendReceipt.Spec(Receipt{Order: 42})
+		if err != nil {
+			return err
+		}
+		_, err = client.EnqueueTx(ctx, tx, spec) // the job and its dispatch commit with the order
+		return err
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	w, err := worker.New(pool, worker.Config{Actor: "svc:shop", Registry: reg, Logger: testLogger})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("receipt sent for order", <-done)
+	if err := w.Stop(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output: receipt sent for order 42
+}
+
+// exampleDB returns a pool on a fresh migrated database with project shop,
+// where svc:shop may enqueue and run jobs, and a table of orders.
+func exampleDB(ctx context.Context) *pgxpool.Pool {
+	url, err := pgtest.Scratch(ctx, true)
+	if err != nil {
+		log.Fatal(err)
+	}
+	pool, err := db.Open(ctx, url)
+	if err != nil {
+		log.Fatal(err)
+	}
+	must := func(err error) {
+		if err != nil {
+			log.Fatal(err)
+		}
+	}
+	now := time.Now()
+	_, err = projects.Create(ctx, pool, "shop", "user:ana", now)
+	must(err)
+	for _, c := range []access.Capability{access.JobCreate, access.JobClaim} {
+		_, err := access.Allow(ctx, pool, access.Grant{Principal: "svc:shop", Project: "shop", Capability: c}, "user:ana", now)
+		must(err)
+	}
+	_, err = pool.Exec(ctx, "CREATE TABLE orders (id int PRIMARY KEY)")
+	must(err)
+	return pool
+}
