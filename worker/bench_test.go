@@ -21,6 +21,7 @@ import (
 	"context"
 	"flag"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,6 +43,7 @@ var (
 	benchClaimMax     = flag.Int("docket.bench.batch", 0, "docket claim and completion batch (0: the default)")
 	benchWindow       = flag.Duration("docket.bench.window", 0, "docket batch window")
 	benchCooldownFlag = flag.Duration("docket.bench.cooldown", 0, "FetchCooldown of BenchmarkStartLatency (0: the default)")
+	benchAblate       = flag.String("docket.bench.ablate", "", "for attribution only: comma-separated triggers of docket.jobs to disable in the benchmark's database (jobs_guard, jobs_record_update)")
 	benchFlushers     = flag.Int("docket.bench.flushers", 0, "docket flushers per batcher (0: the default)")
 	benchPollFlag     = flag.Duration("docket.bench.poll", 0, "FetchPollInterval of BenchmarkStartLatency (0: the default)")
 )
@@ -83,6 +85,14 @@ func BenchmarkBurnDown(b *testing.B) {
 	b.Cleanup(pool.Close)
 	ctx := b.Context()
 	n := *benchJobs
+	for _, trigger := range strings.Split(*benchAblate, ",") {
+		if trigger != "" {
+			// Measurement only: what the job store's guard or event
+			// trigger costs. The rules they keep are then not kept.
+			_, err := pool.Exec(ctx, "ALTER TABLE docket.jobs DISABLE TRIGGER "+pgx.Identifier{trigger}.Sanitize())
+			require.NoError(b, err)
+		}
+	}
 	client, err := worker.NewClient(pool, worker.ClientConfig{Project: project, Actor: app})
 	require.NoError(b, err)
 

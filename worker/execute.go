@@ -103,11 +103,15 @@ type ledgerOp struct {
 type ledgerAnswer struct {
 	claim   claimAnswer
 	refusal error // a success's refusal
+	err     error // the failure of the request's half of the batch
 }
 
 // claim claims one job through the group commit.
 func (w *Worker) claim(ctx context.Context, want jobs.ClaimWant) (claimAnswer, error) {
 	a, err := w.ledger.do(ctx, ledgerOp{claim: want})
+	if err == nil {
+		err = a.err
+	}
 	return a.claim, err
 }
 
@@ -117,6 +121,9 @@ func (w *Worker) completeGrouped(ctx context.Context, c jobs.Completion) error {
 	a, err := w.ledger.do(ctx, ledgerOp{complete: &c})
 	if err != nil {
 		return err
+	}
+	if a.err != nil {
+		return a.err
 	}
 	return a.refusal
 }
@@ -135,11 +142,35 @@ func (w *Worker) flushLedger(ctx context.Context, ops []ledgerOp) ([]ledgerAnswe
 			wants = append(wants, op.claim)
 		}
 	}
-	var (
-		refusals []error
-		claims   []claimAnswer
-	)
-	err := db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
+	refusals, claims, err := w.ledgerTx(ctx, completions, wants)
+	var completeErr, claimErr error
+	if err != nil && len(completions) > 0 && len(wants) > 0 {
+		// One half may have failed the other: try each on its own, so a
+		// failed claim does not lose successes, nor the other way round.
+		refusals, _, completeErr = w.ledgerTx(ctx, completions, nil)
+		_, claims, claimErr = w.ledgerTx(ctx, nil, wants)
+	} else if err != nil {
+		completeErr, claimErr = err, err
+	}
+	out := make([]ledgerAnswer, len(ops))
+	for i, op := range ops {
+		switch {
+		case op.complete != nil && completeErr != nil:
+			out[i].err = completeErr
+		case op.complete != nil:
+			out[i].refusal, refusals = refusals[0], refusals[1:]
+		case claimErr != nil:
+			out[i].err = claimErr
+		default:
+			out[i].claim, claims = claims[0], claims[1:]
+		}
+	}
+	return out, nil
+}
+
+// ledgerTx records completions and claims wants in one transaction.
+func (w *Worker) ledgerTx(ctx context.Context, completions []jobs.Completion, wants []jobs.ClaimWant) (refusals []error, claims []claimAnswer, err error) {
+	err = db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
 		var err error
 		if len(completions) > 0 {
 			if refusals, err = w.jobs.CompleteManyTx(ctx, tx, completions); err != nil {
@@ -152,17 +183,9 @@ func (w *Worker) flushLedger(ctx context.Context, ops []ledgerOp) ([]ledgerAnswe
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := make([]ledgerAnswer, len(ops))
-	for i, op := range ops {
-		if op.complete != nil {
-			out[i].refusal, refusals = refusals[0], refusals[1:]
-		} else {
-			out[i].claim, claims = claims[0], claims[1:]
-		}
-	}
-	return out, nil
+	return refusals, claims, nil
 }
 
 // claimMany claims a batch of wanted jobs in one statement.
@@ -273,6 +296,11 @@ func (w *Worker) succeed(ctx context.Context, j jobs.Job, res Result, e Event) e
 	var err error
 	if res.WritesFunc == nil {
 		err = w.completeGrouped(settle, jobs.Completion{Lease: j.Lease(), Result: res.Value})
+		if err != nil && !isRefusal(err) {
+			// The batch did not commit, or its answer was lost: once more on
+			// its own. A success already recorded is then a quiet no-op.
+			_, err = w.jobs.CompleteTx(settle, w.pool, j.Lease(), res.Value)
+		}
 	} else {
 		_, err = w.jobs.Complete(settle, j.Lease(), res.Value, func(tx pgx.Tx) error { return res.WritesFunc(settle, tx) })
 		if err != nil && !isRefusal(err) {
