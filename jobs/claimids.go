@@ -94,10 +94,11 @@ func (c *Client) ClaimIDsTx(ctx context.Context, q db.DBTX, wants []ClaimWant, d
 // malformed queue or decoder.
 func (c *Client) UndispatchedTx(ctx context.Context, q db.DBTX, queues []string, scan, limit int, decoders []Decoder, runningSince time.Time) ([]Job, error) {
 	const op = "job.undispatched"
-	for _, n := range []int{scan, limit} {
-		if n < 1 || n > MaxSweepBatch {
-			return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("limit %d is outside 1..%d", n, MaxSweepBatch))
-		}
+	if limit < 1 || limit > MaxSweepBatch {
+		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("limit %d is outside 1..%d", limit, MaxSweepBatch))
+	}
+	if scan < 1 || scan > MaxSweepBatch {
+		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("scan %d is outside 1..%d", scan, MaxSweepBatch))
 	}
 	for _, queue := range queues {
 		if !ValidQueue(queue) {

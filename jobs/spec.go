@@ -103,6 +103,11 @@ func ValidKind(kind string) bool {
 	return len(kind) <= MaxKindLen && kindPattern.MatchString(kind)
 }
 
+// ValidDeployment reports whether name is a well-formed deployment name for
+// [Client.RegisterDecoders]: 1-200 characters of [A-Za-z0-9._:@/-], starting
+// with a letter or digit.
+func ValidDeployment(name string) bool { return deploymentPattern.MatchString(name) }
+
 // ValidQueue reports whether queue is a well-formed queue name.
 func ValidQueue(queue string) bool { return queuePattern.MatchString(queue) }
 

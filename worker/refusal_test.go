@@ -182,7 +182,6 @@ func TestHandleRefusesInvalidRegistrations(t *testing.T) {
 
 	t.Run("a nil registry", func(t *testing.T) {
 		t.Parallel()
-		t.Skip("bug: worker.HandleResult dereferences a nil *Registry (r.mu.Lock) and panics instead of refusing with db.ErrInvalidArgument")
 		var nilReg *worker.Registry
 		err := worker.Handle(nilReg, invoiceKind, func(context.Context, *jobs.Typed[Invoice]) error { return nil })
 		wrfRefused(t, err, db.ErrInvalidArgument, "registry")
@@ -280,8 +279,6 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 
 	t.Run("heartbeat NaN", func(t *testing.T) {
 		t.Parallel()
-		t.Skip("bug: worker.go withDefaults lets a NaN Heartbeat through (NaN < 0.05 and NaN > 0.9 are both false); " +
-			"the first job's heartbeat then panics in time.NewTicker with a non-positive interval, killing the process")
 		w, err := worker.New(e.pool, with(func(c *worker.Config) { c.Heartbeat = math.NaN() }))
 		wrfRefused(t, err, db.ErrInvalidArgument, "heartbeat")
 		require.Nil(t, w)
@@ -289,7 +286,6 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 
 	t.Run("a malformed deployment", func(t *testing.T) {
 		t.Parallel()
-		t.Skip("bug: worker.New accepts a Deployment that docket.job_decoders refuses; only Worker.Start fails, in RegisterDecoders")
 		w, err := worker.New(e.pool, with(func(c *worker.Config) { c.Deployment = "has space" }))
 		wrfRefused(t, err, db.ErrInvalidArgument, "deployment")
 		require.Nil(t, w)

@@ -81,11 +81,14 @@ type Registry struct {
 func NewRegistry() *Registry { return &Registry{handlers: map[string]*handler{}} }
 
 // Handle registers fn for kind's jobs. It refuses, with
-// [db.ErrInvalidArgument], a zero kind, a nil fn, a kind already registered,
-// or malformed options.
+// [db.ErrInvalidArgument], a nil registry, a zero kind, a nil fn, a kind
+// already registered, or malformed options.
 func Handle[T any](r *Registry, kind jobs.Kind[T], fn HandlerFunc[T], opts ...HandlerOptions) error {
 	if fn == nil {
 		return db.Refuse(db.ErrInvalidArgument, "worker.handle", "handler func is nil")
+	}
+	if r == nil {
+		return db.Refuse(db.ErrInvalidArgument, "worker.handle", "registry is nil: make one with worker.NewRegistry")
 	}
 	return HandleResult(r, kind, func(ctx context.Context, job *jobs.Typed[T]) (Result, error) {
 		return Result{}, fn(ctx, job)
@@ -96,6 +99,9 @@ func Handle[T any](r *Registry, kind jobs.Kind[T], fn HandlerFunc[T], opts ...Ha
 // kind's jobs. It refuses what [Handle] refuses.
 func HandleResult[T any](r *Registry, kind jobs.Kind[T], fn ResultFunc[T], opts ...HandlerOptions) error {
 	const op = "worker.handle"
+	if r == nil {
+		return db.Refuse(db.ErrInvalidArgument, op, "registry is nil: make one with worker.NewRegistry")
+	}
 	if kind.Name() == "" {
 		return db.Refuse(db.ErrInvalidArgument, op, "the zero Kind has no name: declare kinds with jobs.NewKind or jobs.MustKind")
 	}

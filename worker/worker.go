@@ -36,8 +36,8 @@ type Config struct {
 	// to [db.SystemClock].
 	Clock db.Clock
 	// Deployment names this deployment in docket.job_decoders, where the
-	// worker records at Start which payload versions it decodes. Defaults to
-	// the host name.
+	// worker records at Start which payload versions it decodes: 1-200
+	// characters of [A-Za-z0-9._:@/-]. Defaults to the host name.
 	Deployment string
 	// Heartbeat is the fraction of a lease after which the heartbeat renews
 	// it: 0.05 .. 0.9. Defaults to 1/3, so two renewals may fail before the
@@ -217,15 +217,18 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Deployment == "" {
 		host, err := os.Hostname()
-		if err != nil || host == "" {
+		if err != nil || !jobs.ValidDeployment(host) {
 			host = "worker"
 		}
 		cfg.Deployment = host
 	}
+	if !jobs.ValidDeployment(cfg.Deployment) {
+		return bad("invalid deployment %q: want 1-200 characters of [A-Za-z0-9._:@/-], starting with a letter or digit", cfg.Deployment)
+	}
 	if cfg.Heartbeat == 0 {
 		cfg.Heartbeat = 1.0 / 3
 	}
-	if cfg.Heartbeat < 0.05 || cfg.Heartbeat > 0.9 {
+	if !(cfg.Heartbeat >= 0.05 && cfg.Heartbeat <= 0.9) { // NaN too
 		return bad("heartbeat fraction %v is outside 0.05 .. 0.9", cfg.Heartbeat)
 	}
 	if cfg.Batch.Window > 100*time.Millisecond {
