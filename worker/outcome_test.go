@@ -133,3 +133,50 @@ func TestOutcomes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int{8}, invoices, "only the writes of the succeeded job")
 }
+
+// TestTimeoutCancelsTheAttempt gives a handler that waits for its context a
+// timeout: the attempt fails retryably, saying it timed out.
+func TestTimeoutCancelsTheAttempt(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	reg := worker.NewRegistry()
+	require.NoError(t, worker.Handle(reg, invoiceKind, func(ctx context.Context, j *jobs.Typed[Invoice]) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}, worker.HandlerOptions{Timeout: 100 * time.Millisecond}))
+	s := invoiceSpec(t, 1, "")
+	s.Retry = jobs.RetryPolicy{Base: time.Hour, Cap: time.Hour, MaxAttempts: 3}
+	got, err := e.client.Enqueue(ctx, s)
+	require.NoError(t, err)
+	rec := newRecorder()
+	startWorker(t, e, reg, rec, nil)
+	rec.waitN(t, 1, is(worker.EventFailed, got.Job.ID))
+
+	j, err := e.client.Jobs().Get(ctx, e.pool, got.Job.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobs.Queued, j.State, "a timeout is retryable")
+	require.Equal(t, 1, j.Attempts)
+	require.Contains(t, j.Diagnostic, "timed out after 100ms")
+}
+
+// TestOlderPayloadSchemasRunWhenDeclared runs a job written under an older
+// payload schema through a handler that declares it.
+func TestOlderPayloadSchemasRunWhenDeclared(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	v2 := jobs.MustKind[Invoice]("billing.invoice", 2)
+	seen := make(chan Invoice, 1)
+	reg := worker.NewRegistry()
+	require.NoError(t, worker.Handle(reg, v2, func(ctx context.Context, j *jobs.Typed[Invoice]) error {
+		seen <- j.Args
+		return nil
+	}, worker.HandlerOptions{Schemas: []int{1}}))
+	old, err := e.client.Enqueue(ctx, invoiceSpec(t, 7, "")) // schema 1
+	require.NoError(t, err)
+	rec := newRecorder()
+	startWorker(t, e, reg, rec, nil)
+	rec.waitN(t, 1, is(worker.EventSucceeded, old.Job.ID))
+	require.Equal(t, Invoice{Order: 7}, <-seen)
+}
