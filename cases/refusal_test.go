@@ -129,7 +129,10 @@ func TestRefusals(t *testing.T) {
 			_, err := e.pool.Exec(ctx, `SELECT docket.case_close($1, NULL, $2)`, c.ID, t0)
 			return db.Translate(err, "raw")
 		}, db.ErrInvalidArgument},
-		{"list bad limit", func() error { _, err := e.app.List(ctx, cases.Filter{Project: project, Limit: cases.MaxPage + 1}); return err }, db.ErrInvalidArgument},
+		{"list bad limit", func() error {
+			_, err := e.app.List(ctx, cases.Filter{Project: project, Limit: cases.MaxPage + 1})
+			return err
+		}, db.ErrInvalidArgument},
 		{"list bad status", func() error { _, err := e.app.List(ctx, cases.Filter{Project: project, Status: "gone"}); return err }, db.ErrInvalidArgument},
 		{"list no project", func() error { _, err := e.app.List(ctx, cases.Filter{}); return err }, db.ErrInvalidArgument},
 	} {
