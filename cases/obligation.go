@@ -189,21 +189,40 @@ func (c *Client) register(ctx context.Context, q db.DBTX, caseID int64, spec Obl
 }
 
 // Meet records that obligation id was met, in its own transaction. See
-// [Client.SettleTx].
+// [Client.MeetTx].
 func (c *Client) Meet(ctx context.Context, id int64) (Obligation, error) {
-	return c.SettleTx(ctx, c.pool, id, Met)
+	return c.MeetTx(ctx, c.pool, id)
+}
+
+// MeetTx records on q that obligation id was met: [Client.SettleTx] to
+// [Met]. Meeting a breached obligation records a late meet beside the
+// breach and returns it still breached.
+func (c *Client) MeetTx(ctx context.Context, q db.DBTX, id int64) (Obligation, error) {
+	return c.SettleTx(ctx, q, id, Met)
 }
 
 // Withdraw records that obligation id is no longer owed, in its own
-// transaction. See [Client.SettleTx].
+// transaction. See [Client.WithdrawTx].
 func (c *Client) Withdraw(ctx context.Context, id int64) (Obligation, error) {
-	return c.SettleTx(ctx, c.pool, id, Withdrawn)
+	return c.WithdrawTx(ctx, c.pool, id)
+}
+
+// WithdrawTx records on q that obligation id is no longer owed:
+// [Client.SettleTx] to [Withdrawn].
+func (c *Client) WithdrawTx(ctx context.Context, q db.DBTX, id int64) (Obligation, error) {
+	return c.SettleTx(ctx, q, id, Withdrawn)
 }
 
 // Breach records that obligation id was breached and enqueues its
-// escalation, in its own transaction. See [Client.SettleTx].
+// escalation, in its own transaction. See [Client.BreachTx].
 func (c *Client) Breach(ctx context.Context, id int64) (Obligation, error) {
-	return c.SettleTx(ctx, c.pool, id, Breached)
+	return c.BreachTx(ctx, c.pool, id)
+}
+
+// BreachTx records on q that obligation id was breached and enqueues its
+// escalation in the same transaction: [Client.SettleTx] to [Breached].
+func (c *Client) BreachTx(ctx context.Context, q db.DBTX, id int64) (Obligation, error) {
+	return c.SettleTx(ctx, q, id, Breached)
 }
 
 // SettleTx moves obligation id from pending to to (met, withdrawn or
