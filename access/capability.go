@@ -18,9 +18,16 @@ const (
 	JobCancel Capability = "job.cancel" // cancel the project's jobs
 	// JobReconcile settles the project's uncertain jobs.
 	JobReconcile Capability = "job.reconcile"
-	LaneView     Capability = "lane.view"   // list and read every lane of the project
-	CaseAdmit    Capability = "case.admit"  // admit and correlate the project's cases
-	TaskReview   Capability = "task.review" // claim and answer the project's human tasks
+	LaneView     Capability = "lane.view" // list and read every lane of the project
+	// CaseAdmit admits, correlates, writes, closes and reopens the project's
+	// cases and settles their obligations; it reads them too.
+	CaseAdmit Capability = "case.admit"
+	// CaseView reads the project's cases, keys, obligations and history.
+	CaseView Capability = "case.view"
+	// CaseSweep lets the breach sweep move the project's due obligations
+	// (enqueuing their escalations also needs [JobCreate]).
+	CaseSweep  Capability = "case.sweep"
+	TaskReview Capability = "task.review" // claim and answer the project's human tasks
 
 	// QuorumCreate creates quorums in the project, naming their conductor.
 	QuorumCreate Capability = "quorum.create"

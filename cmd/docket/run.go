@@ -47,6 +47,9 @@ commands:
   lanes list PROJECT [--quorum Q] [--state S] [--review R] [--limit N] [--after ID]
                                   list the lanes of a project you may see, oldest first
   lanes show ID                   a lane, its history and its jobs
+  cases list PROJECT [--status S] [--limit N] [--after ID]
+                                  list the cases of a project you may see, oldest first
+  cases show ID                   a case, its keys, obligations and history
   version                         build, schema and River versions
   demo [--orders N]               run a small order service on docket and show
                                   what became of its jobs (without a database
@@ -114,6 +117,8 @@ func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Write
 		err = c.demo(ctx, rest)
 	case "lanes":
 		action, err = c.lanes(rest)
+	case "cases":
+		action, err = c.cases(rest)
 	default:
 		return c.usageError(fmt.Errorf("unknown command %q", cmd))
 	}

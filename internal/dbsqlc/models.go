@@ -16,6 +16,86 @@ type DocketCapability struct {
 	Description string
 }
 
+// A business matter: its status moves along docket.case_transitions, its state is versioned JSON docket never interprets; every change is in docket.case_events.
+type DocketCase struct {
+	ID        int64
+	Project   string
+	Kind      string
+	Status    string
+	State     json.RawMessage
+	Version   int64
+	CreatedBy string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	ClosedAt  *time.Time
+}
+
+type DocketCaseAdmitted struct {
+	Created   bool
+	ID        int64
+	Project   string
+	Kind      string
+	Status    string
+	State     json.RawMessage
+	Version   int64
+	CreatedBy string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	ClosedAt  *time.Time
+}
+
+// Append-only history of every case change: admission, keys, state writes, status, obligations, late answers.
+type DocketCaseEvent struct {
+	ID        int64
+	CaseID    int64
+	What      string
+	FromState *string
+	ToState   *string
+	Actor     string
+	At        time.Time
+	Detail    json.RawMessage
+}
+
+// Correlation keys: each row is one claim of (namespace, value) by a case; held while released_at is NULL.
+type DocketCaseKey struct {
+	ID         int64
+	CaseID     int64
+	Project    string
+	Namespace  string
+	Value      string
+	ClaimedAt  time.Time
+	ReleasedAt *time.Time
+}
+
+type DocketCaseReopened struct {
+	Namespace string
+	Value     string
+	Taken     bool
+}
+
+type DocketCaseState struct {
+	State    string
+	Initial  bool
+	Terminal bool
+	Meaning  string
+}
+
+type DocketCaseTransition struct {
+	FromState string
+	ToState   string
+}
+
+// Open cases that still owe something: how many obligations are pending and when the next falls due.
+type DocketCasesOpenWithObligation struct {
+	ID        int64
+	Project   string
+	Kind      string
+	Version   int64
+	Pending   int64
+	NextDue   interface{}
+	UpdatedAt time.Time
+}
+
 type DocketErrorCode struct {
 	Code    string
 	Name    string
@@ -394,6 +474,54 @@ type DocketLanesReadyToMerge struct {
 	Branch    string
 	Assignee  string
 	UpdatedAt time.Time
+}
+
+// What a case owes by when. State moves along docket.obligation_transitions; met, breached and withdrawn are terminal.
+type DocketObligation struct {
+	ID                      int64
+	CaseID                  int64
+	Project                 string
+	Name                    string
+	DueAt                   time.Time
+	State                   string
+	Rule                    *string
+	CalendarDigest          *string
+	EscalationKind          *string
+	EscalationQueue         *string
+	EscalationPayload       json.RawMessage
+	EscalationPayloadSchema *int32
+	EscalationMaxAttempts   *int32
+	EscalationJobID         *int64
+	CreatedBy               string
+	CreatedAt               time.Time
+	ResolvedAt              *time.Time
+	ResolvedBy              *string
+}
+
+type DocketObligationState struct {
+	State    string
+	Initial  bool
+	Terminal bool
+	Meaning  string
+}
+
+type DocketObligationTransition struct {
+	FromState string
+	ToState   string
+}
+
+// Pending obligations, soonest due first. Due at instant T: WHERE due_at <= T; the breach sweep moves them.
+type DocketObligationsDue struct {
+	ID             int64
+	CaseID         int64
+	Project        string
+	CaseKind       string
+	Name           string
+	DueAt          time.Time
+	Rule           *string
+	CalendarDigest *string
+	EscalationKind *string
+	CreatedAt      time.Time
 }
 
 // A tenant of docket: grants, jobs, lanes and cases belong to exactly one project. Status moves only along docket.project_transitions.

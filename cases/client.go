@@ -1,0 +1,70 @@
+package cases
+
+import (
+	"reflect"
+
+	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/dbsqlc"
+)
+
+var queries = dbsqlc.New()
+
+// Pool is what a [Client] runs on when no transaction is given: a
+// *pgxpool.Pool, or a *pgx.Conn.
+type Pool interface {
+	db.DBTX
+	db.Beginner
+}
+
+// Config configures a [Client].
+type Config struct {
+	// Actor is who the client acts as; every change it makes is attributed
+	// to it, and its grants decide what it may do and see. Required.
+	Actor access.Actor
+	// Clock gives the instants the client passes to the database. Defaults
+	// to [db.SystemClock].
+	Clock db.Clock
+}
+
+// Client admits, correlates, writes, closes and reads cases and settles
+// their obligations, as one actor, in any project where the actor holds the
+// grants. It is safe for concurrent use.
+//
+// Each operation comes in two forms: one that runs on the client's pool, and
+// one ending in Tx that runs on the caller's transaction (or any [db.DBTX]),
+// so an admission, a state write or an obligation commits or rolls back with
+// the caller's own writes. A refused call writes nothing; in the caller's
+// transaction, Postgres then refuses further statements until the caller
+// rolls back (or uses a savepoint, as [db.WithTx] on a pgx.Tx does).
+type Client struct {
+	pool  Pool
+	actor access.Actor
+	clock db.Clock
+}
+
+// NewClient returns a client on pool, typically a *pgxpool.Pool. It refuses,
+// with [db.ErrInvalidArgument], a nil pool or a malformed actor. It does not
+// check the actor's grants: the database decides that on each call.
+func NewClient(pool Pool, cfg Config) (*Client, error) {
+	if pool == nil || isNilPointer(pool) {
+		return nil, db.Refuse(db.ErrInvalidArgument, "cases.new_client", "pool is nil")
+	}
+	if err := cfg.Actor.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = db.SystemClock{}
+	}
+	return &Client{pool: pool, actor: cfg.Actor, clock: cfg.Clock}, nil
+}
+
+// Actor returns who the client acts as.
+func (c *Client) Actor() access.Actor { return c.actor }
+
+// isNilPointer reports whether v holds a nil pointer, such as a nil
+// *pgxpool.Pool, which a nil check of the interface does not catch.
+func isNilPointer(v any) bool {
+	r := reflect.ValueOf(v)
+	return r.Kind() == reflect.Pointer && r.IsNil()
+}

@@ -1,0 +1,77 @@
+package cases
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/docket-dev/docket/db"
+)
+
+// Close closes case id, in its own transaction. See [Client.CloseTx].
+func (c *Client) Close(ctx context.Context, id int64) (Case, error) {
+	return c.CloseTx(ctx, c.pool, id)
+}
+
+// CloseTx closes case id on q and releases its keys, so a new matter with
+// the same keys opens a fresh case. Closing a closed case is a no-op that
+// returns it. Close and [Client.RegisterObligationTx] decide under the case
+// row's lock, so a registration racing a close can never leave a closed case
+// owing something: one of them is refused.
+//
+// It refuses, writing nothing: an unknown case or one the actor may not write
+// ([db.ErrNotFound]); a case with pending obligations
+// ([db.ErrObligationsOutstanding], naming them).
+func (c *Client) CloseTx(ctx context.Context, q db.DBTX, id int64) (Case, error) {
+	row, err := queries.CaseClose(ctx, q, id, string(c.actor), c.clock.Now())
+	if err != nil {
+		return Case{}, db.Translate(err, "case.close", "case", id)
+	}
+	return fromCaseRow(row), nil
+}
+
+// Reopened is what reopening a case did: the case, open again, and which of
+// the keys it held when it closed it took back and which it left with the
+// open case that claimed them since.
+type Reopened struct {
+	Case  Case
+	Taken []Key
+	Left  []Key
+}
+
+// Reopen reopens case id, in a transaction of its own. See
+// [Client.ReopenTx].
+func (c *Client) Reopen(ctx context.Context, id int64) (Reopened, error) {
+	var r Reopened
+	err := db.WithTx(ctx, c.pool, func(tx pgx.Tx) error {
+		var err error
+		r, err = c.ReopenTx(ctx, tx, id)
+		return err
+	})
+	return r, err
+}
+
+// ReopenTx reopens case id on q and takes back the keys it held when it
+// closed that no open case has claimed since; a key another case claimed
+// stays with that case (Left). Reopening an open case is a no-op that takes
+// nothing. It refuses, writing nothing, an unknown case or one the actor may
+// not write ([db.ErrNotFound]).
+func (c *Client) ReopenTx(ctx context.Context, q db.DBTX, id int64) (Reopened, error) {
+	const op = "case.reopen"
+	rows, err := queries.CaseReopen(ctx, q, id, string(c.actor), c.clock.Now())
+	if err != nil {
+		return Reopened{}, db.Translate(err, op, "case", id)
+	}
+	r := Reopened{Taken: []Key{}, Left: []Key{}}
+	for _, k := range rows {
+		if k.Taken {
+			r.Taken = append(r.Taken, Key{Namespace: k.Namespace, Value: k.Value})
+		} else {
+			r.Left = append(r.Left, Key{Namespace: k.Namespace, Value: k.Value})
+		}
+	}
+	if r.Case, err = c.GetTx(ctx, q, id); err != nil {
+		return Reopened{}, err
+	}
+	return r, nil
+}

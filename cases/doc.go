@@ -1,0 +1,58 @@
+// Package cases keeps the durable record of a business matter that outlives
+// any one job: which matter an inbound message belongs to, the matter's
+// state, and what is still owed by when.
+//
+// A [Case] belongs to one project and has a kind, a status (open or closed)
+// and a state: JSON docket stores and never interprets, with a version.
+// Around it:
+//
+//   - Correlation keys ([Key]): business identifiers such as (document,
+//     DOC-4711). [Client.Admit] finds the one open case holding any of the
+//     keys or creates it; concurrent admissions for one new matter make
+//     exactly one case, because a unique index over the keys open cases hold
+//     decides, not a read followed by a write. Keys held by two different
+//     open cases are [db.ErrAmbiguousCorrelation], naming both.
+//     [Client.Correlate] looks up without creating.
+//   - Versioned state: [Client.PutState] names the version it read, and the
+//     check is a predicate on the one UPDATE; a writer that lost the race gets
+//     [db.ErrVersionConflict]. There is no write without a version.
+//   - Obligations ([Obligation]): pending → met | breached | withdrawn, each
+//     terminal and immutable; re-applying the state held is a no-op, and a
+//     late meet is recorded beside the breach ([EventLateMeet]). Closing a
+//     case with a pending obligation is [db.ErrObligationsOutstanding];
+//     registering one on a closed case is [db.ErrCaseClosed]; both decide
+//     under the case row's lock.
+//   - Close and reopen: closing releases the keys, so a new matter about the
+//     same entity opens a fresh case; reopening takes back the keys no other
+//     open case claimed since and reports which it took and which it left.
+//   - The breach sweep ([BreachSweep]) moves pending obligations that are due
+//     to breached and enqueues the escalation job each names, in one
+//     transaction, for worker.Config.Sweeps.
+//   - Calendars: [Client.RegisterFromSpec] resolves a deadline spec through a
+//     calendar.Calendar and stores the instant with the spec and the
+//     calendar's digest; the instant is never recomputed, and a spec the
+//     calendar cannot resolve exactly is refused.
+//
+// The rules live in the database (transition tables, triggers, a partial
+// unique index), so a hand-written UPDATE in psql is held to them too, and
+// every change appends a docket.case_events row carrying the case id in the
+// same transaction: [Client.History] is one index range scan.
+//
+// # Who may do what
+//
+//	case.admit   admit, correlate, write state, register and settle
+//	             obligations, close, reopen; read
+//	case.view    read cases, keys, obligations and history
+//	case.sweep   the breach sweep's actor, per project; enqueuing
+//	             escalations also needs job.create
+//
+// An admission or correlation in a project where the actor holds no
+// case.admit is [db.ErrNotPermitted]. A case the actor may not write or read
+// is not there: [db.ErrNotFound], in the same words as an unknown case, and a
+// listing is silently filtered.
+//
+// Every operation has a form ending in Tx that runs on the caller's
+// transaction, so an admission, a state write or an obligation commits or
+// rolls back with the caller's business writes. Storage never reads the wall
+// clock: every instant comes from [Config.Clock].
+package cases

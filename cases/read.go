@@ -1,0 +1,163 @@
+package cases
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/dbsqlc"
+)
+
+// MaxPage bounds the page size of [Client.List].
+const MaxPage = 1000
+
+// Who reads what: an actor holding case.admit or case.view on a project
+// ([access.CaseAdmit], [access.CaseView]) reads its cases, their keys,
+// obligations and history. To anyone else they are not there.
+
+// Get returns case id, in its own transaction. See [Client.GetTx].
+func (c *Client) Get(ctx context.Context, id int64) (Case, error) {
+	return c.GetTx(ctx, c.pool, id)
+}
+
+// GetTx returns case id read on q, or [db.ErrNotFound] when there is none or
+// the actor may not read it.
+func (c *Client) GetTx(ctx context.Context, q db.DBTX, id int64) (Case, error) {
+	row, err := queries.CaseGet(ctx, q, id, string(c.actor))
+	if err != nil {
+		return Case{}, db.Translate(err, "case.get", "case", id)
+	}
+	return fromCaseRow(row), nil
+}
+
+// Filter selects cases for [Client.List]. Project is required.
+type Filter struct {
+	Project string
+	Status  Status // empty: both
+	// After continues a listing: only cases with a larger id. Pass the last
+	// id of one page to get the next.
+	After int64
+	// Limit is the page size, 1..[MaxPage]. Defaults to 100.
+	Limit int
+}
+
+// List returns the cases of f.Project matching f, oldest first, in its own
+// transaction. See [Client.ListTx].
+func (c *Client) List(ctx context.Context, f Filter) ([]Case, error) {
+	return c.ListTx(ctx, c.pool, f)
+}
+
+// ListTx returns a page of the cases of f.Project matching f read on q,
+// oldest first. An actor that may not read the project's cases gets an
+// empty list, not an error. It refuses an empty project, a limit outside
+// 1..[MaxPage], a negative After or an unknown status with
+// [db.ErrInvalidArgument].
+func (c *Client) ListTx(ctx context.Context, q db.DBTX, f Filter) ([]Case, error) {
+	const op = "case.list"
+	if f.Project == "" {
+		return nil, db.Refuse(db.ErrInvalidArgument, op, "project is empty: cases are listed per project")
+	}
+	if f.Limit == 0 {
+		f.Limit = 100
+	}
+	if f.Limit < 1 || f.Limit > MaxPage {
+		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("limit %d is outside 1..%d", f.Limit, MaxPage))
+	}
+	if f.After < 0 {
+		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("after %d is negative", f.After))
+	}
+	if f.Status != "" && !slices.Contains(Statuses, f.Status) {
+		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("unknown status %q", f.Status))
+	}
+	rows, err := queries.CaseList(ctx, q, dbsqlc.CaseListParams{
+		Project: f.Project, Status: string(f.Status), AfterID: f.After, Actor: string(c.actor), MaxRows: int32(f.Limit),
+	})
+	if err != nil {
+		return nil, db.Translate(err, op, "project", f.Project)
+	}
+	out := make([]Case, len(rows))
+	for i, r := range rows {
+		out[i] = fromCaseRow(r)
+	}
+	return out, nil
+}
+
+// Keys returns every claim of a key by case id, oldest first, in its own
+// transaction. See [Client.KeysTx].
+func (c *Client) Keys(ctx context.Context, id int64) ([]KeyClaim, error) {
+	return c.KeysTx(ctx, c.pool, id)
+}
+
+// KeysTx returns every claim of a key by case id read on q, oldest first:
+// those it holds and those it released when it closed. A case the actor may
+// not read, or an unknown one, has none.
+func (c *Client) KeysTx(ctx context.Context, q db.DBTX, id int64) ([]KeyClaim, error) {
+	rows, err := queries.CaseKeys(ctx, q, id, string(c.actor))
+	if err != nil {
+		return nil, db.Translate(err, "case.keys", "case", id)
+	}
+	out := make([]KeyClaim, len(rows))
+	for i, r := range rows {
+		out[i] = fromKeyRow(r)
+	}
+	return out, nil
+}
+
+// Obligations returns case id's obligations, oldest first, in its own
+// transaction. See [Client.ObligationsTx].
+func (c *Client) Obligations(ctx context.Context, id int64) ([]Obligation, error) {
+	return c.ObligationsTx(ctx, c.pool, id)
+}
+
+// ObligationsTx returns case id's obligations read on q, oldest first,
+// whatever their state. A case the actor may not read, or an unknown one, has
+// none.
+func (c *Client) ObligationsTx(ctx context.Context, q db.DBTX, id int64) ([]Obligation, error) {
+	rows, err := queries.CaseObligations(ctx, q, id, string(c.actor))
+	if err != nil {
+		return nil, db.Translate(err, "case.obligations", "case", id)
+	}
+	out := make([]Obligation, len(rows))
+	for i, r := range rows {
+		out[i] = fromObligationRow(r)
+	}
+	return out, nil
+}
+
+// Obligation returns obligation id, or [db.ErrNotFound] when there is none or
+// the actor may not read its case.
+func (c *Client) Obligation(ctx context.Context, q db.DBTX, id int64) (Obligation, error) {
+	row, err := queries.ObligationGet(ctx, q, id, string(c.actor))
+	if err != nil {
+		return Obligation{}, db.Translate(err, "obligation.get", "obligation", id)
+	}
+	return fromObligationRow(row), nil
+}
+
+// History returns the recorded changes of case id, oldest first, in its own
+// transaction. See [Client.HistoryTx].
+func (c *Client) History(ctx context.Context, id int64) ([]Event, error) {
+	return c.HistoryTx(ctx, c.pool, id)
+}
+
+// HistoryTx returns the recorded changes of case id read on q, oldest
+// first: its admission, every key claimed and released, every state write,
+// close and reopen, every obligation registered and settled, and late
+// answers. Every record carries the case id, so this is one range scan of an
+// index. A case the actor may not read, or an unknown one, is
+// [db.ErrNotFound] (a case always has its creation event).
+func (c *Client) HistoryTx(ctx context.Context, q db.DBTX, id int64) ([]Event, error) {
+	rows, err := queries.CaseEvents(ctx, q, id, string(c.actor))
+	if err != nil {
+		return nil, db.Translate(err, "case.history", "case", id)
+	}
+	if len(rows) == 0 {
+		return nil, db.Refuse(db.ErrNotFound, "case.history", "no such case, or the actor may not read it", "case", id)
+	}
+	out := make([]Event, len(rows))
+	for i, r := range rows {
+		out[i] = fromEventRow(r)
+	}
+	return out, nil
+}

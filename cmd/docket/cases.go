@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/docket-dev/docket/cases"
+)
+
+const casesUsage = "cases needs a subcommand: list PROJECT, show ID"
+
+func (c *cli) cases(args []string) (dbAction, error) {
+	if len(args) == 0 {
+		return nil, usagef(casesUsage)
+	}
+	sub, rest := args[0], args[1:]
+	fs := flag.NewFlagSet("cases "+sub, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	switch sub {
+	case "list":
+		status := fs.String("status", "", "only cases with this status (open or closed)")
+		limit := fs.Int("limit", 50, "at most this many, oldest first")
+		after := fs.Int64("after", 0, "only cases with a larger id (the last id of the previous page)")
+		project, err := oneArg(fs, rest, "cases list needs PROJECT")
+		if err != nil {
+			return nil, err
+		}
+		if *limit < 1 || *limit > cases.MaxPage {
+			return nil, usagef("cases list --limit must be 1..%d", cases.MaxPage)
+		}
+		if *after < 0 {
+			return nil, usagef("cases list --after must not be negative")
+		}
+		if *status != "" && !slices.Contains(cases.Statuses, cases.Status(*status)) {
+			return nil, usagef("cases list --status %q: want one of %s", *status, joinStates(cases.Statuses))
+		}
+		f := cases.Filter{Project: project, Status: cases.Status(*status), After: *after, Limit: *limit}
+		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.casesList(ctx, pool, f) }, nil
+	case "show":
+		s, err := oneArg(fs, rest, "cases show needs ID")
+		if err != nil {
+			return nil, err
+		}
+		id, perr := strconv.ParseInt(s, 10, 64)
+		if perr != nil || id < 1 {
+			return nil, usagef("cases show: %q is not a case id", s)
+		}
+		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.casesShow(ctx, pool, id) }, nil
+	}
+	return nil, usagef("unknown cases subcommand %q; %s", sub, casesUsage)
+}
+
+func (c *cli) caseClient(pool *pgxpool.Pool) (*cases.Client, error) {
+	return cases.NewClient(pool, cases.Config{Actor: c.actor, Clock: c.clock})
+}
+
+func (c *cli) casesList(ctx context.Context, pool *pgxpool.Pool, f cases.Filter) error {
+	cl, err := c.caseClient(pool)
+	if err != nil {
+		return err
+	}
+	list, err := cl.List(ctx, f)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tKIND\tSTATUS\tVERSION\tCREATED AT\tUPDATED AT")
+	for _, k := range list {
+		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\n", k.ID, k.Kind, k.Status, k.Version,
+			k.CreatedAt.Format(time.RFC3339), k.UpdatedAt.Format(time.RFC3339))
+	}
+	return w.Flush()
+}
+
+func (c *cli) casesShow(ctx context.Context, pool *pgxpool.Pool, id int64) error {
+	cl, err := c.caseClient(pool)
+	if err != nil {
+		return err
+	}
+	k, err := cl.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "case\t%d\n", k.ID)
+	fmt.Fprintf(w, "project\t%s\n", k.Project)
+	fmt.Fprintf(w, "kind\t%s\n", k.Kind)
+	fmt.Fprintf(w, "status\t%s\n", k.Status)
+	fmt.Fprintf(w, "version\t%d\n", k.Version)
+	fmt.Fprintf(w, "state\t%d bytes of JSON (untrusted; read it with the API)\n", len(k.State))
+	fmt.Fprintf(w, "created\t%s by %s\n", k.CreatedAt.Format(time.RFC3339Nano), k.CreatedBy)
+	if !k.ClosedAt.IsZero() {
+		fmt.Fprintf(w, "closed\t%s\n", k.ClosedAt.Format(time.RFC3339Nano))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+
+	keys, err := cl.Keys(ctx, id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout)
+	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAMESPACE\tVALUE\tCLAIMED AT\tRELEASED AT")
+	for _, kc := range keys {
+		released := "held"
+		if !kc.Held() {
+			released = kc.ReleasedAt.Format(time.RFC3339Nano)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", kc.Namespace, kc.Value, kc.ClaimedAt.Format(time.RFC3339Nano), released)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+
+	obs, err := cl.Obligations(ctx, id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout)
+	if len(obs) == 0 {
+		fmt.Fprintln(c.stdout, "no obligations")
+	} else {
+		w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "OBLIGATION\tNAME\tSTATE\tDUE AT\tRULE\tESCALATION")
+		for _, o := range obs {
+			esc := "-"
+			if o.Escalation != nil {
+				esc = o.Escalation.Kind
+				if o.EscalationJobID != 0 {
+					esc += fmt.Sprintf(" (job %d)", o.EscalationJobID)
+				}
+			}
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", o.ID, o.Name, o.State, o.Due.Format(time.RFC3339Nano), dash(oneLine(o.Rule)), esc)
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+
+	events, err := cl.History(ctx, id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout)
+	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "AT\tWHAT\tFROM\tTO\tACTOR\tDETAIL")
+	for _, e := range events {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.Format(time.RFC3339Nano), e.What, dash(e.From), dash(e.To), e.Actor,
+			dash(oneLine(string(e.Detail))))
+	}
+	return w.Flush()
+}
