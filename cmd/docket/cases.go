@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -45,13 +44,9 @@ func (c *cli) cases(args []string) (dbAction, error) {
 		f := cases.Filter{Project: project, Status: cases.Status(*status), After: *after, Limit: *limit}
 		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.casesList(ctx, pool, f) }, nil
 	case "show":
-		s, err := oneArg(fs, rest, "cases show needs ID")
+		id, err := idArg(fs, rest, "cases show needs ID", "case")
 		if err != nil {
 			return nil, err
-		}
-		id, perr := strconv.ParseInt(s, 10, 64)
-		if perr != nil || id < 1 {
-			return nil, usagef("cases show: %q is not a case id", s)
 		}
 		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.casesShow(ctx, pool, id) }, nil
 	}

@@ -215,13 +215,19 @@ func oneArg(fs *flag.FlagSet, args []string, msg string) (string, error) {
 }
 
 func jobID(fs *flag.FlagSet, args []string, msg string) (int64, error) {
+	return idArg(fs, args, msg, "job")
+}
+
+// idArg parses the one positional argument as the id of a noun (job, lane,
+// case); msg is the usage error when it is missing.
+func idArg(fs *flag.FlagSet, args []string, msg, noun string) (int64, error) {
 	s, err := oneArg(fs, args, msg)
 	if err != nil {
 		return 0, err
 	}
 	id, perr := strconv.ParseInt(s, 10, 64)
 	if perr != nil || id < 1 {
-		return 0, usagef("%s: %q is not a job id", msg, s)
+		return 0, usagef("%s: %q is not a %s id", msg, s, noun)
 	}
 	return id, nil
 }

@@ -55,13 +55,9 @@ func (c *cli) lanes(args []string) (dbAction, error) {
 			After: *after, Limit: *limit}
 		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.lanesList(ctx, pool, f) }, nil
 	case "show":
-		s, err := oneArg(fs, rest, "lanes show needs ID")
+		id, err := idArg(fs, rest, "lanes show needs ID", "lane")
 		if err != nil {
 			return nil, err
-		}
-		id, perr := strconv.ParseInt(s, 10, 64)
-		if perr != nil || id < 1 {
-			return nil, usagef("lanes show: %q is not a lane id", s)
 		}
 		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.lanesShow(ctx, pool, id) }, nil
 	}
