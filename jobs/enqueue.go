@@ -130,7 +130,7 @@ func (c *Client) enqueueParams(now time.Time, specs []Spec) (dbsqlc.JobEnqueueMa
 			}
 			return p, err
 		}
-		s = s.resolved(now)
+		s = s.Resolved(now)
 		p.Kinds[i] = s.Kind
 		p.Queues[i] = s.Queue
 		p.Priorities[i] = int16(s.Priority)

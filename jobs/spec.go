@@ -125,9 +125,9 @@ func validKey(key string) bool {
 	return key != ""
 }
 
-// resolved returns s with its defaults applied, now standing for a zero
-// AvailableAt.
-func (s Spec) resolved(now time.Time) Spec {
+// Resolved returns s with its defaults applied, as enqueueing stores it: now
+// stands for a zero AvailableAt.
+func (s Spec) Resolved(now time.Time) Spec {
 	if s.Queue == "" {
 		s.Queue = DefaultQueue
 	}
@@ -151,7 +151,7 @@ func (s Spec) resolved(now time.Time) Spec {
 // database would refuse. Enqueueing validates every spec first, so a refusal
 // writes nothing.
 func (s Spec) Validate() error {
-	s = s.resolved(time.Unix(0, 0))
+	s = s.Resolved(time.Unix(0, 0))
 	switch {
 	case !ValidKind(s.Kind):
 		return invalid("invalid kind %q: want dot-separated segments of [a-z0-9_-] starting with a letter, at most %d characters", s.Kind, MaxKindLen)

@@ -136,28 +136,17 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []jobs.Spec
 		return nil, err
 	}
 	now := c.clock.Now()
-	params := make([]river.InsertManyParams, 0, len(receipts))
+	enqueued := make([]jobs.Job, 0, len(receipts))
 	for i, r := range receipts {
-		s := resolved[i]
-		if r.Duplicate || s.External {
-			continue
+		if r.Duplicate {
+			continue // its own enqueue dispatched it
 		}
-		j := jobs.Job{ID: r.ID, Kind: s.Kind, Queue: s.Queue, Priority: s.Priority, State: jobs.Queued, AvailableAt: s.AvailableAt}
-		if j.Queue == "" {
-			j.Queue = jobs.DefaultQueue
-		}
-		if j.Priority == 0 {
-			j.Priority = jobs.DefaultPriority
-		}
-		if j.AvailableAt.IsZero() {
-			j.AvailableAt = now
-		}
-		params = append(params, dispatchParams(j, c.clock))
+		s := resolved[i].Resolved(now)
+		enqueued = append(enqueued, jobs.Job{ID: r.ID, Kind: s.Kind, Queue: s.Queue, Priority: s.Priority,
+			State: jobs.Queued, External: s.External, AvailableAt: s.AvailableAt})
 	}
-	if len(params) > 0 {
-		if _, err := c.river.InsertManyFastTx(ctx, tx, params); err != nil {
-			return nil, fmt.Errorf("job.enqueue_many: dispatch: %w", err)
-		}
+	if err := dispatchTx(ctx, c.river, tx, c.clock, enqueued...); err != nil {
+		return nil, fmt.Errorf("job.enqueue_many: dispatch: %w", err)
 	}
 	return receipts, nil
 }

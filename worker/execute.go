@@ -233,7 +233,7 @@ func (w *Worker) run(ctx context.Context, j jobs.Job) error {
 	h := w.cfg.Registry.lookup(j.Kind)
 	if h == nil {
 		// Not reachable: the claim names only the registry's kinds.
-		return w.fail(ctx, j, nil, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "no handler for kind " + j.Kind})
+		return w.fail(ctx, j, Event{JobID: j.ID, Kind: j.Kind, Attempt: j.Attempts}, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "no handler for kind " + j.Kind})
 	}
 	lease := j.Lease()
 	hctx, cancel := context.WithCancelCause(ctx)
@@ -263,7 +263,7 @@ func (w *Worker) run(ctx context.Context, j jobs.Job) error {
 		return nil
 	}
 	if err != nil && w.stopping.Load() && ctx.Err() != nil {
-		return w.release(ctx, j, h, base)
+		return w.release(ctx, j, base)
 	}
 	if err != nil {
 		if errors.Is(context.Cause(hctx), errTimeout) {
@@ -273,7 +273,7 @@ func (w *Worker) run(ctx context.Context, j jobs.Job) error {
 		if h.opts.Revision != "" {
 			f.Diagnostic = "[" + h.opts.Revision + "] " + f.Diagnostic
 		}
-		return w.fail(ctx, j, &base, f)
+		return w.fail(ctx, j, base, f)
 	}
 	return w.succeed(ctx, j, res, base)
 }
@@ -305,7 +305,7 @@ func (w *Worker) succeed(ctx context.Context, j jobs.Job, res Result, e Event) e
 		_, err = w.jobs.Complete(settle, j.Lease(), res.Value, func(tx pgx.Tx) error { return res.WritesFunc(settle, tx) })
 		if err != nil && !isRefusal(err) {
 			// The writes failed: the attempt failed, retryably.
-			return w.fail(ctx, j, &e, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "completion writes: " + err.Error()})
+			return w.fail(ctx, j, e, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "completion writes: " + err.Error()})
 		}
 	}
 	switch {
@@ -331,64 +331,63 @@ func isRefusal(err error) bool {
 
 // fail records a failed attempt and, when the job is queued again for a
 // retry, its next dispatch, in one transaction.
-func (w *Worker) fail(ctx context.Context, j jobs.Job, e *Event, f jobs.Failure) error {
-	settle := context.WithoutCancel(ctx)
-	var after jobs.Job
-	err := db.WithTx(settle, w.pool, func(tx pgx.Tx) error {
-		var err error
-		after, err = w.jobs.FailTx(settle, tx, j.Lease(), f)
-		if err != nil {
-			return err
-		}
-		return dispatchTx(settle, w.river, tx, w.cfg.Clock, after)
+func (w *Worker) fail(ctx context.Context, j jobs.Job, e Event, f jobs.Failure) error {
+	after, err := w.settle(context.WithoutCancel(ctx), func(ctx context.Context, tx pgx.Tx) (jobs.Job, error) {
+		return w.jobs.FailTx(ctx, tx, j.Lease(), f)
 	})
-	ev := Event{JobID: j.ID, Kind: j.Kind, Attempt: j.Attempts}
-	if e != nil {
-		ev = *e
-	}
 	switch {
 	case err == nil:
-		ev.Type, ev.State, ev.Err = EventFailed, string(after.State), errors.New(f.Diagnostic)
+		e.Type, e.State, e.Err = EventFailed, string(after.State), errors.New(f.Diagnostic)
 		w.log.InfoContext(ctx, "docket worker: attempt failed", "job", j.ID, "kind", j.Kind, "attempt", j.Attempts,
 			"class", f.Class, "state", after.State, "diagnostic", f.Diagnostic)
 	case isRefusal(err):
-		ev.Type, ev.Err = EventLeaseLost, err
+		e.Type, e.Err = EventLeaseLost, err
 	default:
-		ev.Type, ev.Err = EventError, err
-		w.emit(ev)
+		e.Type, e.Err = EventError, err
+		w.emit(e)
 		return fmt.Errorf("fail job %d: %w", j.ID, err)
 	}
-	w.emit(ev)
+	w.emit(e)
 	return nil
 }
 
 // release gives back the lease of a handler cancelled by Stop: the job is
 // queued again with its attempt counted, and dispatched anew, in one
 // transaction.
-func (w *Worker) release(ctx context.Context, j jobs.Job, h *handler, e Event) error {
-	settle, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.ReleaseTimeout)
+func (w *Worker) release(ctx context.Context, j jobs.Job, e Event) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.ReleaseTimeout)
 	defer cancel()
-	var after jobs.Job
-	err := db.WithTx(settle, w.pool, func(tx pgx.Tx) error {
-		var err error
-		after, err = w.jobs.ReleaseTx(settle, tx, j.Lease(), time.Time{}, "worker stopped while the handler ran")
-		if err != nil {
-			return err
-		}
-		return dispatchTx(settle, w.river, tx, w.cfg.Clock, after)
+	after, err := w.settle(rctx, func(ctx context.Context, tx pgx.Tx) (jobs.Job, error) {
+		return w.jobs.ReleaseTx(ctx, tx, j.Lease(), time.Time{}, "worker stopped while the handler ran")
 	})
-	if err != nil {
+	switch {
+	case err == nil:
+		e.Type, e.State = EventReleased, string(after.State)
+		w.log.InfoContext(ctx, "docket worker: released a lease on stop", "job", j.ID, "kind", j.Kind, "state", after.State)
+	case isRefusal(err):
+		e.Type, e.Err = EventLeaseLost, err
+	default:
 		e.Type, e.Err = EventError, err
 		w.emit(e)
-		if isRefusal(err) {
-			return nil
-		}
 		return fmt.Errorf("release job %d: %w", j.ID, err)
 	}
-	e.Type, e.State = EventReleased, string(after.State)
-	w.log.InfoContext(ctx, "docket worker: released a lease on stop", "job", j.ID, "kind", h.kind, "state", after.State)
 	w.emit(e)
 	return nil
+}
+
+// settle moves a held job on with move and, when that queues it again,
+// inserts its next dispatch, in one transaction: a job queued by the worker
+// is never left without a dispatch.
+func (w *Worker) settle(ctx context.Context, move func(ctx context.Context, tx pgx.Tx) (jobs.Job, error)) (jobs.Job, error) {
+	var after jobs.Job
+	err := db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
+		var err error
+		if after, err = move(ctx, tx); err != nil {
+			return err
+		}
+		return dispatchTx(ctx, w.river, tx, w.cfg.Clock, after)
+	})
+	return after, err
 }
 
 var (

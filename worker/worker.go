@@ -241,14 +241,11 @@ func (cfg Config) withDefaults() (Config, error) {
 	if b := cfg.Batch; b.Flushers < 1 || b.Flushers > 64 {
 		return bad("batch flushers %d is outside 1..64", b.Flushers)
 	}
-	if cfg.FetchCooldown == 0 {
-		cfg.FetchCooldown = min(50*time.Millisecond, max(cfg.FetchPollInterval, time.Millisecond))
-		if cfg.FetchPollInterval == 0 {
-			cfg.FetchCooldown = 50 * time.Millisecond
-		}
-	}
 	if cfg.FetchPollInterval == 0 {
 		cfg.FetchPollInterval = max(100*time.Millisecond, cfg.FetchCooldown)
+	}
+	if cfg.FetchCooldown == 0 {
+		cfg.FetchCooldown = min(50*time.Millisecond, cfg.FetchPollInterval)
 	}
 	if cfg.SweepEvery == 0 {
 		cfg.SweepEvery = time.Second
