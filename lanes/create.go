@@ -95,13 +95,10 @@ func (c *Client) Create(ctx context.Context, spec Spec) (Lane, error) {
 // unknown or of another quorum with [db.ErrInvalidDependency] (the message
 // names it); a name taken in the quorum with [db.ErrAlreadyExists].
 func (c *Client) CreateTx(ctx context.Context, q db.DBTX, spec Spec) (Lane, error) {
-	deps := spec.DependsOn
-	if deps == nil {
-		deps = []int64{}
-	}
+	// A nil DependsOn travels as NULL, which lane_create reads as none.
 	row, err := queries.LaneCreate(ctx, q, dbsqlc.LaneCreateParams{
 		QuorumID: spec.Quorum, Name: spec.Name, Branch: spec.Branch, Assignee: string(spec.Assignee),
-		TaskRef: spec.Task, DependsOn: deps, Actor: string(c.actor), Now: c.clock.Now(),
+		TaskRef: spec.Task, DependsOn: spec.DependsOn, Actor: string(c.actor), Now: c.clock.Now(),
 	})
 	if err != nil {
 		return Lane{}, db.Translate(err, "lane.create", "quorum", spec.Quorum, "lane", spec.Name)

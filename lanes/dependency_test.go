@@ -52,6 +52,12 @@ func TestDependenciesValidatedAtCreation(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, deps, l.DependsOn)
 	require.Equal(t, 1+lanes.MaxDependencies, eventCount(t, e.pool, l.ID), "a creation event and one per dependency")
+	// The bound holds by hand too: a 65th dependency is refused.
+	before = snapshot(t, e.pool)
+	err = raw(ctx, e.pool, `INSERT INTO docket.lane_dependencies (lane_id, depends_on) VALUES ($1, $2)`, l.ID, a.ID)
+	require.ErrorIs(t, err, db.ErrInvalidArgument)
+	require.ErrorContains(t, err, "at most 64")
+	require.Equal(t, before, snapshot(t, e.pool))
 	got, err := c.Get(ctx, b.ID)
 	require.NoError(t, err)
 	require.Equal(t, []int64{a.ID}, got.DependsOn)

@@ -107,10 +107,12 @@ func TestWriteRoleMatrix(t *testing.T) {
 				l := o.pre(e, t, name("l%d", i))
 				c := e.as(t, actor)
 				if contains(o.allowed, actor) {
+					events := eventCount(t, e.pool, l.ID)
 					got, err := o.call(ctx, c, e.pool, l.ID)
 					require.NoError(t, err, actor)
 					o.after(t, got)
-					require.Equal(t, eventCount(t, e.pool, l.ID), len(mustHistory(t, e.as(t, cond), l.ID)))
+					require.Equal(t, events+1, eventCount(t, e.pool, l.ID), "one event for the change")
+					require.Equal(t, events+1, len(mustHistory(t, e.as(t, cond), l.ID)))
 					continue
 				}
 				before := snapshot(t, e.pool)

@@ -197,8 +197,7 @@ WHERE v.project = $1::text
   AND ($3::text = '' OR v.state = $3::text)
   AND ($4::text = '' OR v.review = $4::text)
   AND v.id > $5::bigint
-  AND (docket.grant_check($6::text, $1::text, 'lane.view')
-       OR v.assignee = $6::text OR v.conductor = $6::text)
+  AND docket.lane_visible($6::text, $1::text, v.conductor, v.assignee)
 ORDER BY v.id
 LIMIT $7::integer
 `

@@ -29,8 +29,7 @@ WHERE v.project = @project::text
   AND (@state::text = '' OR v.state = @state::text)
   AND (@review::text = '' OR v.review = @review::text)
   AND v.id > @after_id::bigint
-  AND (docket.grant_check(@actor::text, @project::text, 'lane.view')
-       OR v.assignee = @actor::text OR v.conductor = @actor::text)
+  AND docket.lane_visible(@actor::text, @project::text, v.conductor, v.assignee)
 ORDER BY v.id
 LIMIT @max_rows::integer;
 

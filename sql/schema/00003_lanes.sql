@@ -36,11 +36,9 @@
 
 -- Names and bounds ------------------------------------------------------------
 
--- A quorum or lane name: 1-63 characters of [a-z0-9._-], starting with a
--- letter or digit (the project name rule). Not STRICT, so it inlines.
-CREATE FUNCTION docket.valid_lane_name(p_name text) RETURNS boolean
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN length(p_name) <= 63 AND p_name ~ '^[a-z0-9][a-z0-9._-]*$';
+-- A quorum or lane name follows the project name rule,
+-- docket.valid_project_name: 1-63 characters of [a-z0-9._-], starting with a
+-- letter or digit.
 
 -- A branch: a git branch name, conservatively: 1-255 characters of
 -- [A-Za-z0-9._/-], starting with a letter, digit or underscore; no component
@@ -147,7 +145,7 @@ INSERT INTO docket.lane_review_transitions (from_state, to_state) VALUES
 CREATE TABLE docket.quorums (
     id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     project    text NOT NULL REFERENCES docket.projects (name),
-    name       text NOT NULL CONSTRAINT quorums_name_valid CHECK (docket.valid_lane_name(name)),
+    name       text NOT NULL CONSTRAINT quorums_name_valid CHECK (docket.valid_project_name(name)),
     conductor  docket.principal NOT NULL,
     created_by docket.principal NOT NULL,
     created_at timestamptz NOT NULL,
@@ -172,7 +170,7 @@ CREATE TABLE docket.lanes (
     quorum_id    bigint NOT NULL,
     -- Copied from the quorum by lanes_guard; never changes.
     project      text NOT NULL,
-    name         text NOT NULL CONSTRAINT lanes_name_valid CHECK (docket.valid_lane_name(name)),
+    name         text NOT NULL CONSTRAINT lanes_name_valid CHECK (docket.valid_project_name(name)),
     branch       text NOT NULL CONSTRAINT lanes_branch_valid CHECK (docket.valid_branch(branch)),
     assignee     docket.principal NOT NULL,
     task_ref     text NOT NULL CONSTRAINT lanes_task_ref_valid CHECK (docket.valid_task_ref(task_ref)),
@@ -309,7 +307,9 @@ CREATE TRIGGER lane_dependencies_append_only
 -- lane_dependencies_guard refuses (DK013), naming the lanes, a dependency on a
 -- lane that does not exist, is in another quorum, or is not older than the
 -- dependent lane (itself included, so no cycle can form), before the
--- constraints would refuse it less plainly. It fills in quorum_id.
+-- constraints would refuse it less plainly; and (DK010) a 65th dependency of
+-- one lane, so the bound holds for a hand-written INSERT too. It fills in
+-- quorum_id.
 -- +goose StatementBegin
 CREATE FUNCTION docket.lane_dependencies_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -332,6 +332,10 @@ BEGIN
         RAISE EXCEPTION 'lane %: dependency lane % is not older than it: a lane depends only on lanes created before it, so no cycle can form',
             NEW.lane_id, NEW.depends_on
             USING ERRCODE = 'DK013';
+    END IF;
+    IF (SELECT count(*) FROM docket.lane_dependencies d WHERE d.lane_id = NEW.lane_id) >= 64 THEN
+        RAISE EXCEPTION 'invalid dependencies: lane % has 64 already, at most 64', NEW.lane_id
+            USING ERRCODE = 'DK010';
     END IF;
     NEW.quorum_id := v_quorum;
     RETURN NEW;
@@ -537,7 +541,7 @@ DECLARE
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
     PERFORM docket.require_project_name(p_project);
-    PERFORM docket.lane_require(docket.valid_lane_name(p_name), 'quorum name', p_name,
+    PERFORM docket.lane_require(docket.valid_project_name(p_name), 'quorum name', p_name,
         '1-63 characters of [a-z0-9._-], starting with a letter or digit');
     PERFORM docket.require_principal('conductor', p_conductor);
     IF NOT docket.grant_check(p_actor, p_project, 'quorum.create') THEN
@@ -604,7 +608,7 @@ DECLARE
     v docket.lanes;
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
-    PERFORM docket.lane_require(docket.valid_lane_name(p_name), 'lane name', p_name,
+    PERFORM docket.lane_require(docket.valid_project_name(p_name), 'lane name', p_name,
         '1-63 characters of [a-z0-9._-], starting with a letter or digit');
     PERFORM docket.lane_require(docket.valid_branch(p_branch), 'branch', p_branch,
         'a git branch name of 1-255 characters of [A-Za-z0-9._/-]');
@@ -811,4 +815,3 @@ DROP FUNCTION docket.lane_require(boolean, text, text, text);
 DROP FUNCTION docket.valid_commit(text);
 DROP FUNCTION docket.valid_task_ref(text);
 DROP FUNCTION docket.valid_branch(text);
-DROP FUNCTION docket.valid_lane_name(text);
