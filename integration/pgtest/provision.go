@@ -3,13 +3,7 @@ package pgtest
 import (
 	"context"
 	"errors"
-	"fmt"
-
-	"github.com/jackc/pgx/v5"
 )
-
-// demoDBPrefix starts the name of every database [Provision] makes.
-const demoDBPrefix = "docket_demo_"
 
 // Database is a throw-away database made by [Provision], on a server found
 // the way tests find one. Close it when done.
@@ -41,9 +35,9 @@ func Provision(ctx context.Context) (*Database, error) {
 	if err != nil {
 		return nil, err
 	}
-	name := randomName(demoDBPrefix)
-	if _, err := srv.admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE template0"+srv.createOptions); err != nil {
-		return nil, errors.Join(fmt.Errorf("pgtest: create database %s: %w", name, err), srv.shutdown(context.WithoutCancel(ctx)))
+	name, err := srv.createDB(ctx, "template0")
+	if err != nil {
+		return nil, errors.Join(err, srv.shutdown(context.WithoutCancel(ctx)))
 	}
 	d := &Database{Server: srv.String(), srv: srv, name: name}
 	if d.URL, err = withDatabase(srv.adminURL, name); err != nil {
