@@ -9,7 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -85,35 +85,39 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 func (c *cli) runDemo(ctx context.Context, n int) (err error) {
 	fmt.Fprintf(c.stdout, "docket demo: an order service (examples/orders) places %d orders, each written\n"+
 		"with its invoice job in one transaction, while a worker runs the invoices.\n\n", n)
-	step := func(what, format string, args ...any) {
-		fmt.Fprintf(c.stdout, "  %-9s %s\n", what, fmt.Sprintf(format, args...))
-	}
-
-	url := c.url
-	var scratch *pgtest.Database
-	if url == "" {
-		step("postgres", "no database URL given: finding a server as docket's tests do ...")
-		if scratch, err = pgtest.Provision(ctx); err != nil {
+	scratch := c.url == ""
+	if scratch {
+		c.demoStep("postgres", "no database URL given: finding a server as docket's tests do ...")
+		var d *pgtest.Database
+		if d, err = pgtest.Provision(ctx); err != nil {
 			return fmt.Errorf("%w; or give the demo a database with --database-url or DOCKET_DATABASE_URL", err)
 		}
 		defer func() {
 			cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), demoCleanupTimeout)
 			defer cancel()
-			if cerr := scratch.Close(cleanup); cerr != nil {
+			if cerr := d.Close(cleanup); cerr != nil {
 				err = errors.Join(err, fmt.Errorf("dropping the scratch database: %w", cerr))
 			}
 		}()
-		url = scratch.URL
-		step("", "a scratch database on %s, dropped at the end", scratch.Server)
+		c.url = d.URL
+		c.demoStep("", "a scratch database on %s, dropped at the end", d.Server)
 	} else {
-		step("postgres", "the database at %s", maskedURL(url))
+		c.demoStep("postgres", "the database at %s", maskedURL(c.url))
 	}
+	return c.withPool(ctx, func(ctx context.Context, pool *pgxpool.Pool) error {
+		return c.runDemoOn(ctx, pool, n, scratch)
+	})
+}
 
-	pool, err := db.Open(ctx, url)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
+// demoStep prints one step of the demo's setup.
+func (c *cli) demoStep(what, format string, args ...any) {
+	fmt.Fprintf(c.stdout, "  %-9s %s\n", what, fmt.Sprintf(format, args...))
+}
+
+// runDemoOn migrates pool's database, runs the order service there until
+// every invoice job has settled, and prints what became of them. scratch
+// says the database is dropped at the end.
+func (c *cli) runDemoOn(ctx context.Context, pool *pgxpool.Pool, n int, scratch bool) (err error) {
 	if err := db.Migrate(ctx, pool); err != nil {
 		return err
 	}
@@ -121,13 +125,13 @@ func (c *cli) runDemo(ctx context.Context, n int) (err error) {
 	if err != nil {
 		return err
 	}
-	step("schema", "migrated: docket at version %d, River at version %d", status.Version, status.RiverVersion)
+	c.demoStep("schema", "migrated: docket at version %d, River at version %d", status.Version, status.RiverVersion)
 
 	project, err := c.demoProject(ctx, pool)
 	if err != nil {
 		return err
 	}
-	step("project", "%s: %s may create and claim jobs there, %s reconcile them", project, demoService, c.actor)
+	c.demoStep("project", "%s: %s may create and claim jobs there, %s reconcile them", project, demoService, c.actor)
 
 	if err := orders.Setup(ctx, pool); err != nil {
 		return err
@@ -143,12 +147,16 @@ func (c *cli) runDemo(ctx context.Context, n int) (err error) {
 	if err := svc.Register(reg); err != nil {
 		return err
 	}
-	var lastErr workerError
+	var lastErr atomic.Pointer[error] // the worker's last error, for a failure message
 	w, err := worker.New(pool, worker.Config{
 		Actor: demoService, Registry: reg, Clock: c.clock, Deployment: "docket-demo",
 		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond, SweepEvery: 100 * time.Millisecond,
-		Logger:  slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		OnEvent: lastErr.record,
+		Logger: slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		OnEvent: func(e worker.Event) {
+			if e.Type == worker.EventError {
+				lastErr.Store(&e.Err)
+			}
+		},
 	})
 	if err != nil {
 		return err
@@ -168,14 +176,11 @@ func (c *cli) runDemo(ctx context.Context, n int) (err error) {
 			err = errors.Join(err, stop())
 		}
 	}()
-	step("worker", "runs %s as %s, on a simulated gateway that answers by customer", orders.InvoiceKind.Name(), demoService)
+	c.demoStep("worker", "runs %s as %s, on a simulated gateway that answers by customer", orders.InvoiceKind.Name(), demoService)
 	fmt.Fprintln(c.stdout)
 
-	// The orders arrive one by one while the worker runs, as in a service.
 	start := time.Now()
 	placeCtx, stopPlacing := context.WithCancel(ctx)
-	var placed []orders.Placed // the goroutine's until done is closed
-	var placedCount progressCount
 	placing := make(chan error, 1)
 	done := make(chan struct{})
 	defer func() {
@@ -184,30 +189,13 @@ func (c *cli) runDemo(ctx context.Context, n int) (err error) {
 	}()
 	go func() {
 		defer close(done)
-		for i, o := range orders.Sample(n) {
-			if i > 0 {
-				select {
-				case <-placeCtx.Done():
-					placing <- placeCtx.Err()
-					return
-				case <-time.After(demoPace):
-				}
-			}
-			p, err := svc.PlaceOrder(placeCtx, o)
-			if err != nil {
-				placing <- err
-				return
-			}
-			placed = append(placed, p)
-			placedCount.set(len(placed))
-		}
-		placing <- nil
+		placing <- placeOrders(placeCtx, svc, n)
 	}()
 
-	counts, err := c.watchDemo(ctx, pool, project, n, start, &placedCount, placing)
+	counts, err := c.watchDemo(ctx, pool, project, n, start, placing)
 	if err != nil {
-		if werr := lastErr.get(); werr != nil {
-			err = fmt.Errorf("%w (the worker's last error: %v)", err, werr)
+		if werr := lastErr.Load(); werr != nil {
+			err = fmt.Errorf("%w (the worker's last error: %v)", err, *werr)
 		}
 		return err
 	}
@@ -215,8 +203,26 @@ func (c *cli) runDemo(ctx context.Context, n int) (err error) {
 		return err
 	}
 	fmt.Fprintf(c.stdout, "\nAll %d invoice jobs settled in %.1fs.\n\n", n, time.Since(start).Seconds())
-	<-done
-	return c.closeDemo(ctx, pool, project, placed, counts, scratch != nil)
+	return c.closeDemo(ctx, pool, project, n, counts, scratch)
+}
+
+// placeOrders places n sample orders one by one, demoPace apart, as they
+// would arrive at a service while its worker runs. It returns the first
+// error of placing one, or ctx's error if ctx ends first.
+func placeOrders(ctx context.Context, svc *orders.Service, n int) error {
+	for i, o := range orders.Sample(n) {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(demoPace):
+			}
+		}
+		if _, err := svc.PlaceOrder(ctx, o); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // demoProject creates the demo's project, "demo", or "demo-2", "demo-3" ...
@@ -264,7 +270,18 @@ func (s stateCounts) settled() int {
 	return n
 }
 
-// countsSQL is what the demo reads, and what it tells an operator to run.
+// placed is how many orders have been placed: one job each, since an order
+// is written with its invoice job in one transaction.
+func (s stateCounts) placed() int {
+	n := 0
+	for _, k := range s.jobs {
+		n += k
+	}
+	return n
+}
+
+// countsSQL is what the demo reads: the first query it tells an operator to
+// run, with the count of jobs that succeeded on a retry.
 const countsSQL = `SELECT state, count(*), sum(attempts), count(*) FILTER (WHERE attempts > 1)
 FROM docket.jobs WHERE project = $1 GROUP BY state`
 
@@ -294,8 +311,9 @@ func readCounts(ctx context.Context, q db.DBTX, project string) (stateCounts, er
 // settled, and returns the last counts. It fails when placing an order
 // fails, when ctx ends, or after demoTimeout.
 func (c *cli) watchDemo(ctx context.Context, pool *pgxpool.Pool, project string, n int, start time.Time,
-	placed *progressCount, placing <-chan error) (stateCounts, error) {
+	placing <-chan error) (stateCounts, error) {
 	line := progressLine{w: c.stdout, terminal: isTerminal(c.stdout)}
+	defer line.end()
 	deadline := time.NewTimer(demoTimeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(demoPoll)
@@ -303,26 +321,21 @@ func (c *cli) watchDemo(ctx context.Context, pool *pgxpool.Pool, project string,
 	for {
 		counts, err := readCounts(ctx, pool, project)
 		if err != nil {
-			line.end()
 			return counts, err
 		}
 		done := counts.settled() == n
-		line.show(fmt.Sprintf("%5.1fs  placed %d/%d  %s", time.Since(start).Seconds(), placed.get(), n, counts.progress()), done)
+		line.show(fmt.Sprintf("%5.1fs  placed %d/%d  %s", time.Since(start).Seconds(), counts.placed(), n, counts.progress()), done)
 		if done {
-			line.end()
 			return counts, nil
 		}
 		select {
 		case err := <-placing:
 			if err != nil {
-				line.end()
 				return counts, err
 			}
 		case <-ctx.Done():
-			line.end()
 			return counts, fmt.Errorf("interrupted: %w", ctx.Err())
 		case <-deadline.C:
-			line.end()
 			return counts, fmt.Errorf("the invoice jobs did not all settle within %v: %d of %d settled; %s",
 				demoTimeout, counts.settled(), n, counts.progress())
 		case <-tick.C:
@@ -330,25 +343,25 @@ func (c *cli) watchDemo(ctx context.Context, pool *pgxpool.Pool, project string,
 	}
 }
 
-// progress is the counts by state, in the machine's order.
+// progress is the counts by state, in the machine's order, cancelled only
+// when there are any.
 func (s stateCounts) progress() string {
 	var b strings.Builder
-	for i, st := range []jobs.State{jobs.Queued, jobs.Claimed, jobs.Succeeded, jobs.Failed, jobs.Dead, jobs.Uncertain} {
-		if i > 0 {
+	for _, st := range jobs.States {
+		if st == jobs.Cancelled && s.jobs[st] == 0 {
+			continue
+		}
+		if b.Len() > 0 {
 			b.WriteString("  ")
 		}
 		fmt.Fprintf(&b, "%s %d", st, s.jobs[st])
 	}
-	if k := s.jobs[jobs.Cancelled]; k > 0 {
-		fmt.Fprintf(&b, "  cancelled %d", k)
-	}
 	return b.String()
 }
 
-// closeDemo prints the closing table, how the orders stand, and the SQL an
+// closeDemo prints the closing table, how the n orders stand, and the SQL an
 // operator would run to see the same.
-func (c *cli) closeDemo(ctx context.Context, pool *pgxpool.Pool, project string, placed []orders.Placed,
-	counts stateCounts, scratch bool) error {
+func (c *cli) closeDemo(ctx context.Context, pool *pgxpool.Pool, project string, n int, counts stateCounts, scratch bool) error {
 	fmt.Fprintf(c.stdout, "  %-10s %5s %9s  %s\n", "outcome", "jobs", "attempts", "what it means")
 	for _, st := range settledStates {
 		k := counts.jobs[st.state]
@@ -365,28 +378,22 @@ func (c *cli) closeDemo(ctx context.Context, pool *pgxpool.Pool, project string,
 		fmt.Fprintf(c.stdout, "  %-10s %5d %9d  %s\n", st.state, k, counts.attempts[st.state], meaning)
 	}
 
-	ids := make([]int64, len(placed))
-	for i, p := range placed {
-		ids[i] = p.ID
-	}
+	// How the orders stand beside their jobs, and the jobs worth a look:
+	// the first dead and the first uncertain one, else the first of all.
 	var invoiced, disagree int
+	var history, uncertain, dead int64
 	err := pool.QueryRow(ctx, `
-		SELECT count(*) FILTER (WHERE o.status = 'invoiced'), count(*) FILTER (WHERE (o.status = 'invoiced') <> (j.state = 'succeeded'))
-		FROM shop.orders o JOIN docket.jobs j ON j.id = o.invoice_job WHERE o.id = ANY($1)`, ids).Scan(&invoiced, &disagree)
+		SELECT count(*) FILTER (WHERE o.status = 'invoiced'), count(*) FILTER (WHERE (o.status = 'invoiced') <> (j.state = 'succeeded')),
+		       min(j.id), coalesce(min(j.id) FILTER (WHERE j.state = 'uncertain'), 0), coalesce(min(j.id) FILTER (WHERE j.state = 'dead'), 0)
+		FROM shop.orders o JOIN docket.jobs j ON j.id = o.invoice_job WHERE j.project = $1`, project).Scan(&invoiced, &disagree, &history, &uncertain, &dead)
 	if err != nil {
 		return err
 	}
 	if disagree > 0 {
 		return fmt.Errorf("%d orders disagree with their invoice job about being invoiced", disagree)
 	}
-	fmt.Fprintf(c.stdout, "\n%d of %d orders are invoiced in shop.orders: exactly those whose invoice job succeeded.\n", invoiced, len(placed))
+	fmt.Fprintf(c.stdout, "\n%d of %d orders are invoiced in shop.orders: exactly those whose invoice job succeeded.\n", invoiced, n)
 
-	var uncertain, dead int64
-	if err := pool.QueryRow(ctx, `SELECT coalesce(min(id) FILTER (WHERE state = 'uncertain'), 0), coalesce(min(id) FILTER (WHERE state = 'dead'), 0)
-		FROM docket.jobs WHERE project = $1`, project).Scan(&uncertain, &dead); err != nil {
-		return err
-	}
-	history := placed[0].Job
 	switch {
 	case dead > 0:
 		history = dead
@@ -437,45 +444,6 @@ func maskedURL(u string) string {
 	}
 	c := cfg.ConnConfig
 	return fmt.Sprintf("%s@%s:%d/%s", c.User, c.Host, c.Port, c.Database)
-}
-
-// progressCount is a count one goroutine sets and another reads.
-type progressCount struct {
-	mu sync.Mutex
-	n  int
-}
-
-func (p *progressCount) set(n int) {
-	p.mu.Lock()
-	p.n = n
-	p.mu.Unlock()
-}
-
-func (p *progressCount) get() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.n
-}
-
-// workerError keeps the last error a worker reported, for a failure message.
-type workerError struct {
-	mu  sync.Mutex
-	err error
-}
-
-func (w *workerError) record(e worker.Event) {
-	if e.Type != worker.EventError {
-		return
-	}
-	w.mu.Lock()
-	w.err = e.Err
-	w.mu.Unlock()
-}
-
-func (w *workerError) get() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err
 }
 
 // progressLine shows a changing status line: rewritten in place on a
