@@ -167,21 +167,6 @@ func (c *cli) lanesShow(ctx context.Context, pool *pgxpool.Pool, id int64) error
 	return nil
 }
 
-func joinStates[S ~string](states []S) string {
-	s := make([]string, len(states))
-	for i, x := range states {
-		s[i] = string(x)
-	}
-	return strings.Join(s, ", ")
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
 func shortCommit(c string) string {
 	if len(c) > 12 {
 		return c[:12]

@@ -185,3 +185,20 @@ func firstNonEmpty(values ...string) string {
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// joinStates lists the values of a state type, for usage messages.
+func joinStates[S ~string](states []S) string {
+	s := make([]string, len(states))
+	for i, x := range states {
+		s[i] = string(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+// dash shows an empty field as "-" in a table.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
