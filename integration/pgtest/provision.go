@@ -52,14 +52,3 @@ func Provision(ctx context.Context) (*Database, error) {
 func (d *Database) Close(ctx context.Context) error {
 	return errors.Join(d.srv.dropDB(ctx, d.name), d.srv.shutdown(ctx))
 }
-
-// shutdown closes the admin connections and stops the server if this
-// package started it. Unlike close it leaves the Scratch databases alone:
-// they belong to the server tests share.
-func (s *server) shutdown(ctx context.Context) error {
-	s.admin.Close()
-	if s.stopper == nil {
-		return nil
-	}
-	return s.stopper(ctx)
-}

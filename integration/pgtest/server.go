@@ -93,12 +93,18 @@ func (s *server) String() string {
 // the server if this package started it. It returns the errors of dropping
 // and stopping, if any.
 func (s *server) close(ctx context.Context) error {
-	dropErr := s.dropScratch(ctx)
+	return errors.Join(s.dropScratch(ctx), s.shutdown(ctx))
+}
+
+// shutdown closes the admin connections and stops the server if this
+// package started it. Unlike close it leaves the Scratch databases alone:
+// they belong to the server tests share.
+func (s *server) shutdown(ctx context.Context) error {
 	s.admin.Close()
 	if s.stopper == nil {
-		return dropErr
+		return nil
 	}
-	return errors.Join(dropErr, s.stopper(ctx))
+	return s.stopper(ctx)
 }
 
 // shared is the process-wide server, found on first use.
