@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -52,4 +53,15 @@ func WithTx(ctx context.Context, b Beginner, fn func(tx pgx.Tx) error) (err erro
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// IsNil reports whether v is nil or holds a nil pointer, such as a nil
+// *pgxpool.Pool passed as a DBTX, which a nil check of the interface does
+// not catch. Constructors use it to refuse a nil connection up front.
+func IsNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	r := reflect.ValueOf(v)
+	return r.Kind() == reflect.Pointer && r.IsNil()
 }

@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"reflect"
 	"regexp"
 	"strconv"
 
@@ -57,7 +56,7 @@ type Client struct {
 // It does not check that the project exists or that the actor holds grants:
 // the database decides that on each call.
 func NewClient(pool Pool, cfg Config) (*Client, error) {
-	if pool == nil || isNilPointer(pool) {
+	if db.IsNil(pool) {
 		return nil, db.Refuse(db.ErrInvalidArgument, "jobs.new_client", "pool is nil")
 	}
 	if cfg.Project != "" && !validProject(cfg.Project) {
@@ -91,13 +90,6 @@ func (c *Client) Get(ctx context.Context, q db.DBTX, id int64) (Job, error) {
 		return Job{}, db.Translate(err, "job.get", "job", id)
 	}
 	return fromRow(row), nil
-}
-
-// isNilPointer reports whether v holds a nil pointer, such as a nil
-// *pgxpool.Pool, which a nil check of the interface does not catch.
-func isNilPointer(v any) bool {
-	r := reflect.ValueOf(v)
-	return r.Kind() == reflect.Pointer && r.IsNil()
 }
 
 // needProject refuses op on a client made without a project.
