@@ -192,17 +192,28 @@ func TestBreachSweepIsARangeScan(t *testing.T) {
 	})
 	require.ErrorIs(t, err, pgx.ErrTxClosed)
 
+	// What the function itself reads and writes, not only the copy EXPLAINed
+	// above: the backend's counters before and after it, in one transaction
+	// (they may still hold earlier transactions' counts, so compare).
+	const stats = `SELECT pg_stat_get_xact_tuples_updated('docket.obligations'::regclass),
+		pg_stat_get_xact_tuples_returned('docket.obligations_due_idx'::regclass),
+		pg_stat_get_xact_numscans('docket.obligations'::regclass)`
+	var moved int
+	var before, after [3]int64
 	require.NoError(t, db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
-		var moved int
-		require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM docket.obligation_breach_due(10000, $1, $2)`,
-			string(sweeper), t0).Scan(&moved))
-		require.Equal(t, 100, moved)
-		var updated int64
-		require.NoError(t, tx.QueryRow(ctx,
-			`SELECT pg_stat_get_xact_tuples_updated('docket.obligations'::regclass)`).Scan(&updated))
-		require.EqualValues(t, 100, updated, "only the due obligations are written")
-		return nil
+		if err := tx.QueryRow(ctx, stats).Scan(&before[0], &before[1], &before[2]); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM docket.obligation_breach_due(10000, $1, $2)`,
+			string(sweeper), t0).Scan(&moved); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, stats).Scan(&after[0], &after[1], &after[2])
 	}))
+	require.Equal(t, 100, moved)
+	require.EqualValues(t, 100, after[0]-before[0], "only the due obligations are written")
+	require.EqualValues(t, 100, after[1]-before[1], "the sweep reads the 100 due entries of obligations_due_idx, no more")
+	require.Zero(t, after[2]-before[2], "the sweep never scans docket.obligations")
 	var breached, pending, escalations int
 	require.NoError(t, e.pool.QueryRow(ctx, `
 		SELECT count(*) FILTER (WHERE state = 'breached'), count(*) FILTER (WHERE state = 'pending'),

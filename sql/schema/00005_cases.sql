@@ -56,20 +56,8 @@ RETURN length(p_digest) = 71 AND p_digest ~ '^sha256:[0-9a-f]+$';
 
 CREATE DOMAIN docket.case_state AS jsonb CONSTRAINT case_state_size CHECK (docket.json_size(VALUE) <= 1048576);
 
--- case_require refuses (DK010) a value p_ok says is malformed, naming the
--- field, the value (cut to 80 characters) and the rule.
--- +goose StatementBegin
-CREATE FUNCTION docket.case_require(p_ok boolean, p_field text, p_value text, p_rule text) RETURNS void
-LANGUAGE plpgsql IMMUTABLE AS $$
-BEGIN
-    IF p_ok IS NOT TRUE THEN
-        RAISE EXCEPTION 'invalid %: %: want %', p_field,
-            coalesce(quote_literal(docket.bounded_text(p_value, 80)), 'NULL'), p_rule
-            USING ERRCODE = 'DK010';
-    END IF;
-END
-$$;
--- +goose StatementEnd
+-- Malformed arguments are refused (DK010) through docket.lane_require
+-- (00003_lanes), which names the field, the value and the rule.
 
 -- Capabilities ---------------------------------------------------------------
 
@@ -600,12 +588,12 @@ BEGIN
     SELECT x.ns, x.val INTO bad FROM unnest(p_namespaces, p_values) AS x(ns, val)
     WHERE NOT coalesce(docket.valid_case_key_namespace(x.ns), false) LIMIT 1;
     IF FOUND THEN
-        PERFORM docket.case_require(false, 'key namespace', bad.ns, '1-63 characters of [a-z0-9._-], starting with a letter or digit');
+        PERFORM docket.lane_require(false, 'key namespace', bad.ns, '1-63 characters of [a-z0-9._-], starting with a letter or digit');
     END IF;
     SELECT x.ns, x.val INTO bad FROM unnest(p_namespaces, p_values) AS x(ns, val)
     WHERE NOT coalesce(docket.valid_case_key_value(x.val), false) LIMIT 1;
     IF FOUND THEN
-        PERFORM docket.case_require(false, 'key value', bad.val, '1-255 characters, no control characters, no leading or trailing space');
+        PERFORM docket.lane_require(false, 'key value', bad.val, '1-255 characters, no control characters, no leading or trailing space');
     END IF;
     SELECT x.ns, x.val INTO bad FROM unnest(p_namespaces, p_values) AS x(ns, val)
     GROUP BY x.ns, x.val HAVING count(*) > 1 LIMIT 1;
@@ -674,7 +662,7 @@ DECLARE
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
     PERFORM docket.require_project_name(p_project);
-    PERFORM docket.case_require(docket.valid_job_kind(p_kind), 'case kind', p_kind,
+    PERFORM docket.lane_require(docket.valid_job_kind(p_kind), 'case kind', p_kind,
         'dot-separated segments of [a-z0-9_-], each starting with a letter, at most 128 characters');
     PERFORM docket.case_require_keys(p_namespaces, p_values);
     IF NOT docket.grant_check(p_actor, p_project, 'case.admit') THEN
@@ -736,7 +724,7 @@ $$;
 -- +goose StatementBegin
 CREATE FUNCTION docket.case_correlate(p_project text, p_namespaces text[], p_values text[], p_actor text)
 RETURNS SETOF docket.cases
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
     v_holders bigint[];
 BEGIN
@@ -747,15 +735,12 @@ BEGIN
         RAISE EXCEPTION '% may not correlate cases in project %: it needs an explicit case.admit grant', p_actor, p_project
             USING ERRCODE = 'DK009';
     END IF;
-    v_holders := ARRAY(
-        SELECT DISTINCT k.case_id
-        FROM unnest(p_namespaces, p_values) AS x(ns, val)
-        JOIN docket.case_keys k ON k.project = p_project AND k.namespace = x.ns AND k.value = x.val AND k.released_at IS NULL
-        ORDER BY k.case_id);
+    v_holders := docket.case_key_holders(p_project, p_namespaces, p_values);
     IF cardinality(v_holders) > 1 THEN
         PERFORM docket.case_ambiguous(v_holders);
     END IF;
-    RETURN QUERY SELECT * FROM docket.cases WHERE id = v_holders[1];
+    -- A case closed since its keys were read holds none now.
+    RETURN QUERY SELECT * FROM docket.cases WHERE id = v_holders[1] AND status = 'open';
 END
 $$;
 -- +goose StatementEnd
@@ -916,7 +901,7 @@ DECLARE
     v docket.obligations;
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
-    PERFORM docket.case_require(docket.valid_case_key_namespace(p_name), 'obligation name', p_name,
+    PERFORM docket.lane_require(docket.valid_case_key_namespace(p_name), 'obligation name', p_name,
         '1-63 characters of [a-z0-9._-], starting with a letter or digit');
     IF p_due_at IS NULL OR NOT isfinite(p_due_at) OR p_due_at < '1970-01-01 00:00:00+00' THEN
         RAISE EXCEPTION 'invalid due instant %: want a finite instant after 1970', coalesce(p_due_at::text, 'NULL')
@@ -927,15 +912,21 @@ BEGIN
             USING ERRCODE = 'DK010';
     END IF;
     IF p_rule IS NOT NULL THEN
-        PERFORM docket.case_require(length(p_rule) BETWEEN 1 AND 500, 'rule', p_rule, '1-500 characters');
-        PERFORM docket.case_require(docket.valid_calendar_digest(p_calendar_digest), 'calendar digest', p_calendar_digest,
+        PERFORM docket.lane_require(length(p_rule) BETWEEN 1 AND 500, 'rule', p_rule, '1-500 characters');
+        PERFORM docket.lane_require(docket.valid_calendar_digest(p_calendar_digest), 'calendar digest', p_calendar_digest,
             'sha256: and 64 lowercase hex digits');
     END IF;
     IF p_escalation_kind IS NOT NULL THEN
         PERFORM docket.job_require_spec(1, p_escalation_kind, p_escalation_queue, p_escalation_payload,
                                         p_escalation_max_attempts);
-        PERFORM docket.case_require(p_escalation_payload_schema >= 1, 'escalation payload schema',
+        PERFORM docket.lane_require(p_escalation_payload_schema >= 1, 'escalation payload schema',
             p_escalation_payload_schema::text, '1 or more');
+    ELSE
+        -- No escalation: its other terms mean nothing, and are not stored.
+        p_escalation_queue := NULL;
+        p_escalation_payload := NULL;
+        p_escalation_payload_schema := NULL;
+        p_escalation_max_attempts := NULL;
     END IF;
     PERFORM docket.case_authorize(p_case_id, p_actor);
 
@@ -949,11 +940,8 @@ BEGIN
         IF (v.due_at, v.rule, v.calendar_digest, v.escalation_kind, v.escalation_queue, v.escalation_payload,
             v.escalation_payload_schema, v.escalation_max_attempts)
            IS NOT DISTINCT FROM
-           (p_due_at, p_rule, p_calendar_digest, p_escalation_kind,
-            CASE WHEN p_escalation_kind IS NOT NULL THEN p_escalation_queue END,
-            CASE WHEN p_escalation_kind IS NOT NULL THEN p_escalation_payload END,
-            CASE WHEN p_escalation_kind IS NOT NULL THEN p_escalation_payload_schema END,
-            CASE WHEN p_escalation_kind IS NOT NULL THEN p_escalation_max_attempts END) THEN
+           (p_due_at, p_rule, p_calendar_digest, p_escalation_kind, p_escalation_queue, p_escalation_payload,
+            p_escalation_payload_schema, p_escalation_max_attempts) THEN
             RETURN v;
         END IF;
         RAISE EXCEPTION 'case % already owes % (obligation %, due %) on other terms', p_case_id, p_name, v.id, v.due_at
@@ -963,10 +951,7 @@ BEGIN
                                     escalation_queue, escalation_payload, escalation_payload_schema,
                                     escalation_max_attempts, created_by, created_at)
     VALUES (p_case_id, c.project, p_name, p_due_at, p_rule, p_calendar_digest, p_escalation_kind,
-            CASE WHEN p_escalation_kind IS NOT NULL THEN p_escalation_queue END,
-            CASE WHEN p_escalation_kind IS NOT NULL THEN p_escalation_payload END,
-            CASE WHEN p_escalation_kind IS NOT NULL THEN p_escalation_payload_schema END,
-            CASE WHEN p_escalation_kind IS NOT NULL THEN p_escalation_max_attempts END,
+            p_escalation_queue, p_escalation_payload, p_escalation_payload_schema, p_escalation_max_attempts,
             p_actor, p_now)
     RETURNING * INTO v;
     RETURN v;
@@ -1133,7 +1118,6 @@ DROP TABLE docket.case_states;
 DELETE FROM docket.capabilities c WHERE c.name IN ('case.view', 'case.sweep')
     AND NOT EXISTS (SELECT 1 FROM docket.grants g WHERE g.capability = c.name);
 UPDATE docket.capabilities SET description = 'admit and correlate cases of the project' WHERE name = 'case.admit';
-DROP FUNCTION docket.case_require(boolean, text, text, text);
 DROP DOMAIN docket.case_state;
 DROP FUNCTION docket.valid_calendar_digest(text);
 DROP FUNCTION docket.valid_case_key_value(text);
