@@ -1,8 +1,6 @@
 package cases
 
 import (
-	"reflect"
-
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/internal/dbsqlc"
@@ -47,7 +45,7 @@ type Client struct {
 // with [db.ErrInvalidArgument], a nil pool or a malformed actor. It does not
 // check the actor's grants: the database decides that on each call.
 func NewClient(pool Pool, cfg Config) (*Client, error) {
-	if pool == nil || isNilPointer(pool) {
+	if db.IsNil(pool) {
 		return nil, db.Refuse(db.ErrInvalidArgument, "cases.new_client", "pool is nil")
 	}
 	if err := cfg.Actor.Validate(); err != nil {
@@ -61,10 +59,3 @@ func NewClient(pool Pool, cfg Config) (*Client, error) {
 
 // Actor returns who the client acts as.
 func (c *Client) Actor() access.Actor { return c.actor }
-
-// isNilPointer reports whether v holds a nil pointer, such as a nil
-// *pgxpool.Pool, which a nil check of the interface does not catch.
-func isNilPointer(v any) bool {
-	r := reflect.ValueOf(v)
-	return r.Kind() == reflect.Pointer && r.IsNil()
-}

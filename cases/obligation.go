@@ -137,7 +137,7 @@ func (c *Client) RegisterFromSpec(ctx context.Context, caseID int64, name string
 // characters; otherwise it refuses as [Client.RegisterObligationTx].
 func (c *Client) RegisterFromSpecTx(ctx context.Context, q db.DBTX, caseID int64, name string, d Deadline, esc *Escalation) (Obligation, error) {
 	const op = "obligation.register"
-	if d.Calendar == nil || isNilPointer(d.Calendar) {
+	if db.IsNil(d.Calendar) {
 		return Obligation{}, db.Refuse(db.ErrInvalidArgument, op, "no calendar to resolve the deadline", "case", caseID)
 	}
 	if d.Spec == "" || len([]rune(d.Spec)) > MaxRule {

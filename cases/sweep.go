@@ -38,16 +38,18 @@ func sweepBreaches(ctx context.Context, run *worker.SweepRun) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	escalations := make([]jobs.Job, 0, len(rows))
+	ids := make([]int64, 0, len(rows))
 	for _, r := range rows {
-		if r.EscalationJobID == nil {
-			continue
+		if r.EscalationJobID != nil {
+			ids = append(ids, *r.EscalationJobID)
 		}
-		j, err := jc.Get(ctx, run.Tx, *r.EscalationJobID)
-		if err != nil {
-			return 0, fmt.Errorf("obligation %d: escalation job %d: %w", r.ID, *r.EscalationJobID, err)
-		}
-		escalations = append(escalations, j)
+	}
+	escalations, err := jc.GetMany(ctx, run.Tx, ids)
+	if err != nil {
+		return 0, fmt.Errorf("escalation jobs: %w", err)
+	}
+	if len(escalations) != len(ids) {
+		return 0, fmt.Errorf("escalation jobs: %d of %d are not visible to %s", len(ids)-len(escalations), len(ids), run.Actor)
 	}
 	if err := run.Dispatch(ctx, escalations...); err != nil {
 		return 0, fmt.Errorf("dispatch escalations: %w", err)

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strconv"
 
@@ -90,6 +91,24 @@ func (c *Client) Get(ctx context.Context, q db.DBTX, id int64) (Job, error) {
 		return Job{}, db.Translate(err, "job.get", "job", id)
 	}
 	return fromRow(row), nil
+}
+
+// GetMany returns the jobs of ids in id order, leaving out those Get would
+// answer [db.ErrNotFound] for: one round trip for a batch of reads, such as
+// a sweep's dispatch of the jobs it enqueued. It refuses more than
+// [MaxSweepBatch] ids with [db.ErrInvalidArgument].
+func (c *Client) GetMany(ctx context.Context, q db.DBTX, ids []int64) ([]Job, error) {
+	if len(ids) > MaxSweepBatch {
+		return nil, db.Refuse(db.ErrInvalidArgument, "job.get_many", fmt.Sprintf("%d ids is more than %d", len(ids), MaxSweepBatch))
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := queries.JobGetMany(ctx, q, ids, string(c.actor))
+	if err != nil {
+		return nil, db.Translate(err, "job.get_many")
+	}
+	return fromRows(rows), nil
 }
 
 // needProject refuses op on a client made without a project.

@@ -175,3 +175,31 @@ func TestActorWithoutGrantsSeesAndHoldsNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, moved, 1)
 }
+
+// TestGetManyReadsWhatGetWould reads a batch of jobs in one call: the ones
+// the actor may read, in id order; unknown ids and other projects' jobs are
+// left out, and an oversized batch is refused.
+func TestGetManyReadsWhatGetWould(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	a, err := e.client.Enqueue(ctx, spec(`{"n": 1}`))
+	require.NoError(t, err)
+	b, err := e.client.Enqueue(ctx, spec(`{"n": 2}`))
+	require.NoError(t, err)
+	got, err := e.client.GetMany(ctx, e.pool, []int64{b.Job.ID, 999999, a.Job.ID})
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.Equal(t, []int64{a.Job.ID, b.Job.ID}, []int64{got[0].ID, got[1].ID})
+	one, err := e.client.Get(ctx, e.pool, a.Job.ID)
+	require.NoError(t, err)
+	require.Equal(t, one, got[0])
+
+	stranger := clientAs(t, e.pool, e.clock, nobody)
+	none, err := stranger.GetMany(ctx, e.pool, []int64{a.Job.ID, b.Job.ID})
+	require.NoError(t, err)
+	require.Empty(t, none, "jobs the actor may not read are left out")
+
+	_, err = e.client.GetMany(ctx, e.pool, make([]int64, jobs.MaxSweepBatch+1))
+	require.ErrorIs(t, err, db.ErrInvalidArgument)
+}

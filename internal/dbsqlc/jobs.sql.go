@@ -873,6 +873,70 @@ func (q *Queries) JobGet(ctx context.Context, db DBTX, iD int64, actor string) (
 	return &i, err
 }
 
+const jobGetMany = `-- name: JobGetMany :many
+SELECT j.id, j.project, j.kind, j.queue, j.priority, j.state, j.payload, j.payload_schema, j.params, j.inputs, j.requested_output, j.lane_id, j.case_id, j.idempotency_key, j.compensation_kind, j.external, j.repeatable, j.available_at, j.attempts, j.max_attempts, j.lease, j.backoff_base, j.backoff_cap, j.backoff_jitter, j.lease_generation, j.claim_token, j.claimed_by, j.claimed_at, j.lease_expires_at, j.result, j.diagnostic, j.created_by, j.created_at, j.updated_at, j.finished_at, j.outcome_token FROM docket.jobs j
+WHERE j.id = ANY ($1::bigint[]) AND docket.job_visible($2::text, j.project)
+ORDER BY j.id
+`
+
+// The jobs of ids the actor may read, by id; the others are left out.
+func (q *Queries) JobGetMany(ctx context.Context, db DBTX, ids []int64, actor string) ([]*DocketJob, error) {
+	rows, err := db.Query(ctx, jobGetMany, ids, actor)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*DocketJob{}
+	for rows.Next() {
+		var i DocketJob
+		if err := rows.Scan(
+			&i.ID,
+			&i.Project,
+			&i.Kind,
+			&i.Queue,
+			&i.Priority,
+			&i.State,
+			&i.Payload,
+			&i.PayloadSchema,
+			&i.Params,
+			&i.Inputs,
+			&i.RequestedOutput,
+			&i.LaneID,
+			&i.CaseID,
+			&i.IdempotencyKey,
+			&i.CompensationKind,
+			&i.External,
+			&i.Repeatable,
+			&i.AvailableAt,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.Lease,
+			&i.BackoffBase,
+			&i.BackoffCap,
+			&i.BackoffJitter,
+			&i.LeaseGeneration,
+			&i.ClaimToken,
+			&i.ClaimedBy,
+			&i.ClaimedAt,
+			&i.LeaseExpiresAt,
+			&i.Result,
+			&i.Diagnostic,
+			&i.CreatedBy,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+			&i.OutcomeToken,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobList = `-- name: JobList :many
 SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.jobs
 WHERE project = $1::text

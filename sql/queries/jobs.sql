@@ -60,6 +60,12 @@ WHERE docket.job_visible(@actor::text, (SELECT j.project FROM docket.jobs j WHER
 -- No row when the actor may not read the job.
 SELECT j.* FROM docket.jobs j WHERE j.id = @id AND docket.job_visible(@actor::text, j.project);
 
+-- name: JobGetMany :many
+-- The jobs of ids the actor may read, by id; the others are left out.
+SELECT j.* FROM docket.jobs j
+WHERE j.id = ANY (@ids::bigint[]) AND docket.job_visible(@actor::text, j.project)
+ORDER BY j.id;
+
 -- name: JobList :many
 -- Newest first, keyset-paginated by id; empty filters match everything.
 SELECT * FROM docket.jobs
