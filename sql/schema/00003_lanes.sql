@@ -64,10 +64,11 @@ CREATE FUNCTION docket.valid_commit(p_commit text) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN length(p_commit) IN (40, 64) AND p_commit ~ '^[0-9a-f]+$';
 
--- lane_require refuses (DK010) a value p_ok says is malformed, naming the
--- field, the value (cut to 80 characters) and the rule.
+-- require_valid refuses (DK010) a value p_ok says is malformed, naming the
+-- field, the value (cut to 80 characters) and the rule. Not lane-specific:
+-- later aggregates (cases) refuse their arguments through it too.
 -- +goose StatementBegin
-CREATE FUNCTION docket.lane_require(p_ok boolean, p_field text, p_value text, p_rule text) RETURNS void
+CREATE FUNCTION docket.require_valid(p_ok boolean, p_field text, p_value text, p_rule text) RETURNS void
 LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
     IF p_ok IS NOT TRUE THEN
@@ -541,7 +542,7 @@ DECLARE
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
     PERFORM docket.require_project_name(p_project);
-    PERFORM docket.lane_require(docket.valid_project_name(p_name), 'quorum name', p_name,
+    PERFORM docket.require_valid(docket.valid_project_name(p_name), 'quorum name', p_name,
         '1-63 characters of [a-z0-9._-], starting with a letter or digit');
     PERFORM docket.require_principal('conductor', p_conductor);
     IF NOT docket.grant_check(p_actor, p_project, 'quorum.create') THEN
@@ -608,12 +609,12 @@ DECLARE
     v docket.lanes;
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
-    PERFORM docket.lane_require(docket.valid_project_name(p_name), 'lane name', p_name,
+    PERFORM docket.require_valid(docket.valid_project_name(p_name), 'lane name', p_name,
         '1-63 characters of [a-z0-9._-], starting with a letter or digit');
-    PERFORM docket.lane_require(docket.valid_branch(p_branch), 'branch', p_branch,
+    PERFORM docket.require_valid(docket.valid_branch(p_branch), 'branch', p_branch,
         'a git branch name of 1-255 characters of [A-Za-z0-9._/-]');
     PERFORM docket.require_principal('assignee', p_assignee);
-    PERFORM docket.lane_require(docket.valid_task_ref(p_task_ref), 'task reference', p_task_ref,
+    PERFORM docket.require_valid(docket.valid_task_ref(p_task_ref), 'task reference', p_task_ref,
         '1-500 characters, no control characters, no leading or trailing space');
     p_depends_on := coalesce(p_depends_on, '{}');
     IF cardinality(p_depends_on) > 64 THEN
@@ -757,7 +758,7 @@ DECLARE
     v docket.lanes;
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
-    PERFORM docket.lane_require(docket.valid_commit(p_commit), 'merge commit', p_commit,
+    PERFORM docket.require_valid(docket.valid_commit(p_commit), 'merge commit', p_commit,
         'a git object id of 40 or 64 lowercase hex digits');
     PERFORM docket.lane_authorize('merge', p_id, p_actor, false);
     SELECT * INTO v FROM docket.lanes WHERE id = p_id FOR NO KEY UPDATE;
@@ -811,7 +812,7 @@ DROP TABLE docket.lane_states;
 -- A capability still granted stays: revoking grants is a recorded act.
 DELETE FROM docket.capabilities c WHERE c.name = 'quorum.create'
     AND NOT EXISTS (SELECT 1 FROM docket.grants g WHERE g.capability = c.name);
-DROP FUNCTION docket.lane_require(boolean, text, text, text);
+DROP FUNCTION docket.require_valid(boolean, text, text, text);
 DROP FUNCTION docket.valid_commit(text);
 DROP FUNCTION docket.valid_task_ref(text);
 DROP FUNCTION docket.valid_branch(text);

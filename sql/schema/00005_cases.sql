@@ -56,7 +56,7 @@ RETURN length(p_digest) = 71 AND p_digest ~ '^sha256:[0-9a-f]+$';
 
 CREATE DOMAIN docket.case_state AS jsonb CONSTRAINT case_state_size CHECK (docket.json_size(VALUE) <= 1048576);
 
--- Malformed arguments are refused (DK010) through docket.lane_require
+-- Malformed arguments are refused (DK010) through docket.require_valid
 -- (00003_lanes), which names the field, the value and the rule.
 
 -- Capabilities ---------------------------------------------------------------
@@ -588,12 +588,12 @@ BEGIN
     SELECT x.ns, x.val INTO bad FROM unnest(p_namespaces, p_values) AS x(ns, val)
     WHERE NOT coalesce(docket.valid_case_key_namespace(x.ns), false) LIMIT 1;
     IF FOUND THEN
-        PERFORM docket.lane_require(false, 'key namespace', bad.ns, '1-63 characters of [a-z0-9._-], starting with a letter or digit');
+        PERFORM docket.require_valid(false, 'key namespace', bad.ns, '1-63 characters of [a-z0-9._-], starting with a letter or digit');
     END IF;
     SELECT x.ns, x.val INTO bad FROM unnest(p_namespaces, p_values) AS x(ns, val)
     WHERE NOT coalesce(docket.valid_case_key_value(x.val), false) LIMIT 1;
     IF FOUND THEN
-        PERFORM docket.lane_require(false, 'key value', bad.val, '1-255 characters, no control characters, no leading or trailing space');
+        PERFORM docket.require_valid(false, 'key value', bad.val, '1-255 characters, no control characters, no leading or trailing space');
     END IF;
     SELECT x.ns, x.val INTO bad FROM unnest(p_namespaces, p_values) AS x(ns, val)
     GROUP BY x.ns, x.val HAVING count(*) > 1 LIMIT 1;
@@ -662,7 +662,7 @@ DECLARE
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
     PERFORM docket.require_project_name(p_project);
-    PERFORM docket.lane_require(docket.valid_job_kind(p_kind), 'case kind', p_kind,
+    PERFORM docket.require_valid(docket.valid_job_kind(p_kind), 'case kind', p_kind,
         'dot-separated segments of [a-z0-9_-], each starting with a letter, at most 128 characters');
     PERFORM docket.case_require_keys(p_namespaces, p_values);
     IF NOT docket.grant_check(p_actor, p_project, 'case.admit') THEN
@@ -901,7 +901,7 @@ DECLARE
     v docket.obligations;
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
-    PERFORM docket.lane_require(docket.valid_case_key_namespace(p_name), 'obligation name', p_name,
+    PERFORM docket.require_valid(docket.valid_case_key_namespace(p_name), 'obligation name', p_name,
         '1-63 characters of [a-z0-9._-], starting with a letter or digit');
     IF p_due_at IS NULL OR NOT isfinite(p_due_at) OR p_due_at < '1970-01-01 00:00:00+00' THEN
         RAISE EXCEPTION 'invalid due instant %: want a finite instant after 1970', coalesce(p_due_at::text, 'NULL')
@@ -912,14 +912,14 @@ BEGIN
             USING ERRCODE = 'DK010';
     END IF;
     IF p_rule IS NOT NULL THEN
-        PERFORM docket.lane_require(length(p_rule) BETWEEN 1 AND 500, 'rule', p_rule, '1-500 characters');
-        PERFORM docket.lane_require(docket.valid_calendar_digest(p_calendar_digest), 'calendar digest', p_calendar_digest,
+        PERFORM docket.require_valid(length(p_rule) BETWEEN 1 AND 500, 'rule', p_rule, '1-500 characters');
+        PERFORM docket.require_valid(docket.valid_calendar_digest(p_calendar_digest), 'calendar digest', p_calendar_digest,
             'sha256: and 64 lowercase hex digits');
     END IF;
     IF p_escalation_kind IS NOT NULL THEN
         PERFORM docket.job_require_spec(1, p_escalation_kind, p_escalation_queue, p_escalation_payload,
                                         p_escalation_max_attempts);
-        PERFORM docket.lane_require(p_escalation_payload_schema >= 1, 'escalation payload schema',
+        PERFORM docket.require_valid(p_escalation_payload_schema >= 1, 'escalation payload schema',
             p_escalation_payload_schema::text, '1 or more');
     ELSE
         -- No escalation: its other terms mean nothing, and are not stored.
