@@ -24,10 +24,15 @@ const (
 	CaseAdmit Capability = "case.admit"
 	// CaseView reads the project's cases, keys, obligations and history.
 	CaseView Capability = "case.view"
-	// CaseSweep lets the breach sweep move the project's due obligations
-	// (enqueuing their escalations also needs [JobCreate]).
-	CaseSweep  Capability = "case.sweep"
-	TaskReview Capability = "task.review" // claim and answer the project's human tasks
+	// CaseSweep lets the deadline sweeps move the project's due obligations
+	// and waits and dead-letter its unclaimed messages (enqueuing their jobs
+	// also needs [JobCreate]).
+	CaseSweep Capability = "case.sweep"
+	// MessageDeliver delivers inbound messages to the project's waits (with
+	// [JobCreate], since a delivery may enqueue a continuation) and reads
+	// its messages.
+	MessageDeliver Capability = "message.deliver"
+	TaskReview     Capability = "task.review" // claim and answer the project's human tasks
 
 	// QuorumCreate creates quorums in the project, naming their conductor.
 	QuorumCreate Capability = "quorum.create"

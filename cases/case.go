@@ -77,6 +77,9 @@ const (
 	EventKeyReleased EventKind = "key_released" // it released a key when it closed
 	EventObligation  EventKind = "obligation"   // an obligation was registered (To "pending") or moved
 	EventLateMeet    EventKind = "late_meet"    // a breached obligation was met after all; the breach stands
+	EventWait        EventKind = "wait"         // a wait was registered (To "waiting") or ended (From, To; Detail: message, job)
+	EventMessage     EventKind = "message"      // a message addressed to the case was dead-lettered (Detail: reason)
+	EventTimer       EventKind = "timer"        // a timer was set (To "set") or cancelled by the close (To "cancelled")
 )
 
 // Event is one recorded change of a case or of something it holds. Detail

@@ -21,8 +21,9 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // The cast of every cases test: ops administers projects acme and other;
 // app admits cases and enqueues jobs in acme; vic holds case.view on acme;
-// sweeper holds case.sweep, job.create and job.claim on acme; sam holds
-// nothing; rival holds case.admit on other only.
+// sweeper holds case.sweep, job.create and job.claim on acme; inbox delivers
+// messages (message.deliver and job.create) to acme; sam holds nothing;
+// rival holds case.admit on other only.
 const (
 	project              = "acme"
 	other                = "other"
@@ -30,6 +31,7 @@ const (
 	app     access.Actor = "svc:app"
 	vic     access.Actor = "user:vic"
 	sweeper access.Actor = "svc:sweeper"
+	inbox   access.Actor = "svc:inbox"
 	sam     access.Actor = "user:sam"
 	rival   access.Actor = "svc:rival"
 )
@@ -59,6 +61,8 @@ func setup(t testing.TB) env {
 		{Principal: sweeper, Project: project, Capability: access.CaseSweep},
 		{Principal: sweeper, Project: project, Capability: access.JobCreate},
 		{Principal: sweeper, Project: project, Capability: access.JobClaim},
+		{Principal: inbox, Project: project, Capability: access.MessageDeliver},
+		{Principal: inbox, Project: project, Capability: access.JobCreate},
 		{Principal: rival, Project: other, Capability: access.CaseAdmit},
 	} {
 		_, err := access.Allow(ctx, e.pool, g, ops, e.clock.Now())
@@ -87,8 +91,8 @@ func (e env) admit(t testing.TB, keys ...cases.Key) cases.Admitted {
 // key is a correlation key.
 func key(ns, v string) cases.Key { return cases.Key{Namespace: ns, Value: v} }
 
-// snapshot renders every case, key, obligation, case event and job, to show
-// a refusal changed nothing.
+// snapshot renders every case, key, obligation, case event, message, wait,
+// timer and job, to show a refusal changed nothing.
 func snapshot(t testing.TB, q db.DBTX) string {
 	t.Helper()
 	var s string
@@ -97,6 +101,9 @@ func snapshot(t testing.TB, q db.DBTX) string {
 		       coalesce((SELECT string_agg(x::text, ';' ORDER BY id) FROM docket.case_keys x), '') || '|' ||
 		       coalesce((SELECT string_agg(x::text, ';' ORDER BY id) FROM docket.obligations x), '') || '|' ||
 		       coalesce((SELECT string_agg(x::text, ';' ORDER BY id) FROM docket.case_events x), '') || '|' ||
+		       coalesce((SELECT string_agg(x::text, ';' ORDER BY id) FROM docket.messages x), '') || '|' ||
+		       coalesce((SELECT string_agg(x::text, ';' ORDER BY id) FROM docket.waits x), '') || '|' ||
+		       coalesce((SELECT string_agg(x::text, ';' ORDER BY id) FROM docket.timers x), '') || '|' ||
 		       coalesce((SELECT string_agg(x.id::text || x.state, ';' ORDER BY id) FROM docket.jobs x), '')`).Scan(&s))
 	return s
 }

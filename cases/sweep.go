@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/worker"
 )
@@ -34,25 +35,103 @@ func sweepBreaches(ctx context.Context, run *worker.SweepRun) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("breach due obligations: %w", err)
 	}
-	jc, err := jobs.NewClient(run.Tx, jobs.Config{Actor: run.Actor, Clock: run.Clock})
-	if err != nil {
-		return 0, err
-	}
 	ids := make([]int64, 0, len(rows))
 	for _, r := range rows {
 		if r.EscalationJobID != nil {
 			ids = append(ids, *r.EscalationJobID)
 		}
 	}
-	escalations, err := jc.GetMany(ctx, run.Tx, ids)
-	if err != nil {
+	if err := dispatchSweepJobs(ctx, run, ids); err != nil {
 		return 0, fmt.Errorf("escalation jobs: %w", err)
 	}
-	if len(escalations) != len(ids) {
-		return 0, fmt.Errorf("escalation jobs: %d of %d are not visible to %s", len(ids)-len(escalations), len(ids), run.Actor)
+	return len(rows), nil
+}
+
+// The names of the waits' sweeps.
+const (
+	SweepWaitExpiry  = "waits.expire"        // [WaitExpirySweep]
+	SweepDeadLetters = "messages.deadletter" // [DeadLetterSweep]
+)
+
+// DefaultDeadLetterHorizon is how long [DeadLetterSweep] leaves a message
+// buffered, by default, before it gives up on it.
+const DefaultDeadLetterHorizon = 7 * 24 * time.Hour
+
+// WaitExpirySweep returns the wait expiry sweep, for worker.Config.Sweeps:
+// each run moves up to the run's limit of waiting waits whose deadline has
+// come (deadline ≤ now) to expired, soonest first, enqueues the timeout
+// continuation each names (once: under idempotency key "wait:ID:expired")
+// and dispatches it, all in the run's transaction. every is its period;
+// zero takes worker.Config.SweepEvery.
+//
+// It acts as the worker's actor and looks only at projects where that actor
+// holds case.sweep, and at waits with a timeout continuation only where it
+// also holds job.create. It is a range scan of the partial index of waiting
+// waits by deadline; waits another transaction holds are skipped, so several
+// workers may run it at once and a wait expires once.
+func WaitExpirySweep(every time.Duration) worker.Sweep {
+	return worker.Sweep{Name: SweepWaitExpiry, Every: every, Func: sweepWaitExpiry}
+}
+
+func sweepWaitExpiry(ctx context.Context, run *worker.SweepRun) (int, error) {
+	rows, err := queries.WaitExpireDue(ctx, run.Tx, int32(run.Limit), string(run.Actor), run.Now)
+	if err != nil {
+		return 0, fmt.Errorf("expire due waits: %w", err)
 	}
-	if err := run.Dispatch(ctx, escalations...); err != nil {
-		return 0, fmt.Errorf("dispatch escalations: %w", err)
+	ids := make([]int64, 0, len(rows))
+	for _, r := range rows {
+		if r.ContinuationJobID != nil {
+			ids = append(ids, *r.ContinuationJobID)
+		}
+	}
+	if err := dispatchSweepJobs(ctx, run, ids); err != nil {
+		return 0, fmt.Errorf("timeout continuations: %w", err)
 	}
 	return len(rows), nil
+}
+
+// DeadLetterSweep returns the dead-letter sweep, for worker.Config.Sweeps:
+// each run moves up to the run's limit of messages buffered for horizon or
+// longer (arrived ≤ now − horizon), oldest first, to dead-lettered, with a
+// reason naming the horizon, or the addressee that closed without consuming
+// the message. A message younger than the horizon is never touched: "nobody
+// waits for this yet" is not "nobody ever will". every is its period (zero
+// takes worker.Config.SweepEvery); horizon is 1 minute to 366 days, zero
+// taking [DefaultDeadLetterHorizon] (a horizon out of range is refused when
+// the sweep runs, with [db.ErrInvalidArgument]).
+//
+// It acts as the worker's actor and looks only at projects where that actor
+// holds case.sweep. It is a range scan of the partial index of buffered
+// messages by arrival; messages another transaction holds are skipped.
+func DeadLetterSweep(every, horizon time.Duration) worker.Sweep {
+	if horizon == 0 {
+		horizon = DefaultDeadLetterHorizon
+	}
+	return worker.Sweep{Name: SweepDeadLetters, Every: every, Func: func(ctx context.Context, run *worker.SweepRun) (int, error) {
+		rows, err := queries.MessageDeadLetterDue(ctx, run.Tx, int32(run.Limit), horizon, string(run.Actor), run.Now)
+		if err != nil {
+			return 0, db.Translate(err, "messages.dead_letter", "horizon", horizon)
+		}
+		return len(rows), nil
+	}}
+}
+
+// dispatchSweepJobs dispatches, in the run's transaction, the jobs ids a
+// sweep enqueued.
+func dispatchSweepJobs(ctx context.Context, run *worker.SweepRun, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	jc, err := jobs.NewClient(run.Tx, jobs.Config{Actor: run.Actor, Clock: run.Clock})
+	if err != nil {
+		return err
+	}
+	js, err := jc.GetMany(ctx, run.Tx, ids)
+	if err != nil {
+		return err
+	}
+	if len(js) != len(ids) {
+		return fmt.Errorf("%d of %d jobs are not visible to %s", len(ids)-len(js), len(ids), run.Actor)
+	}
+	return run.Dispatch(ctx, js...)
 }

@@ -108,6 +108,20 @@ func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, spec jobs.Spec) (jobs
 	return e, nil
 }
 
+// DispatchTx inserts on tx a River dispatch for each job of js that is
+// queued and not for external executors, so a job some other docket call
+// enqueued in tx (the continuation a message delivery enqueues, say) runs as
+// soon as tx commits rather than at the dispatch sweep's next run. Jobs in
+// other states are skipped. A job dispatched twice still runs once: each
+// dispatch claims it by id, and a dispatch that finds it claimed or finished
+// does nothing.
+func (c *Client) DispatchTx(ctx context.Context, tx pgx.Tx, js ...jobs.Job) error {
+	if err := dispatchTx(ctx, c.river, tx, c.clock, js...); err != nil {
+		return fmt.Errorf("job.dispatch: %w", err)
+	}
+	return nil
+}
+
 // EnqueueMany creates the jobs specs describe, with their dispatches, in one
 // transaction of its own. See [Client.EnqueueManyTx].
 func (c *Client) EnqueueMany(ctx context.Context, specs []jobs.Spec) ([]jobs.Receipt, error) {

@@ -476,6 +476,78 @@ type DocketLanesReadyToMerge struct {
 	UpdatedAt time.Time
 }
 
+// Inbound messages, stored before anything looks for their waiter; status moves along docket.message_transitions.
+type DocketMessage struct {
+	ID               int64
+	Project          string
+	Producer         string
+	MessageID        string
+	Keys             []string
+	Payload          json.RawMessage
+	Addressee        *int64
+	Status           string
+	ArrivedAt        time.Time
+	DeliveredBy      string
+	ConsumedBy       *int64
+	SettledAt        *time.Time
+	DeadLetterReason *string
+}
+
+type DocketMessageDelivered struct {
+	Duplicate         bool
+	ContinuationJobID *int64
+	ID                int64
+	Project           string
+	Producer          string
+	MessageID         string
+	Keys              []string
+	Payload           json.RawMessage
+	Addressee         *int64
+	Status            string
+	ArrivedAt         time.Time
+	DeliveredBy       string
+	ConsumedBy        *int64
+	SettledAt         *time.Time
+	DeadLetterReason  *string
+}
+
+type DocketMessageState struct {
+	State    string
+	Initial  bool
+	Terminal bool
+	Meaning  string
+}
+
+type DocketMessageTransition struct {
+	FromState string
+	ToState   string
+}
+
+// Messages no wait has claimed yet, oldest first; the dead-letter sweep moves those older than its horizon.
+type DocketMessagesBuffered struct {
+	ID        int64
+	Project   string
+	Producer  string
+	MessageID string
+	Keys      []string
+	Addressee *int64
+	ArrivedAt time.Time
+}
+
+// Dead letters, newest first: who sent each and the keys it was filed under, never the payload (it is the counterparty's). A non-empty list means a correlation key is wrong somewhere.
+type DocketMessagesDead struct {
+	ID             int64
+	Project        string
+	Producer       string
+	MessageID      string
+	Keys           []string
+	Addressee      *int64
+	Reason         *string
+	ArrivedAt      time.Time
+	DeadLetteredAt *time.Time
+	BufferedFor    int32
+}
+
 // What a case owes by when. State moves along docket.obligation_transitions; met, breached and withdrawn are terminal.
 type DocketObligation struct {
 	ID                      int64
@@ -562,4 +634,97 @@ type DocketQuorum struct {
 	Conductor string
 	CreatedBy string
 	CreatedAt time.Time
+}
+
+// Durable timers: each is a job of its case available at wake_at; the job's state says whether it fired.
+type DocketTimer struct {
+	ID        int64
+	CaseID    int64
+	Project   string
+	Name      string
+	WakeAt    time.Time
+	JobID     int64
+	CreatedBy string
+	CreatedAt time.Time
+}
+
+// What a case waits for: a message on its keys before a deadline. Status moves along docket.wait_transitions.
+type DocketWait struct {
+	ID                     int64
+	CaseID                 int64
+	Project                string
+	Name                   string
+	Keys                   []string
+	Deadline               time.Time
+	OnArrivalKind          string
+	OnArrivalQueue         string
+	OnArrivalPayload       json.RawMessage
+	OnArrivalPayloadSchema int32
+	OnArrivalMaxAttempts   int32
+	OnTimeoutKind          *string
+	OnTimeoutQueue         *string
+	OnTimeoutPayload       json.RawMessage
+	OnTimeoutPayloadSchema *int32
+	OnTimeoutMaxAttempts   *int32
+	Status                 string
+	SatisfiedBy            *int64
+	ContinuationJobID      *int64
+	CreatedBy              string
+	CreatedAt              time.Time
+	SettledAt              *time.Time
+	SettledBy              *string
+}
+
+type DocketWaitRegistered struct {
+	Created                bool
+	ID                     int64
+	CaseID                 int64
+	Project                string
+	Name                   string
+	Keys                   []string
+	Deadline               time.Time
+	OnArrivalKind          string
+	OnArrivalQueue         string
+	OnArrivalPayload       json.RawMessage
+	OnArrivalPayloadSchema int32
+	OnArrivalMaxAttempts   int32
+	OnTimeoutKind          *string
+	OnTimeoutQueue         *string
+	OnTimeoutPayload       json.RawMessage
+	OnTimeoutPayloadSchema *int32
+	OnTimeoutMaxAttempts   *int32
+	Status                 string
+	SatisfiedBy            *int64
+	ContinuationJobID      *int64
+	CreatedBy              string
+	CreatedAt              time.Time
+	SettledAt              *time.Time
+	SettledBy              *string
+}
+
+type DocketWaitState struct {
+	State    string
+	Initial  bool
+	Terminal bool
+	Meaning  string
+}
+
+type DocketWaitTransition struct {
+	FromState string
+	ToState   string
+}
+
+// Waits no message has satisfied, soonest deadline first. Due at instant T: WHERE deadline <= T; the expiry sweep moves them.
+type DocketWaitsWaiting struct {
+	ID            int64
+	CaseID        int64
+	Project       string
+	CaseKind      string
+	Name          string
+	Keys          []string
+	Deadline      time.Time
+	OnArrivalKind string
+	OnTimeoutKind *string
+	CreatedBy     string
+	CreatedAt     time.Time
 }

@@ -1,0 +1,95 @@
+package cases
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/dbsqlc"
+	"github.com/docket-dev/docket/jobs"
+)
+
+// Timer is a durable sleep of a case: a job of the case, available at
+// WakeAt. It costs a row, not a held goroutine, and a restart loses none.
+type Timer struct {
+	ID      int64
+	CaseID  int64
+	Project string
+	Name    string
+	// WakeAt is the instant it was set for: the wake its job reports (see
+	// [WakeOf]) however late it runs.
+	WakeAt time.Time
+	// JobID is the timer's job; its state says whether the timer fired
+	// (claimed or finished), is still to fire (queued) or was cancelled.
+	JobID     int64
+	JobState  jobs.State // filled by [Client.Timers]
+	CreatedBy access.Actor
+	CreatedAt time.Time
+}
+
+// SleepUntil sets timer name of case caseID to wake at at, in its own
+// transaction. See [Client.SleepUntilTx].
+func (c *Client) SleepUntil(ctx context.Context, caseID int64, name string, at time.Time, cont Continuation) (Timer, error) {
+	return inTx(ctx, c.pool, func(tx pgx.Tx) (Timer, error) { return c.SleepUntilTx(ctx, tx, caseID, name, at, cont) })
+}
+
+// SleepUntilTx sets timer name of case caseID on q: job cont, of the case,
+// available at at, with params recording the instant it was due. An
+// instant already past wakes at once. Setting the same timer again (case,
+// name and instant) is a no-op that returns it. Closing the case cancels the
+// job unless it has been claimed. The job is dispatched as
+// [Client.DeliverTx] says.
+//
+// It refuses, writing nothing: a malformed name or continuation, a zero
+// instant or one more than [MaxWaitAhead] ahead ([db.ErrInvalidArgument]);
+// an unknown case or one the actor may not write ([db.ErrNotFound]); an
+// actor without job.create on its project ([db.ErrNotPermitted]); a closed
+// case ([db.ErrCaseClosed]); the same timer with another continuation
+// ([db.ErrIdempotencyConflict]).
+func (c *Client) SleepUntilTx(ctx context.Context, q db.DBTX, caseID int64, name string, at time.Time, cont Continuation) (Timer, error) {
+	const op = "timer.set"
+	ids := []any{"case", caseID, "timer", name}
+	if at.IsZero() {
+		return Timer{}, db.Refuse(db.ErrInvalidArgument, op, "wake instant is zero", ids...)
+	}
+	k := cont.resolved()
+	row, err := queries.TimerSet(ctx, q, dbsqlc.TimerSetParams{
+		CaseID: caseID, Name: name, WakeAt: at, Kind: k.Kind, Queue: k.Queue, Payload: k.Payload,
+		PayloadSchema: int32(k.PayloadSchema), MaxAttempts: int32(k.MaxAttempts),
+		Actor: string(c.actor), Now: c.clock.Now(),
+	})
+	if err != nil {
+		return Timer{}, db.Translate(err, op, ids...)
+	}
+	if err := c.dispatch(ctx, q, row.JobID); err != nil {
+		return Timer{}, err
+	}
+	return fromTimerRow(row, ""), nil
+}
+
+// Timers returns the timers of case id with their jobs' states, oldest
+// first: none when the case does not exist or the actor may not read it.
+func (c *Client) Timers(ctx context.Context, q db.DBTX, id int64) ([]Timer, error) {
+	rows, err := queries.CaseTimers(ctx, q, id, string(c.actor))
+	if err != nil {
+		return nil, db.Translate(err, "case.timers", "case", id)
+	}
+	out := make([]Timer, len(rows))
+	for i, r := range rows {
+		out[i] = fromTimerRow(&dbsqlc.DocketTimer{
+			ID: r.ID, CaseID: r.CaseID, Project: r.Project, Name: r.Name, WakeAt: r.WakeAt, JobID: r.JobID,
+			CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt,
+		}, jobs.State(r.JobState))
+	}
+	return out, nil
+}
+
+func fromTimerRow(r *dbsqlc.DocketTimer, state jobs.State) Timer {
+	return Timer{
+		ID: r.ID, CaseID: r.CaseID, Project: r.Project, Name: r.Name, WakeAt: r.WakeAt.UTC(), JobID: r.JobID,
+		JobState: state, CreatedBy: access.Actor(r.CreatedBy), CreatedAt: r.CreatedAt.UTC(),
+	}
+}

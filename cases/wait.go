@@ -1,0 +1,324 @@
+package cases
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/dbsqlc"
+)
+
+// WaitStatus is where a wait stands. The legal moves are the rows of
+// docket.wait_transitions:
+//
+//	waiting → satisfied | expired | withdrawn
+//
+// Satisfied, expired and withdrawn are terminal.
+type WaitStatus string
+
+// The wait statuses.
+const (
+	Waiting   WaitStatus = "waiting"   // no message has satisfied it, its deadline not yet swept
+	Satisfied WaitStatus = "satisfied" // a message satisfied it; its arrival continuation was enqueued
+	Expired   WaitStatus = "expired"   // its deadline came first; its timeout continuation, if any, was enqueued
+	// WaitWithdrawn: no longer waited for, withdrawn or its case closed.
+	WaitWithdrawn WaitStatus = "withdrawn"
+)
+
+// MaxWaitAhead bounds how far ahead a wait's deadline or a timer's wake
+// instant may be.
+const MaxWaitAhead = 10 * 365 * 24 * time.Hour
+
+// Continuation is a job a wait or timer enqueues when it ends: in the case's
+// project, naming the case (jobs.Job.CaseID), once (under an idempotency key
+// made from the wait or timer), with params saying why it runs (see
+// [WakeOf]).
+type Continuation struct {
+	Kind  string // a job kind, e.g. supplier.reply. Required.
+	Queue string // defaults to "default"
+	// Payload is the job's payload. Defaults to {}.
+	Payload json.RawMessage
+	// PayloadSchema is the payload's schema version. Defaults to 1.
+	PayloadSchema int
+	// MaxAttempts bounds the job's attempts: 1..100. Defaults to 5.
+	MaxAttempts int
+}
+
+func (k Continuation) resolved() Continuation {
+	if k.Queue == "" {
+		k.Queue = "default"
+	}
+	if len(k.Payload) == 0 {
+		k.Payload = json.RawMessage(`{}`)
+	}
+	if k.PayloadSchema == 0 {
+		k.PayloadSchema = 1
+	}
+	if k.MaxAttempts == 0 {
+		k.MaxAttempts = 5
+	}
+	return k
+}
+
+// WaitSpec describes a wait to register with [Client.Await].
+type WaitSpec struct {
+	// Name says what is awaited, unique among the case's waiting waits:
+	// 1-63 characters of [a-z0-9._-], starting with a letter or digit.
+	Name string
+	// Keys are the 1..[MaxKeys] keys a message must be filed under, all of
+	// them, to satisfy the wait.
+	Keys []Key
+	// Deadline is when the wait expires if no message satisfied it: after
+	// now and at most [MaxWaitAhead] ahead. Required: a wait without one
+	// could hang forever with nothing to notice it.
+	Deadline time.Time
+	// OnArrival is the job a satisfying message enqueues, the message
+	// attached. Required.
+	OnArrival Continuation
+	// OnTimeout is the job the deadline enqueues; nil for none.
+	OnTimeout *Continuation
+}
+
+// Wait is something a case waits for: a message on its keys before its
+// deadline.
+type Wait struct {
+	ID        int64
+	CaseID    int64
+	Project   string
+	Name      string
+	Keys      []Key
+	Deadline  time.Time
+	OnArrival Continuation
+	OnTimeout *Continuation // nil for none
+	Status    WaitStatus
+	// SatisfiedBy is the message that satisfied it; 0 unless satisfied.
+	SatisfiedBy int64
+	// ContinuationJobID is the job its end enqueued; 0 while waiting, or
+	// when it ended without one.
+	ContinuationJobID int64
+	CreatedBy         access.Actor
+	CreatedAt         time.Time
+	SettledAt         time.Time // zero while waiting
+	SettledBy         access.Actor
+}
+
+// Awaited is what registering a wait did.
+type Awaited struct {
+	Wait
+	// Created is false when the same wait was already waiting (a retry).
+	Created bool
+}
+
+// Await registers wait spec on case caseID, in its own transaction. See
+// [Client.AwaitTx].
+func (c *Client) Await(ctx context.Context, caseID int64, spec WaitSpec) (Awaited, error) {
+	return inTx(ctx, c.pool, func(tx pgx.Tx) (Awaited, error) { return c.AwaitTx(ctx, tx, caseID, spec) })
+}
+
+// AwaitTx registers wait spec on case caseID on q. It stores the wait first,
+// then looks in the buffer for the oldest message filed under all its keys
+// (unaddressed, or addressed to this case): finding one, the wait consumes it
+// at once and enqueues its arrival continuation in the same transaction, and
+// is returned satisfied. Otherwise it is returned waiting, for the delivery
+// of such a message ([Client.DeliverTx]) or its deadline ([WaitExpirySweep])
+// to end it. Registering again what is already waiting under that name, on
+// the same terms, returns it with Created false.
+//
+// Deliveries and waits on a common key are decided one at a time, so a
+// message and its wait meet whichever comes first. The wait is registered
+// under a share lock of the case row, so a concurrent close either withdraws
+// it or refuses it. The continuation is dispatched as [Client.DeliverTx]
+// says. On rollback nothing is recorded.
+//
+// It refuses, writing nothing: a malformed name, key set or continuation, a
+// deadline that is zero, not after now or more than [MaxWaitAhead] ahead
+// ([db.ErrInvalidArgument]); an unknown case or one the actor may not write
+// ([db.ErrNotFound]); an actor without job.create on the case's project
+// ([db.ErrNotPermitted]); a closed case ([db.ErrCaseClosed]); a waiting
+// wait of that name on other terms ([db.ErrAlreadyExists]).
+func (c *Client) AwaitTx(ctx context.Context, q db.DBTX, caseID int64, spec WaitSpec) (Awaited, error) {
+	const op = "wait.register"
+	ids := []any{"case", caseID, "wait", spec.Name}
+	if len(spec.Keys) == 0 || len(spec.Keys) > MaxKeys {
+		return Awaited{}, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("%d keys: want 1..%d", len(spec.Keys), MaxKeys), ids...)
+	}
+	if spec.Deadline.IsZero() {
+		return Awaited{}, db.Refuse(db.ErrInvalidArgument, op, "deadline is zero: every wait has one", ids...)
+	}
+	ns, vals := keyArrays(spec.Keys)
+	arrival := spec.OnArrival.resolved()
+	p := dbsqlc.WaitRegisterParams{
+		CaseID: caseID, Name: spec.Name, Namespaces: ns, KeyValues: vals, Deadline: spec.Deadline,
+		ArrivalKind: arrival.Kind, ArrivalQueue: arrival.Queue, ArrivalPayload: arrival.Payload,
+		ArrivalPayloadSchema: int32(arrival.PayloadSchema), ArrivalMaxAttempts: int32(arrival.MaxAttempts),
+		Actor: string(c.actor), Now: c.clock.Now(),
+	}
+	if spec.OnTimeout != nil {
+		t := spec.OnTimeout.resolved()
+		schema, attempts := int32(t.PayloadSchema), int32(t.MaxAttempts)
+		p.TimeoutKind, p.TimeoutQueue, p.TimeoutPayload = &t.Kind, &t.Queue, t.Payload
+		p.TimeoutPayloadSchema, p.TimeoutMaxAttempts = &schema, &attempts
+	}
+	row, err := queries.WaitRegister(ctx, q, p)
+	if err != nil {
+		return Awaited{}, db.Translate(err, op, ids...)
+	}
+	w := fromWaitRow(&dbsqlc.DocketWait{
+		ID: row.ID, CaseID: row.CaseID, Project: row.Project, Name: row.Name, Keys: row.Keys, Deadline: row.Deadline,
+		OnArrivalKind: row.OnArrivalKind, OnArrivalQueue: row.OnArrivalQueue, OnArrivalPayload: row.OnArrivalPayload,
+		OnArrivalPayloadSchema: row.OnArrivalPayloadSchema, OnArrivalMaxAttempts: row.OnArrivalMaxAttempts,
+		OnTimeoutKind: row.OnTimeoutKind, OnTimeoutQueue: row.OnTimeoutQueue, OnTimeoutPayload: row.OnTimeoutPayload,
+		OnTimeoutPayloadSchema: row.OnTimeoutPayloadSchema, OnTimeoutMaxAttempts: row.OnTimeoutMaxAttempts,
+		Status: row.Status, SatisfiedBy: row.SatisfiedBy, ContinuationJobID: row.ContinuationJobID,
+		CreatedBy: row.CreatedBy, CreatedAt: row.CreatedAt, SettledAt: row.SettledAt, SettledBy: row.SettledBy,
+	})
+	if row.Created && w.ContinuationJobID != 0 {
+		if err := c.dispatch(ctx, q, w.ContinuationJobID); err != nil {
+			return Awaited{}, err
+		}
+	}
+	return Awaited{Wait: w, Created: row.Created}, nil
+}
+
+// WithdrawWait withdraws wait id, in its own transaction. See
+// [Client.WithdrawWaitTx].
+func (c *Client) WithdrawWait(ctx context.Context, id int64) (Wait, error) {
+	return c.WithdrawWaitTx(ctx, c.pool, id)
+}
+
+// WithdrawWaitTx withdraws wait id on q and returns it: it no longer waits,
+// and a message that would have satisfied it stays buffered for another.
+// Withdrawing a withdrawn wait is a no-op that returns it.
+//
+// It refuses, writing nothing: an unknown wait or one whose case the actor
+// may not write ([db.ErrNotFound]); a wait a message satisfied or its
+// deadline expired first ([db.ErrAlreadyAnswered]).
+func (c *Client) WithdrawWaitTx(ctx context.Context, q db.DBTX, id int64) (Wait, error) {
+	row, err := queries.WaitWithdraw(ctx, q, id, string(c.actor), c.clock.Now())
+	if err != nil {
+		return Wait{}, db.Translate(err, "wait.withdraw", "wait", id)
+	}
+	return fromWaitRow(row), nil
+}
+
+// Wait returns wait id read on q, or [db.ErrNotFound] when there is none or
+// the actor may not read its case.
+func (c *Client) Wait(ctx context.Context, q db.DBTX, id int64) (Wait, error) {
+	row, err := queries.WaitGet(ctx, q, id, string(c.actor))
+	if err != nil {
+		return Wait{}, db.Translate(err, "wait.get", "wait", id)
+	}
+	return fromWaitRow(row), nil
+}
+
+// Waits returns the waits of case id, oldest first, in its own transaction.
+// See [Client.WaitsTx].
+func (c *Client) Waits(ctx context.Context, id int64) ([]Wait, error) {
+	return c.WaitsTx(ctx, c.pool, id)
+}
+
+// WaitsTx returns every wait of case id read on q, oldest first: none when
+// the case does not exist or the actor may not read it.
+func (c *Client) WaitsTx(ctx context.Context, q db.DBTX, id int64) ([]Wait, error) {
+	rows, err := queries.CaseWaits(ctx, q, id, string(c.actor))
+	if err != nil {
+		return nil, db.Translate(err, "case.waits", "case", id)
+	}
+	out := make([]Wait, len(rows))
+	for i, r := range rows {
+		out[i] = fromWaitRow(r)
+	}
+	return out, nil
+}
+
+// WaitingFilter selects waiting waits for [Client.Waiting]. Project is
+// required.
+type WaitingFilter struct {
+	Project string
+	// After continues a listing: only waits after this one in (deadline, id)
+	// order. Pass the last wait of one page to get the next.
+	After *Wait
+	// Limit is the page size, 1..[MaxPage]. Defaults to 100.
+	Limit int
+}
+
+// Waiting returns the waiting waits of f.Project, soonest deadline first, in
+// its own transaction. See [Client.WaitingTx].
+func (c *Client) Waiting(ctx context.Context, f WaitingFilter) ([]Wait, error) {
+	return c.WaitingTx(ctx, c.pool, f)
+}
+
+// WaitingTx returns a page of the waiting waits of f.Project read on q,
+// soonest deadline first. An actor that may not read the project's cases
+// gets an empty list, not an error. It refuses an empty project or a limit
+// outside 1..[MaxPage] with [db.ErrInvalidArgument].
+func (c *Client) WaitingTx(ctx context.Context, q db.DBTX, f WaitingFilter) ([]Wait, error) {
+	const op = "wait.list"
+	if f.Project == "" {
+		return nil, db.Refuse(db.ErrInvalidArgument, op, "project is empty: waits are listed per project")
+	}
+	if f.Limit == 0 {
+		f.Limit = 100
+	}
+	if f.Limit < 1 || f.Limit > MaxPage {
+		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("limit %d is outside 1..%d", f.Limit, MaxPage))
+	}
+	p := dbsqlc.WaitsWaitingParams{
+		Project: f.Project, AfterDeadline: time.Unix(0, 0).UTC(), Actor: string(c.actor), MaxRows: int32(f.Limit),
+	}
+	if f.After != nil {
+		p.AfterDeadline, p.AfterID = f.After.Deadline, f.After.ID
+	}
+	rows, err := queries.WaitsWaiting(ctx, q, p)
+	if err != nil {
+		return nil, db.Translate(err, op, "project", f.Project)
+	}
+	out := make([]Wait, len(rows))
+	for i, r := range rows {
+		out[i] = fromWaitRow(r)
+	}
+	return out, nil
+}
+
+func fromWaitRow(r *dbsqlc.DocketWait) Wait {
+	w := Wait{
+		ID: r.ID, CaseID: r.CaseID, Project: r.Project, Name: r.Name, Keys: parseKeys(r.Keys),
+		Deadline: r.Deadline.UTC(),
+		OnArrival: Continuation{
+			Kind: r.OnArrivalKind, Queue: r.OnArrivalQueue, Payload: r.OnArrivalPayload,
+			PayloadSchema: int(r.OnArrivalPayloadSchema), MaxAttempts: int(r.OnArrivalMaxAttempts),
+		},
+		Status: WaitStatus(r.Status), CreatedBy: access.Actor(r.CreatedBy), CreatedAt: r.CreatedAt.UTC(),
+	}
+	if r.OnTimeoutKind != nil {
+		t := Continuation{Kind: *r.OnTimeoutKind, Payload: r.OnTimeoutPayload}
+		if r.OnTimeoutQueue != nil {
+			t.Queue = *r.OnTimeoutQueue
+		}
+		if r.OnTimeoutPayloadSchema != nil {
+			t.PayloadSchema = int(*r.OnTimeoutPayloadSchema)
+		}
+		if r.OnTimeoutMaxAttempts != nil {
+			t.MaxAttempts = int(*r.OnTimeoutMaxAttempts)
+		}
+		w.OnTimeout = &t
+	}
+	if r.SatisfiedBy != nil {
+		w.SatisfiedBy = *r.SatisfiedBy
+	}
+	if r.ContinuationJobID != nil {
+		w.ContinuationJobID = *r.ContinuationJobID
+	}
+	if r.SettledAt != nil {
+		w.SettledAt = r.SettledAt.UTC()
+	}
+	if r.SettledBy != nil {
+		w.SettledBy = access.Actor(*r.SettledBy)
+	}
+	return w
+}
