@@ -14,8 +14,10 @@ func (c *Client) Close(ctx context.Context, id int64) (Case, error) {
 }
 
 // CloseTx closes case id on q and releases its keys, so a new matter with
-// the same keys opens a fresh case. Closing a closed case is a no-op that
-// returns it. Close and [Client.RegisterObligationTx] decide under the case
+// the same keys opens a fresh case. In the same transaction it withdraws the
+// case's waiting waits, dead-letters the buffered messages addressed to it
+// and cancels its timers whose jobs are still queued. Closing a closed case
+// is a no-op that returns it. Close and [Client.RegisterObligationTx] decide under the case
 // row's lock, so a registration racing a close can never leave a closed case
 // owing something: one of them is refused.
 //

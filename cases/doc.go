@@ -1,6 +1,6 @@
 // Package cases keeps the durable record of a business matter that outlives
 // any one job: which matter an inbound message belongs to, the matter's
-// state, and what is still owed by when.
+// state, what is still owed by when, and what it waits for.
 //
 // A [Case] belongs to one project and has a kind, a status (open or closed)
 // and a state: JSON docket stores and never interprets, with a version.
@@ -32,6 +32,21 @@
 //     calendar.Calendar and stores the instant with the spec and the
 //     calendar's digest; the instant is never recomputed, and a spec the
 //     calendar cannot resolve exactly is refused.
+//   - Durable waits ([Wait]): [Client.Await] registers what a case waits
+//     for — a message on its keys, before a deadline — and
+//     [Client.Deliver] stores an inbound message (deduplicated on producer
+//     and id) and offers it to the oldest wait it satisfies. Whichever comes
+//     first, they meet in the store, and the match enqueues the wait's
+//     continuation job in the same transaction ([WakeOf] reads why it runs).
+//     A message is consumed by one wait at most, a wait satisfied by one
+//     message at most. [Client.DeliverTo] sends a message to one case alone.
+//     [WaitExpirySweep] expires waits past their deadline and enqueues their
+//     timeout continuations; [DeadLetterSweep] dead-letters messages no wait
+//     claimed within a horizon, never on arrival ([Client.DeadLetters]).
+//   - Timers ([Timer]): [Client.SleepUntil] is a job of the case available at
+//     an instant, which it records as the wake it reports.
+//   - Closing a case withdraws its waits, dead-letters the messages addressed
+//     to it and cancels its unfired timers.
 //
 // The rules live in the database (transition tables, triggers, a partial
 // unique index), so a hand-written UPDATE in psql is held to them too, and
@@ -43,8 +58,9 @@
 //	case.admit   admit, correlate, write state, register and settle
 //	             obligations, close, reopen; read
 //	case.view    read cases, keys, obligations and history
-//	case.sweep   the breach sweep's actor, per project; enqueuing
-//	             escalations also needs job.create
+//	case.sweep   the deadline sweeps' actor, per project; enqueuing
+//	             escalations and continuations also needs job.create
+//	message.deliver  deliver messages (with job.create); read them
 //
 // An admission or correlation in a project where the actor holds no
 // case.admit is [db.ErrNotPermitted]. A case the actor may not write or read

@@ -100,3 +100,67 @@ func Example() {
 	// stale write: true
 	// closed: closed meter correlates: false
 }
+
+// A supplier's reply that beats the case's wait to the store is held, not
+// dropped: the wait finds it in the buffer and its continuation is enqueued
+// at once. Whichever comes first, they meet.
+func ExampleClient_Await() {
+	ctx := context.Background()
+	clock := db.NewFakeClock(time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC))
+	pool := examplePool(ctx, clock)
+	defer pool.Close()
+	for _, g := range []access.Grant{
+		{Principal: "svc:switch", Project: "acme", Capability: access.JobCreate},
+		{Principal: "svc:inbox", Project: "acme", Capability: access.MessageDeliver},
+		{Principal: "svc:inbox", Project: "acme", Capability: access.JobCreate},
+	} {
+		if _, err := access.Allow(ctx, pool, g, "user:ops", clock.Now()); err != nil {
+			log.Fatal(err)
+		}
+	}
+	app, err := cases.NewClient(pool, cases.Config{Actor: "svc:switch", Clock: clock})
+	if err != nil {
+		log.Fatal(err)
+	}
+	inbox, err := cases.NewClient(pool, cases.Config{Actor: "svc:inbox", Clock: clock})
+	if err != nil {
+		log.Fatal(err)
+	}
+	doc := cases.Key{Namespace: "document", Value: "DOC-4711"}
+	c, err := app.Admit(ctx, cases.Admission{Project: "acme", Kind: "supplier.switch", Keys: []cases.Key{doc}})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// The reply arrives first; the producer retries it, as producers do.
+	reply := cases.Delivery{
+		Project: "acme", Producer: "supplier:4711", MessageID: "msg-88",
+		Keys: []cases.Key{doc}, Payload: json.RawMessage(`{"accepted": true}`),
+	}
+	first, err := inbox.Deliver(ctx, reply)
+	if err != nil {
+		log.Fatal(err)
+	}
+	retry, err := inbox.Deliver(ctx, reply)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("delivered:", first.Status, "retry is the same message:", retry.Duplicate && retry.ID == first.ID)
+
+	// Then the case waits for it, with a deadline.
+	clock.Advance(time.Minute)
+	w, err := app.Await(ctx, c.ID, cases.WaitSpec{
+		Name:      "supplier-reply",
+		Keys:      []cases.Key{doc},
+		Deadline:  clock.Now().Add(5 * 24 * time.Hour),
+		OnArrival: cases.Continuation{Kind: "supplier.reply"},
+		OnTimeout: &cases.Continuation{Kind: "supplier.chase"},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("wait:", w.Status, "by the reply:", w.SatisfiedBy == first.ID, "continuation enqueued:", w.ContinuationJobID != 0)
+	// Output:
+	// delivered: buffered retry is the same message: true
+	// wait: satisfied by the reply: true continuation enqueued: true
+}

@@ -690,12 +690,18 @@ BEGIN
     IF m.status IS DISTINCT FROM 'buffered' THEN
         RETURN NULL;
     END IF;
-    SELECT * INTO w FROM docket.waits
-    WHERE status = 'waiting' AND keys <@ m.keys AND project = m.project AND deadline > p_now
-      AND (m.addressee IS NULL OR case_id = m.addressee)
-    ORDER BY id
+    -- The candidates come from the keys' index, fenced off: ordered by id,
+    -- the planner would rather walk the primary key past every other wait.
+    WITH candidates AS MATERIALIZED (
+        SELECT id FROM docket.waits WHERE status = 'waiting' AND keys <@ m.keys
+    )
+    SELECT x.* INTO w FROM docket.waits x
+    WHERE x.id IN (SELECT id FROM candidates)
+      AND x.status = 'waiting' AND x.keys <@ m.keys AND x.project = m.project AND x.deadline > p_now
+      AND (m.addressee IS NULL OR x.case_id = m.addressee)
+    ORDER BY x.id
     LIMIT 1
-    FOR UPDATE;
+    FOR UPDATE OF x;
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
@@ -882,12 +888,17 @@ BEGIN
             p_actor, p_now)
     RETURNING * INTO v;
 
-    SELECT * INTO m FROM docket.messages
-    WHERE status = 'buffered' AND keys @> v_keys AND project = v_project
-      AND (addressee IS NULL OR addressee = p_case_id)
-    ORDER BY id
+    -- Candidates from the keys' index, fenced off as in message_offer.
+    WITH candidates AS MATERIALIZED (
+        SELECT id FROM docket.messages WHERE status = 'buffered' AND keys @> v_keys
+    )
+    SELECT x.* INTO m FROM docket.messages x
+    WHERE x.id IN (SELECT id FROM candidates)
+      AND x.status = 'buffered' AND x.keys @> v_keys AND x.project = v_project
+      AND (x.addressee IS NULL OR x.addressee = p_case_id)
+    ORDER BY x.id
     LIMIT 1
-    FOR UPDATE;
+    FOR UPDATE OF x;
     IF FOUND THEN
         v := docket.wait_continue(v, m, 'satisfied', p_actor, p_now);
     END IF;
