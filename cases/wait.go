@@ -31,8 +31,9 @@ const (
 )
 
 // MaxWaitAhead bounds how far ahead a wait's deadline or a timer's wake
-// instant may be.
-const MaxWaitAhead = 10 * 365 * 24 * time.Hour
+// instant may be: 3650 days, about ten years. The database holds every
+// writer to it.
+const MaxWaitAhead = 3650 * 24 * time.Hour
 
 // Continuation is a job a wait or timer enqueues when it ends: in the case's
 // project, naming the case (jobs.Job.CaseID), once (under an idempotency key

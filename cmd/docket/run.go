@@ -50,6 +50,10 @@ commands:
   cases list PROJECT [--status S] [--limit N] [--after ID]
                                   list the cases of a project you may see, oldest first
   cases show ID                   a case, its keys, obligations and history
+  waits PROJECT [--case ID] [--limit N]
+                                  waiting waits you may see, soonest deadline first
+  dead-letters PROJECT [--limit N]
+                                  messages no wait will claim, newest first (no payloads)
   version                         build, schema and River versions
   demo [--orders N]               run a small order service on docket and show
                                   what became of its jobs (without a database
@@ -119,6 +123,10 @@ func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Write
 		action, err = c.lanes(rest)
 	case "cases":
 		action, err = c.cases(rest)
+	case "waits":
+		action, err = c.waits(rest)
+	case "dead-letters":
+		action, err = c.deadLetters(rest)
 	default:
 		return c.usageError(fmt.Errorf("unknown command %q", cmd))
 	}

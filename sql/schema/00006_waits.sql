@@ -17,7 +17,7 @@
 --     storing and looking, so whichever commits second sees the first --
 --     the two meet in the store, not in time;
 --   * every wait has a deadline, after the instant it was registered and at
---     most ten years ahead;
+--     most 3650 days (about ten years) ahead (waits_deadline_bounded);
 --   * a closed case waits for nothing: closing withdraws its waits,
 --     dead-letters the messages addressed to it that it never consumed and
 --     cancels its timers that have not fired (cases_settle_waits), and a wait
@@ -44,7 +44,7 @@
 --
 -- Bounds: producer 1-128 characters; message id 1-255; 1-32 keys; payload
 -- 60 KiB of JSON (it rides in the continuation job's params, 64 KiB); wait
--- and timer names 1-63; deadlines and wake instants at most ten years ahead;
+-- and timer names 1-63; deadlines and wake instants at most 3650 days ahead;
 -- dead-letter horizon 1 minute to 366 days; sweep batch 1..10000.
 
 -- +goose Up
@@ -226,6 +226,7 @@ CREATE TABLE docket.waits (
     settled_by                docket.principal,
     CONSTRAINT waits_case_fkey FOREIGN KEY (case_id, project) REFERENCES docket.cases (id, project),
     CONSTRAINT waits_deadline_after_creation CHECK (deadline > created_at),
+    CONSTRAINT waits_deadline_bounded CHECK (deadline <= created_at + interval '3650 days'),
     CONSTRAINT waits_on_timeout_whole CHECK (
         (on_timeout_kind IS NULL) = (on_timeout_queue IS NULL)
         AND (on_timeout_kind IS NULL) = (on_timeout_payload IS NULL)
@@ -268,13 +269,15 @@ CREATE TABLE docket.timers (
     created_by docket.principal NOT NULL,
     created_at timestamptz NOT NULL,
     CONSTRAINT timers_case_fkey FOREIGN KEY (case_id, project) REFERENCES docket.cases (id, project),
-    CONSTRAINT timers_job_key UNIQUE (job_id)
+    CONSTRAINT timers_job_key UNIQUE (job_id),
+    -- A timer is its case, name and instant: setting it again is a retry.
+    CONSTRAINT timers_case_name_wake_key UNIQUE (case_id, name, wake_at),
+    CONSTRAINT timers_wake_at_bounded CHECK (wake_at <= created_at + interval '3650 days')
 );
 
 COMMENT ON TABLE docket.timers IS
     'Durable timers: each is a job of its case available at wake_at; the job''s state says whether it fired.';
 
-CREATE INDEX timers_case_idx ON docket.timers (case_id, id);
 
 -- Guards -------------------------------------------------------------------------
 
@@ -813,7 +816,7 @@ SELECT false AS created, w.* FROM docket.waits w WHERE false;
 -- Registering again what is waiting under that name, on the same terms, is a
 -- no-op that returns it with created = false.
 -- Refuses, writing nothing: malformed input, a deadline not after p_now or
--- more than ten years ahead (DK010); an unknown case or one the actor may not
+-- more than 3650 days ahead (DK010); an unknown case or one the actor may not
 -- write (P0002); an actor without job.create on its project (DK009); a
 -- closed case (DK005); a waiting wait of that name on other terms (23505 on
 -- waits_waiting_name).
@@ -837,8 +840,8 @@ BEGIN
     PERFORM docket.require_valid(docket.valid_case_key_namespace(p_name), 'wait name', p_name,
         '1-63 characters of [a-z0-9._-], starting with a letter or digit');
     v_keys := docket.wait_keys(p_namespaces, p_values);
-    IF p_deadline IS NULL OR NOT isfinite(p_deadline) OR p_deadline <= p_now OR p_deadline > p_now + interval '10 years' THEN
-        RAISE EXCEPTION 'invalid deadline %: every wait has one, after now (%) and at most ten years ahead',
+    IF p_deadline IS NULL OR NOT isfinite(p_deadline) OR p_deadline <= p_now OR p_deadline > p_now + interval '3650 days' THEN
+        RAISE EXCEPTION 'invalid deadline %: every wait has one, after now (%) and at most 3650 days ahead',
             coalesce(p_deadline::text, 'NULL'), p_now
             USING ERRCODE = 'DK010';
     END IF;
@@ -1026,14 +1029,14 @@ $$;
 
 -- timer_set sets timer p_name of case p_case_id to wake at p_wake_at: a job
 -- of the case (p_kind, p_queue, p_payload, p_payload_schema,
--- p_max_attempts), available at p_wake_at, with params {"timer_id", "timer":
--- name, "wake_at"} -- the instant it was due, however late it runs -- under
--- idempotency key timer:CASE:NAME:MICROS, on behalf of p_actor at p_now. A
+-- p_max_attempts), available at p_wake_at, with params {"timer": name,
+-- "wake_at", "case_id"} -- the instant it was due, however late it runs --
+-- under idempotency key timer:CASE:NAME:MICROS, on behalf of p_actor at p_now. A
 -- wake instant already past wakes at once. Setting again the same timer (case,
 -- name and instant) is a no-op that returns it. Closing the case cancels the
 -- job if it has not been claimed.
--- Refuses, writing nothing: malformed input, a wake instant more than ten
--- years ahead (DK010); an unknown case or one the actor may not write
+-- Refuses, writing nothing: malformed input, a wake instant more than 3650
+-- days ahead (DK010); an unknown case or one the actor may not write
 -- (P0002); an actor without job.create on its project (DK009); a closed case
 -- (DK005); the same timer with another job (DK003).
 -- +goose StatementBegin
@@ -1051,8 +1054,8 @@ BEGIN
     PERFORM docket.require_valid(docket.valid_case_key_namespace(p_name), 'timer name', p_name,
         '1-63 characters of [a-z0-9._-], starting with a letter or digit');
     IF p_wake_at IS NULL OR NOT isfinite(p_wake_at) OR p_wake_at < '1970-01-01 00:00:00+00'
-       OR p_wake_at > p_now + interval '10 years' THEN
-        RAISE EXCEPTION 'invalid wake instant %: want a finite instant at most ten years after now (%)',
+       OR p_wake_at > p_now + interval '3650 days' THEN
+        RAISE EXCEPTION 'invalid wake instant %: want a finite instant at most 3650 days after now (%)',
             coalesce(p_wake_at::text, 'NULL'), p_now
             USING ERRCODE = 'DK010';
     END IF;
@@ -1064,19 +1067,27 @@ BEGIN
     IF (SELECT status FROM docket.cases WHERE id = p_case_id) <> 'open' THEN
         RAISE EXCEPTION 'case % is closed: it cannot set timer %', p_case_id, p_name USING ERRCODE = 'DK005';
     END IF;
-    SELECT e.duplicate, e.id INTO j
+    -- One timer per (case, name, instant), whatever its job: a retry finds
+    -- it, under a lock of that name, and must name the same job.
+    PERFORM pg_advisory_xact_lock(1684764530, hashtext(p_case_id || '/' || p_name));
+    SELECT t.* INTO v FROM docket.timers t WHERE t.case_id = p_case_id AND t.name = p_name AND t.wake_at = p_wake_at;
+    IF FOUND THEN
+        SELECT jb.kind, jb.queue, jb.payload, jb.payload_schema, jb.max_attempts INTO j
+        FROM docket.jobs jb WHERE jb.id = v.job_id;
+        IF (j.kind, j.queue, j.payload, j.payload_schema, j.max_attempts)
+           IS DISTINCT FROM (p_kind, p_queue, p_payload, p_payload_schema, p_max_attempts) THEN
+            RAISE EXCEPTION 'timer % of case % at % was set before with another job (timer %)', p_name, p_case_id, p_wake_at, v.id
+                USING ERRCODE = 'DK003';
+        END IF;
+        RETURN v;
+    END IF;
+    SELECT e.id INTO j
     FROM docket.job_enqueue_one(
         v_project, p_actor, p_now, p_kind, p_queue, 1::smallint, p_payload, p_payload_schema,
         format('timer:%s:%s:%s', p_case_id, p_name, (extract(epoch FROM p_wake_at) * 1000000)::bigint),
         p_wake_at, p_max_attempts, false, false, interval '5 minutes', interval '1 second', interval '10 minutes', 0.2,
         jsonb_build_object('timer', p_name, 'wake_at', p_wake_at, 'case_id', p_case_id),
         '{}', '', 0, p_case_id, '') e;
-    IF j.duplicate THEN
-        SELECT * INTO v FROM docket.timers WHERE job_id = j.id;
-        IF FOUND THEN
-            RETURN v;
-        END IF;
-    END IF;
     INSERT INTO docket.timers (case_id, project, name, wake_at, job_id, created_by, created_at)
     VALUES (p_case_id, v_project, p_name, p_wake_at, j.id, p_actor, p_now)
     RETURNING * INTO v;

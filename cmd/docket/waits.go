@@ -1,0 +1,175 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/docket-dev/docket/cases"
+)
+
+const (
+	waitsUsage       = "waits needs PROJECT: waits PROJECT [--case ID] [--limit N]"
+	deadLettersUsage = "dead-letters needs PROJECT: dead-letters PROJECT [--limit N]"
+)
+
+// waits lists the waiting waits of a project, or every wait of one of its
+// cases, soonest deadline first.
+func (c *cli) waits(args []string) (dbAction, error) {
+	fs := flag.NewFlagSet("waits", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	caseID := fs.Int64("case", 0, "every wait of this case, whatever its status")
+	limit := fs.Int("limit", 50, "at most this many, soonest deadline first")
+	project, err := projectArg(fs, args, waitsUsage)
+	if err != nil {
+		return nil, err
+	}
+	if *limit < 1 || *limit > cases.MaxPage {
+		return nil, usagef("waits --limit must be 1..%d", cases.MaxPage)
+	}
+	byCase := false
+	fs.Visit(func(f *flag.Flag) { byCase = byCase || f.Name == "case" })
+	if byCase && *caseID < 1 {
+		return nil, usagef("waits --case %d is not a case id", *caseID)
+	}
+	return func(ctx context.Context, pool *pgxpool.Pool) error {
+		cl, err := c.caseClient(pool)
+		if err != nil {
+			return err
+		}
+		var list []cases.Wait
+		if byCase {
+			all, err := cl.Waits(ctx, *caseID)
+			if err != nil {
+				return err
+			}
+			for _, w := range all {
+				if w.Project == project {
+					list = append(list, w)
+				}
+			}
+			slices.SortStableFunc(list, func(a, b cases.Wait) int {
+				return cmp.Or(a.Deadline.Compare(b.Deadline), cmp.Compare(a.ID, b.ID))
+			})
+			list = list[:min(len(list), *limit)]
+		} else {
+			list, err = cl.Waiting(ctx, cases.WaitingFilter{Project: project, Limit: *limit})
+			if err != nil {
+				return err
+			}
+		}
+		return c.waitsTable(list)
+	}, nil
+}
+
+func (c *cli) waitsTable(list []cases.Wait) error {
+	now := c.clock.Now()
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tCASE\tNAME\tSTATUS\tKEYS\tDEADLINE\tLEFT\tON ARRIVAL\tON TIMEOUT")
+	for _, x := range list {
+		left := "-"
+		if x.Status == cases.Waiting {
+			left = timeLeft(x.Deadline.Sub(now))
+		}
+		timeout := "-"
+		if x.OnTimeout != nil {
+			timeout = x.OnTimeout.Kind
+		}
+		fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.ID, x.CaseID, x.Name, x.Status, joinKeys(x.Keys),
+			x.Deadline.Format(time.RFC3339), left, x.OnArrival.Kind, timeout)
+	}
+	return w.Flush()
+}
+
+// deadLetters lists the dead letters of a project, newest first: who sent
+// each, the keys it was filed under and why no wait will claim it. Never the
+// payload: it is the counterparty's.
+func (c *cli) deadLetters(args []string) (dbAction, error) {
+	fs := flag.NewFlagSet("dead-letters", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	limit := fs.Int("limit", 50, "at most this many, newest first")
+	project, err := projectArg(fs, args, deadLettersUsage)
+	if err != nil {
+		return nil, err
+	}
+	if *limit < 1 || *limit > cases.MaxPage {
+		return nil, usagef("dead-letters --limit must be 1..%d", cases.MaxPage)
+	}
+	return func(ctx context.Context, pool *pgxpool.Pool) error {
+		cl, err := c.caseClient(pool)
+		if err != nil {
+			return err
+		}
+		list, err := cl.DeadLetters(ctx, cases.DeadLetterFilter{Project: project, Limit: *limit})
+		if err != nil {
+			return err
+		}
+		now := c.clock.Now()
+		w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "ID\tPRODUCER\tMESSAGE ID\tKEYS\tADDRESSEE\tAGE\tREASON")
+		for _, m := range list {
+			addressee := "-"
+			if m.Addressee != 0 {
+				addressee = fmt.Sprint(m.Addressee)
+			}
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Producer, m.MessageID, joinKeys(m.Keys), addressee,
+				span(now.Sub(m.ArrivedAt)), dash(oneLine(m.Reason)))
+		}
+		return w.Flush()
+	}, nil
+}
+
+// projectArg parses the one positional argument, a project, with flags
+// before or after it; msg is the usage error when it is missing.
+func projectArg(fs *flag.FlagSet, args []string, msg string) (string, error) {
+	if err := fs.Parse(args); err != nil {
+		return "", usagef("%s: %v", msg, err)
+	}
+	if fs.NArg() == 0 || fs.Arg(0) == "" {
+		return "", usagef("%s", msg)
+	}
+	project := fs.Arg(0)
+	if err := fs.Parse(fs.Args()[1:]); err != nil {
+		return "", usagef("%s: %v", msg, err)
+	}
+	if fs.NArg() != 0 {
+		return "", usagef("%s: unexpected argument %q", msg, fs.Arg(0))
+	}
+	return project, nil
+}
+
+// joinKeys shows keys as namespace:value, comma separated.
+func joinKeys(keys []cases.Key) string {
+	s := make([]string, len(keys))
+	for i, k := range keys {
+		s[i] = k.Namespace + ":" + k.Value
+	}
+	return dash(strings.Join(s, ","))
+}
+
+// timeLeft shows the time to a deadline, or how long ago it passed: a
+// waiting wait past its deadline waits for the expiry sweep.
+func timeLeft(d time.Duration) string {
+	if d < 0 {
+		return "overdue " + span(-d)
+	}
+	return span(d)
+}
+
+// span shows a non-negative duration: to the second under a day, else in
+// days, hours and minutes (cut, not rounded).
+func span(d time.Duration) string {
+	const day = 24 * time.Hour
+	if d < day {
+		return d.Round(time.Second).String()
+	}
+	return fmt.Sprintf("%dd%02dh%02dm", d/day, d%day/time.Hour, d%time.Hour/time.Minute)
+}
