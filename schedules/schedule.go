@@ -1,0 +1,4 @@
+package schedules
+
+// MaxCron is the longest cron expression accepted, in bytes.
+const MaxCron = 200
