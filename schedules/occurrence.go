@@ -137,6 +137,12 @@ func Next(c Cron, loc *time.Location, after time.Time) (Occurrence, error) {
 		if end.IsZero() || end.After(horizon) {
 			end = horizon
 		}
+		if !first && start.Before(t) {
+			// Where the zone's table hands over to its rule (2038 in many
+			// zones), ZoneBounds may start a segment before the previous
+			// one ended: this segment starts where that one ended.
+			start = t
+		}
 		// repeatedUntil is the wall clock the previous segment reached when
 		// it ran later than this one starts: local times before it are
 		// seen a second time here (fold 1).
