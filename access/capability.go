@@ -28,6 +28,14 @@ const (
 	// (enqueuing their escalations also needs [JobCreate]).
 	CaseSweep  Capability = "case.sweep"
 	TaskReview Capability = "task.review" // claim and answer the project's human tasks
+	// ScheduleManage creates (with [JobCreate]), changes, pauses, resumes and
+	// finishes the project's schedules; it reads them too.
+	ScheduleManage Capability = "schedule.manage"
+	// ScheduleView reads the project's schedules, their runs and history.
+	ScheduleView Capability = "schedule.view"
+	// ScheduleSweep lets the schedule sweep materialize the project's due
+	// occurrences (enqueuing their jobs also needs [JobCreate]).
+	ScheduleSweep Capability = "schedule.sweep"
 
 	// QuorumCreate creates quorums in the project, naming their conductor.
 	QuorumCreate Capability = "quorum.create"

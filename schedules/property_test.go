@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -246,5 +245,3 @@ func checkOccurrence(t *testing.T, loc *time.Location, c schedules.Cron, o sched
 		require.False(t, c.FixedTime(), "%s %s: a fixed time ran twice: %s", loc, c, o)
 	}
 }
-
-func TestMain(m *testing.M) { os.Exit(m.Run()) }
