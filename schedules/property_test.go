@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
+	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -108,7 +108,8 @@ func FuzzNextUTC(f *testing.F) {
 func zoneNames(t *testing.T) []string {
 	t.Helper()
 	var names []string
-	zr, err := zip.OpenReader(filepath.Join(runtime.GOROOT(), "lib", "time", "zoneinfo.zip"))
+	goroot, _ := exec.Command("go", "env", "GOROOT").Output()
+	zr, err := zip.OpenReader(filepath.Join(strings.TrimSpace(string(goroot)), "lib", "time", "zoneinfo.zip"))
 	if err == nil {
 		defer zr.Close()
 		for _, f := range zr.File {
