@@ -50,6 +50,10 @@ commands:
   cases list PROJECT [--status S] [--limit N] [--after ID]
                                   list the cases of a project you may see, oldest first
   cases show ID                   a case, its keys, obligations and history
+  schedules list PROJECT [--limit N] [--after NAME]
+                                  list the schedules of a project you may see, by name
+  schedules preview ID | CRON ZONE [--count N] [--from T]
+                                  the next occurrences: local time, fold, UTC instant
   version                         build, schema and River versions
   demo [--orders N]               run a small order service on docket and show
                                   what became of its jobs (without a database
@@ -119,6 +123,8 @@ func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Write
 		action, err = c.lanes(rest)
 	case "cases":
 		action, err = c.cases(rest)
+	case "schedules":
+		action, err = c.schedules(rest)
 	default:
 		return c.usageError(fmt.Errorf("unknown command %q", cmd))
 	}
