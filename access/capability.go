@@ -33,6 +33,14 @@ const (
 	// its messages.
 	MessageDeliver Capability = "message.deliver"
 	TaskReview     Capability = "task.review" // claim and answer the project's human tasks
+	// ScheduleManage creates (with [JobCreate]), changes, pauses, resumes and
+	// finishes the project's schedules; it reads them too.
+	ScheduleManage Capability = "schedule.manage"
+	// ScheduleView reads the project's schedules, their runs and history.
+	ScheduleView Capability = "schedule.view"
+	// ScheduleSweep lets the schedule sweep materialize the project's due
+	// occurrences (enqueuing their jobs also needs [JobCreate]).
+	ScheduleSweep Capability = "schedule.sweep"
 
 	// QuorumCreate creates quorums in the project, naming their conductor.
 	QuorumCreate Capability = "quorum.create"

@@ -54,6 +54,10 @@ commands:
                                   waiting waits you may see, soonest deadline first
   dead-letters PROJECT [--limit N]
                                   messages no wait will claim, newest first (no payloads)
+  schedules list PROJECT [--limit N] [--after NAME]
+                                  list the schedules of a project you may see, by name
+  schedules preview ID | CRON ZONE [--count N] [--from T]
+                                  the next occurrences: local time, fold, UTC instant
   version                         build, schema and River versions
   demo [--orders N]               run a small order service on docket and show
                                   what became of its jobs (without a database
@@ -127,6 +131,8 @@ func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Write
 		action, err = c.waits(rest)
 	case "dead-letters":
 		action, err = c.deadLetters(rest)
+	case "schedules":
+		action, err = c.schedules(rest)
 	default:
 		return c.usageError(fmt.Errorf("unknown command %q", cmd))
 	}

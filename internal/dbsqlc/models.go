@@ -636,6 +636,97 @@ type DocketQuorum struct {
 	CreatedAt time.Time
 }
 
+// Recurring jobs: a cron expression in a zone, the job each occurrence enqueues, catch-up policy, bounds and cursor.
+type DocketSchedule struct {
+	ID               int64
+	Project          string
+	Name             string
+	Cron             string
+	Zone             string
+	FixedTime        bool
+	JobKind          string
+	JobQueue         string
+	JobPayload       json.RawMessage
+	JobPayloadSchema int32
+	JobMaxAttempts   int32
+	CatchUp          string
+	MaxCatchUp       int32
+	Grace            time.Duration
+	StartsAt         time.Time
+	EndsAt           *time.Time
+	MaxOccurrences   *int64
+	Runs             int64
+	Status           string
+	CursorAt         time.Time
+	NextDueAt        *time.Time
+	CreatedBy        string
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	FinishedAt       *time.Time
+}
+
+// Append-only history of every schedule change, and of every missed window the catch-up policy skipped.
+type DocketScheduleEvent struct {
+	ID         int64
+	ScheduleID int64
+	What       string
+	FromState  *string
+	ToState    *string
+	Actor      string
+	At         time.Time
+	Detail     json.RawMessage
+}
+
+// Each occurrence of a schedule materialized as a job, once: unique by (schedule, local date-time, fold).
+type DocketScheduleOccurrence struct {
+	ID         int64
+	ScheduleID int64
+	LocalTime  time.Time
+	Fold       int16
+	DueAt      time.Time
+	JobID      int64
+	RecordedAt time.Time
+}
+
+// Missed windows the catch-up policy did not run: how many, the first and the last.
+type DocketScheduleSkip struct {
+	ScheduleID int64
+	Project    string
+	Name       string
+	SweptAt    time.Time
+	Policy     interface{}
+	Skipped    int64
+	First      interface{}
+	Last       interface{}
+}
+
+type DocketScheduleState struct {
+	State    string
+	Initial  bool
+	Terminal bool
+	Meaning  string
+}
+
+type DocketScheduleTransition struct {
+	FromState string
+	ToState   string
+}
+
+// Active schedules, soonest due first. Due at instant T: WHERE next_due_at <= T; the schedule sweep runs them.
+type DocketSchedulesDue struct {
+	ID             int64
+	Project        string
+	Name           string
+	Cron           string
+	Zone           string
+	CatchUp        string
+	NextDueAt      *time.Time
+	CursorAt       time.Time
+	Runs           int64
+	MaxOccurrences *int64
+	EndsAt         *time.Time
+}
+
 // Durable timers: each is a job of its case available at wake_at; the job's state says whether it fired.
 type DocketTimer struct {
 	ID        int64

@@ -1,0 +1,61 @@
+package schedules
+
+import (
+	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/dbsqlc"
+)
+
+var queries = dbsqlc.New()
+
+// Pool is what a [Client] runs on when no transaction is given: a
+// *pgxpool.Pool, or a *pgx.Conn.
+type Pool interface {
+	db.DBTX
+	db.Beginner
+}
+
+// Config configures a [Client].
+type Config struct {
+	// Actor is who the client acts as; every change it makes is attributed
+	// to it, and its grants decide what it may do and see. Required.
+	Actor access.Actor
+	// Clock gives the instants the client passes to the database. Defaults
+	// to [db.SystemClock].
+	Clock db.Clock
+}
+
+// Client creates, changes, pauses, resumes, finishes and reads schedules,
+// as one actor, in any project where the actor holds the grants. It is
+// safe for concurrent use.
+//
+// Each write comes in two forms: one that runs on the client's pool, and one
+// ending in Tx that runs on the caller's transaction, so a schedule commits
+// or rolls back with the caller's own writes. A refused call writes nothing;
+// in the caller's transaction, Postgres then refuses further statements
+// until the caller rolls back (or uses a savepoint, as [db.WithTx] on a
+// pgx.Tx does).
+type Client struct {
+	pool  Pool
+	actor access.Actor
+	clock db.Clock
+}
+
+// NewClient returns a client on pool, typically a *pgxpool.Pool. It refuses,
+// with [db.ErrInvalidArgument], a nil pool or a malformed actor. It does not
+// check the actor's grants: the database decides that on each call.
+func NewClient(pool Pool, cfg Config) (*Client, error) {
+	if db.IsNil(pool) {
+		return nil, db.Refuse(db.ErrInvalidArgument, "schedules.new_client", "pool is nil")
+	}
+	if err := cfg.Actor.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = db.SystemClock{}
+	}
+	return &Client{pool: pool, actor: cfg.Actor, clock: cfg.Clock}, nil
+}
+
+// Actor returns who the client acts as.
+func (c *Client) Actor() access.Actor { return c.actor }

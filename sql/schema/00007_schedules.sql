@@ -1,0 +1,619 @@
+-- Schedules: durable cron. A schedule fires at local date-times of a cron
+-- expression in an IANA zone; the schedule sweep materializes each due
+-- occurrence as an ordinary job, in the transaction that moves the
+-- schedule's cursor on.
+--
+--   schedule status   active <-> paused, active | paused -> finished
+--                     (docket.schedule_transitions; finished is terminal)
+--
+-- The invariants live here, for every writer, psql included:
+--   * an occurrence's identity is (schedule, local date-time, fold): the
+--     unique key of docket.schedule_occurrences, so however many sweepers
+--     run, an occurrence is materialized once;
+--   * the cursor (the instant after which the next occurrence is sought)
+--     and the run count only move forward; a finished schedule never
+--     changes (schedules_guard);
+--   * a schedule never runs more than max_occurrences (a CHECK on runs);
+--   * every change appends a docket.schedule_events row, and a missed
+--     window the catch-up policy does not run is recorded there as skipped.
+--
+-- Occurrence instants are computed in Go (package schedules, from the cron
+-- expression, the zone and the cursor) and passed in; the database decides
+-- who may do what, what is unique and what may change.
+--
+-- Who may do what (explicit grants on the schedule's project):
+--   schedule.manage  create (with job.create), change, pause, resume and
+--                    finish schedules; read them
+--   schedule.view    read schedules, their occurrences and history
+--   schedule.sweep   the schedule sweep materializes due occurrences (and
+--                    needs job.create to enqueue them)
+-- A schedule the actor may not manage is not there: its functions answer
+-- P0002, as for an unknown schedule.
+--
+-- Bounds: name 1-63 characters; cron 200; zone 64; max_catch_up 1..1000;
+-- grace 1 second .. 24 hours; max_occurrences 1 or more; sweep batch
+-- 1..10000; 1000 occurrences per schedule per sweep.
+
+-- +goose Up
+
+INSERT INTO docket.capabilities (name, description) VALUES
+    ('schedule.manage', 'create (with job.create), change, pause, resume and finish the project''s schedules; read them'),
+    ('schedule.view', 'read the project''s schedules, their occurrences and history'),
+    ('schedule.sweep', 'materialize the project''s due schedule occurrences as jobs (with job.create)');
+
+-- States and transitions ---------------------------------------------------------
+
+CREATE TABLE docket.schedule_states (
+    state    text PRIMARY KEY,
+    initial  boolean NOT NULL,
+    terminal boolean NOT NULL,
+    meaning  text NOT NULL,
+    CONSTRAINT schedule_states_initial_not_terminal CHECK (NOT (initial AND terminal))
+);
+
+INSERT INTO docket.schedule_states (state, initial, terminal, meaning) VALUES
+    ('active', true, false, 'its due occurrences are materialized as jobs by the sweep'),
+    ('paused', false, false, 'nothing is materialized; the cursor is kept, and resuming applies the catch-up policy'),
+    ('finished', false, true, 'past its end or its last occurrence, or finished by hand; kept with its history');
+
+CREATE TABLE docket.schedule_transitions (
+    from_state text NOT NULL REFERENCES docket.schedule_states (state),
+    to_state   text NOT NULL REFERENCES docket.schedule_states (state),
+    PRIMARY KEY (from_state, to_state)
+);
+
+INSERT INTO docket.schedule_transitions (from_state, to_state) VALUES
+    ('active', 'paused'),
+    ('paused', 'active'),
+    ('active', 'finished'),
+    ('paused', 'finished');
+
+-- Schedules -------------------------------------------------------------------------
+
+-- A zone name as the IANA database spells them, e.g. Europe/Berlin or UTC.
+-- Whether the zone is known is decided in Go, by the tz database that
+-- computes the instants.
+CREATE FUNCTION docket.valid_zone_name(p_zone text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN length(p_zone) BETWEEN 1 AND 64 AND p_zone ~ '^[A-Za-z][A-Za-z0-9._+/-]*$';
+
+CREATE TABLE docket.schedules (
+    id                 bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    project            text NOT NULL REFERENCES docket.projects (name),
+    name               text NOT NULL CONSTRAINT schedules_name_valid CHECK (docket.valid_project_name(name)),
+    cron               text NOT NULL CONSTRAINT schedules_cron_bounded CHECK (length(cron) BETWEEN 1 AND 200),
+    zone               text NOT NULL CONSTRAINT schedules_zone_valid CHECK (docket.valid_zone_name(zone)),
+    -- Neither the minute nor the hour field is * or */n (see docs/schedules.md).
+    fixed_time         boolean NOT NULL,
+    -- The job each occurrence enqueues.
+    job_kind           docket.job_kind NOT NULL,
+    job_queue          docket.job_queue NOT NULL,
+    job_payload        docket.job_json NOT NULL,
+    job_payload_schema integer NOT NULL CONSTRAINT schedules_job_payload_schema_positive CHECK (job_payload_schema >= 1),
+    job_max_attempts   integer NOT NULL CONSTRAINT schedules_job_max_attempts_range CHECK (job_max_attempts BETWEEN 1 AND 100),
+    -- After downtime: skip, one or all (up to max_catch_up) of the missed
+    -- occurrences; an occurrence later than grace when swept is missed.
+    catch_up           text NOT NULL CONSTRAINT schedules_catch_up_known CHECK (catch_up IN ('skip', 'one', 'all')),
+    max_catch_up       integer NOT NULL CONSTRAINT schedules_max_catch_up_range CHECK (max_catch_up BETWEEN 1 AND 1000),
+    grace              interval NOT NULL
+                       CONSTRAINT schedules_grace_range CHECK (grace BETWEEN interval '1 second' AND interval '24 hours'),
+    -- Occurrences strictly after starts_at and not after ends_at, at most
+    -- max_occurrences runs.
+    starts_at          timestamptz NOT NULL CONSTRAINT schedules_starts_at_finite CHECK (isfinite(starts_at)),
+    ends_at            timestamptz,
+    max_occurrences    bigint CONSTRAINT schedules_max_occurrences_positive CHECK (max_occurrences >= 1),
+    runs               bigint NOT NULL DEFAULT 0,
+    status             text NOT NULL DEFAULT 'active' REFERENCES docket.schedule_states (state),
+    -- The next occurrence is the first strictly after cursor_at.
+    cursor_at          timestamptz NOT NULL,
+    -- The instant of that occurrence; NULL when finished.
+    next_due_at        timestamptz,
+    created_by         docket.principal NOT NULL,
+    created_at         timestamptz NOT NULL,
+    updated_at         timestamptz NOT NULL,
+    finished_at        timestamptz,
+    CONSTRAINT schedules_project_name_key UNIQUE (project, name),
+    CONSTRAINT schedules_ends_after_start CHECK (ends_at > starts_at),
+    CONSTRAINT schedules_runs_bounded CHECK (runs >= 0 AND runs <= coalesce(max_occurrences, runs)),
+    CONSTRAINT schedules_cursor_from_start CHECK (cursor_at >= starts_at),
+    CONSTRAINT schedules_next_after_cursor CHECK (next_due_at > cursor_at),
+    CONSTRAINT schedules_next_due_iff_unfinished CHECK ((status = 'finished') = (next_due_at IS NULL)),
+    CONSTRAINT schedules_finished_at_iff_finished CHECK ((status = 'finished') = (finished_at IS NOT NULL))
+);
+
+COMMENT ON TABLE docket.schedules IS
+    'Recurring jobs: a cron expression in a zone, the job each occurrence enqueues, catch-up policy, bounds and cursor.';
+
+-- The sweep's range scan: active schedules by the instant they fall due.
+CREATE INDEX schedules_due_idx ON docket.schedules (next_due_at, id) WHERE status = 'active';
+
+-- schedules_guard holds every INSERT and UPDATE of docket.schedules to the
+-- rules: a schedule is born active with no runs and its cursor at its start
+-- (DK001); id, project, name and creation never change, and the cursor and
+-- the run count never move back (DK015); status moves only along
+-- docket.schedule_transitions, and a finished schedule never changes (DK001).
+-- +goose StatementBegin
+CREATE FUNCTION docket.schedules_guard() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        IF NEW.status IS DISTINCT FROM 'active' OR NEW.runs IS DISTINCT FROM 0
+           OR NEW.cursor_at IS DISTINCT FROM NEW.starts_at THEN
+            RAISE EXCEPTION 'schedule %: a schedule is created active, with no runs, its cursor at its start', NEW.name
+                USING ERRCODE = 'DK001';
+        END IF;
+        RETURN NEW;
+    END IF;
+    IF NEW IS NOT DISTINCT FROM OLD THEN
+        RETURN NEW;
+    END IF;
+    IF OLD.status = 'finished' THEN
+        RAISE EXCEPTION 'schedule % is finished, a terminal state: it never changes', OLD.id
+            USING ERRCODE = 'DK001';
+    END IF;
+    IF (NEW.id, NEW.project, NEW.name, NEW.created_by, NEW.created_at)
+       IS DISTINCT FROM (OLD.id, OLD.project, OLD.name, OLD.created_by, OLD.created_at) THEN
+        RAISE EXCEPTION 'schedule %: id, project, name, created_by and created_at are immutable', OLD.id
+            USING ERRCODE = 'DK015';
+    END IF;
+    IF NEW.cursor_at < OLD.cursor_at OR NEW.runs < OLD.runs THEN
+        RAISE EXCEPTION 'schedule %: its cursor and its run count only move forward', OLD.id
+            USING ERRCODE = 'DK015';
+    END IF;
+    IF NEW.status <> OLD.status AND NOT EXISTS (
+        SELECT 1 FROM docket.schedule_transitions WHERE from_state = OLD.status AND to_state = NEW.status) THEN
+        RAISE EXCEPTION 'schedule %: % -> % is not in docket.schedule_transitions', OLD.id, OLD.status, NEW.status
+            USING ERRCODE = 'DK001';
+    END IF;
+    RETURN NEW;
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER schedules_guard
+    BEFORE INSERT OR UPDATE ON docket.schedules
+    FOR EACH ROW EXECUTE FUNCTION docket.schedules_guard();
+
+CREATE TRIGGER schedules_refuse_delete
+    BEFORE DELETE ON docket.schedules
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('schedules are kept with their history: finish a schedule instead');
+
+-- Occurrences -------------------------------------------------------------------------
+
+-- One row per occurrence materialized as a job. Append-only.
+CREATE TABLE docket.schedule_occurrences (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    schedule_id bigint NOT NULL REFERENCES docket.schedules (id),
+    -- The local date-time the expression matched, in the schedule's zone
+    -- (for a run moved out of a spring-forward gap, the missing local time),
+    -- and 0 for its first occurrence, 1 for its second in a fall-back overlap.
+    local_time  timestamp NOT NULL,
+    fold        smallint NOT NULL CONSTRAINT schedule_occurrences_fold_known CHECK (fold IN (0, 1)),
+    -- The instant it resolved to, and the job it enqueued (available then).
+    due_at      timestamptz NOT NULL,
+    job_id      bigint NOT NULL REFERENCES docket.jobs (id),
+    recorded_at timestamptz NOT NULL,
+    CONSTRAINT schedule_occurrences_identity UNIQUE (schedule_id, local_time, fold)
+);
+
+COMMENT ON TABLE docket.schedule_occurrences IS
+    'Each occurrence of a schedule materialized as a job, once: unique by (schedule, local date-time, fold).';
+
+CREATE INDEX schedule_occurrences_schedule_idx ON docket.schedule_occurrences (schedule_id, due_at);
+
+CREATE TRIGGER schedule_occurrences_append_only
+    BEFORE UPDATE OR DELETE ON docket.schedule_occurrences
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
+
+-- Events ------------------------------------------------------------------------
+
+-- One row per change of a schedule. what says which:
+--   created   the schedule was created (to: active)
+--   status    it was paused, resumed or finished (from, to)
+--   updated   its expression, zone, job, catch-up or bounds changed
+--   skipped   missed occurrences the catch-up policy did not run (detail:
+--             policy, count, first and last: local time, fold, instant)
+CREATE TABLE docket.schedule_events (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    schedule_id bigint NOT NULL REFERENCES docket.schedules (id),
+    what        text NOT NULL CONSTRAINT schedule_events_what_known CHECK (what IN ('created', 'status', 'updated', 'skipped')),
+    from_state  text,
+    to_state    text,
+    actor       text NOT NULL,
+    at          timestamptz NOT NULL,
+    detail      jsonb CONSTRAINT schedule_events_detail_bounded CHECK (docket.json_size(detail) <= 4096)
+);
+
+COMMENT ON TABLE docket.schedule_events IS
+    'Append-only history of every schedule change, and of every missed window the catch-up policy skipped.';
+
+CREATE INDEX schedule_events_schedule_idx ON docket.schedule_events (schedule_id, id);
+
+CREATE TRIGGER schedule_events_append_only
+    BEFORE UPDATE OR DELETE ON docket.schedule_events
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
+
+-- schedules_record appends the created, status and updated events of a
+-- schedule, attributed to the change context. The sweep's cursor moves
+-- record nothing here: their record is the occurrences.
+-- +goose StatementBegin
+CREATE FUNCTION docket.schedules_record() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO docket.schedule_events (schedule_id, what, to_state, actor, at, detail)
+        VALUES (NEW.id, 'created', NEW.status, docket.context_actor(), docket.context_now(),
+                jsonb_build_object('cron', NEW.cron, 'zone', NEW.zone, 'job_kind', NEW.job_kind));
+        RETURN NULL;
+    END IF;
+    IF NEW.status <> OLD.status THEN
+        INSERT INTO docket.schedule_events (schedule_id, what, from_state, to_state, actor, at)
+        VALUES (NEW.id, 'status', OLD.status, NEW.status, docket.context_actor(), docket.context_now());
+    END IF;
+    IF (NEW.cron, NEW.zone, NEW.job_kind, NEW.job_queue, NEW.job_payload, NEW.job_payload_schema, NEW.job_max_attempts,
+        NEW.catch_up, NEW.max_catch_up, NEW.grace, NEW.ends_at, NEW.max_occurrences)
+       IS DISTINCT FROM
+       (OLD.cron, OLD.zone, OLD.job_kind, OLD.job_queue, OLD.job_payload, OLD.job_payload_schema, OLD.job_max_attempts,
+        OLD.catch_up, OLD.max_catch_up, OLD.grace, OLD.ends_at, OLD.max_occurrences) THEN
+        INSERT INTO docket.schedule_events (schedule_id, what, actor, at, detail)
+        VALUES (NEW.id, 'updated', docket.context_actor(), docket.context_now(),
+                jsonb_build_object('cron', NEW.cron, 'zone', NEW.zone, 'job_kind', NEW.job_kind, 'catch_up', NEW.catch_up));
+    END IF;
+    RETURN NULL;
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER schedules_record
+    AFTER INSERT OR UPDATE ON docket.schedules
+    FOR EACH ROW EXECUTE FUNCTION docket.schedules_record();
+
+-- Reading ---------------------------------------------------------------------------
+
+-- schedule_visible reports whether p_principal may read the schedules of
+-- p_project: it holds schedule.manage or schedule.view there.
+CREATE FUNCTION docket.schedule_visible(p_principal text, p_project text) RETURNS boolean
+LANGUAGE sql STABLE
+RETURN EXISTS (
+    SELECT 1 FROM docket.grants
+    WHERE project = p_project AND principal = p_principal AND capability IN ('schedule.manage', 'schedule.view')
+);
+
+-- Operator views: what falls due when (filter with the instant you mean:
+--     SELECT * FROM docket.schedules_due WHERE next_due_at <= '2026-11-29 10:00Z'),
+-- and what was skipped.
+CREATE VIEW docket.schedules_due AS
+SELECT s.id, s.project, s.name, s.cron, s.zone, s.catch_up, s.next_due_at, s.cursor_at, s.runs, s.max_occurrences, s.ends_at
+FROM docket.schedules s
+WHERE s.status = 'active'
+ORDER BY s.next_due_at, s.id;
+
+COMMENT ON VIEW docket.schedules_due IS
+    'Active schedules, soonest due first. Due at instant T: WHERE next_due_at <= T; the schedule sweep runs them.';
+
+CREATE VIEW docket.schedule_skips AS
+SELECT e.schedule_id, s.project, s.name, e.at AS swept_at, e.detail ->> 'policy' AS policy,
+       (e.detail ->> 'count')::bigint AS skipped, e.detail -> 'first' AS first, e.detail -> 'last' AS last
+FROM docket.schedule_events e
+JOIN docket.schedules s ON s.id = e.schedule_id
+WHERE e.what = 'skipped'
+ORDER BY e.id;
+
+COMMENT ON VIEW docket.schedule_skips IS
+    'Missed windows the catch-up policy did not run: how many, the first and the last.';
+
+-- Protocol ----------------------------------------------------------------------------
+
+-- schedule_authorize returns the project of schedule p_id when p_actor holds
+-- schedule.manage there. It refuses with P0002, in the same words, an
+-- unknown schedule and one the actor may not manage.
+-- +goose StatementBegin
+CREATE FUNCTION docket.schedule_authorize(p_id bigint, p_actor text) RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_project text;
+BEGIN
+    SELECT project INTO v_project FROM docket.schedules WHERE id = p_id;
+    IF NOT FOUND OR NOT docket.grant_check(p_actor, v_project, 'schedule.manage') THEN
+        RAISE EXCEPTION 'schedule % does not exist (or % holds no schedule.manage on its project)', coalesce(p_id::text, 'NULL'), p_actor
+            USING ERRCODE = 'P0002';
+    END IF;
+    RETURN v_project;
+END
+$$;
+-- +goose StatementEnd
+
+-- schedule_require_terms refuses (DK010, naming the field) malformed terms
+-- of a schedule: what schedule_create and schedule_update both take.
+-- +goose StatementBegin
+CREATE FUNCTION docket.schedule_require_terms(
+    p_cron text, p_zone text, p_job_kind text, p_job_queue text, p_job_payload jsonb, p_job_payload_schema integer,
+    p_job_max_attempts integer, p_catch_up text, p_max_catch_up integer, p_grace interval,
+    p_starts_at timestamptz, p_ends_at timestamptz, p_max_occurrences bigint)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    PERFORM docket.require_valid(length(p_cron) BETWEEN 1 AND 200, 'cron', p_cron, 'a cron expression of 1-200 characters');
+    PERFORM docket.require_valid(docket.valid_zone_name(p_zone), 'zone', p_zone, 'an IANA time zone name, e.g. Europe/Berlin');
+    PERFORM docket.job_require_spec(1, p_job_kind, p_job_queue, p_job_payload, p_job_max_attempts);
+    PERFORM docket.require_valid(p_job_payload_schema >= 1, 'job payload schema', p_job_payload_schema::text, '1 or more');
+    PERFORM docket.require_valid(p_catch_up IN ('skip', 'one', 'all'), 'catch_up', p_catch_up, 'skip, one or all');
+    PERFORM docket.require_valid(p_max_catch_up BETWEEN 1 AND 1000, 'max_catch_up', p_max_catch_up::text, '1..1000');
+    PERFORM docket.require_valid(p_grace BETWEEN interval '1 second' AND interval '24 hours', 'grace', p_grace::text,
+        '1 second .. 24 hours');
+    PERFORM docket.require_valid(isfinite(p_starts_at) AND p_starts_at >= '1970-01-01 00:00:00+00', 'starts_at',
+        p_starts_at::text, 'a finite instant after 1970');
+    PERFORM docket.require_valid(p_ends_at IS NULL OR p_ends_at > p_starts_at, 'ends_at', p_ends_at::text,
+        'after starts_at ' || p_starts_at);
+    PERFORM docket.require_valid(p_max_occurrences IS NULL OR p_max_occurrences >= 1, 'max_occurrences',
+        p_max_occurrences::text, '1 or more');
+END
+$$;
+-- +goose StatementEnd
+
+-- schedule_create creates schedule p_name of p_project, active, its cursor at
+-- p_starts_at and its first occurrence due at p_next_due_at (computed by the
+-- caller from the expression, the zone and the start), on behalf of p_actor
+-- at p_now, and returns it.
+-- Refuses, writing nothing: malformed terms or no first occurrence (DK010,
+-- naming the field); an actor without schedule.manage and job.create on
+-- p_project, or an unknown project (DK009); a schedule of that name in the
+-- project (23505 on schedules_project_name_key).
+-- +goose StatementBegin
+CREATE FUNCTION docket.schedule_create(
+    p_project text, p_name text, p_cron text, p_zone text, p_fixed_time boolean,
+    p_job_kind text, p_job_queue text, p_job_payload jsonb, p_job_payload_schema integer, p_job_max_attempts integer,
+    p_catch_up text, p_max_catch_up integer, p_grace interval,
+    p_starts_at timestamptz, p_ends_at timestamptz, p_max_occurrences bigint, p_next_due_at timestamptz,
+    p_actor text, p_now timestamptz)
+RETURNS docket.schedules
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.schedules;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.require_project_name(p_project);
+    PERFORM docket.require_valid(docket.valid_project_name(p_name), 'schedule name', p_name,
+        '1-63 characters of [a-z0-9._-], starting with a letter or digit');
+    PERFORM docket.schedule_require_terms(p_cron, p_zone, p_job_kind, p_job_queue, p_job_payload, p_job_payload_schema,
+        p_job_max_attempts, p_catch_up, p_max_catch_up, p_grace, p_starts_at, p_ends_at, p_max_occurrences);
+    PERFORM docket.require_valid(p_next_due_at > p_starts_at AND (p_ends_at IS NULL OR p_next_due_at <= p_ends_at),
+        'next_due_at', p_next_due_at::text, 'the first occurrence, after starts_at and not after ends_at');
+    IF NOT docket.grant_check(p_actor, p_project, 'schedule.manage') OR NOT docket.grant_check(p_actor, p_project, 'job.create') THEN
+        RAISE EXCEPTION '% may not create schedules in project %: it needs explicit schedule.manage and job.create grants', p_actor, p_project
+            USING ERRCODE = 'DK009';
+    END IF;
+    INSERT INTO docket.schedules (project, name, cron, zone, fixed_time, job_kind, job_queue, job_payload,
+                                  job_payload_schema, job_max_attempts, catch_up, max_catch_up, grace,
+                                  starts_at, ends_at, max_occurrences, cursor_at, next_due_at,
+                                  created_by, created_at, updated_at)
+    VALUES (p_project, p_name, p_cron, p_zone, p_fixed_time, p_job_kind, p_job_queue, p_job_payload,
+            p_job_payload_schema, p_job_max_attempts, p_catch_up, p_max_catch_up, p_grace,
+            p_starts_at, p_ends_at, p_max_occurrences, p_starts_at, p_next_due_at,
+            p_actor, p_now, p_now)
+    RETURNING * INTO v;
+    RETURN v;
+END
+$$;
+-- +goose StatementEnd
+
+-- schedule_lock returns schedule p_id locked (FOR NO KEY UPDATE) for p_actor,
+-- who computes its next occurrence under the lock before schedule_update.
+-- Refuses: an unknown schedule or one the actor may not manage (P0002).
+-- +goose StatementBegin
+CREATE FUNCTION docket.schedule_lock(p_id bigint, p_actor text) RETURNS docket.schedules
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.schedules;
+BEGIN
+    PERFORM docket.require_principal('actor', p_actor);
+    PERFORM docket.schedule_authorize(p_id, p_actor);
+    SELECT * INTO v FROM docket.schedules WHERE id = p_id FOR NO KEY UPDATE;
+    RETURN v;
+END
+$$;
+-- +goose StatementEnd
+
+-- schedule_update replaces the terms of schedule p_id (which the caller
+-- holds locked by schedule_lock) on behalf of p_actor at p_now, keeping its
+-- name, start, cursor and run count, with p_next_due_at the first occurrence
+-- of the new terms after the cursor (NULL: there is none within the bounds,
+-- and the schedule finishes). Returns it.
+-- Refuses, writing nothing: malformed terms (DK010, naming the field); an
+-- unknown schedule or one the actor may not manage (P0002); an actor without
+-- job.create on the project (DK009); a finished schedule (DK001); a run
+-- count already past the new max_occurrences (23514).
+-- +goose StatementBegin
+CREATE FUNCTION docket.schedule_update(
+    p_id bigint, p_cron text, p_zone text, p_fixed_time boolean,
+    p_job_kind text, p_job_queue text, p_job_payload jsonb, p_job_payload_schema integer, p_job_max_attempts integer,
+    p_catch_up text, p_max_catch_up integer, p_grace interval,
+    p_ends_at timestamptz, p_max_occurrences bigint, p_next_due_at timestamptz,
+    p_actor text, p_now timestamptz)
+RETURNS docket.schedules
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.schedules;
+    v_project text;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    v_project := docket.schedule_authorize(p_id, p_actor);
+    SELECT * INTO v FROM docket.schedules WHERE id = p_id FOR NO KEY UPDATE;
+    PERFORM docket.schedule_require_terms(p_cron, p_zone, p_job_kind, p_job_queue, p_job_payload, p_job_payload_schema,
+        p_job_max_attempts, p_catch_up, p_max_catch_up, p_grace, v.starts_at, p_ends_at, p_max_occurrences);
+    PERFORM docket.require_valid(p_next_due_at IS NULL OR p_next_due_at > v.cursor_at, 'next_due_at',
+        p_next_due_at::text, 'after the cursor ' || v.cursor_at);
+    IF NOT docket.grant_check(p_actor, v_project, 'job.create') THEN
+        RAISE EXCEPTION '% may not change schedule %: its jobs need an explicit job.create grant on %', p_actor, p_id, v_project
+            USING ERRCODE = 'DK009';
+    END IF;
+    IF v.status = 'finished' THEN
+        RAISE EXCEPTION 'schedule % is finished, a terminal state: it never changes', p_id USING ERRCODE = 'DK001';
+    END IF;
+    UPDATE docket.schedules
+    SET cron = p_cron, zone = p_zone, fixed_time = p_fixed_time, job_kind = p_job_kind, job_queue = p_job_queue,
+        job_payload = p_job_payload, job_payload_schema = p_job_payload_schema, job_max_attempts = p_job_max_attempts,
+        catch_up = p_catch_up, max_catch_up = p_max_catch_up, grace = p_grace, ends_at = p_ends_at,
+        max_occurrences = p_max_occurrences, next_due_at = p_next_due_at,
+        status = CASE WHEN p_next_due_at IS NULL THEN 'finished' ELSE status END,
+        finished_at = CASE WHEN p_next_due_at IS NULL THEN greatest(created_at, p_now) END,
+        updated_at = greatest(updated_at, p_now)
+    WHERE id = p_id
+    RETURNING * INTO v;
+    RETURN v;
+END
+$$;
+-- +goose StatementEnd
+
+-- schedule_set_status pauses (paused), resumes (active) or finishes
+-- (finished) schedule p_id on behalf of p_actor at p_now, and returns it.
+-- Pausing and resuming keep the cursor and the next due instant, so the
+-- sweep applies the catch-up policy to what fell due while paused. Setting
+-- the status held is a no-op.
+-- Refuses, writing nothing: a malformed status, actor or instant (DK010); an
+-- unknown schedule or one the actor may not manage (P0002); a move out of
+-- finished (DK001).
+-- +goose StatementBegin
+CREATE FUNCTION docket.schedule_set_status(p_id bigint, p_status text, p_actor text, p_now timestamptz)
+RETURNS docket.schedules
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.schedules;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.require_valid(p_status IN ('active', 'paused', 'finished'), 'status', p_status, 'active, paused or finished');
+    PERFORM docket.schedule_authorize(p_id, p_actor);
+    SELECT * INTO v FROM docket.schedules WHERE id = p_id FOR NO KEY UPDATE;
+    IF v.status = p_status THEN
+        RETURN v;
+    END IF;
+    UPDATE docket.schedules
+    SET status = p_status,
+        next_due_at = CASE WHEN p_status = 'finished' THEN NULL ELSE next_due_at END,
+        finished_at = CASE WHEN p_status = 'finished' THEN greatest(created_at, p_now) END,
+        updated_at = greatest(updated_at, p_now)
+    WHERE id = p_id
+    RETURNING * INTO v;
+    RETURN v;
+END
+$$;
+-- +goose StatementEnd
+
+-- schedule_due is the sweep's batch: up to p_limit active schedules due at
+-- p_now (next_due_at <= p_now), soonest first, locked FOR UPDATE; those
+-- another sweeper holds are skipped, never waited for. It looks only at
+-- projects where p_actor holds schedule.sweep and job.create. A range scan
+-- of schedules_due_idx.
+-- Refuses: a malformed actor or instant, a limit outside 1..10000 (DK010).
+-- +goose StatementBegin
+CREATE FUNCTION docket.schedule_due(p_limit integer, p_actor text, p_now timestamptz)
+RETURNS SETOF docket.schedules
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.job_require_batch('sweep batch', p_limit, 10000);
+    RETURN QUERY
+    SELECT * FROM docket.schedules
+    WHERE status = 'active' AND next_due_at <= p_now
+      AND docket.grant_check(p_actor, project, 'schedule.sweep')
+      AND docket.grant_check(p_actor, project, 'job.create')
+    ORDER BY next_due_at, id
+    LIMIT p_limit
+    FOR UPDATE SKIP LOCKED;
+END
+$$;
+-- +goose StatementEnd
+
+-- schedule_advance records one sweep of schedule p_id, which the caller
+-- holds locked (schedule_due) with its cursor at p_expected_cursor: it
+-- enqueues a job for each occurrence (p_locals[i], p_folds[i], due at
+-- p_dues[i]), available at its instant, under idempotency key
+-- schedule:ID:LOCAL:FOLD and with the occurrence in its params, and records
+-- the occurrence; appends each of p_skipped (JSON objects) as a skipped
+-- event; moves the cursor to p_cursor and the next due instant to
+-- p_next_due_at (NULL: the schedule is past its bounds and finishes). All on
+-- behalf of p_actor at p_now. Returns the jobs of the occurrences this call
+-- recorded; one already recorded (the unique identity decides) is neither
+-- enqueued again nor returned.
+-- Refuses, writing nothing: a schedule not active or whose cursor moved
+-- (40001, retry the sweep); arrays of different lengths or more than 1000
+-- occurrences (DK010); an enqueue the actor may not make (DK009); more runs
+-- than max_occurrences (23514).
+-- +goose StatementBegin
+CREATE FUNCTION docket.schedule_advance(
+    p_id bigint, p_expected_cursor timestamptz, p_locals timestamp[], p_folds integer[], p_dues timestamptz[],
+    p_skipped jsonb[], p_cursor timestamptz, p_next_due_at timestamptz, p_actor text, p_now timestamptz)
+RETURNS SETOF docket.jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    s docket.schedules;
+    j docket.jobs;
+    v_job bigint;
+    v_recorded bigint := 0;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    IF cardinality(p_locals) IS DISTINCT FROM cardinality(p_folds) OR cardinality(p_locals) IS DISTINCT FROM cardinality(p_dues)
+       OR cardinality(p_locals) > 1000 THEN
+        RAISE EXCEPTION 'invalid occurrences: locals, folds and dues must be parallel arrays of at most 1000'
+            USING ERRCODE = 'DK010';
+    END IF;
+    SELECT * INTO s FROM docket.schedules WHERE id = p_id FOR NO KEY UPDATE;
+    IF NOT FOUND OR s.status <> 'active' OR s.cursor_at IS DISTINCT FROM p_expected_cursor THEN
+        RAISE EXCEPTION 'schedule %: not active at cursor % any more; sweep again', coalesce(p_id::text, 'NULL'), p_expected_cursor
+            USING ERRCODE = '40001';
+    END IF;
+    FOR i IN 1 .. coalesce(cardinality(p_locals), 0) LOOP
+        SELECT e.id INTO v_job
+        FROM docket.job_enqueue_one(
+            s.project, p_actor, p_now, s.job_kind, s.job_queue, 1::smallint, s.job_payload, s.job_payload_schema,
+            format('schedule:%s:%s:%s', s.id, to_char(p_locals[i], 'YYYY-MM-DD"T"HH24:MI'), p_folds[i]),
+            p_dues[i], s.job_max_attempts, false, false, interval '5 minutes', interval '1 second', interval '10 minutes', 0.2,
+            jsonb_build_object('schedule_id', s.id, 'schedule', s.name, 'local_time', p_locals[i], 'fold', p_folds[i],
+                               'zone', s.zone, 'due_at', p_dues[i]),
+            '{}', '', 0, 0, '') e;
+        SELECT * INTO j FROM docket.jobs WHERE id = v_job;
+        INSERT INTO docket.schedule_occurrences (schedule_id, local_time, fold, due_at, job_id, recorded_at)
+        VALUES (s.id, p_locals[i], p_folds[i], p_dues[i], j.id, p_now)
+        ON CONFLICT ON CONSTRAINT schedule_occurrences_identity DO NOTHING;
+        IF FOUND THEN
+            v_recorded := v_recorded + 1;
+            RETURN NEXT j;
+        END IF;
+    END LOOP;
+    INSERT INTO docket.schedule_events (schedule_id, what, actor, at, detail)
+    SELECT s.id, 'skipped', p_actor, p_now, x FROM unnest(p_skipped) AS x;
+    UPDATE docket.schedules
+    SET cursor_at = greatest(cursor_at, p_cursor),
+        next_due_at = p_next_due_at,
+        runs = runs + v_recorded,
+        status = CASE WHEN p_next_due_at IS NULL THEN 'finished' ELSE status END,
+        finished_at = CASE WHEN p_next_due_at IS NULL THEN greatest(created_at, p_now) END,
+        updated_at = greatest(updated_at, p_now)
+    WHERE id = s.id;
+END
+$$;
+-- +goose StatementEnd
+
+-- +goose Down
+DROP FUNCTION docket.schedule_advance(bigint, timestamptz, timestamp[], integer[], timestamptz[], jsonb[], timestamptz, timestamptz, text, timestamptz);
+DROP FUNCTION docket.schedule_due(integer, text, timestamptz);
+DROP FUNCTION docket.schedule_set_status(bigint, text, text, timestamptz);
+DROP FUNCTION docket.schedule_update(bigint, text, text, boolean, text, text, jsonb, integer, integer, text, integer, interval, timestamptz, bigint, timestamptz, text, timestamptz);
+DROP FUNCTION docket.schedule_lock(bigint, text);
+DROP FUNCTION docket.schedule_create(text, text, text, text, boolean, text, text, jsonb, integer, integer, text, integer, interval, timestamptz, timestamptz, bigint, timestamptz, text, timestamptz);
+DROP FUNCTION docket.schedule_require_terms(text, text, text, text, jsonb, integer, integer, text, integer, interval, timestamptz, timestamptz, bigint);
+DROP FUNCTION docket.schedule_authorize(bigint, text);
+DROP VIEW docket.schedule_skips;
+DROP VIEW docket.schedules_due;
+DROP FUNCTION docket.schedule_visible(text, text);
+DROP TABLE docket.schedule_events;
+DROP TABLE docket.schedule_occurrences;
+DROP TABLE docket.schedules;
+DROP FUNCTION docket.schedules_record();
+DROP FUNCTION docket.schedules_guard();
+DROP FUNCTION docket.valid_zone_name(text);
+DROP TABLE docket.schedule_transitions;
+DROP TABLE docket.schedule_states;
+-- A capability still granted stays: revoking grants is a recorded act.
+DELETE FROM docket.capabilities c WHERE c.name IN ('schedule.manage', 'schedule.view', 'schedule.sweep')
+    AND NOT EXISTS (SELECT 1 FROM docket.grants g WHERE g.capability = c.name);
