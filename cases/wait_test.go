@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/cases"
+	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/jobs"
 )
 
@@ -140,4 +141,34 @@ func TestAwaitThenDeliverConsumesOnce(t *testing.T) {
 	require.Equal(t, d.ContinuationJobID, w.ContinuationJobID)
 	require.Equal(t, 1, continuations(t, e, c.ID, "supplier.reply"))
 	require.Equal(t, 2, countEvents(t, e.pool, c.ID, cases.EventWait))
+}
+
+// TestAWaitTakesNoMessageThatArrivedAfterItsDeadline: a deliverer whose clock
+// runs ahead stores a message "after" a wait's deadline; the wait, registered
+// later, does not take it, as a delivery after the deadline would not
+// satisfy a waiting wait either.
+func TestAWaitTakesNoMessageThatArrivedAfterItsDeadline(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	c := e.admit(t, key("document", "DOC-1"))
+	ahead, err := cases.NewClient(e.pool, cases.Config{Actor: inbox, Clock: db.NewFakeClock(t0.Add(2 * time.Hour))})
+	require.NoError(t, err)
+	d, err := ahead.Deliver(ctx, message("m-1"))
+	require.NoError(t, err)
+	require.Equal(t, cases.Buffered, d.Status)
+
+	spec := reply()
+	spec.Deadline = t0.Add(time.Hour)
+	a, err := e.app.Await(ctx, c.ID, spec)
+	require.NoError(t, err)
+	require.Equal(t, cases.Waiting, a.Status)
+
+	// A wait whose deadline is after the arrival takes it.
+	later := reply()
+	later.Name, later.Deadline = "later-reply", t0.Add(3*time.Hour)
+	b, err := e.app.Await(ctx, c.ID, later)
+	require.NoError(t, err)
+	require.Equal(t, cases.Satisfied, b.Status)
+	require.Equal(t, d.ID, b.SatisfiedBy)
 }

@@ -898,6 +898,7 @@ BEGIN
     SELECT x.* INTO m FROM docket.messages x
     WHERE x.id IN (SELECT id FROM candidates)
       AND x.status = 'buffered' AND x.keys @> v_keys AND x.project = v_project
+      AND x.arrived_at < p_deadline
       AND (x.addressee IS NULL OR x.addressee = p_case_id)
     ORDER BY x.id
     LIMIT 1
@@ -1016,8 +1017,8 @@ BEGIN
                     SELECT 1 FROM docket.cases c WHERE c.id = m.addressee AND c.status = 'closed')
                 THEN format('addressed to case %s, which is closed and never consumed it', m.addressee)
                 WHEN m.addressee IS NOT NULL
-                THEN format('addressed to case %s, which had no wait on its keys within the horizon of %s', m.addressee, p_horizon)
-                ELSE format('no wait claimed it within the horizon of %s', p_horizon)
+                THEN format('addressed to case %s, which had no wait on its keys within the horizon of %s', m.addressee, justify_interval(p_horizon))
+                ELSE format('no wait claimed it within the horizon of %s', justify_interval(p_horizon))
             END
         WHERE id = m.id
         RETURNING * INTO m;
