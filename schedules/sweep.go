@@ -19,7 +19,10 @@ const SweepName = "schedules"
 // (next_due_at ≤ now), soonest first, and for each materializes its due
 // occurrences as jobs by its catch-up policy, records what it skipped, and
 // moves its cursor on, all in the run's transaction; it dispatches the jobs
-// so they run. every is its period; zero takes worker.Config.SweepEvery.
+// so they run. It reports how many schedules it advanced. A schedule this
+// worker cannot plan (a zone missing from its tz database) is passed over
+// with an error in the worker's log and stays due; it does not hold up the
+// others. every is its period; zero takes worker.Config.SweepEvery.
 // Keep it below the schedules' grace, or on-time occurrences count as
 // missed.
 //
@@ -39,15 +42,27 @@ func sweep(ctx context.Context, run *worker.SweepRun) (int, error) {
 		return 0, fmt.Errorf("due schedules: %w", err)
 	}
 	var ids []int64
+	advanced := 0
 	for _, r := range rows {
-		got, err := advance(ctx, run, fromRow(r))
+		s := fromRow(r)
+		p, err := planFor(s, run.Now)
+		if err != nil {
+			// A schedule this worker cannot plan (its zone missing from this
+			// machine's tz database, say) must not hold up the others: it
+			// stays due, for a worker that can, and says why in the log.
+			run.Logger.ErrorContext(ctx, "docket schedules: passing over a schedule this worker cannot plan",
+				"schedule", s.ID, "project", s.Project, "name", s.Name, "err", err)
+			continue
+		}
+		got, err := advance(ctx, run, s, p)
 		if err != nil {
 			return 0, err
 		}
+		advanced++
 		ids = append(ids, got...)
 	}
 	if len(ids) == 0 {
-		return len(rows), nil
+		return advanced, nil
 	}
 	jc, err := jobs.NewClient(run.Tx, jobs.Config{Actor: run.Actor, Clock: run.Clock})
 	if err != nil {
@@ -64,20 +79,26 @@ func sweep(ctx context.Context, run *worker.SweepRun) (int, error) {
 			return 0, fmt.Errorf("dispatch scheduled jobs: %w", err)
 		}
 	}
-	return len(rows), nil
+	return advanced, nil
 }
 
-// advance plans and records one sweep of s, and returns the ids of the jobs
-// it enqueued.
-func advance(ctx context.Context, run *worker.SweepRun, s Schedule) ([]int64, error) {
+// planFor decides what a sweep at now does to s.
+func planFor(s Schedule, now time.Time) (plan, error) {
 	t, err := s.terms()
 	if err != nil {
-		return nil, fmt.Errorf("schedule %d: %w", s.ID, err)
+		return plan{}, fmt.Errorf("schedule %d: %w", s.ID, err)
 	}
-	p, err := planSweep(t, run.Now)
+	p, err := planSweep(t, now)
 	if err != nil {
-		return nil, fmt.Errorf("schedule %d: %w", s.ID, err)
+		return plan{}, fmt.Errorf("schedule %d: %w", s.ID, err)
 	}
+	return p, nil
+}
+
+// advance records p, one sweep of s, and returns the ids of the jobs it
+// enqueued.
+func advance(ctx context.Context, run *worker.SweepRun, s Schedule, p plan) ([]int64, error) {
+	var err error
 	arg := dbsqlc.ScheduleAdvanceParams{
 		ID: s.ID, ExpectedCursor: s.Cursor, CursorAt: p.cursor, Actor: string(run.Actor), Now: run.Now,
 		Locals: make([]time.Time, len(p.runs)), Folds: make([]int32, len(p.runs)), Dues: make([]time.Time, len(p.runs)),

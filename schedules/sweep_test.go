@@ -224,3 +224,43 @@ func TestSweepIsARangeScan(t *testing.T) {
 	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM docket.schedule_occurrences`).Scan(&occurrences))
 	require.Equal(t, 400, occurrences, "08:15 to 09:00 of each, on time within the hour's grace")
 }
+
+// TestSweepPassesOverAScheduleItCannotPlan: a schedule whose zone this
+// worker cannot load stays due and is logged, and the schedules behind it in
+// due order are swept all the same.
+func TestSweepPassesOverAScheduleItCannotPlan(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	broken := spec("broken", "0 * * * *", "Europe/Berlin")
+	broken.Start = t0.Add(-2 * time.Hour)
+	b, err := e.app.Create(ctx, broken)
+	require.NoError(t, err)
+	fine := spec("fine", "30 * * * *", "Europe/Berlin")
+	fine.Start, fine.Grace = t0.Add(-time.Hour), 2*time.Hour
+	f, err := e.app.Create(ctx, fine)
+	require.NoError(t, err)
+	require.True(t, b.NextDue.Before(f.NextDue), "the broken one is first in due order")
+	// A zone this machine's tz database lacks, as a worker built without
+	// one would see every zone.
+	require.NoError(t, db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT docket.set_context('user:ops', $1)`, t0); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE docket.schedules SET zone = 'Mars/Olympus_Mons' WHERE id = $1`, b.ID)
+		return err
+	}))
+
+	w := e.sweeperWorker(t, 1000)
+	moved, err := w.Sweep(ctx, schedules.SweepName)
+	require.NoError(t, err)
+	require.Equal(t, 1, moved, "the fine schedule is advanced")
+	require.NotEmpty(t, e.runs(t, f.ID))
+	require.Empty(t, e.runs(t, b.ID))
+	got, err := e.app.Get(ctx, b.ID)
+	require.NoError(t, err)
+	require.Equal(t, b.NextDue, got.NextDue, "the broken one stays due, for a worker that can plan it")
+	moved, err = w.Sweep(ctx, schedules.SweepName)
+	require.NoError(t, err)
+	require.Zero(t, moved, "passing over it again is not progress")
+}

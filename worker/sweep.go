@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"time"
 
@@ -47,6 +48,9 @@ type SweepRun struct {
 	Actor access.Actor
 	// Clock is the worker's clock.
 	Clock db.Clock
+	// Logger is the worker's logger, for an item the sweep passes over
+	// rather than failing the whole run for it.
+	Logger *slog.Logger
 
 	w *Worker
 }
@@ -141,7 +145,8 @@ func (w *Worker) Sweep(ctx context.Context, name string) (int, error) {
 	}
 	var moved int
 	err := db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
-		run := &SweepRun{Tx: tx, Now: w.cfg.Clock.Now(), Limit: w.cfg.SweepLimit, Actor: w.cfg.Actor, Clock: w.cfg.Clock, w: w}
+		run := &SweepRun{Tx: tx, Now: w.cfg.Clock.Now(), Limit: w.cfg.SweepLimit, Actor: w.cfg.Actor, Clock: w.cfg.Clock,
+			Logger: w.log, w: w}
 		var err error
 		moved, err = s.Func(ctx, run)
 		return err
