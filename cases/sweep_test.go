@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/docket-dev/docket/cases"
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/integration/pgtest"
 	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/worker"
 )
@@ -173,24 +173,11 @@ func TestBreachSweepIsARangeScan(t *testing.T) {
 	ctx := context.Background()
 	fillObligations(t, e, 100_000, 100)
 
-	err := db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF) "+breachSweepQuery, t0, string(sweeper))
-		require.NoError(t, err)
-		var plan []string
-		for rows.Next() {
-			var line string
-			require.NoError(t, rows.Scan(&line))
-			plan = append(plan, line)
-		}
-		require.NoError(t, rows.Err())
-		text := strings.Join(plan, "\n")
-		t.Logf("breach sweep plan at 100,000 pending, 100 due:\n%s", text)
-		require.Regexp(t, `Index Scan using obligations_due_idx on obligations \(actual [^)]*rows=100 loops=1\)`, text,
-			"the scan reads the 100 due obligations of the 100,000 pending, no more")
-		require.NotContains(t, text, "Seq Scan")
-		return tx.Rollback(ctx)
-	})
-	require.ErrorIs(t, err, pgx.ErrTxClosed)
+	text := pgtest.Explain(t, e.pool, breachSweepQuery, t0, string(sweeper))
+	t.Logf("breach sweep plan at 100,000 pending, 100 due:\n%s", text)
+	require.Regexp(t, `Index Scan using obligations_due_idx on obligations \(actual [^)]*rows=100 loops=1\)`, text,
+		"the scan reads the 100 due obligations of the 100,000 pending, no more")
+	require.NotContains(t, text, "Seq Scan")
 
 	// What the function itself reads and writes, not only the copy EXPLAINed
 	// above: the backend's counters before and after it, in one transaction

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/docket-dev/docket/cases"
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/integration/pgtest"
 	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/worker"
 )
@@ -684,27 +684,6 @@ const (
 		FOR UPDATE SKIP LOCKED`
 )
 
-// explain returns the plan of query with args, run (EXPLAIN ANALYZE) and
-// rolled back.
-func explain(t testing.TB, e env, query string, args ...any) string {
-	t.Helper()
-	ctx := context.Background()
-	var plan []string
-	err := db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF) "+query, args...)
-		require.NoError(t, err)
-		for rows.Next() {
-			var line string
-			require.NoError(t, rows.Scan(&line))
-			plan = append(plan, line)
-		}
-		require.NoError(t, rows.Err())
-		return tx.Rollback(ctx)
-	})
-	require.ErrorIs(t, err, pgx.ErrTxClosed)
-	return strings.Join(plan, "\n")
-}
-
 // sweepCounters runs sweep in a transaction of its own and reports how many
 // rows it returned, and what it did to table by the backend's counters:
 // tuples updated, entries of index returned, sequential scans of table.
@@ -742,13 +721,13 @@ func TestWaitSweepsAreRangeScans(t *testing.T) {
 	fillMessages(t, e, rows, 100)
 	horizon := cases.DefaultDeadLetterHorizon
 
-	plan := explain(t, e, expirySweepQuery, t0, string(sweeper))
+	plan := pgtest.Explain(t, e.pool, expirySweepQuery, t0, string(sweeper))
 	t.Logf("expiry sweep plan at %d waiting, 100 due:\n%s", rows, plan)
 	require.Regexp(t, `Index Scan using waits_deadline_idx on waits \(actual [^)]*rows=100 loops=1\)`, plan,
 		"the scan reads the 100 due waits, no more")
 	require.NotContains(t, plan, "Seq Scan")
 
-	plan = explain(t, e, deadLetterSweepQuery, t0, string(sweeper), horizon)
+	plan = pgtest.Explain(t, e.pool, deadLetterSweepQuery, t0, string(sweeper), horizon)
 	t.Logf("dead-letter sweep plan at %d buffered, 100 due:\n%s", rows, plan)
 	require.Regexp(t, `Index Scan using messages_buffered_idx on messages \(actual [^)]*rows=100 loops=1\)`, plan,
 		"the scan reads the 100 due messages, no more")

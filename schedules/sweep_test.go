@@ -3,7 +3,6 @@ package schedules_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/integration/pgtest"
 	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/schedules"
 	"github.com/docket-dev/docket/worker"
@@ -179,30 +179,16 @@ func TestSweepIsARangeScan(t *testing.T) {
 	ctx := context.Background()
 	fillSchedules(t, e, 100_000, 100)
 
-	err := db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF) "+scheduleDueQuery, t0, string(sweeper))
-		require.NoError(t, err)
-		var plan []string
-		for rows.Next() {
-			var line string
-			require.NoError(t, rows.Scan(&line))
-			plan = append(plan, line)
-		}
-		require.NoError(t, rows.Err())
-		text := strings.Join(plan, "\n")
-		t.Logf("schedule sweep plan at 100,000 schedules, 100 due:\n%s", text)
-		require.Regexp(t, `Index Scan using schedules_due_idx on schedules \(actual [^)]*rows=100 loops=1\)`, text)
-		require.NotContains(t, text, "Seq Scan")
-		return tx.Rollback(ctx)
-	})
-	require.ErrorIs(t, err, pgx.ErrTxClosed)
+	text := pgtest.Explain(t, e.pool, scheduleDueQuery, t0, string(sweeper))
+	t.Logf("schedule sweep plan at 100,000 schedules, 100 due:\n%s", text)
+	require.Regexp(t, `Index Scan using schedules_due_idx on schedules \(actual [^)]*rows=100 loops=1\)`, text)
+	require.NotContains(t, text, "Seq Scan")
 
 	const stats = `SELECT pg_stat_get_xact_tuples_returned('docket.schedules_due_idx'::regclass),
 		pg_stat_get_xact_numscans('docket.schedules'::regclass)`
 	var before, after [2]int64
 	w := e.sweeperWorker(t, 10000)
 	start := time.Now()
-	var moved int
 	require.NoError(t, db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, stats).Scan(&before[0], &before[1]); err != nil {
 			return err
@@ -216,7 +202,7 @@ func TestSweepIsARangeScan(t *testing.T) {
 	}))
 	require.EqualValues(t, 100, after[0]-before[0], "the batch reads the 100 due entries of schedules_due_idx, no more")
 	require.Zero(t, after[1]-before[1], "the batch never scans docket.schedules")
-	moved, err = w.Sweep(ctx, schedules.SweepName)
+	moved, err := w.Sweep(ctx, schedules.SweepName)
 	require.NoError(t, err)
 	t.Logf("one sweep of 100 due schedules among 100,000: %v", time.Since(start))
 	require.Equal(t, 100, moved)
