@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/worker"
 )
 
@@ -41,7 +40,7 @@ func sweepBreaches(ctx context.Context, run *worker.SweepRun) (int, error) {
 			ids = append(ids, *r.EscalationJobID)
 		}
 	}
-	if err := dispatchSweepJobs(ctx, run, ids); err != nil {
+	if err := run.DispatchIDs(ctx, ids...); err != nil {
 		return 0, fmt.Errorf("escalation jobs: %w", err)
 	}
 	return len(rows), nil
@@ -84,7 +83,7 @@ func sweepWaitExpiry(ctx context.Context, run *worker.SweepRun) (int, error) {
 			ids = append(ids, *r.ContinuationJobID)
 		}
 	}
-	if err := dispatchSweepJobs(ctx, run, ids); err != nil {
+	if err := run.DispatchIDs(ctx, ids...); err != nil {
 		return 0, fmt.Errorf("timeout continuations: %w", err)
 	}
 	return len(rows), nil
@@ -114,24 +113,4 @@ func DeadLetterSweep(every, horizon time.Duration) worker.Sweep {
 		}
 		return len(rows), nil
 	}}
-}
-
-// dispatchSweepJobs dispatches, in the run's transaction, the jobs ids a
-// sweep enqueued.
-func dispatchSweepJobs(ctx context.Context, run *worker.SweepRun, ids []int64) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	jc, err := jobs.NewClient(run.Tx, jobs.Config{Actor: run.Actor, Clock: run.Clock})
-	if err != nil {
-		return err
-	}
-	js, err := jc.GetMany(ctx, run.Tx, ids)
-	if err != nil {
-		return err
-	}
-	if len(js) != len(ids) {
-		return fmt.Errorf("%d of %d jobs are not visible to %s", len(ids)-len(js), len(ids), run.Actor)
-	}
-	return run.Dispatch(ctx, js...)
 }

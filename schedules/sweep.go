@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/docket-dev/docket/internal/dbsqlc"
-	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/worker"
 )
 
@@ -61,23 +60,8 @@ func sweep(ctx context.Context, run *worker.SweepRun) (int, error) {
 		advanced++
 		ids = append(ids, got...)
 	}
-	if len(ids) == 0 {
-		return advanced, nil
-	}
-	jc, err := jobs.NewClient(run.Tx, jobs.Config{Actor: run.Actor, Clock: run.Clock})
-	if err != nil {
-		return 0, err
-	}
-	for len(ids) > 0 {
-		chunk := ids[:min(len(ids), jobs.MaxSweepBatch)]
-		ids = ids[len(chunk):]
-		js, err := jc.GetMany(ctx, run.Tx, chunk)
-		if err != nil {
-			return 0, fmt.Errorf("scheduled jobs: %w", err)
-		}
-		if err := run.Dispatch(ctx, js...); err != nil {
-			return 0, fmt.Errorf("dispatch scheduled jobs: %w", err)
-		}
+	if err := run.DispatchIDs(ctx, ids...); err != nil {
+		return 0, fmt.Errorf("dispatch scheduled jobs: %w", err)
 	}
 	return advanced, nil
 }

@@ -62,6 +62,34 @@ func (r *SweepRun) Dispatch(ctx context.Context, js ...jobs.Job) error {
 	return dispatchTx(ctx, r.w.river, r.Tx, r.Clock, js...)
 }
 
+// DispatchIDs dispatches, in the run's transaction, the jobs ids the sweep
+// enqueued (read as the run's actor, in batches), as [SweepRun.Dispatch]
+// does. It fails if any of them is not visible to the actor.
+func (r *SweepRun) DispatchIDs(ctx context.Context, ids ...int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	jc, err := jobs.NewClient(r.Tx, jobs.Config{Actor: r.Actor, Clock: r.Clock})
+	if err != nil {
+		return err
+	}
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), jobs.MaxSweepBatch)]
+		ids = ids[len(chunk):]
+		js, err := jc.GetMany(ctx, r.Tx, chunk)
+		if err != nil {
+			return err
+		}
+		if len(js) != len(chunk) {
+			return fmt.Errorf("%d of %d jobs are not visible to %s", len(chunk)-len(js), len(chunk), r.Actor)
+		}
+		if err := r.Dispatch(ctx, js...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 var sweepNamePattern = regexp.MustCompile(`^[a-z][a-z0-9._-]{0,62}$`)
 
 func (s Sweep) validate() error {
