@@ -205,13 +205,30 @@ func (c *cli) jobShow(ctx context.Context, pool *pgxpool.Pool, id int64) error {
 }
 
 func oneArg(fs *flag.FlagSet, args []string, msg string) (string, error) {
-	if err := fs.Parse(args); err != nil {
+	pos, err := positionals(fs, args)
+	if err != nil {
 		return "", usagef("%s: %v", msg, err)
 	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 || pos[0] == "" {
 		return "", usagef("%s", msg)
 	}
-	return fs.Arg(0), nil
+	return pos[0], nil
+}
+
+// positionals parses args with fs, its flags before, between or after the
+// positional arguments, and returns the positional ones in order.
+func positionals(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
 }
 
 func jobID(fs *flag.FlagSet, args []string, msg string) (int64, error) {

@@ -38,15 +38,16 @@ func (c *cli) schedules(args []string) (dbAction, error) {
 	case "preview":
 		count := fs.Int("count", 10, "how many occurrences")
 		from := fs.String("from", "", "occurrences after this instant (RFC 3339; default now), for CRON ZONE")
-		if err := fs.Parse(rest); err != nil {
+		pos, err := positionals(fs, rest)
+		if err != nil {
 			return nil, usagef("schedules preview: %v", err)
 		}
 		if *count < 1 || *count > schedules.MaxPreview {
 			return nil, usagef("schedules preview --count must be 1..%d", schedules.MaxPreview)
 		}
-		switch fs.NArg() {
+		switch len(pos) {
 		case 1:
-			id, err := idArg(fs, fs.Args(), "schedules preview needs ID", "schedule")
+			id, err := idArg(fs, pos, "schedules preview needs ID", "schedule")
 			if err != nil {
 				return nil, err
 			}
@@ -61,11 +62,11 @@ func (c *cli) schedules(args []string) (dbAction, error) {
 				}
 				after = t
 			}
-			occ, err := schedules.Preview(fs.Arg(0), fs.Arg(1), after, *count)
+			occ, err := schedules.Preview(pos[0], pos[1], after, *count)
 			if err != nil {
 				return nil, err
 			}
-			return nil, c.printOccurrences(occ, fs.Arg(1))
+			return nil, c.printOccurrences(occ, pos[1])
 		}
 		return nil, usagef("schedules preview needs ID, or CRON ZONE")
 	}

@@ -57,6 +57,11 @@ func TestSchedulesCommands(t *testing.T) {
 	require.Regexp(t, `2026-10-25 02:00\s+1\s+2026-10-25T01:00:00Z`, r.stdout)
 	require.Regexp(t, `2026-10-25 03:00\s+0\s+2026-10-25T02:00:00Z`, r.stdout)
 
+	// Flags may come after the expression and zone, too.
+	r = docket(t, env, "schedules", "preview", "0 * * * *", "Europe/Berlin", "--from", "2026-10-25T00:30:00Z", "--count", "3")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `2026-10-25 02:00\s+1\s+2026-10-25T01:00:00Z`, r.stdout)
+
 	r = docket(t, env, "schedules", "preview", "61 * * * *", "UTC")
 	require.NotEqual(t, 0, r.code)
 	require.Contains(t, r.stderr, "invalid cron")

@@ -28,7 +28,7 @@ func (c *cli) waits(args []string) (dbAction, error) {
 	fs.SetOutput(io.Discard)
 	caseID := fs.Int64("case", 0, "every wait of this case, whatever its status")
 	limit := fs.Int("limit", 50, "at most this many, soonest deadline first")
-	project, err := projectArg(fs, args, waitsUsage)
+	project, err := oneArg(fs, args, waitsUsage)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +96,7 @@ func (c *cli) deadLetters(args []string) (dbAction, error) {
 	fs := flag.NewFlagSet("dead-letters", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	limit := fs.Int("limit", 50, "at most this many, newest first")
-	project, err := projectArg(fs, args, deadLettersUsage)
+	project, err := oneArg(fs, args, deadLettersUsage)
 	if err != nil {
 		return nil, err
 	}
@@ -125,25 +125,6 @@ func (c *cli) deadLetters(args []string) (dbAction, error) {
 		}
 		return w.Flush()
 	}, nil
-}
-
-// projectArg parses the one positional argument, a project, with flags
-// before or after it; msg is the usage error when it is missing.
-func projectArg(fs *flag.FlagSet, args []string, msg string) (string, error) {
-	if err := fs.Parse(args); err != nil {
-		return "", usagef("%s: %v", msg, err)
-	}
-	if fs.NArg() == 0 || fs.Arg(0) == "" {
-		return "", usagef("%s", msg)
-	}
-	project := fs.Arg(0)
-	if err := fs.Parse(fs.Args()[1:]); err != nil {
-		return "", usagef("%s: %v", msg, err)
-	}
-	if fs.NArg() != 0 {
-		return "", usagef("%s: unexpected argument %q", msg, fs.Arg(0))
-	}
-	return project, nil
 }
 
 // joinKeys shows keys as namespace:value, comma separated.
