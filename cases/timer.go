@@ -64,10 +64,15 @@ func (c *Client) SleepUntilTx(ctx context.Context, q db.DBTX, caseID int64, name
 	if err != nil {
 		return Timer{}, db.Translate(err, op, ids...)
 	}
-	if err := c.dispatch(ctx, q, row.JobID); err != nil {
-		return Timer{}, err
+	if row.Created {
+		if err := c.dispatch(ctx, q, row.JobID); err != nil {
+			return Timer{}, err
+		}
 	}
-	return fromTimerRow(row, ""), nil
+	return fromTimerRow(&dbsqlc.DocketTimer{
+		ID: row.ID, CaseID: row.CaseID, Project: row.Project, Name: row.Name, WakeAt: row.WakeAt, JobID: row.JobID,
+		CreatedBy: row.CreatedBy, CreatedAt: row.CreatedAt,
+	}, ""), nil
 }
 
 // Timers returns the timers of case id with their jobs' states, oldest

@@ -46,6 +46,9 @@ func TestTimerRecordsItsDueInstant(t *testing.T) {
 	again, err := e.app.SleepUntil(ctx, c.ID, "reminder", wake, remind)
 	require.NoError(t, err)
 	require.Equal(t, tm, again, "the same timer again is a retry")
+	var timerJobs int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM docket.jobs WHERE case_id = $1`, c.ID).Scan(&timerJobs))
+	require.Equal(t, 1, timerJobs)
 
 	before := snapshot(t, e.pool)
 	_, err = e.app.SleepUntil(ctx, c.ID, "reminder", wake, cases.Continuation{Kind: "supplier.remind", Payload: json.RawMessage(`{"n":2}`)})
@@ -162,4 +165,25 @@ func dispatchesOn(t testing.TB, q db.DBTX, id int64) int {
 		`SELECT count(*) FROM docket.river_job WHERE kind = $1 AND (args ->> 'job_id')::bigint = $2`,
 		worker.DispatchKind, id).Scan(&n))
 	return n
+}
+
+// TestTimerIsDispatchedOnce: with a Dispatcher, a timer's job gets one River
+// dispatch, in the transaction that sets it; setting it again adds none.
+func TestTimerIsDispatchedOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	c := e.admit(t, key("document", "DOC-1"))
+	wc, err := worker.NewClient(e.pool, worker.ClientConfig{Project: project, Actor: app, Clock: e.clock, Logger: testLogger})
+	require.NoError(t, err)
+	client, err := cases.NewClient(e.pool, cases.Config{Actor: app, Clock: e.clock, Dispatcher: wc})
+	require.NoError(t, err)
+	remind := cases.Continuation{Kind: "supplier.remind"}
+	tm, err := client.SleepUntil(ctx, c.ID, "reminder", t0.Add(time.Hour), remind)
+	require.NoError(t, err)
+	require.Equal(t, 1, dispatchesOn(t, e.pool, tm.JobID))
+	again, err := client.SleepUntil(ctx, c.ID, "reminder", t0.Add(time.Hour), remind)
+	require.NoError(t, err)
+	require.Equal(t, tm.ID, again.ID)
+	require.Equal(t, 1, dispatchesOn(t, e.pool, tm.JobID), "a retry dispatches nothing new")
 }

@@ -739,6 +739,18 @@ type DocketTimer struct {
 	CreatedAt time.Time
 }
 
+type DocketTimerPlaced struct {
+	Created   bool
+	ID        int64
+	CaseID    int64
+	Project   string
+	Name      string
+	WakeAt    time.Time
+	JobID     int64
+	CreatedBy string
+	CreatedAt time.Time
+}
+
 // What a case waits for: a message on its keys before a deadline. Status moves along docket.wait_transitions.
 type DocketWait struct {
 	ID                     int64

@@ -294,7 +294,7 @@ func (q *Queries) MessagesDead(ctx context.Context, db DBTX, project string, bef
 }
 
 const timerSet = `-- name: TimerSet :one
-SELECT id, case_id, project, name, wake_at, job_id, created_by, created_at FROM docket.timer_set($1::bigint, $2::text, $3::timestamptz, $4::text, $5::text,
+SELECT created, id, case_id, project, name, wake_at, job_id, created_by, created_at FROM docket.timer_set($1::bigint, $2::text, $3::timestamptz, $4::text, $5::text,
     $6::jsonb, $7::integer, $8::integer, $9::text, $10::timestamptz)
 `
 
@@ -311,7 +311,7 @@ type TimerSetParams struct {
 	Now           time.Time
 }
 
-func (q *Queries) TimerSet(ctx context.Context, db DBTX, arg TimerSetParams) (*DocketTimer, error) {
+func (q *Queries) TimerSet(ctx context.Context, db DBTX, arg TimerSetParams) (*DocketTimerPlaced, error) {
 	row := db.QueryRow(ctx, timerSet,
 		arg.CaseID,
 		arg.Name,
@@ -324,8 +324,9 @@ func (q *Queries) TimerSet(ctx context.Context, db DBTX, arg TimerSetParams) (*D
 		arg.Actor,
 		arg.Now,
 	)
-	var i DocketTimer
+	var i DocketTimerPlaced
 	err := row.Scan(
+		&i.Created,
 		&i.ID,
 		&i.CaseID,
 		&i.Project,

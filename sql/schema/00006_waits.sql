@@ -1028,14 +1028,19 @@ END
 $$;
 -- +goose StatementEnd
 
+-- timer_placed is the row timer_set returns: whether this call set the
+-- timer (false: it was set before, and this was a retry), and the timer.
+CREATE VIEW docket.timer_placed AS
+SELECT false AS created, t.* FROM docket.timers t WHERE false;
+
 -- timer_set sets timer p_name of case p_case_id to wake at p_wake_at: a job
 -- of the case (p_kind, p_queue, p_payload, p_payload_schema,
 -- p_max_attempts), available at p_wake_at, with params {"timer": name,
 -- "wake_at", "case_id"} -- the instant it was due, however late it runs --
 -- under idempotency key timer:CASE:NAME:MICROS, on behalf of p_actor at p_now. A
--- wake instant already past wakes at once. Setting again the same timer (case,
--- name and instant) is a no-op that returns it. Closing the case cancels the
--- job if it has not been claimed.
+-- wake instant already past wakes at once. Setting again the same timer
+-- (case, name and instant) is a no-op that returns it, created false.
+-- Closing the case cancels the job if it has not been claimed.
 -- Refuses, writing nothing: malformed input, a wake instant more than 3650
 -- days ahead (DK010); an unknown case or one the actor may not write
 -- (P0002); an actor without job.create on its project (DK009); a closed case
@@ -1044,7 +1049,7 @@ $$;
 CREATE FUNCTION docket.timer_set(p_case_id bigint, p_name text, p_wake_at timestamptz,
                                  p_kind text, p_queue text, p_payload jsonb, p_payload_schema integer,
                                  p_max_attempts integer, p_actor text, p_now timestamptz)
-RETURNS docket.timers
+RETURNS SETOF docket.timer_placed
 LANGUAGE plpgsql AS $$
 DECLARE
     v_project text;
@@ -1080,7 +1085,8 @@ BEGIN
             RAISE EXCEPTION 'timer % of case % at % was set before with another job (timer %)', p_name, p_case_id, p_wake_at, v.id
                 USING ERRCODE = 'DK003';
         END IF;
-        RETURN v;
+        RETURN QUERY SELECT false, (v).*;
+        RETURN;
     END IF;
     SELECT e.id INTO j
     FROM docket.job_enqueue_one(
@@ -1092,13 +1098,14 @@ BEGIN
     INSERT INTO docket.timers (case_id, project, name, wake_at, job_id, created_by, created_at)
     VALUES (p_case_id, v_project, p_name, p_wake_at, j.id, p_actor, p_now)
     RETURNING * INTO v;
-    RETURN v;
+    RETURN QUERY SELECT true, (v).*;
 END
 $$;
 -- +goose StatementEnd
 
 -- +goose Down
 DROP FUNCTION docket.timer_set(bigint, text, timestamptz, text, text, jsonb, integer, integer, text, timestamptz);
+DROP VIEW docket.timer_placed;
 DROP FUNCTION docket.message_dead_letter_due(integer, interval, text, timestamptz);
 DROP FUNCTION docket.wait_expire_due(integer, text, timestamptz);
 DROP FUNCTION docket.wait_withdraw(bigint, text, timestamptz);
