@@ -333,26 +333,31 @@ func TestRetryCompletesADeliveryThatDiedBeforeMatching(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, cases.Waiting, a.Status)
 
-	// The store step alone, as message_deliver does it, committed.
+	// The delivery stores the message, and its match step dies: the store
+	// commits, the match is rolled back.
 	e.clock.Advance(time.Hour)
 	arrived := e.clock.Now()
 	require.NoError(t, db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT docket.set_context($1, $2)`, string(inbox), arrived); err != nil {
+		var stored int64
+		if err := tx.QueryRow(ctx, `SELECT id FROM docket.message_store('acme', 'supplier:4711', 'm-1',
+			ARRAY['document'], ARRAY['DOC-1'], '{"accepted":true}', NULL, $1, $2)`, string(inbox), arrived).Scan(&stored); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `SELECT docket.message_lock_keys('acme', ARRAY['document:DOC-1'])`); err != nil {
+		match, err := tx.Begin(ctx) // a savepoint
+		if err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `
-			INSERT INTO docket.messages (project, producer, message_id, keys, payload, arrived_at, delivered_by)
-			VALUES ('acme', 'supplier:4711', 'm-1', ARRAY['document:DOC-1'], '{"accepted":true}', $1, $2)`,
-			arrived, string(inbox))
-		return err
+		var satisfied *int64
+		if err := match.QueryRow(ctx, `SELECT (docket.message_offer($1, $2, $3)).id`, stored, string(inbox), arrived).Scan(&satisfied); err != nil {
+			return err
+		}
+		require.NotNil(t, satisfied, "the match step found the wait")
+		return match.Rollback(ctx) // and died
 	}))
 	var id int64
 	var status string
 	require.NoError(t, e.pool.QueryRow(ctx, `SELECT id, status FROM docket.messages WHERE message_id = 'm-1'`).Scan(&id, &status))
-	require.Equal(t, "buffered", status, "the crash left the message unmatched")
+	require.Equal(t, "buffered", status, "the crash left the message stored and unmatched")
 
 	// A retry that is not the same message is refused and changes nothing.
 	e.clock.Advance(time.Minute)

@@ -518,6 +518,23 @@ type DocketMessageState struct {
 	Meaning  string
 }
 
+type DocketMessageStored struct {
+	Duplicate        bool
+	ID               int64
+	Project          string
+	Producer         string
+	MessageID        string
+	Keys             []string
+	Payload          json.RawMessage
+	Addressee        *int64
+	Status           string
+	ArrivedAt        time.Time
+	DeliveredBy      string
+	ConsumedBy       *int64
+	SettledAt        *time.Time
+	DeadLetterReason *string
+}
+
 type DocketMessageTransition struct {
 	FromState string
 	ToState   string

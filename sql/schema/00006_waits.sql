@@ -713,42 +713,26 @@ END
 $$;
 -- +goose StatementEnd
 
--- message_delivered is the row message_deliver returns: whether the message
--- was stored before (a producer's retry), the message, and the continuation
--- job the wait it satisfied enqueued (NULL while buffered).
-CREATE VIEW docket.message_delivered AS
-SELECT false AS duplicate, NULL::bigint AS continuation_job_id, m.* FROM docket.messages m WHERE false;
+-- message_stored is the row message_store returns: whether the message was
+-- stored before (a producer's retry), and the message.
+CREATE VIEW docket.message_stored AS
+SELECT false AS duplicate, m.* FROM docket.messages m WHERE false;
 
--- message_deliver delivers a message from p_producer, its id p_message_id,
--- filed under keys (p_namespaces[i], p_values[i]), with p_payload, to the
--- waits of p_project -- or, when p_addressee is not NULL, to those of that
--- case alone -- on behalf of p_actor at p_now:
---   1. it takes the keys' locks (message_lock_keys);
---   2. it stores the message, buffered; a message stored before under the
---      same producer and id is the same message (a retry) and is returned
---      with duplicate = true -- still buffered, it is offered again, so a
---      delivery that stored it and died before looking is completed by the
---      retry;
---   3. it offers the message to the oldest wait it satisfies
---      (message_offer), consuming it and enqueuing that wait's continuation.
--- A message no wait claims stays buffered: it is dead-lettered by a sweep
--- after a horizon, never on arrival.
--- Refuses, writing nothing: malformed input, a payload over 60 KiB (DK010);
--- an actor without message.deliver and job.create on p_project, or an
--- unknown project (DK009); an addressee that is not a case of p_project
--- (P0002); the same producer and id with other keys, payload or addressee
--- (DK003).
+-- message_store is the first step of message_deliver: it checks the
+-- delivery, takes the keys' locks (message_lock_keys) and stores the
+-- message, buffered, on behalf of p_actor at p_now. A message stored before
+-- under the same producer and id is the same message (a retry): it is
+-- returned, locked, with duplicate = true, whatever became of it.
+-- Refuses, writing nothing, as message_deliver does.
 -- +goose StatementBegin
-CREATE FUNCTION docket.message_deliver(p_project text, p_producer text, p_message_id text,
-                                       p_namespaces text[], p_values text[], p_payload jsonb, p_addressee bigint,
-                                       p_actor text, p_now timestamptz)
-RETURNS SETOF docket.message_delivered
+CREATE FUNCTION docket.message_store(p_project text, p_producer text, p_message_id text,
+                                     p_namespaces text[], p_values text[], p_payload jsonb, p_addressee bigint,
+                                     p_actor text, p_now timestamptz)
+RETURNS SETOF docket.message_stored
 LANGUAGE plpgsql AS $$
 DECLARE
     v_keys text[];
     v docket.messages;
-    w docket.waits;
-    v_duplicate boolean := false;
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
     PERFORM docket.require_project_name(p_project);
@@ -775,24 +759,66 @@ BEGIN
     VALUES (p_project, p_producer, p_message_id, v_keys, p_payload, p_addressee, p_now, p_actor)
     ON CONFLICT (project, producer, message_id) DO NOTHING
     RETURNING * INTO v;
-    IF NOT FOUND THEN
-        v_duplicate := true;
-        SELECT * INTO v FROM docket.messages
-        WHERE project = p_project AND producer = p_producer AND message_id = p_message_id
-        FOR UPDATE;
-        IF (v.keys, v.payload, v.addressee) IS DISTINCT FROM (v_keys, p_payload, p_addressee) THEN
-            RAISE EXCEPTION 'message %/% was delivered before with other keys, payload or addressee (message %)',
-                p_producer, p_message_id, v.id
-                USING ERRCODE = 'DK003';
-        END IF;
+    IF FOUND THEN
+        RETURN QUERY SELECT false, (v).*;
+        RETURN;
     END IF;
-    w := docket.message_offer(v.id, p_actor, p_now);
-    IF w.id IS NOT NULL THEN
-        SELECT * INTO v FROM docket.messages WHERE id = v.id;
-    ELSIF v.status = 'consumed' THEN
+    SELECT * INTO v FROM docket.messages
+    WHERE project = p_project AND producer = p_producer AND message_id = p_message_id
+    FOR UPDATE;
+    IF (v.keys, v.payload, v.addressee) IS DISTINCT FROM (v_keys, p_payload, p_addressee) THEN
+        RAISE EXCEPTION 'message %/% was delivered before with other keys, payload or addressee (message %)',
+            p_producer, p_message_id, v.id
+            USING ERRCODE = 'DK003';
+    END IF;
+    RETURN QUERY SELECT true, (v).*;
+END
+$$;
+-- +goose StatementEnd
+
+-- message_delivered is the row message_deliver returns: whether the message
+-- was stored before (a producer's retry), the message, and the continuation
+-- job the wait it satisfied enqueued (NULL while buffered).
+CREATE VIEW docket.message_delivered AS
+SELECT false AS duplicate, NULL::bigint AS continuation_job_id, m.* FROM docket.messages m WHERE false;
+
+-- message_deliver delivers a message from p_producer, its id p_message_id,
+-- filed under keys (p_namespaces[i], p_values[i]), with p_payload, to the
+-- waits of p_project -- or, when p_addressee is not NULL, to those of that
+-- case alone -- on behalf of p_actor at p_now:
+--   1. it takes the keys' locks and stores the message, buffered
+--      (message_store); a message stored before under the same producer and
+--      id is the same message (a retry) and is returned with duplicate =
+--      true -- still buffered, it is offered again, so a delivery that
+--      stored it and died before looking is completed by the retry;
+--   2. it offers the message to the oldest wait it satisfies
+--      (message_offer), consuming it and enqueuing that wait's continuation.
+-- A message no wait claims stays buffered: it is dead-lettered by a sweep
+-- after a horizon, never on arrival.
+-- Refuses, writing nothing: malformed input, a payload over 60 KiB (DK010);
+-- an actor without message.deliver and job.create on p_project, or an
+-- unknown project (DK009); an addressee that is not a case of p_project
+-- (P0002); the same producer and id with other keys, payload or addressee
+-- (DK003).
+-- +goose StatementBegin
+CREATE FUNCTION docket.message_deliver(p_project text, p_producer text, p_message_id text,
+                                       p_namespaces text[], p_values text[], p_payload jsonb, p_addressee bigint,
+                                       p_actor text, p_now timestamptz)
+RETURNS SETOF docket.message_delivered
+LANGUAGE plpgsql AS $$
+DECLARE
+    st docket.message_stored;
+    v docket.messages;
+    w docket.waits;
+BEGIN
+    SELECT * INTO STRICT st FROM docket.message_store(p_project, p_producer, p_message_id, p_namespaces, p_values,
+                                                      p_payload, p_addressee, p_actor, p_now);
+    w := docket.message_offer(st.id, p_actor, p_now);
+    SELECT * INTO v FROM docket.messages WHERE id = st.id;
+    IF w.id IS NULL AND v.status = 'consumed' THEN
         SELECT * INTO w FROM docket.waits WHERE id = v.consumed_by;
     END IF;
-    RETURN QUERY SELECT v_duplicate, w.continuation_job_id, (v).*;
+    RETURN QUERY SELECT st.duplicate, w.continuation_job_id, (v).*;
 END
 $$;
 -- +goose StatementEnd
@@ -1114,6 +1140,8 @@ DROP FUNCTION docket.wait_register(bigint, text, text[], text[], timestamptz, te
 DROP VIEW docket.wait_registered;
 DROP FUNCTION docket.message_deliver(text, text, text, text[], text[], jsonb, bigint, text, timestamptz);
 DROP VIEW docket.message_delivered;
+DROP FUNCTION docket.message_store(text, text, text, text[], text[], jsonb, bigint, text, timestamptz);
+DROP VIEW docket.message_stored;
 DROP FUNCTION docket.message_offer(bigint, text, timestamptz);
 DROP FUNCTION docket.wait_continue(docket.waits, docket.messages, text, text, timestamptz);
 DROP FUNCTION docket.message_lock_keys(text, text[]);
