@@ -162,23 +162,10 @@ func (c *Client) register(ctx context.Context, q db.DBTX, caseID int64, spec Obl
 	if rule != "" {
 		p.Rule, p.CalendarDigest = &rule, &digest
 	}
-	if e := spec.Escalation; e != nil {
-		kind, queue := e.Kind, e.Queue
-		if queue == "" {
-			queue = "default"
-		}
-		payload := e.Payload
-		if len(payload) == 0 {
-			payload = json.RawMessage(`{}`)
-		}
+	if spec.Escalation != nil {
+		e := Continuation(*spec.Escalation).resolved()
 		schema, attempts := int32(e.PayloadSchema), int32(e.MaxAttempts)
-		if schema == 0 {
-			schema = 1
-		}
-		if attempts == 0 {
-			attempts = 5
-		}
-		p.EscalationKind, p.EscalationQueue, p.EscalationPayload = &kind, &queue, payload
+		p.EscalationKind, p.EscalationQueue, p.EscalationPayload = &e.Kind, &e.Queue, e.Payload
 		p.EscalationPayloadSchema, p.EscalationMaxAttempts = &schema, &attempts
 	}
 	row, err := queries.ObligationRegister(ctx, q, p)

@@ -50,6 +50,8 @@ type Continuation struct {
 	MaxAttempts int
 }
 
+// resolved is k with its defaults filled in; an [Escalation] converts to a
+// Continuation to take the same ones.
 func (k Continuation) resolved() Continuation {
 	if k.Queue == "" {
 		k.Queue = "default"

@@ -63,16 +63,6 @@ func chased(name string, k cases.Key, deadline time.Time) cases.WaitSpec {
 	}
 }
 
-// dispatches counts the River dispatches of docket job id.
-func dispatches(t testing.TB, e env, id int64) int {
-	t.Helper()
-	var n int
-	require.NoError(t, e.pool.QueryRow(context.Background(), `
-		SELECT count(*) FROM docket.river_job WHERE kind = $1 AND (args ->> 'job_id')::bigint = $2`,
-		worker.DispatchKind, id).Scan(&n))
-	return n
-}
-
 // TestTwoSweepersExpireEachWaitOnce registers 50 waits with deadlines, lets
 // them fall due and releases two workers' expiry sweeps on them together,
 // five times over, each run moving at most 7: every wait expires once, its
@@ -146,7 +136,7 @@ func TestTwoSweepersExpireEachWaitOnce(t *testing.T) {
 			require.Equal(t, c.ID, j.CaseID)
 			require.Equal(t, jobs.Queued, j.State)
 			require.JSONEq(t, `{"step":"chase"}`, string(j.Payload))
-			require.Equal(t, 1, dispatches(t, e, j.ID), "the sweep dispatches each continuation once")
+			require.Equal(t, 1, dispatchesOn(t, e.pool, j.ID), "the sweep dispatches each continuation once")
 			wake, err := cases.WakeOf(j)
 			require.NoError(t, err)
 			require.Equal(t, cases.Wake{Reason: cases.WakeExpired, CaseID: c.ID, WaitID: a.ID, Wait: a.Name, Deadline: a.Deadline}, wake)

@@ -1095,8 +1095,7 @@ BEGIN
     PERFORM docket.require_valid(p_payload_schema >= 1, 'payload schema', p_payload_schema::text, '1 or more');
     v_project := docket.case_authorize(p_case_id, p_actor);
     -- The case row's lock first, as a close takes it, then the job.
-    PERFORM 1 FROM docket.cases WHERE id = p_case_id FOR SHARE;
-    IF (SELECT status FROM docket.cases WHERE id = p_case_id) <> 'open' THEN
+    IF (SELECT status FROM docket.cases WHERE id = p_case_id FOR SHARE) <> 'open' THEN
         RAISE EXCEPTION 'case % is closed: it cannot set timer %', p_case_id, p_name USING ERRCODE = 'DK005';
     END IF;
     -- One timer per (case, name, instant), whatever its job: a retry finds
