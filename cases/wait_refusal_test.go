@@ -612,6 +612,10 @@ func TestWaitRefusals(t *testing.T) {
 			return raw(ctx, e.pool, `UPDATE docket.waits SET status = 'satisfied', settled_at = $2, settled_by = 'user:ops' WHERE id = $1`,
 				w.waiting.ID, byHand)
 		}, db.ErrInvalidArgument},
+		{"raw: wait satisfied by a message that does not match it", func() error {
+			return raw(ctx, e.pool, `UPDATE docket.waits SET status = 'satisfied', satisfied_by = $2, settled_at = $3, settled_by = 'user:ops'
+				WHERE id = $1`, w.waiting.ID, w.buffered.ID, byHand)
+		}, db.ErrIllegalTransition},
 		{"raw: expired wait back to waiting", func() error {
 			return raw(ctx, e.pool, `UPDATE docket.waits SET status = 'waiting', settled_at = NULL, settled_by = NULL, continuation_job_id = NULL WHERE id = $1`,
 				w.expired.ID)

@@ -334,7 +334,8 @@ CREATE TRIGGER messages_refuse_delete
 -- it locks (FOR SHARE, so a close waits for it or it sees the close: DK005),
 -- with the case's project (DK015); nothing but its status, its message, its
 -- continuation job and settlement ever changes (DK015); its status moves only
--- along docket.wait_transitions, and a terminal wait never changes (DK001).
+-- along docket.wait_transitions, and a terminal wait never changes (DK001);
+-- a wait is satisfied only by a message that matches it (DK001).
 -- +goose StatementBegin
 CREATE FUNCTION docket.waits_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -383,6 +384,16 @@ BEGIN
     IF NEW.status <> OLD.status AND NOT EXISTS (
         SELECT 1 FROM docket.wait_transitions WHERE from_state = OLD.status AND to_state = NEW.status) THEN
         RAISE EXCEPTION 'wait %: % -> % is not in docket.wait_transitions', OLD.id, OLD.status, NEW.status
+            USING ERRCODE = 'DK001';
+    END IF;
+    -- The matching rule, for every writer: the message is the project's,
+    -- filed under every key the wait names, arrived before its deadline, and
+    -- addressed to no case or to this one.
+    IF NEW.status = 'satisfied' AND NEW.satisfied_by IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM docket.messages m
+        WHERE m.id = NEW.satisfied_by AND m.project = NEW.project AND m.keys @> NEW.keys
+          AND m.arrived_at < NEW.deadline AND (m.addressee IS NULL OR m.addressee = NEW.case_id)) THEN
+        RAISE EXCEPTION 'wait %: message % does not satisfy it (keys, project, deadline or addressee)', OLD.id, NEW.satisfied_by
             USING ERRCODE = 'DK001';
     END IF;
     RETURN NEW;
