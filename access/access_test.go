@@ -2,6 +2,7 @@ package access_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -15,47 +16,20 @@ import (
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/integration/pgtest"
-	"github.com/docket-dev/docket/projects"
+	"github.com/docket-dev/docket/internal/testkit"
 )
-
-func TestMain(m *testing.M) { pgtest.Main(m) }
-
-const operator access.Actor = "user:ana"
-
-var t0 = time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
-
-// setup returns a migrated database holding projects acme and globex.
-func setup(t *testing.T) (*pgxpool.Pool, *db.FakeClock) {
-	t.Helper()
-	pool := pgtest.NewDB(t)
-	clock := db.NewFakeClock(t0)
-	for _, name := range []string{"acme", "globex"} {
-		_, err := projects.Create(t.Context(), pool, name, operator, clock.Now())
-		require.NoError(t, err)
-	}
-	return pool, clock
-}
-
-// grantRows counts grants and grant events: a refusal must change neither.
-func grantRows(t *testing.T, q db.DBTX) [2]int {
-	t.Helper()
-	var n [2]int
-	require.NoError(t, q.QueryRow(context.Background(),
-		`SELECT (SELECT count(*) FROM docket.grants), (SELECT count(*) FROM docket.grant_events)`).Scan(&n[0], &n[1]))
-	return n
-}
 
 func TestExplicitGrantSatisfiesOnlyItsTriple(t *testing.T) {
 	t.Parallel()
-	q, clock := setup(t)
+	e, ac := setup(t)
 	ctx := t.Context()
 	g := access.Grant{Principal: "svc:billing", Project: "acme", Capability: access.JobCreate}
 
-	held, err := access.Allowed(ctx, q, g)
+	held, err := ac.Allowed(ctx, g)
 	require.NoError(t, err)
 	require.False(t, held, "nothing is allowed before a grant")
 
-	added, err := access.Allow(ctx, q, g, operator, clock.Now())
+	added, err := ac.Allow(ctx, g)
 	require.NoError(t, err)
 	require.True(t, added)
 
@@ -73,44 +47,48 @@ func TestExplicitGrantSatisfiesOnlyItsTriple(t *testing.T) {
 		{"wildcard capability", access.Grant{Principal: g.Principal, Project: g.Project, Capability: "job.*"}, false},
 		{"wildcard project", access.Grant{Principal: g.Principal, Project: "*", Capability: g.Capability}, false},
 	} {
-		held, err := access.Allowed(ctx, q, tc.g)
+		held, err := ac.Allowed(ctx, tc.g)
 		require.NoError(t, err, tc.name)
 		require.Equal(t, tc.want, held, tc.name)
 	}
 
 	// Granting again is a quiet no-op.
-	before := grantRows(t, q)
-	added, err = access.Allow(ctx, q, g, operator, clock.Advance(time.Minute))
+	before := snapshot(t, e.Pool)
+	e.Clock.Advance(time.Minute)
+	added, err = ac.Allow(ctx, g)
 	require.NoError(t, err)
 	require.False(t, added)
-	require.Equal(t, before, grantRows(t, q))
+	require.Equal(t, before, snapshot(t, e.Pool))
 
-	list, err := access.List(ctx, q, "acme")
+	list, err := ac.List(ctx, "acme")
 	require.NoError(t, err)
 	require.Equal(t, []access.Record{{Grant: g, GrantedBy: operator, GrantedAt: t0}}, list)
 }
 
 func TestRevoke(t *testing.T) {
 	t.Parallel()
-	q, clock := setup(t)
+	e, ac := setup(t)
 	ctx := t.Context()
+	revoker, _ := testkit.Clients(t, e.Pool, e.Clock, bo)
 	g := access.Grant{Principal: "svc:billing", Project: "acme", Capability: access.JobClaim}
-	_, err := access.Allow(ctx, q, g, operator, clock.Now())
+	_, err := ac.Allow(ctx, g)
 	require.NoError(t, err)
 
-	removed, err := access.Revoke(ctx, q, g, "user:bo", clock.Advance(time.Hour))
+	e.Clock.Advance(time.Hour)
+	removed, err := revoker.Revoke(ctx, g)
 	require.NoError(t, err)
 	require.True(t, removed)
-	held, err := access.Allowed(ctx, q, g)
+	held, err := ac.Allowed(ctx, g)
 	require.NoError(t, err)
 	require.False(t, held)
 
-	removed, err = access.Revoke(ctx, q, g, "user:bo", clock.Advance(time.Hour))
+	e.Clock.Advance(time.Hour)
+	removed, err = revoker.Revoke(ctx, g)
 	require.NoError(t, err)
 	require.False(t, removed, "revoking what is not held removes nothing")
 
 	// Both changes are on record, with who and when.
-	rows, err := q.Query(ctx, `SELECT action, actor, at FROM docket.grant_events ORDER BY id`)
+	rows, err := e.Pool.Query(ctx, `SELECT action, actor, at FROM docket.grant_events ORDER BY id`)
 	require.NoError(t, err)
 	type ev struct {
 		action, actor string
@@ -118,10 +96,10 @@ func TestRevoke(t *testing.T) {
 	}
 	var got []ev
 	for rows.Next() {
-		var e ev
-		require.NoError(t, rows.Scan(&e.action, &e.actor, &e.at))
-		e.at = e.at.UTC()
-		got = append(got, e)
+		var r ev
+		require.NoError(t, rows.Scan(&r.action, &r.actor, &r.at))
+		r.at = r.at.UTC()
+		got = append(got, r)
 	}
 	require.NoError(t, rows.Err())
 	require.Equal(t, []ev{
@@ -132,46 +110,79 @@ func TestRevoke(t *testing.T) {
 
 func TestBadGrantsAreRefusedAndWriteNothing(t *testing.T) {
 	t.Parallel()
-	q, clock := setup(t)
+	e, ac := setup(t)
 	ctx := t.Context()
-	valid := access.Grant{Principal: "svc:billing", Project: "acme", Capability: access.JobCreate}
 
 	cases := []struct {
 		name string
 		g    access.Grant
-		by   access.Actor
 		want error
 	}{
-		{"empty principal", access.Grant{Principal: "", Project: "acme", Capability: access.JobCreate}, operator, db.ErrInvalidArgument},
-		{"principal without kind", access.Grant{Principal: "billing", Project: "acme", Capability: access.JobCreate}, operator, db.ErrInvalidArgument},
-		{"principal with space", access.Grant{Principal: "svc:bil ling", Project: "acme", Capability: access.JobCreate}, operator, db.ErrInvalidArgument},
-		{"principal too long", access.Grant{Principal: access.Actor("svc:" + strings.Repeat("a", 201)), Project: "acme", Capability: access.JobCreate}, operator, db.ErrInvalidArgument},
-		{"principal with NUL", access.Grant{Principal: "svc:a\x00b", Project: "acme", Capability: access.JobCreate}, operator, db.ErrInvalidArgument},
-		{"project uppercase", access.Grant{Principal: "svc:billing", Project: "ACME", Capability: access.JobCreate}, operator, db.ErrInvalidArgument},
-		{"project empty", access.Grant{Principal: "svc:billing", Project: "", Capability: access.JobCreate}, operator, db.ErrInvalidArgument},
-		{"project wildcard", access.Grant{Principal: "svc:billing", Project: "*", Capability: access.JobCreate}, operator, db.ErrInvalidArgument},
-		{"project too long", access.Grant{Principal: "svc:billing", Project: strings.Repeat("a", 64), Capability: access.JobCreate}, operator, db.ErrInvalidArgument},
-		{"project unknown", access.Grant{Principal: "svc:billing", Project: "initech", Capability: access.JobCreate}, operator, db.ErrNotFound},
-		{"capability wildcard", access.Grant{Principal: "svc:billing", Project: "acme", Capability: "job.*"}, operator, db.ErrInvalidArgument},
-		{"capability bare", access.Grant{Principal: "svc:billing", Project: "acme", Capability: "job"}, operator, db.ErrInvalidArgument},
-		{"capability unknown", access.Grant{Principal: "svc:billing", Project: "acme", Capability: "job.craete"}, operator, db.ErrInvalidArgument},
-		{"capability too long", access.Grant{Principal: "svc:billing", Project: "acme", Capability: access.Capability("job." + strings.Repeat("a", 61))}, operator, db.ErrInvalidArgument},
-		{"malformed actor", valid, "ana", db.ErrInvalidArgument},
-		{"empty actor", valid, "", db.ErrInvalidArgument},
+		{"empty principal", access.Grant{Principal: "", Project: "acme", Capability: access.JobCreate}, db.ErrInvalidArgument},
+		{"principal without kind", access.Grant{Principal: "billing", Project: "acme", Capability: access.JobCreate}, db.ErrInvalidArgument},
+		{"principal with space", access.Grant{Principal: "svc:bil ling", Project: "acme", Capability: access.JobCreate}, db.ErrInvalidArgument},
+		{"principal too long", access.Grant{Principal: access.Actor("svc:" + strings.Repeat("a", 201)), Project: "acme", Capability: access.JobCreate}, db.ErrInvalidArgument},
+		{"principal with NUL", access.Grant{Principal: "svc:a\x00b", Project: "acme", Capability: access.JobCreate}, db.ErrInvalidArgument},
+		{"project uppercase", access.Grant{Principal: "svc:billing", Project: "ACME", Capability: access.JobCreate}, db.ErrInvalidArgument},
+		{"project empty", access.Grant{Principal: "svc:billing", Project: "", Capability: access.JobCreate}, db.ErrInvalidArgument},
+		{"project wildcard", access.Grant{Principal: "svc:billing", Project: "*", Capability: access.JobCreate}, db.ErrInvalidArgument},
+		{"project too long", access.Grant{Principal: "svc:billing", Project: strings.Repeat("a", 64), Capability: access.JobCreate}, db.ErrInvalidArgument},
+		{"project unknown", access.Grant{Principal: "svc:billing", Project: "initech", Capability: access.JobCreate}, db.ErrNotFound},
+		{"capability wildcard", access.Grant{Principal: "svc:billing", Project: "acme", Capability: "job.*"}, db.ErrInvalidArgument},
+		{"capability bare", access.Grant{Principal: "svc:billing", Project: "acme", Capability: "job"}, db.ErrInvalidArgument},
+		{"capability unknown", access.Grant{Principal: "svc:billing", Project: "acme", Capability: "job.craete"}, db.ErrInvalidArgument},
+		{"capability too long", access.Grant{Principal: "svc:billing", Project: "acme", Capability: access.Capability("job." + strings.Repeat("a", 61))}, db.ErrInvalidArgument},
 	}
 	for _, tc := range cases {
-		before := grantRows(t, q)
-		_, err := access.Allow(ctx, q, tc.g, tc.by, clock.Now())
+		before := snapshot(t, e.Pool)
+		_, err := ac.Allow(ctx, tc.g)
 		require.ErrorIs(t, err, tc.want, "allow: %s", tc.name)
-		_, err = access.Revoke(ctx, q, tc.g, tc.by, clock.Now())
+		_, err = ac.Revoke(ctx, tc.g)
 		require.ErrorIs(t, err, tc.want, "revoke: %s", tc.name)
-		require.Equal(t, before, grantRows(t, q), "%s wrote something", tc.name)
+		require.Equal(t, before, snapshot(t, e.Pool), "%s wrote something", tc.name)
 		if tc.g.Principal == "svc:a\x00b" {
 			continue
 		}
-		held, err := access.Allowed(ctx, q, tc.g)
+		held, err := ac.Allowed(ctx, tc.g)
 		require.NoError(t, err, tc.name)
 		require.False(t, held, tc.name)
+	}
+}
+
+// NewClient refuses a nil pool and a malformed actor up front. The database
+// holds a caller that goes around the client to the same rule: a grant given
+// or revoked by a malformed actor is refused and writes nothing.
+func TestNewClientRefusesNilPoolAndMalformedActor(t *testing.T) {
+	t.Parallel()
+	e, _ := setup(t)
+	ctx := t.Context()
+
+	for _, tc := range []struct {
+		name  string
+		pool  db.Pool
+		actor access.Actor
+		op    string
+	}{
+		{"nil pool", nil, operator, "access.new_client"},
+		{"nil *pgxpool.Pool", (*pgxpool.Pool)(nil), operator, "access.new_client"},
+		{"malformed actor", e.Pool, "ana", "actor.validate"},
+		{"empty actor", e.Pool, "", "actor.validate"},
+	} {
+		c, err := access.NewClient(tc.pool, access.Config{Actor: tc.actor, Clock: e.Clock})
+		require.ErrorIs(t, err, db.ErrInvalidArgument, tc.name)
+		require.ErrorContains(t, err, tc.op, tc.name)
+		require.Nil(t, c, tc.name)
+	}
+
+	valid := access.Grant{Principal: "svc:billing", Project: "acme", Capability: access.JobCreate}
+	for _, by := range []access.Actor{"ana", ""} {
+		before := snapshot(t, e.Pool)
+		for _, fn := range []string{"docket.grant_add", "docket.grant_revoke"} {
+			_, err := e.Pool.Exec(ctx, `SELECT `+fn+`($1::text, $2::text, $3::text, $4::text, $5::timestamptz)`,
+				string(valid.Principal), valid.Project, string(valid.Capability), string(by), e.Clock.Now())
+			require.ErrorIs(t, db.Translate(err, "raw"), db.ErrInvalidArgument, "%s by %q", fn, by)
+		}
+		require.Equal(t, before, snapshot(t, e.Pool), "a grant by %q wrote something", by)
 	}
 }
 
@@ -179,49 +190,39 @@ func TestBadGrantsAreRefusedAndWriteNothing(t *testing.T) {
 // recorded like any other change.
 func TestGrantsByHandAreValidatedAndRecorded(t *testing.T) {
 	t.Parallel()
-	q, _ := setup(t)
+	e, ac := setup(t)
 	ctx := t.Context()
+	byHand := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	const insert = `INSERT INTO docket.grants (principal, project, capability, granted_by, granted_at)
+		VALUES ('svc:x', 'acme', 'job.create', 'user:ops', '2026-11-02T10:00:00Z')`
 
-	_, err := q.Exec(ctx, `INSERT INTO docket.grants (principal, project, capability, granted_by, granted_at)
+	_, err := e.Pool.Exec(ctx, `INSERT INTO docket.grants (principal, project, capability, granted_by, granted_at)
 		VALUES ('svc:x', 'acme', 'job.create', 'user:ana', '2026-11-02T09:00:00Z')`)
 	require.ErrorIs(t, db.Translate(err, "raw"), db.ErrInvalidArgument, "no change context: refused")
 
-	_, err = q.Exec(ctx, `INSERT INTO docket.grants (principal, project, capability, granted_by, granted_at)
+	_, err = e.Pool.Exec(ctx, `INSERT INTO docket.grants (principal, project, capability, granted_by, granted_at)
 		VALUES ('svc x', 'acme', 'job.create', 'user:ana', '2026-11-02T09:00:00Z')`)
 	require.ErrorIs(t, db.Translate(err, "raw"), db.ErrInvalidArgument, "CHECK refuses a malformed principal")
 
-	err = db.WithTx(ctx, q, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT docket.set_context('user:ops', '2026-11-02T10:00:00Z')`); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO docket.grants (principal, project, capability, granted_by, granted_at)
-			VALUES ('svc:x', 'acme', 'job.create', 'user:ops', '2026-11-02T10:00:00Z')`); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `UPDATE docket.grants SET capability = 'job.claim' WHERE principal = 'svc:x'`)
-		require.ErrorIs(t, db.Translate(err, "raw"), db.ErrImmutable, "grants are never edited")
-		return nil
-	})
-	require.Error(t, err, "the refused UPDATE aborted the transaction")
+	// Grants are never edited: the refused UPDATE aborts its transaction,
+	// the INSERT before it with it.
+	before := snapshot(t, e.Pool)
+	err = testkit.Raw(ctx, e.Pool, "user:ops", byHand,
+		insert+`; UPDATE docket.grants SET capability = 'job.claim' WHERE principal = 'svc:x'`)
+	require.ErrorIs(t, err, db.ErrImmutable, "grants are never edited")
+	require.Equal(t, before, snapshot(t, e.Pool), "the refused UPDATE aborted the transaction")
 
-	require.NoError(t, db.WithTx(ctx, q, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT docket.set_context('user:ops', '2026-11-02T10:00:00Z')`); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO docket.grants (principal, project, capability, granted_by, granted_at)
-			VALUES ('svc:x', 'acme', 'job.create', 'user:ops', '2026-11-02T10:00:00Z')`)
-		return err
-	}))
-	held, err := access.Allowed(ctx, q, access.Grant{Principal: "svc:x", Project: "acme", Capability: access.JobCreate})
+	require.NoError(t, testkit.Raw(ctx, e.Pool, "user:ops", byHand, insert))
+	held, err := ac.Allowed(ctx, access.Grant{Principal: "svc:x", Project: "acme", Capability: access.JobCreate})
 	require.NoError(t, err)
 	require.True(t, held)
 	var actor string
-	require.NoError(t, q.QueryRow(ctx, `SELECT actor FROM docket.grant_events WHERE principal = 'svc:x' AND action = 'granted'`).Scan(&actor))
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT actor FROM docket.grant_events WHERE principal = 'svc:x' AND action = 'granted'`).Scan(&actor))
 	require.Equal(t, "user:ops", actor)
 
-	_, err = q.Exec(ctx, `UPDATE docket.grant_events SET actor = 'user:mallory'`)
+	_, err = e.Pool.Exec(ctx, `UPDATE docket.grant_events SET actor = 'user:mallory'`)
 	require.ErrorIs(t, db.Translate(err, "raw"), db.ErrImmutable, "events are append-only")
-	_, err = q.Exec(ctx, `DELETE FROM docket.grant_events`)
+	_, err = e.Pool.Exec(ctx, `DELETE FROM docket.grant_events`)
 	require.ErrorIs(t, db.Translate(err, "raw"), db.ErrImmutable, "events are append-only")
 }
 
@@ -268,7 +269,7 @@ func FuzzCapabilityRuleMatchesDatabase(f *testing.F) {
 // exactly one caller told it was new.
 func TestConcurrentAllowGrantsOnce(t *testing.T) {
 	t.Parallel()
-	q, clock := setup(t)
+	e, ac := setup(t)
 	ctx := t.Context()
 	for round := range 5 {
 		g := access.Grant{Principal: access.Actor(fmt.Sprintf("svc:racer-%d", round)), Project: "acme", Capability: access.JobClaim}
@@ -279,7 +280,7 @@ func TestConcurrentAllowGrantsOnce(t *testing.T) {
 		for range callers {
 			go func() {
 				<-release
-				ok, err := access.Allow(ctx, q, g, operator, clock.Now())
+				ok, err := ac.Allow(ctx, g)
 				if ok {
 					added.Add(1)
 				}
@@ -292,17 +293,67 @@ func TestConcurrentAllowGrantsOnce(t *testing.T) {
 		}
 		require.Equal(t, int32(1), added.Load())
 		var events int
-		require.NoError(t, q.QueryRow(ctx, `SELECT count(*) FROM docket.grant_events WHERE principal = $1`, string(g.Principal)).Scan(&events))
+		require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.grant_events WHERE principal = $1`, string(g.Principal)).Scan(&events))
 		require.Equal(t, 1, events)
 	}
 }
 
 func TestCapabilitiesListsTheKnownOnes(t *testing.T) {
 	t.Parallel()
-	q, _ := setup(t)
-	caps, err := access.Capabilities(t.Context(), q)
+	_, ac := setup(t)
+	caps, err := ac.Capabilities(t.Context())
 	require.NoError(t, err)
 	for _, c := range []access.Capability{access.JobCreate, access.JobClaim, access.JobCancel, access.JobReconcile, access.LaneView, access.CaseAdmit, access.TaskReview} {
 		require.Contains(t, caps, c)
 	}
+}
+
+// The Tx forms run in the caller's transaction: their reads see its
+// uncommitted grants, and a rollback undoes what it gave and revoked.
+func TestTxFormsFollowTheCallersTransaction(t *testing.T) {
+	t.Parallel()
+	e, ac := setup(t)
+	ctx := t.Context()
+	g := access.Grant{Principal: "svc:billing", Project: "acme", Capability: access.JobCreate}
+	rollback := errors.New("roll back")
+
+	before := snapshot(t, e.Pool)
+	err := db.WithTx(ctx, e.Pool, func(tx pgx.Tx) error {
+		added, err := ac.AllowTx(ctx, tx, g)
+		require.NoError(t, err)
+		require.True(t, added)
+		held, err := ac.AllowedTx(ctx, tx, g)
+		require.NoError(t, err)
+		require.True(t, held, "the transaction sees its own grant")
+		list, err := ac.ListTx(ctx, tx, "acme")
+		require.NoError(t, err)
+		require.Equal(t, []access.Record{{Grant: g, GrantedBy: operator, GrantedAt: t0}}, list)
+		held, err = ac.Allowed(ctx, g)
+		require.NoError(t, err)
+		require.False(t, held, "the pool does not see an uncommitted grant")
+		return rollback
+	})
+	require.ErrorIs(t, err, rollback)
+	require.Equal(t, before, snapshot(t, e.Pool), "the rollback left the grant ungiven")
+
+	_, err = ac.Allow(ctx, g)
+	require.NoError(t, err)
+	given := snapshot(t, e.Pool)
+	err = db.WithTx(ctx, e.Pool, func(tx pgx.Tx) error {
+		removed, err := ac.RevokeTx(ctx, tx, g)
+		require.NoError(t, err)
+		require.True(t, removed)
+		held, err := ac.AllowedTx(ctx, tx, g)
+		require.NoError(t, err)
+		require.False(t, held)
+		caps, err := ac.CapabilitiesTx(ctx, tx)
+		require.NoError(t, err)
+		require.Contains(t, caps, access.JobCreate)
+		return rollback
+	})
+	require.ErrorIs(t, err, rollback)
+	require.Equal(t, given, snapshot(t, e.Pool), "the rollback kept the grant")
+	held, err := ac.Allowed(ctx, g)
+	require.NoError(t, err)
+	require.True(t, held)
 }

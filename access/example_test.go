@@ -8,37 +8,31 @@ import (
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/integration/pgtest"
-	"github.com/docket-dev/docket/projects"
+	"github.com/docket-dev/docket/internal/testkit"
 )
 
 func Example() {
 	ctx := context.Background()
-	url, err := pgtest.Scratch(ctx, true) // your service's database URL
-	if err != nil {
-		log.Fatal(err)
-	}
-	pool, err := db.Open(ctx, url)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer pool.Close()
 	clock := db.NewFakeClock(time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC))
+	pool := testkit.ExamplePool(ctx, clock, "user:ana", []string{"acme"}) // your service's pool, with project acme
+	defer pool.Close()
 
-	if _, err := projects.Create(ctx, pool, "acme", "user:ana", clock.Now()); err != nil {
+	// An operator, user:ana, gives the grants.
+	ac, err := access.NewClient(pool, access.Config{Actor: "user:ana", Clock: clock})
+	if err != nil {
 		log.Fatal(err)
 	}
 	billing := access.Grant{Principal: "svc:billing", Project: "acme", Capability: access.JobCreate}
-	if _, err := access.Allow(ctx, pool, billing, "user:ana", clock.Now()); err != nil {
+	if _, err := ac.Allow(ctx, billing); err != nil {
 		log.Fatal(err)
 	}
 
-	held, _ := access.Allowed(ctx, pool, billing)
+	held, _ := ac.Allowed(ctx, billing)
 	fmt.Println("job.create on acme:", held)
-	held, _ = access.Allowed(ctx, pool, access.Grant{Principal: "svc:billing", Project: "acme", Capability: access.JobCancel})
+	held, _ = ac.Allowed(ctx, access.Grant{Principal: "svc:billing", Project: "acme", Capability: access.JobCancel})
 	fmt.Println("job.cancel on acme:", held)
 
-	_, err = access.Allow(ctx, pool, access.Grant{Principal: "svc:billing", Project: "acme", Capability: "job.*"}, "user:ana", clock.Now())
+	_, err = ac.Allow(ctx, access.Grant{Principal: "svc:billing", Project: "acme", Capability: "job.*"})
 	fmt.Println(err)
 	// Output:
 	// job.create on acme: true

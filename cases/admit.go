@@ -3,6 +3,8 @@ package cases
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/internal/dbsqlc"
 )
@@ -32,11 +34,11 @@ type Admitted struct {
 // Admit finds or creates the case a, in its own transaction. See
 // [Client.AdmitTx].
 func (c *Client) Admit(ctx context.Context, a Admission) (Admitted, error) {
-	return c.AdmitTx(ctx, c.pool, a)
+	return c.admit(ctx, c.pool, a)
 }
 
 // AdmitTx finds the open case of a.Project holding any of a.Keys, or creates
-// one of a.Kind holding them all, on q. Keys of a found case that no open
+// one of a.Kind holding them all, in tx. Keys of a found case that no open
 // case holds are attached to it. Concurrent admissions for one new matter
 // make exactly one case, whichever commits first; each gets its id. The
 // unique index over held keys decides, so this holds across processes. q must
@@ -48,7 +50,12 @@ func (c *Client) Admit(ctx context.Context, a Admission) (Admitted, error) {
 // ([db.ErrInvalidArgument]); an actor without case.admit on the project, or
 // an unknown project ([db.ErrNotPermitted]); keys held by two different open
 // cases ([db.ErrAmbiguousCorrelation], naming both).
-func (c *Client) AdmitTx(ctx context.Context, q db.DBTX, a Admission) (Admitted, error) {
+func (c *Client) AdmitTx(ctx context.Context, tx pgx.Tx, a Admission) (Admitted, error) {
+	return c.admit(ctx, tx, a)
+}
+
+// admit is [Client.AdmitTx] on q: the client's pool or the caller's transaction.
+func (c *Client) admit(ctx context.Context, q db.DBTX, a Admission) (Admitted, error) {
 	const op = "case.admit"
 	if len(a.Keys) == 0 || len(a.Keys) > MaxKeys {
 		return Admitted{}, db.Refuse(db.ErrInvalidArgument, op, "want 1..32 keys", "project", a.Project)
@@ -70,14 +77,19 @@ func (c *Client) AdmitTx(ctx context.Context, q db.DBTX, a Admission) (Admitted,
 // Correlate returns the open case of project holding any of keys, in its
 // own transaction. See [Client.CorrelateTx].
 func (c *Client) Correlate(ctx context.Context, project string, keys ...Key) (Case, error) {
-	return c.CorrelateTx(ctx, c.pool, project, keys...)
+	return c.correlate(ctx, c.pool, project, keys...)
 }
 
 // CorrelateTx returns the open case of project holding any of keys, read on
 // q: admission's lookup, creating and attaching nothing. It returns
 // [db.ErrNotFound] when no open case holds any of them, and refuses as
 // [Client.AdmitTx] does.
-func (c *Client) CorrelateTx(ctx context.Context, q db.DBTX, project string, keys ...Key) (Case, error) {
+func (c *Client) CorrelateTx(ctx context.Context, tx pgx.Tx, project string, keys ...Key) (Case, error) {
+	return c.correlate(ctx, tx, project, keys...)
+}
+
+// correlate is [Client.CorrelateTx] on q: the client's pool or the caller's transaction.
+func (c *Client) correlate(ctx context.Context, q db.DBTX, project string, keys ...Key) (Case, error) {
 	const op = "case.correlate"
 	if len(keys) == 0 || len(keys) > MaxKeys {
 		return Case{}, db.Refuse(db.ErrInvalidArgument, op, "want 1..32 keys", "project", project)

@@ -65,21 +65,21 @@ type Snapshot struct {
 	Version int64
 }
 
-// EventKind names what a case [Event] records.
-type EventKind string
+// EventType names what a case [Event] records.
+type EventType string
 
 // The kinds of case events.
 const (
-	EventCreated     EventKind = "created"      // the case was admitted (To "open"; Detail: kind)
-	EventStatus      EventKind = "status"       // it was closed or reopened (From, To)
-	EventState       EventKind = "state"        // its state was written (From, To: versions)
-	EventKeyClaimed  EventKind = "key_claimed"  // it claimed a key (Detail: namespace, value)
-	EventKeyReleased EventKind = "key_released" // it released a key when it closed
-	EventObligation  EventKind = "obligation"   // an obligation was registered (To "pending") or moved
-	EventLateMeet    EventKind = "late_meet"    // a breached obligation was met after all; the breach stands
-	EventWait        EventKind = "wait"         // a wait was registered (To "waiting") or ended (From, To; Detail: message, job)
-	EventMessage     EventKind = "message"      // a message addressed to the case was dead-lettered (Detail: reason)
-	EventTimer       EventKind = "timer"        // a timer was set (To "set") or cancelled by the close (To "cancelled")
+	EventCreated     EventType = "created"      // the case was admitted (To "open"; Detail: kind)
+	EventStatus      EventType = "status"       // it was closed or reopened (From, To)
+	EventState       EventType = "state"        // its state was written (From, To: versions)
+	EventKeyClaimed  EventType = "key_claimed"  // it claimed a key (Detail: namespace, value)
+	EventKeyReleased EventType = "key_released" // it released a key when it closed
+	EventObligation  EventType = "obligation"   // an obligation was registered (To "pending") or moved
+	EventLateMeet    EventType = "late_meet"    // a breached obligation was met after all; the breach stands
+	EventWait        EventType = "wait"         // a wait was registered (To "waiting") or ended (From, To; Detail: message, job)
+	EventMessage     EventType = "message"      // a message addressed to the case was dead-lettered (Detail: reason)
+	EventTimer       EventType = "timer"        // a timer was set (To "set") or cancelled by the close (To "cancelled")
 )
 
 // Event is one recorded change of a case or of something it holds. Detail
@@ -88,7 +88,7 @@ const (
 type Event struct {
 	ID     int64
 	CaseID int64
-	What   EventKind
+	Type   EventType
 	From   string
 	To     string
 	Actor  access.Actor
@@ -117,7 +117,7 @@ func fromKeyRow(r *dbsqlc.DocketCaseKey) KeyClaim {
 
 func fromEventRow(r *dbsqlc.DocketCaseEvent) Event {
 	e := Event{
-		ID: r.ID, CaseID: r.CaseID, What: EventKind(r.What), Actor: access.Actor(r.Actor), At: r.At.UTC(),
+		ID: r.ID, CaseID: r.CaseID, Type: EventType(r.What), Actor: access.Actor(r.Actor), At: r.At.UTC(),
 		Detail: r.Detail,
 	}
 	if r.FromState != nil {

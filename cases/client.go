@@ -13,13 +13,6 @@ import (
 
 var queries = dbsqlc.New()
 
-// Pool is what a [Client] runs on when no transaction is given: a
-// *pgxpool.Pool, or a *pgx.Conn.
-type Pool interface {
-	db.DBTX
-	db.Beginner
-}
-
 // Config configures a [Client].
 type Config struct {
 	// Actor is who the client acts as; every change it makes is attributed
@@ -47,13 +40,13 @@ type Dispatcher interface {
 // grants. It is safe for concurrent use.
 //
 // Each operation comes in two forms: one that runs on the client's pool, and
-// one ending in Tx that runs on the caller's transaction (or any [db.DBTX]),
-// so an admission, a state write or an obligation commits or rolls back with
-// the caller's own writes. A refused call writes nothing; in the caller's
+// one ending in Tx that runs in the caller's transaction, so an admission,
+// a state write or an obligation commits or rolls back with the caller's own
+// writes. A refused call writes nothing; in the caller's
 // transaction, Postgres then refuses further statements until the caller
 // rolls back (or uses a savepoint, as [db.WithTx] on a pgx.Tx does).
 type Client struct {
-	pool       Pool
+	pool       db.Pool
 	actor      access.Actor
 	clock      db.Clock
 	dispatcher Dispatcher
@@ -62,7 +55,7 @@ type Client struct {
 // NewClient returns a client on pool, typically a *pgxpool.Pool. It refuses,
 // with [db.ErrInvalidArgument], a nil pool or a malformed actor. It does not
 // check the actor's grants: the database decides that on each call.
-func NewClient(pool Pool, cfg Config) (*Client, error) {
+func NewClient(pool db.Pool, cfg Config) (*Client, error) {
 	if db.IsNil(pool) {
 		return nil, db.Refuse(db.ErrInvalidArgument, "cases.new_client", "pool is nil")
 	}
@@ -89,7 +82,7 @@ func (c *Client) dispatch(ctx context.Context, q db.DBTX, ids ...int64) error {
 	if err != nil {
 		return err
 	}
-	js, err := jc.GetMany(ctx, tx, ids)
+	js, err := jc.GetManyTx(ctx, tx, ids)
 	if err != nil {
 		return err
 	}

@@ -10,10 +10,10 @@ import (
 
 // Close closes case id, in its own transaction. See [Client.CloseTx].
 func (c *Client) Close(ctx context.Context, id int64) (Case, error) {
-	return c.CloseTx(ctx, c.pool, id)
+	return c.close(ctx, c.pool, id)
 }
 
-// CloseTx closes case id on q and releases its keys, so a new matter with
+// CloseTx closes case id in tx and releases its keys, so a new matter with
 // the same keys opens a fresh case. In the same transaction it withdraws the
 // case's waiting waits, dead-letters the buffered messages addressed to it
 // and cancels its timers whose jobs are still queued. Closing a closed case
@@ -24,7 +24,12 @@ func (c *Client) Close(ctx context.Context, id int64) (Case, error) {
 // It refuses, writing nothing: an unknown case or one the actor may not write
 // ([db.ErrNotFound]); a case with pending obligations
 // ([db.ErrObligationsOutstanding], naming them).
-func (c *Client) CloseTx(ctx context.Context, q db.DBTX, id int64) (Case, error) {
+func (c *Client) CloseTx(ctx context.Context, tx pgx.Tx, id int64) (Case, error) {
+	return c.close(ctx, tx, id)
+}
+
+// close is [Client.CloseTx] on q: the client's pool or the caller's transaction.
+func (c *Client) close(ctx context.Context, q db.DBTX, id int64) (Case, error) {
 	row, err := queries.CaseClose(ctx, q, id, string(c.actor), c.clock.Now())
 	if err != nil {
 		return Case{}, db.Translate(err, "case.close", "case", id)
@@ -53,14 +58,14 @@ func (c *Client) Reopen(ctx context.Context, id int64) (Reopened, error) {
 	return r, err
 }
 
-// ReopenTx reopens case id on q and takes back the keys it held when it
+// ReopenTx reopens case id in tx and takes back the keys it held when it
 // closed that no open case has claimed since; a key another case claimed
 // stays with that case (Left). Reopening an open case is a no-op that takes
 // nothing. It refuses, writing nothing, an unknown case or one the actor may
 // not write ([db.ErrNotFound]).
-func (c *Client) ReopenTx(ctx context.Context, q db.DBTX, id int64) (Reopened, error) {
+func (c *Client) ReopenTx(ctx context.Context, tx pgx.Tx, id int64) (Reopened, error) {
 	const op = "case.reopen"
-	rows, err := queries.CaseReopen(ctx, q, id, string(c.actor), c.clock.Now())
+	rows, err := queries.CaseReopen(ctx, tx, id, string(c.actor), c.clock.Now())
 	if err != nil {
 		return Reopened{}, db.Translate(err, op, "case", id)
 	}
@@ -72,7 +77,7 @@ func (c *Client) ReopenTx(ctx context.Context, q db.DBTX, id int64) (Reopened, e
 			r.Left = append(r.Left, Key{Namespace: k.Namespace, Value: k.Value})
 		}
 	}
-	if r.Case, err = c.GetTx(ctx, q, id); err != nil {
+	if r.Case, err = c.GetTx(ctx, tx, id); err != nil {
 		return Reopened{}, err
 	}
 	return r, nil

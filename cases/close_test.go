@@ -60,12 +60,12 @@ func TestCloseReleasesKeysAndReopenTakesBackTheFreeOnes(t *testing.T) {
 
 	h, err := e.app.History(ctx, first.ID)
 	require.NoError(t, err)
-	var whats []cases.EventKind
+	var whats []cases.EventType
 	for _, ev := range h {
 		require.Equal(t, first.ID, ev.CaseID)
-		whats = append(whats, ev.What)
+		whats = append(whats, ev.Type)
 	}
-	require.Equal(t, []cases.EventKind{
+	require.Equal(t, []cases.EventType{
 		cases.EventCreated, cases.EventKeyClaimed, cases.EventKeyClaimed,
 		cases.EventKeyReleased, cases.EventKeyReleased, cases.EventStatus,
 		cases.EventStatus, cases.EventKeyClaimed,

@@ -13,29 +13,15 @@ import (
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/cases"
 	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/integration/pgtest"
-	"github.com/docket-dev/docket/projects"
+	"github.com/docket-dev/docket/internal/testkit"
 )
 
 // examplePool stands in for your service's pool: a fresh migrated database
-// with project acme, where svc:switch may admit cases.
-func examplePool(ctx context.Context, clock db.Clock) *pgxpool.Pool {
-	url, err := pgtest.Scratch(ctx, true)
-	if err != nil {
-		log.Fatal(err)
-	}
-	pool, err := db.Open(ctx, url)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if _, err := projects.Create(ctx, pool, "acme", "user:ops", clock.Now()); err != nil {
-		log.Fatal(err)
-	}
-	g := access.Grant{Principal: "svc:switch", Project: "acme", Capability: access.CaseAdmit}
-	if _, err := access.Allow(ctx, pool, g, "user:ops", clock.Now()); err != nil {
-		log.Fatal(err)
-	}
-	return pool
+// with project acme, where svc:switch may admit cases and each of grants is
+// given.
+func examplePool(ctx context.Context, clock db.Clock, grants ...access.Grant) *pgxpool.Pool {
+	return testkit.ExamplePool(ctx, clock, "user:ops", []string{"acme"},
+		append([]access.Grant{{Principal: "svc:switch", Project: "acme", Capability: access.CaseAdmit}}, grants...)...)
 }
 
 func Example() {
@@ -107,17 +93,12 @@ func Example() {
 func ExampleClient_Await() {
 	ctx := context.Background()
 	clock := db.NewFakeClock(time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC))
-	pool := examplePool(ctx, clock)
+	pool := examplePool(ctx, clock,
+		access.Grant{Principal: "svc:switch", Project: "acme", Capability: access.JobCreate},
+		access.Grant{Principal: "svc:inbox", Project: "acme", Capability: access.MessageDeliver},
+		access.Grant{Principal: "svc:inbox", Project: "acme", Capability: access.JobCreate},
+	)
 	defer pool.Close()
-	for _, g := range []access.Grant{
-		{Principal: "svc:switch", Project: "acme", Capability: access.JobCreate},
-		{Principal: "svc:inbox", Project: "acme", Capability: access.MessageDeliver},
-		{Principal: "svc:inbox", Project: "acme", Capability: access.JobCreate},
-	} {
-		if _, err := access.Allow(ctx, pool, g, "user:ops", clock.Now()); err != nil {
-			log.Fatal(err)
-		}
-	}
 	app, err := cases.NewClient(pool, cases.Config{Actor: "svc:switch", Clock: clock})
 	if err != nil {
 		log.Fatal(err)

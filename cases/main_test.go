@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -14,7 +13,8 @@ import (
 	"github.com/docket-dev/docket/cases"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/integration/pgtest"
-	"github.com/docket-dev/docket/projects"
+	"github.com/docket-dev/docket/internal/testkit"
+	"github.com/docket-dev/docket/worker"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -36,9 +36,22 @@ const (
 	rival   access.Actor = "svc:rival"
 )
 
-var t0 = time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
+var t0 = testkit.T0
+
+// byHand is the instant raw's changes are made at: a day after t0.
+var byHand = t0.Add(24 * time.Hour)
+
+// grants are the cast's grants.
+var grants = testkit.Join(
+	testkit.Grants(app, project, access.CaseAdmit, access.JobCreate),
+	testkit.Grants(vic, project, access.CaseView),
+	testkit.Grants(sweeper, project, access.CaseSweep, access.JobCreate, access.JobClaim),
+	testkit.Grants(inbox, project, access.MessageDeliver, access.JobCreate),
+	testkit.Grants(rival, other, access.CaseAdmit),
+)
 
 type env struct {
+	kit   testkit.Env // gives further grants, as ops
 	pool  *pgxpool.Pool
 	clock *db.FakeClock
 	app   *cases.Client
@@ -48,26 +61,8 @@ type env struct {
 // cast's grants, and a client acting as app on a fake clock at t0.
 func setup(t testing.TB) env {
 	t.Helper()
-	ctx := context.Background()
-	e := env{pool: pgtest.NewDB(t), clock: db.NewFakeClock(t0)}
-	for _, p := range []string{project, other} {
-		_, err := projects.Create(ctx, e.pool, p, ops, e.clock.Now())
-		require.NoError(t, err)
-	}
-	for _, g := range []access.Grant{
-		{Principal: app, Project: project, Capability: access.CaseAdmit},
-		{Principal: app, Project: project, Capability: access.JobCreate},
-		{Principal: vic, Project: project, Capability: access.CaseView},
-		{Principal: sweeper, Project: project, Capability: access.CaseSweep},
-		{Principal: sweeper, Project: project, Capability: access.JobCreate},
-		{Principal: sweeper, Project: project, Capability: access.JobClaim},
-		{Principal: inbox, Project: project, Capability: access.MessageDeliver},
-		{Principal: inbox, Project: project, Capability: access.JobCreate},
-		{Principal: rival, Project: other, Capability: access.CaseAdmit},
-	} {
-		_, err := access.Allow(ctx, e.pool, g, ops, e.clock.Now())
-		require.NoError(t, err)
-	}
+	k := testkit.Setup(t, ops, []string{project, other}, grants...)
+	e := env{kit: k, pool: k.Pool, clock: k.Clock}
 	e.app = e.as(t, app)
 	return e
 }
@@ -92,37 +87,38 @@ func (e env) admit(t testing.TB, keys ...cases.Key) cases.Admitted {
 func key(ns, v string) cases.Key { return cases.Key{Namespace: ns, Value: v} }
 
 // snapshot renders every case, key, obligation, case event, message, wait,
-// timer and job, to show a refusal changed nothing.
+// timer and job (its id and state), to show a refusal changed nothing.
 func snapshot(t testing.TB, q db.DBTX) string {
 	t.Helper()
-	var s string
-	require.NoError(t, q.QueryRow(context.Background(), `
-		SELECT coalesce((SELECT string_agg(x::text, ';' ORDER BY id) FROM docket.cases x), '') || '|' ||
-		       coalesce((SELECT string_agg(x::text, ';' ORDER BY id) FROM docket.case_keys x), '') || '|' ||
-		       coalesce((SELECT string_agg(x::text, ';' ORDER BY id) FROM docket.obligations x), '') || '|' ||
-		       coalesce((SELECT string_agg(x::text, ';' ORDER BY id) FROM docket.case_events x), '') || '|' ||
-		       coalesce((SELECT string_agg(x::text, ';' ORDER BY id) FROM docket.messages x), '') || '|' ||
-		       coalesce((SELECT string_agg(x::text, ';' ORDER BY id) FROM docket.waits x), '') || '|' ||
-		       coalesce((SELECT string_agg(x::text, ';' ORDER BY id) FROM docket.timers x), '') || '|' ||
-		       coalesce((SELECT string_agg(x.id::text || x.state, ';' ORDER BY id) FROM docket.jobs x), '')`).Scan(&s))
-	return s
+	return testkit.Snapshot(t, q, "docket.cases", "docket.case_keys", "docket.obligations", "docket.case_events",
+		"docket.messages", "docket.waits", "docket.timers", "docket.jobs(id, state)")
 }
 
-// raw runs sql by hand, as an operator in psql would: in a transaction of
-// its own with the change context set, committed when sql succeeds.
+// raw runs sql by hand, as ops would in psql at byHand: in a transaction of
+// its own, committed when sql succeeds.
 func raw(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) error {
-	err := db.WithTx(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT docket.set_context('user:ops', '2026-11-03T09:00:00Z')`); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, sql, args...)
-		return err
-	})
-	return db.Translate(err, "raw")
+	return testkit.Raw(ctx, pool, ops, byHand, sql, args...)
+}
+
+// sweeperWorker returns a worker acting as sweeper on clock, running reg's
+// handlers and quick to fetch their dispatches, not started; edit, when not
+// nil, shapes the rest of its config.
+func sweeperWorker(t testing.TB, e env, clock db.Clock, reg *worker.Registry, edit func(*worker.Config)) *worker.Client {
+	t.Helper()
+	cfg := worker.Config{
+		Actor: sweeper, Registry: reg, Clock: clock, Deployment: "test", Logger: testkit.Logger,
+		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	w, err := worker.NewClient(e.pool, cfg)
+	require.NoError(t, err)
+	return w
 }
 
 // countEvents returns how many events of kind what case id has.
-func countEvents(t testing.TB, q db.DBTX, id int64, what cases.EventKind) int {
+func countEvents(t testing.TB, q db.DBTX, id int64, what cases.EventType) int {
 	t.Helper()
 	var n int
 	require.NoError(t, q.QueryRow(context.Background(),

@@ -12,6 +12,7 @@ import (
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/internal/dbsqlc"
+	"github.com/docket-dev/docket/internal/paging"
 )
 
 // MessageStatus is where an inbound message stands. The legal moves are the
@@ -96,7 +97,7 @@ func (c *Client) Deliver(ctx context.Context, d Delivery) (Delivered, error) {
 	return inTx(ctx, c.pool, func(tx pgx.Tx) (Delivered, error) { return c.DeliverTx(ctx, tx, d) })
 }
 
-// DeliverTx delivers d to the waits of d.Project on q. It stores the message
+// DeliverTx delivers d to the waits of d.Project in tx. It stores the message
 // first, then offers it to the oldest waiting wait of the project that names
 // a subset of its keys and whose deadline is after now; that wait consumes
 // it and enqueues its arrival continuation in the same transaction (see
@@ -120,8 +121,8 @@ func (c *Client) Deliver(ctx context.Context, d Delivery) (Delivered, error) {
 // without both message.deliver and job.create on the project, or an unknown
 // project ([db.ErrNotPermitted]); the same producer and id with other keys,
 // payload or addressee ([db.ErrIdempotencyConflict]).
-func (c *Client) DeliverTx(ctx context.Context, q db.DBTX, d Delivery) (Delivered, error) {
-	return c.deliver(ctx, q, d, 0)
+func (c *Client) DeliverTx(ctx context.Context, tx pgx.Tx, d Delivery) (Delivered, error) {
+	return c.deliver(ctx, tx, d, 0)
 }
 
 // DeliverTo delivers d to the waits of case caseID alone, in its own
@@ -130,16 +131,16 @@ func (c *Client) DeliverTo(ctx context.Context, caseID int64, d Delivery) (Deliv
 	return inTx(ctx, c.pool, func(tx pgx.Tx) (Delivered, error) { return c.DeliverToTx(ctx, tx, caseID, d) })
 }
 
-// DeliverToTx delivers d on q as [Client.DeliverTx] does, to the waits of
+// DeliverToTx delivers d in tx as [Client.DeliverTx] does, to the waits of
 // case caseID of d.Project alone: it reaches that case or no one. If the case
 // closes without consuming it, it is dead-lettered with a reason saying so.
 // Beyond DeliverTx's refusals, it refuses a case that is not one of
 // d.Project's ([db.ErrNotFound]).
-func (c *Client) DeliverToTx(ctx context.Context, q db.DBTX, caseID int64, d Delivery) (Delivered, error) {
+func (c *Client) DeliverToTx(ctx context.Context, tx pgx.Tx, caseID int64, d Delivery) (Delivered, error) {
 	if caseID <= 0 {
 		return Delivered{}, db.Refuse(db.ErrInvalidArgument, "message.deliver", fmt.Sprintf("addressee case %d: want a case id", caseID))
 	}
-	return c.deliver(ctx, q, d, caseID)
+	return c.deliver(ctx, tx, d, caseID)
 }
 
 func (c *Client) deliver(ctx context.Context, q db.DBTX, d Delivery, caseID int64) (Delivered, error) {
@@ -189,10 +190,21 @@ func (c *Client) deliver(ctx context.Context, q db.DBTX, d Delivery, caseID int6
 	return out, nil
 }
 
-// Message returns message id read on q, or [db.ErrNotFound] when there is
+// Message returns message id, or [db.ErrNotFound] when there is
 // none or the actor may not read its project's messages (it needs
 // message.deliver, case.admit or case.view there).
-func (c *Client) Message(ctx context.Context, q db.DBTX, id int64) (Message, error) {
+func (c *Client) Message(ctx context.Context, id int64) (Message, error) {
+	return c.message(ctx, c.pool, id)
+}
+
+// MessageTx is [Client.Message] read in tx, the caller's transaction: it sees what tx
+// has written and not yet committed, and writes nothing itself.
+func (c *Client) MessageTx(ctx context.Context, tx pgx.Tx, id int64) (Message, error) {
+	return c.message(ctx, tx, id)
+}
+
+// message is [Client.Message] on q: the client's pool or the caller's transaction.
+func (c *Client) message(ctx context.Context, q db.DBTX, id int64) (Message, error) {
 	row, err := queries.MessageGet(ctx, q, id, string(c.actor))
 	if err != nil {
 		return Message{}, db.Translate(err, "message.get", "message", id)
@@ -225,37 +237,40 @@ type DeadLetterFilter struct {
 	// Before continues a listing: only dead letters with a smaller id. Pass
 	// the last id of one page to get the next.
 	Before int64
-	// Limit is the page size, 1..[MaxPage]. Defaults to 100.
+	// Limit is the page size, 1..[db.MaxPage]. Defaults to [db.DefaultPage].
 	Limit int
 }
 
 // DeadLetters returns the dead letters of f.Project, newest first, in its
 // own transaction. See [Client.DeadLettersTx].
 func (c *Client) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, error) {
-	return c.DeadLettersTx(ctx, c.pool, f)
+	return c.deadLetters(ctx, c.pool, f)
 }
 
-// DeadLettersTx returns a page of the dead letters of f.Project read on q,
+// DeadLettersTx returns a page of the dead letters of f.Project read in tx,
 // newest first. A non-empty list means a correlation key is wrong somewhere:
 // a message arrived, was held, and nothing ever asked for it. An actor that
 // may not read the project's messages gets an empty list, not an error. It
-// refuses an empty project, a limit outside 1..[MaxPage] or a negative
+// refuses an empty project, a limit outside 1..[db.MaxPage] or a negative
 // Before with [db.ErrInvalidArgument].
-func (c *Client) DeadLettersTx(ctx context.Context, q db.DBTX, f DeadLetterFilter) ([]DeadLetter, error) {
+func (c *Client) DeadLettersTx(ctx context.Context, tx pgx.Tx, f DeadLetterFilter) ([]DeadLetter, error) {
+	return c.deadLetters(ctx, tx, f)
+}
+
+// deadLetters is [Client.DeadLettersTx] on q: the client's pool or the caller's transaction.
+func (c *Client) deadLetters(ctx context.Context, q db.DBTX, f DeadLetterFilter) ([]DeadLetter, error) {
 	const op = "message.dead_letters"
-	if f.Project == "" {
-		return nil, db.Refuse(db.ErrInvalidArgument, op, "project is empty: dead letters are listed per project")
+	if err := paging.Project(op, "dead letters", f.Project); err != nil {
+		return nil, err
 	}
-	if f.Limit == 0 {
-		f.Limit = 100
+	limit, err := paging.Limit(op, f.Limit)
+	if err != nil {
+		return nil, err
 	}
-	if f.Limit < 1 || f.Limit > MaxPage {
-		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("limit %d is outside 1..%d", f.Limit, MaxPage))
+	if err := paging.Cursor(op, "before", f.Before); err != nil {
+		return nil, err
 	}
-	if f.Before < 0 {
-		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("before %d is negative", f.Before))
-	}
-	rows, err := queries.MessagesDead(ctx, q, f.Project, f.Before, string(c.actor), int32(f.Limit))
+	rows, err := queries.MessagesDead(ctx, q, f.Project, f.Before, string(c.actor), limit)
 	if err != nil {
 		return nil, db.Translate(err, op, "project", f.Project)
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/cases/calendar"
 	"github.com/docket-dev/docket/db"
@@ -102,10 +104,10 @@ const MaxRule = 500
 // RegisterObligation registers obligation spec on case caseID, in its own
 // transaction. See [Client.RegisterObligationTx].
 func (c *Client) RegisterObligation(ctx context.Context, caseID int64, spec ObligationSpec) (Obligation, error) {
-	return c.RegisterObligationTx(ctx, c.pool, caseID, spec)
+	return c.registerObligation(ctx, c.pool, caseID, spec)
 }
 
-// RegisterObligationTx registers obligation spec on case caseID on q and
+// RegisterObligationTx registers obligation spec on case caseID in tx and
 // returns it pending. Registering again what is already pending under that
 // name, on the same terms, is a no-op that returns it. It decides under the
 // case row's lock, as [Client.CloseTx] does, so it never gives a closed
@@ -116,7 +118,12 @@ func (c *Client) RegisterObligation(ctx context.Context, caseID int64, spec Obli
 // actor may not write ([db.ErrNotFound]); a closed case
 // ([db.ErrCaseClosed]); a pending obligation of that name on other terms
 // ([db.ErrAlreadyExists]).
-func (c *Client) RegisterObligationTx(ctx context.Context, q db.DBTX, caseID int64, spec ObligationSpec) (Obligation, error) {
+func (c *Client) RegisterObligationTx(ctx context.Context, tx pgx.Tx, caseID int64, spec ObligationSpec) (Obligation, error) {
+	return c.registerObligation(ctx, tx, caseID, spec)
+}
+
+// registerObligation is [Client.RegisterObligationTx] on q: the client's pool or the caller's transaction.
+func (c *Client) registerObligation(ctx context.Context, q db.DBTX, caseID int64, spec ObligationSpec) (Obligation, error) {
 	return c.register(ctx, q, caseID, spec, "", "")
 }
 
@@ -124,10 +131,10 @@ func (c *Client) RegisterObligationTx(ctx context.Context, q db.DBTX, caseID int
 // instant d.Calendar resolves d.Spec to from d.From, in its own transaction.
 // See [Client.RegisterFromSpecTx].
 func (c *Client) RegisterFromSpec(ctx context.Context, caseID int64, name string, d Deadline, esc *Escalation) (Obligation, error) {
-	return c.RegisterFromSpecTx(ctx, c.pool, caseID, name, d, esc)
+	return c.registerFromSpec(ctx, c.pool, caseID, name, d, esc)
 }
 
-// RegisterFromSpecTx registers obligation name on case caseID on q, due at
+// RegisterFromSpecTx registers obligation name on case caseID in tx, due at
 // the instant d.Calendar resolves d.Spec to from d.From. It stores the
 // instant with the spec and the calendar's digest, and never recomputes it:
 // a corrected calendar does not move an obligation already registered, and
@@ -135,7 +142,12 @@ func (c *Client) RegisterFromSpec(ctx context.Context, caseID int64, name string
 // resolve exactly is refused with [db.ErrInvalidArgument] (wrapping the
 // calendar's error), as is a nil calendar or a spec over [MaxRule]
 // characters; otherwise it refuses as [Client.RegisterObligationTx].
-func (c *Client) RegisterFromSpecTx(ctx context.Context, q db.DBTX, caseID int64, name string, d Deadline, esc *Escalation) (Obligation, error) {
+func (c *Client) RegisterFromSpecTx(ctx context.Context, tx pgx.Tx, caseID int64, name string, d Deadline, esc *Escalation) (Obligation, error) {
+	return c.registerFromSpec(ctx, tx, caseID, name, d, esc)
+}
+
+// registerFromSpec is [Client.RegisterFromSpecTx] on q: the client's pool or the caller's transaction.
+func (c *Client) registerFromSpec(ctx context.Context, q db.DBTX, caseID int64, name string, d Deadline, esc *Escalation) (Obligation, error) {
 	const op = "obligation.register"
 	if db.IsNil(d.Calendar) {
 		return Obligation{}, db.Refuse(db.ErrInvalidArgument, op, "no calendar to resolve the deadline", "case", caseID)
@@ -178,42 +190,57 @@ func (c *Client) register(ctx context.Context, q db.DBTX, caseID int64, spec Obl
 // Meet records that obligation id was met, in its own transaction. See
 // [Client.MeetTx].
 func (c *Client) Meet(ctx context.Context, id int64) (Obligation, error) {
-	return c.MeetTx(ctx, c.pool, id)
+	return c.meet(ctx, c.pool, id)
 }
 
-// MeetTx records on q that obligation id was met: [Client.SettleTx] to
+// MeetTx records in tx that obligation id was met: [Client.SettleTx] to
 // [Met]. Meeting a breached obligation records a late meet beside the
 // breach and returns it still breached.
-func (c *Client) MeetTx(ctx context.Context, q db.DBTX, id int64) (Obligation, error) {
-	return c.SettleTx(ctx, q, id, Met)
+func (c *Client) MeetTx(ctx context.Context, tx pgx.Tx, id int64) (Obligation, error) {
+	return c.meet(ctx, tx, id)
+}
+
+// meet is [Client.MeetTx] on q: the client's pool or the caller's transaction.
+func (c *Client) meet(ctx context.Context, q db.DBTX, id int64) (Obligation, error) {
+	return c.settle(ctx, q, id, Met)
 }
 
 // Withdraw records that obligation id is no longer owed, in its own
 // transaction. See [Client.WithdrawTx].
 func (c *Client) Withdraw(ctx context.Context, id int64) (Obligation, error) {
-	return c.WithdrawTx(ctx, c.pool, id)
+	return c.withdraw(ctx, c.pool, id)
 }
 
-// WithdrawTx records on q that obligation id is no longer owed:
+// WithdrawTx records in tx that obligation id is no longer owed:
 // [Client.SettleTx] to [Withdrawn].
-func (c *Client) WithdrawTx(ctx context.Context, q db.DBTX, id int64) (Obligation, error) {
-	return c.SettleTx(ctx, q, id, Withdrawn)
+func (c *Client) WithdrawTx(ctx context.Context, tx pgx.Tx, id int64) (Obligation, error) {
+	return c.withdraw(ctx, tx, id)
+}
+
+// withdraw is [Client.WithdrawTx] on q: the client's pool or the caller's transaction.
+func (c *Client) withdraw(ctx context.Context, q db.DBTX, id int64) (Obligation, error) {
+	return c.settle(ctx, q, id, Withdrawn)
 }
 
 // Breach records that obligation id was breached and enqueues its
 // escalation, in its own transaction. See [Client.BreachTx].
 func (c *Client) Breach(ctx context.Context, id int64) (Obligation, error) {
-	return c.BreachTx(ctx, c.pool, id)
+	return c.breach(ctx, c.pool, id)
 }
 
-// BreachTx records on q that obligation id was breached and enqueues its
+// BreachTx records in tx that obligation id was breached and enqueues its
 // escalation in the same transaction: [Client.SettleTx] to [Breached].
-func (c *Client) BreachTx(ctx context.Context, q db.DBTX, id int64) (Obligation, error) {
-	return c.SettleTx(ctx, q, id, Breached)
+func (c *Client) BreachTx(ctx context.Context, tx pgx.Tx, id int64) (Obligation, error) {
+	return c.breach(ctx, tx, id)
+}
+
+// breach is [Client.BreachTx] on q: the client's pool or the caller's transaction.
+func (c *Client) breach(ctx context.Context, q db.DBTX, id int64) (Obligation, error) {
+	return c.settle(ctx, q, id, Breached)
 }
 
 // SettleTx moves obligation id from pending to to (met, withdrawn or
-// breached) on q and returns it. A breach enqueues the obligation's
+// breached) in tx and returns it. A breach enqueues the obligation's
 // escalation job in the same transaction, for the worker's dispatch sweep to
 // run (the breach sweep, [BreachSweep], dispatches it at once). Re-applying
 // the state it holds is a no-op that records nothing. Meeting a breached
@@ -225,7 +252,18 @@ func (c *Client) BreachTx(ctx context.Context, q db.DBTX, id int64) (Obligation,
 // actor may not write ([db.ErrNotFound]); any other move out of a terminal
 // state ([db.ErrIllegalTransition]); a breach whose escalation the actor may
 // not enqueue, without job.create ([db.ErrNotPermitted]).
-func (c *Client) SettleTx(ctx context.Context, q db.DBTX, id int64, to ObligationState) (Obligation, error) {
+func (c *Client) SettleTx(ctx context.Context, tx pgx.Tx, id int64, to ObligationState) (Obligation, error) {
+	return c.settle(ctx, tx, id, to)
+}
+
+// Settle moves obligation id from pending to to, in its own transaction. See
+// [Client.SettleTx].
+func (c *Client) Settle(ctx context.Context, id int64, to ObligationState) (Obligation, error) {
+	return c.settle(ctx, c.pool, id, to)
+}
+
+// settle is [Client.SettleTx] on q: the client's pool or the caller's transaction.
+func (c *Client) settle(ctx context.Context, q db.DBTX, id int64, to ObligationState) (Obligation, error) {
 	const op = "obligation.settle"
 	if to != Met && to != Withdrawn && to != Breached {
 		return Obligation{}, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("state %q: want met, withdrawn or breached", to), "obligation", id)

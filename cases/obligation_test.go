@@ -77,7 +77,7 @@ func TestObligationsEndOnce(t *testing.T) {
 		id int64
 		to cases.ObligationState
 	}{{met.ID, cases.Met}, {breached.ID, cases.Breached}, {withdrawn.ID, cases.Withdrawn}} {
-		o, err := e.app.SettleTx(ctx, e.pool, step.id, step.to)
+		o, err := e.app.Settle(ctx, step.id, step.to)
 		require.NoError(t, err)
 		require.Equal(t, step.to, o.State)
 		require.Equal(t, app, o.ResolvedBy)
@@ -88,8 +88,8 @@ func TestObligationsEndOnce(t *testing.T) {
 	for _, o := range []cases.Obligation{met, breached, withdrawn} {
 		for _, to := range []cases.ObligationState{cases.Met, cases.Breached, cases.Withdrawn} {
 			before := snapshot(t, e.pool)
-			got, err := e.app.SettleTx(ctx, e.pool, o.ID, to)
-			cur, _ := e.app.Obligation(ctx, e.pool, o.ID)
+			got, err := e.app.Settle(ctx, o.ID, to)
+			cur, _ := e.app.Obligation(ctx, o.ID)
 			switch {
 			case cur.State == to: // the same state again: a retry
 				require.NoError(t, err)
@@ -119,13 +119,13 @@ func TestObligationsEndOnce(t *testing.T) {
 	h, err := e.app.History(ctx, c.ID)
 	require.NoError(t, err)
 	late := h[len(h)-1]
-	require.Equal(t, cases.EventLateMeet, late.What)
+	require.Equal(t, cases.EventLateMeet, late.Type)
 	var d struct {
 		ObligationID int64 `json:"obligation_id"`
 	}
 	require.NoError(t, json.Unmarshal(late.Detail, &d))
 	require.Equal(t, breached.ID, d.ObligationID)
-	got, err := e.app.Obligation(ctx, e.pool, breached.ID)
+	got, err := e.app.Obligation(ctx, breached.ID)
 	require.NoError(t, err)
 	require.Equal(t, cases.Breached, got.State)
 

@@ -2,15 +2,13 @@ package cases
 
 import (
 	"context"
-	"fmt"
-	"slices"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/internal/dbsqlc"
+	"github.com/docket-dev/docket/internal/paging"
 )
-
-// MaxPage bounds the page size of [Client.List].
-const MaxPage = 1000
 
 // Who reads what: an actor holding case.admit or case.view on a project
 // ([access.CaseAdmit], [access.CaseView]) reads its cases, their keys,
@@ -18,12 +16,17 @@ const MaxPage = 1000
 
 // Get returns case id, in its own transaction. See [Client.GetTx].
 func (c *Client) Get(ctx context.Context, id int64) (Case, error) {
-	return c.GetTx(ctx, c.pool, id)
+	return c.get(ctx, c.pool, id)
 }
 
-// GetTx returns case id read on q, or [db.ErrNotFound] when there is none or
+// GetTx returns case id read in tx, or [db.ErrNotFound] when there is none or
 // the actor may not read it.
-func (c *Client) GetTx(ctx context.Context, q db.DBTX, id int64) (Case, error) {
+func (c *Client) GetTx(ctx context.Context, tx pgx.Tx, id int64) (Case, error) {
+	return c.get(ctx, tx, id)
+}
+
+// get is [Client.GetTx] on q: the client's pool or the caller's transaction.
+func (c *Client) get(ctx context.Context, q db.DBTX, id int64) (Case, error) {
 	row, err := queries.CaseGet(ctx, q, id, string(c.actor))
 	if err != nil {
 		return Case{}, db.Translate(err, "case.get", "case", id)
@@ -38,40 +41,43 @@ type Filter struct {
 	// After continues a listing: only cases with a larger id. Pass the last
 	// id of one page to get the next.
 	After int64
-	// Limit is the page size, 1..[MaxPage]. Defaults to 100.
+	// Limit is the page size, 1..[db.MaxPage]. Defaults to [db.DefaultPage].
 	Limit int
 }
 
 // List returns the cases of f.Project matching f, oldest first, in its own
 // transaction. See [Client.ListTx].
 func (c *Client) List(ctx context.Context, f Filter) ([]Case, error) {
-	return c.ListTx(ctx, c.pool, f)
+	return c.list(ctx, c.pool, f)
 }
 
-// ListTx returns a page of the cases of f.Project matching f read on q,
+// ListTx returns a page of the cases of f.Project matching f read in tx,
 // oldest first. An actor that may not read the project's cases gets an
 // empty list, not an error. It refuses an empty project, a limit outside
-// 1..[MaxPage], a negative After or an unknown status with
+// 1..[db.MaxPage], a negative After or an unknown status with
 // [db.ErrInvalidArgument].
-func (c *Client) ListTx(ctx context.Context, q db.DBTX, f Filter) ([]Case, error) {
+func (c *Client) ListTx(ctx context.Context, tx pgx.Tx, f Filter) ([]Case, error) {
+	return c.list(ctx, tx, f)
+}
+
+// list is [Client.ListTx] on q: the client's pool or the caller's transaction.
+func (c *Client) list(ctx context.Context, q db.DBTX, f Filter) ([]Case, error) {
 	const op = "case.list"
-	if f.Project == "" {
-		return nil, db.Refuse(db.ErrInvalidArgument, op, "project is empty: cases are listed per project")
+	if err := paging.Project(op, "cases", f.Project); err != nil {
+		return nil, err
 	}
-	if f.Limit == 0 {
-		f.Limit = 100
+	limit, err := paging.Limit(op, f.Limit)
+	if err != nil {
+		return nil, err
 	}
-	if f.Limit < 1 || f.Limit > MaxPage {
-		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("limit %d is outside 1..%d", f.Limit, MaxPage))
+	if err := paging.Cursor(op, "after", f.After); err != nil {
+		return nil, err
 	}
-	if f.After < 0 {
-		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("after %d is negative", f.After))
-	}
-	if f.Status != "" && !slices.Contains(Statuses, f.Status) {
-		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("unknown status %q", f.Status))
+	if err := paging.OneOf(op, "status", f.Status, Statuses); err != nil {
+		return nil, err
 	}
 	rows, err := queries.CaseList(ctx, q, dbsqlc.CaseListParams{
-		Project: f.Project, Status: string(f.Status), AfterID: f.After, Actor: string(c.actor), MaxRows: int32(f.Limit),
+		Project: f.Project, Status: string(f.Status), AfterID: f.After, Actor: string(c.actor), MaxRows: limit,
 	})
 	if err != nil {
 		return nil, db.Translate(err, op, "project", f.Project)
@@ -86,13 +92,18 @@ func (c *Client) ListTx(ctx context.Context, q db.DBTX, f Filter) ([]Case, error
 // Keys returns every claim of a key by case id, oldest first, in its own
 // transaction. See [Client.KeysTx].
 func (c *Client) Keys(ctx context.Context, id int64) ([]KeyClaim, error) {
-	return c.KeysTx(ctx, c.pool, id)
+	return c.keys(ctx, c.pool, id)
 }
 
-// KeysTx returns every claim of a key by case id read on q, oldest first:
+// KeysTx returns every claim of a key by case id read in tx, oldest first:
 // those it holds and those it released when it closed. A case the actor may
 // not read, or an unknown one, has none.
-func (c *Client) KeysTx(ctx context.Context, q db.DBTX, id int64) ([]KeyClaim, error) {
+func (c *Client) KeysTx(ctx context.Context, tx pgx.Tx, id int64) ([]KeyClaim, error) {
+	return c.keys(ctx, tx, id)
+}
+
+// keys is [Client.KeysTx] on q: the client's pool or the caller's transaction.
+func (c *Client) keys(ctx context.Context, q db.DBTX, id int64) ([]KeyClaim, error) {
 	rows, err := queries.CaseKeys(ctx, q, id, string(c.actor))
 	if err != nil {
 		return nil, db.Translate(err, "case.keys", "case", id)
@@ -107,13 +118,18 @@ func (c *Client) KeysTx(ctx context.Context, q db.DBTX, id int64) ([]KeyClaim, e
 // Obligations returns case id's obligations, oldest first, in its own
 // transaction. See [Client.ObligationsTx].
 func (c *Client) Obligations(ctx context.Context, id int64) ([]Obligation, error) {
-	return c.ObligationsTx(ctx, c.pool, id)
+	return c.obligations(ctx, c.pool, id)
 }
 
-// ObligationsTx returns case id's obligations read on q, oldest first,
+// ObligationsTx returns case id's obligations read in tx, oldest first,
 // whatever their state. A case the actor may not read, or an unknown one, has
 // none.
-func (c *Client) ObligationsTx(ctx context.Context, q db.DBTX, id int64) ([]Obligation, error) {
+func (c *Client) ObligationsTx(ctx context.Context, tx pgx.Tx, id int64) ([]Obligation, error) {
+	return c.obligations(ctx, tx, id)
+}
+
+// obligations is [Client.ObligationsTx] on q: the client's pool or the caller's transaction.
+func (c *Client) obligations(ctx context.Context, q db.DBTX, id int64) ([]Obligation, error) {
 	rows, err := queries.CaseObligations(ctx, q, id, string(c.actor))
 	if err != nil {
 		return nil, db.Translate(err, "case.obligations", "case", id)
@@ -127,7 +143,18 @@ func (c *Client) ObligationsTx(ctx context.Context, q db.DBTX, id int64) ([]Obli
 
 // Obligation returns obligation id, or [db.ErrNotFound] when there is none or
 // the actor may not read its case.
-func (c *Client) Obligation(ctx context.Context, q db.DBTX, id int64) (Obligation, error) {
+func (c *Client) Obligation(ctx context.Context, id int64) (Obligation, error) {
+	return c.obligation(ctx, c.pool, id)
+}
+
+// ObligationTx is [Client.Obligation] read in tx, the caller's transaction: it sees what tx
+// has written and not yet committed, and writes nothing itself.
+func (c *Client) ObligationTx(ctx context.Context, tx pgx.Tx, id int64) (Obligation, error) {
+	return c.obligation(ctx, tx, id)
+}
+
+// obligation is [Client.Obligation] on q: the client's pool or the caller's transaction.
+func (c *Client) obligation(ctx context.Context, q db.DBTX, id int64) (Obligation, error) {
 	row, err := queries.ObligationGet(ctx, q, id, string(c.actor))
 	if err != nil {
 		return Obligation{}, db.Translate(err, "obligation.get", "obligation", id)
@@ -138,16 +165,21 @@ func (c *Client) Obligation(ctx context.Context, q db.DBTX, id int64) (Obligatio
 // History returns the recorded changes of case id, oldest first, in its own
 // transaction. See [Client.HistoryTx].
 func (c *Client) History(ctx context.Context, id int64) ([]Event, error) {
-	return c.HistoryTx(ctx, c.pool, id)
+	return c.history(ctx, c.pool, id)
 }
 
-// HistoryTx returns the recorded changes of case id read on q, oldest
+// HistoryTx returns the recorded changes of case id read in tx, oldest
 // first: its admission, every key claimed and released, every state write,
 // close and reopen, every obligation registered and settled, and late
 // answers. Every record carries the case id, so this is one range scan of an
 // index. A case the actor may not read, or an unknown one, is
 // [db.ErrNotFound] (a case always has its creation event).
-func (c *Client) HistoryTx(ctx context.Context, q db.DBTX, id int64) ([]Event, error) {
+func (c *Client) HistoryTx(ctx context.Context, tx pgx.Tx, id int64) ([]Event, error) {
+	return c.history(ctx, tx, id)
+}
+
+// history is [Client.HistoryTx] on q: the client's pool or the caller's transaction.
+func (c *Client) history(ctx context.Context, q db.DBTX, id int64) ([]Event, error) {
 	rows, err := queries.CaseEvents(ctx, q, id, string(c.actor))
 	if err != nil {
 		return nil, db.Translate(err, "case.history", "case", id)

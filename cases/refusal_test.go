@@ -118,7 +118,7 @@ func TestRefusals(t *testing.T) {
 			_, err := e.app.RegisterFromSpec(ctx, c.ID, "x", cases.Deadline{Calendar: fixedCalendar{}, From: t0, Spec: strings.Repeat("1", 501)}, nil)
 			return err
 		}, db.ErrInvalidArgument},
-		{"settle to pending", func() error { _, err := e.app.SettleTx(ctx, e.pool, o.ID, cases.Pending); return err }, db.ErrInvalidArgument},
+		{"settle to pending", func() error { _, err := e.app.Settle(ctx, o.ID, cases.Pending); return err }, db.ErrInvalidArgument},
 		{"settle by a viewer", func() error { _, err := e.as(t, vic).Meet(ctx, o.ID); return err }, db.ErrNotFound},
 		{"settle unknown", func() error { _, err := e.app.Meet(ctx, 987654); return err }, db.ErrNotFound},
 		{"sweep batch out of range", func() error {
@@ -130,7 +130,7 @@ func TestRefusals(t *testing.T) {
 			return db.Translate(err, "raw")
 		}, db.ErrInvalidArgument},
 		{"list bad limit", func() error {
-			_, err := e.app.List(ctx, cases.Filter{Project: project, Limit: cases.MaxPage + 1})
+			_, err := e.app.List(ctx, cases.Filter{Project: project, Limit: db.MaxPage + 1})
 			return err
 		}, db.ErrInvalidArgument},
 		{"list bad status", func() error { _, err := e.app.List(ctx, cases.Filter{Project: project, Status: "gone"}); return err }, db.ErrInvalidArgument},

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/internal/dbsqlc"
 )
@@ -14,15 +16,20 @@ const MaxState = 1 << 20
 // State returns case id's state and the version it is at, in its own
 // transaction. See [Client.StateTx].
 func (c *Client) State(ctx context.Context, id int64) (Snapshot, error) {
-	return c.StateTx(ctx, c.pool, id)
+	return c.state(ctx, c.pool, id)
 }
 
-// StateTx returns case id's state and version read on q, or
+// StateTx returns case id's state and version read in tx, or
 // [db.ErrNotFound] when there is no such case or the actor may not read it.
 // The state is what some writer stored: docket never interprets it, so treat
 // it as untrusted input.
-func (c *Client) StateTx(ctx context.Context, q db.DBTX, id int64) (Snapshot, error) {
-	k, err := c.GetTx(ctx, q, id)
+func (c *Client) StateTx(ctx context.Context, tx pgx.Tx, id int64) (Snapshot, error) {
+	return c.state(ctx, tx, id)
+}
+
+// state is [Client.StateTx] on q: the client's pool or the caller's transaction.
+func (c *Client) state(ctx context.Context, q db.DBTX, id int64) (Snapshot, error) {
+	k, err := c.get(ctx, q, id)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -32,10 +39,10 @@ func (c *Client) StateTx(ctx context.Context, q db.DBTX, id int64) (Snapshot, er
 // PutState writes state as case id's state if it is still at version
 // expected, in its own transaction. See [Client.PutStateTx].
 func (c *Client) PutState(ctx context.Context, id, expected int64, state json.RawMessage) (Case, error) {
-	return c.PutStateTx(ctx, c.pool, id, expected, state)
+	return c.putState(ctx, c.pool, id, expected, state)
 }
 
-// PutStateTx writes state as case id's state on q if the case is still at
+// PutStateTx writes state as case id's state in tx if the case is still at
 // version expected (the version the writer read, from [Client.StateTx]),
 // and returns the case at version expected+1. The check is a predicate on
 // one UPDATE: of two writers that read the same version, one succeeds and
@@ -47,7 +54,12 @@ func (c *Client) PutState(ctx context.Context, id, expected int64, state json.Ra
 // case or one the actor may not write ([db.ErrNotFound]); a closed case
 // ([db.ErrCaseClosed]); a case at another version ([db.ErrVersionConflict],
 // naming the current version: read again, decide again, write again).
-func (c *Client) PutStateTx(ctx context.Context, q db.DBTX, id, expected int64, state json.RawMessage) (Case, error) {
+func (c *Client) PutStateTx(ctx context.Context, tx pgx.Tx, id, expected int64, state json.RawMessage) (Case, error) {
+	return c.putState(ctx, tx, id, expected, state)
+}
+
+// putState is [Client.PutStateTx] on q: the client's pool or the caller's transaction.
+func (c *Client) putState(ctx context.Context, q db.DBTX, id, expected int64, state json.RawMessage) (Case, error) {
 	const op = "case.put_state"
 	if expected < 1 {
 		return Case{}, db.Refuse(db.ErrInvalidArgument, op, "expected version must be 1 or more: a write names the version it read", "case", id)

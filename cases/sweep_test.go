@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -16,6 +14,7 @@ import (
 	"github.com/docket-dev/docket/cases"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/integration/pgtest"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/worker"
 )
@@ -26,8 +25,6 @@ type Escalate struct {
 }
 
 var escalateKind = jobs.MustKind[Escalate]("case.escalate", 1)
-
-var testLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 // TestBreachSweepEscalatesThroughAWorker registers obligations with an
 // escalation, lets two fall due, and runs a real worker with the breach
@@ -52,18 +49,8 @@ func TestBreachSweepEscalatesThroughAWorker(t *testing.T) {
 		ran <- j.ID
 		return nil
 	}))
-	w, err := worker.New(e.pool, worker.Config{
-		Actor: sweeper, Registry: reg, Clock: e.clock, Deployment: "test", Logger: testLogger,
-		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
-		Sweeps: []worker.Sweep{cases.BreachSweep(time.Hour)},
-	})
-	require.NoError(t, err)
-	require.NoError(t, w.Start(ctx))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = w.Stop(ctx)
-	})
+	w := sweeperWorker(t, e, e.clock, reg, func(c *worker.Config) { c.Sweeps = []worker.Sweep{cases.BreachSweep(time.Hour)} })
+	testkit.Start(t, w)
 
 	e.clock.Set(t0.Add(2 * time.Hour))
 	moved, err := w.Sweep(ctx, cases.SweepBreaches)
@@ -86,13 +73,13 @@ func TestBreachSweepEscalatesThroughAWorker(t *testing.T) {
 	}
 	slices.Sort(runIDs)
 	for i, o := range obs[:2] {
-		got, err := e.app.Obligation(ctx, e.pool, o.ID)
+		got, err := e.app.Obligation(ctx, o.ID)
 		require.NoError(t, err)
 		require.Equal(t, cases.Breached, got.State)
 		require.Equal(t, sweeper, got.ResolvedBy)
 		require.Equal(t, t0.Add(2*time.Hour), got.ResolvedAt)
 		require.Equal(t, runIDs[i], got.EscalationJobID)
-		j, err := jc.Get(ctx, e.pool, got.EscalationJobID)
+		j, err := jc.Get(ctx, got.EscalationJobID)
 		require.NoError(t, err)
 		require.Equal(t, c.ID, j.CaseID)
 		require.Equal(t, fmt.Sprintf("obligation:%d:breach", o.ID), j.IdempotencyKey)
@@ -101,7 +88,7 @@ func TestBreachSweepEscalatesThroughAWorker(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, got, again)
 	}
-	last, err := e.app.Obligation(ctx, e.pool, obs[2].ID)
+	last, err := e.app.Obligation(ctx, obs[2].ID)
 	require.NoError(t, err)
 	require.Equal(t, cases.Pending, last.State, "not due yet")
 	var escalations int

@@ -36,7 +36,7 @@ func (c *Client) SleepUntil(ctx context.Context, caseID int64, name string, at t
 	return inTx(ctx, c.pool, func(tx pgx.Tx) (Timer, error) { return c.SleepUntilTx(ctx, tx, caseID, name, at, cont) })
 }
 
-// SleepUntilTx sets timer name of case caseID on q: job cont, of the case,
+// SleepUntilTx sets timer name of case caseID in tx: job cont, of the case,
 // available at at, with params recording the instant it was due. An
 // instant already past wakes at once. Setting the same timer again (case,
 // name and instant) is a no-op that returns it. Closing the case cancels the
@@ -49,14 +49,14 @@ func (c *Client) SleepUntil(ctx context.Context, caseID int64, name string, at t
 // actor without job.create on its project ([db.ErrNotPermitted]); a closed
 // case ([db.ErrCaseClosed]); the same timer with another continuation
 // ([db.ErrIdempotencyConflict]).
-func (c *Client) SleepUntilTx(ctx context.Context, q db.DBTX, caseID int64, name string, at time.Time, cont Continuation) (Timer, error) {
+func (c *Client) SleepUntilTx(ctx context.Context, tx pgx.Tx, caseID int64, name string, at time.Time, cont Continuation) (Timer, error) {
 	const op = "timer.set"
 	ids := []any{"case", caseID, "timer", name}
 	if at.IsZero() {
 		return Timer{}, db.Refuse(db.ErrInvalidArgument, op, "wake instant is zero", ids...)
 	}
 	k := cont.resolved()
-	row, err := queries.TimerSet(ctx, q, dbsqlc.TimerSetParams{
+	row, err := queries.TimerSet(ctx, tx, dbsqlc.TimerSetParams{
 		CaseID: caseID, Name: name, WakeAt: at, Kind: k.Kind, Queue: k.Queue, Payload: k.Payload,
 		PayloadSchema: int32(k.PayloadSchema), MaxAttempts: int32(k.MaxAttempts),
 		Actor: string(c.actor), Now: c.clock.Now(),
@@ -65,7 +65,7 @@ func (c *Client) SleepUntilTx(ctx context.Context, q db.DBTX, caseID int64, name
 		return Timer{}, db.Translate(err, op, ids...)
 	}
 	if row.Created {
-		if err := c.dispatch(ctx, q, row.JobID); err != nil {
+		if err := c.dispatch(ctx, tx, row.JobID); err != nil {
 			return Timer{}, err
 		}
 	}
@@ -77,7 +77,18 @@ func (c *Client) SleepUntilTx(ctx context.Context, q db.DBTX, caseID int64, name
 
 // Timers returns the timers of case id with their jobs' states, oldest
 // first: none when the case does not exist or the actor may not read it.
-func (c *Client) Timers(ctx context.Context, q db.DBTX, id int64) ([]Timer, error) {
+func (c *Client) Timers(ctx context.Context, id int64) ([]Timer, error) {
+	return c.timers(ctx, c.pool, id)
+}
+
+// TimersTx is [Client.Timers] read in tx, the caller's transaction: it sees what tx
+// has written and not yet committed, and writes nothing itself.
+func (c *Client) TimersTx(ctx context.Context, tx pgx.Tx, id int64) ([]Timer, error) {
+	return c.timers(ctx, tx, id)
+}
+
+// timers is [Client.Timers] on q: the client's pool or the caller's transaction.
+func (c *Client) timers(ctx context.Context, q db.DBTX, id int64) ([]Timer, error) {
 	rows, err := queries.CaseTimers(ctx, q, id, string(c.actor))
 	if err != nil {
 		return nil, db.Translate(err, "case.timers", "case", id)

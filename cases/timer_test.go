@@ -13,6 +13,7 @@ import (
 
 	"github.com/docket-dev/docket/cases"
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/worker"
 )
@@ -67,7 +68,7 @@ func TestTimerRecordsItsDueInstant(t *testing.T) {
 	require.Equal(t, jobs.Cancelled, jobOf(t, e, tm.JobID).State)
 	require.Contains(t, jobOf(t, e, tm.JobID).Diagnostic, "closed before the timer fired")
 	require.Equal(t, jobs.Claimed, jobOf(t, e, running.JobID).State, "a timer already firing is not cancelled")
-	timers, err := e.app.Timers(ctx, e.pool, c.ID)
+	timers, err := e.app.Timers(ctx, c.ID)
 	require.NoError(t, err)
 	require.Len(t, timers, 2)
 	require.Equal(t, jobs.Cancelled, timers[0].JobState)
@@ -93,7 +94,7 @@ func TestContinuationIsDispatchedWithTheMatch(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	c := e.admit(t, key("document", "DOC-1"), key("document", "DOC-2"))
-	wc, err := worker.NewClient(e.pool, worker.ClientConfig{Project: project, Actor: inbox, Clock: e.clock, Logger: testLogger})
+	wc, err := worker.NewClient(e.pool, worker.Config{Project: project, Actor: inbox, Clock: e.clock, Logger: testkit.Logger})
 	require.NoError(t, err)
 	dispatching, err := cases.NewClient(e.pool, cases.Config{Actor: inbox, Clock: e.clock, Dispatcher: wc})
 	require.NoError(t, err)
@@ -135,17 +136,8 @@ func TestContinuationIsDispatchedWithTheMatch(t *testing.T) {
 		woke <- w
 		return nil
 	}))
-	w, err := worker.New(e.pool, worker.Config{
-		Actor: sweeper, Registry: reg, Clock: e.clock, Deployment: "test", Logger: testLogger,
-		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond, SweepEvery: time.Hour,
-	})
-	require.NoError(t, err)
-	require.NoError(t, w.Start(ctx))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = w.Stop(ctx)
-	})
+	w := sweeperWorker(t, e, e.clock, reg, func(c *worker.Config) { c.SweepEvery = time.Hour })
+	testkit.Start(t, w)
 	select {
 	case got := <-woke:
 		require.Equal(t, cases.WakeMessage, got.Reason)
@@ -174,7 +166,7 @@ func TestTimerIsDispatchedOnce(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	c := e.admit(t, key("document", "DOC-1"))
-	wc, err := worker.NewClient(e.pool, worker.ClientConfig{Project: project, Actor: app, Clock: e.clock, Logger: testLogger})
+	wc, err := worker.NewClient(e.pool, worker.Config{Project: project, Actor: app, Clock: e.clock, Logger: testkit.Logger})
 	require.NoError(t, err)
 	client, err := cases.NewClient(e.pool, cases.Config{Actor: app, Clock: e.clock, Dispatcher: wc})
 	require.NoError(t, err)

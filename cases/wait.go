@@ -11,6 +11,7 @@ import (
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/internal/dbsqlc"
+	"github.com/docket-dev/docket/internal/paging"
 )
 
 // WaitStatus is where a wait stands. The legal moves are the rows of
@@ -123,7 +124,7 @@ func (c *Client) Await(ctx context.Context, caseID int64, spec WaitSpec) (Awaite
 	return inTx(ctx, c.pool, func(tx pgx.Tx) (Awaited, error) { return c.AwaitTx(ctx, tx, caseID, spec) })
 }
 
-// AwaitTx registers wait spec on case caseID on q. It stores the wait first,
+// AwaitTx registers wait spec on case caseID in tx. It stores the wait first,
 // then looks in the buffer for the oldest message filed under all its keys
 // (unaddressed, or addressed to this case): finding one, the wait consumes it
 // at once and enqueues its arrival continuation in the same transaction, and
@@ -144,7 +145,7 @@ func (c *Client) Await(ctx context.Context, caseID int64, spec WaitSpec) (Awaite
 // ([db.ErrNotFound]); an actor without job.create on the case's project
 // ([db.ErrNotPermitted]); a closed case ([db.ErrCaseClosed]); a waiting
 // wait of that name on other terms ([db.ErrAlreadyExists]).
-func (c *Client) AwaitTx(ctx context.Context, q db.DBTX, caseID int64, spec WaitSpec) (Awaited, error) {
+func (c *Client) AwaitTx(ctx context.Context, tx pgx.Tx, caseID int64, spec WaitSpec) (Awaited, error) {
 	const op = "wait.register"
 	ids := []any{"case", caseID, "wait", spec.Name}
 	if len(spec.Keys) == 0 || len(spec.Keys) > MaxKeys {
@@ -167,7 +168,7 @@ func (c *Client) AwaitTx(ctx context.Context, q db.DBTX, caseID int64, spec Wait
 		p.TimeoutKind, p.TimeoutQueue, p.TimeoutPayload = &t.Kind, &t.Queue, t.Payload
 		p.TimeoutPayloadSchema, p.TimeoutMaxAttempts = &schema, &attempts
 	}
-	row, err := queries.WaitRegister(ctx, q, p)
+	row, err := queries.WaitRegister(ctx, tx, p)
 	if err != nil {
 		return Awaited{}, db.Translate(err, op, ids...)
 	}
@@ -181,7 +182,7 @@ func (c *Client) AwaitTx(ctx context.Context, q db.DBTX, caseID int64, spec Wait
 		CreatedBy: row.CreatedBy, CreatedAt: row.CreatedAt, SettledAt: row.SettledAt, SettledBy: row.SettledBy,
 	})
 	if row.Created && w.ContinuationJobID != 0 {
-		if err := c.dispatch(ctx, q, w.ContinuationJobID); err != nil {
+		if err := c.dispatch(ctx, tx, w.ContinuationJobID); err != nil {
 			return Awaited{}, err
 		}
 	}
@@ -191,17 +192,22 @@ func (c *Client) AwaitTx(ctx context.Context, q db.DBTX, caseID int64, spec Wait
 // WithdrawWait withdraws wait id, in its own transaction. See
 // [Client.WithdrawWaitTx].
 func (c *Client) WithdrawWait(ctx context.Context, id int64) (Wait, error) {
-	return c.WithdrawWaitTx(ctx, c.pool, id)
+	return c.withdrawWait(ctx, c.pool, id)
 }
 
-// WithdrawWaitTx withdraws wait id on q and returns it: it no longer waits,
+// WithdrawWaitTx withdraws wait id in tx and returns it: it no longer waits,
 // and a message that would have satisfied it stays buffered for another.
 // Withdrawing a withdrawn wait is a no-op that returns it.
 //
 // It refuses, writing nothing: an unknown wait or one whose case the actor
 // may not write ([db.ErrNotFound]); a wait a message satisfied or its
 // deadline expired first ([db.ErrAlreadyAnswered]).
-func (c *Client) WithdrawWaitTx(ctx context.Context, q db.DBTX, id int64) (Wait, error) {
+func (c *Client) WithdrawWaitTx(ctx context.Context, tx pgx.Tx, id int64) (Wait, error) {
+	return c.withdrawWait(ctx, tx, id)
+}
+
+// withdrawWait is [Client.WithdrawWaitTx] on q: the client's pool or the caller's transaction.
+func (c *Client) withdrawWait(ctx context.Context, q db.DBTX, id int64) (Wait, error) {
 	row, err := queries.WaitWithdraw(ctx, q, id, string(c.actor), c.clock.Now())
 	if err != nil {
 		return Wait{}, db.Translate(err, "wait.withdraw", "wait", id)
@@ -209,9 +215,20 @@ func (c *Client) WithdrawWaitTx(ctx context.Context, q db.DBTX, id int64) (Wait,
 	return fromWaitRow(row), nil
 }
 
-// Wait returns wait id read on q, or [db.ErrNotFound] when there is none or
+// Wait returns wait id, or [db.ErrNotFound] when there is none or
 // the actor may not read its case.
-func (c *Client) Wait(ctx context.Context, q db.DBTX, id int64) (Wait, error) {
+func (c *Client) Wait(ctx context.Context, id int64) (Wait, error) {
+	return c.wait(ctx, c.pool, id)
+}
+
+// WaitTx is [Client.Wait] read in tx, the caller's transaction: it sees what tx
+// has written and not yet committed, and writes nothing itself.
+func (c *Client) WaitTx(ctx context.Context, tx pgx.Tx, id int64) (Wait, error) {
+	return c.wait(ctx, tx, id)
+}
+
+// wait is [Client.Wait] on q: the client's pool or the caller's transaction.
+func (c *Client) wait(ctx context.Context, q db.DBTX, id int64) (Wait, error) {
 	row, err := queries.WaitGet(ctx, q, id, string(c.actor))
 	if err != nil {
 		return Wait{}, db.Translate(err, "wait.get", "wait", id)
@@ -222,12 +239,17 @@ func (c *Client) Wait(ctx context.Context, q db.DBTX, id int64) (Wait, error) {
 // Waits returns the waits of case id, oldest first, in its own transaction.
 // See [Client.WaitsTx].
 func (c *Client) Waits(ctx context.Context, id int64) ([]Wait, error) {
-	return c.WaitsTx(ctx, c.pool, id)
+	return c.waits(ctx, c.pool, id)
 }
 
-// WaitsTx returns every wait of case id read on q, oldest first: none when
+// WaitsTx returns every wait of case id read in tx, oldest first: none when
 // the case does not exist or the actor may not read it.
-func (c *Client) WaitsTx(ctx context.Context, q db.DBTX, id int64) ([]Wait, error) {
+func (c *Client) WaitsTx(ctx context.Context, tx pgx.Tx, id int64) ([]Wait, error) {
+	return c.waits(ctx, tx, id)
+}
+
+// waits is [Client.WaitsTx] on q: the client's pool or the caller's transaction.
+func (c *Client) waits(ctx context.Context, q db.DBTX, id int64) ([]Wait, error) {
 	rows, err := queries.CaseWaits(ctx, q, id, string(c.actor))
 	if err != nil {
 		return nil, db.Translate(err, "case.waits", "case", id)
@@ -246,33 +268,36 @@ type WaitingFilter struct {
 	// After continues a listing: only waits after this one in (deadline, id)
 	// order. Pass the last wait of one page to get the next.
 	After *Wait
-	// Limit is the page size, 1..[MaxPage]. Defaults to 100.
+	// Limit is the page size, 1..[db.MaxPage]. Defaults to [db.DefaultPage].
 	Limit int
 }
 
 // Waiting returns the waiting waits of f.Project, soonest deadline first, in
 // its own transaction. See [Client.WaitingTx].
 func (c *Client) Waiting(ctx context.Context, f WaitingFilter) ([]Wait, error) {
-	return c.WaitingTx(ctx, c.pool, f)
+	return c.waiting(ctx, c.pool, f)
 }
 
-// WaitingTx returns a page of the waiting waits of f.Project read on q,
+// WaitingTx returns a page of the waiting waits of f.Project read in tx,
 // soonest deadline first. An actor that may not read the project's cases
 // gets an empty list, not an error. It refuses an empty project or a limit
-// outside 1..[MaxPage] with [db.ErrInvalidArgument].
-func (c *Client) WaitingTx(ctx context.Context, q db.DBTX, f WaitingFilter) ([]Wait, error) {
+// outside 1..[db.MaxPage] with [db.ErrInvalidArgument].
+func (c *Client) WaitingTx(ctx context.Context, tx pgx.Tx, f WaitingFilter) ([]Wait, error) {
+	return c.waiting(ctx, tx, f)
+}
+
+// waiting is [Client.WaitingTx] on q: the client's pool or the caller's transaction.
+func (c *Client) waiting(ctx context.Context, q db.DBTX, f WaitingFilter) ([]Wait, error) {
 	const op = "wait.list"
-	if f.Project == "" {
-		return nil, db.Refuse(db.ErrInvalidArgument, op, "project is empty: waits are listed per project")
+	if err := paging.Project(op, "waits", f.Project); err != nil {
+		return nil, err
 	}
-	if f.Limit == 0 {
-		f.Limit = 100
-	}
-	if f.Limit < 1 || f.Limit > MaxPage {
-		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("limit %d is outside 1..%d", f.Limit, MaxPage))
+	limit, err := paging.Limit(op, f.Limit)
+	if err != nil {
+		return nil, err
 	}
 	p := dbsqlc.WaitsWaitingParams{
-		Project: f.Project, AfterDeadline: time.Unix(0, 0).UTC(), Actor: string(c.actor), MaxRows: int32(f.Limit),
+		Project: f.Project, AfterDeadline: time.Unix(0, 0).UTC(), Actor: string(c.actor), MaxRows: limit,
 	}
 	if f.After != nil {
 		p.AfterDeadline, p.AfterID = f.After.Deadline, f.After.ID

@@ -13,6 +13,7 @@ import (
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/cases"
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/worker"
 )
@@ -52,13 +53,10 @@ type waitWorld struct {
 func newWaitWorld(t *testing.T, e env) waitWorld {
 	t.Helper()
 	ctx := context.Background()
-	for _, g := range []access.Grant{
-		{Principal: courier, Project: project, Capability: access.MessageDeliver},
-		{Principal: clerk, Project: project, Capability: access.CaseAdmit},
-	} {
-		_, err := access.Allow(ctx, e.pool, g, ops, e.clock.Now())
-		require.NoError(t, err)
-	}
+	e.kit.Allow(t, testkit.Join(
+		testkit.Grants(courier, project, access.MessageDeliver),
+		testkit.Grants(clerk, project, access.CaseAdmit),
+	)...)
 	in := e.as(t, inbox)
 	var w waitWorld
 	w.c = e.admit(t, key("document", "DOC-1")).Case
@@ -75,7 +73,7 @@ func newWaitWorld(t *testing.T, e env) waitWorld {
 	d, err := in.Deliver(ctx, message("m-consumed", key("document", "DOC-2")))
 	require.NoError(t, err)
 	require.Equal(t, cases.Consumed, d.Status)
-	w.satisfied, err = e.app.Wait(ctx, e.pool, a.ID)
+	w.satisfied, err = e.app.Wait(ctx, a.ID)
 	require.NoError(t, err)
 	require.Equal(t, cases.Satisfied, w.satisfied.Status)
 	w.consumed = d.Message
@@ -86,7 +84,7 @@ func newWaitWorld(t *testing.T, e env) waitWorld {
 	require.NoError(t, err)
 	_, err = e.pool.Exec(ctx, `SELECT docket.wait_expire_due(100, 'svc:sweeper', $1)`, t0.Add(2*time.Hour))
 	require.NoError(t, err)
-	w.expired, err = e.app.Wait(ctx, e.pool, a.ID)
+	w.expired, err = e.app.Wait(ctx, a.ID)
 	require.NoError(t, err)
 	require.Equal(t, cases.Expired, w.expired.Status)
 
@@ -113,7 +111,7 @@ func newWaitWorld(t *testing.T, e env) waitWorld {
 	require.Equal(t, cases.Buffered, d.Status)
 	_, err = e.app.Close(ctx, w.closed.ID)
 	require.NoError(t, err)
-	w.dead, err = in.Message(ctx, e.pool, d.ID)
+	w.dead, err = in.Message(ctx, d.ID)
 	require.NoError(t, err)
 	require.Equal(t, cases.DeadLettered, w.dead.Status)
 
@@ -201,7 +199,6 @@ func TestWaitRefusals(t *testing.T) {
 	rawWait := `INSERT INTO docket.waits (case_id, project, name, keys, deadline, on_arrival_kind, on_arrival_queue,
 		on_arrival_payload, on_arrival_payload_schema, on_arrival_max_attempts, created_by, created_at)
 		VALUES ($1, $2, 'by-hand', '{document:DOC-7}', $3, 'case.reply', 'default', '{}', 1, 5, 'user:ops', '2026-11-03T09:00:00Z')`
-	byHand := time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC) // raw()'s instant
 
 	for _, tc := range []struct {
 		name string
@@ -470,23 +467,23 @@ func TestWaitRefusals(t *testing.T) {
 		}, db.ErrIdempotencyConflict},
 
 		// Reads that refuse.
-		{"message: unknown", func() error { _, err := e.app.Message(ctx, e.pool, 987654); return err }, db.ErrNotFound},
-		{"message: by a stranger", func() error { _, err := e.as(t, sam).Message(ctx, e.pool, w.buffered.ID); return err }, db.ErrNotFound},
+		{"message: unknown", func() error { _, err := e.app.Message(ctx, 987654); return err }, db.ErrNotFound},
+		{"message: by a stranger", func() error { _, err := e.as(t, sam).Message(ctx, w.buffered.ID); return err }, db.ErrNotFound},
 		{"message: by another project's actor", func() error {
-			_, err := e.as(t, rival).Message(ctx, e.pool, w.buffered.ID)
+			_, err := e.as(t, rival).Message(ctx, w.buffered.ID)
 			return err
 		}, db.ErrNotFound},
-		{"message: by a sweeper", func() error { _, err := e.as(t, sweeper).Message(ctx, e.pool, w.dead.ID); return err }, db.ErrNotFound},
-		{"wait: unknown", func() error { _, err := e.app.Wait(ctx, e.pool, 987654); return err }, db.ErrNotFound},
-		{"wait: by a stranger", func() error { _, err := e.as(t, sam).Wait(ctx, e.pool, w.waiting.ID); return err }, db.ErrNotFound},
+		{"message: by a sweeper", func() error { _, err := e.as(t, sweeper).Message(ctx, w.dead.ID); return err }, db.ErrNotFound},
+		{"wait: unknown", func() error { _, err := e.app.Wait(ctx, 987654); return err }, db.ErrNotFound},
+		{"wait: by a stranger", func() error { _, err := e.as(t, sam).Wait(ctx, w.waiting.ID); return err }, db.ErrNotFound},
 		{"wait: by another project's actor", func() error {
-			_, err := e.as(t, rival).Wait(ctx, e.pool, w.waiting.ID)
+			_, err := e.as(t, rival).Wait(ctx, w.waiting.ID)
 			return err
 		}, db.ErrNotFound},
-		{"wait: by a deliverer", func() error { _, err := e.as(t, inbox).Wait(ctx, e.pool, w.waiting.ID); return err }, db.ErrNotFound},
+		{"wait: by a deliverer", func() error { _, err := e.as(t, inbox).Wait(ctx, w.waiting.ID); return err }, db.ErrNotFound},
 		{"dead letters: empty project", func() error { _, err := e.app.DeadLetters(ctx, cases.DeadLetterFilter{}); return err }, db.ErrInvalidArgument},
 		{"dead letters: limit 1001", func() error {
-			_, err := e.app.DeadLetters(ctx, cases.DeadLetterFilter{Project: project, Limit: cases.MaxPage + 1})
+			_, err := e.app.DeadLetters(ctx, cases.DeadLetterFilter{Project: project, Limit: db.MaxPage + 1})
 			return err
 		}, db.ErrInvalidArgument},
 		{"dead letters: negative limit", func() error {
@@ -499,7 +496,7 @@ func TestWaitRefusals(t *testing.T) {
 		}, db.ErrInvalidArgument},
 		{"waiting: empty project", func() error { _, err := e.app.Waiting(ctx, cases.WaitingFilter{}); return err }, db.ErrInvalidArgument},
 		{"waiting: limit 1001", func() error {
-			_, err := e.app.Waiting(ctx, cases.WaitingFilter{Project: project, Limit: cases.MaxPage + 1})
+			_, err := e.app.Waiting(ctx, cases.WaitingFilter{Project: project, Limit: db.MaxPage + 1})
 			return err
 		}, db.ErrInvalidArgument},
 		{"waiting: negative limit", func() error {
@@ -709,7 +706,7 @@ func TestWaitRetriesAndEmptyReadsWriteNothing(t *testing.T) {
 				waits, err := r.Waits(ctx, w.c.ID)
 				require.NoError(t, err)
 				require.Empty(t, waits, string(actor))
-				timers, err := r.Timers(ctx, e.pool, w.c.ID)
+				timers, err := r.Timers(ctx, w.c.ID)
 				require.NoError(t, err)
 				require.Empty(t, timers, string(actor))
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/docket-dev/docket/cases"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/integration/pgtest"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/worker"
 )
@@ -32,26 +33,20 @@ var chaseKind = jobs.MustKind[Chase]("supplier.chase", 1)
 // limit items a run, not started: w.Sweep runs a sweep, and dispatches the
 // jobs it enqueues, without a process running them. handle, when not nil,
 // handles the timeout continuations once the worker is started.
-func waitSweeper(t testing.TB, e env, limit int, handle worker.HandlerFunc[Chase], sweeps ...worker.Sweep) *worker.Worker {
+func waitSweeper(t testing.TB, e env, limit int, handle worker.HandlerFunc[Chase], sweeps ...worker.Sweep) *worker.Client {
 	t.Helper()
 	return waitSweeperOn(t, e, e.clock, limit, handle, sweeps...)
 }
 
 // waitSweeperOn is waitSweeper on clock.
-func waitSweeperOn(t testing.TB, e env, clock db.Clock, limit int, handle worker.HandlerFunc[Chase], sweeps ...worker.Sweep) *worker.Worker {
+func waitSweeperOn(t testing.TB, e env, clock db.Clock, limit int, handle worker.HandlerFunc[Chase], sweeps ...worker.Sweep) *worker.Client {
 	t.Helper()
 	if handle == nil {
 		handle = func(context.Context, *jobs.Typed[Chase]) error { return nil }
 	}
 	reg := worker.NewRegistry()
 	require.NoError(t, worker.Handle(reg, chaseKind, handle))
-	w, err := worker.New(e.pool, worker.Config{
-		Actor: sweeper, Registry: reg, Clock: clock, Deployment: "test", Logger: testLogger,
-		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
-		SweepLimit: limit, Sweeps: sweeps,
-	})
-	require.NoError(t, err)
-	return w
+	return sweeperWorker(t, e, clock, reg, func(c *worker.Config) { c.SweepLimit, c.Sweeps = limit, sweeps })
 }
 
 // chased is a wait on k with a timeout continuation of kind supplier.chase.
@@ -72,7 +67,7 @@ func TestTwoSweepersExpireEachWaitOnce(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
-	sweepers := []*worker.Worker{
+	sweepers := []*worker.Client{
 		waitSweeper(t, e, 7, nil, cases.WaitExpirySweep(time.Hour)),
 		waitSweeper(t, e, 7, nil, cases.WaitExpirySweep(time.Hour)),
 	}
@@ -123,7 +118,7 @@ func TestTwoSweepersExpireEachWaitOnce(t *testing.T) {
 		require.Equal(t, waits, moved[0]+moved[1], "round %d: %v", round, moved)
 
 		for _, a := range registered {
-			w, err := e.app.Wait(ctx, e.pool, a.ID)
+			w, err := e.app.Wait(ctx, a.ID)
 			require.NoError(t, err)
 			require.Equal(t, cases.Expired, w.Status)
 			require.Equal(t, sweeper, w.SettledBy)
@@ -141,7 +136,7 @@ func TestTwoSweepersExpireEachWaitOnce(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, cases.Wake{Reason: cases.WakeExpired, CaseID: c.ID, WaitID: a.ID, Wait: a.Name, Deadline: a.Deadline}, wake)
 		}
-		got, err := e.app.Wait(ctx, e.pool, later.ID)
+		got, err := e.app.Wait(ctx, later.ID)
 		require.NoError(t, err)
 		require.Equal(t, cases.Waiting, got.Status, "round %d: not due yet", round)
 		require.Equal(t, waits, continuations(t, e, c.ID, chaseKind.Name()))
@@ -199,7 +194,7 @@ func TestExpiryRacesJustInTimeDeliveries(t *testing.T) {
 	deliverClock, sweepClock := db.NewFakeClock(t0), db.NewFakeClock(t0)
 	in, err := cases.NewClient(e.pool, cases.Config{Actor: inbox, Clock: deliverClock})
 	require.NoError(t, err)
-	sweepers := []*worker.Worker{
+	sweepers := []*worker.Client{
 		waitSweeperOn(t, e, sweepClock, 3, nil, cases.WaitExpirySweep(time.Hour)),
 		waitSweeperOn(t, e, sweepClock, 3, nil, cases.WaitExpirySweep(time.Hour)),
 	}
@@ -293,7 +288,7 @@ func TestMessageAfterTheDeadlineLeavesTheWaitToExpire(t *testing.T) {
 	after, err := in.Deliver(ctx, message("m-after", key("document", "DOC-1")))
 	require.NoError(t, err)
 	require.Equal(t, cases.Buffered, after.Status)
-	w, err := e.app.Wait(ctx, e.pool, late.ID)
+	w, err := e.app.Wait(ctx, late.ID)
 	require.NoError(t, err)
 	require.Equal(t, cases.Waiting, w.Status, "the sweep has not run")
 	requireMatchInvariants(t, e)
@@ -309,12 +304,7 @@ func TestMessageAfterTheDeadlineLeavesTheWaitToExpire(t *testing.T) {
 		runs <- ran{j.Args, wake, err}
 		return err
 	}, cases.WaitExpirySweep(time.Hour))
-	require.NoError(t, sw.Start(ctx))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = sw.Stop(ctx)
-	})
+	testkit.Start(t, sw)
 	// The worker's own periodic run may beat this one to it: either way the
 	// wait expires once.
 	_, err = sw.Sweep(ctx, cases.SweepWaitExpiry)
@@ -327,12 +317,12 @@ func TestMessageAfterTheDeadlineLeavesTheWaitToExpire(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the timeout continuation did not run")
 	}
-	w, err = e.app.Wait(ctx, e.pool, late.ID)
+	w, err = e.app.Wait(ctx, late.ID)
 	require.NoError(t, err)
 	require.Equal(t, cases.Expired, w.Status)
 	require.Zero(t, w.SatisfiedBy)
 	for _, id := range []int64{atDeadline.ID, after.ID} {
-		m, err := in.Message(ctx, e.pool, id)
+		m, err := in.Message(ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, cases.Buffered, m.Status, "the expiry sweep leaves messages alone")
 	}
@@ -415,7 +405,7 @@ func TestDeadLetterSweepKeepsTheHorizon(t *testing.T) {
 	require.Empty(t, reasons["under"])
 	require.Equal(t, 1, countEvents(t, e.pool, quiet.ID, cases.EventMessage), "the addressee's history records it")
 
-	m, err := in.Message(ctx, e.pool, over.ID)
+	m, err := in.Message(ctx, over.ID)
 	require.NoError(t, err)
 	require.Equal(t, cases.DeadLettered, m.Status)
 	require.Equal(t, sweepAt, m.SettledAt)
@@ -528,15 +518,15 @@ func TestClosingSettlesWaitsMessagesAndTimers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, cases.Closed, closed.Status)
 
-	m, err := in.Message(ctx, e.pool, addressed.ID)
+	m, err := in.Message(ctx, addressed.ID)
 	require.NoError(t, err)
 	require.Equal(t, cases.DeadLettered, m.Status)
 	require.Equal(t, fmt.Sprintf("addressed to case %d, which closed without consuming it", c.ID), m.DeadLetterReason)
 	require.Equal(t, closedAt, m.SettledAt)
-	m, err = in.Message(ctx, e.pool, open.ID)
+	m, err = in.Message(ctx, open.ID)
 	require.NoError(t, err)
 	require.Equal(t, cases.Buffered, m.Status, "a message not addressed to the case is not the case's to give up")
-	w, err := e.app.Wait(ctx, e.pool, a.ID)
+	w, err := e.app.Wait(ctx, a.ID)
 	require.NoError(t, err)
 	require.Equal(t, cases.WaitWithdrawn, w.Status)
 	require.Zero(t, w.ContinuationJobID)
@@ -544,7 +534,7 @@ func TestClosingSettlesWaitsMessagesAndTimers(t *testing.T) {
 	require.Equal(t, closedAt, w.SettledAt)
 	require.Zero(t, continuations(t, e, c.ID, "supplier.reply"))
 	require.Zero(t, continuations(t, e, c.ID, "supplier.chase"))
-	timers, err := e.app.Timers(ctx, e.pool, c.ID)
+	timers, err := e.app.Timers(ctx, c.ID)
 	require.NoError(t, err)
 	require.Len(t, timers, 1)
 	require.Equal(t, timer.JobID, timers[0].JobID)
@@ -574,7 +564,7 @@ func TestClosingSettlesWaitsMessagesAndTimers(t *testing.T) {
 	n, err = sw.Sweep(ctx, cases.SweepDeadLetters)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	m, err = in.Message(ctx, e.pool, lateTo.ID)
+	m, err = in.Message(ctx, lateTo.ID)
 	require.NoError(t, err)
 	require.Equal(t, cases.DeadLettered, m.Status)
 	require.Equal(t, fmt.Sprintf("addressed to case %d, which is closed and never consumed it", c.ID), m.DeadLetterReason)

@@ -44,7 +44,7 @@ func jobOf(t testing.TB, e env, id int64) jobs.Job {
 	t.Helper()
 	jc, err := jobs.NewClient(e.pool, jobs.Config{Actor: sweeper, Clock: e.clock})
 	require.NoError(t, err)
-	j, err := jc.Get(context.Background(), e.pool, id)
+	j, err := jc.Get(context.Background(), id)
 	require.NoError(t, err)
 	return j
 }
@@ -79,7 +79,7 @@ func TestDeliverThenAwaitConsumesOnce(t *testing.T) {
 	require.Equal(t, d.ID, a.SatisfiedBy)
 	require.NotZero(t, a.ContinuationJobID)
 
-	m, err := in.Message(ctx, e.pool, d.ID)
+	m, err := in.Message(ctx, d.ID)
 	require.NoError(t, err)
 	require.Equal(t, cases.Consumed, m.Status)
 	require.Equal(t, a.ID, m.ConsumedBy)
@@ -134,7 +134,7 @@ func TestAwaitThenDeliverConsumesOnce(t *testing.T) {
 	require.Equal(t, d.ID, again.ID)
 	require.Equal(t, d.ContinuationJobID, again.ContinuationJobID)
 
-	w, err := e.app.Wait(ctx, e.pool, a.ID)
+	w, err := e.app.Wait(ctx, a.ID)
 	require.NoError(t, err)
 	require.Equal(t, cases.Satisfied, w.Status)
 	require.Equal(t, d.ID, w.SatisfiedBy)

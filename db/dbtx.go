@@ -19,6 +19,15 @@ type DBTX interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// Pool is what a docket client runs on when no transaction is given:
+// a *pgxpool.Pool, typically, or a *pgx.Conn. Every NewClient takes one;
+// each operation X runs on it, in a transaction of its own where it writes
+// more than one statement, while its XTx form runs on the caller's pgx.Tx.
+type Pool interface {
+	DBTX
+	Beginner
+}
+
 // Beginner starts a transaction: a *pgxpool.Pool or *pgx.Conn starts a real
 // one, a pgx.Tx starts a savepoint.
 type Beginner interface {
@@ -65,3 +74,10 @@ func IsNil(v any) bool {
 	r := reflect.ValueOf(v)
 	return r.Kind() == reflect.Pointer && r.IsNil()
 }
+
+// Every docket list returns pages: a filter's Limit of 0 asks for
+// DefaultPage items, and any other limit must be 1..MaxPage.
+const (
+	DefaultPage = 100
+	MaxPage     = 1000
+)

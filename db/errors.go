@@ -31,9 +31,9 @@ var (
 	// ErrAlreadyAnswered (DK007): a task was settled first by another answer or
 	// by expiry.
 	ErrAlreadyAnswered = errors.New("already answered")
-	// ErrExcludedActor (DK008): four-eyes; this actor may not claim or answer
-	// this task.
-	ErrExcludedActor = errors.New("excluded actor")
+	// DK008 is reserved for four-eyes (an actor excluded from a human task);
+	// nothing raises it yet, so it has no sentinel.
+
 	// ErrNotPermitted (DK009): the actor lacks the role or grant.
 	ErrNotPermitted = errors.New("not permitted")
 	// ErrInvalidArgument (DK010, and check, not-null and malformed-value
@@ -85,7 +85,6 @@ var Catalogue = []CodeInfo{
 	{"DK005", "ErrCaseClosed", ErrCaseClosed},
 	{"DK006", "ErrObligationsOutstanding", ErrObligationsOutstanding},
 	{"DK007", "ErrAlreadyAnswered", ErrAlreadyAnswered},
-	{"DK008", "ErrExcludedActor", ErrExcludedActor},
 	{"DK009", "ErrNotPermitted", ErrNotPermitted},
 	{"DK010", "ErrInvalidArgument", ErrInvalidArgument},
 	{"DK011", "ErrAmbiguousCorrelation", ErrAmbiguousCorrelation},

@@ -151,24 +151,25 @@ func (s Status) tooNew() error {
 }
 
 // MigrationStatus reads which docket and River migrations the database has,
-// without changing anything. A database docket has never touched is at 0, 0.
-func MigrationStatus(ctx context.Context, q DBTX) (Status, error) {
+// on pool, without changing anything. A database docket has never touched is
+// at 0, 0.
+func MigrationStatus(ctx context.Context, pool Pool) (Status, error) {
 	s := Status{Latest: LatestVersion(), RiverLatest: riverLatest()}
 	var gooseExists, riverExists bool
-	err := q.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL`,
+	err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL`,
 		gooseTable, Schema+".river_migration").Scan(&gooseExists, &riverExists)
 	if err != nil {
 		return s, fmt.Errorf("migration status: %w", err)
 	}
 	if gooseExists {
 		// goose records a rollback by deleting the version's row.
-		err := q.QueryRow(ctx, `SELECT coalesce(max(version_id), 0) FROM `+gooseTable+` WHERE is_applied`).Scan(&s.Version)
+		err := pool.QueryRow(ctx, `SELECT coalesce(max(version_id), 0) FROM `+gooseTable+` WHERE is_applied`).Scan(&s.Version)
 		if err != nil {
 			return s, fmt.Errorf("migration status: docket version: %w", err)
 		}
 	}
 	if riverExists {
-		err := q.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+Schema+`.river_migration WHERE line = 'main'`).Scan(&s.RiverVersion)
+		err := pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+Schema+`.river_migration WHERE line = 'main'`).Scan(&s.RiverVersion)
 		if err != nil {
 			return s, fmt.Errorf("migration status: river version: %w", err)
 		}

@@ -292,7 +292,7 @@ func BenchmarkExternalExecutors(b *testing.B) {
 	docketSide := func() error {
 		ctx, cancel := context.WithTimeout(ctx, benchBurnTimeout)
 		defer cancel()
-		return benchDocketBurnDown(ctx, e.client, e.pool)
+		return benchDocketBurnDown(ctx, e.client)
 	}
 	riverSide := func() error {
 		// Untimed: the client, its subscription, and its Stop.
@@ -334,7 +334,7 @@ func BenchmarkExternalExecutors(b *testing.B) {
 // benchDocketBurnDown claims and completes queued jobs of queue default with
 // benchExecutors goroutines until none is left, and checks it completed
 // benchBulk.
-func benchDocketBurnDown(ctx context.Context, client *jobs.Client, pool *pgxpool.Pool) error {
+func benchDocketBurnDown(ctx context.Context, client *jobs.Client) error {
 	var (
 		done atomic.Int64
 		wg   sync.WaitGroup
@@ -343,7 +343,7 @@ func benchDocketBurnDown(ctx context.Context, client *jobs.Client, pool *pgxpool
 	for range benchExecutors {
 		wg.Go(func() {
 			for {
-				claimed, err := client.ClaimTx(ctx, pool, jobs.DefaultQueue, jobs.ClaimOptions{Limit: benchClaimLimit})
+				claimed, err := client.Claim(ctx, jobs.DefaultQueue, jobs.ClaimOptions{Limit: benchClaimLimit})
 				if err != nil {
 					errs <- err
 					return
@@ -355,7 +355,7 @@ func benchDocketBurnDown(ctx context.Context, client *jobs.Client, pool *pgxpool
 				for i, j := range claimed {
 					batch[i] = jobs.Completion{Lease: j.Lease()}
 				}
-				refusals, err := client.CompleteManyTx(ctx, pool, batch)
+				refusals, err := client.CompleteMany(ctx, batch)
 				if err != nil {
 					errs <- err
 					return

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/internal/dbsqlc"
 )
@@ -59,10 +61,10 @@ func (o ClaimOptions) validate(op string) (limit int32, lease *time.Duration, ki
 // Claim claims up to opts.Limit due jobs of queue in the client's project. See
 // [Client.ClaimTx].
 func (c *Client) Claim(ctx context.Context, queue string, opts ClaimOptions) ([]Job, error) {
-	return c.ClaimTx(ctx, c.pool, queue, opts)
+	return c.claim(ctx, c.pool, queue, opts)
 }
 
-// ClaimTx claims up to opts.Limit due jobs of queue on q: queued jobs first by
+// ClaimTx claims up to opts.Limit due jobs of queue in tx: queued jobs first by
 // priority, available_at and id, then expired claims of repeatable jobs with
 // attempts left, taken over. Each claimed job has a fresh token, a new lease
 // generation and one more attempt; [Job.Lease] is what the holder keeps. Jobs
@@ -73,7 +75,12 @@ func (c *Client) Claim(ctx context.Context, queue string, opts ClaimOptions) ([]
 // the job.claim grant on the project: it learns nothing a claimant with
 // nothing to do would not. It refuses, with [db.ErrInvalidArgument], a
 // malformed queue or options.
-func (c *Client) ClaimTx(ctx context.Context, q db.DBTX, queue string, opts ClaimOptions) ([]Job, error) {
+func (c *Client) ClaimTx(ctx context.Context, tx pgx.Tx, queue string, opts ClaimOptions) ([]Job, error) {
+	return c.claim(ctx, tx, queue, opts)
+}
+
+// claim is [Client.ClaimTx] on q: the client's pool or the caller's transaction.
+func (c *Client) claim(ctx context.Context, q db.DBTX, queue string, opts ClaimOptions) ([]Job, error) {
 	const op = "job.claim"
 	if err := c.needProject(op); err != nil {
 		return nil, err
@@ -97,10 +104,10 @@ func (c *Client) ClaimTx(ctx context.Context, q db.DBTX, queue string, opts Clai
 
 // ClaimID claims job id if it is claimable now. See [Client.ClaimIDTx].
 func (c *Client) ClaimID(ctx context.Context, id int64, opts ClaimOptions) (Job, bool, error) {
-	return c.ClaimIDTx(ctx, c.pool, id, opts)
+	return c.claimID(ctx, c.pool, id, opts)
 }
 
-// ClaimIDTx claims job id on q when it is queued and due, or claimed with an
+// ClaimIDTx claims job id in tx when it is queued and due, or claimed with an
 // expired lease and repeatable with attempts left; it reports false, with no
 // error, when it is not (unknown, held, not yet due, finished, locked by
 // another claimant) or when the actor lacks job.claim on its project. The job
@@ -110,7 +117,12 @@ func (c *Client) ClaimID(ctx context.Context, id int64, opts ClaimOptions) (Job,
 // job whose payload schema is not among opts.Decoders with
 // [db.ErrRefusedRevision], leaving it as it was for a deployment that can
 // decode it.
-func (c *Client) ClaimIDTx(ctx context.Context, q db.DBTX, id int64, opts ClaimOptions) (Job, bool, error) {
+func (c *Client) ClaimIDTx(ctx context.Context, tx pgx.Tx, id int64, opts ClaimOptions) (Job, bool, error) {
+	return c.claimID(ctx, tx, id, opts)
+}
+
+// claimID is [Client.ClaimIDTx] on q: the client's pool or the caller's transaction.
+func (c *Client) claimID(ctx context.Context, q db.DBTX, id int64, opts ClaimOptions) (Job, bool, error) {
 	const op = "job.claim_id"
 	opts.Limit = 1
 	_, lease, kinds, schemas, err := opts.validate(op)
@@ -132,10 +144,10 @@ func (c *Client) ClaimIDTx(ctx context.Context, q db.DBTX, id int64, opts ClaimO
 // Renew extends the live lease l to the clock's now plus d (0: the job's own
 // lease). See [Client.RenewTx].
 func (c *Client) Renew(ctx context.Context, l Lease, d time.Duration) (Job, error) {
-	return c.RenewTx(ctx, c.pool, l, d)
+	return c.renew(ctx, c.pool, l, d)
 }
 
-// RenewTx extends the live lease l on q to now plus d (0: the job's own
+// RenewTx extends the live lease l in tx to now plus d (0: the job's own
 // lease); a lease never shortens. Renewal records no event.
 //
 // It refuses, changing nothing: d outside 1 s .. 24 h with
@@ -143,7 +155,12 @@ func (c *Client) Renew(ctx context.Context, l Lease, d time.Duration) (Job, erro
 // no longer holds a live lease (it expired, another claimant took the job
 // over, it was released, completed or cancelled) with [db.ErrStaleClaim]. A
 // holder that gets ErrStaleClaim must stop working on the job.
-func (c *Client) RenewTx(ctx context.Context, q db.DBTX, l Lease, d time.Duration) (Job, error) {
+func (c *Client) RenewTx(ctx context.Context, tx pgx.Tx, l Lease, d time.Duration) (Job, error) {
+	return c.renew(ctx, tx, l, d)
+}
+
+// renew is [Client.RenewTx] on q: the client's pool or the caller's transaction.
+func (c *Client) renew(ctx context.Context, q db.DBTX, l Lease, d time.Duration) (Job, error) {
 	const op = "job.renew"
 	var lease *time.Duration
 	if d != 0 {
@@ -163,10 +180,10 @@ func (c *Client) RenewTx(ctx context.Context, q db.DBTX, l Lease, d time.Duratio
 
 // Release gives lease l back. See [Client.ReleaseTx].
 func (c *Client) Release(ctx context.Context, l Lease, availableAt time.Time, reason string) (Job, error) {
-	return c.ReleaseTx(ctx, c.pool, l, availableAt, reason)
+	return c.release(ctx, c.pool, l, availableAt, reason)
 }
 
-// ReleaseTx gives the live lease l back on q without using up anything but
+// ReleaseTx gives the live lease l back in tx without using up anything but
 // the attempt already counted: the job is queued again, claimable from
 // availableAt (zero, or earlier than now: now), with reason as its
 // diagnostic. A job released on its last attempt has none left and becomes
@@ -174,7 +191,12 @@ func (c *Client) Release(ctx context.Context, l Lease, availableAt time.Time, re
 //
 // It refuses, changing nothing: an unknown job with [db.ErrNotFound]; a token
 // that does not hold a live lease with [db.ErrStaleClaim].
-func (c *Client) ReleaseTx(ctx context.Context, q db.DBTX, l Lease, availableAt time.Time, reason string) (Job, error) {
+func (c *Client) ReleaseTx(ctx context.Context, tx pgx.Tx, l Lease, availableAt time.Time, reason string) (Job, error) {
+	return c.release(ctx, tx, l, availableAt, reason)
+}
+
+// release is [Client.ReleaseTx] on q: the client's pool or the caller's transaction.
+func (c *Client) release(ctx context.Context, q db.DBTX, l Lease, availableAt time.Time, reason string) (Job, error) {
 	var at *time.Time
 	if !availableAt.IsZero() {
 		at = &availableAt

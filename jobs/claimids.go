@@ -5,49 +5,25 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/internal/dbsqlc"
+	"github.com/docket-dev/docket/internal/jobclaim"
 )
 
-// ClaimOutcome says what became of one job a [Client.ClaimIDsTx] wanted.
-type ClaimOutcome string
-
-// The outcomes of [Client.ClaimIDsTx].
-const (
-	// ClaimTaken: the job is claimed; [ClaimResult.Job] holds its lease.
-	ClaimTaken ClaimOutcome = "claimed"
-	// ClaimUndecodable: the job was claimable, but its (kind, payload schema) is
-	// not among the claimant's decoders; it is left as it was.
-	ClaimUndecodable ClaimOutcome = "undecodable"
-	// ClaimUnavailable: the job is not claimable now (held by a live lease, not
-	// yet due, finished, uncertain, or locked by another claimant);
-	// [ClaimResult.Job] is how the claim saw it.
-	ClaimUnavailable ClaimOutcome = "unavailable"
-)
-
-// ClaimResult is one job a [Client.ClaimIDsTx] wanted and what became of it.
-type ClaimResult struct {
-	Outcome ClaimOutcome
-	Job     Job
+func init() {
+	jobclaim.Register(func(client any) any { return store{client.(*Client)} })
 }
 
-// ClaimWant names one job for [Client.ClaimIDsTx] and the lease to hold it
-// for (0: the job's own).
-type ClaimWant struct {
-	ID    int64
-	Lease time.Duration
-}
+// store is the worker-only part of a [Client]; see package jobclaim.
+type store struct{ c *Client }
 
-// ClaimIDsTx claims on q each wanted job that is claimable now, as
-// [Client.ClaimIDTx] does for one, in one statement: the group commit of a
-// worker's dispatches. It returns a result for each wanted job in a project
-// where the actor holds job.claim, claimed ones first; an unknown job, or one
-// the actor may not claim, has none. Locked jobs are skipped, never waited for.
-//
-// It refuses, changing nothing, with [db.ErrInvalidArgument]: more than
-// [MaxClaimBatch] wants, a repeated id, a lease outside 1 s .. 24 h, a
-// malformed decoder.
-func (c *Client) ClaimIDsTx(ctx context.Context, q db.DBTX, wants []ClaimWant, decoders []Decoder) ([]ClaimResult, error) {
+var _ jobclaim.Store[Job, Decoder] = store{}
+
+// ClaimIDsTx: see [jobclaim.Store].
+func (s store) ClaimIDsTx(ctx context.Context, tx pgx.Tx, wants []jobclaim.Want, decoders []Decoder) ([]jobclaim.Result[Job], error) {
+	c := s.c
 	const op = "job.claim_ids"
 	if len(wants) == 0 {
 		return nil, nil
@@ -67,32 +43,22 @@ func (c *Client) ClaimIDsTx(ctx context.Context, q db.DBTX, wants []ClaimWant, d
 		}
 		ids[i], leases[i] = w.ID, w.Lease
 	}
-	rows, err := queries.JobClaimIDs(ctx, q, dbsqlc.JobClaimIDsParams{
+	rows, err := queries.JobClaimIDs(ctx, tx, dbsqlc.JobClaimIDsParams{
 		Ids: ids, Leases: leases, Kinds: kinds, Schemas: schemas, Actor: string(c.actor), Now: c.clock.Now(),
 	})
 	if err != nil {
 		return nil, db.Translate(err, op)
 	}
-	out := make([]ClaimResult, len(rows))
+	out := make([]jobclaim.Result[Job], len(rows))
 	for i, r := range rows {
-		out[i] = ClaimResult{Outcome: ClaimOutcome(r.Outcome), Job: fromRow(claimOutcomeRow(r))}
+		out[i] = jobclaim.Result[Job]{Outcome: jobclaim.Outcome(r.Outcome), Job: fromRow(claimOutcomeRow(r))}
 	}
 	return out, nil
 }
 
-// UndispatchedTx returns on q, locked until q's transaction ends, up to limit
-// queued and due jobs of queues that no live River dispatch carries: jobs
-// created by SQL, or queued again by something that dispatched nothing. It
-// looks at the first scan due jobs of each queue, in each project where the
-// actor holds job.claim, in claim order; jobs for external executors and, when
-// decoders is not empty, jobs of other payload versions are left out. A
-// dispatch River has been running since before runningSince (River's clock)
-// counts as dead, not as carrying its job (zero: every running dispatch
-// counts). A worker dispatches what it returns in the same transaction. It
-// refuses, with
-// [db.ErrInvalidArgument], limit or scan outside 1..[MaxSweepBatch], a
-// malformed queue or decoder.
-func (c *Client) UndispatchedTx(ctx context.Context, q db.DBTX, queues []string, scan, limit int, decoders []Decoder, runningSince time.Time) ([]Job, error) {
+// UndispatchedTx: see [jobclaim.Store].
+func (s store) UndispatchedTx(ctx context.Context, tx pgx.Tx, queues []string, scan, limit int, decoders []Decoder, runningSince time.Time) ([]Job, error) {
+	c := s.c
 	const op = "job.undispatched"
 	if limit < 1 || limit > MaxSweepBatch {
 		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("limit %d is outside 1..%d", limit, MaxSweepBatch))
@@ -109,7 +75,7 @@ func (c *Client) UndispatchedTx(ctx context.Context, q db.DBTX, queues []string,
 	if err != nil {
 		return nil, err
 	}
-	rows, err := queries.JobUndispatched(ctx, q, dbsqlc.JobUndispatchedParams{
+	rows, err := queries.JobUndispatched(ctx, tx, dbsqlc.JobUndispatchedParams{
 		Queues: queues, Scan: int32(scan), MaxJobs: int32(limit), Kinds: kinds, Schemas: schemas,
 		RunningSince: runningSince, Actor: string(c.actor), Now: c.clock.Now(),
 	})

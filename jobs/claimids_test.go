@@ -1,8 +1,8 @@
 package jobs_test
 
-// The worker's two batch reads of the job store: ClaimIDsTx, the group
-// commit of many dispatches' claims, and UndispatchedTx, the dispatch sweep's
-// search. Their refusals change nothing, in Go and in SQL called directly;
+// The worker's two batch reads of the job store, in package jobclaim:
+// ClaimIDsTx, the group commit of many dispatches' claims, and
+// UndispatchedTx, the dispatch sweep's search. Their refusals change nothing, in Go and in SQL called directly;
 // their answers say, for each wanted job, only what the actor may know.
 
 import (
@@ -13,13 +13,15 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/jobclaim"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
-	"github.com/docket-dev/docket/projects"
 )
 
 const (
@@ -32,25 +34,29 @@ const (
 	cidUnknownID = int64(1) << 40
 )
 
-// cidGrant grants actor the capabilities on proj.
-func cidGrant(t *testing.T, e env, proj string, actor access.Actor, caps ...access.Capability) {
-	t.Helper()
-	for _, c := range caps {
-		_, err := access.Allow(t.Context(), e.pool, access.Grant{Principal: actor, Project: proj, Capability: c}, ana, e.clock.Now())
-		require.NoError(t, err)
-	}
-}
-
-// cidBeta creates project beta, where cidBetaOwner may enqueue and claim,
-// and returns its client.
+// cidBeta lets cidBetaOwner enqueue and claim in project beta, which e
+// has, and returns its client there.
 func cidBeta(t *testing.T, e env) *jobs.Client {
 	t.Helper()
-	_, err := projects.Create(t.Context(), e.pool, "beta", ana, e.clock.Now())
-	require.NoError(t, err)
-	cidGrant(t, e, "beta", cidBetaOwner, access.JobCreate, access.JobClaim)
+	e.allow(t, testkit.Grants(cidBetaOwner, "beta", access.JobCreate, access.JobClaim)...)
 	c, err := jobs.NewClient(e.pool, jobs.Config{Project: "beta", Actor: cidBetaOwner, Clock: e.clock})
 	require.NoError(t, err)
 	return c
+}
+
+// cidStore is the worker-only part of c.
+func cidStore(c *jobs.Client) jobclaim.Store[jobs.Job, jobs.Decoder] {
+	return jobclaim.Of[jobs.Job, jobs.Decoder](c)
+}
+
+// cidClaimIDs claims wants as c in a transaction of its own, committed when
+// the claim succeeds.
+func cidClaimIDs(ctx context.Context, e env, c *jobs.Client, wants []jobclaim.Want, decoders []jobs.Decoder) (got []jobclaim.Result[jobs.Job], err error) {
+	err = db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
+		got, err = cidStore(c).ClaimIDsTx(ctx, tx, wants, decoders)
+		return err
+	})
+	return got, err
 }
 
 // cidEnqueue enqueues s through c and returns the job.
@@ -64,7 +70,7 @@ func cidEnqueue(t *testing.T, c *jobs.Client, s jobs.Spec) jobs.Job {
 // cidGet reads job id as c sees it.
 func cidGet(t *testing.T, e env, c *jobs.Client, id int64) jobs.Job {
 	t.Helper()
-	j, err := c.Get(t.Context(), e.pool, id)
+	j, err := c.Get(t.Context(), id)
 	require.NoError(t, err)
 	return j
 }
@@ -86,15 +92,15 @@ func TestClaimIDsRefusesInvalidArguments(t *testing.T) {
 	queued := cidEnqueue(t, e.client, spec(`{"claim_ids": "queued"}`))
 	before := snapshot(t, e.pool)
 
-	tooMany := make([]jobs.ClaimWant, jobs.MaxClaimBatch+1)
+	tooMany := make([]jobclaim.Want, jobs.MaxClaimBatch+1)
 	tooMany[0].ID = queued.ID
 	for i := 1; i < len(tooMany); i++ {
 		tooMany[i].ID = cidUnknownID + int64(i)
 	}
-	want := func(lease time.Duration) []jobs.ClaimWant { return []jobs.ClaimWant{{ID: queued.ID, Lease: lease}} }
+	want := func(lease time.Duration) []jobclaim.Want { return []jobclaim.Want{{ID: queued.ID, Lease: lease}} }
 	cases := []struct {
 		name     string
-		wants    []jobs.ClaimWant
+		wants    []jobclaim.Want
 		decoders []jobs.Decoder
 	}{
 		{"more than MaxClaimBatch wants", tooMany, nil},
@@ -103,8 +109,8 @@ func TestClaimIDsRefusesInvalidArguments(t *testing.T) {
 		{"lease 25h", want(25 * time.Hour), nil},
 		{"lease 24h and a nanosecond", want(jobs.MaxLease + 1), nil},
 		{"lease negative", want(-time.Minute), nil},
-		{"one good lease and one bad", []jobs.ClaimWant{{ID: cidUnknownID, Lease: time.Minute}, {ID: queued.ID, Lease: 500 * time.Millisecond}}, nil},
-		{"a repeated id", []jobs.ClaimWant{{ID: queued.ID}, {ID: queued.ID}}, nil},
+		{"one good lease and one bad", []jobclaim.Want{{ID: cidUnknownID, Lease: time.Minute}, {ID: queued.ID, Lease: 500 * time.Millisecond}}, nil},
+		{"a repeated id", []jobclaim.Want{{ID: queued.ID}, {ID: queued.ID}}, nil},
 		{"decoder with a bad kind", want(0), []jobs.Decoder{{Kind: "Billing", Schema: 1}}},
 		{"decoder with an empty kind", want(0), []jobs.Decoder{{Kind: "", Schema: 1}}},
 		{"decoder with schema 0", want(0), []jobs.Decoder{{Kind: "billing.invoice", Schema: 0}}},
@@ -115,7 +121,7 @@ func TestClaimIDsRefusesInvalidArguments(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := e.client.ClaimIDsTx(t.Context(), e.pool, tc.wants, tc.decoders)
+			got, err := cidClaimIDs(t.Context(), e, e.client, tc.wants, tc.decoders)
 			require.Nil(t, got)
 			cidRefused(t, e, before, db.ErrInvalidArgument, err)
 		})
@@ -123,8 +129,8 @@ func TestClaimIDsRefusesInvalidArguments(t *testing.T) {
 
 	t.Run("no wants is no answer", func(t *testing.T) {
 		t.Parallel()
-		for _, wants := range [][]jobs.ClaimWant{nil, {}} {
-			got, err := e.client.ClaimIDsTx(t.Context(), e.pool, wants, nil)
+		for _, wants := range [][]jobclaim.Want{nil, {}} {
+			got, err := cidClaimIDs(t.Context(), e, e.client, wants, nil)
 			require.NoError(t, err)
 			require.Nil(t, got)
 		}
@@ -235,9 +241,9 @@ func TestDatabaseRefusesClaimIDsWithoutGo(t *testing.T) {
 
 func TestClaimIDsAnswersEachWantedJob(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
+	e := setup(t, "beta")
 	ctx := t.Context()
-	cidGrant(t, e, project, cidPeer, access.JobClaim)
+	e.allow(t, testkit.Grants(cidPeer, project, access.JobClaim)...)
 	peer := clientAs(t, e.pool, e.clock, cidPeer)
 	beta := cidBeta(t, e)
 
@@ -291,7 +297,7 @@ func TestClaimIDsAnswersEachWantedJob(t *testing.T) {
 	}
 	hiddenBefore := cidGet(t, e, beta, hidden.ID)
 
-	wants := []jobs.ClaimWant{
+	wants := []jobclaim.Want{
 		{ID: cidUnknownID},
 		{ID: hidden.ID},
 		{ID: undecodable.ID, Lease: time.Minute},
@@ -303,30 +309,30 @@ func TestClaimIDsAnswersEachWantedJob(t *testing.T) {
 		{ID: own.ID},
 		{ID: short.ID, Lease: 2 * time.Minute},
 	}
-	got, err := e.client.ClaimIDsTx(ctx, e.pool, wants, []jobs.Decoder{{Kind: "billing.invoice", Schema: 1}})
+	got, err := cidClaimIDs(ctx, e, e.client, wants, []jobs.Decoder{{Kind: "billing.invoice", Schema: 1}})
 	require.NoError(t, err)
 
-	outcomes := map[int64]jobs.ClaimOutcome{}
+	outcomes := map[int64]jobclaim.Outcome{}
 	byID := map[int64]jobs.Job{}
 	claimedFirst := true
 	for i, r := range got {
 		_, seen := outcomes[r.Job.ID]
 		require.False(t, seen, "job %d answered twice", r.Job.ID)
 		outcomes[r.Job.ID], byID[r.Job.ID] = r.Outcome, r.Job
-		if i > 0 && r.Outcome == jobs.ClaimTaken && got[i-1].Outcome != jobs.ClaimTaken {
+		if i > 0 && r.Outcome == jobclaim.Taken && got[i-1].Outcome != jobclaim.Taken {
 			claimedFirst = false
 		}
 	}
 	require.True(t, claimedFirst, "claimed ones come first: %v", outcomes)
-	require.Equal(t, map[int64]jobs.ClaimOutcome{
-		short.ID:       jobs.ClaimTaken,
-		own.ID:         jobs.ClaimTaken,
-		takeover.ID:    jobs.ClaimTaken,
-		held.ID:        jobs.ClaimUnavailable,
-		future.ID:      jobs.ClaimUnavailable,
-		done.ID:        jobs.ClaimUnavailable,
-		expired.ID:     jobs.ClaimUnavailable,
-		undecodable.ID: jobs.ClaimUndecodable,
+	require.Equal(t, map[int64]jobclaim.Outcome{
+		short.ID:       jobclaim.Taken,
+		own.ID:         jobclaim.Taken,
+		takeover.ID:    jobclaim.Taken,
+		held.ID:        jobclaim.Unavailable,
+		future.ID:      jobclaim.Unavailable,
+		done.ID:        jobclaim.Unavailable,
+		expired.ID:     jobclaim.Unavailable,
+		undecodable.ID: jobclaim.Undecodable,
 	}, outcomes, "an unknown job and a job the actor may not claim get no answer")
 
 	tokens := map[uuid.UUID]bool{}
@@ -380,7 +386,11 @@ func TestUndispatchedRefusesInvalidArguments(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := e.client.UndispatchedTx(t.Context(), e.pool, tc.queues, tc.scan, tc.limit, tc.decoders, time.Time{})
+			var got []jobs.Job
+			err := db.WithTx(t.Context(), e.pool, func(tx pgx.Tx) (err error) {
+				got, err = cidStore(e.client).UndispatchedTx(t.Context(), tx, tc.queues, tc.scan, tc.limit, tc.decoders, time.Time{})
+				return err
+			})
 			require.Nil(t, got)
 			cidRefused(t, e, before, db.ErrInvalidArgument, err)
 		})
@@ -398,7 +408,7 @@ func cidIDs(js []jobs.Job) []int64 {
 
 func TestUndispatchedFindsWhatTheActorMayDispatch(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
+	e := setup(t, "beta")
 	ctx := t.Context()
 	beta := cidBeta(t, e)
 
@@ -424,7 +434,7 @@ func TestUndispatchedFindsWhatTheActorMayDispatch(t *testing.T) {
 	hidden := cidEnqueue(t, beta, spec(`{"beta": true}`)).ID
 	// svc:maker may enqueue into acme but not claim there.
 	const maker access.Actor = "svc:maker"
-	cidGrant(t, e, project, maker, access.JobCreate)
+	e.allow(t, testkit.Grants(maker, project, access.JobCreate)...)
 	makerClient := clientAs(t, e.pool, e.clock, maker)
 	before := snapshot(t, e.pool)
 
@@ -434,7 +444,7 @@ func TestUndispatchedFindsWhatTheActorMayDispatch(t *testing.T) {
 		tx, err := e.pool.Begin(ctx)
 		require.NoError(t, err)
 		defer func() { require.NoError(t, tx.Rollback(ctx)) }()
-		got, err := c.UndispatchedTx(ctx, tx, queues, scan, limit, decoders, time.Time{})
+		got, err := cidStore(c).UndispatchedTx(ctx, tx, queues, scan, limit, decoders, time.Time{})
 		require.NoError(t, err)
 		return cidIDs(got)
 	}
@@ -467,7 +477,7 @@ func TestUndispatchedFindsWhatTheActorMayDispatch(t *testing.T) {
 	require.Equal(t, all[2:], undispatched(e.client, def, 100, 100, nil), "a running dispatch counts when runningSince is zero")
 	tx, err := e.pool.Begin(ctx)
 	require.NoError(t, err)
-	got, err := e.client.UndispatchedTx(ctx, tx, def, 100, 100, nil, time.Now().Add(-10*time.Minute))
+	got, err := cidStore(e.client).UndispatchedTx(ctx, tx, def, 100, 100, nil, time.Now().Add(-10*time.Minute))
 	require.NoError(t, err)
 	require.NoError(t, tx.Rollback(ctx))
 	require.Equal(t, all[1:], cidIDs(got), "a dispatch running for an hour is dead; an available one is not")
@@ -477,7 +487,7 @@ func TestUndispatchedFindsWhatTheActorMayDispatch(t *testing.T) {
 	first, err := e.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = first.Rollback(ctx) }()
-	mine, err := e.client.UndispatchedTx(ctx, first, def, 100, 2, nil, time.Time{})
+	mine, err := cidStore(e.client).UndispatchedTx(ctx, first, def, 100, 2, nil, time.Time{})
 	require.NoError(t, err)
 	require.Equal(t, all[2:4], cidIDs(mine))
 	require.Equal(t, all[4:], undispatched(e.client, def, 100, 100, nil), "the second sweeper skips the first one's jobs")

@@ -15,13 +15,6 @@ import (
 
 var queries = dbsqlc.New()
 
-// Pool is what a [Client] runs on when no transaction is given: a
-// *pgxpool.Pool, or a *pgx.Conn.
-type Pool interface {
-	db.DBTX
-	db.Beginner
-}
-
 // Config configures a [Client].
 type Config struct {
 	// Project is the project the client enqueues into, claims from and
@@ -41,11 +34,11 @@ type Config struct {
 // Client enqueues, claims and settles the jobs of one project as one actor.
 // It is safe for concurrent use.
 //
-// Each write comes in two forms: one that runs on the client's pool, and one
-// ending in Tx that runs on the caller's transaction (or any [db.DBTX]), so the
-// job change commits or rolls back with the caller's own writes.
+// Each operation comes in two forms: one that runs on the client's pool, and
+// one ending in Tx that runs in the caller's transaction, so the job change
+// commits or rolls back with the caller's own writes.
 type Client struct {
-	pool    Pool
+	pool    db.Pool
 	project string
 	actor   access.Actor
 	clock   db.Clock
@@ -56,7 +49,7 @@ type Client struct {
 // allowed: see [Config]) or a malformed actor.
 // It does not check that the project exists or that the actor holds grants:
 // the database decides that on each call.
-func NewClient(pool Pool, cfg Config) (*Client, error) {
+func NewClient(pool db.Pool, cfg Config) (*Client, error) {
 	if db.IsNil(pool) {
 		return nil, db.Refuse(db.ErrInvalidArgument, "jobs.new_client", "pool is nil")
 	}
@@ -85,7 +78,18 @@ func (c *Client) Clock() db.Clock { return c.clock }
 // Get returns job id, or [db.ErrNotFound] when there is none or the actor
 // holds no job capability (job.create, job.claim, job.cancel,
 // job.reconcile) on its project: a job the actor may not see is not there.
-func (c *Client) Get(ctx context.Context, q db.DBTX, id int64) (Job, error) {
+func (c *Client) Get(ctx context.Context, id int64) (Job, error) {
+	return c.get(ctx, c.pool, id)
+}
+
+// GetTx is [Client.Get] read in tx, the caller's transaction: it sees what tx
+// has written and not yet committed, and writes nothing itself.
+func (c *Client) GetTx(ctx context.Context, tx pgx.Tx, id int64) (Job, error) {
+	return c.get(ctx, tx, id)
+}
+
+// get is [Client.Get] on q: the client's pool or the caller's transaction.
+func (c *Client) get(ctx context.Context, q db.DBTX, id int64) (Job, error) {
 	row, err := queries.JobGet(ctx, q, id, string(c.actor))
 	if err != nil {
 		return Job{}, db.Translate(err, "job.get", "job", id)
@@ -97,7 +101,18 @@ func (c *Client) Get(ctx context.Context, q db.DBTX, id int64) (Job, error) {
 // answer [db.ErrNotFound] for: one round trip for a batch of reads, such as
 // a sweep's dispatch of the jobs it enqueued. It refuses more than
 // [MaxSweepBatch] ids with [db.ErrInvalidArgument].
-func (c *Client) GetMany(ctx context.Context, q db.DBTX, ids []int64) ([]Job, error) {
+func (c *Client) GetMany(ctx context.Context, ids []int64) ([]Job, error) {
+	return c.getMany(ctx, c.pool, ids)
+}
+
+// GetManyTx is [Client.GetMany] read in tx, the caller's transaction: it sees what tx
+// has written and not yet committed, and writes nothing itself.
+func (c *Client) GetManyTx(ctx context.Context, tx pgx.Tx, ids []int64) ([]Job, error) {
+	return c.getMany(ctx, tx, ids)
+}
+
+// getMany is [Client.GetMany] on q: the client's pool or the caller's transaction.
+func (c *Client) getMany(ctx context.Context, q db.DBTX, ids []int64) ([]Job, error) {
 	if len(ids) > MaxSweepBatch {
 		return nil, db.Refuse(db.ErrInvalidArgument, "job.get_many", fmt.Sprintf("%d ids is more than %d", len(ids), MaxSweepBatch))
 	}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
 )
 
@@ -114,24 +115,11 @@ func ccCount(t *testing.T, q db.DBTX) (jobCount, eventCount int) {
 	return jobCount, eventCount
 }
 
-// ccSnapshotOf renders jobs ids and their events, like snapshot but for a
-// few jobs only.
-func ccSnapshotOf(t *testing.T, q db.DBTX, ids ...int64) string {
-	t.Helper()
-	var s string
-	require.NoError(t, q.QueryRow(t.Context(), `
-		SELECT coalesce((SELECT string_agg(j::text, ';' ORDER BY id) FROM docket.jobs j WHERE id = ANY($1)), '') || '|' ||
-		       coalesce((SELECT string_agg(e::text, ';' ORDER BY job_id, seq) FROM docket.job_events e WHERE job_id = ANY($1)), '')`,
-		ids).Scan(&s))
-	return s
-}
-
 // ccClaimer returns a client of project acme acting as actor, which it first
 // grants job.claim there.
 func ccClaimer(t *testing.T, e env, actor access.Actor) *jobs.Client {
 	t.Helper()
-	_, err := access.Allow(t.Context(), e.pool, access.Grant{Principal: actor, Project: project, Capability: access.JobClaim}, ana, e.clock.Now())
-	require.NoError(t, err)
+	e.allow(t, testkit.Grants(actor, project, access.JobClaim)...)
 	return clientAs(t, e.pool, e.clock, actor)
 }
 
@@ -171,7 +159,7 @@ func TestEnqueueTxCommitsAndRollsBackWithTheCaller(t *testing.T) {
 	n, ev := ccCount(t, e.pool)
 	require.Zero(t, n, "a rolled back enqueue leaves no job")
 	require.Zero(t, ev, "a rolled back enqueue leaves no event")
-	_, err = e.client.Get(ctx, e.pool, enq.Job.ID)
+	_, err = e.client.Get(ctx, enq.Job.ID)
 	require.ErrorIs(t, err, db.ErrNotFound)
 
 	// Committed: both are there, and the key is the committed job's.
@@ -184,10 +172,10 @@ func TestEnqueueTxCommitsAndRollsBackWithTheCaller(t *testing.T) {
 	n, ev = ccCount(t, e.pool)
 	require.Equal(t, 1, n)
 	require.Equal(t, 1, ev)
-	got, err := e.client.Get(ctx, e.pool, committed.Job.ID)
+	got, err := e.client.Get(ctx, committed.Job.ID)
 	require.NoError(t, err)
 	require.Equal(t, committed.Job, got)
-	hist, err := e.client.History(ctx, e.pool, committed.Job.ID)
+	hist, err := e.client.History(ctx, committed.Job.ID)
 	require.NoError(t, err)
 	require.Len(t, hist, 1)
 	require.Equal(t, jobs.Queued, hist[0].To)
@@ -207,7 +195,7 @@ func TestEnqueueTxCommitsAndRollsBackWithTheCaller(t *testing.T) {
 	n, ev = ccCount(t, e.pool)
 	require.Equal(t, 2, n)
 	require.Equal(t, 2, ev)
-	_, err = e.client.Get(ctx, e.pool, kept.Job.ID)
+	_, err = e.client.Get(ctx, kept.Job.ID)
 	require.NoError(t, err)
 }
 
@@ -249,9 +237,9 @@ func TestConcurrentEnqueueOfOneKeyCreatesOneJob(t *testing.T) {
 					SELECT array_agg(id) FROM docket.jobs WHERE project = $1 AND kind = 'billing.invoice' AND idempotency_key = $2`,
 					project, key).Scan(&ids))
 				require.Len(t, ids, 1, "round %d: one job per key", round)
-				winner, err := e.client.Get(ctx, e.pool, ids[0])
+				winner, err := e.client.Get(ctx, ids[0])
 				require.NoError(t, err)
-				hist, err := e.client.History(ctx, e.pool, winner.ID)
+				hist, err := e.client.History(ctx, winner.ID)
 				require.NoError(t, err)
 				require.Len(t, hist, 1, "round %d: the job was created once", round)
 
@@ -350,10 +338,10 @@ func TestConcurrentClaimsOfOneJobHaveOneWinner(t *testing.T) {
 				require.Equal(t, int64(wantAttempts), won.LeaseGeneration)
 				require.Equal(t, e.clock.Now().Add(s.Lease), won.LeaseExpiresAt)
 
-				stored, err := e.client.Get(ctx, e.pool, enq.Job.ID)
+				stored, err := e.client.Get(ctx, enq.Job.ID)
 				require.NoError(t, err)
 				require.Equal(t, won, stored, "round %d: the winner's answer is what was stored", round)
-				hist, err := e.client.History(ctx, e.pool, enq.Job.ID)
+				hist, err := e.client.History(ctx, enq.Job.ID)
 				require.NoError(t, err)
 				require.Len(t, hist, wantEvents, "round %d: one claim recorded", round)
 			}
@@ -491,7 +479,7 @@ func TestFutureJobIsNotClaimableBeforeItsTime(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, ok, "claimed by id at %v, due at %v", at, due)
 	}
-	got, err := e.client.Get(ctx, e.pool, enq.Job.ID)
+	got, err := e.client.Get(ctx, enq.Job.ID)
 	require.NoError(t, err)
 	require.Equal(t, enq.Job, got, "looking changed nothing")
 
@@ -550,55 +538,56 @@ func TestUnauthorisedClaimGetsTheEmptyAnswer(t *testing.T) {
 	require.Equal(t, enq.Job.ID, got[0].ID)
 }
 
-// ccLeaseOp is one call a holder makes with its lease.
+// ccLeaseOp is one call a holder makes with its lease; a ...Tx call makes it
+// in tx.
 type ccLeaseOp struct {
 	name string
-	call func(ctx context.Context, c *jobs.Client, q db.DBTX, l jobs.Lease) error
+	call func(ctx context.Context, c *jobs.Client, tx pgx.Tx, l jobs.Lease) error
 }
 
 // ccLeaseOps are every call that needs a live lease.
 var ccLeaseOps = []ccLeaseOp{
-	{"renew", func(ctx context.Context, c *jobs.Client, q db.DBTX, l jobs.Lease) error {
-		_, err := c.RenewTx(ctx, q, l, 0)
+	{"renew", func(ctx context.Context, c *jobs.Client, tx pgx.Tx, l jobs.Lease) error {
+		_, err := c.RenewTx(ctx, tx, l, 0)
 		return err
 	}},
-	{"renew for an hour", func(ctx context.Context, c *jobs.Client, q db.DBTX, l jobs.Lease) error {
-		_, err := c.RenewTx(ctx, q, l, time.Hour)
+	{"renew for an hour", func(ctx context.Context, c *jobs.Client, tx pgx.Tx, l jobs.Lease) error {
+		_, err := c.RenewTx(ctx, tx, l, time.Hour)
 		return err
 	}},
-	{"release", func(ctx context.Context, c *jobs.Client, q db.DBTX, l jobs.Lease) error {
-		_, err := c.ReleaseTx(ctx, q, l, time.Time{}, "giving it back")
+	{"release", func(ctx context.Context, c *jobs.Client, tx pgx.Tx, l jobs.Lease) error {
+		_, err := c.ReleaseTx(ctx, tx, l, time.Time{}, "giving it back")
 		return err
 	}},
-	{"complete", func(ctx context.Context, c *jobs.Client, _ db.DBTX, l jobs.Lease) error {
+	{"complete", func(ctx context.Context, c *jobs.Client, _ pgx.Tx, l jobs.Lease) error {
 		_, err := c.Complete(ctx, l, []byte(`{"paid": true}`), nil)
 		return err
 	}},
-	{"complete tx", func(ctx context.Context, c *jobs.Client, q db.DBTX, l jobs.Lease) error {
-		_, err := c.CompleteTx(ctx, q, l, []byte(`{"paid": true}`))
+	{"complete tx", func(ctx context.Context, c *jobs.Client, tx pgx.Tx, l jobs.Lease) error {
+		_, err := c.CompleteTx(ctx, tx, l, []byte(`{"paid": true}`))
 		return err
 	}},
-	{"complete tx without result", func(ctx context.Context, c *jobs.Client, q db.DBTX, l jobs.Lease) error {
-		_, err := c.CompleteTx(ctx, q, l, nil)
+	{"complete tx without result", func(ctx context.Context, c *jobs.Client, tx pgx.Tx, l jobs.Lease) error {
+		_, err := c.CompleteTx(ctx, tx, l, nil)
 		return err
 	}},
-	{"complete many", func(ctx context.Context, c *jobs.Client, q db.DBTX, l jobs.Lease) error {
-		errs, err := c.CompleteManyTx(ctx, q, []jobs.Completion{{Lease: l, Result: []byte(`{"paid": true}`)}})
+	{"complete many", func(ctx context.Context, c *jobs.Client, tx pgx.Tx, l jobs.Lease) error {
+		errs, err := c.CompleteManyTx(ctx, tx, []jobs.Completion{{Lease: l, Result: []byte(`{"paid": true}`)}})
 		if err != nil {
 			return err
 		}
 		return errs[0]
 	}},
-	{"fail retryable", func(ctx context.Context, c *jobs.Client, q db.DBTX, l jobs.Lease) error {
-		_, err := c.FailTx(ctx, q, l, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "boom"})
+	{"fail retryable", func(ctx context.Context, c *jobs.Client, tx pgx.Tx, l jobs.Lease) error {
+		_, err := c.FailTx(ctx, tx, l, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "boom"})
 		return err
 	}},
-	{"fail permanent", func(ctx context.Context, c *jobs.Client, q db.DBTX, l jobs.Lease) error {
-		_, err := c.FailTx(ctx, q, l, jobs.Failure{Class: jobs.ClassPermanent, Diagnostic: "boom"})
+	{"fail permanent", func(ctx context.Context, c *jobs.Client, tx pgx.Tx, l jobs.Lease) error {
+		_, err := c.FailTx(ctx, tx, l, jobs.Failure{Class: jobs.ClassPermanent, Diagnostic: "boom"})
 		return err
 	}},
-	{"fail uncertain", func(ctx context.Context, c *jobs.Client, q db.DBTX, l jobs.Lease) error {
-		_, err := c.FailTx(ctx, q, l, jobs.Failure{Class: jobs.ClassUncertain, Diagnostic: "boom"})
+	{"fail uncertain", func(ctx context.Context, c *jobs.Client, tx pgx.Tx, l jobs.Lease) error {
+		_, err := c.FailTx(ctx, tx, l, jobs.Failure{Class: jobs.ClassUncertain, Diagnostic: "boom"})
 		return err
 	}},
 }
@@ -625,7 +614,7 @@ func TestStaleTokenIsRefusedAndChangesNothing(t *testing.T) {
 		{"expired and swept", func(t *testing.T, e env) staled {
 			j := ccClaimOne(t, e, e.client, spec(`{"way": "swept"}`))
 			e.clock.Set(j.LeaseExpiresAt.Add(time.Second))
-			moved, err := e.client.ExpireLeasesTx(t.Context(), e.pool, 10)
+			moved, err := e.client.ExpireLeases(t.Context(), 10)
 			require.NoError(t, err)
 			require.Len(t, moved, 1)
 			require.Equal(t, jobs.Uncertain, moved[0].State)
@@ -686,7 +675,7 @@ func TestStaleTokenIsRefusedAndChangesNothing(t *testing.T) {
 			st := way.stale(t, e)
 			for _, op := range ccLeaseOps {
 				before := snapshot(t, e.pool)
-				err := op.call(ctx, st.holder, e.pool, st.stale)
+				err := db.WithTx(ctx, e.pool, func(tx pgx.Tx) error { return op.call(ctx, st.holder, tx, st.stale) })
 				require.ErrorIs(t, err, db.ErrStaleClaim, "%s with a %s lease", op.name, way.name)
 				require.Equal(t, before, snapshot(t, e.pool), "%s with a %s lease changed something", op.name, way.name)
 			}
@@ -696,7 +685,7 @@ func TestStaleTokenIsRefusedAndChangesNothing(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, jobs.Succeeded, done.State)
 			}
-			v, err := e.client.Verify(ctx, e.pool, st.stale.JobID)
+			v, err := e.client.Verify(ctx, st.stale.JobID)
 			require.NoError(t, err)
 			require.True(t, v.OK, v.Problem)
 		})
@@ -717,7 +706,11 @@ func TestCompleteAgainAfterSuccess(t *testing.T) {
 	before := snapshot(t, e.pool)
 	// An equal result, however it is spelled, is a quiet no-op.
 	for _, equal := range []string{`{"paid": true, "lines": [1, 2]}`, `{"lines":[1,2],"paid":true}`, " {\n\"paid\" : true, \"lines\" : [1,2] }\n"} {
-		again, err := e.client.CompleteTx(ctx, e.pool, j.Lease(), []byte(equal))
+		var again jobs.Job
+		err := db.WithTx(ctx, e.pool, func(tx pgx.Tx) (err error) {
+			again, err = e.client.CompleteTx(ctx, tx, j.Lease(), []byte(equal))
+			return err
+		})
 		require.NoError(t, err, equal)
 		require.Equal(t, done, again, equal)
 		errs, err := e.client.CompleteMany(ctx, []jobs.Completion{{Lease: j.Lease(), Result: []byte(equal)}})
@@ -727,7 +720,10 @@ func TestCompleteAgainAfterSuccess(t *testing.T) {
 	}
 	// Another result is refused as terminal; so is failing it.
 	for _, other := range []json.RawMessage{[]byte(`{"paid": false, "lines": [1, 2]}`), []byte(`{"paid": true}`), []byte(`[]`), nil} {
-		_, err := e.client.CompleteTx(ctx, e.pool, j.Lease(), other)
+		err := db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
+			_, err := e.client.CompleteTx(ctx, tx, j.Lease(), other)
+			return err
+		})
 		require.ErrorIs(t, err, db.ErrTerminal, "%s", other)
 		_, err = e.client.Complete(ctx, j.Lease(), other, nil)
 		require.ErrorIs(t, err, db.ErrTerminal, "%s", other)
@@ -772,7 +768,7 @@ func TestCompleteManySettlesEachElementOnItsOwn(t *testing.T) {
 	e.clock.Advance(time.Second)
 
 	untouched := []int64{stale.ID, succeeded.ID, cancelled.ID, forged.ID}
-	before := ccSnapshotOf(t, e.pool, untouched...)
+	before := snapshotOf(t, e.pool, untouched...)
 	batch := []jobs.Completion{
 		{Lease: live1.Lease(), Result: []byte(`{"n": 1}`)},
 		{Lease: stale.Lease(), Result: []byte(`{"n": 3}`)},
@@ -798,19 +794,19 @@ func TestCompleteManySettlesEachElementOnItsOwn(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, before, ccSnapshotOf(t, e.pool, untouched...), "refused elements changed something")
+	require.Equal(t, before, snapshotOf(t, e.pool, untouched...), "refused elements changed something")
 
-	got1, err := e.client.Get(ctx, e.pool, live1.ID)
+	got1, err := e.client.Get(ctx, live1.ID)
 	require.NoError(t, err)
 	require.Equal(t, jobs.Succeeded, got1.State)
 	require.JSONEq(t, `{"n": 1}`, string(got1.Result))
 	require.Equal(t, e.clock.Now(), got1.FinishedAt)
-	got2, err := e.client.Get(ctx, e.pool, live2.ID)
+	got2, err := e.client.Get(ctx, live2.ID)
 	require.NoError(t, err)
 	require.Equal(t, jobs.Succeeded, got2.State)
 	require.Nil(t, got2.Result)
 	for _, id := range []int64{live1.ID, live2.ID} {
-		v, err := e.client.Verify(ctx, e.pool, id)
+		v, err := e.client.Verify(ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, jobs.Verification{OK: true, Events: 3}, v)
 	}
@@ -874,7 +870,7 @@ func TestCompleteManyNamingOneJobTwice(t *testing.T) {
 				require.Equal(t, before, snapshot(t, e.pool))
 				return
 			}
-			got, err := e.client.Get(ctx, e.pool, j.ID)
+			got, err := e.client.Get(ctx, j.ID)
 			require.NoError(t, err)
 			require.Equal(t, jobs.Succeeded, got.State)
 			done := 0
@@ -887,7 +883,7 @@ func TestCompleteManyNamingOneJobTwice(t *testing.T) {
 					"element %d was reported done, but the job holds another result", i)
 			}
 			require.NotZero(t, done)
-			v, err := e.client.Verify(ctx, e.pool, j.ID)
+			v, err := e.client.Verify(ctx, j.ID)
 			require.NoError(t, err)
 			require.Equal(t, jobs.Verification{OK: true, Events: 3}, v, "completed once")
 		})

@@ -14,7 +14,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
 )
 
@@ -50,8 +52,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	_, err := e.pool.Exec(ctx, `SELECT docket.grant_add('svc:worker', $1, 'job.claim', 'user:ana', $2)`, project, t0)
-	require.NoError(t, err)
+	e.allow(t, testkit.Grants("svc:worker", project, access.JobClaim)...)
 	safe := spec(`{"n": "safe to repeat"}`)
 	safe.Repeatable = true
 	rep, err := e.client.Enqueue(ctx, safe)
@@ -93,11 +94,11 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	require.Equal(t, map[int64]jobs.State{rep.Job.ID: jobs.Queued, once.Job.ID: jobs.Uncertain}, states)
 
 	for _, id := range ids {
-		j, err := e.client.Get(ctx, e.pool, id)
+		j, err := e.client.Get(ctx, id)
 		require.NoError(t, err)
 		require.Contains(t, j.Diagnostic, "lease expired")
 		require.Contains(t, j.Diagnostic, "svc:worker")
-		v, err := e.client.Verify(ctx, e.pool, id)
+		v, err := e.client.Verify(ctx, id)
 		require.NoError(t, err)
 		require.True(t, v.OK, v.Problem)
 	}

@@ -79,7 +79,7 @@ func TestPayloadSchemasGateWhatAClaimantIsHanded(t *testing.T) {
 	require.Equal(t, before, snapshot(t, e.pool))
 
 	// Decoding a job as the wrong version is refused, never guessed.
-	j, err := e.client.Get(ctx, e.pool, old.Job.ID)
+	j, err := e.client.Get(ctx, old.Job.ID)
 	require.NoError(t, err)
 	_, err = invoiceKindV2.Decode(j)
 	require.ErrorIs(t, err, db.ErrRefusedRevision)

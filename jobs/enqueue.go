@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/internal/dbsqlc"
 )
@@ -27,10 +29,10 @@ type Receipt struct {
 // Enqueue creates the job spec describes, in its own transaction, and returns
 // it. See [Client.EnqueueTx] for what it refuses.
 func (c *Client) Enqueue(ctx context.Context, spec Spec) (Enqueued, error) {
-	return c.EnqueueTx(ctx, c.pool, spec)
+	return c.enqueue(ctx, c.pool, spec)
 }
 
-// EnqueueTx creates the job spec describes on q, typically the caller's
+// EnqueueTx creates the job spec describes in tx, typically the caller's
 // transaction: the job and its first event commit with the caller's writes or
 // not at all. A spec whose idempotency key names an existing job of the same
 // kind in the project returns that job, Duplicate, when its payload and
@@ -41,7 +43,12 @@ func (c *Client) Enqueue(ctx context.Context, spec Spec) (Enqueued, error) {
 // the project, or an unknown project, with [db.ErrNotPermitted]; an
 // idempotency key held by a job with another payload with
 // [db.ErrIdempotencyConflict].
-func (c *Client) EnqueueTx(ctx context.Context, q db.DBTX, spec Spec) (Enqueued, error) {
+func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, spec Spec) (Enqueued, error) {
+	return c.enqueue(ctx, tx, spec)
+}
+
+// enqueue is [Client.EnqueueTx] on q: the client's pool or the caller's transaction.
+func (c *Client) enqueue(ctx context.Context, q db.DBTX, spec Spec) (Enqueued, error) {
 	if err := c.needProject("job.enqueue"); err != nil {
 		return Enqueued{}, err
 	}
@@ -76,16 +83,21 @@ func (c *Client) EnqueueTx(ctx context.Context, q db.DBTX, spec Spec) (Enqueued,
 // round trip, and reports each one's id in spec order. See
 // [Client.EnqueueManyTx].
 func (c *Client) EnqueueMany(ctx context.Context, specs []Spec) ([]Receipt, error) {
-	return c.EnqueueManyTx(ctx, c.pool, specs)
+	return c.enqueueMany(ctx, c.pool, specs)
 }
 
-// EnqueueManyTx creates the jobs specs describe on q in one statement (up to
+// EnqueueManyTx creates the jobs specs describe in tx in one statement (up to
 // [MaxEnqueueBatch]), with their first events, and reports each one's id in
 // spec order. Idempotency keys behave as in [Client.EnqueueTx], also between
 // specs of the batch. The batch is all or nothing: a refusal of any spec, as
 // [Client.EnqueueTx] describes, or an empty or oversized batch
 // ([db.ErrInvalidArgument]) writes nothing.
-func (c *Client) EnqueueManyTx(ctx context.Context, q db.DBTX, specs []Spec) ([]Receipt, error) {
+func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec) ([]Receipt, error) {
+	return c.enqueueMany(ctx, tx, specs)
+}
+
+// enqueueMany is [Client.EnqueueManyTx] on q: the client's pool or the caller's transaction.
+func (c *Client) enqueueMany(ctx context.Context, q db.DBTX, specs []Spec) ([]Receipt, error) {
 	if err := c.needProject("job.enqueue_many"); err != nil {
 		return nil, err
 	}

@@ -13,9 +13,8 @@ import (
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/integration/pgtest"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
-	"github.com/docket-dev/docket/projects"
 )
 
 // Invoice is a job payload.
@@ -30,24 +29,8 @@ var SendInvoice = jobs.MustKind[Invoice]("billing.invoice", 1)
 // examplePool stands in for your service's pool: a fresh migrated database
 // with project acme, where svc:billing may create and claim jobs.
 func examplePool(ctx context.Context, clock db.Clock) *pgxpool.Pool {
-	url, err := pgtest.Scratch(ctx, true)
-	if err != nil {
-		log.Fatal(err)
-	}
-	pool, err := db.Open(ctx, url)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if _, err := projects.Create(ctx, pool, "acme", "user:ana", clock.Now()); err != nil {
-		log.Fatal(err)
-	}
-	for _, c := range []access.Capability{access.JobCreate, access.JobClaim} {
-		g := access.Grant{Principal: "svc:billing", Project: "acme", Capability: c}
-		if _, err := access.Allow(ctx, pool, g, "user:ana", clock.Now()); err != nil {
-			log.Fatal(err)
-		}
-	}
-	return pool
+	return testkit.ExamplePool(ctx, clock, "user:ana", []string{"acme"},
+		testkit.Grants("svc:billing", "acme", access.JobCreate, access.JobClaim)...)
 }
 
 func ExampleClient_EnqueueTx() {

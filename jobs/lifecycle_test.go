@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
 )
 
@@ -52,14 +53,14 @@ func TestLifecycleIsRecordedAndVerifies(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, done, again)
 
-	hist, err := e.client.History(ctx, e.pool, j.ID)
+	hist, err := e.client.History(ctx, j.ID)
 	require.NoError(t, err)
 	require.Len(t, hist, 3)
 	require.Equal(t, []jobs.State{jobs.Queued, jobs.Claimed, jobs.Succeeded}, []jobs.State{hist[0].To, hist[1].To, hist[2].To})
 	require.Equal(t, jobs.State(""), hist[0].From)
 	require.Equal(t, hist[0].Hash, hist[1].PrevHash)
 
-	v, err := e.client.Verify(ctx, e.pool, j.ID)
+	v, err := e.client.Verify(ctx, j.ID)
 	require.NoError(t, err)
 	require.Equal(t, jobs.Verification{OK: true, Events: 3}, v)
 }
@@ -72,14 +73,8 @@ func TestReferencesAreCheckedForHandInserts(t *testing.T) {
 	ctx := t.Context()
 	before := snapshot(t, e.pool)
 
-	err := db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT docket.set_context('user:ana', $1)`, t0); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO docket.jobs (project, kind, payload, available_at, created_by, created_at, updated_at)
-			VALUES ('nope', 'billing.invoice', '{}', $1, 'user:ana', $1, $1)`, t0)
-		return db.Translate(err, "insert")
-	})
+	err := testkit.Raw(ctx, e.pool, ana, t0, `INSERT INTO docket.jobs (project, kind, payload, available_at, created_by, created_at, updated_at)
+		VALUES ('nope', 'billing.invoice', '{}', $1, 'user:ana', $1, $1)`, t0)
 	require.ErrorIs(t, err, db.ErrMissingReference)
 	require.ErrorContains(t, err, "project 'nope' does not exist")
 
@@ -142,15 +137,15 @@ func TestActorWithoutGrantsSeesAndHoldsNothing(t *testing.T) {
 	require.NoError(t, err)
 	id := enq.Job.ID
 
-	_, err = other.Get(ctx, e.pool, id)
+	_, err = other.Get(ctx, id)
 	require.ErrorIs(t, err, db.ErrNotFound)
-	list, err := other.List(ctx, e.pool, jobs.Filter{})
+	list, err := other.List(ctx, jobs.Filter{})
 	require.NoError(t, err)
 	require.Empty(t, list)
-	hist, err := other.History(ctx, e.pool, id)
+	hist, err := other.History(ctx, id)
 	require.NoError(t, err)
 	require.Empty(t, hist)
-	_, err = other.Verify(ctx, e.pool, id)
+	_, err = other.Verify(ctx, id)
 	require.ErrorIs(t, err, db.ErrNotFound)
 
 	// A claim by id in a long transaction locks nothing.
@@ -187,19 +182,19 @@ func TestGetManyReadsWhatGetWould(t *testing.T) {
 	require.NoError(t, err)
 	b, err := e.client.Enqueue(ctx, spec(`{"n": 2}`))
 	require.NoError(t, err)
-	got, err := e.client.GetMany(ctx, e.pool, []int64{b.Job.ID, 999999, a.Job.ID})
+	got, err := e.client.GetMany(ctx, []int64{b.Job.ID, 999999, a.Job.ID})
 	require.NoError(t, err)
 	require.Len(t, got, 2)
 	require.Equal(t, []int64{a.Job.ID, b.Job.ID}, []int64{got[0].ID, got[1].ID})
-	one, err := e.client.Get(ctx, e.pool, a.Job.ID)
+	one, err := e.client.Get(ctx, a.Job.ID)
 	require.NoError(t, err)
 	require.Equal(t, one, got[0])
 
 	stranger := clientAs(t, e.pool, e.clock, nobody)
-	none, err := stranger.GetMany(ctx, e.pool, []int64{a.Job.ID, b.Job.ID})
+	none, err := stranger.GetMany(ctx, []int64{a.Job.ID, b.Job.ID})
 	require.NoError(t, err)
 	require.Empty(t, none, "jobs the actor may not read are left out")
 
-	_, err = e.client.GetMany(ctx, e.pool, make([]int64, jobs.MaxSweepBatch+1))
+	_, err = e.client.GetMany(ctx, make([]int64, jobs.MaxSweepBatch+1))
 	require.ErrorIs(t, err, db.ErrInvalidArgument)
 }

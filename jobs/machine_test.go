@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
-	"github.com/docket-dev/docket/projects"
 )
 
 // The job state machine, proved against real Postgres: every (from, to) pair
@@ -106,27 +106,10 @@ func mBuild(t testing.TB, e env, from jobs.State, o mOpts) (jobs.Job, jobs.Lease
 	return j, lease
 }
 
-// mOperator runs fn in one transaction after docket.set_context(ana, at), as
-// an operator in psql would, and returns its error translated.
-func mOperator(t testing.TB, pool *pgxpool.Pool, at time.Time, fn func(tx pgx.Tx) error) error {
-	t.Helper()
-	ctx := t.Context()
-	err := db.WithTx(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT docket.set_context($1, $2)`, string(ana), at); err != nil {
-			return err
-		}
-		return fn(tx)
-	})
-	return db.Translate(err, "operator")
-}
-
-// mOperatorExec runs one statement as [mOperator] does.
+// mOperatorExec runs sql by hand as ana at at, as an operator in psql would.
 func mOperatorExec(t testing.TB, pool *pgxpool.Pool, at time.Time, sql string, args ...any) error {
 	t.Helper()
-	return mOperator(t, pool, at, func(tx pgx.Tx) error {
-		_, err := tx.Exec(t.Context(), sql, args...)
-		return err
-	})
+	return testkit.Raw(t.Context(), pool, ana, at, sql, args...)
 }
 
 // mRequireRefused asserts err is the database's refusal with SQLSTATE code,
@@ -140,37 +123,27 @@ func mRequireRefused(t testing.TB, err error, sentinel error, code string) {
 	require.Equal(t, code, de.Code, "%v", err)
 }
 
-// mJobSnapshot renders job id and its events, for databases other subtests
-// share.
-func mJobSnapshot(t testing.TB, q db.DBTX, id int64) string {
-	t.Helper()
-	var s string
-	require.NoError(t, q.QueryRow(t.Context(), `
-		SELECT (SELECT j::text FROM docket.jobs j WHERE j.id = $1) || '|' ||
-		       coalesce((SELECT string_agg(e::text, ';' ORDER BY seq) FROM docket.job_events e WHERE e.job_id = $1), '')`,
-		id).Scan(&s))
-	return s
-}
-
 // mOwnClock returns shared's database with a fake clock of its own at t0 and
 // a client acting as app on it, so subtests sharing a database can each move
 // their own time.
 func mOwnClock(t testing.TB, shared env) env {
 	t.Helper()
 	clock := db.NewFakeClock(t0)
-	return env{pool: shared.pool, clock: clock, client: clientAs(t, shared.pool, clock, app)}
+	kit := shared.kit
+	kit.Clock = clock
+	return env{kit: kit, pool: shared.pool, clock: clock, client: clientAs(t, shared.pool, clock, app)}
 }
 
 func mHistory(t testing.TB, e env, id int64) []jobs.Event {
 	t.Helper()
-	h, err := e.client.History(t.Context(), e.pool, id)
+	h, err := e.client.History(t.Context(), id)
 	require.NoError(t, err)
 	return h
 }
 
 func mRequireVerifies(t testing.TB, e env, id int64, events int) {
 	t.Helper()
-	v, err := e.client.Verify(t.Context(), e.pool, id)
+	v, err := e.client.Verify(t.Context(), id)
 	require.NoError(t, err)
 	require.Equal(t, jobs.Verification{OK: true, Events: events}, v)
 }
@@ -184,7 +157,7 @@ func mRequireOneMove(t testing.TB, e env, id int64, before []jobs.Event, from, t
 	require.Len(t, after, len(before)+1, "one move, one event")
 	require.Equal(t, before, after[:len(before)], "earlier events are untouched")
 	ev := after[len(before)]
-	job, err := e.client.Get(t.Context(), e.pool, id)
+	job, err := e.client.Get(t.Context(), id)
 	require.NoError(t, err)
 	require.Equal(t, to, job.State)
 	require.Equal(t, len(after), ev.Seq)
@@ -241,7 +214,7 @@ func TestMachineRawUpdateEveryPair(t *testing.T) {
 					t.Parallel()
 					j, _ := mBuild(t, e, from, mOpts{})
 					before := mHistory(t, e, j.ID)
-					snap := mJobSnapshot(t, e.pool, j.ID)
+					snap := snapshotOf(t, e.pool, j.ID)
 
 					err := mOperatorExec(t, e.pool, mRawAt, mRawMove, j.ID, string(to), mRawAt)
 
@@ -251,7 +224,7 @@ func TestMachineRawUpdateEveryPair(t *testing.T) {
 						return
 					}
 					mRequireRefused(t, err, db.ErrIllegalTransition, "DK001")
-					require.Equal(t, snap, mJobSnapshot(t, e.pool, j.ID), "a refused move changes nothing")
+					require.Equal(t, snap, snapshotOf(t, e.pool, j.ID), "a refused move changes nothing")
 				})
 			}
 		})
@@ -285,10 +258,10 @@ func TestMachineRawClaimCountsAttemptAndGeneration(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			j, _ := mBuild(t, e, jobs.Queued, mOpts{maxAttempts: 5})
-			snap := mJobSnapshot(t, e.pool, j.ID)
+			snap := snapshotOf(t, e.pool, j.ID)
 			err := mOperatorExec(t, e.pool, mRawAt, claim, j.ID, c.attempts, c.generations, mRawAt)
 			mRequireRefused(t, err, db.ErrIllegalTransition, "DK001")
-			require.Equal(t, snap, mJobSnapshot(t, e.pool, j.ID))
+			require.Equal(t, snap, snapshotOf(t, e.pool, j.ID))
 			mRequireVerifies(t, e, j.ID, 1)
 		})
 	}
@@ -340,7 +313,7 @@ func mAPICalls() []mAPICall {
 	}
 	expire := func(t *testing.T, e env, j jobs.Job, _ jobs.Lease) (jobs.Job, error) {
 		e.clock.Advance(j.LeaseDuration)
-		swept, err := e.client.ExpireLeasesTx(t.Context(), e.pool, 100)
+		swept, err := e.client.ExpireLeases(t.Context(), 100)
 		for _, s := range swept {
 			if s.ID == j.ID {
 				return s, err
@@ -463,7 +436,7 @@ func TestMachineAPIEveryPair(t *testing.T) {
 					}
 					j, l := mBuild(t, e, from, c.opts)
 					before := mHistory(t, e, j.ID)
-					snap := mJobSnapshot(t, e.pool, j.ID)
+					snap := snapshotOf(t, e.pool, j.ID)
 
 					got, err := c.run(t, e, j, l)
 
@@ -475,10 +448,10 @@ func TestMachineAPIEveryPair(t *testing.T) {
 						mRequireOneMove(t, e, j.ID, before, from, c.to, string(app), e.clock.Now())
 					case w.refusal != nil:
 						require.ErrorIs(t, err, w.refusal)
-						require.Equal(t, snap, mJobSnapshot(t, e.pool, j.ID), "a refusal changes nothing")
+						require.Equal(t, snap, snapshotOf(t, e.pool, j.ID), "a refusal changes nothing")
 					default:
 						require.NoError(t, err)
-						require.Equal(t, snap, mJobSnapshot(t, e.pool, j.ID), "a no-op changes nothing")
+						require.Equal(t, snap, snapshotOf(t, e.pool, j.ID), "a no-op changes nothing")
 					}
 				})
 			}
@@ -531,10 +504,8 @@ func TestMachineTerminalRowsNeverChange(t *testing.T) {
 // with DK015 and changes no row and no event.
 func TestMachineImmutableColumns(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
+	e := setup(t, "beta")
 	ctx := t.Context()
-	_, err := projects.Create(ctx, e.pool, "beta", ana, e.clock.Now())
-	require.NoError(t, err)
 	s := spec(`{"invoice": 7}`)
 	s.Params = []byte(`{"region": "eu"}`)
 	s.Inputs = []string{"doc:1"}
@@ -625,11 +596,9 @@ func TestMachineBirth(t *testing.T) {
 	t.Run("queued_fresh", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
+		require.NoError(t, mOperatorExec(t, e.pool, mRawAt, insert, mRawAt, "queued", 0, 0))
 		var id int64
-		err := mOperator(t, e.pool, mRawAt, func(tx pgx.Tx) error {
-			return tx.QueryRow(t.Context(), insert+` RETURNING id`, mRawAt, "queued", 0, 0).Scan(&id)
-		})
-		require.NoError(t, err)
+		require.NoError(t, e.pool.QueryRow(t.Context(), `SELECT id FROM docket.jobs`).Scan(&id), "the only job")
 		h := mHistory(t, e, id)
 		require.Len(t, h, 1)
 		require.Equal(t, jobs.State(""), h[0].From)
@@ -794,7 +763,7 @@ var mVerifyShapes = []struct {
 		require.NotEqual(t, l.Token, c.ClaimToken)
 		// The second attempt's worker is lost: its lease expires.
 		e.clock.Advance(c.LeaseDuration)
-		swept, err := e.client.ExpireLeasesTx(ctx, e.pool, 10)
+		swept, err := e.client.ExpireLeases(ctx, 10)
 		require.NoError(t, err)
 		require.Len(t, swept, 1)
 		require.Equal(t, jobs.Uncertain, swept[0].State)
@@ -813,7 +782,7 @@ var mVerifyShapes = []struct {
 		e.clock.Advance(time.Second)
 		_, err = e.client.Cancel(ctx, c.ID, "customer left")
 		require.NoError(t, err)
-		comp, err := e.client.List(ctx, e.pool, jobs.Filter{Kind: "billing.void"})
+		comp, err := e.client.List(ctx, jobs.Filter{Kind: "billing.void"})
 		require.NoError(t, err)
 		require.Len(t, comp, 1)
 		require.Equal(t, "compensate:"+strconv.FormatInt(c.ID, 10), comp[0].IdempotencyKey)
@@ -908,7 +877,7 @@ func TestMachineVerify(t *testing.T) {
 			err := mOperatorExec(t, e.pool, mRawAt, `UPDATE docket.job_events SET detail = detail WHERE job_id = $1`, id)
 			mRequireRefused(t, err, db.ErrImmutable, "DK015") // the trigger is back
 
-			v, err := e.client.Verify(t.Context(), e.pool, id)
+			v, err := e.client.Verify(t.Context(), id)
 			require.NoError(t, err)
 			if !c.altered {
 				require.Equal(t, jobs.Verification{OK: true, Events: events}, v)
@@ -927,7 +896,7 @@ func TestMachineVerify(t *testing.T) {
 		id, _ := mRetriedThenSucceeded(t, e)
 		behindTheTriggers(t, e, "docket.job_events", "job_events_append_only",
 			`DELETE FROM docket.job_events WHERE job_id = $1 AND seq = 3`, id)
-		v, err := e.client.Verify(t.Context(), e.pool, id)
+		v, err := e.client.Verify(t.Context(), id)
 		require.NoError(t, err)
 		require.False(t, v.OK)
 		require.Equal(t, 4, v.BadSeq, "the event after the gap")
@@ -944,7 +913,7 @@ func TestMachineVerify(t *testing.T) {
 		mRequireRefused(t, err, db.ErrIllegalTransition, "DK001") // the guard is back
 		require.Len(t, mHistory(t, e, j.ID), 1, "no event was recorded")
 
-		v, err := e.client.Verify(t.Context(), e.pool, j.ID)
+		v, err := e.client.Verify(t.Context(), j.ID)
 		require.NoError(t, err)
 		require.False(t, v.OK)
 		require.Equal(t, 0, v.BadSeq)
@@ -955,7 +924,7 @@ func TestMachineVerify(t *testing.T) {
 	t.Run("unknown_job", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
-		_, err := e.client.Verify(t.Context(), e.pool, 424242)
+		_, err := e.client.Verify(t.Context(), 424242)
 		require.ErrorIs(t, err, db.ErrNotFound)
 	})
 }

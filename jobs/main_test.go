@@ -1,9 +1,7 @@
 package jobs_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -11,8 +9,8 @@ import (
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/integration/pgtest"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
-	"github.com/docket-dev/docket/projects"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -26,28 +24,29 @@ const (
 	nobody  access.Actor = "svc:nobody"
 )
 
-var t0 = time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
+var t0 = testkit.T0
 
 type env struct {
+	kit    testkit.Env
 	pool   *pgxpool.Pool
 	clock  *db.FakeClock
 	client *jobs.Client // acts as app
 }
 
-// setup returns a fresh migrated database with project acme, app granted every
-// job capability there, and a client acting as app on a fake clock at t0.
-func setup(t testing.TB) env {
+// setup returns a fresh migrated database with project acme and the more
+// projects named, app granted every job capability on acme, and a client
+// acting as app on a fake clock at t0.
+func setup(t testing.TB, more ...string) env {
 	t.Helper()
-	ctx := context.Background()
-	pool := pgtest.NewDB(t)
-	clock := db.NewFakeClock(t0)
-	_, err := projects.Create(ctx, pool, project, ana, clock.Now())
-	require.NoError(t, err)
-	for _, c := range []access.Capability{access.JobCreate, access.JobClaim, access.JobCancel, access.JobReconcile} {
-		_, err := access.Allow(ctx, pool, access.Grant{Principal: app, Project: project, Capability: c}, ana, clock.Now())
-		require.NoError(t, err)
-	}
-	return env{pool: pool, clock: clock, client: clientAs(t, pool, clock, app)}
+	k := testkit.Setup(t, ana, append([]string{project}, more...),
+		testkit.Grants(app, project, access.JobCreate, access.JobClaim, access.JobCancel, access.JobReconcile)...)
+	return env{kit: k, pool: k.Pool, clock: k.Clock, client: clientAs(t, k.Pool, k.Clock, app)}
+}
+
+// allow gives grants, as ana at the clock's now.
+func (e env) allow(t testing.TB, grants ...access.Grant) {
+	t.Helper()
+	e.kit.Allow(t, grants...)
 }
 
 // clientAs returns a client of project acme acting as actor.
@@ -66,9 +65,17 @@ func spec(payload string) jobs.Spec {
 // snapshot renders every job and job event, to show a refusal changed nothing.
 func snapshot(t testing.TB, q db.DBTX) string {
 	t.Helper()
+	return testkit.Snapshot(t, q, "docket.jobs", "docket.job_events")
+}
+
+// snapshotOf renders jobs ids and their events, like snapshot but for a few
+// jobs only: for databases other subtests share.
+func snapshotOf(t testing.TB, q db.DBTX, ids ...int64) string {
+	t.Helper()
 	var s string
-	require.NoError(t, q.QueryRow(context.Background(), `
-		SELECT coalesce((SELECT string_agg(j::text, ';' ORDER BY id) FROM docket.jobs j), '') || '|' ||
-		       coalesce((SELECT string_agg(e::text, ';' ORDER BY job_id, seq) FROM docket.job_events e), '')`).Scan(&s))
+	require.NoError(t, q.QueryRow(t.Context(), `
+		SELECT coalesce((SELECT string_agg(j::text, ';' ORDER BY id) FROM docket.jobs j WHERE id = ANY($1)), '') || '|' ||
+		       coalesce((SELECT string_agg(e::text, ';' ORDER BY job_id, seq) FROM docket.job_events e WHERE job_id = ANY($1)), '')`,
+		ids).Scan(&s))
 	return s
 }

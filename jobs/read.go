@@ -2,15 +2,14 @@ package jobs
 
 import (
 	"context"
-	"fmt"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/internal/dbsqlc"
+	"github.com/docket-dev/docket/internal/paging"
 )
-
-// MaxPage bounds the page size of [Client.List].
-const MaxPage = 1000
 
 // Filter selects jobs for [Client.List]. Empty fields match everything.
 type Filter struct {
@@ -20,30 +19,39 @@ type Filter struct {
 	// Before continues a listing: only jobs with a smaller id. Pass the
 	// last id of one page to get the next.
 	Before int64
-	// Limit is the page size, 1..[MaxPage]. Defaults to 100.
+	// Limit is the page size, 1..[db.MaxPage]. Defaults to [db.DefaultPage].
 	Limit int
 }
 
 // List returns the client project's jobs matching f, newest first. It is
 // silently empty for an actor that holds no job capability on the project.
-// It refuses a limit outside 1..[MaxPage] or an unknown state with
+// It refuses a limit outside 1..[db.MaxPage] or an unknown state with
 // [db.ErrInvalidArgument].
-func (c *Client) List(ctx context.Context, q db.DBTX, f Filter) ([]Job, error) {
+func (c *Client) List(ctx context.Context, f Filter) ([]Job, error) {
+	return c.list(ctx, c.pool, f)
+}
+
+// ListTx is [Client.List] read in tx, the caller's transaction: it sees what tx
+// has written and not yet committed, and writes nothing itself.
+func (c *Client) ListTx(ctx context.Context, tx pgx.Tx, f Filter) ([]Job, error) {
+	return c.list(ctx, tx, f)
+}
+
+// list is [Client.List] on q: the client's pool or the caller's transaction.
+func (c *Client) list(ctx context.Context, q db.DBTX, f Filter) ([]Job, error) {
 	const op = "job.list"
 	if err := c.needProject(op); err != nil {
 		return nil, err
 	}
-	if f.Limit == 0 {
-		f.Limit = 100
+	limit, err := paging.Limit(op, f.Limit)
+	if err != nil {
+		return nil, err
 	}
-	if f.Limit < 1 || f.Limit > MaxPage {
-		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("limit %d is outside 1..%d", f.Limit, MaxPage))
-	}
-	if f.State != "" && !knownState(f.State) {
-		return nil, db.Refuse(db.ErrInvalidArgument, op, "unknown state "+quote(string(f.State)))
+	if err := paging.OneOf(op, "state", f.State, States); err != nil {
+		return nil, err
 	}
 	rows, err := queries.JobList(ctx, q, dbsqlc.JobListParams{
-		Project: c.project, Actor: string(c.actor), State: string(f.State), Kind: f.Kind, Queue: f.Queue, BeforeID: f.Before, MaxRows: int32(f.Limit),
+		Project: c.project, Actor: string(c.actor), State: string(f.State), Kind: f.Kind, Queue: f.Queue, BeforeID: f.Before, MaxRows: limit,
 	})
 	if err != nil {
 		return nil, db.Translate(err, op, "project", c.project)
@@ -51,19 +59,21 @@ func (c *Client) List(ctx context.Context, q db.DBTX, f Filter) ([]Job, error) {
 	return fromRows(rows), nil
 }
 
-func knownState(s State) bool {
-	for _, k := range States {
-		if s == k {
-			return true
-		}
-	}
-	return false
-}
-
 // History returns the recorded transitions of job id, oldest first. An
 // unknown job has none, and so has a job the actor may not see (see
 // [Client.Get]).
-func (c *Client) History(ctx context.Context, q db.DBTX, id int64) ([]Event, error) {
+func (c *Client) History(ctx context.Context, id int64) ([]Event, error) {
+	return c.history(ctx, c.pool, id)
+}
+
+// HistoryTx is [Client.History] read in tx, the caller's transaction: it sees what tx
+// has written and not yet committed, and writes nothing itself.
+func (c *Client) HistoryTx(ctx context.Context, tx pgx.Tx, id int64) ([]Event, error) {
+	return c.history(ctx, tx, id)
+}
+
+// history is [Client.History] on q: the client's pool or the caller's transaction.
+func (c *Client) history(ctx context.Context, q db.DBTX, id int64) ([]Event, error) {
 	rows, err := queries.JobEvents(ctx, q, id, string(c.actor))
 	if err != nil {
 		return nil, db.Translate(err, "job.history", "job", id)
@@ -88,7 +98,18 @@ func (c *Client) History(ctx context.Context, q db.DBTX, id int64) ([]Event, err
 // Verification that is not OK, naming the first bad event, not an error. The
 // history is evidence, and grants nothing. A job the actor may not see
 // (see [Client.Get]) is [db.ErrNotFound].
-func (c *Client) Verify(ctx context.Context, q db.DBTX, id int64) (Verification, error) {
+func (c *Client) Verify(ctx context.Context, id int64) (Verification, error) {
+	return c.verify(ctx, c.pool, id)
+}
+
+// VerifyTx is [Client.Verify] read in tx, the caller's transaction: it sees what tx
+// has written and not yet committed, and writes nothing itself.
+func (c *Client) VerifyTx(ctx context.Context, tx pgx.Tx, id int64) (Verification, error) {
+	return c.verify(ctx, tx, id)
+}
+
+// verify is [Client.Verify] on q: the client's pool or the caller's transaction.
+func (c *Client) verify(ctx context.Context, q db.DBTX, id int64) (Verification, error) {
 	r, err := queries.JobVerify(ctx, q, id, string(c.actor))
 	if err != nil {
 		return Verification{}, db.Translate(err, "job.verify", "job", id)

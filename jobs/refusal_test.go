@@ -17,12 +17,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
 )
 
@@ -45,10 +47,10 @@ func rfSetup(t *testing.T) rfWorld {
 	t.Helper()
 	ctx := t.Context()
 	w := rfWorld{env: setup(t)}
-	_, err := access.Allow(ctx, w.pool, access.Grant{Principal: rfClaimer, Project: project, Capability: access.JobClaim}, ana, w.clock.Now())
-	require.NoError(t, err)
+	w.allow(t, testkit.Grants(rfClaimer, project, access.JobClaim)...)
 	w.nobody = clientAs(t, w.pool, w.clock, nobody)
 	w.claimer = clientAs(t, w.pool, w.clock, rfClaimer)
+	var err error
 	w.elsewhere, err = jobs.NewClient(w.pool, jobs.Config{Project: "nope", Actor: app, Clock: w.clock})
 	require.NoError(t, err)
 
@@ -182,8 +184,10 @@ func TestEnqueueRefusesInvalidSpecs(t *testing.T) {
 				return err
 			})
 			w.refused(t, db.ErrInvalidArgument, func() error {
-				_, err := w.client.EnqueueTx(ctx, w.pool, bad)
-				return err
+				return db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
+					_, err := w.client.EnqueueTx(ctx, tx, bad)
+					return err
+				})
 			})
 			// The third spec of a batch is bad: none of the batch is written.
 			w.refused(t, db.ErrInvalidArgument, func() error {
@@ -456,8 +460,10 @@ func TestLeaseCallsRefuseInvalidArguments(t *testing.T) {
 			return err
 		}},
 		{"complete with a result over 1 MiB", db.ErrInvalidArgument, func(ctx context.Context) error {
-			_, err := w.client.CompleteTx(ctx, w.pool, l, json.RawMessage(`"`+strings.Repeat("r", jobs.MaxPayloadBytes)+`"`))
-			return err
+			return db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
+				_, err := w.client.CompleteTx(ctx, tx, l, json.RawMessage(`"`+strings.Repeat("r", jobs.MaxPayloadBytes)+`"`))
+				return err
+			})
 		}},
 		{"complete many, empty", db.ErrInvalidArgument, func(ctx context.Context) error {
 			_, err := w.client.CompleteMany(ctx, nil)
@@ -478,11 +484,11 @@ func TestLeaseCallsRefuseInvalidArguments(t *testing.T) {
 			return err
 		}},
 		{"expire leases, limit 0", db.ErrInvalidArgument, func(ctx context.Context) error {
-			_, err := w.client.ExpireLeasesTx(ctx, w.pool, 0)
+			_, err := w.client.ExpireLeases(ctx, 0)
 			return err
 		}},
 		{"expire leases, over the sweep bound", db.ErrInvalidArgument, func(ctx context.Context) error {
-			_, err := w.client.ExpireLeasesTx(ctx, w.pool, jobs.MaxSweepBatch+1)
+			_, err := w.client.ExpireLeases(ctx, jobs.MaxSweepBatch+1)
 			return err
 		}},
 	}
@@ -572,7 +578,7 @@ func TestListRefusesInvalidFilters(t *testing.T) {
 	t.Parallel()
 	w := rfSetup(t)
 	for _, f := range []jobs.Filter{
-		{Limit: jobs.MaxPage + 1},
+		{Limit: db.MaxPage + 1},
 		{Limit: -1},
 		{State: "running"},
 		{State: "Queued"},
@@ -580,7 +586,7 @@ func TestListRefusesInvalidFilters(t *testing.T) {
 		t.Run(fmt.Sprintf("%+v", f), func(t *testing.T) {
 			t.Parallel()
 			w.refused(t, db.ErrInvalidArgument, func() error {
-				_, err := w.client.List(t.Context(), w.pool, f)
+				_, err := w.client.List(t.Context(), f)
 				return err
 			})
 		})
@@ -599,7 +605,7 @@ func TestNewClientRefusesInvalidConfig(t *testing.T) {
 	var unopened *pgxpool.Pool
 	cases := []struct {
 		name string
-		pool jobs.Pool
+		pool db.Pool
 		cfg  jobs.Config
 	}{
 		{"nil pool", nil, good},
@@ -652,7 +658,7 @@ func TestProjectlessClientRefusesProjectWork(t *testing.T) {
 			return err
 		}},
 		{"list", func(ctx context.Context) error {
-			_, err := operator.List(ctx, w.pool, jobs.Filter{})
+			_, err := operator.List(ctx, jobs.Filter{})
 			return err
 		}},
 	} {

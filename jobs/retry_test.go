@@ -18,8 +18,8 @@ import (
 
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/integration/pgtest"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
-	"github.com/docket-dev/docket/projects"
 )
 
 // retryMaxDraw is the largest draw below 1, the strongest shortening jitter
@@ -293,7 +293,7 @@ func TestRetryableFailureBacksOffThenDies(t *testing.T) {
 
 	require.Equal(t, []jobs.State{jobs.Queued, jobs.Claimed, jobs.Queued, jobs.Claimed, jobs.Queued, jobs.Claimed,
 		jobs.Queued, jobs.Claimed, jobs.Dead}, retryHistory(t, e, j.ID))
-	v, err := e.client.Verify(ctx, e.pool, j.ID)
+	v, err := e.client.Verify(ctx, j.ID)
 	require.NoError(t, err)
 	require.True(t, v.OK, v.Problem)
 }
@@ -584,13 +584,13 @@ func TestExpireLeasesMovesExpiredJobsByKind(t *testing.T) {
 	expiry := held[again.ID].LeaseExpiresAt
 
 	e.clock.Set(expiry.Add(-time.Microsecond))
-	moved, err := e.client.ExpireLeasesTx(ctx, e.pool, 100)
+	moved, err := e.client.ExpireLeases(ctx, 100)
 	require.NoError(t, err)
 	require.Empty(t, moved, "swept a lease before it expired")
 
 	e.clock.Set(expiry)
 	now := e.clock.Now()
-	moved, err = e.client.ExpireLeasesTx(ctx, e.pool, 100)
+	moved, err = e.client.ExpireLeases(ctx, 100)
 	require.NoError(t, err)
 	byID := map[int64]jobs.Job{}
 	for _, m := range moved {
@@ -623,7 +623,7 @@ func TestExpireLeasesMovesExpiredJobsByKind(t *testing.T) {
 		require.Equal(t, held[m.ID].LeaseGeneration, m.LeaseGeneration)
 	}
 	for _, id := range []int64{live.ID, liveRep.ID} {
-		got, err := e.client.Get(ctx, e.pool, id)
+		got, err := e.client.Get(ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, held[id], got, "a live lease was touched")
 	}
@@ -642,11 +642,11 @@ func TestExpireLeasesMovesExpiredJobsByKind(t *testing.T) {
 	require.Equal(t, 3, got[0].Attempts)
 
 	// A sweep again finds nothing.
-	moved, err = e.client.ExpireLeasesTx(ctx, e.pool, 100)
+	moved, err = e.client.ExpireLeases(ctx, 100)
 	require.NoError(t, err)
 	require.Empty(t, moved)
 	for _, id := range []int64{again.ID, last.ID, unsure.ID, live.ID} {
-		v, err := e.client.Verify(ctx, e.pool, id)
+		v, err := e.client.Verify(ctx, id)
 		require.NoError(t, err)
 		require.True(t, v.OK, v.Problem)
 	}
@@ -669,16 +669,16 @@ func TestExpireLeasesIsBoundedEarliestFirst(t *testing.T) {
 
 	e.clock.Advance(5 * time.Second)
 	for _, want := range [][]int64{{ids[1], ids[3]}, {ids[0], ids[4]}, {ids[2]}, {}} {
-		moved, err := e.client.ExpireLeasesTx(ctx, e.pool, 2)
+		moved, err := e.client.ExpireLeases(ctx, 2)
 		require.NoError(t, err)
 		require.ElementsMatch(t, want, retryIDs(moved))
 	}
-	j, err := e.client.Get(ctx, e.pool, liveJob.ID)
+	j, err := e.client.Get(ctx, liveJob.ID)
 	require.NoError(t, err)
 	require.Equal(t, jobs.Claimed, j.State)
 
 	for _, limit := range []int{0, -1, jobs.MaxSweepBatch + 1} {
-		_, err := e.client.ExpireLeasesTx(ctx, e.pool, limit)
+		_, err := e.client.ExpireLeases(ctx, limit)
 		require.ErrorIs(t, err, db.ErrInvalidArgument, "limit %d", limit)
 	}
 	for _, limit := range []int{0, jobs.MaxSweepBatch + 1} {
@@ -715,7 +715,7 @@ func TestExpireLeasesSkipsLeasesAnotherSweepHolds(t *testing.T) {
 	require.NoError(t, tx2.Commit(ctx))
 
 	require.NoError(t, tx1.Rollback(ctx))
-	third, err := e.client.ExpireLeasesTx(ctx, e.pool, 100)
+	third, err := e.client.ExpireLeases(ctx, 100)
 	require.NoError(t, err)
 	require.ElementsMatch(t, all[:3], retryIDs(third))
 	retryRequireSweptOnce(t, e, all)
@@ -805,7 +805,7 @@ func TestReconcileUncertainJob(t *testing.T) {
 	exhausted := retryEnqueue(t, e, s)
 	retryClaimID(t, e, exhausted.ID, jobs.ClaimOptions{Lease: time.Second})
 	e.clock.Advance(time.Minute)
-	moved, err := e.client.ExpireLeasesTx(ctx, e.pool, 10)
+	moved, err := e.client.ExpireLeases(ctx, 10)
 	require.NoError(t, err)
 	require.Equal(t, []int64{exhausted.ID}, retryIDs(moved))
 	require.Equal(t, jobs.Uncertain, moved[0].State)
@@ -863,7 +863,7 @@ func TestReconcileUncertainJob(t *testing.T) {
 	require.Equal(t, before, snapshot(t, e.pool))
 
 	for _, id := range []int64{done.ID, notDone.ID, rerun.ID, exhausted.ID} {
-		v, err := e.client.Verify(ctx, e.pool, id)
+		v, err := e.client.Verify(ctx, id)
 		require.NoError(t, err)
 		require.True(t, v.OK, v.Problem)
 	}
@@ -879,7 +879,7 @@ func TestClaimAndSweepPlansUsePartialIndexes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fills a database with 100,000 jobs")
 	}
-	e := setup(t)
+	e := setup(t, "globex", "initech")
 	ctx := t.Context()
 	began := time.Now()
 	now := retryFillJobs(t, e)
@@ -1036,21 +1036,18 @@ func retryFunctionStatement(t *testing.T, conn *pgxpool.Conn, name string, param
 	return stmt
 }
 
-// retryFillJobs fills e's database with 100,000 jobs in three projects and
-// four queues, created one every 25.92 s over the 30 days before the instant
-// it returns, and worked oldest first: the oldest 6,000 settled (succeeded,
-// some failed, dead, uncertain or cancelled), the next 3,000 claimed (a tenth
-// of them holding leases that expired an hour ago), the other 91,000 queued,
-// a tenth of those scheduled up to three days ahead. Everything goes through
-// the guards and the history triggers, as a hand-written UPDATE in psql would.
+// retryFillJobs fills e's database with 100,000 jobs in its three projects
+// (acme, globex and initech) and four queues, created one every 25.92 s over
+// the 30 days before the instant it returns, and worked oldest first: the
+// oldest 6,000 settled (succeeded, some failed, dead, uncertain or
+// cancelled), the next 3,000 claimed (a tenth of them holding leases that
+// expired an hour ago), the other 91,000 queued, a tenth of those scheduled up
+// to three days ahead. Everything goes through the guards and the history
+// triggers, as a hand-written UPDATE in psql would.
 func retryFillJobs(t *testing.T, e env) time.Time {
 	t.Helper()
 	ctx := t.Context()
 	now := t0.Add(30 * 24 * time.Hour)
-	for _, p := range []string{"globex", "initech"} {
-		_, err := projects.Create(ctx, e.pool, p, ana, e.clock.Now())
-		require.NoError(t, err)
-	}
 	// The inserts, in four concurrent transactions; id = g.
 	const insert = `
 		INSERT INTO docket.jobs (id, project, kind, queue, priority, payload, available_at, repeatable, max_attempts,
@@ -1076,24 +1073,14 @@ func retryFillJobs(t *testing.T, e env) time.Time {
 	errs := make(chan error, chunks)
 	for c := range chunks {
 		go func(lo, hi int) {
-			errs <- pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-				if _, err := tx.Exec(ctx, `SELECT docket.set_context('user:ana', $1)`, now); err != nil {
-					return err
-				}
-				_, err := tx.Exec(ctx, insert, now, lo, hi)
-				return err
-			})
+			errs <- testkit.Raw(ctx, e.pool, ana, now, insert, now, lo, hi)
 		}(c*total/chunks+1, (c+1)*total/chunks)
 	}
 	for range chunks {
 		require.NoError(t, <-errs)
 	}
 
-	tx, err := e.pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
 	for _, stmt := range []string{
-		`SELECT docket.set_context('user:ana', $1)`,
 		`SELECT setval(pg_get_serial_sequence('docket.jobs', 'id'), 100000)`,
 		// Withdrawn before anyone claimed them.
 		`UPDATE docket.jobs SET state = 'cancelled', diagnostic = 'cancelled: superseded',
@@ -1125,11 +1112,9 @@ func retryFillJobs(t *testing.T, e env) time.Time {
 		if strings.Contains(stmt, "$1") {
 			args = []any{now}
 		}
-		_, err := tx.Exec(ctx, stmt, args...)
-		require.NoError(t, err, stmt)
+		require.NoError(t, testkit.Raw(ctx, e.pool, ana, now, stmt, args...), stmt)
 	}
-	require.NoError(t, tx.Commit(ctx))
-	_, err = e.pool.Exec(ctx, `ANALYZE docket.jobs`)
+	_, err := e.pool.Exec(ctx, `ANALYZE docket.jobs`)
 	require.NoError(t, err)
 
 	var mix string
@@ -1243,7 +1228,7 @@ func retryUncertain(t *testing.T, e env) map[int64]time.Time {
 
 func retryHistory(t *testing.T, e env, id int64) []jobs.State {
 	t.Helper()
-	hist, err := e.client.History(t.Context(), e.pool, id)
+	hist, err := e.client.History(t.Context(), id)
 	require.NoError(t, err)
 	states := make([]jobs.State, len(hist))
 	for i, ev := range hist {

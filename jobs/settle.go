@@ -19,6 +19,9 @@ import (
 // error from writes rolls both back and is returned as it is. See
 // [Client.CompleteTx] for what it refuses.
 func (c *Client) Complete(ctx context.Context, l Lease, result json.RawMessage, writes func(tx pgx.Tx) error) (Job, error) {
+	if writes == nil {
+		return c.complete(ctx, c.pool, l, result)
+	}
 	var job Job
 	err := c.inTx(ctx, func(tx pgx.Tx) error {
 		if writes != nil {
@@ -34,7 +37,7 @@ func (c *Client) Complete(ctx context.Context, l Lease, result json.RawMessage, 
 }
 
 // CompleteTx finishes the job lease l holds as [Succeeded] with result (nil:
-// none) on q, typically the transaction that also holds the handler's
+// none) in tx, typically the transaction that also holds the handler's
 // outputs. Completing a succeeded job again with an equal result is a quiet
 // no-op that returns it, so a completion retried after a lost reply is safe.
 //
@@ -46,7 +49,12 @@ func (c *Client) Complete(ctx context.Context, l Lease, result json.RawMessage, 
 // cancelled, settled or taken over under its holder included); the token of
 // the claim that finished the job otherwise (failed, dead, or succeeded with
 // another result) with [db.ErrTerminal].
-func (c *Client) CompleteTx(ctx context.Context, q db.DBTX, l Lease, result json.RawMessage) (Job, error) {
+func (c *Client) CompleteTx(ctx context.Context, tx pgx.Tx, l Lease, result json.RawMessage) (Job, error) {
+	return c.complete(ctx, tx, l, result)
+}
+
+// complete is [Client.CompleteTx] on q: the client's pool or the caller's transaction.
+func (c *Client) complete(ctx context.Context, q db.DBTX, l Lease, result json.RawMessage) (Job, error) {
 	const op = "job.complete"
 	if result != nil && !json.Valid(result) {
 		return Job{}, db.Refuse(db.ErrInvalidArgument, op, "result is not valid JSON", "job", l.JobID)
@@ -69,10 +77,10 @@ type Completion struct {
 // CompleteMany completes a batch of leases in one statement. See
 // [Client.CompleteManyTx].
 func (c *Client) CompleteMany(ctx context.Context, batch []Completion) ([]error, error) {
-	return c.CompleteManyTx(ctx, c.pool, batch)
+	return c.completeMany(ctx, c.pool, batch)
 }
 
-// CompleteManyTx completes up to [MaxCompleteBatch] leases on q in one round
+// CompleteManyTx completes up to [MaxCompleteBatch] leases in tx in one round
 // trip. It returns one error per element, in order: nil when the job is now
 // succeeded (or already was, with an equal result), else the refusal
 // [Client.CompleteTx] would have given ([db.ErrStaleClaim],
@@ -80,7 +88,12 @@ func (c *Client) CompleteMany(ctx context.Context, batch []Completion) ([]error,
 // the others completed. The second result refuses the whole batch, changing
 // nothing: empty or oversized, a job named twice, or a result that is not
 // JSON ([db.ErrInvalidArgument]).
-func (c *Client) CompleteManyTx(ctx context.Context, q db.DBTX, batch []Completion) ([]error, error) {
+func (c *Client) CompleteManyTx(ctx context.Context, tx pgx.Tx, batch []Completion) ([]error, error) {
+	return c.completeMany(ctx, tx, batch)
+}
+
+// completeMany is [Client.CompleteManyTx] on q: the client's pool or the caller's transaction.
+func (c *Client) completeMany(ctx context.Context, q db.DBTX, batch []Completion) ([]error, error) {
 	const op = "job.complete_many"
 	if len(batch) == 0 || len(batch) > MaxCompleteBatch {
 		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("batch of %d is outside 1..%d", len(batch), MaxCompleteBatch))
@@ -159,10 +172,10 @@ type Failure struct {
 
 // Fail reports that the attempt lease l holds failed. See [Client.FailTx].
 func (c *Client) Fail(ctx context.Context, l Lease, f Failure) (Job, error) {
-	return c.FailTx(ctx, c.pool, l, f)
+	return c.fail(ctx, c.pool, l, f)
 }
 
-// FailTx reports on q that the attempt lease l holds failed, and moves the job
+// FailTx reports in tx that the attempt lease l holds failed, and moves the job
 // by f.Class: [ClassRetryable] to [Queued] after a backoff ([Dead] on its
 // last attempt), [ClassPermanent] to [Failed], [ClassUncertain] to
 // [Uncertain] (or as retryable when the job is repeatable). The holder whose
@@ -174,7 +187,12 @@ func (c *Client) Fail(ctx context.Context, l Lease, f Failure) (Job, error) {
 // an unknown job with [db.ErrNotFound]; the finishing holder's token on a job
 // that finished otherwise with [db.ErrTerminal]; any other token that does
 // not hold a live lease with [db.ErrStaleClaim].
-func (c *Client) FailTx(ctx context.Context, q db.DBTX, l Lease, f Failure) (Job, error) {
+func (c *Client) FailTx(ctx context.Context, tx pgx.Tx, l Lease, f Failure) (Job, error) {
+	return c.fail(ctx, tx, l, f)
+}
+
+// fail is [Client.FailTx] on q: the client's pool or the caller's transaction.
+func (c *Client) fail(ctx context.Context, q db.DBTX, l Lease, f Failure) (Job, error) {
 	const op = "job.fail"
 	if f.Class == "" {
 		f.Class = ClassRetryable
@@ -199,10 +217,10 @@ func (c *Client) FailTx(ctx context.Context, q db.DBTX, l Lease, f Failure) (Job
 
 // Cancel withdraws job id. See [Client.CancelTx].
 func (c *Client) Cancel(ctx context.Context, id int64, reason string) (Job, error) {
-	return c.CancelTx(ctx, c.pool, id, reason)
+	return c.cancel(ctx, c.pool, id, reason)
 }
 
-// CancelTx withdraws job id on q, queued, claimed or uncertain, with reason as
+// CancelTx withdraws job id in tx, queued, claimed or uncertain, with reason as
 // its diagnostic. A holder learns of it when its next renew, complete or fail
 // is refused with [db.ErrStaleClaim]. A job that names a compensation kind
 // gets its compensation job (payload {"job_id", "kind"}) enqueued in the same
@@ -212,7 +230,12 @@ func (c *Client) Cancel(ctx context.Context, id int64, reason string) (Job, erro
 // It refuses, changing nothing: an unknown job with [db.ErrNotFound]; an actor
 // without job.cancel on the job's project with [db.ErrNotPermitted]; a job
 // that already finished otherwise with [db.ErrTerminal].
-func (c *Client) CancelTx(ctx context.Context, q db.DBTX, id int64, reason string) (Job, error) {
+func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, id int64, reason string) (Job, error) {
+	return c.cancel(ctx, tx, id, reason)
+}
+
+// cancel is [Client.CancelTx] on q: the client's pool or the caller's transaction.
+func (c *Client) cancel(ctx context.Context, q db.DBTX, id int64, reason string) (Job, error) {
 	row, err := queries.JobCancel(ctx, q, id, optional(reason), string(c.actor), c.clock.Now())
 	if err != nil {
 		return Job{}, db.Translate(err, "job.cancel", "job", id)
@@ -235,10 +258,10 @@ const (
 
 // Reconcile settles uncertain job id. See [Client.ReconcileTx].
 func (c *Client) Reconcile(ctx context.Context, id int64, outcome Outcome, result json.RawMessage, note string) (Job, error) {
-	return c.ReconcileTx(ctx, c.pool, id, outcome, result, note)
+	return c.reconcile(ctx, c.pool, id, outcome, result, note)
 }
 
-// ReconcileTx settles uncertain job id on q, by an actor who found out what
+// ReconcileTx settles uncertain job id in tx, by an actor who found out what
 // its lost attempt did: [DidSucceed] (with result), [DidFail] or [RunAgain].
 // note is kept as the diagnostic, and the change is recorded as every other.
 // Settling a reconciled job again to succeeded or failed with the outcome it
@@ -252,7 +275,12 @@ func (c *Client) Reconcile(ctx context.Context, id int64, outcome Outcome, resul
 // that is queued or claimed with [db.ErrIllegalTransition]; a job that
 // finished any other way (completed, failed, dead, cancelled, or reconciled
 // to another outcome) with [db.ErrTerminal].
-func (c *Client) ReconcileTx(ctx context.Context, q db.DBTX, id int64, outcome Outcome, result json.RawMessage, note string) (Job, error) {
+func (c *Client) ReconcileTx(ctx context.Context, tx pgx.Tx, id int64, outcome Outcome, result json.RawMessage, note string) (Job, error) {
+	return c.reconcile(ctx, tx, id, outcome, result, note)
+}
+
+// reconcile is [Client.ReconcileTx] on q: the client's pool or the caller's transaction.
+func (c *Client) reconcile(ctx context.Context, q db.DBTX, id int64, outcome Outcome, result json.RawMessage, note string) (Job, error) {
 	const op = "job.reconcile"
 	if result != nil && !json.Valid(result) {
 		return Job{}, db.Refuse(db.ErrInvalidArgument, op, "result is not valid JSON", "job", id)
@@ -270,17 +298,22 @@ func (c *Client) ReconcileTx(ctx context.Context, q db.DBTX, id int64, outcome O
 // ExpireLeases sweeps up to limit expired leases, in a transaction of its
 // own. See [Client.ExpireLeasesTx].
 func (c *Client) ExpireLeases(ctx context.Context, limit int) ([]Job, error) {
-	return c.ExpireLeasesTx(ctx, c.pool, limit)
+	return c.expireLeases(ctx, c.pool, limit)
 }
 
-// ExpireLeasesTx sweeps up to limit expired leases on q, in every project
+// ExpireLeasesTx sweeps up to limit expired leases in tx, in every project
 // where the actor holds job.claim (a sweeper acts for the claimants): a
 // repeatable job is queued again after its backoff ([Dead] on its last
 // attempt); any other becomes [Uncertain], because its worker may have done
 // the work. It returns the jobs it moved; jobs another sweeper holds are
 // skipped, so several sweepers may run at once. It refuses a limit outside
 // 1..[MaxSweepBatch] with [db.ErrInvalidArgument].
-func (c *Client) ExpireLeasesTx(ctx context.Context, q db.DBTX, limit int) ([]Job, error) {
+func (c *Client) ExpireLeasesTx(ctx context.Context, tx pgx.Tx, limit int) ([]Job, error) {
+	return c.expireLeases(ctx, tx, limit)
+}
+
+// expireLeases is [Client.ExpireLeasesTx] on q: the client's pool or the caller's transaction.
+func (c *Client) expireLeases(ctx context.Context, q db.DBTX, limit int) ([]Job, error) {
 	const op = "job.expire_leases"
 	if limit < 1 || limit > MaxSweepBatch {
 		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("limit %d is outside 1..%d", limit, MaxSweepBatch))
@@ -295,15 +328,20 @@ func (c *Client) ExpireLeasesTx(ctx context.Context, q db.DBTX, limit int) ([]Jo
 // RegisterDecoders records that deployment can decode the given payload
 // versions. See [Client.RegisterDecodersTx].
 func (c *Client) RegisterDecoders(ctx context.Context, deployment string, decoders []Decoder) error {
-	return c.RegisterDecodersTx(ctx, c.pool, deployment, decoders)
+	return c.registerDecoders(ctx, c.pool, deployment, decoders)
 }
 
-// RegisterDecodersTx records on q that deployment (a name such as
+// RegisterDecodersTx records in tx that deployment (a name such as
 // "billing-worker@v42") can decode the given payload versions, so
 // docket.jobs_undecodable lists only jobs nobody can decode. Registering a
 // pair again refreshes it. It refuses a malformed deployment or decoder with
 // [db.ErrInvalidArgument].
-func (c *Client) RegisterDecodersTx(ctx context.Context, q db.DBTX, deployment string, decoders []Decoder) error {
+func (c *Client) RegisterDecodersTx(ctx context.Context, tx pgx.Tx, deployment string, decoders []Decoder) error {
+	return c.registerDecoders(ctx, tx, deployment, decoders)
+}
+
+// registerDecoders is [Client.RegisterDecodersTx] on q: the client's pool or the caller's transaction.
+func (c *Client) registerDecoders(ctx context.Context, q db.DBTX, deployment string, decoders []Decoder) error {
 	const op = "job.register_decoders"
 	if !deploymentPattern.MatchString(deployment) {
 		return db.Refuse(db.ErrInvalidArgument, op, "invalid deployment name "+quote(deployment)+

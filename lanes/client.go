@@ -23,13 +23,12 @@ type Config struct {
 // actor. It is safe for concurrent use.
 //
 // Each operation comes in two forms: one that runs on the client's pool, and
-// one ending in Tx that runs on the caller's transaction (or any [db.DBTX]),
-// so a lane change commits or rolls back with the caller's own writes. A
+// one ending in Tx that runs in the caller's transaction, so a lane change commits or rolls back with the caller's own writes. A
 // refused call writes nothing; in the caller's transaction, Postgres then
 // refuses further statements until the caller rolls back (or uses a
 // savepoint, as [db.WithTx] on a pgx.Tx does).
 type Client struct {
-	pool  db.DBTX
+	pool  db.Pool
 	actor access.Actor
 	clock db.Clock
 }
@@ -37,7 +36,7 @@ type Client struct {
 // NewClient returns a client on pool, typically a *pgxpool.Pool. It refuses,
 // with [db.ErrInvalidArgument], a nil pool or a malformed actor. It does not
 // check the actor's roles or grants: the database decides that on each call.
-func NewClient(pool db.DBTX, cfg Config) (*Client, error) {
+func NewClient(pool db.Pool, cfg Config) (*Client, error) {
 	if db.IsNil(pool) {
 		return nil, db.Refuse(db.ErrInvalidArgument, "lanes.new_client", "pool is nil")
 	}

@@ -3,6 +3,8 @@ package lanes
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/internal/dbsqlc"
@@ -32,10 +34,10 @@ type QuorumSpec struct {
 // CreateQuorum creates the quorum spec describes, in its own transaction.
 // See [Client.CreateQuorumTx].
 func (c *Client) CreateQuorum(ctx context.Context, spec QuorumSpec) (Quorum, error) {
-	return c.CreateQuorumTx(ctx, c.pool, spec)
+	return c.createQuorum(ctx, c.pool, spec)
 }
 
-// CreateQuorumTx creates the quorum spec describes on q, typically the
+// CreateQuorumTx creates the quorum spec describes in tx, typically the
 // caller's transaction: the quorum commits with the caller's writes or not at
 // all. The actor needs an explicit quorum.create grant on the project
 // ([access.QuorumCreate]); it may name any conductor, itself included.
@@ -44,7 +46,12 @@ func (c *Client) CreateQuorum(ctx context.Context, spec QuorumSpec) (Quorum, err
 // [db.ErrInvalidArgument]; an actor without the grant, or an unknown project,
 // with [db.ErrNotPermitted]; a name taken in the project with
 // [db.ErrAlreadyExists].
-func (c *Client) CreateQuorumTx(ctx context.Context, q db.DBTX, spec QuorumSpec) (Quorum, error) {
+func (c *Client) CreateQuorumTx(ctx context.Context, tx pgx.Tx, spec QuorumSpec) (Quorum, error) {
+	return c.createQuorum(ctx, tx, spec)
+}
+
+// createQuorum is [Client.CreateQuorumTx] on q: the client's pool or the caller's transaction.
+func (c *Client) createQuorum(ctx context.Context, q db.DBTX, spec QuorumSpec) (Quorum, error) {
 	row, err := queries.QuorumCreate(ctx, q, dbsqlc.QuorumCreateParams{
 		Project: spec.Project, Name: spec.Name, Conductor: string(spec.Conductor),
 		Actor: string(c.actor), Now: c.clock.Now(),
@@ -80,10 +87,10 @@ type Spec struct {
 // Create creates the lane spec describes, in its own transaction. See
 // [Client.CreateTx].
 func (c *Client) Create(ctx context.Context, spec Spec) (Lane, error) {
-	return c.CreateTx(ctx, c.pool, spec)
+	return c.create(ctx, c.pool, spec)
 }
 
-// CreateTx creates the lane spec describes on q, typically the caller's
+// CreateTx creates the lane spec describes in tx, typically the caller's
 // transaction, and returns it open, with review none. Only the conductor of
 // the quorum creates its lanes. Everything is validated now: the lane, its
 // dependencies and its creation event commit together or not at all.
@@ -94,7 +101,12 @@ func (c *Client) Create(ctx context.Context, spec Spec) (Lane, error) {
 // an unknown quorum, with [db.ErrNotPermitted]; a dependency named twice,
 // unknown or of another quorum with [db.ErrInvalidDependency] (the message
 // names it); a name taken in the quorum with [db.ErrAlreadyExists].
-func (c *Client) CreateTx(ctx context.Context, q db.DBTX, spec Spec) (Lane, error) {
+func (c *Client) CreateTx(ctx context.Context, tx pgx.Tx, spec Spec) (Lane, error) {
+	return c.create(ctx, tx, spec)
+}
+
+// create is [Client.CreateTx] on q: the client's pool or the caller's transaction.
+func (c *Client) create(ctx context.Context, q db.DBTX, spec Spec) (Lane, error) {
 	// A nil DependsOn travels as NULL, which lane_create reads as none.
 	row, err := queries.LaneCreate(ctx, q, dbsqlc.LaneCreateParams{
 		QuorumID: spec.Quorum, Name: spec.Name, Branch: spec.Branch, Assignee: string(spec.Assignee),

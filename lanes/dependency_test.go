@@ -54,7 +54,7 @@ func TestDependenciesValidatedAtCreation(t *testing.T) {
 	require.Equal(t, 1+lanes.MaxDependencies, eventCount(t, e.pool, l.ID), "a creation event and one per dependency")
 	// The bound holds by hand too: a 65th dependency is refused.
 	before = snapshot(t, e.pool)
-	err = raw(ctx, e.pool, `INSERT INTO docket.lane_dependencies (lane_id, depends_on) VALUES ($1, $2)`, l.ID, a.ID)
+	err = e.raw(ctx, `INSERT INTO docket.lane_dependencies (lane_id, depends_on) VALUES ($1, $2)`, l.ID, a.ID)
 	require.ErrorIs(t, err, db.ErrInvalidArgument)
 	require.ErrorContains(t, err, "at most 64")
 	require.Equal(t, before, snapshot(t, e.pool))
@@ -88,24 +88,24 @@ func TestNoCycleCanBeWritten(t *testing.T) {
 		{"another quorum", other.ID, a.ID, "not a lane of its quorum"},
 		{"an unknown lane", cc.ID, 999999, "not a lane of its quorum"},
 	} {
-		err := raw(ctx, e.pool, `INSERT INTO docket.lane_dependencies (lane_id, depends_on) VALUES ($1, $2)`, tc.lane, tc.dependOn)
+		err := e.raw(ctx, `INSERT INTO docket.lane_dependencies (lane_id, depends_on) VALUES ($1, $2)`, tc.lane, tc.dependOn)
 		require.ErrorIs(t, err, db.ErrInvalidDependency, tc.name)
 		require.ErrorContains(t, err, name("dependency lane %d is %s", tc.dependOn, tc.says), tc.name)
 		require.Equal(t, before, snapshot(t, e.pool), tc.name)
 	}
 	// A quorum given by hand must be the lane's own.
-	err = raw(ctx, e.pool, `INSERT INTO docket.lane_dependencies (lane_id, depends_on, quorum_id) VALUES ($1, $2, $3)`, cc.ID, a.ID, e.api.ID)
+	err = e.raw(ctx, `INSERT INTO docket.lane_dependencies (lane_id, depends_on, quorum_id) VALUES ($1, $2, $3)`, cc.ID, a.ID, e.api.ID)
 	require.ErrorIs(t, err, db.ErrInvalidDependency)
 
 	// A later, legal dependency by hand is recorded like any change.
-	require.NoError(t, raw(ctx, e.pool, `INSERT INTO docket.lane_dependencies (lane_id, depends_on) VALUES ($1, $2)`, cc.ID, a.ID))
+	require.NoError(t, e.raw(ctx, `INSERT INTO docket.lane_dependencies (lane_id, depends_on) VALUES ($1, $2)`, cc.ID, a.ID))
 	got, err := e.as(t, vic).Get(ctx, cc.ID)
 	require.NoError(t, err)
 	require.Equal(t, []int64{a.ID, b.ID}, got.DependsOn)
 	h, err := e.as(t, vic).History(ctx, cc.ID)
 	require.NoError(t, err)
 	last := h[len(h)-1]
-	require.Equal(t, lanes.AxisDependency, last.Axis)
+	require.Equal(t, lanes.EventDependency, last.Type)
 	require.Equal(t, name("%d", a.ID), last.To)
 	require.Equal(t, ops, last.Actor)
 }

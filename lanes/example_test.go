@@ -12,30 +12,15 @@ import (
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/integration/pgtest"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/lanes"
-	"github.com/docket-dev/docket/projects"
 )
 
 // examplePool stands in for your service's pool: a fresh migrated database
 // with project acme, where user:ops may create quorums.
 func examplePool(ctx context.Context, clock db.Clock) *pgxpool.Pool {
-	url, err := pgtest.Scratch(ctx, true)
-	if err != nil {
-		log.Fatal(err)
-	}
-	pool, err := db.Open(ctx, url)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if _, err := projects.Create(ctx, pool, "acme", "user:ops", clock.Now()); err != nil {
-		log.Fatal(err)
-	}
-	g := access.Grant{Principal: "user:ops", Project: "acme", Capability: access.QuorumCreate}
-	if _, err := access.Allow(ctx, pool, g, "user:ops", clock.Now()); err != nil {
-		log.Fatal(err)
-	}
-	return pool
+	return testkit.ExamplePool(ctx, clock, "user:ops", []string{"acme"},
+		access.Grant{Principal: "user:ops", Project: "acme", Capability: access.QuorumCreate})
 }
 
 func Example() {
@@ -94,7 +79,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	for _, e := range history {
-		fmt.Println(e.Axis, e.From, "->", e.To, "by", e.Actor)
+		fmt.Println(e.Type, e.From, "->", e.To, "by", e.Actor)
 	}
 	// Output:
 	// login open none

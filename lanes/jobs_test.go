@@ -7,6 +7,7 @@ import (
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/lanes"
 )
@@ -19,10 +20,7 @@ func TestJobsOfALane(t *testing.T) {
 	e := setup(t)
 	ctx := t.Context()
 	const worker access.Actor = "svc:worker"
-	for _, c := range []access.Capability{access.JobCreate, access.JobClaim} {
-		_, err := access.Allow(ctx, e.pool, access.Grant{Principal: worker, Project: project, Capability: c}, ops, e.clock.Now())
-		require.NoError(t, err)
-	}
+	e.kit.Allow(t, testkit.Grants(worker, project, access.JobCreate, access.JobClaim)...)
 	w, err := jobs.NewClient(e.pool, jobs.Config{Project: project, Actor: worker, Clock: e.clock})
 	require.NoError(t, err)
 
@@ -69,15 +67,14 @@ func TestJobsOfALane(t *testing.T) {
 	require.Empty(t, page)
 	_, err = e.as(t, sam).Jobs(ctx, l.ID, lanes.Page{})
 	require.ErrorIs(t, err, db.ErrNotFound)
-	for _, p := range []lanes.Page{{Limit: -1}, {Limit: lanes.MaxPage + 1}, {After: -1}} {
+	for _, p := range []lanes.Page{{Limit: -1}, {Limit: db.MaxPage + 1}, {After: -1}} {
 		_, err = e.as(t, vic).Jobs(ctx, l.ID, p)
 		require.ErrorIs(t, err, db.ErrInvalidArgument)
 	}
 
 	// A job names only an existing lane of its own project.
-	require.NoError(t, raw(ctx, e.pool, `SELECT docket.project_create('globex', 'user:ops', '2026-11-03T09:00:00Z')`))
-	_, err = access.Allow(ctx, e.pool, access.Grant{Principal: worker, Project: "globex", Capability: access.JobCreate}, ops, e.clock.Now())
-	require.NoError(t, err)
+	require.NoError(t, e.raw(ctx, `SELECT docket.project_create('globex', 'user:ops', '2026-11-03T09:00:00Z')`))
+	e.kit.Allow(t, testkit.Grants(worker, "globex", access.JobCreate)...)
 	g, err := jobs.NewClient(e.pool, jobs.Config{Project: "globex", Actor: worker, Clock: e.clock})
 	require.NoError(t, err)
 	_, err = g.Enqueue(ctx, jobs.Spec{Kind: "build.run", Payload: []byte(`{}`), LaneID: l.ID})

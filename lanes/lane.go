@@ -95,16 +95,16 @@ type Lane struct {
 // Merged reports whether the lane's merge is recorded.
 func (l Lane) Merged() bool { return !l.MergedAt.IsZero() }
 
-// Axis names what a lane [Event] records.
-type Axis string
+// EventType names what a lane [Event] records: which of its axes moved.
+type EventType string
 
 // The axes of a lane's history.
 const (
-	AxisCreated    Axis = "created"    // the lane was created (To is "open")
-	AxisDependency Axis = "dependency" // it was given a dependency (To is the lane id it depends on)
-	AxisExecution  Axis = "execution"  // its [State] moved
-	AxisReview     Axis = "review"     // its [Review] moved
-	AxisMerge      Axis = "merge"      // its merge was recorded (From "unmerged", To "merged")
+	EventCreated    EventType = "created"    // the lane was created (To is "open")
+	EventDependency EventType = "dependency" // it was given a dependency (To is the lane id it depends on)
+	EventExecution  EventType = "execution"  // its [State] moved
+	EventReview     EventType = "review"     // its [Review] moved
+	EventMerge      EventType = "merge"      // its merge was recorded (From "unmerged", To "merged")
 )
 
 // Event is one recorded change of a lane. From is empty for a creation and a
@@ -113,7 +113,7 @@ const (
 type Event struct {
 	ID     int64
 	LaneID int64
-	Axis   Axis
+	Type   EventType
 	From   string
 	To     string
 	Actor  access.Actor

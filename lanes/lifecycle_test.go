@@ -88,7 +88,7 @@ func TestLaneLifecycle(t *testing.T) {
 	history, err := a.History(ctx, l.ID)
 	require.NoError(t, err)
 	type ev struct {
-		Axis     lanes.Axis
+		Axis     lanes.EventType
 		From, To string
 		Actor    string
 		Minute   int
@@ -97,19 +97,19 @@ func TestLaneLifecycle(t *testing.T) {
 	var evs []ev
 	for _, h := range history {
 		require.Equal(t, l.ID, h.LaneID)
-		evs = append(evs, ev{h.Axis, h.From, h.To, string(h.Actor), int(h.At.Sub(t0) / time.Minute), h.Detail})
+		evs = append(evs, ev{h.Type, h.From, h.To, string(h.Actor), int(h.At.Sub(t0) / time.Minute), h.Detail})
 	}
 	require.Equal(t, []ev{
-		{lanes.AxisCreated, "", "open", "user:cond", 1,
+		{lanes.EventCreated, "", "open", "user:cond", 1,
 			"lane login in quorum " + name("%d", e.web.ID) + ": branch feature/login, assignee user:ann, task https://tracker.example/WEB-7"},
-		{lanes.AxisDependency, "", name("%d", base.ID), "user:cond", 1, name("depends on lane %d", base.ID)},
-		{lanes.AxisExecution, "open", "in_progress", "user:cond", 2, "ann starts"},
-		{lanes.AxisReview, "none", "submitted", "user:ann", 3, "ready for a look"},
-		{lanes.AxisReview, "submitted", "changes_requested", "user:cond", 4, "rename the handler"},
-		{lanes.AxisReview, "changes_requested", "submitted", "user:ann", 5, "renamed"},
-		{lanes.AxisReview, "submitted", "approved", "user:cond", 6, ""},
-		{lanes.AxisExecution, "in_progress", "done", "user:cond", 7, ""},
-		{lanes.AxisMerge, "unmerged", "merged", "user:cond", 8, "commit " + commitA},
+		{lanes.EventDependency, "", name("%d", base.ID), "user:cond", 1, name("depends on lane %d", base.ID)},
+		{lanes.EventExecution, "open", "in_progress", "user:cond", 2, "ann starts"},
+		{lanes.EventReview, "none", "submitted", "user:ann", 3, "ready for a look"},
+		{lanes.EventReview, "submitted", "changes_requested", "user:cond", 4, "rename the handler"},
+		{lanes.EventReview, "changes_requested", "submitted", "user:ann", 5, "renamed"},
+		{lanes.EventReview, "submitted", "approved", "user:cond", 6, ""},
+		{lanes.EventExecution, "in_progress", "done", "user:cond", 7, ""},
+		{lanes.EventMerge, "unmerged", "merged", "user:cond", 8, "commit " + commitA},
 	}, evs)
 
 	// A merged lane is finished on every axis.

@@ -29,8 +29,8 @@ func TestListShowsWhatEachRoleMaySee(t *testing.T) {
 	api2 := mk(e.as(t, cond2), e.api, "api2", cond) // cond works in cond2's quorum
 
 	// A lane of another project, which lane.view on acme does not reach.
-	require.NoError(t, raw(ctx, e.pool, `SELECT docket.project_create('globex', 'user:ops', '2026-11-03T09:00:00Z')`))
-	require.NoError(t, raw(ctx, e.pool, `SELECT docket.grant_add('user:ops', 'globex', 'quorum.create', 'user:ops', '2026-11-03T09:00:00Z')`))
+	require.NoError(t, e.raw(ctx, `SELECT docket.project_create('globex', 'user:ops', '2026-11-03T09:00:00Z')`))
+	require.NoError(t, e.raw(ctx, `SELECT docket.grant_add('user:ops', 'globex', 'quorum.create', 'user:ops', '2026-11-03T09:00:00Z')`))
 	gq, err := e.as(t, ops).CreateQuorum(ctx, lanes.QuorumSpec{Project: "globex", Name: "web", Conductor: cond})
 	require.NoError(t, err)
 	mk(e.as(t, cond), gq, "g1", ann)
@@ -90,7 +90,7 @@ func TestListShowsWhatEachRoleMaySee(t *testing.T) {
 	for _, f := range []lanes.Filter{
 		{},
 		{Project: project, Limit: -1},
-		{Project: project, Limit: lanes.MaxPage + 1},
+		{Project: project, Limit: db.MaxPage + 1},
 		{Project: project, After: -1},
 		{Project: project, State: "merged"},
 		{Project: project, Review: "rejected"},
@@ -98,7 +98,7 @@ func TestListShowsWhatEachRoleMaySee(t *testing.T) {
 		_, err := e.as(t, vic).List(ctx, f)
 		require.ErrorIs(t, err, db.ErrInvalidArgument, "%+v", f)
 	}
-	_, err = e.as(t, vic).List(ctx, lanes.Filter{Project: project, Limit: lanes.MaxPage})
+	_, err = e.as(t, vic).List(ctx, lanes.Filter{Project: project, Limit: db.MaxPage})
 	require.NoError(t, err)
 }
 

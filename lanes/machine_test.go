@@ -46,7 +46,7 @@ func TestExecutionMachineEveryPair(t *testing.T) {
 				before := snapshot(t, e.pool)
 				var err error
 				if byHand {
-					err = raw(ctx, e.pool, `UPDATE docket.lanes SET state = $2 WHERE id = $1`, l.ID, string(to))
+					err = e.raw(ctx, `UPDATE docket.lanes SET state = $2 WHERE id = $1`, l.ID, string(to))
 				} else {
 					_, err = c.SetState(ctx, l.ID, to, "")
 				}
@@ -60,7 +60,7 @@ func TestExecutionMachineEveryPair(t *testing.T) {
 					h, err := c.History(ctx, l.ID)
 					require.NoError(t, err)
 					last := h[len(h)-1]
-					require.Equal(t, lanes.Event{ID: last.ID, LaneID: l.ID, Axis: lanes.AxisExecution, From: string(from), To: string(to),
+					require.Equal(t, lanes.Event{ID: last.ID, LaneID: l.ID, Type: lanes.EventExecution, From: string(from), To: string(to),
 						Actor: last.Actor, At: last.At}, last, what)
 					continue
 				}
@@ -94,7 +94,7 @@ func TestReviewMachineEveryPair(t *testing.T) {
 				var err error
 				switch {
 				case byHand:
-					err = raw(ctx, e.pool, `UPDATE docket.lanes SET review = $2 WHERE id = $1`, l.ID, string(to))
+					err = e.raw(ctx, `UPDATE docket.lanes SET review = $2 WHERE id = $1`, l.ID, string(to))
 				case to == lanes.Submitted:
 					_, err = c.Submit(ctx, l.ID, "")
 				case to == lanes.Approved:
@@ -141,7 +141,7 @@ func TestMergeNeedsDoneApprovedAndCommit(t *testing.T) {
 			before := snapshot(t, e.pool)
 			_, err := c.Merge(ctx, l.ID, commitA)
 			require.ErrorIs(t, err, db.ErrIllegalTransition, "%s/%s", s, r)
-			err = raw(ctx, e.pool, `UPDATE docket.lanes SET merge_commit = $2, merged_at = '2026-11-03T09:00:00Z', merged_by = 'user:ops' WHERE id = $1`,
+			err = e.raw(ctx, `UPDATE docket.lanes SET merge_commit = $2, merged_at = '2026-11-03T09:00:00Z', merged_by = 'user:ops' WHERE id = $1`,
 				l.ID, commitA)
 			requireConstraint(t, err, "lanes_merged_only_done_approved")
 			require.Equal(t, before, snapshot(t, e.pool), "%s/%s", s, r)
@@ -151,20 +151,20 @@ func TestMergeNeedsDoneApprovedAndCommit(t *testing.T) {
 	ready := e.drive(t, e.lane(t, "ready").ID, lanes.Done, lanes.Approved)
 	before := snapshot(t, e.pool)
 	// No commit, or half a record, by hand: refused by the CHECKs.
-	err := raw(ctx, e.pool, `UPDATE docket.lanes SET merged_at = '2026-11-03T09:00:00Z', merged_by = 'user:ops' WHERE id = $1`, ready.ID)
+	err := e.raw(ctx, `UPDATE docket.lanes SET merged_at = '2026-11-03T09:00:00Z', merged_by = 'user:ops' WHERE id = $1`, ready.ID)
 	requireConstraint(t, err, "lanes_merge_record_whole")
-	err = raw(ctx, e.pool, `UPDATE docket.lanes SET merge_commit = $2 WHERE id = $1`, ready.ID, commitA)
+	err = e.raw(ctx, `UPDATE docket.lanes SET merge_commit = $2 WHERE id = $1`, ready.ID, commitA)
 	requireConstraint(t, err, "lanes_merge_record_whole")
-	err = raw(ctx, e.pool, `UPDATE docket.lanes SET merge_commit = 'HEAD', merged_at = '2026-11-03T09:00:00Z', merged_by = 'user:ops' WHERE id = $1`, ready.ID)
+	err = e.raw(ctx, `UPDATE docket.lanes SET merge_commit = 'HEAD', merged_at = '2026-11-03T09:00:00Z', merged_by = 'user:ops' WHERE id = $1`, ready.ID)
 	requireConstraint(t, err, "lanes_merge_commit_valid")
 	require.Equal(t, before, snapshot(t, e.pool))
 
 	// By hand, with everything in place, a merge is recorded like any other.
-	require.NoError(t, raw(ctx, e.pool, `UPDATE docket.lanes SET merge_commit = $2, merged_at = '2026-11-03T09:00:00Z', merged_by = 'user:ops' WHERE id = $1`,
+	require.NoError(t, e.raw(ctx, `UPDATE docket.lanes SET merge_commit = $2, merged_at = '2026-11-03T09:00:00Z', merged_by = 'user:ops' WHERE id = $1`,
 		ready.ID, commitA))
 	h, err := c.History(ctx, ready.ID)
 	require.NoError(t, err)
-	require.Equal(t, lanes.AxisMerge, h[len(h)-1].Axis)
+	require.Equal(t, lanes.EventMerge, h[len(h)-1].Type)
 	require.Equal(t, "user:ops", string(h[len(h)-1].Actor))
 
 	before = snapshot(t, e.pool)
@@ -174,7 +174,7 @@ func TestMergeNeedsDoneApprovedAndCommit(t *testing.T) {
 		`merged_by = 'user:mallory'`,
 		`merge_commit = NULL, merged_at = NULL, merged_by = NULL`,
 	} {
-		err := raw(ctx, e.pool, `UPDATE docket.lanes SET `+set+` WHERE id = $1`, ready.ID)
+		err := e.raw(ctx, `UPDATE docket.lanes SET `+set+` WHERE id = $1`, ready.ID)
 		require.ErrorIs(t, err, db.ErrTerminal, set)
 	}
 	_, err = c.Merge(ctx, ready.ID, commitB)
@@ -200,8 +200,8 @@ func TestImmutableByHand(t *testing.T) {
 	base := e.lane(t, "base")
 	l := e.lane(t, "l", base.ID)
 	// Another project with a quorum of its own, for the project to move to.
-	require.NoError(t, raw(ctx, e.pool, `SELECT docket.project_create('globex', 'user:ops', '2026-11-03T09:00:00Z')`))
-	require.NoError(t, raw(ctx, e.pool, `INSERT INTO docket.quorums (project, name, conductor, created_by, created_at)
+	require.NoError(t, e.raw(ctx, `SELECT docket.project_create('globex', 'user:ops', '2026-11-03T09:00:00Z')`))
+	require.NoError(t, e.raw(ctx, `INSERT INTO docket.quorums (project, name, conductor, created_by, created_at)
 		VALUES ('globex', 'web', 'user:cond', 'user:ops', '2026-11-03T09:00:00Z')`))
 	before := snapshot(t, e.pool)
 
@@ -217,7 +217,7 @@ func TestImmutableByHand(t *testing.T) {
 		`created_by = 'user:sam'`,
 		`created_at = '2020-01-01T00:00:00Z'`,
 	} {
-		err := raw(ctx, e.pool, `UPDATE docket.lanes SET `+set+` WHERE id = $1`, l.ID)
+		err := e.raw(ctx, `UPDATE docket.lanes SET `+set+` WHERE id = $1`, l.ID)
 		require.ErrorIs(t, err, db.ErrImmutable, set)
 	}
 	for _, sql := range []string{
@@ -229,7 +229,7 @@ func TestImmutableByHand(t *testing.T) {
 		`UPDATE docket.quorums SET conductor = 'user:sam' WHERE id = (SELECT quorum_id FROM docket.lanes WHERE id = $1)`,
 		`DELETE FROM docket.quorums WHERE id = (SELECT quorum_id FROM docket.lanes WHERE id = $1)`,
 	} {
-		err := raw(ctx, e.pool, sql, l.ID)
+		err := e.raw(ctx, sql, l.ID)
 		require.ErrorIs(t, err, db.ErrImmutable, sql)
 	}
 	require.Equal(t, before, snapshot(t, e.pool))
@@ -241,10 +241,10 @@ func TestInsertByHand(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	require.NoError(t, raw(ctx, e.pool, `SELECT docket.project_create('globex', 'user:ops', '2026-11-03T09:00:00Z')`))
+	require.NoError(t, e.raw(ctx, `SELECT docket.project_create('globex', 'user:ops', '2026-11-03T09:00:00Z')`))
 	before := snapshot(t, e.pool)
 	insert := func(cols, vals string) error {
-		return raw(ctx, e.pool, `INSERT INTO docket.lanes (quorum_id, name, branch, assignee, task_ref, created_by, created_at, updated_at`+cols+`)
+		return e.raw(ctx, `INSERT INTO docket.lanes (quorum_id, name, branch, assignee, task_ref, created_by, created_at, updated_at`+cols+`)
 			VALUES ($1, 'hand', 'main', 'user:ann', 'T-1', 'user:ops', '2026-11-03T09:00:00Z', '2026-11-03T09:00:00Z'`+vals+`)`, e.web.ID)
 	}
 	require.ErrorIs(t, insert(`, state`, `, 'in_progress'`), db.ErrIllegalTransition)
@@ -252,7 +252,7 @@ func TestInsertByHand(t *testing.T) {
 	require.ErrorIs(t, insert(`, review`, `, 'approved'`), db.ErrIllegalTransition)
 	require.ErrorIs(t, insert(`, merge_commit`, `, '`+commitA+`'`), db.ErrIllegalTransition)
 	require.ErrorIs(t, insert(`, project`, `, 'globex'`), db.ErrImmutable)
-	err := raw(ctx, e.pool, `INSERT INTO docket.lanes (quorum_id, name, branch, assignee, task_ref, created_by, created_at, updated_at)
+	err := e.raw(ctx, `INSERT INTO docket.lanes (quorum_id, name, branch, assignee, task_ref, created_by, created_at, updated_at)
 		VALUES (999999, 'hand', 'main', 'user:ann', 'T-1', 'user:ops', '2026-11-03T09:00:00Z', '2026-11-03T09:00:00Z')`)
 	require.ErrorIs(t, err, db.ErrMissingReference)
 	_, err = e.pool.Exec(ctx, `INSERT INTO docket.lanes (quorum_id, name, branch, assignee, task_ref, created_by, created_at, updated_at)
@@ -267,13 +267,13 @@ func TestInsertByHand(t *testing.T) {
 	require.Equal(t, lanes.Open, l[0].State)
 	h, err := e.as(t, cond).History(ctx, l[0].ID)
 	require.NoError(t, err)
-	require.Equal(t, []lanes.Axis{lanes.AxisCreated}, axes(h))
+	require.Equal(t, []lanes.EventType{lanes.EventCreated}, axes(h))
 }
 
-func axes(h []lanes.Event) []lanes.Axis {
-	var out []lanes.Axis
+func axes(h []lanes.Event) []lanes.EventType {
+	var out []lanes.EventType
 	for _, e := range h {
-		out = append(out, e.Axis)
+		out = append(out, e.Type)
 	}
 	return out
 }

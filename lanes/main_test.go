@@ -6,15 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/integration/pgtest"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/lanes"
-	"github.com/docket-dev/docket/projects"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -38,11 +37,15 @@ const (
 	commitB = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
 )
 
-var t0 = time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
+var t0 = testkit.T0
+
+// t1 is a day after t0: when ops works by hand in these tests.
+var t1 = t0.Add(24 * time.Hour)
 
 type env struct {
 	pool  *pgxpool.Pool
 	clock *db.FakeClock
+	kit   testkit.Env  // gives further grants, as ops
 	web   lanes.Quorum // conducted by cond
 	api   lanes.Quorum // conducted by cond2
 }
@@ -52,17 +55,11 @@ type env struct {
 func setup(t testing.TB) env {
 	t.Helper()
 	ctx := context.Background()
-	e := env{pool: pgtest.NewDB(t), clock: db.NewFakeClock(t0)}
-	_, err := projects.Create(ctx, e.pool, project, ops, e.clock.Now())
-	require.NoError(t, err)
-	for _, g := range []access.Grant{
-		{Principal: ops, Project: project, Capability: access.QuorumCreate},
-		{Principal: vic, Project: project, Capability: access.LaneView},
-	} {
-		_, err := access.Allow(ctx, e.pool, g, ops, e.clock.Now())
-		require.NoError(t, err)
-	}
+	k := testkit.Setup(t, ops, []string{project},
+		testkit.Join(testkit.Grants(ops, project, access.QuorumCreate), testkit.Grants(vic, project, access.LaneView))...)
+	e := env{pool: k.Pool, clock: k.Clock, kit: k}
 	o := e.as(t, ops)
+	var err error
 	e.web, err = o.CreateQuorum(ctx, lanes.QuorumSpec{Project: project, Name: "web", Conductor: cond})
 	require.NoError(t, err)
 	e.api, err = o.CreateQuorum(ctx, lanes.QuorumSpec{Project: project, Name: "api", Conductor: cond2})
@@ -133,26 +130,12 @@ func (e env) drive(t testing.TB, id int64, s lanes.State, r lanes.Review) lanes.
 // refusal changed nothing.
 func snapshot(t testing.TB, q db.DBTX) string {
 	t.Helper()
-	var s string
-	require.NoError(t, q.QueryRow(context.Background(), `
-		SELECT coalesce((SELECT string_agg(x::text, ';' ORDER BY id) FROM docket.quorums x), '') || '|' ||
-		       coalesce((SELECT string_agg(x::text, ';' ORDER BY id) FROM docket.lanes x), '') || '|' ||
-		       coalesce((SELECT string_agg(x::text, ';' ORDER BY lane_id, depends_on) FROM docket.lane_dependencies x), '') || '|' ||
-		       coalesce((SELECT string_agg(x::text, ';' ORDER BY id) FROM docket.lane_events x), '')`).Scan(&s))
-	return s
+	return testkit.Snapshot(t, q, "docket.quorums", "docket.lanes", "docket.lane_dependencies", "docket.lane_events")
 }
 
-// raw runs sql by hand, as an operator in psql would: in a transaction of
-// its own with the change context set, committed when sql succeeds.
-func raw(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) error {
-	err := db.WithTx(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT docket.set_context('user:ops', '2026-11-03T09:00:00Z')`); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, sql, args...)
-		return err
-	})
-	return db.Translate(err, "raw")
+// raw runs sql by hand on e's database, as ops at t1.
+func (e env) raw(ctx context.Context, sql string, args ...any) error {
+	return testkit.Raw(ctx, e.pool, ops, t1, sql, args...)
 }
 
 // eventCount returns how many events lane id has.

@@ -86,7 +86,7 @@ func TestVerdictRace(t *testing.T) {
 		wins[got.Review]++
 		var verdicts []lanes.Event
 		for _, ev := range mustHistory(t, c, l.ID) {
-			if ev.Axis == lanes.AxisReview && ev.From == string(lanes.Submitted) {
+			if ev.Type == lanes.EventReview && ev.From == string(lanes.Submitted) {
 				verdicts = append(verdicts, ev)
 			}
 		}

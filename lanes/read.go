@@ -2,17 +2,15 @@ package lanes
 
 import (
 	"context"
-	"fmt"
-	"slices"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/internal/dbsqlc"
+	"github.com/docket-dev/docket/internal/paging"
 	"github.com/docket-dev/docket/jobs"
 )
-
-// MaxPage bounds the page size of [Client.List] and [Client.Jobs].
-const MaxPage = 1000
 
 // Who reads what: the conductor of a lane's quorum, the lane's assignee, and
 // any actor holding an explicit lane.view grant on the lane's project
@@ -21,12 +19,17 @@ const MaxPage = 1000
 
 // Get returns lane id, in its own transaction. See [Client.GetTx].
 func (c *Client) Get(ctx context.Context, id int64) (Lane, error) {
-	return c.GetTx(ctx, c.pool, id)
+	return c.get(ctx, c.pool, id)
 }
 
-// GetTx returns lane id read on q, or [db.ErrNotFound] when there is none or
+// GetTx returns lane id read in tx, or [db.ErrNotFound] when there is none or
 // the actor may not read it: a lane the actor may not see is not there.
-func (c *Client) GetTx(ctx context.Context, q db.DBTX, id int64) (Lane, error) {
+func (c *Client) GetTx(ctx context.Context, tx pgx.Tx, id int64) (Lane, error) {
+	return c.get(ctx, tx, id)
+}
+
+// get is [Client.GetTx] on q: the client's pool or the caller's transaction.
+func (c *Client) get(ctx context.Context, q db.DBTX, id int64) (Lane, error) {
 	row, err := queries.LaneGet(ctx, q, id, string(c.actor))
 	if err != nil {
 		return Lane{}, db.Translate(err, "lane.get", "lane", id)
@@ -44,45 +47,48 @@ type Filter struct {
 	// After continues a listing: only lanes with a larger id. Pass the last
 	// id of one page to get the next.
 	After int64
-	// Limit is the page size, 1..[MaxPage]. Defaults to 100.
+	// Limit is the page size, 1..[db.MaxPage]. Defaults to [db.DefaultPage].
 	Limit int
 }
 
 // List returns the lanes of f.Project matching f, oldest first, in its own
 // transaction. See [Client.ListTx].
 func (c *Client) List(ctx context.Context, f Filter) ([]Lane, error) {
-	return c.ListTx(ctx, c.pool, f)
+	return c.list(ctx, c.pool, f)
 }
 
-// ListTx returns the lanes of f.Project matching f read on q, oldest first,
+// ListTx returns the lanes of f.Project matching f read in tx, oldest first,
 // silently filtered to those the actor may read: all of them with lane.view
 // on the project, else those of quorums it conducts and those assigned to
 // it. An actor that may read none gets an empty list, not an error. It
-// refuses an empty project, a limit outside 1..[MaxPage], a negative After,
+// refuses an empty project, a limit outside 1..[db.MaxPage], a negative After,
 // or an unknown state or review with [db.ErrInvalidArgument].
-func (c *Client) ListTx(ctx context.Context, q db.DBTX, f Filter) ([]Lane, error) {
+func (c *Client) ListTx(ctx context.Context, tx pgx.Tx, f Filter) ([]Lane, error) {
+	return c.list(ctx, tx, f)
+}
+
+// list is [Client.ListTx] on q: the client's pool or the caller's transaction.
+func (c *Client) list(ctx context.Context, q db.DBTX, f Filter) ([]Lane, error) {
 	const op = "lane.list"
-	if f.Project == "" {
-		return nil, db.Refuse(db.ErrInvalidArgument, op, "project is empty: lanes are listed per project")
+	if err := paging.Project(op, "lanes", f.Project); err != nil {
+		return nil, err
 	}
-	if f.Limit == 0 {
-		f.Limit = 100
+	limit, err := paging.Limit(op, f.Limit)
+	if err != nil {
+		return nil, err
 	}
-	if f.Limit < 1 || f.Limit > MaxPage {
-		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("limit %d is outside 1..%d", f.Limit, MaxPage))
+	if err := paging.Cursor(op, "after", f.After); err != nil {
+		return nil, err
 	}
-	if f.After < 0 {
-		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("after %d is negative", f.After))
+	if err := paging.OneOf(op, "state", f.State, States); err != nil {
+		return nil, err
 	}
-	if f.State != "" && !slices.Contains(States, f.State) {
-		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("unknown state %q", f.State))
-	}
-	if f.Review != "" && !slices.Contains(Reviews, f.Review) {
-		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("unknown review %q", f.Review))
+	if err := paging.OneOf(op, "review", f.Review, Reviews); err != nil {
+		return nil, err
 	}
 	rows, err := queries.LaneList(ctx, q, dbsqlc.LaneListParams{
 		Project: f.Project, Quorum: f.Quorum, State: string(f.State), Review: string(f.Review),
-		AfterID: f.After, Actor: string(c.actor), MaxRows: int32(f.Limit),
+		AfterID: f.After, Actor: string(c.actor), MaxRows: limit,
 	})
 	if err != nil {
 		return nil, db.Translate(err, op, "project", f.Project)
@@ -93,14 +99,19 @@ func (c *Client) ListTx(ctx context.Context, q db.DBTX, f Filter) ([]Lane, error
 // History returns the recorded changes of lane id, oldest first, in its own
 // transaction. See [Client.HistoryTx].
 func (c *Client) History(ctx context.Context, id int64) ([]Event, error) {
-	return c.HistoryTx(ctx, c.pool, id)
+	return c.history(ctx, c.pool, id)
 }
 
-// HistoryTx returns the recorded changes of lane id read on q, oldest first:
+// HistoryTx returns the recorded changes of lane id read in tx, oldest first:
 // its creation, its dependencies, every move of its execution and review
 // axes, and its merge. A lane the actor may not read, or an unknown one, is
 // [db.ErrNotFound] (a lane always has its creation event).
-func (c *Client) HistoryTx(ctx context.Context, q db.DBTX, id int64) ([]Event, error) {
+func (c *Client) HistoryTx(ctx context.Context, tx pgx.Tx, id int64) ([]Event, error) {
+	return c.history(ctx, tx, id)
+}
+
+// history is [Client.HistoryTx] on q: the client's pool or the caller's transaction.
+func (c *Client) history(ctx context.Context, q db.DBTX, id int64) ([]Event, error) {
 	rows, err := queries.LaneEvents(ctx, q, id, string(c.actor))
 	if err != nil {
 		return nil, db.Translate(err, "lane.history", "lane", id)
@@ -111,7 +122,7 @@ func (c *Client) HistoryTx(ctx context.Context, q db.DBTX, id int64) ([]Event, e
 	out := make([]Event, len(rows))
 	for i, r := range rows {
 		out[i] = Event{
-			ID: r.ID, LaneID: r.LaneID, Axis: Axis(r.Axis), To: r.ToState,
+			ID: r.ID, LaneID: r.LaneID, Type: EventType(r.Axis), To: r.ToState,
 			Actor: access.Actor(r.Actor), At: r.At.UTC(),
 		}
 		if r.FromState != nil {
@@ -128,41 +139,44 @@ func (c *Client) HistoryTx(ctx context.Context, q db.DBTX, id int64) ([]Event, e
 type Page struct {
 	// After continues a listing: only jobs with a larger id.
 	After int64
-	// Limit is the page size, 1..[MaxPage]. Defaults to 100.
+	// Limit is the page size, 1..[db.MaxPage]. Defaults to [db.DefaultPage].
 	Limit int
 }
 
 // Jobs returns a page of the jobs that name lane id, oldest first, in its
 // own transaction. See [Client.JobsTx].
 func (c *Client) Jobs(ctx context.Context, id int64, p Page) ([]JobRef, error) {
-	return c.JobsTx(ctx, c.pool, id, p)
+	return c.jobs(ctx, c.pool, id, p)
 }
 
 // JobsTx returns a page of the jobs that name lane id (jobs.Spec.LaneID),
-// read on q, oldest first: where each stands, not its payload. Whoever may
+// read in tx, oldest first: where each stands, not its payload. Whoever may
 // read the lane sees them, whatever its job grants. A lane the actor may not
 // read, or an unknown one, is [db.ErrNotFound]; a lane with no jobs (on this
-// page) gives an empty list. It refuses a limit outside 1..[MaxPage] or a
+// page) gives an empty list. It refuses a limit outside 1..[db.MaxPage] or a
 // negative After with [db.ErrInvalidArgument].
-func (c *Client) JobsTx(ctx context.Context, q db.DBTX, id int64, p Page) ([]JobRef, error) {
+func (c *Client) JobsTx(ctx context.Context, tx pgx.Tx, id int64, p Page) ([]JobRef, error) {
+	return c.jobs(ctx, tx, id, p)
+}
+
+// jobs is [Client.JobsTx] on q: the client's pool or the caller's transaction.
+func (c *Client) jobs(ctx context.Context, q db.DBTX, id int64, p Page) ([]JobRef, error) {
 	const op = "lane.jobs"
-	if p.Limit == 0 {
-		p.Limit = 100
+	limit, err := paging.Limit(op, p.Limit)
+	if err != nil {
+		return nil, err
 	}
-	if p.Limit < 1 || p.Limit > MaxPage {
-		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("limit %d is outside 1..%d", p.Limit, MaxPage))
+	if err := paging.Cursor(op, "after", p.After); err != nil {
+		return nil, err
 	}
-	if p.After < 0 {
-		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("after %d is negative", p.After))
-	}
-	rows, err := queries.LaneJobs(ctx, q, id, p.After, string(c.actor), int32(p.Limit))
+	rows, err := queries.LaneJobs(ctx, q, id, p.After, string(c.actor), limit)
 	if err != nil {
 		return nil, db.Translate(err, op, "lane", id)
 	}
 	if len(rows) == 0 {
 		// Nothing on this page: tell an empty lane from one the actor may
 		// not read.
-		if _, err := c.GetTx(ctx, q, id); err != nil {
+		if _, err := c.get(ctx, q, id); err != nil {
 			return nil, db.Translate(err, op, "lane", id)
 		}
 		return []JobRef{}, nil

@@ -195,21 +195,21 @@ func TestNewClientRefuses(t *testing.T) {
 	t.Parallel()
 	var nilPool *pgxpool.Pool
 	for _, tc := range []struct {
-		pool db.DBTX
+		pool db.Pool
 		cfg  lanes.Config
 	}{
 		{nil, lanes.Config{Actor: cond}},
 		{nilPool, lanes.Config{Actor: cond}},
-		{fakeDBTX{}, lanes.Config{Actor: "cond"}},
-		{fakeDBTX{}, lanes.Config{}},
+		{fakePool{}, lanes.Config{Actor: "cond"}},
+		{fakePool{}, lanes.Config{}},
 	} {
 		_, err := lanes.NewClient(tc.pool, tc.cfg)
 		require.ErrorIs(t, err, db.ErrInvalidArgument)
 	}
-	c, err := lanes.NewClient(fakeDBTX{}, lanes.Config{Actor: cond})
+	c, err := lanes.NewClient(fakePool{}, lanes.Config{Actor: cond})
 	require.NoError(t, err)
 	require.Equal(t, cond, c.Actor())
 }
 
-// fakeDBTX is a DBTX that is never called.
-type fakeDBTX struct{ *pgxpool.Pool }
+// fakePool is a Pool that is never called.
+type fakePool struct{ *pgxpool.Pool }

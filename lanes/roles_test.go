@@ -4,8 +4,8 @@ package lanes_test
 // the lane's quorum, the lane's assignee, a holder of lane.view on the
 // project, the conductor of another quorum and a stranger. A refused write is
 // DK009, writes nothing, and is decided without taking a lock: each refused
-// call is made while another transaction holds the lane row FOR UPDATE, on a
-// connection whose lock_timeout would turn any wait into an error, and must
+// call is made while another transaction holds the lane row FOR UPDATE, in a
+// transaction whose lock_timeout would turn any wait into an error, and must
 // still answer DK009.
 
 import (
@@ -13,8 +13,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/access"
@@ -26,29 +26,42 @@ import (
 var roles = []access.Actor{cond, ann, vic, cond2, sam}
 
 // holdRow locks the row of table with id FOR UPDATE in a transaction of its
-// own, and returns a connection on which any wait for a lock fails fast
-// (55P03) instead of waiting, and a function that ends both.
-func holdRow(t *testing.T, e env, table string, id int64) (*pgxpool.Conn, func()) {
+// own, and returns a second transaction in which any wait for a lock fails
+// fast (55P03) instead of waiting, and a function that ends both. Make each
+// call in it through [attempt], so a refusal leaves it usable for the next.
+func holdRow(t *testing.T, e env, table string, id int64) (pgx.Tx, func()) {
 	t.Helper()
 	ctx := t.Context()
 	holder, err := e.pool.Begin(ctx)
 	require.NoError(t, err)
 	_, err = holder.Exec(ctx, `SELECT 1 FROM docket.`+table+` WHERE id = $1 FOR UPDATE`, id)
 	require.NoError(t, err)
-	conn, err := e.pool.Acquire(ctx)
+	tx, err := e.pool.Begin(ctx)
 	require.NoError(t, err)
-	_, err = conn.Exec(ctx, `SET lock_timeout = '200ms'`)
+	_, err = tx.Exec(ctx, `SET LOCAL lock_timeout = '200ms'`)
 	require.NoError(t, err)
 	var once sync.Once
 	release := func() {
 		once.Do(func() {
-			_, _ = conn.Exec(context.Background(), `RESET lock_timeout`)
-			conn.Release()
+			_ = tx.Rollback(context.Background())
 			_ = holder.Rollback(context.Background())
 		})
 	}
 	t.Cleanup(release)
-	return conn, release
+	return tx, release
+}
+
+// attempt makes call in a transaction begun on b: committed when call
+// succeeds, and when b is a pgx.Tx a savepoint that a failed call rolls back
+// to, leaving b usable.
+func attempt(ctx context.Context, b db.Beginner, call func(tx pgx.Tx) (lanes.Lane, error)) (lanes.Lane, error) {
+	var l lanes.Lane
+	err := db.WithTx(ctx, b, func(tx pgx.Tx) error {
+		var err error
+		l, err = call(tx)
+		return err
+	})
+	return l, err
 }
 
 func requireLockTimeout(t *testing.T, err error) {
@@ -64,7 +77,7 @@ func TestWriteRoleMatrix(t *testing.T) {
 		name    string
 		pre     func(e env, t *testing.T, name string) lanes.Lane // a lane on which the operation is legal
 		allowed []access.Actor
-		call    func(ctx context.Context, c *lanes.Client, q db.DBTX, id int64) (lanes.Lane, error)
+		call    func(ctx context.Context, c *lanes.Client, tx pgx.Tx, id int64) (lanes.Lane, error)
 		after   func(t *testing.T, l lanes.Lane)
 	}
 	open := func(e env, t *testing.T, n string) lanes.Lane { return e.lane(t, n) }
@@ -73,28 +86,28 @@ func TestWriteRoleMatrix(t *testing.T) {
 	}
 	ops := []op{
 		{"set state", open, []access.Actor{cond},
-			func(ctx context.Context, c *lanes.Client, q db.DBTX, id int64) (lanes.Lane, error) {
-				return c.SetStateTx(ctx, q, id, lanes.InProgress, "")
+			func(ctx context.Context, c *lanes.Client, tx pgx.Tx, id int64) (lanes.Lane, error) {
+				return c.SetStateTx(ctx, tx, id, lanes.InProgress, "")
 			},
 			func(t *testing.T, l lanes.Lane) { require.Equal(t, lanes.InProgress, l.State) }},
 		{"submit", at(lanes.InProgress, lanes.NotSubmitted), []access.Actor{cond, ann},
-			func(ctx context.Context, c *lanes.Client, q db.DBTX, id int64) (lanes.Lane, error) {
-				return c.SubmitTx(ctx, q, id, "")
+			func(ctx context.Context, c *lanes.Client, tx pgx.Tx, id int64) (lanes.Lane, error) {
+				return c.SubmitTx(ctx, tx, id, "")
 			},
 			func(t *testing.T, l lanes.Lane) { require.Equal(t, lanes.Submitted, l.Review) }},
 		{"approve", at(lanes.InProgress, lanes.Submitted), []access.Actor{cond},
-			func(ctx context.Context, c *lanes.Client, q db.DBTX, id int64) (lanes.Lane, error) {
-				return c.ApproveTx(ctx, q, id, "")
+			func(ctx context.Context, c *lanes.Client, tx pgx.Tx, id int64) (lanes.Lane, error) {
+				return c.ApproveTx(ctx, tx, id, "")
 			},
 			func(t *testing.T, l lanes.Lane) { require.Equal(t, lanes.Approved, l.Review) }},
 		{"request changes", at(lanes.InProgress, lanes.Submitted), []access.Actor{cond},
-			func(ctx context.Context, c *lanes.Client, q db.DBTX, id int64) (lanes.Lane, error) {
-				return c.RequestChangesTx(ctx, q, id, "")
+			func(ctx context.Context, c *lanes.Client, tx pgx.Tx, id int64) (lanes.Lane, error) {
+				return c.RequestChangesTx(ctx, tx, id, "")
 			},
 			func(t *testing.T, l lanes.Lane) { require.Equal(t, lanes.ChangesRequested, l.Review) }},
 		{"merge", at(lanes.Done, lanes.Approved), []access.Actor{cond},
-			func(ctx context.Context, c *lanes.Client, q db.DBTX, id int64) (lanes.Lane, error) {
-				return c.MergeTx(ctx, q, id, commitA)
+			func(ctx context.Context, c *lanes.Client, tx pgx.Tx, id int64) (lanes.Lane, error) {
+				return c.MergeTx(ctx, tx, id, commitA)
 			},
 			func(t *testing.T, l lanes.Lane) { require.True(t, l.Merged()) }},
 	}
@@ -108,7 +121,7 @@ func TestWriteRoleMatrix(t *testing.T) {
 				c := e.as(t, actor)
 				if contains(o.allowed, actor) {
 					events := eventCount(t, e.pool, l.ID)
-					got, err := o.call(ctx, c, e.pool, l.ID)
+					got, err := attempt(ctx, e.pool, func(tx pgx.Tx) (lanes.Lane, error) { return o.call(ctx, c, tx, l.ID) })
 					require.NoError(t, err, actor)
 					o.after(t, got)
 					require.Equal(t, events+1, eventCount(t, e.pool, l.ID), "one event for the change")
@@ -116,16 +129,16 @@ func TestWriteRoleMatrix(t *testing.T) {
 					continue
 				}
 				before := snapshot(t, e.pool)
-				conn, release := holdRow(t, e, "lanes", l.ID)
-				_, err := o.call(ctx, c, conn, l.ID)
+				waiting, release := holdRow(t, e, "lanes", l.ID)
+				_, err := attempt(ctx, waiting, func(tx pgx.Tx) (lanes.Lane, error) { return o.call(ctx, c, tx, l.ID) })
 				require.ErrorIs(t, err, db.ErrNotPermitted, actor)
 				require.NotContains(t, err.Error(), string(l.State), "the refusal says nothing of the lane")
 				// The same words for a lane that does not exist.
-				_, err2 := o.call(ctx, c, conn, l.ID+1000)
+				_, err2 := attempt(ctx, waiting, func(tx pgx.Tx) (lanes.Lane, error) { return o.call(ctx, c, tx, l.ID+1000) })
 				require.ErrorIs(t, err2, db.ErrNotPermitted, actor)
 				require.Equal(t, before, snapshot(t, e.pool), actor)
 				// Control: the conductor's call does wait for the lock.
-				_, err = o.call(ctx, e.as(t, cond), conn, l.ID)
+				_, err = attempt(ctx, waiting, func(tx pgx.Tx) (lanes.Lane, error) { return o.call(ctx, e.as(t, cond), tx, l.ID) })
 				requireLockTimeout(t, err)
 				release()
 			}
@@ -143,16 +156,20 @@ func TestCreateRoles(t *testing.T) {
 	spec := lanes.Spec{Quorum: e.web.ID, Name: "new", Branch: "main", Assignee: ann, Task: "T-1", DependsOn: []int64{dep.ID}}
 
 	before := snapshot(t, e.pool)
-	quorumConn, release := holdRow(t, e, "quorums", e.web.ID)
+	waiting, release := holdRow(t, e, "quorums", e.web.ID)
+	create := func(actor access.Actor, spec lanes.Spec) error {
+		_, err := attempt(ctx, waiting, func(tx pgx.Tx) (lanes.Lane, error) { return e.as(t, actor).CreateTx(ctx, tx, spec) })
+		return err
+	}
 	for _, actor := range []access.Actor{ann, vic, cond2, sam, ops} {
-		_, err := e.as(t, actor).CreateTx(ctx, quorumConn, spec)
+		err := create(actor, spec)
 		require.ErrorIs(t, err, db.ErrNotPermitted, actor)
 		unknown := spec
 		unknown.Quorum = 999999
-		_, err = e.as(t, actor).CreateTx(ctx, quorumConn, unknown)
+		err = create(actor, unknown)
 		require.ErrorIs(t, err, db.ErrNotPermitted, actor)
 	}
-	_, err := e.as(t, cond).CreateTx(ctx, quorumConn, spec)
+	err := create(cond, spec)
 	requireLockTimeout(t, err)
 	release()
 	require.Equal(t, before, snapshot(t, e.pool))

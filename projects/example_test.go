@@ -8,36 +8,35 @@ import (
 	"time"
 
 	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/integration/pgtest"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/projects"
 )
 
 func Example() {
 	ctx := context.Background()
-	url, err := pgtest.Scratch(ctx, true) // your service's database URL
-	if err != nil {
-		log.Fatal(err)
-	}
-	pool, err := db.Open(ctx, url)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer pool.Close()
 	clock := db.NewFakeClock(time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC))
+	pool := testkit.ExamplePool(ctx, clock, "user:ana", nil) // your service's pool
+	defer pool.Close()
+	pc, err := projects.NewClient(pool, projects.Config{Actor: "user:ana", Clock: clock})
+	if err != nil {
+		log.Fatal(err)
+	}
 
-	if _, err := projects.Create(ctx, pool, "acme", "user:ana", clock.Now()); err != nil {
+	if _, err := pc.Create(ctx, "acme"); err != nil {
 		log.Fatal(err)
 	}
 	// active → retired is not a legal move: archive first.
-	_, err = projects.SetStatus(ctx, pool, "acme", projects.Retired, "user:ana", clock.Advance(time.Hour))
+	clock.Advance(time.Hour)
+	_, err = pc.SetStatus(ctx, "acme", projects.Retired)
 	fmt.Println(errors.Is(err, db.ErrIllegalTransition))
 
 	for _, to := range []projects.Status{projects.Archived, projects.Retired} {
-		if _, err := projects.SetStatus(ctx, pool, "acme", to, "user:ana", clock.Advance(time.Hour)); err != nil {
+		clock.Advance(time.Hour)
+		if _, err := pc.SetStatus(ctx, "acme", to); err != nil {
 			log.Fatal(err)
 		}
 	}
-	history, err := projects.History(ctx, pool, "acme")
+	history, err := pc.History(ctx, "acme")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -77,7 +77,7 @@ func TestCatchUpAfterOutage(t *testing.T) {
 			require.NoError(t, err)
 			var skips []schedules.Skipped
 			for _, ev := range evs {
-				if ev.What == schedules.EventSkipped {
+				if ev.Type == schedules.EventSkipped {
 					var k schedules.Skipped
 					require.NoError(t, json.Unmarshal(ev.Detail, &k))
 					skips = append(skips, k)

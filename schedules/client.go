@@ -8,13 +8,6 @@ import (
 
 var queries = dbsqlc.New()
 
-// Pool is what a [Client] runs on when no transaction is given: a
-// *pgxpool.Pool, or a *pgx.Conn.
-type Pool interface {
-	db.DBTX
-	db.Beginner
-}
-
 // Config configures a [Client].
 type Config struct {
 	// Actor is who the client acts as; every change it makes is attributed
@@ -36,7 +29,7 @@ type Config struct {
 // until the caller rolls back (or uses a savepoint, as [db.WithTx] on a
 // pgx.Tx does).
 type Client struct {
-	pool  Pool
+	pool  db.Pool
 	actor access.Actor
 	clock db.Clock
 }
@@ -44,7 +37,7 @@ type Client struct {
 // NewClient returns a client on pool, typically a *pgxpool.Pool. It refuses,
 // with [db.ErrInvalidArgument], a nil pool or a malformed actor. It does not
 // check the actor's grants: the database decides that on each call.
-func NewClient(pool Pool, cfg Config) (*Client, error) {
+func NewClient(pool db.Pool, cfg Config) (*Client, error) {
 	if db.IsNil(pool) {
 		return nil, db.Refuse(db.ErrInvalidArgument, "schedules.new_client", "pool is nil")
 	}

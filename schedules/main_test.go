@@ -3,8 +3,6 @@ package schedules_test
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
-	"os"
 	"testing"
 	"time"
 
@@ -14,8 +12,8 @@ import (
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/integration/pgtest"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
-	"github.com/docket-dev/docket/projects"
 	"github.com/docket-dev/docket/schedules"
 	"github.com/docket-dev/docket/worker"
 )
@@ -38,8 +36,7 @@ const (
 	half    access.Actor = "svc:half"
 )
 
-// t0 is a Monday, 09:00 UTC, on a quarter hour.
-var t0 = time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
+var t0 = testkit.T0
 
 type env struct {
 	pool  *pgxpool.Pool
@@ -47,30 +44,22 @@ type env struct {
 	app   *schedules.Client
 }
 
+// setup returns a fresh migrated database with projects acme and other, the
+// cast's grants on acme, and a client acting as app on a fake clock at t0.
 func setup(t testing.TB) env {
 	t.Helper()
-	ctx := context.Background()
-	e := env{pool: pgtest.NewDB(t), clock: db.NewFakeClock(t0)}
-	for _, p := range []string{project, other} {
-		_, err := projects.Create(ctx, e.pool, p, ops, e.clock.Now())
-		require.NoError(t, err)
-	}
-	for _, g := range []access.Grant{
-		{Principal: app, Project: project, Capability: access.ScheduleManage},
-		{Principal: app, Project: project, Capability: access.JobCreate},
-		{Principal: vic, Project: project, Capability: access.ScheduleView},
-		{Principal: sweeper, Project: project, Capability: access.ScheduleSweep},
-		{Principal: sweeper, Project: project, Capability: access.JobCreate},
-		{Principal: sweeper, Project: project, Capability: access.JobClaim},
-		{Principal: half, Project: project, Capability: access.ScheduleManage},
-	} {
-		_, err := access.Allow(ctx, e.pool, g, ops, e.clock.Now())
-		require.NoError(t, err)
-	}
+	k := testkit.Setup(t, ops, []string{project, other}, testkit.Join(
+		testkit.Grants(app, project, access.ScheduleManage, access.JobCreate),
+		testkit.Grants(vic, project, access.ScheduleView),
+		testkit.Grants(sweeper, project, access.ScheduleSweep, access.JobCreate, access.JobClaim),
+		testkit.Grants(half, project, access.ScheduleManage),
+	)...)
+	e := env{pool: k.Pool, clock: k.Clock}
 	e.app = e.as(t, app)
 	return e
 }
 
+// as returns a client acting as actor on e's fake clock.
 func (e env) as(t testing.TB, actor access.Actor) *schedules.Client {
 	t.Helper()
 	c, err := schedules.NewClient(e.pool, schedules.Config{Actor: actor, Clock: e.clock})
@@ -85,22 +74,20 @@ type Tick struct {
 
 var tickKind = jobs.MustKind[Tick]("report.tick", 1)
 
-var testLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-
 // spec is a schedule of tick jobs in acme.
 func spec(name, cron, zone string) schedules.Spec {
 	return schedules.Spec{Project: project, Name: name, Cron: cron, Zone: zone,
 		Job: schedules.Job{Kind: tickKind.Name(), Payload: json.RawMessage(`{"n": 1}`)}}
 }
 
-// sweeperWorker returns a worker acting as sweeper on e's clock with the
-// schedule sweep, not started: tests run its sweep with Worker.Sweep.
-func (e env) sweeperWorker(t testing.TB, limit int) *worker.Worker {
+// sweeperWorker returns a worker client acting as sweeper on e's clock with
+// the schedule sweep, not started: tests run its sweep with Client.Sweep.
+func (e env) sweeperWorker(t testing.TB, limit int) *worker.Client {
 	t.Helper()
 	reg := worker.NewRegistry()
 	require.NoError(t, worker.Handle(reg, tickKind, func(context.Context, *jobs.Typed[Tick]) error { return nil }))
-	w, err := worker.New(e.pool, worker.Config{
-		Actor: sweeper, Registry: reg, Clock: e.clock, Deployment: "test", Logger: testLogger, SweepLimit: limit,
+	w, err := worker.NewClient(e.pool, worker.Config{
+		Actor: sweeper, Registry: reg, Clock: e.clock, Deployment: "test", Logger: testkit.Logger, SweepLimit: limit,
 		Sweeps: []worker.Sweep{schedules.Sweep(time.Minute)},
 	})
 	require.NoError(t, err)
@@ -123,11 +110,5 @@ func (e env) runs(t testing.TB, id int64) []occ {
 // show a refusal changed nothing.
 func snapshot(t testing.TB, q db.DBTX) string {
 	t.Helper()
-	var s string
-	require.NoError(t, q.QueryRow(context.Background(), `
-		SELECT coalesce((SELECT string_agg(x::text, ';' ORDER BY id) FROM docket.schedules x), '') || '|' ||
-		       coalesce((SELECT string_agg(x::text, ';' ORDER BY id) FROM docket.schedule_occurrences x), '') || '|' ||
-		       coalesce((SELECT string_agg(x::text, ';' ORDER BY id) FROM docket.schedule_events x), '') || '|' ||
-		       coalesce((SELECT string_agg(x.id::text || x.state, ';' ORDER BY id) FROM docket.jobs x), '')`).Scan(&s))
-	return s
+	return testkit.Snapshot(t, q, "docket.schedules", "docket.schedule_occurrences", "docket.schedule_events", "docket.jobs(id, state)")
 }

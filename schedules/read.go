@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/docket-dev/docket/db"
-)
+	"github.com/jackc/pgx/v5"
 
-// MaxPage bounds the page size of [Client.List].
-const MaxPage = 1000
+	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/paging"
+)
 
 // MaxPreview bounds how many occurrences [Preview] and [Client.Preview]
 // compute at once.
@@ -22,12 +23,17 @@ const MaxPreview = 1000
 
 // Get returns schedule id, in its own transaction. See [Client.GetTx].
 func (c *Client) Get(ctx context.Context, id int64) (Schedule, error) {
-	return c.GetTx(ctx, c.pool, id)
+	return c.get(ctx, c.pool, id)
 }
 
-// GetTx returns schedule id read on q, or [db.ErrNotFound] when there is
+// GetTx returns schedule id read in tx, or [db.ErrNotFound] when there is
 // none or the actor may not read it.
-func (c *Client) GetTx(ctx context.Context, q db.DBTX, id int64) (Schedule, error) {
+func (c *Client) GetTx(ctx context.Context, tx pgx.Tx, id int64) (Schedule, error) {
+	return c.get(ctx, tx, id)
+}
+
+// get is [Client.GetTx] on q: the client's pool or the caller's transaction.
+func (c *Client) get(ctx context.Context, q db.DBTX, id int64) (Schedule, error) {
 	row, err := queries.ScheduleGet(ctx, q, id, string(c.actor))
 	if err != nil {
 		return Schedule{}, db.Translate(err, "schedule.get", "schedule", id)
@@ -40,26 +46,24 @@ type Filter struct {
 	Project string
 	// After continues a listing: only schedules whose name sorts after it.
 	After string
-	// Limit is the page size, 1..[MaxPage]. Defaults to 100.
+	// Limit is the page size, 1..[db.MaxPage]. Defaults to [db.DefaultPage].
 	Limit int
 }
 
 // List returns a page of the schedules of f.Project, by name. An actor that
 // may not read the project's schedules gets an empty list, not an error. It
-// refuses an empty project or a limit outside 1..[MaxPage] with
+// refuses an empty project or a limit outside 1..[db.MaxPage] with
 // [db.ErrInvalidArgument].
 func (c *Client) List(ctx context.Context, f Filter) ([]Schedule, error) {
 	const op = "schedule.list"
-	if f.Project == "" {
-		return nil, db.Refuse(db.ErrInvalidArgument, op, "project is empty: schedules are listed per project")
+	if err := paging.Project(op, "schedules", f.Project); err != nil {
+		return nil, err
 	}
-	if f.Limit == 0 {
-		f.Limit = 100
+	limit, err := paging.Limit(op, f.Limit)
+	if err != nil {
+		return nil, err
 	}
-	if f.Limit < 1 || f.Limit > MaxPage {
-		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("limit %d: want 1..%d", f.Limit, MaxPage))
-	}
-	rows, err := queries.ScheduleList(ctx, c.pool, f.Project, f.After, string(c.actor), int32(f.Limit))
+	rows, err := queries.ScheduleList(ctx, c.pool, f.Project, f.After, string(c.actor), limit)
 	if err != nil {
 		return nil, db.Translate(err, op, "project", f.Project)
 	}
@@ -155,25 +159,25 @@ func (c *Client) Runs(ctx context.Context, id int64) ([]Run, error) {
 	return out, nil
 }
 
-// EventKind says what a schedule event records.
-type EventKind string
+// EventType says what a schedule event records.
+type EventType string
 
 // The events of a schedule's history.
 const (
-	EventCreated EventKind = "created"
-	EventStatus  EventKind = "status"
-	EventUpdated EventKind = "updated"
+	EventCreated EventType = "created"
+	EventStatus  EventType = "status"
+	EventUpdated EventType = "updated"
 	// EventSkipped records missed occurrences the catch-up policy did not
 	// run; its Detail is a [Skipped].
-	EventSkipped EventKind = "skipped"
+	EventSkipped EventType = "skipped"
 )
 
 // Event is one entry of a schedule's history.
 type Event struct {
 	ID       int64
-	What     EventKind
+	Type     EventType
 	From, To Status
-	Actor    string
+	Actor    access.Actor
 	At       time.Time
 	Detail   json.RawMessage
 }
@@ -187,7 +191,7 @@ func (c *Client) Events(ctx context.Context, id int64) ([]Event, error) {
 	}
 	out := make([]Event, len(rows))
 	for i, r := range rows {
-		e := Event{ID: r.ID, What: EventKind(r.What), Actor: r.Actor, At: r.At.UTC(), Detail: r.Detail}
+		e := Event{ID: r.ID, Type: EventType(r.What), Actor: access.Actor(r.Actor), At: r.At.UTC(), Detail: r.Detail}
 		if r.FromState != nil {
 			e.From = Status(*r.FromState)
 		}

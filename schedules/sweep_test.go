@@ -12,6 +12,7 @@ import (
 
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/integration/pgtest"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/schedules"
 	"github.com/docket-dev/docket/worker"
@@ -35,7 +36,7 @@ func TestSweepRace(t *testing.T) {
 		require.NoError(t, err)
 		ids[i] = s.ID
 	}
-	workers := make([]*worker.Worker, nSweepers)
+	workers := make([]*worker.Client, nSweepers)
 	for i := range workers {
 		workers[i] = e.sweeperWorker(t, 7) // small batches: the sweepers share the work
 	}
@@ -105,18 +106,13 @@ func TestSweepThroughAWorker(t *testing.T) {
 		ran <- j.ID
 		return nil
 	}))
-	w, err := worker.New(e.pool, worker.Config{
-		Actor: sweeper, Registry: reg, Clock: e.clock, Deployment: "test", Logger: testLogger,
+	w, err := worker.NewClient(e.pool, worker.Config{
+		Actor: sweeper, Registry: reg, Clock: e.clock, Deployment: "test", Logger: testkit.Logger,
 		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
 		Sweeps: []worker.Sweep{schedules.Sweep(time.Hour)},
 	})
 	require.NoError(t, err)
-	require.NoError(t, w.Start(ctx))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = w.Stop(ctx)
-	})
+	testkit.Start(t, w)
 	moved, err := w.Sweep(ctx, schedules.SweepName)
 	require.NoError(t, err)
 	require.Equal(t, 1, moved)
@@ -139,22 +135,16 @@ func TestSweepThroughAWorker(t *testing.T) {
 func fillSchedules(t testing.TB, e env, n, due int) {
 	t.Helper()
 	ctx := context.Background()
-	require.NoError(t, db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT docket.set_context('user:ops', $1)`, t0); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `
-			INSERT INTO docket.schedules (project, name, cron, zone, fixed_time, job_kind, job_queue, job_payload,
-			    job_payload_schema, job_max_attempts, catch_up, max_catch_up, grace, starts_at, cursor_at, next_due_at,
-			    created_by, created_at, updated_at)
-			SELECT 'acme', 'bulk-' || k, '*/15 * * * *', 'UTC', false, 'report.tick', 'default', '{}', 1, 5, 'skip', 10,
-			       interval '1 hour', $3::timestamptz - interval '1 hour', $3::timestamptz - interval '1 hour',
-			       CASE WHEN k <= $2 THEN $3::timestamptz - interval '45 minutes'
-			            ELSE $3::timestamptz + interval '1 day' + k * interval '1 second' END,
-			       'user:ops', $3, $3
-			FROM generate_series(1, $1::int) k`, n, due, t0)
-		return err
-	}))
+	require.NoError(t, testkit.Raw(ctx, e.pool, ops, t0, `
+		INSERT INTO docket.schedules (project, name, cron, zone, fixed_time, job_kind, job_queue, job_payload,
+		    job_payload_schema, job_max_attempts, catch_up, max_catch_up, grace, starts_at, cursor_at, next_due_at,
+		    created_by, created_at, updated_at)
+		SELECT 'acme', 'bulk-' || k, '*/15 * * * *', 'UTC', false, 'report.tick', 'default', '{}', 1, 5, 'skip', 10,
+		       interval '1 hour', $3::timestamptz - interval '1 hour', $3::timestamptz - interval '1 hour',
+		       CASE WHEN k <= $2 THEN $3::timestamptz - interval '45 minutes'
+		            ELSE $3::timestamptz + interval '1 day' + k * interval '1 second' END,
+		       'user:ops', $3, $3
+		FROM generate_series(1, $1::int) k`, n, due, t0))
 	_, err := e.pool.Exec(ctx, `ANALYZE docket.schedules`)
 	require.NoError(t, err)
 }
@@ -229,13 +219,7 @@ func TestSweepPassesOverAScheduleItCannotPlan(t *testing.T) {
 	require.True(t, b.NextDue.Before(f.NextDue), "the broken one is first in due order")
 	// A zone this machine's tz database lacks, as a worker built without
 	// one would see every zone.
-	require.NoError(t, db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT docket.set_context('user:ops', $1)`, t0); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `UPDATE docket.schedules SET zone = 'Mars/Olympus_Mons' WHERE id = $1`, b.ID)
-		return err
-	}))
+	require.NoError(t, testkit.Raw(ctx, e.pool, ops, t0, `UPDATE docket.schedules SET zone = 'Mars/Olympus_Mons' WHERE id = $1`, b.ID))
 
 	w := e.sweeperWorker(t, 1000)
 	moved, err := w.Sweep(ctx, schedules.SweepName)

@@ -13,10 +13,10 @@ import (
 
 // Create creates a schedule, in its own transaction. See [Client.CreateTx].
 func (c *Client) Create(ctx context.Context, spec Spec) (Schedule, error) {
-	return c.CreateTx(ctx, c.pool, spec)
+	return c.create(ctx, c.pool, spec)
 }
 
-// CreateTx creates schedule spec.Name in spec.Project on q, active, its
+// CreateTx creates schedule spec.Name in spec.Project in tx, active, its
 // cursor at spec.Start, its first occurrence the first after it, and
 // returns it. It commits or rolls back with q's transaction.
 //
@@ -27,7 +27,12 @@ func (c *Client) Create(ctx context.Context, spec Spec) (Schedule, error) {
 // without schedule.manage and job.create on the project, or an unknown
 // project ([db.ErrNotPermitted]); a schedule of that name in the project
 // ([db.ErrAlreadyExists]).
-func (c *Client) CreateTx(ctx context.Context, q db.DBTX, spec Spec) (Schedule, error) {
+func (c *Client) CreateTx(ctx context.Context, tx pgx.Tx, spec Spec) (Schedule, error) {
+	return c.create(ctx, tx, spec)
+}
+
+// create is [Client.CreateTx] on q: the client's pool or the caller's transaction.
+func (c *Client) create(ctx context.Context, q db.DBTX, spec Spec) (Schedule, error) {
 	const op = "schedule.create"
 	now := c.clock.Now()
 	ck, err := check(op, spec, now)
@@ -117,41 +122,56 @@ func (c *Client) UpdateTx(ctx context.Context, tx pgx.Tx, id int64, spec Spec) (
 
 // Pause pauses schedule id, in its own transaction. See [Client.PauseTx].
 func (c *Client) Pause(ctx context.Context, id int64) (Schedule, error) {
-	return c.PauseTx(ctx, c.pool, id)
+	return c.pause(ctx, c.pool, id)
 }
 
-// PauseTx pauses schedule id on q: nothing is materialized until it is
+// PauseTx pauses schedule id in tx: nothing is materialized until it is
 // resumed; its cursor is kept. Pausing a paused schedule is a no-op. Refuses
 // as [Client.FinishTx], and a finished schedule with
 // [db.ErrIllegalTransition].
-func (c *Client) PauseTx(ctx context.Context, q db.DBTX, id int64) (Schedule, error) {
+func (c *Client) PauseTx(ctx context.Context, tx pgx.Tx, id int64) (Schedule, error) {
+	return c.pause(ctx, tx, id)
+}
+
+// pause is [Client.PauseTx] on q: the client's pool or the caller's transaction.
+func (c *Client) pause(ctx context.Context, q db.DBTX, id int64) (Schedule, error) {
 	return c.setStatus(ctx, q, "schedule.pause", id, Paused)
 }
 
 // Resume resumes schedule id, in its own transaction. See [Client.ResumeTx].
 func (c *Client) Resume(ctx context.Context, id int64) (Schedule, error) {
-	return c.ResumeTx(ctx, c.pool, id)
+	return c.resume(ctx, c.pool, id)
 }
 
-// ResumeTx resumes paused schedule id on q from its kept cursor: what fell
+// ResumeTx resumes paused schedule id in tx from its kept cursor: what fell
 // due while it was paused is handled by its catch-up policy at the next
 // sweep. Resuming an active schedule is a no-op. Refuses as
 // [Client.PauseTx].
-func (c *Client) ResumeTx(ctx context.Context, q db.DBTX, id int64) (Schedule, error) {
+func (c *Client) ResumeTx(ctx context.Context, tx pgx.Tx, id int64) (Schedule, error) {
+	return c.resume(ctx, tx, id)
+}
+
+// resume is [Client.ResumeTx] on q: the client's pool or the caller's transaction.
+func (c *Client) resume(ctx context.Context, q db.DBTX, id int64) (Schedule, error) {
 	return c.setStatus(ctx, q, "schedule.resume", id, Active)
 }
 
 // Finish finishes schedule id, in its own transaction. See
 // [Client.FinishTx].
 func (c *Client) Finish(ctx context.Context, id int64) (Schedule, error) {
-	return c.FinishTx(ctx, c.pool, id)
+	return c.finish(ctx, c.pool, id)
 }
 
-// FinishTx finishes schedule id on q: it never runs again and is kept with
+// FinishTx finishes schedule id in tx: it never runs again and is kept with
 // its history (schedules are never deleted). Finishing a finished schedule
 // is a no-op. It refuses an unknown schedule or one the actor may not
 // manage with [db.ErrNotFound].
-func (c *Client) FinishTx(ctx context.Context, q db.DBTX, id int64) (Schedule, error) {
+func (c *Client) FinishTx(ctx context.Context, tx pgx.Tx, id int64) (Schedule, error) {
+	return c.finish(ctx, tx, id)
+}
+
+// finish is [Client.FinishTx] on q: the client's pool or the caller's transaction.
+func (c *Client) finish(ctx context.Context, q db.DBTX, id int64) (Schedule, error) {
 	return c.setStatus(ctx, q, "schedule.finish", id, Finished)
 }
 

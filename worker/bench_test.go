@@ -93,7 +93,7 @@ func BenchmarkBurnDown(b *testing.B) {
 			require.NoError(b, err)
 		}
 	}
-	client, err := worker.NewClient(pool, worker.ClientConfig{Project: project, Actor: app})
+	client, err := worker.NewClient(pool, worker.Config{Project: project, Actor: app}) // insert-only
 	require.NoError(b, err)
 
 	var docketTime, riverTime time.Duration
@@ -113,7 +113,7 @@ func BenchmarkBurnDown(b *testing.B) {
 		reg := worker.NewRegistry()
 		require.NoError(b, worker.Handle(reg, noopKind, func(context.Context, *jobs.Typed[noopArgs]) error { return nil }))
 		batch := worker.Batching{Max: *benchClaimMax, Window: *benchWindow, Flushers: *benchFlushers}
-		w, err := worker.New(pool, worker.Config{
+		w, err := worker.NewClient(pool, worker.Config{
 			Actor: app, Registry: reg, Deployment: "bench", Logger: testLogger,
 			Queues:        map[string]int{jobs.DefaultQueue: *benchWorkers},
 			FetchCooldown: benchCooldown, FetchPollInterval: benchPoll,
@@ -187,12 +187,13 @@ func BenchmarkStartLatency(b *testing.B) {
 		started <- time.Now()
 		return nil
 	}))
-	client, err := worker.NewClient(e.pool, worker.ClientConfig{Project: project, Actor: app})
+	client, err := worker.NewClient(e.pool, worker.Config{
+		Project: project, Actor: app, Registry: reg, Deployment: "bench", Logger: testLogger,
+		FetchCooldown: *benchCooldownFlag, FetchPollInterval: *benchPollFlag,
+	})
 	require.NoError(b, err)
-	w, err := worker.New(e.pool, worker.Config{Actor: app, Registry: reg, Deployment: "bench", Logger: testLogger, FetchCooldown: *benchCooldownFlag, FetchPollInterval: *benchPollFlag})
-	require.NoError(b, err)
-	require.NoError(b, w.Start(ctx))
-	b.Cleanup(func() { _ = w.Stop(context.Background()) })
+	require.NoError(b, client.Start(ctx))
+	b.Cleanup(func() { _ = client.Stop(context.Background()) })
 
 	var lat []time.Duration
 	i := 0

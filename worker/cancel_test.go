@@ -86,7 +86,7 @@ func TestCancelWhileRunning(t *testing.T) {
 	require.Zero(t, rec.count(is(worker.EventSucceeded, id)))
 	require.Zero(t, rec.count(is(worker.EventFailed, id)))
 
-	got, err := e.client.Jobs().Get(ctx, e.pool, id)
+	got, err := e.client.Jobs().Get(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, jobs.Cancelled, got.State)
 	require.Equal(t, 1, got.Attempts)

@@ -3,71 +3,13 @@ package worker
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"regexp"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/jobs"
 )
-
-// ClientConfig configures a [Client].
-type ClientConfig struct {
-	// Project is the project the client enqueues into. Required.
-	Project string
-	// Actor is who enqueues; it needs an explicit job.create grant on
-	// Project. Required.
-	Actor access.Actor
-	// Clock gives the instants the client passes to the database. Defaults
-	// to [db.SystemClock].
-	Clock db.Clock
-	// Registry, when not nil, gives new jobs of its kinds their handler's
-	// defaults: [HandlerOptions.Lease] when the spec sets no lease, and
-	// [HandlerOptions.Repeatable].
-	Registry *Registry
-	// Logger receives River's logs. Defaults to slog.Default().
-	Logger *slog.Logger
-}
-
-// Client enqueues jobs for workers: each job goes into docket.jobs and, in
-// the same transaction, a River dispatch carries it to a [Worker] once it is
-// due. Jobs for external executors get no dispatch: they wait for
-// [jobs.Client.Claim]. A Client only inserts; it runs nothing. It is safe for
-// concurrent use.
-type Client struct {
-	jobs     *jobs.Client
-	river    *river.Client[pgx.Tx]
-	pool     *pgxpool.Pool
-	clock    db.Clock
-	registry *Registry
-}
-
-// NewClient returns a client on pool. It refuses, with
-// [db.ErrInvalidArgument], a nil pool, a missing or malformed project, or a
-// malformed actor.
-func NewClient(pool *pgxpool.Pool, cfg ClientConfig) (*Client, error) {
-	const op = "worker.new_client"
-	if pool == nil {
-		return nil, db.Refuse(db.ErrInvalidArgument, op, "pool is nil")
-	}
-	if cfg.Project == "" {
-		return nil, db.Refuse(db.ErrInvalidArgument, op, "no project: set ClientConfig.Project")
-	}
-	jc, err := jobs.NewClient(pool, jobs.Config{Project: cfg.Project, Actor: cfg.Actor, Clock: cfg.Clock})
-	if err != nil {
-		return nil, err
-	}
-	rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Schema: db.Schema, Logger: riverLogger(cfg.Logger)})
-	if err != nil {
-		return nil, fmt.Errorf("%s: river: %w", op, err)
-	}
-	return &Client{jobs: jc, river: rc, pool: pool, clock: jc.Clock(), registry: cfg.Registry}, nil
-}
 
 // Jobs returns the client's job client, for reads and settlements.
 func (c *Client) Jobs() *jobs.Client { return c.jobs }
@@ -114,7 +56,9 @@ func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, spec jobs.Spec) (jobs
 // soon as tx commits rather than at the dispatch sweep's next run. Jobs in
 // other states are skipped. A job dispatched twice still runs once: each
 // dispatch claims it by id, and a dispatch that finds it claimed or finished
-// does nothing.
+// does nothing. DispatchTx has no pool form: a dispatch belongs in the
+// transaction that enqueued its job (the dispatch sweep dispatches the jobs
+// nobody did).
 func (c *Client) DispatchTx(ctx context.Context, tx pgx.Tx, js ...jobs.Job) error {
 	if err := dispatchTx(ctx, c.river, tx, c.clock, js...); err != nil {
 		return fmt.Errorf("job.dispatch: %w", err)
@@ -167,10 +111,10 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []jobs.Spec
 
 // withDefaults gives spec its kind's handler defaults from the registry.
 func (c *Client) withDefaults(spec jobs.Spec) jobs.Spec {
-	if c.registry == nil {
+	if c.cfg.Registry == nil {
 		return spec
 	}
-	if h := c.registry.lookup(spec.Kind); h != nil {
+	if h := c.cfg.Registry.lookup(spec.Kind); h != nil {
 		if spec.Lease == 0 {
 			spec.Lease = h.opts.Lease
 		}

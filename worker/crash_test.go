@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/worker"
 )
@@ -56,7 +57,7 @@ func TestCrashWorkerProcess(t *testing.T) {
 		<-ctx.Done() // working, until killed
 		return ctx.Err()
 	}))
-	w, err := worker.New(pool, worker.Config{
+	w, err := worker.NewClient(pool, worker.Config{
 		Actor: app, Registry: reg, Clock: db.NewFakeClock(now), Deployment: "crashing",
 		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond, Logger: testLogger,
 	})
@@ -86,7 +87,7 @@ func TestCrashMidHandler(t *testing.T) {
 
 	killMidHandlers(t, e, ids...)
 	for _, id := range ids {
-		j, err := e.client.Jobs().Get(ctx, e.pool, id)
+		j, err := e.client.Jobs().Get(ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, jobs.Claimed, j.State, "job %d is held by the dead worker's lease", id)
 		require.Equal(t, 1, j.Attempts)
@@ -109,7 +110,7 @@ func TestCrashMidHandler(t *testing.T) {
 	moved, err = w.Sweep(ctx, worker.SweepLeases)
 	require.NoError(t, err)
 	require.Equal(t, 2, moved)
-	r, err := e.client.Jobs().Get(ctx, e.pool, rep.Job.ID)
+	r, err := e.client.Jobs().Get(ctx, rep.Job.ID)
 	require.NoError(t, err)
 	require.Equal(t, jobs.Queued, r.State)
 	require.Contains(t, r.Diagnostic, "lease expired")
@@ -120,14 +121,14 @@ func TestCrashMidHandler(t *testing.T) {
 	startLater(t, w)
 	rec.waitN(t, 1, is(worker.EventSucceeded, rep.Job.ID))
 
-	r, err = e.client.Jobs().Get(ctx, e.pool, rep.Job.ID)
+	r, err = e.client.Jobs().Get(ctx, rep.Job.ID)
 	require.NoError(t, err)
 	require.Equal(t, jobs.Succeeded, r.State)
 	require.Equal(t, 2, r.Attempts)
 	require.EqualValues(t, 1, runs[1].Load(), "the repeatable job ran once in the new worker")
 	require.Equal(t, 1, rec.count(is(worker.EventStarted, rep.Job.ID)))
 
-	o, err := e.client.Jobs().Get(ctx, e.pool, once.Job.ID)
+	o, err := e.client.Jobs().Get(ctx, once.Job.ID)
 	require.NoError(t, err)
 	require.Equal(t, jobs.Uncertain, o.State)
 	require.Equal(t, 1, o.Attempts)
@@ -138,7 +139,7 @@ func TestCrashMidHandler(t *testing.T) {
 	require.Zero(t, liveDispatches(t, e))
 
 	for _, id := range ids {
-		v, err := e.client.Jobs().Verify(ctx, e.pool, id)
+		v, err := e.client.Jobs().Verify(ctx, id)
 		require.NoError(t, err)
 		require.True(t, v.OK, v.Problem)
 	}
@@ -240,14 +241,14 @@ func killMidHandlers(t *testing.T, e env, ids ...int64) {
 
 // newCountingWorker returns a worker, not started, on e's pool and clock
 // whose handler counts its runs by order.
-func newCountingWorker(t *testing.T, e env, rec *recorder, runs []atomic.Int32) *worker.Worker {
+func newCountingWorker(t *testing.T, e env, rec *recorder, runs []atomic.Int32) *worker.Client {
 	t.Helper()
 	reg := worker.NewRegistry()
 	require.NoError(t, worker.Handle(reg, invoiceKind, func(ctx context.Context, j *jobs.Typed[Invoice]) error {
 		runs[j.Args.Order].Add(1)
 		return nil
 	}))
-	w, err := worker.New(e.pool, worker.Config{
+	w, err := worker.NewClient(e.pool, worker.Config{
 		Actor: app, Registry: reg, Clock: e.clock, Deployment: "test",
 		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
 		SweepEvery: 50 * time.Millisecond, OnEvent: rec.add, Logger: testLogger,
@@ -258,12 +259,7 @@ func newCountingWorker(t *testing.T, e env, rec *recorder, runs []atomic.Int32) 
 
 // startLater starts w, made by newCountingWorker, and stops it when the test
 // ends.
-func startLater(t *testing.T, w *worker.Worker) {
+func startLater(t *testing.T, w *worker.Client) {
 	t.Helper()
-	require.NoError(t, w.Start(t.Context()))
-	t.Cleanup(func() {
-		stop, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = w.Stop(stop)
-	})
+	testkit.Start(t, w)
 }

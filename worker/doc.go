@@ -1,12 +1,14 @@
 // Package worker runs Go handlers for docket jobs on River: docket's pump.
 //
-// A [Client] enqueues: each job goes into docket.jobs and, in the same
+// One [Client], made with [NewClient], enqueues and runs, as a River client
+// does. Enqueueing, each job goes into docket.jobs and, in the same
 // transaction (usually the caller's, beside its business writes), a River
-// dispatch that carries the job's id to a worker once the job is due.
-// Committed, the job will run; rolled back, neither exists.
+// dispatch that carries the job's id to a running client once the job is
+// due. Committed, the job will run; rolled back, neither exists.
 //
-// A [Worker] serves queues with the handlers of a [Registry], registered per
-// kind with [Handle] or [HandleResult]:
+// Started, a [Client] serves queues with the handlers of a [Registry],
+// registered per kind with [Handle] or [HandleResult] (a client without
+// handlers only enqueues):
 //
 //	reg := worker.NewRegistry()
 //	worker.Handle(reg, invoiceKind, func(ctx context.Context, job *jobs.Typed[Invoice]) error {
@@ -23,9 +25,9 @@
 //   - a plain error, or a panic (its stack kept in the diagnostic): retryable,
 //     queued again after the job's backoff, with a new dispatch in the same
 //     transaction, or dead once its attempts are spent;
-//   - [Permanent]: failed; [Uncertain]: uncertain, for an operator to
-//     reconcile (retried instead when the job is repeatable); [RetryAfter]:
-//     retryable after the given wait.
+//   - [Fail] with [jobs.ClassPermanent]: failed; with [jobs.ClassUncertain]:
+//     uncertain, for an operator to reconcile (retried instead when the job
+//     is repeatable); [RetryAfter]: retryable after the given wait.
 //
 // The job's own attempts and backoff govern retries; River's retries of a
 // dispatch cover only failures to reach the database. A handler whose lease
@@ -40,7 +42,7 @@
 // by SQL ([SweepDispatch]). Other packages add theirs through
 // [Config.Sweeps].
 //
-// [Worker.Stop] stops fetching, waits for running handlers until its context
+// [Client.Stop] stops fetching, waits for running handlers until its context
 // ends, then cancels them and gives their leases back (attempts kept, the
 // jobs dispatched again), so no job stays claimed by a worker that stopped.
 //

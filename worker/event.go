@@ -8,7 +8,7 @@ import (
 // EventType says what an [Event] reports.
 type EventType string
 
-// The events a [Worker] reports to [Config.OnEvent].
+// The events a [Client] reports to [Config.OnEvent].
 const (
 	// EventStarted: a handler started an attempt.
 	EventStarted EventType = "started"
@@ -41,7 +41,7 @@ const (
 	EventError EventType = "error"
 )
 
-// Event is one thing a [Worker] did, for metrics and tests. Fields that do
+// Event is one thing a [Client] did, for metrics and tests. Fields that do
 // not apply are zero.
 type Event struct {
 	Type     EventType

@@ -11,9 +11,8 @@ import (
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/integration/pgtest"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
-	"github.com/docket-dev/docket/projects"
 	"github.com/docket-dev/docket/worker"
 )
 
@@ -24,7 +23,8 @@ type Receipt struct {
 
 var sendReceipt = jobs.MustKind[Receipt]("shop.receipt", 1)
 
-// An order and its receipt job commit together; a worker runs the job.
+// An order and its receipt job commit together; the same client then runs
+// the job.
 func Example() {
 	ctx := context.Background()
 	pool := exampleDB(ctx)
@@ -39,7 +39,7 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	client, err := worker.NewClient(pool, worker.ClientConfig{Project: "shop", Actor: "svc:shop", Registry: reg})
+	client, err := worker.NewClient(pool, worker.Config{Project: "shop", Actor: "svc:shop", Registry: reg, Logger: testLogger})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -58,15 +58,11 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	w, err := worker.New(pool, worker.Config{Actor: "svc:shop", Registry: reg, Logger: testLogger})
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
+	if err := client.Start(ctx); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("receipt sent for order", <-done)
-	if err := w.Stop(ctx); err != nil {
+	if err := client.Stop(ctx); err != nil {
 		log.Fatal(err)
 	}
 	// Output: receipt sent for order 42
@@ -75,27 +71,10 @@ func Example() {
 // exampleDB returns a pool on a fresh migrated database with project shop,
 // where svc:shop may enqueue and run jobs, and a table of orders.
 func exampleDB(ctx context.Context) *pgxpool.Pool {
-	url, err := pgtest.Scratch(ctx, true)
-	if err != nil {
+	pool := testkit.ExamplePool(ctx, db.SystemClock{}, "user:ana", []string{"shop"},
+		testkit.Grants("svc:shop", "shop", access.JobCreate, access.JobClaim)...)
+	if _, err := pool.Exec(ctx, "CREATE TABLE orders (id int PRIMARY KEY)"); err != nil {
 		log.Fatal(err)
 	}
-	pool, err := db.Open(ctx, url)
-	if err != nil {
-		log.Fatal(err)
-	}
-	must := func(err error) {
-		if err != nil {
-			log.Fatal(err)
-		}
-	}
-	now := time.Now()
-	_, err = projects.Create(ctx, pool, "shop", "user:ana", now)
-	must(err)
-	for _, c := range []access.Capability{access.JobCreate, access.JobClaim} {
-		_, err := access.Allow(ctx, pool, access.Grant{Principal: "svc:shop", Project: "shop", Capability: c}, "user:ana", now)
-		must(err)
-	}
-	_, err = pool.Exec(ctx, "CREATE TABLE orders (id int PRIMARY KEY)")
-	must(err)
 	return pool
 }

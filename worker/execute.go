@@ -11,19 +11,20 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/jobclaim"
 	"github.com/docket-dev/docket/jobs"
 )
 
 // dispatchWorker is River's worker for dispatches.
 type dispatchWorker struct {
 	river.WorkerDefaults[dispatchArgs]
-	w *Worker
+	w *Client
 }
 
 // claimAnswer is one dispatch's share of a grouped claim: found false when
 // the job is unknown or not the worker's to claim.
 type claimAnswer struct {
-	result jobs.ClaimResult
+	result jobclaim.Result[jobs.Job]
 	found  bool
 }
 
@@ -46,7 +47,7 @@ func (d *dispatchWorker) Work(ctx context.Context, rj *river.Job[dispatchArgs]) 
 		lease = h.opts.Lease
 	}
 	for waited := 0; ; waited++ {
-		ans, err := w.claim(ctx, jobs.ClaimWant{ID: id, Lease: lease})
+		ans, err := w.claim(ctx, jobclaim.Want{ID: id, Lease: lease})
 		if err != nil {
 			w.emit(Event{Type: EventError, JobID: id, Kind: rj.Args.JobKind, Err: err})
 			return fmt.Errorf("claim job %d: %w", id, err)
@@ -58,9 +59,9 @@ func (d *dispatchWorker) Work(ctx context.Context, rj *river.Job[dispatchArgs]) 
 		}
 		j := ans.result.Job
 		switch ans.result.Outcome {
-		case jobs.ClaimTaken:
+		case jobclaim.Taken:
 			return w.run(ctx, j)
-		case jobs.ClaimUndecodable:
+		case jobclaim.Undecodable:
 			w.log.WarnContext(ctx, "docket worker: job's payload schema is not one this deployment decodes; left queued",
 				"job", j.ID, "kind", j.Kind, "payload_schema", j.PayloadSchema)
 			w.emit(Event{Type: EventRefused, JobID: j.ID, Kind: j.Kind, State: string(j.State),
@@ -95,7 +96,7 @@ func (d *dispatchWorker) Work(ctx context.Context, rj *river.Job[dispatchArgs]) 
 
 // ledgerOp is one request to the group commit: a claim or a success.
 type ledgerOp struct {
-	claim    jobs.ClaimWant
+	claim    jobclaim.Want
 	complete *jobs.Completion
 }
 
@@ -107,7 +108,7 @@ type ledgerAnswer struct {
 }
 
 // claim claims one job through the group commit.
-func (w *Worker) claim(ctx context.Context, want jobs.ClaimWant) (claimAnswer, error) {
+func (w *Client) claim(ctx context.Context, want jobclaim.Want) (claimAnswer, error) {
 	a, err := w.ledger.do(ctx, ledgerOp{claim: want})
 	if err == nil {
 		err = a.err
@@ -117,7 +118,7 @@ func (w *Worker) claim(ctx context.Context, want jobs.ClaimWant) (claimAnswer, e
 
 // completeGrouped records one success through the group commit: the
 // element's refusal, or the whole batch's failure.
-func (w *Worker) completeGrouped(ctx context.Context, c jobs.Completion) error {
+func (w *Client) completeGrouped(ctx context.Context, c jobs.Completion) error {
 	a, err := w.ledger.do(ctx, ledgerOp{complete: &c})
 	if err != nil {
 		return err
@@ -130,9 +131,9 @@ func (w *Worker) completeGrouped(ctx context.Context, c jobs.Completion) error {
 
 // flushLedger records a batch of successes and claims a batch of jobs in one
 // transaction, so both share one commit: two statements, one WAL flush.
-func (w *Worker) flushLedger(ctx context.Context, ops []ledgerOp) ([]ledgerAnswer, error) {
+func (w *Client) flushLedger(ctx context.Context, ops []ledgerOp) ([]ledgerAnswer, error) {
 	var (
-		wants       []jobs.ClaimWant
+		wants       []jobclaim.Want
 		completions []jobs.Completion
 	)
 	for _, op := range ops {
@@ -169,7 +170,7 @@ func (w *Worker) flushLedger(ctx context.Context, ops []ledgerOp) ([]ledgerAnswe
 }
 
 // ledgerTx records completions and claims wants in one transaction.
-func (w *Worker) ledgerTx(ctx context.Context, completions []jobs.Completion, wants []jobs.ClaimWant) (refusals []error, claims []claimAnswer, err error) {
+func (w *Client) ledgerTx(ctx context.Context, completions []jobs.Completion, wants []jobclaim.Want) (refusals []error, claims []claimAnswer, err error) {
 	err = db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
 		var err error
 		if len(completions) > 0 {
@@ -189,12 +190,12 @@ func (w *Worker) ledgerTx(ctx context.Context, completions []jobs.Completion, wa
 }
 
 // claimMany claims a batch of wanted jobs in one statement.
-func (w *Worker) claimMany(ctx context.Context, q db.DBTX, wants []jobs.ClaimWant) ([]claimAnswer, error) {
-	results, err := w.jobs.ClaimIDsTx(ctx, q, uniqueWants(wants), w.decoders)
+func (w *Client) claimMany(ctx context.Context, tx pgx.Tx, wants []jobclaim.Want) ([]claimAnswer, error) {
+	results, err := w.store.ClaimIDsTx(ctx, tx, uniqueWants(wants), w.decoders)
 	if err != nil {
 		return nil, err
 	}
-	byID := make(map[int64]jobs.ClaimResult, len(results))
+	byID := make(map[int64]jobclaim.Result[jobs.Job], len(results))
 	for _, r := range results {
 		byID[r.Job.ID] = r
 	}
@@ -204,9 +205,9 @@ func (w *Worker) claimMany(ctx context.Context, q db.DBTX, wants []jobs.ClaimWan
 		r, ok := byID[want.ID]
 		// Two dispatches of one job in one batch: the first gets the claim,
 		// the other sees the job held.
-		if ok && r.Outcome == jobs.ClaimTaken {
+		if ok && r.Outcome == jobclaim.Taken {
 			if taken[want.ID] {
-				r.Outcome = jobs.ClaimUnavailable
+				r.Outcome = jobclaim.Unavailable
 			}
 			taken[want.ID] = true
 		}
@@ -216,7 +217,7 @@ func (w *Worker) claimMany(ctx context.Context, q db.DBTX, wants []jobs.ClaimWan
 }
 
 // uniqueWants drops repeated ids, keeping the first.
-func uniqueWants(wants []jobs.ClaimWant) []jobs.ClaimWant {
+func uniqueWants(wants []jobclaim.Want) []jobclaim.Want {
 	seen := make(map[int64]bool, len(wants))
 	out := wants[:0:0]
 	for _, w := range wants {
@@ -229,7 +230,7 @@ func uniqueWants(wants []jobs.ClaimWant) []jobs.ClaimWant {
 }
 
 // run runs the handler of claimed job j and records its outcome.
-func (w *Worker) run(ctx context.Context, j jobs.Job) error {
+func (w *Client) run(ctx context.Context, j jobs.Job) error {
 	h := w.cfg.Registry.lookup(j.Kind)
 	if h == nil {
 		// Not reachable: the claim names only the registry's kinds.
@@ -291,7 +292,7 @@ func callHandler(ctx context.Context, h *handler, j jobs.Job) (res Result, err e
 
 // succeed records success: grouped with others when there are no writes, in
 // a transaction of its own with the writes otherwise.
-func (w *Worker) succeed(ctx context.Context, j jobs.Job, res Result, e Event) error {
+func (w *Client) succeed(ctx context.Context, j jobs.Job, res Result, e Event) error {
 	settle := context.WithoutCancel(ctx) // the outcome is recorded even as the worker stops
 	var err error
 	if res.WritesFunc == nil {
@@ -299,7 +300,7 @@ func (w *Worker) succeed(ctx context.Context, j jobs.Job, res Result, e Event) e
 		if err != nil && !isRefusal(err) {
 			// The batch did not commit, or its answer was lost: once more on
 			// its own. A success already recorded is then a quiet no-op.
-			_, err = w.jobs.CompleteTx(settle, w.pool, j.Lease(), res.Value)
+			_, err = w.jobs.Complete(settle, j.Lease(), res.Value, nil)
 		}
 	} else {
 		_, err = w.jobs.Complete(settle, j.Lease(), res.Value, func(tx pgx.Tx) error { return res.WritesFunc(settle, tx) })
@@ -331,7 +332,7 @@ func isRefusal(err error) bool {
 
 // fail records a failed attempt and, when the job is queued again for a
 // retry, its next dispatch, in one transaction.
-func (w *Worker) fail(ctx context.Context, j jobs.Job, e Event, f jobs.Failure) error {
+func (w *Client) fail(ctx context.Context, j jobs.Job, e Event, f jobs.Failure) error {
 	after, err := w.settle(context.WithoutCancel(ctx), func(ctx context.Context, tx pgx.Tx) (jobs.Job, error) {
 		return w.jobs.FailTx(ctx, tx, j.Lease(), f)
 	})
@@ -354,7 +355,7 @@ func (w *Worker) fail(ctx context.Context, j jobs.Job, e Event, f jobs.Failure) 
 // release gives back the lease of a handler cancelled by Stop: the job is
 // queued again with its attempt counted, and dispatched anew, in one
 // transaction.
-func (w *Worker) release(ctx context.Context, j jobs.Job, e Event) error {
+func (w *Client) release(ctx context.Context, j jobs.Job, e Event) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.ReleaseTimeout)
 	defer cancel()
 	after, err := w.settle(rctx, func(ctx context.Context, tx pgx.Tx) (jobs.Job, error) {
@@ -378,7 +379,7 @@ func (w *Worker) release(ctx context.Context, j jobs.Job, e Event) error {
 // settle moves a held job on with move and, when that queues it again,
 // inserts its next dispatch, in one transaction: a job queued by the worker
 // is never left without a dispatch.
-func (w *Worker) settle(ctx context.Context, move func(ctx context.Context, tx pgx.Tx) (jobs.Job, error)) (jobs.Job, error) {
+func (w *Client) settle(ctx context.Context, move func(ctx context.Context, tx pgx.Tx) (jobs.Job, error)) (jobs.Job, error) {
 	var after jobs.Job
 	err := db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
 		var err error

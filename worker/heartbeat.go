@@ -22,7 +22,7 @@ type beat struct {
 // handler runs. A renewal the job store refuses (the job was cancelled, the
 // lease expired or was taken over) cancels the handler with errLeaseLost; a
 // renewal that fails to reach the database is tried again at the next beat.
-func (w *Worker) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, lease jobs.Lease, j jobs.Job) *beat {
+func (w *Client) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, lease jobs.Lease, j jobs.Job) *beat {
 	b := &beat{quit: make(chan struct{}), done: make(chan struct{})}
 	d := j.LeaseDuration
 	if !j.LeaseExpiresAt.IsZero() && !j.ClaimedAt.IsZero() {

@@ -41,7 +41,7 @@ func TestTenThousandJobsThroughTwoWorkers(t *testing.T) {
 	w1 := startWorker(t, e, reg, rec, tune)
 	w2 := startWorker(t, e, reg, rec, tune)
 	rec.waitN(t, n, succeeded)
-	stop := func(w *worker.Worker) {
+	stop := func(w *worker.Client) {
 		sctx, cancel := context.WithTimeout(ctx, waitLimit)
 		defer cancel()
 		require.NoError(t, w.Stop(sctx))

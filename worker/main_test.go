@@ -3,8 +3,6 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -15,8 +13,8 @@ import (
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/integration/pgtest"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
-	"github.com/docket-dev/docket/projects"
 	"github.com/docket-dev/docket/worker"
 )
 
@@ -31,15 +29,13 @@ const (
 	nobody  access.Actor = "svc:nobody"
 )
 
-var t0 = time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
-
 // waitLimit bounds every wait for a worker's event: reached, the test fails.
 const waitLimit = 60 * time.Second
 
 type env struct {
 	pool   *pgxpool.Pool
 	clock  *db.FakeClock
-	client *worker.Client // enqueues as app
+	client *worker.Client // enqueues as app, and runs nothing
 }
 
 // Invoice is the payload of the tests' kind.
@@ -51,22 +47,27 @@ type Invoice struct {
 var invoiceKind = jobs.MustKind[Invoice]("billing.invoice", 1)
 
 // setup returns a fresh migrated database with project acme, app granted
-// every job capability there, and a client enqueueing as app on a fake clock
-// at t0.
+// every job capability there, and an insert-only client enqueueing as app on
+// a fake clock at testkit.T0.
 func setup(t testing.TB) env {
 	t.Helper()
-	ctx := context.Background()
-	pool := pgtest.NewDB(t)
-	clock := db.NewFakeClock(t0)
-	_, err := projects.Create(ctx, pool, project, ana, clock.Now())
+	k := testkit.Setup(t, ana, []string{project},
+		testkit.Grants(app, project, access.JobCreate, access.JobClaim, access.JobCancel, access.JobReconcile)...)
+	return env{pool: k.Pool, clock: k.Clock, client: enqueuerAs(t, k.Pool, k.Clock, project, app)}
+}
+
+// allow gives grants, as ana at the clock's now.
+func (e env) allow(t testing.TB, grants ...access.Grant) {
+	t.Helper()
+	testkit.Env{Pool: e.pool, Clock: e.clock, Admin: ana}.Allow(t, grants...)
+}
+
+// enqueuerAs returns an insert-only client of project proj acting as actor.
+func enqueuerAs(t testing.TB, pool *pgxpool.Pool, clock db.Clock, proj string, actor access.Actor) *worker.Client {
+	t.Helper()
+	c, err := worker.NewClient(pool, worker.Config{Project: proj, Actor: actor, Clock: clock})
 	require.NoError(t, err)
-	for _, c := range []access.Capability{access.JobCreate, access.JobClaim, access.JobCancel, access.JobReconcile} {
-		_, err := access.Allow(ctx, pool, access.Grant{Principal: app, Project: project, Capability: c}, ana, clock.Now())
-		require.NoError(t, err)
-	}
-	c, err := worker.NewClient(pool, worker.ClientConfig{Project: project, Actor: app, Clock: clock})
-	require.NoError(t, err)
-	return env{pool: pool, clock: clock, client: c}
+	return c
 }
 
 // recorder collects a worker's events and lets a test wait for one.
@@ -120,9 +121,9 @@ func is(typ worker.EventType, id int64) func(worker.Event) bool {
 	return func(e worker.Event) bool { return e.Type == typ && (id == 0 || e.JobID == id) }
 }
 
-// startWorker starts a worker as app on e's pool and clock with reg, and
-// stops it when the test ends.
-func startWorker(t testing.TB, e env, reg *worker.Registry, rec *recorder, tune func(*worker.Config)) *worker.Worker {
+// startWorker starts a client running reg's handlers as app on e's pool and
+// clock, and stops it when the test ends.
+func startWorker(t testing.TB, e env, reg *worker.Registry, rec *recorder, tune func(*worker.Config)) *worker.Client {
 	t.Helper()
 	cfg := worker.Config{
 		Actor: app, Registry: reg, Clock: e.clock, Deployment: "test",
@@ -136,19 +137,14 @@ func startWorker(t testing.TB, e env, reg *worker.Registry, rec *recorder, tune 
 	if tune != nil {
 		tune(&cfg)
 	}
-	w, err := worker.New(e.pool, cfg)
+	w, err := worker.NewClient(e.pool, cfg)
 	require.NoError(t, err)
-	require.NoError(t, w.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = w.Stop(ctx)
-	})
+	testkit.Start(t, w)
 	return w
 }
 
 // testLogger shows the workers' warnings and errors only.
-var testLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+var testLogger = testkit.Logger
 
 func invoiceSpec(t testing.TB, order int, mode string) jobs.Spec {
 	t.Helper()

@@ -9,7 +9,7 @@ import (
 )
 
 // outcomeError is a handler's error carrying how the attempt should be
-// recorded. Make one with [Permanent], [Uncertain] or [RetryAfter].
+// recorded. Make one with [Fail] or [RetryAfter].
 type outcomeError struct {
 	class      jobs.FailureClass
 	retryAfter time.Duration
@@ -25,18 +25,29 @@ func (e *outcomeError) Error() string {
 
 func (e *outcomeError) Unwrap() error { return e.err }
 
-// Permanent marks err as a failure that will never succeed: the job becomes
-// [jobs.Failed], with no further attempt.
-func Permanent(err error) error {
-	return &outcomeError{class: jobs.ClassPermanent, err: orUnknown(err)}
-}
-
-// Uncertain marks err as a failure after which nobody knows whether the
-// attempt had its effect (a timeout after sending a payment, say): the job
-// becomes [jobs.Uncertain] for an operator to reconcile, unless it is
-// repeatable, when it is retried like any other failure.
-func Uncertain(err error) error {
-	return &outcomeError{class: jobs.ClassUncertain, err: orUnknown(err)}
+// Fail marks err, a handler's error, with the failure class the attempt is
+// recorded as (a plain error is [jobs.ClassRetryable]):
+//
+//   - [jobs.ClassPermanent]: it will never succeed; the job becomes
+//     [jobs.Failed], with no further attempt.
+//   - [jobs.ClassUncertain]: nobody knows whether the attempt had its effect
+//     (a timeout after sending a payment, say); the job becomes
+//     [jobs.Uncertain] for an operator to reconcile, unless it is
+//     repeatable, when it is retried like any other failure.
+//   - [jobs.ClassRetryable]: retried after the job's backoff, as a plain
+//     error is; see [RetryAfter] to choose the wait.
+//
+// A class that is none of these is recorded as retryable, its name kept in
+// the diagnostic.
+func Fail(class jobs.FailureClass, err error) error {
+	err = orUnknown(err)
+	switch class {
+	case jobs.ClassRetryable, jobs.ClassPermanent, jobs.ClassUncertain:
+	default:
+		err = fmt.Errorf("unknown failure class %q: %w", string(class), err)
+		class = jobs.ClassRetryable
+	}
+	return &outcomeError{class: class, err: err}
 }
 
 // RetryAfter marks err as a retryable failure whose next attempt should wait

@@ -38,9 +38,9 @@ func TestOutcomes(t *testing.T) {
 		case "always":
 			return worker.Result{}, errors.New("still broken")
 		case "permanent":
-			return worker.Result{}, worker.Permanent(errors.New("no such customer"))
+			return worker.Result{}, worker.Fail(jobs.ClassPermanent, errors.New("no such customer"))
 		case "uncertain":
-			return worker.Result{}, worker.Uncertain(errors.New("timeout after sending"))
+			return worker.Result{}, worker.Fail(jobs.ClassUncertain, errors.New("timeout after sending"))
 		case "later":
 			if j.Attempts == 1 {
 				return worker.Result{}, worker.RetryAfter(-1, errors.New("come back"))
@@ -64,7 +64,7 @@ func TestOutcomes(t *testing.T) {
 				return errors.New("ledger refused")
 			}}, nil
 		}
-		return worker.Result{}, worker.Permanent(errors.New("unknown mode"))
+		return worker.Result{}, worker.Fail(jobs.ClassPermanent, errors.New("unknown mode"))
 	}, worker.HandlerOptions{Revision: "r7"}))
 	_, err := e.pool.Exec(ctx, "CREATE TABLE invoices (order_id int PRIMARY KEY)")
 	require.NoError(t, err)
@@ -101,21 +101,21 @@ func TestOutcomes(t *testing.T) {
 	rec.waitN(t, len(want), final)
 
 	for mode, state := range want {
-		j, err := e.client.Jobs().Get(ctx, e.pool, ids[mode])
+		j, err := e.client.Jobs().Get(ctx, ids[mode])
 		require.NoError(t, err)
 		require.Equal(t, state, j.State, mode)
-		v, err := e.client.Jobs().Verify(ctx, e.pool, ids[mode])
+		v, err := e.client.Jobs().Verify(ctx, ids[mode])
 		require.NoError(t, err)
 		require.True(t, v.OK, mode)
 	}
-	j, _ := e.client.Jobs().Get(ctx, e.pool, ids["ok"])
+	j, _ := e.client.Jobs().Get(ctx, ids["ok"])
 	require.JSONEq(t, `{"invoice": 1}`, string(j.Result))
-	j, _ = e.client.Jobs().Get(ctx, e.pool, ids["always"])
+	j, _ = e.client.Jobs().Get(ctx, ids["always"])
 	require.Equal(t, 3, j.Attempts)
 	require.Contains(t, j.Diagnostic, "[r7] still broken")
-	j, _ = e.client.Jobs().Get(ctx, e.pool, ids["panic"])
+	j, _ = e.client.Jobs().Get(ctx, ids["panic"])
 	require.Equal(t, 2, j.Attempts)
-	hist, err := e.client.Jobs().History(ctx, e.pool, ids["panic"])
+	hist, err := e.client.Jobs().History(ctx, ids["panic"])
 	require.NoError(t, err)
 	var panicked bool
 	for _, ev := range hist {
@@ -153,7 +153,7 @@ func TestTimeoutCancelsTheAttempt(t *testing.T) {
 	startWorker(t, e, reg, rec, nil)
 	rec.waitN(t, 1, is(worker.EventFailed, got.Job.ID))
 
-	j, err := e.client.Jobs().Get(ctx, e.pool, got.Job.ID)
+	j, err := e.client.Jobs().Get(ctx, got.Job.ID)
 	require.NoError(t, err)
 	require.Equal(t, jobs.Queued, j.State, "a timeout is retryable")
 	require.Equal(t, 1, j.Attempts)

@@ -4,7 +4,9 @@ package worker_test
 // nothing. Construction refuses what it will not run (naming the option), a
 // registry refuses what it will not hold and stays as it was, an enqueue
 // refuses what it will not dispatch and leaves no job, no event and no River
-// dispatch behind, and a worker without job.claim runs nothing.
+// dispatch behind, and a worker without job.claim runs nothing. A client
+// without handlers is insert-only: it refuses the options that shape running,
+// and Start; a client without a project refuses to enqueue.
 
 import (
 	"context"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/worker"
 )
@@ -29,12 +32,7 @@ import (
 // refusal changed nothing, River's dispatches included.
 func wrfSnapshot(t testing.TB, q db.DBTX) string {
 	t.Helper()
-	var s string
-	require.NoError(t, q.QueryRow(context.Background(), `
-		SELECT coalesce((SELECT string_agg(j::text, ';' ORDER BY id) FROM docket.jobs j), '') || '|' ||
-		       coalesce((SELECT string_agg(e::text, ';' ORDER BY job_id, seq) FROM docket.job_events e), '') || '|' ||
-		       coalesce((SELECT string_agg(r::text, ';' ORDER BY id) FROM docket.river_job r), '')`).Scan(&s))
-	return s
+	return testkit.Snapshot(t, q, "docket.jobs", "docket.job_events", "docket.river_job")
 }
 
 // wrfRefused asserts that err is a typed refusal matching want, naming
@@ -57,30 +55,47 @@ func wrfHandler(runs *atomic.Int32) worker.HandlerFunc[Invoice] {
 	}
 }
 
-func TestNewClientRefusesInvalidConfig(t *testing.T) {
+// TestNewClientRefusesInvalidInsertOnlyConfig gives an insert-only client,
+// one without handlers, a bad project or actor, or an option that shapes
+// running, which it has nothing to run with.
+func TestNewClientRefusesInvalidInsertOnlyConfig(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	good := worker.ClientConfig{Project: project, Actor: app, Clock: e.clock}
-	with := func(edit func(c *worker.ClientConfig)) worker.ClientConfig {
+	good := worker.Config{Project: project, Actor: app, Clock: e.clock}
+	with := func(edit func(c *worker.Config)) worker.Config {
 		c := good
 		edit(&c)
 		return c
 	}
+	noop := func(context.Context, *worker.SweepRun) (int, error) { return 0, nil }
 	before := wrfSnapshot(t, e.pool)
 	cases := []struct {
 		name    string
 		pool    *pgxpool.Pool
-		cfg     worker.ClientConfig
+		cfg     worker.Config
 		mention string
 	}{
 		{"nil pool", nil, good, "pool"},
-		{"no project", e.pool, with(func(c *worker.ClientConfig) { c.Project = "" }), "project"},
-		{"project with a capital", e.pool, with(func(c *worker.ClientConfig) { c.Project = "Acme" }), "project"},
-		{"project with a space", e.pool, with(func(c *worker.ClientConfig) { c.Project = "ac me" }), "project"},
-		{"project of 64 characters", e.pool, with(func(c *worker.ClientConfig) { c.Project = strings.Repeat("a", 64) }), "project"},
-		{"no actor", e.pool, with(func(c *worker.ClientConfig) { c.Actor = "" }), "actor"},
-		{"actor without a kind", e.pool, with(func(c *worker.ClientConfig) { c.Actor = "app" }), "actor"},
-		{"actor with a space", e.pool, with(func(c *worker.ClientConfig) { c.Actor = "svc:my app" }), "actor"},
+		{"project with a capital", e.pool, with(func(c *worker.Config) { c.Project = "Acme" }), "project"},
+		{"project with a space", e.pool, with(func(c *worker.Config) { c.Project = "ac me" }), "project"},
+		{"project of 64 characters", e.pool, with(func(c *worker.Config) { c.Project = strings.Repeat("a", 64) }), "project"},
+		{"no actor", e.pool, with(func(c *worker.Config) { c.Actor = "" }), "actor"},
+		{"actor without a kind", e.pool, with(func(c *worker.Config) { c.Actor = "app" }), "actor"},
+		{"actor with a space", e.pool, with(func(c *worker.Config) { c.Actor = "svc:my app" }), "actor"},
+		{"queues without handlers", e.pool, with(func(c *worker.Config) { c.Queues = map[string]int{"default": 10} }), "Queues"},
+		{"empty queues without handlers", e.pool, with(func(c *worker.Config) { c.Queues = map[string]int{} }), "Queues"},
+		{"queues with an empty registry", e.pool, with(func(c *worker.Config) {
+			c.Registry, c.Queues = worker.NewRegistry(), map[string]int{"default": 10}
+		}), "Queues"},
+		{"sweeps without handlers", e.pool, with(func(c *worker.Config) {
+			c.Sweeps = []worker.Sweep{{Name: "tasks.due", Func: noop}}
+		}), "Sweeps"},
+		{"a sweep period without handlers", e.pool, with(func(c *worker.Config) { c.SweepEvery = time.Second }), "SweepEvery"},
+		{"a sweep limit without handlers", e.pool, with(func(c *worker.Config) { c.SweepLimit = 10 }), "SweepLimit"},
+		{"an event hook without handlers", e.pool, with(func(c *worker.Config) { c.OnEvent = func(worker.Event) {} }), "OnEvent"},
+		{"an event hook with an empty registry", e.pool, with(func(c *worker.Config) {
+			c.Registry, c.OnEvent = worker.NewRegistry(), func(worker.Event) {}
+		}), "OnEvent"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -188,7 +203,9 @@ func TestHandleRefusesInvalidRegistrations(t *testing.T) {
 	})
 }
 
-func TestNewRefusesInvalidConfig(t *testing.T) {
+// TestNewClientRefusesInvalidRunConfig gives a client with handlers an option
+// outside its bounds.
+func TestNewClientRefusesInvalidRunConfig(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	reg := worker.NewRegistry()
@@ -215,8 +232,7 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 		mention string
 	}{
 		{"nil pool", nil, good, "pool"},
-		{"no registry", e.pool, with(func(c *worker.Config) { c.Registry = nil }), "registry"},
-		{"an empty registry", e.pool, with(func(c *worker.Config) { c.Registry = worker.NewRegistry() }), "registry"},
+		{"project with a capital", e.pool, with(func(c *worker.Config) { c.Project = "Acme" }), "project"},
 		{"no actor", e.pool, with(func(c *worker.Config) { c.Actor = "" }), "actor"},
 		{"actor without a kind", e.pool, with(func(c *worker.Config) { c.Actor = "app" }), "actor"},
 		{"actor with a space", e.pool, with(func(c *worker.Config) { c.Actor = "svc:my app" }), "actor"},
@@ -270,7 +286,7 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			w, err := worker.New(tc.pool, tc.cfg)
+			w, err := worker.NewClient(tc.pool, tc.cfg)
 			wrfRefused(t, err, db.ErrInvalidArgument, tc.mention)
 			require.Nil(t, w)
 			require.Equal(t, before, wrfSnapshot(t, e.pool))
@@ -279,14 +295,14 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 
 	t.Run("heartbeat NaN", func(t *testing.T) {
 		t.Parallel()
-		w, err := worker.New(e.pool, with(func(c *worker.Config) { c.Heartbeat = math.NaN() }))
+		w, err := worker.NewClient(e.pool, with(func(c *worker.Config) { c.Heartbeat = math.NaN() }))
 		wrfRefused(t, err, db.ErrInvalidArgument, "heartbeat")
 		require.Nil(t, w)
 	})
 
 	t.Run("a malformed deployment", func(t *testing.T) {
 		t.Parallel()
-		w, err := worker.New(e.pool, with(func(c *worker.Config) { c.Deployment = "has space" }))
+		w, err := worker.NewClient(e.pool, with(func(c *worker.Config) { c.Deployment = "has space" }))
 		wrfRefused(t, err, db.ErrInvalidArgument, "deployment")
 		require.Nil(t, w)
 	})
@@ -308,12 +324,47 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 				}
 			}),
 		} {
-			w, err := worker.New(e.pool, cfg)
+			w, err := worker.NewClient(e.pool, cfg)
 			require.NoError(t, err)
 			require.NotNil(t, w)
 		}
-		require.Equal(t, before, wrfSnapshot(t, e.pool), "New writes nothing")
+		require.Equal(t, before, wrfSnapshot(t, e.pool), "NewClient writes nothing")
 	})
+}
+
+// TestStartRefusesAnInsertOnlyClient starts clients without handlers, with
+// no registry or an empty one: Start refuses, changes nothing, and leaves a
+// client that still enqueues.
+func TestStartRefusesAnInsertOnlyClient(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	for _, tc := range []struct {
+		name string
+		reg  *worker.Registry
+	}{
+		{"no registry", nil},
+		{"an empty registry", worker.NewRegistry()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := worker.NewClient(e.pool, worker.Config{
+				Project: project, Actor: app, Registry: tc.reg, Clock: e.clock, Deployment: "test", Logger: testLogger,
+			})
+			require.NoError(t, err, "a client without handlers is insert-only")
+			before := wrfSnapshot(t, e.pool)
+			for range 2 {
+				wrfRefused(t, c.Start(t.Context()), db.ErrInvalidArgument, "handler")
+				require.Equal(t, before, wrfSnapshot(t, e.pool))
+			}
+			var decoders int
+			require.NoError(t, e.pool.QueryRow(t.Context(), "SELECT count(*) FROM docket.job_decoders").Scan(&decoders))
+			require.Zero(t, decoders, "a refused start records no decoders")
+			require.NoError(t, c.Stop(t.Context()), "stopping a client that never started is a no-op")
+
+			enq, err := c.Enqueue(t.Context(), invoiceSpec(t, 1, tc.name))
+			require.NoError(t, err, "control: the client enqueues")
+			require.Equal(t, jobs.Queued, enq.Job.State)
+		})
+	}
 }
 
 func TestSweepRefusesAnUnknownName(t *testing.T) {
@@ -322,7 +373,7 @@ func TestSweepRefusesAnUnknownName(t *testing.T) {
 	reg := worker.NewRegistry()
 	require.NoError(t, worker.Handle(reg, invoiceKind, func(context.Context, *jobs.Typed[Invoice]) error { return nil }))
 	rec := newRecorder()
-	w, err := worker.New(e.pool, worker.Config{
+	w, err := worker.NewClient(e.pool, worker.Config{
 		Actor: app, Registry: reg, Clock: e.clock, Deployment: "test", Logger: testLogger, OnEvent: rec.add,
 		Sweeps: []worker.Sweep{{Name: "tasks.due", Func: func(context.Context, *worker.SweepRun) (int, error) { return 0, nil }}},
 	})
@@ -354,6 +405,7 @@ type wrfWorld struct {
 	nobody    *worker.Client // no grant at all
 	claimer   *worker.Client // job.claim only
 	elsewhere *worker.Client // app, in project "nope", which does not exist
+	homeless  *worker.Client // app, insert-only, with no project
 	before    string
 }
 
@@ -361,17 +413,15 @@ func wrfSetup(t *testing.T) wrfWorld {
 	t.Helper()
 	w := wrfWorld{env: setup(t)}
 	const claimer access.Actor = "svc:claimer"
-	_, err := access.Allow(t.Context(), w.pool, access.Grant{Principal: claimer, Project: project, Capability: access.JobClaim}, ana, w.clock.Now())
-	require.NoError(t, err)
+	w.allow(t, testkit.Grants(claimer, project, access.JobClaim)...)
 	clientAs := func(proj string, actor access.Actor) *worker.Client {
-		c, err := worker.NewClient(w.pool, worker.ClientConfig{Project: proj, Actor: actor, Clock: w.clock})
-		require.NoError(t, err)
-		return c
+		return enqueuerAs(t, w.pool, w.clock, proj, actor)
 	}
 	w.nobody, w.claimer, w.elsewhere = clientAs(project, nobody), clientAs(project, claimer), clientAs("nope", app)
+	w.homeless = clientAs("", app)
 	seed := invoiceSpec(t, 1, "seed")
 	seed.IdempotencyKey = "seed-key"
-	_, err = w.client.Enqueue(t.Context(), seed)
+	_, err := w.client.Enqueue(t.Context(), seed)
 	require.NoError(t, err)
 	w.before = wrfSnapshot(t, w.pool)
 	require.Contains(t, w.before, worker.DispatchKind, "the seed carries a dispatch")
@@ -492,6 +542,20 @@ func TestClientEnqueueRefusesWithoutWriting(t *testing.T) {
 		})
 	}
 
+	t.Run("a client without a project", func(t *testing.T) {
+		t.Parallel()
+		reg := worker.NewRegistry()
+		require.NoError(t, worker.Handle(reg, invoiceKind, func(context.Context, *jobs.Typed[Invoice]) error { return nil }))
+		runner, err := worker.NewClient(w.pool, worker.Config{Actor: app, Registry: reg, Clock: w.clock, Deployment: "test", Logger: testLogger})
+		require.NoError(t, err)
+		for _, c := range []*worker.Client{w.homeless, runner} {
+			w.refusedEverywhere(t, c, invoiceSpec(t, 8, ""), db.ErrInvalidArgument, "project")
+			dup := invoiceSpec(t, 1, "seed")
+			dup.IdempotencyKey = "seed-key"
+			w.refusedEverywhere(t, c, dup, db.ErrInvalidArgument, "project")
+		}
+	})
+
 	t.Run("control: a River-invalid queue is fine for an external job", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
@@ -540,7 +604,7 @@ func TestUnauthorisedWorkerRunsNothing(t *testing.T) {
 	require.Zero(t, rec.count(func(ev worker.Event) bool {
 		return ev.JobID == enq.Job.ID && ev.Type != worker.EventSkipped
 	}), "the job was only skipped")
-	got, err := e.client.Jobs().Get(ctx, e.pool, enq.Job.ID)
+	got, err := e.client.Jobs().Get(ctx, enq.Job.ID)
 	require.NoError(t, err)
 	require.Equal(t, enq.Job, got, "the job is as it was enqueued")
 	require.Equal(t, jobs.Queued, got.State)

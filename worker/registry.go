@@ -16,8 +16,8 @@ import (
 
 // HandlerFunc runs one attempt of a job whose payload decoded as T. Its
 // error decides the attempt's outcome: nil succeeds; a plain error is
-// retryable; wrap it with [Permanent], [Uncertain] or [RetryAfter] to say
-// otherwise. ctx is cancelled when the job's lease is lost (the job was
+// retryable; wrap it with [Fail] (naming its [jobs.FailureClass]) or
+// [RetryAfter] to say otherwise. ctx is cancelled when the job's lease is lost (the job was
 // cancelled, or a renewal failed for good), when the handler's timeout
 // passes, or when the worker stops; a handler should return promptly then.
 type HandlerFunc[T any] func(ctx context.Context, job *jobs.Typed[T]) error
@@ -70,7 +70,7 @@ type handler struct {
 	run     func(ctx context.Context, j jobs.Job) (Result, error)
 }
 
-// Registry holds the handlers a [Worker] runs, one per kind. Register every
+// Registry holds the handlers a [Client] runs, one per kind. Register every
 // kind before the worker starts; a registry is safe for concurrent use.
 type Registry struct {
 	mu       sync.RWMutex
@@ -126,7 +126,7 @@ func HandleResult[T any](r *Registry, kind jobs.Kind[T], fn ResultFunc[T], opts 
 		run: func(ctx context.Context, j jobs.Job) (Result, error) {
 			var args T
 			if err := json.Unmarshal(j.Payload, &args); err != nil {
-				return Result{}, Permanent(fmt.Errorf("payload does not decode as %T: %w", args, err))
+				return Result{}, Fail(jobs.ClassPermanent, fmt.Errorf("payload does not decode as %T: %w", args, err))
 			}
 			return fn(ctx, &jobs.Typed[T]{Job: j, Args: args})
 		},

@@ -68,7 +68,7 @@ func TestStopPastDeadlineReleasesRunningJobs(t *testing.T) {
 	require.NoError(t, e.pool.QueryRow(ctx, "SELECT count(*) FROM docket.jobs WHERE state = 'claimed'").Scan(&claimed))
 	require.Zero(t, claimed)
 	for _, id := range ids {
-		j, err := e.client.Jobs().Get(ctx, e.pool, id)
+		j, err := e.client.Jobs().Get(ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, jobs.Queued, j.State, "job %d", id)
 		require.Equal(t, 1, j.Attempts, "job %d keeps its attempt", id)
@@ -90,7 +90,7 @@ func TestStopPastDeadlineReleasesRunningJobs(t *testing.T) {
 	rec2.waitN(t, inFlight, is(worker.EventSucceeded, 0))
 	require.EqualValues(t, inFlight, runs.Load())
 	for _, id := range ids {
-		j, err := e.client.Jobs().Get(ctx, e.pool, id)
+		j, err := e.client.Jobs().Get(ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, jobs.Succeeded, j.State, "job %d", id)
 		require.Equal(t, 2, j.Attempts, "job %d", id)
@@ -149,7 +149,7 @@ func TestStopWithinDeadlineWaitsForHandlers(t *testing.T) {
 	require.Zero(t, interrupted.Load(), "no handler was cancelled")
 	require.Zero(t, rec.count(is(worker.EventReleased, 0)))
 	for _, id := range ids {
-		j, err := e.client.Jobs().Get(ctx, e.pool, id)
+		j, err := e.client.Jobs().Get(ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, jobs.Succeeded, j.State, "job %d", id)
 		require.Equal(t, 1, j.Attempts, "job %d", id)

@@ -21,7 +21,7 @@ import (
 // to [Config.Sweeps]; the worker runs each as a River periodic job, on the
 // elected leader only, one batch per run, in a transaction of its own.
 type Sweep struct {
-	// Name identifies the sweep in logs, events and [Worker.Sweep]:
+	// Name identifies the sweep in logs, events and [Client.Sweep]:
 	// lowercase letters, digits, '.', '_' and '-', at most 63 characters.
 	Name string
 	// Every is the sweep's period: 10 ms .. 24 h. Zero: [Config.SweepEvery].
@@ -52,7 +52,7 @@ type SweepRun struct {
 	// rather than failing the whole run for it.
 	Logger *slog.Logger
 
-	w *Worker
+	w *Client
 }
 
 // Dispatch inserts, in the run's transaction, a River dispatch for each job
@@ -76,7 +76,7 @@ func (r *SweepRun) DispatchIDs(ctx context.Context, ids ...int64) error {
 	for len(ids) > 0 {
 		chunk := ids[:min(len(ids), jobs.MaxSweepBatch)]
 		ids = ids[len(chunk):]
-		js, err := jc.GetMany(ctx, r.Tx, chunk)
+		js, err := jc.GetManyTx(ctx, r.Tx, chunk)
 		if err != nil {
 			return err
 		}
@@ -127,7 +127,7 @@ const deadDispatchAfter = 10 * time.Minute
 
 var queries = dbsqlc.New()
 
-func (w *Worker) builtinSweeps() []Sweep {
+func (w *Client) builtinSweeps() []Sweep {
 	return []Sweep{
 		{Name: SweepLeases, Every: w.cfg.SweepEvery, Func: func(ctx context.Context, run *SweepRun) (int, error) {
 			moved, err := w.jobs.ExpireLeasesTx(ctx, run.Tx, run.Limit)
@@ -152,7 +152,7 @@ func (w *Worker) builtinSweeps() []Sweep {
 			return len(moved), nil
 		}},
 		{Name: SweepDispatch, Every: w.cfg.SweepEvery, Func: func(ctx context.Context, run *SweepRun) (int, error) {
-			found, err := w.jobs.UndispatchedTx(ctx, run.Tx, w.queues, dispatchScan, run.Limit, w.decoders,
+			found, err := w.store.UndispatchedTx(ctx, run.Tx, w.queues, dispatchScan, run.Limit, w.decoders,
 				time.Now().Add(-deadDispatchAfter))
 			if err != nil {
 				return 0, err
@@ -166,7 +166,7 @@ func (w *Worker) builtinSweeps() []Sweep {
 // and reports how many items it moved: what the periodic run does, for
 // operators and tests. It refuses an unknown name with
 // [db.ErrInvalidArgument].
-func (w *Worker) Sweep(ctx context.Context, name string) (int, error) {
+func (w *Client) Sweep(ctx context.Context, name string) (int, error) {
 	s, ok := w.sweeps[name]
 	if !ok {
 		return 0, db.Refuse(db.ErrInvalidArgument, "worker.sweep", fmt.Sprintf("no sweep named %q", name))
@@ -199,7 +199,7 @@ func (sweepArgs) Kind() string { return "docket.sweep" }
 // sweepWorker is River's worker for sweep runs.
 type sweepWorker struct {
 	river.WorkerDefaults[sweepArgs]
-	w *Worker
+	w *Client
 }
 
 // Work runs one batch of the named sweep. A failed run is not retried by

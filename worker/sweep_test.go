@@ -77,9 +77,9 @@ func TestDispatchSweepIsSafeWithManySweepers(t *testing.T) {
 
 	// Workers that are made but not started: their sweeps run by hand.
 	const sweepers = 4
-	ws := make([]*worker.Worker, sweepers)
+	ws := make([]*worker.Client, sweepers)
 	for i := range ws {
-		w, err := worker.New(e.pool, worker.Config{Actor: app, Registry: reg, Clock: e.clock, Deployment: "test", Logger: testLogger})
+		w, err := worker.NewClient(e.pool, worker.Config{Actor: app, Registry: reg, Clock: e.clock, Deployment: "test", Logger: testLogger})
 		require.NoError(t, err)
 		ws[i] = w
 	}
@@ -137,7 +137,7 @@ func TestUnknownPayloadSchemaNeverRuns(t *testing.T) {
 	_, err = w.Sweep(ctx, worker.SweepDispatch)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, runs.Load(), "only the known schema's job ran")
-	j, err := e.client.Jobs().Get(ctx, e.pool, future.Job.ID)
+	j, err := e.client.Jobs().Get(ctx, future.Job.ID)
 	require.NoError(t, err)
 	require.Equal(t, jobs.Queued, j.State)
 	require.Zero(t, j.Attempts, "a refused job spends no attempt")

@@ -17,15 +17,28 @@ import (
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/jobclaim"
 	"github.com/docket-dev/docket/jobs"
 )
 
-// Config configures a [Worker]. Only Actor and Registry are required.
+// Config configures a [Client]. Only Actor is required; a client that runs
+// handlers needs a Registry too, and one that enqueues a Project.
 type Config struct {
-	// Actor is who the worker acts as: it claims, renews and settles jobs in
-	// every project where Actor holds job.claim, and nowhere else. Required.
+	// Project is the project the client enqueues into. Empty makes a client
+	// that runs handlers but enqueues nothing (Enqueue refuses).
+	Project string
+	// Actor is who the client acts as: it enqueues in Project, which needs
+	// an explicit job.create grant there, and claims, renews and settles
+	// jobs in every project where it holds job.claim, and nowhere else.
+	// Required.
 	Actor access.Actor
-	// Registry holds the handlers. Required, with at least one handler.
+	// Registry holds the handlers. Without one, or with none registered,
+	// the client is insert-only, as a River client without workers is: it
+	// enqueues and dispatches, and [Client.Start] refuses; the options
+	// that shape running (Queues, Sweeps, SweepEvery, SweepLimit, OnEvent)
+	// must then be unset. New jobs of the registry's kinds take their
+	// handler's defaults: [HandlerOptions.Lease] when the spec sets no
+	// lease, and [HandlerOptions.Repeatable].
 	Registry *Registry
 	// Queues maps each docket queue the worker serves to how many handlers
 	// may run at once for it (River's MaxWorkers): 1..10000. Defaults to
@@ -56,7 +69,7 @@ type Config struct {
 	// Sweeps are further sweeps to run beside the built-in ones, each on its
 	// own period: how other docket packages hook their deadline sweeps in.
 	Sweeps []Sweep
-	// ReleaseTimeout bounds how long [Worker.Stop], once its deadline has
+	// ReleaseTimeout bounds how long [Client.Stop], once its deadline has
 	// passed, waits for cancelled handlers to return and their leases to be
 	// given back. Defaults to 10 s.
 	ReleaseTimeout time.Duration
@@ -81,17 +94,24 @@ type Config struct {
 	OnEvent func(Event)
 }
 
-// Worker runs the handlers of a [Registry] for docket jobs, through River:
-// each dispatch claims its job (claims grouped into one statement), runs the
-// handler while a heartbeat renews the lease, and records the outcome
-// (successes grouped too). It also runs the sweeps. Create it with [New],
-// then [Worker.Start] and [Worker.Stop]. Several workers, in one process or
-// many, may serve the same queues.
-type Worker struct {
+// Client enqueues jobs for workers and runs the handlers of a [Registry] for
+// them, through River. Enqueueing writes each job with, in the same
+// transaction, a River dispatch that carries it to a running client once it
+// is due (jobs for external executors get none: they wait for
+// [jobs.Client.Claim]). Running, each dispatch claims its job (claims
+// grouped into one statement), runs the handler while a heartbeat renews the
+// lease, and records the outcome (successes grouped too); the client also
+// runs the sweeps. Create it with [NewClient], then [Client.Start] and
+// [Client.Stop]. Several clients, in one process or many, may serve the same
+// queues. It is safe for concurrent use.
+type Client struct {
 	cfg      Config
 	pool     *pgxpool.Pool
 	jobs     *jobs.Client
 	river    *river.Client[pgx.Tx]
+	clock    db.Clock
+	store    jobclaim.Store[jobs.Job, jobs.Decoder]
+	runs     bool // the registry has handlers: Start may run them
 	log      *slog.Logger
 	decoders []jobs.Decoder
 	queues   []string
@@ -106,22 +126,26 @@ type Worker struct {
 	stopOnce sync.Once
 }
 
-// New returns a worker on pool. It refuses, with [db.ErrInvalidArgument],
-// a nil pool, a malformed actor, an empty registry, or any option outside
-// its bounds, naming it.
-func New(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
-	const op = "worker.new"
+// NewClient returns a client on pool; River's driver needs a *pgxpool.Pool.
+// It refuses, with [db.ErrInvalidArgument], a nil pool, a malformed project
+// or actor, any option outside its bounds, naming it, and options that shape
+// running on a client without handlers (see [Config.Registry]).
+func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
+	const op = "worker.new_client"
 	if pool == nil {
 		return nil, db.Refuse(db.ErrInvalidArgument, op, "pool is nil")
 	}
-	if cfg.Registry == nil || len(cfg.Registry.Kinds()) == 0 {
-		return nil, db.Refuse(db.ErrInvalidArgument, op, "the registry has no handler: register one with worker.Handle")
+	runs := cfg.Registry != nil && len(cfg.Registry.Kinds()) > 0
+	if !runs {
+		if err := cfg.insertOnly(); err != nil {
+			return nil, err
+		}
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	jc, err := jobs.NewClient(pool, jobs.Config{Actor: cfg.Actor, Clock: cfg.Clock})
+	jc, err := jobs.NewClient(pool, jobs.Config{Project: cfg.Project, Actor: cfg.Actor, Clock: cfg.Clock})
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +153,15 @@ func New(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	w := &Worker{cfg: cfg, pool: pool, jobs: jc, log: log, decoders: cfg.Registry.decoders(), sweeps: map[string]Sweep{}}
+	if !runs {
+		rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Schema: db.Schema, Logger: riverLogger(cfg.Logger)})
+		if err != nil {
+			return nil, fmt.Errorf("%s: river: %w", op, err)
+		}
+		return &Client{cfg: cfg, pool: pool, jobs: jc, river: rc, clock: cfg.Clock, log: log}, nil
+	}
+	w := &Client{cfg: cfg, pool: pool, jobs: jc, store: jobclaim.Of[jobs.Job, jobs.Decoder](jc), clock: cfg.Clock, runs: true, log: log,
+		decoders: cfg.Registry.decoders(), sweeps: map[string]Sweep{}}
 	for q := range cfg.Queues {
 		w.queues = append(w.queues, q)
 	}
@@ -187,8 +219,30 @@ func New(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 	return w, nil
 }
 
+// insertOnly refuses options that shape running on a client that has no
+// handlers to run.
+func (cfg Config) insertOnly() error {
+	set := func(name string) error {
+		return db.Refuse(db.ErrInvalidArgument, "worker.new_client",
+			name+" is set, but the registry has no handler to run: register one with worker.Handle, or leave "+name+" unset for an insert-only client")
+	}
+	switch {
+	case cfg.Queues != nil:
+		return set("Queues")
+	case len(cfg.Sweeps) > 0:
+		return set("Sweeps")
+	case cfg.SweepEvery != 0:
+		return set("SweepEvery")
+	case cfg.SweepLimit != 0:
+		return set("SweepLimit")
+	case cfg.OnEvent != nil:
+		return set("OnEvent")
+	}
+	return nil
+}
+
 func (cfg Config) withDefaults() (Config, error) {
-	const op = "worker.new"
+	const op = "worker.new_client"
 	bad := func(format string, args ...any) (Config, error) {
 		return cfg, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf(format, args...))
 	}
@@ -270,9 +324,12 @@ func (cfg Config) withDefaults() (Config, error) {
 
 // Start records the payload versions the worker decodes in
 // docket.job_decoders, then starts fetching dispatches, running handlers
-// and sweeping. ctx bounds only the start; use [Worker.Stop] to stop. A
+// and sweeping. ctx bounds only the start; use [Client.Stop] to stop. A
 // worker starts once.
-func (w *Worker) Start(ctx context.Context) error {
+func (w *Client) Start(ctx context.Context) error {
+	if !w.runs {
+		return db.Refuse(db.ErrInvalidArgument, "worker.start", "this client has no handler to run: register one with worker.Handle in Config.Registry")
+	}
 	if !w.started.CompareAndSwap(false, true) {
 		return errors.New("worker: already started")
 	}
@@ -297,7 +354,7 @@ func (w *Worker) Start(ctx context.Context) error {
 // that. After Stop returns nil no job is claimed by this worker. It returns
 // ctx's error when handlers had to be cancelled, and an error naming what
 // is left when some did not return in time.
-func (w *Worker) Stop(ctx context.Context) error {
+func (w *Client) Stop(ctx context.Context) error {
 	if !w.started.Load() {
 		return nil
 	}
@@ -319,13 +376,13 @@ func (w *Worker) Stop(ctx context.Context) error {
 	return err
 }
 
-func (w *Worker) closeBatchers() {
+func (w *Client) closeBatchers() {
 	w.ledger.close()
 	w.batchCancel()
 }
 
 // emit reports e to the OnEvent hook.
-func (w *Worker) emit(e Event) {
+func (w *Client) emit(e Event) {
 	if w.cfg.OnEvent != nil {
 		w.cfg.OnEvent(e)
 	}

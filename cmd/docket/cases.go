@@ -32,8 +32,8 @@ func (c *cli) cases(args []string) (dbAction, error) {
 		if err != nil {
 			return nil, err
 		}
-		if *limit < 1 || *limit > cases.MaxPage {
-			return nil, usagef("cases list --limit must be 1..%d", cases.MaxPage)
+		if err := checkLimit("cases list", *limit); err != nil {
+			return nil, err
 		}
 		if *after < 0 {
 			return nil, usagef("cases list --after must not be negative")
@@ -150,7 +150,7 @@ func (c *cli) casesShow(ctx context.Context, pool *pgxpool.Pool, id int64) error
 	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "AT\tWHAT\tFROM\tTO\tACTOR\tDETAIL")
 	for _, e := range events {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.Format(time.RFC3339Nano), e.What, dash(e.From), dash(e.To), e.Actor,
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.Format(time.RFC3339Nano), e.Type, dash(e.From), dash(e.To), e.Actor,
 			dash(oneLine(string(e.Detail))))
 	}
 	return w.Flush()

@@ -17,9 +17,8 @@ import (
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/examples/orders"
-	"github.com/docket-dev/docket/integration/pgtest"
+	"github.com/docket-dev/docket/internal/pgserver"
 	"github.com/docket-dev/docket/jobs"
-	"github.com/docket-dev/docket/projects"
 	"github.com/docket-dev/docket/worker"
 )
 
@@ -87,9 +86,15 @@ func (c *cli) runDemo(ctx context.Context, n int) (err error) {
 		"with its invoice job in one transaction, while a worker runs the invoices.\n\n", n)
 	scratch := c.url == ""
 	if scratch {
-		c.demoStep("postgres", "no database URL given: finding a server as docket's tests do ...")
-		var d *pgtest.Database
-		if d, err = pgtest.Provision(ctx); err != nil {
+		// DOCKET_TEST_DATABASE_URL, else a cluster of local binaries; never
+		// Docker, which would link testcontainers into the binary.
+		c.demoStep("postgres", "no database URL given: finding a server as docket's tests do, but not in Docker ...")
+		var d *pgserver.Database
+		if d, err = pgserver.Provision(ctx); err != nil {
+			if errors.Is(err, pgserver.ErrNotFound) {
+				return errors.New("no PostgreSQL found: give the demo a database with --database-url or DOCKET_DATABASE_URL, " +
+					"set " + pgserver.EnvURL + " to an admin URL for a scratch database, or install PostgreSQL server binaries (initdb, postgres)")
+			}
 			return fmt.Errorf("%w; or give the demo a database with --database-url or DOCKET_DATABASE_URL", err)
 		}
 		defer func() {
@@ -148,7 +153,7 @@ func (c *cli) runDemoOn(ctx context.Context, pool *pgxpool.Pool, n int, scratch 
 		return err
 	}
 	var lastErr atomic.Pointer[error] // the worker's last error, for a failure message
-	w, err := worker.New(pool, worker.Config{
+	w, err := worker.NewClient(pool, worker.Config{
 		Actor: demoService, Registry: reg, Clock: c.clock, Deployment: "docket-demo",
 		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond, SweepEvery: 100 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -230,10 +235,17 @@ func placeOrders(ctx context.Context, svc *orders.Service, n int) error {
 // service what it needs there, and lets the demo's actor see and reconcile
 // the jobs. It returns the project's name.
 func (c *cli) demoProject(ctx context.Context, pool *pgxpool.Pool) (string, error) {
-	now := c.clock.Now()
+	pc, err := c.projectClient(pool)
+	if err != nil {
+		return "", err
+	}
+	ac, err := c.accessClient(pool)
+	if err != nil {
+		return "", err
+	}
 	name := demoProject
 	for i := 2; ; i++ {
-		_, err := projects.Create(ctx, pool, name, c.actor, now)
+		_, err := pc.Create(ctx, name)
 		if err == nil {
 			break
 		}
@@ -247,7 +259,7 @@ func (c *cli) demoProject(ctx context.Context, pool *pgxpool.Pool) (string, erro
 		{Principal: demoService, Project: name, Capability: access.JobClaim},
 		{Principal: c.actor, Project: name, Capability: access.JobReconcile},
 	} {
-		if _, err := access.Allow(ctx, pool, g, c.actor, now); err != nil {
+		if _, err := ac.Allow(ctx, g); err != nil {
 			return "", err
 		}
 	}

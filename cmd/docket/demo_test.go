@@ -3,7 +3,6 @@ package main
 import (
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -33,7 +32,8 @@ func requireClosingTable(t *testing.T, out string, n int) {
 
 func TestDemoOnAGivenDatabase(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{"DOCKET_DATABASE_URL": pgtest.NewURL(t), "USER": "ana"}
+	env := dbEnv(pgtest.NewURL(t))
+	env["USER"] = "ana"
 
 	r := docket(t, env, "demo")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -85,9 +85,6 @@ func TestDemoUsage(t *testing.T) {
 		{"demo", "--orders", "many"},
 		{"demo", "now"},
 	} {
-		r := docket(t, nil, args...)
-		require.Equal(t, exitUsage, r.code, "%v", args)
-		require.Empty(t, r.stdout)
-		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+		requireRefused(t, docket(t, nil, args...), exitUsage, args)
 	}
 }

@@ -34,15 +34,15 @@ func (c *cli) job(args []string) (dbAction, error) {
 		if err != nil {
 			return nil, err
 		}
-		if *limit < 1 || *limit > jobs.MaxPage {
-			return nil, usagef("job list --limit must be 1..%d", jobs.MaxPage)
+		if err := checkLimit("job list", *limit); err != nil {
+			return nil, err
 		}
 		return func(ctx context.Context, pool *pgxpool.Pool) error {
 			cl, err := c.jobClient(pool, project)
 			if err != nil {
 				return err
 			}
-			list, err := cl.List(ctx, pool, jobs.Filter{State: jobs.State(*state), Kind: *kind, Queue: *queue, Limit: *limit})
+			list, err := cl.List(ctx, jobs.Filter{State: jobs.State(*state), Kind: *kind, Queue: *queue, Limit: *limit})
 			if err != nil {
 				return err
 			}
@@ -113,7 +113,7 @@ func (c *cli) job(args []string) (dbAction, error) {
 			if err != nil {
 				return err
 			}
-			moved, err := cl.ExpireLeasesTx(ctx, pool, *limit)
+			moved, err := cl.ExpireLeases(ctx, *limit)
 			if err != nil {
 				return err
 			}
@@ -151,7 +151,7 @@ func (c *cli) jobShow(ctx context.Context, pool *pgxpool.Pool, id int64) error {
 	if err != nil {
 		return err
 	}
-	j, err := cl.Get(ctx, pool, id)
+	j, err := cl.Get(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -176,7 +176,7 @@ func (c *cli) jobShow(ctx context.Context, pool *pgxpool.Pool, id int64) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	events, err := cl.History(ctx, pool, id)
+	events, err := cl.History(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -193,7 +193,7 @@ func (c *cli) jobShow(ctx context.Context, pool *pgxpool.Pool, id int64) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	v, err := cl.Verify(ctx, pool, id)
+	v, err := cl.Verify(ctx, id)
 	if err != nil {
 		return err
 	}

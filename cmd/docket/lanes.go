@@ -39,8 +39,8 @@ func (c *cli) lanes(args []string) (dbAction, error) {
 		if err != nil {
 			return nil, err
 		}
-		if *limit < 1 || *limit > lanes.MaxPage {
-			return nil, usagef("lanes list --limit must be 1..%d", lanes.MaxPage)
+		if err := checkLimit("lanes list", *limit); err != nil {
+			return nil, err
 		}
 		if *after < 0 {
 			return nil, usagef("lanes list --after must not be negative")
@@ -134,7 +134,7 @@ func (c *cli) lanesShow(ctx context.Context, pool *pgxpool.Pool, id int64) error
 	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "AT\tAXIS\tFROM\tTO\tACTOR\tDETAIL")
 	for _, e := range events {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.Format(time.RFC3339Nano), e.Axis, dash(e.From), e.To, e.Actor, oneLine(e.Detail))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.Format(time.RFC3339Nano), e.Type, dash(e.From), e.To, e.Actor, oneLine(e.Detail))
 	}
 	if err := w.Flush(); err != nil {
 		return err

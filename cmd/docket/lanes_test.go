@@ -4,14 +4,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/access"
-	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/integration/pgtest"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/lanes"
 )
@@ -19,30 +16,19 @@ import (
 func TestLanesCommands(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	url := pgtest.NewURL(t)
-	env := map[string]string{"DOCKET_DATABASE_URL": url}
-	for _, args := range [][]string{
-		{"project", "create", "acme"},
-		{"grant", "user:ana", "acme", "quorum.create"},
-		{"grant", "user:vic", "acme", "lane.view"},
-		{"grant", "svc:app", "acme", "job.create"},
-	} {
-		r := docket(t, env, append([]string{"--as", "user:ana"}, args...)...)
-		require.Equal(t, 0, r.code, r.stderr)
-	}
+	c := setup(t,
+		testkit.Grants(ana, project, access.QuorumCreate),
+		testkit.Grants(vic, project, access.LaneView),
+		testkit.Grants(app, project, access.JobCreate))
 
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	clock := db.NewFakeClock(time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC))
 	as := func(actor string) *lanes.Client {
-		c, err := lanes.NewClient(pool, lanes.Config{Actor: access.Actor("user:" + actor), Clock: clock})
+		lc, err := lanes.NewClient(c.Pool, lanes.Config{Actor: access.Actor("user:" + actor), Clock: c.Clock})
 		require.NoError(t, err)
-		return c
+		return lc
 	}
-	web, err := as("ana").CreateQuorum(ctx, lanes.QuorumSpec{Project: "acme", Name: "web", Conductor: "user:cora"})
+	web, err := as("ana").CreateQuorum(ctx, lanes.QuorumSpec{Project: project, Name: "web", Conductor: "user:cora"})
 	require.NoError(t, err)
-	api, err := as("ana").CreateQuorum(ctx, lanes.QuorumSpec{Project: "acme", Name: "api", Conductor: "user:cora"})
+	api, err := as("ana").CreateQuorum(ctx, lanes.QuorumSpec{Project: project, Name: "api", Conductor: "user:cora"})
 	require.NoError(t, err)
 	schema, err := as("cora").Create(ctx, lanes.Spec{Quorum: web.ID, Name: "schema", Branch: "feature/schema", Assignee: "user:ann", Task: "WEB-41"})
 	require.NoError(t, err)
@@ -55,29 +41,29 @@ func TestLanesCommands(t *testing.T) {
 	require.NoError(t, err)
 	_, err = as("bo").Submit(ctx, login.ID, "ready\nfor a look")
 	require.NoError(t, err)
-	app, err := jobs.NewClient(pool, jobs.Config{Project: "acme", Actor: "svc:app", Clock: clock})
+	jc, err := jobs.NewClient(c.Pool, jobs.Config{Project: project, Actor: app, Clock: c.Clock})
 	require.NoError(t, err)
-	job, err := app.Enqueue(ctx, jobs.Spec{Kind: "build.run", Payload: []byte(`{}`), LaneID: login.ID})
+	job, err := jc.Enqueue(ctx, jobs.Spec{Kind: "build.run", Payload: []byte(`{}`), LaneID: login.ID})
 	require.NoError(t, err)
 
 	// Each reader sees what it may.
 	for _, tc := range []struct {
-		as    string
+		as    access.Actor
 		lines int
-	}{{"user:vic", 4}, {"user:cora", 4}, {"user:ann", 3}, {"user:bo", 2}, {"user:sam", 1}} {
-		r := docket(t, env, "--as", tc.as, "lanes", "list", "acme")
+	}{{vic, 4}, {"user:cora", 4}, {"user:ann", 3}, {"user:bo", 2}, {"user:sam", 1}} {
+		r := c.as(t, tc.as, "lanes", "list", project)
 		require.Equal(t, 0, r.code, r.stderr)
 		require.Equal(t, tc.lines, strings.Count(r.stdout, "\n"), "%s: %s", tc.as, r.stdout)
 	}
-	r := docket(t, env, "--as", "user:vic", "lanes", "list", "--quorum", "web", "--state", "in_progress", "acme")
+	r := c.as(t, vic, "lanes", "list", "--quorum", "web", "--state", "in_progress", project)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Regexp(t, fmt.Sprintf(`(?m)^%d\s+web\s+login\s+feature/login\s+user:bo\s+in_progress\s+submitted\s+-\s`, login.ID), r.stdout)
 	require.Equal(t, 2, strings.Count(r.stdout, "\n"), r.stdout)
-	r = docket(t, env, "--as", "user:vic", "lanes", "list", "--limit", "1", "--after", fmt.Sprint(schema.ID), "acme")
+	r = c.as(t, vic, "lanes", "list", "--limit", "1", "--after", fmt.Sprint(schema.ID), project)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Regexp(t, fmt.Sprintf(`(?m)^%d\s+web\s+login`, login.ID), r.stdout)
 
-	r = docket(t, env, "--as", "user:bo", "lanes", "show", fmt.Sprint(login.ID))
+	r = c.as(t, "user:bo", "lanes", "show", fmt.Sprint(login.ID))
 	require.Equal(t, 0, r.code, r.stderr)
 	for _, re := range []string{
 		`name\s+login\n`,
@@ -97,24 +83,22 @@ func TestLanesCommands(t *testing.T) {
 	} {
 		require.Regexp(t, re, r.stdout)
 	}
-	r = docket(t, env, "--as", "user:vic", "lanes", "show", fmt.Sprint(schema.ID))
+	r = c.as(t, vic, "lanes", "show", fmt.Sprint(schema.ID))
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "\nno jobs\n")
 
 	// Refusals: one line, exit 1.
 	for _, args := range [][]string{
 		{"--as", "user:sam", "lanes", "show", fmt.Sprint(login.ID)}, // may not see it
-		{"--as", "user:vic", "lanes", "show", "999999"},
+		{"--as", string(vic), "lanes", "show", "999999"},
 	} {
-		r = docket(t, env, args...)
-		require.Equal(t, 1, r.code, "%v", args)
-		require.Empty(t, r.stdout)
-		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+		r = c.run(t, args...)
+		requireRefused(t, r, exitError, args)
 		require.Contains(t, r.stderr, "not found")
 	}
 
 	// A wrong command line exits 2 before connecting.
-	for _, args := range [][]string{
+	requireUsageErrors(t, [][]string{
 		{"lanes"},
 		{"lanes", "frob"},
 		{"lanes", "list"},
@@ -127,8 +111,5 @@ func TestLanesCommands(t *testing.T) {
 		{"lanes", "show", "x"},
 		{"lanes", "show", "0"},
 		{"lanes", "show", "1", "2"},
-	} {
-		r = docket(t, map[string]string{"DOCKET_DATABASE_URL": "postgres://u:p@127.0.0.1:1/x"}, args...)
-		require.Equal(t, 2, r.code, "%v: %s", args, r.stderr)
-	}
+	})
 }

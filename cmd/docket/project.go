@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/projects"
 )
 
@@ -38,14 +39,15 @@ func (c *cli) project(args []string) (dbAction, error) {
 	}
 	name := rest[0]
 	return func(ctx context.Context, pool *pgxpool.Pool) error {
-		var (
-			p   projects.Project
-			err error
-		)
+		var p projects.Project
+		pc, err := c.projectClient(pool)
+		if err != nil {
+			return err
+		}
 		if isMove {
-			p, err = projects.SetStatus(ctx, pool, name, status, c.actor, c.clock.Now())
+			p, err = pc.SetStatus(ctx, name, status)
 		} else {
-			p, err = projects.Create(ctx, pool, name, c.actor, c.clock.Now())
+			p, err = pc.Create(ctx, name)
 		}
 		if err != nil {
 			return err
@@ -58,16 +60,20 @@ func (c *cli) project(args []string) (dbAction, error) {
 func (c *cli) projectList(ctx context.Context, pool *pgxpool.Pool) error {
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "PROJECT\tSTATUS\tCREATED BY\tCREATED AT")
+	pc, err := c.projectClient(pool)
+	if err != nil {
+		return err
+	}
 	after := ""
 	for {
-		page, err := projects.List(ctx, pool, after, projects.MaxPage)
+		page, err := pc.List(ctx, projects.Filter{After: after, Limit: db.MaxPage})
 		if err != nil {
 			return err
 		}
 		for _, p := range page {
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", p.Name, p.Status, p.CreatedBy, p.CreatedAt.Format(time.RFC3339))
 		}
-		if len(page) < projects.MaxPage {
+		if len(page) < db.MaxPage {
 			break
 		}
 		after = page[len(page)-1].Name
@@ -82,7 +88,11 @@ func (c *cli) grant(cmd string, args []string) (dbAction, error) {
 	g := access.Grant{Principal: access.Actor(args[0]), Project: args[1], Capability: access.Capability(args[2])}
 	if cmd == "revoke" {
 		return func(ctx context.Context, pool *pgxpool.Pool) error {
-			removed, err := access.Revoke(ctx, pool, g, c.actor, c.clock.Now())
+			ac, err := c.accessClient(pool)
+			if err != nil {
+				return err
+			}
+			removed, err := ac.Revoke(ctx, g)
 			if err != nil {
 				return err
 			}
@@ -95,7 +105,11 @@ func (c *cli) grant(cmd string, args []string) (dbAction, error) {
 		}, nil
 	}
 	return func(ctx context.Context, pool *pgxpool.Pool) error {
-		added, err := access.Allow(ctx, pool, g, c.actor, c.clock.Now())
+		ac, err := c.accessClient(pool)
+		if err != nil {
+			return err
+		}
+		added, err := ac.Allow(ctx, g)
 		if err != nil {
 			return err
 		}
@@ -114,7 +128,11 @@ func (c *cli) grants(args []string) (dbAction, error) {
 	}
 	project := args[0]
 	return func(ctx context.Context, pool *pgxpool.Pool) error {
-		list, err := access.List(ctx, pool, project)
+		ac, err := c.accessClient(pool)
+		if err != nil {
+			return err
+		}
+		list, err := ac.List(ctx, project)
 		if err != nil {
 			return err
 		}
@@ -125,4 +143,14 @@ func (c *cli) grants(args []string) (dbAction, error) {
 		}
 		return w.Flush()
 	}, nil
+}
+
+// projectClient returns a projects client acting as the command's actor.
+func (c *cli) projectClient(pool *pgxpool.Pool) (*projects.Client, error) {
+	return projects.NewClient(pool, projects.Config{Actor: c.actor, Clock: c.clock})
+}
+
+// accessClient returns a grants client acting as the command's actor.
+func (c *cli) accessClient(pool *pgxpool.Pool) (*access.Client, error) {
+	return access.NewClient(pool, access.Config{Actor: c.actor, Clock: c.clock})
 }

@@ -155,6 +155,14 @@ type usageErr struct{ error }
 
 func usagef(format string, args ...any) error { return usageErr{fmt.Errorf(format, args...)} }
 
+// checkLimit refuses a --limit of cmd that no docket list takes.
+func checkLimit(cmd string, limit int) error {
+	if limit < 1 || limit > db.MaxPage {
+		return usagef("%s --limit must be 1..%d", cmd, db.MaxPage)
+	}
+	return nil
+}
+
 func (c *cli) usageError(err error) int {
 	fmt.Fprintf(c.stderr, "docket: %s (run \"docket help\" for usage)\n", oneLine(err.Error()))
 	return exitUsage

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 
@@ -11,25 +10,11 @@ import (
 	"github.com/docket-dev/docket/integration/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
-
-type result struct {
-	code           int
-	stdout, stderr string
-}
-
-func docket(t *testing.T, envs map[string]string, args ...string) result {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	getenv := func(k string) string { return envs[k] }
-	code := run(t.Context(), args, getenv, &out, &errOut)
-	return result{code, out.String(), errOut.String()}
-}
-
 func TestMigrateThenStatus(t *testing.T) {
 	t.Parallel()
 	_, url := pgtest.NewEmptyDB(t)
-	env := map[string]string{"DOCKET_DATABASE_URL": url, "USER": "ana"}
+	env := dbEnv(url)
+	env["USER"] = "ana"
 
 	r := docket(t, env, "status")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -86,10 +71,7 @@ func TestProjectsAndGrants(t *testing.T) {
 		{"--as", "ana", "grant", "svc:billing", "acme", "job.create"},
 		{"project", "retire", "acme"},
 	} {
-		r = docket(t, env, args...)
-		require.Equal(t, 1, r.code, "%v", args)
-		require.Empty(t, r.stdout)
-		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+		requireRefused(t, docket(t, env, args...), exitError, args)
 	}
 
 	r = docket(t, env, "project", "list")

@@ -30,8 +30,8 @@ func (c *cli) schedules(args []string) (dbAction, error) {
 		if err != nil {
 			return nil, err
 		}
-		if *limit < 1 || *limit > schedules.MaxPage {
-			return nil, usagef("schedules list --limit must be 1..%d", schedules.MaxPage)
+		if err := checkLimit("schedules list", *limit); err != nil {
+			return nil, err
 		}
 		f := schedules.Filter{Project: project, After: *after, Limit: *limit}
 		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.schedulesList(ctx, pool, f) }, nil

@@ -32,8 +32,8 @@ func (c *cli) waits(args []string) (dbAction, error) {
 	if err != nil {
 		return nil, err
 	}
-	if *limit < 1 || *limit > cases.MaxPage {
-		return nil, usagef("waits --limit must be 1..%d", cases.MaxPage)
+	if err := checkLimit("waits", *limit); err != nil {
+		return nil, err
 	}
 	byCase := false
 	fs.Visit(func(f *flag.Flag) { byCase = byCase || f.Name == "case" })
@@ -100,8 +100,8 @@ func (c *cli) deadLetters(args []string) (dbAction, error) {
 	if err != nil {
 		return nil, err
 	}
-	if *limit < 1 || *limit > cases.MaxPage {
-		return nil, usagef("dead-letters --limit must be 1..%d", cases.MaxPage)
+	if err := checkLimit("dead-letters", *limit); err != nil {
+		return nil, err
 	}
 	return func(ctx context.Context, pool *pgxpool.Pool) error {
 		cl, err := c.caseClient(pool)

@@ -8,46 +8,40 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/cases"
-	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/integration/pgtest"
+	"github.com/docket-dev/docket/internal/testkit"
+)
+
+// The inbox delivers messages to acme's cases; the sweeper dead-letters those
+// nobody claims.
+const (
+	inbox   access.Actor = "svc:inbox"
+	sweeper access.Actor = "svc:sweeper"
 )
 
 func TestWaitsAndDeadLettersCommands(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	url := pgtest.NewURL(t)
-	env := map[string]string{"DOCKET_DATABASE_URL": url}
-	for _, args := range [][]string{
-		{"project", "create", "acme"},
-		{"grant", "svc:app", "acme", "case.admit"},
-		{"grant", "svc:app", "acme", "job.create"},
-		{"grant", "svc:inbox", "acme", "message.deliver"},
-		{"grant", "svc:inbox", "acme", "job.create"},
-		{"grant", "svc:sweeper", "acme", "case.sweep"},
-		{"grant", "user:vic", "acme", "case.view"},
-	} {
-		r := docket(t, env, append([]string{"--as", "user:ana"}, args...)...)
-		require.Equal(t, 0, r.code, r.stderr)
-	}
+	c := setup(t,
+		testkit.Grants(app, project, access.CaseAdmit, access.JobCreate),
+		testkit.Grants(inbox, project, access.MessageDeliver, access.JobCreate),
+		testkit.Grants(sweeper, project, access.CaseSweep),
+		testkit.Grants(vic, project, access.CaseView))
 
 	// Seeded three hours ago, so the time left and the ages read from the
 	// system clock are known to a few seconds.
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
 	base := time.Now().UTC().Add(-3 * time.Hour).Truncate(time.Second)
-	clock := db.NewFakeClock(base)
-	app, err := cases.NewClient(pool, cases.Config{Actor: "svc:app", Clock: clock})
+	c.Clock.Set(base)
+	appCases, err := cases.NewClient(c.Pool, cases.Config{Actor: app, Clock: c.Clock})
 	require.NoError(t, err)
-	inbox, err := cases.NewClient(pool, cases.Config{Actor: "svc:inbox", Clock: clock})
+	inboxCases, err := cases.NewClient(c.Pool, cases.Config{Actor: inbox, Clock: c.Clock})
 	require.NoError(t, err)
 	doc := func(v string) cases.Key { return cases.Key{Namespace: "document", Value: v} }
 	admit := func(v string) cases.Case {
-		a, err := app.Admit(ctx, cases.Admission{Project: "acme", Kind: "supplier.switch", Keys: []cases.Key{doc(v)}})
+		a, err := appCases.Admit(ctx, cases.Admission{Project: project, Kind: "supplier.switch", Keys: []cases.Key{doc(v)}})
 		require.NoError(t, err)
 		return a.Case
 	}
@@ -57,19 +51,19 @@ func TestWaitsAndDeadLettersCommands(t *testing.T) {
 		if timeout != "" {
 			s.OnTimeout = &cases.Continuation{Kind: timeout}
 		}
-		a, err := app.Await(ctx, c.ID, s)
+		a, err := appCases.Await(ctx, c.ID, s)
 		require.NoError(t, err)
 		return a
 	}
 	deliver := func(to cases.Case, id string, keys ...cases.Key) cases.Delivered {
-		d := cases.Delivery{Project: "acme", Producer: "supplier:4711", MessageID: id, Keys: keys,
+		d := cases.Delivery{Project: project, Producer: "supplier:4711", MessageID: id, Keys: keys,
 			Payload: json.RawMessage(`{"iban":"hunter2"}`)}
 		var got cases.Delivered
 		var err error
 		if to.ID != 0 {
-			got, err = inbox.DeliverTo(ctx, to.ID, d)
+			got, err = inboxCases.DeliverTo(ctx, to.ID, d)
 		} else {
-			got, err = inbox.Deliver(ctx, d)
+			got, err = inboxCases.Deliver(ctx, d)
 		}
 		require.NoError(t, err)
 		return got
@@ -90,14 +84,14 @@ func TestWaitsAndDeadLettersCommands(t *testing.T) {
 	// nobody claims, dead-lettered by the sweep after its horizon.
 	three := admit("DOC-3")
 	addressed := deliver(three, "m-addressed", doc("DOC-3"))
-	_, err = app.Close(ctx, three.ID)
+	_, err = appCases.Close(ctx, three.ID)
 	require.NoError(t, err)
 	lost := deliver(cases.Case{}, "m-lost", doc("DOC-404"))
-	_, err = pool.Exec(ctx, `SELECT docket.message_dead_letter_due(100, interval '1 minute', 'svc:sweeper', $1)`, base.Add(time.Hour))
+	_, err = c.Pool.Exec(ctx, `SELECT docket.message_dead_letter_due(100, interval '1 minute', $1, $2)`, string(sweeper), base.Add(time.Hour))
 	require.NoError(t, err)
 
 	// waits: the waiting waits of acme, soonest deadline first.
-	r := docket(t, env, "--as", "user:vic", "waits", "acme")
+	r := c.as(t, vic, "waits", "acme")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Regexp(t, `^ID\s+CASE\s+NAME\s+STATUS\s+KEYS\s+DEADLINE\s+LEFT\s+ON ARRIVAL\s+ON TIMEOUT\n`, r.stdout)
 	rows := []string{
@@ -113,7 +107,7 @@ func TestWaitsAndDeadLettersCommands(t *testing.T) {
 	require.NotContains(t, r.stdout, "satisfied")
 	require.NotContains(t, r.stdout, "secret")
 
-	r = docket(t, env, "--as", "svc:app", "waits", "acme", "--limit", "1")
+	r = c.as(t, app, "waits", "acme", "--limit", "1")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, 2, strings.Count(r.stdout, "\n"), r.stdout)
 	require.Regexp(t, rows[0], r.stdout)
@@ -124,19 +118,19 @@ func TestWaitsAndDeadLettersCommands(t *testing.T) {
 		{"waits", "--case", fmt.Sprint(two.ID), "acme"},
 		{"waits", "acme", "--case", fmt.Sprint(two.ID)},
 	} {
-		r = docket(t, env, append([]string{"--as", "user:vic"}, args...)...)
+		r = c.as(t, vic, args...)
 		require.Equal(t, 0, r.code, r.stderr)
 		requireRowsInOrder(t, r.stdout,
 			fmt.Sprintf(`(?m)^%d\s+%d\s+confirmation\s+satisfied\s+document:DOC-2\s+\S+\s+-\s+supplier.reply\s+-$`, confirm.ID, two.ID),
 			rows[1])
 		require.Equal(t, 3, strings.Count(r.stdout, "\n"), r.stdout)
 	}
-	r = docket(t, env, "--as", "user:vic", "waits", "--case", fmt.Sprint(two.ID), "--limit", "1", "acme")
+	r = c.as(t, vic, "waits", "--case", fmt.Sprint(two.ID), "--limit", "1", "acme")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, 2, strings.Count(r.stdout, "\n"), r.stdout)
 	require.Contains(t, r.stdout, "confirmation")
 	// A case closed: its waits were withdrawn with it; none was left.
-	r = docket(t, env, "--as", "user:vic", "waits", "--case", fmt.Sprint(three.ID), "acme")
+	r = c.as(t, vic, "waits", "--case", fmt.Sprint(three.ID), "acme")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, 1, strings.Count(r.stdout, "\n"), r.stdout)
 
@@ -149,14 +143,14 @@ func TestWaitsAndDeadLettersCommands(t *testing.T) {
 		{"--as", "user:vic", "waits", "--case", fmt.Sprint(one.ID), "other"},
 		{"--as", "user:vic", "waits", "--case", "999999", "acme"},
 	} {
-		r = docket(t, env, args...)
+		r = c.run(t, args...)
 		require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
 		require.Equal(t, 1, strings.Count(r.stdout, "\n"), "%v: %s", args, r.stdout)
 	}
 
 	// dead-letters: newest first, with who sent each, its keys, its
 	// addressee, its age and why; never the payload.
-	r = docket(t, env, "--as", "user:vic", "dead-letters", "acme")
+	r = c.as(t, vic, "dead-letters", "acme")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Regexp(t, `^ID\s+PRODUCER\s+MESSAGE ID\s+KEYS\s+ADDRESSEE\s+AGE\s+REASON\n`, r.stdout)
 	dead := []string{
@@ -170,8 +164,8 @@ func TestWaitsAndDeadLettersCommands(t *testing.T) {
 	require.NotContains(t, r.stdout, "hunter2")
 	require.NotContains(t, r.stdout, "iban")
 
-	for _, as := range []string{"svc:inbox", "svc:app"} {
-		r = docket(t, env, "--as", as, "dead-letters", "--limit", "1", "acme")
+	for _, as := range []access.Actor{inbox, app} {
+		r = c.as(t, as, "dead-letters", "--limit", "1", "acme")
 		require.Equal(t, 0, r.code, r.stderr)
 		require.Equal(t, 2, strings.Count(r.stdout, "\n"), r.stdout)
 		require.Regexp(t, dead[0], r.stdout)
@@ -181,12 +175,12 @@ func TestWaitsAndDeadLettersCommands(t *testing.T) {
 		{"--as", "svc:sweeper", "dead-letters", "acme"},
 		{"--as", "user:vic", "dead-letters", "other"},
 	} {
-		r = docket(t, env, args...)
+		r = c.run(t, args...)
 		require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
 		require.Equal(t, 1, strings.Count(r.stdout, "\n"), "%v: %s", args, r.stdout)
 	}
 
-	r = docket(t, env, "help")
+	r = c.run(t, "help")
 	require.Contains(t, r.stdout, "\n  waits PROJECT [--case ID] [--limit N]\n")
 	require.Contains(t, r.stdout, "\n  dead-letters PROJECT [--limit N]\n")
 
@@ -213,10 +207,8 @@ func TestWaitsAndDeadLettersCommands(t *testing.T) {
 		{"dead-letters", "acme", "--limit", "many"},
 		{"dead-letters", "--case", "1", "acme"},
 	} {
-		r = docket(t, map[string]string{"DOCKET_DATABASE_URL": "postgres://u:p@127.0.0.1:1/x"}, args...)
-		require.Equal(t, 2, r.code, "%v: %s", args, r.stderr)
-		require.Empty(t, r.stdout, "%v", args)
-		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "%v: one line: %q", args, r.stderr)
+		r = docket(t, unreachable, args...)
+		requireRefused(t, r, exitUsage, args)
 		require.True(t, strings.HasPrefix(r.stderr, "docket: "+args[0]), "%v: %q", args, r.stderr)
 	}
 }

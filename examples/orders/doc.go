@@ -11,9 +11,9 @@
 //     transaction that records the success;
 //   - [ErrBusy]: a plain error, so docket retries the job after a backoff, and
 //     makes it dead once its attempts run out;
-//   - [ErrDeclined]: [worker.Permanent], so the job fails at once: retrying
+//   - [ErrDeclined]: [worker.Fail] with [jobs.ClassPermanent], so the job fails at once: retrying
 //     cannot change the answer;
-//   - [ErrNoAnswer]: [worker.Uncertain], so the job waits in
+//   - [ErrNoAnswer]: [worker.Fail] with [jobs.ClassUncertain], so the job waits in
 //     docket.jobs_uncertain for an operator to find out whether the charge
 //     happened, since charging twice is worse than asking.
 //

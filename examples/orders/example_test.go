@@ -9,9 +9,8 @@ import (
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/examples/orders"
-	"github.com/docket-dev/docket/integration/pgtest"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
-	"github.com/docket-dev/docket/projects"
 	"github.com/docket-dev/docket/worker"
 )
 
@@ -19,26 +18,12 @@ import (
 // invoice job in one transaction, and what became of each job.
 func Example() {
 	ctx := context.Background()
-	url, err := pgtest.Scratch(ctx, true) // stands in for your service's database
-	if err != nil {
-		log.Fatal(err)
-	}
-	pool, err := db.Open(ctx, url)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer pool.Close()
 
 	// Once, by an operator: the project, and what the service may do there.
-	if _, err := projects.Create(ctx, pool, "shop", "user:ana", time.Now()); err != nil {
-		log.Fatal(err)
-	}
-	for _, c := range []access.Capability{access.JobCreate, access.JobClaim} {
-		g := access.Grant{Principal: "svc:orders", Project: "shop", Capability: c}
-		if _, err := access.Allow(ctx, pool, g, "user:ana", time.Now()); err != nil {
-			log.Fatal(err)
-		}
-	}
+	pool := testkit.ExamplePool(ctx, db.SystemClock{}, "user:ana", []string{"shop"},
+		testkit.Grants("svc:orders", "shop", access.JobCreate, access.JobClaim)...) // stands in for your service's pool
+	defer pool.Close()
+
 	if err := orders.Setup(ctx, pool); err != nil {
 		log.Fatal(err)
 	}
@@ -55,7 +40,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	settled := make(chan int64, 10)
-	w, err := worker.New(pool, worker.Config{
+	w, err := worker.NewClient(pool, worker.Config{
 		Actor: "svc:orders", Registry: reg,
 		OnEvent: func(e worker.Event) {
 			if (e.Type == worker.EventSucceeded || e.Type == worker.EventFailed) && e.State != string(jobs.Queued) {

@@ -42,10 +42,10 @@ CREATE TABLE IF NOT EXISTS shop.orders (
 COMMENT ON COLUMN shop.orders.invoice_job IS 'The order''s invoice job: docket.jobs.id.';
 `
 
-// Setup creates the service's table, shop.orders, unless it exists. It
-// returns the database's error if it cannot.
-func Setup(ctx context.Context, q db.DBTX) error {
-	if _, err := q.Exec(ctx, schema); err != nil {
+// Setup creates the service's table, shop.orders, unless it exists, on
+// pool. It returns the database's error if it cannot.
+func Setup(ctx context.Context, pool db.Pool) error {
+	if _, err := pool.Exec(ctx, schema); err != nil {
 		return fmt.Errorf("orders: setup: %w", err)
 	}
 	return nil
@@ -91,7 +91,7 @@ func NewService(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = db.SystemClock{}
 	}
-	client, err := worker.NewClient(pool, worker.ClientConfig{Project: cfg.Project, Actor: cfg.Actor, Clock: cfg.Clock})
+	client, err := worker.NewClient(pool, worker.Config{Project: cfg.Project, Actor: cfg.Actor, Clock: cfg.Clock})
 	if err != nil {
 		return nil, err
 	}
@@ -159,9 +159,9 @@ func (s *Service) invoice(ctx context.Context, job *jobs.Typed[Invoice]) (worker
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrDeclined):
-		return worker.Result{}, worker.Permanent(err) // asking again gets the same answer
+		return worker.Result{}, worker.Fail(jobs.ClassPermanent, err) // asking again gets the same answer
 	case errors.Is(err, ErrNoAnswer):
-		return worker.Result{}, worker.Uncertain(err) // the charge may have happened: never charge twice blindly
+		return worker.Result{}, worker.Fail(jobs.ClassUncertain, err) // the charge may have happened: never charge twice blindly
 	default:
 		return worker.Result{}, err // ErrBusy and the like: retry after a backoff
 	}

@@ -12,8 +12,8 @@ import (
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/examples/orders"
 	"github.com/docket-dev/docket/integration/pgtest"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
-	"github.com/docket-dev/docket/projects"
 	"github.com/docket-dev/docket/worker"
 )
 
@@ -37,13 +37,7 @@ const waitLimit = time.Minute
 func setup(t *testing.T, caps ...access.Capability) (*pgxpool.Pool, *orders.Service) {
 	t.Helper()
 	ctx := t.Context()
-	pool := pgtest.NewDB(t)
-	_, err := projects.Create(ctx, pool, project, ana, time.Now())
-	require.NoError(t, err)
-	for _, c := range caps {
-		_, err := access.Allow(ctx, pool, access.Grant{Principal: svc, Project: project, Capability: c}, ana, time.Now())
-		require.NoError(t, err)
-	}
+	pool := testkit.Setup(t, ana, []string{project}, testkit.Grants(svc, project, caps...)...).Pool
 	require.NoError(t, orders.Setup(ctx, pool))
 	require.NoError(t, orders.Setup(ctx, pool), "Setup is idempotent")
 	s, err := orders.NewService(pool, orders.Config{Project: project, Actor: svc, Retry: quick})
@@ -58,7 +52,7 @@ func runInvoices(t *testing.T, pool *pgxpool.Pool, s *orders.Service) <-chan int
 	settled := make(chan int64, 1000)
 	reg := worker.NewRegistry()
 	require.NoError(t, s.Register(reg))
-	w, err := worker.New(pool, worker.Config{
+	w, err := worker.NewClient(pool, worker.Config{
 		Actor: svc, Registry: reg, Deployment: "test",
 		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond, SweepEvery: 100 * time.Millisecond,
 		OnEvent: func(e worker.Event) {
@@ -68,12 +62,7 @@ func runInvoices(t *testing.T, pool *pgxpool.Pool, s *orders.Service) <-chan int
 		},
 	})
 	require.NoError(t, err)
-	require.NoError(t, w.Start(t.Context()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = w.Stop(ctx)
-	})
+	testkit.Start(t, w)
 	return settled
 }
 

@@ -11,7 +11,27 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
+
+	"github.com/docket-dev/docket/internal/pgserver"
 )
+
+// docker is how pgserver.Find starts a container when a Docker engine is
+// reachable, before it tries local binaries.
+var docker = pgserver.Starter{Name: "docker", Hint: "start a Docker engine", Start: startDocker}
+
+// startDocker starts a container on a Docker engine that answers a ping and
+// opens it; closing the server removes the container. It returns an error
+// wrapping pgserver.ErrUnavailable when no engine answers.
+func startDocker(ctx context.Context) (*pgserver.Server, error) {
+	if err := dockerReachable(ctx); err != nil {
+		return nil, fmt.Errorf("%w: %w", pgserver.ErrUnavailable, err)
+	}
+	c, err := startContainer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return pgserver.Open(ctx, c.url, "container "+containerImage, c.stop)
+}
 
 // containerImage is the image started when a Docker engine is reachable.
 const containerImage = "postgres:15-alpine"
@@ -100,7 +120,7 @@ func startContainer(ctx context.Context) (c *containerPostgres, err error) {
 	}()
 
 	// The port is published on the host, so do not use a guessable password.
-	password := randomName("pw")
+	password := pgserver.RandomName("pw")
 	ctr, err = tcpostgres.Run(ctx, containerImage,
 		tcpostgres.WithUsername("postgres"),
 		tcpostgres.WithPassword(password),

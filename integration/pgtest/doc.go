@@ -31,6 +31,12 @@
 // If none of these works, every call fails the test with a one-line message
 // saying what to set or install. The server must be PostgreSQL 13 or later.
 //
+// Finding a server, starting local binaries and creating and dropping
+// databases are done by the internal package internal/pgserver, which
+// commands such as docket demo use without linking testing or
+// testcontainers; this package adds the Docker container, the template and
+// the helpers that take a testing.TB.
+//
 // # Template and per-test databases
 //
 // The migrated template database is named docket_tmpl_ followed by

@@ -2,19 +2,15 @@ package pgtest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/pgserver"
 )
 
 // testDBPrefix starts the name of every per-test database.
@@ -102,11 +98,11 @@ func (s *server) newURL(t testing.TB, migrated bool) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
 		defer cancel()
-		if err := s.dropDB(ctx, name); err != nil {
+		if err := s.DropDatabase(ctx, name); err != nil {
 			t.Errorf("pgtest: %v", err)
 		}
 	})
-	u, err := withDatabase(s.adminURL, name)
+	u, err := s.URL(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,37 +118,11 @@ func (s *server) newDB(t testing.TB) *pgxpool.Pool {
 // createDB creates a database with a new random name as a copy of template
 // and returns the name, or an error naming both databases.
 func (s *server) createDB(ctx context.Context, template string) (string, error) {
-	name := randomName(testDBPrefix)
-	sql := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + " TEMPLATE " + pgx.Identifier{template}.Sanitize() + s.createOptions
-	if _, err := s.admin.Exec(ctx, sql); err != nil {
-		return "", fmt.Errorf("pgtest: create database %s from %s: %w", name, template, err)
+	name := pgserver.RandomName(testDBPrefix)
+	if err := s.CreateDatabase(ctx, name, template); err != nil {
+		return "", fmt.Errorf("pgtest: %w", err)
 	}
 	return name, nil
-}
-
-// dropDB drops database name, disconnecting anyone still connected. A
-// backend still starting up (a pool closed while it was opening a
-// connection) has no role yet, and a role that is not a superuser may not
-// terminate it; such a drop is retried a few times. It returns an error if
-// the drop fails.
-func (s *server) dropDB(ctx context.Context, name string) error {
-	sql := "DROP DATABASE IF EXISTS " + pgx.Identifier{name}.Sanitize() + " WITH (FORCE)"
-	var err error
-	for attempt := range 10 {
-		if _, err = s.admin.Exec(ctx, sql); err == nil {
-			return nil
-		}
-		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) || (pgErr.Code != "42501" && pgErr.Code != "55006") {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("drop database %s: %w", name, err)
-		case <-time.After(time.Duration(attempt+1) * 20 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("drop database %s: %w", name, err)
 }
 
 // open opens a pool on u with db.Open and closes it when t ends. Cleanups run
@@ -162,15 +132,8 @@ func open(t testing.TB, u string) *pgxpool.Pool {
 	t.Helper()
 	pool, err := db.Open(t.Context(), u)
 	if err != nil {
-		t.Fatalf("pgtest: db.Open(%s): %v", maskURL(u), err)
+		t.Fatalf("pgtest: db.Open(%s): %v", pgserver.MaskURL(u), err)
 	}
 	t.Cleanup(pool.Close)
 	return pool
-}
-
-// randomName returns prefix followed by 16 random hex digits.
-func randomName(prefix string) string {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // never fails since Go 1.24
-	return prefix + hex.EncodeToString(b[:])
 }

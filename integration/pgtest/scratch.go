@@ -35,7 +35,7 @@ func Scratch(ctx context.Context, migrated bool) (string, error) {
 	scratchDBs.mu.Lock()
 	scratchDBs.names = append(scratchDBs.names, name)
 	scratchDBs.mu.Unlock()
-	return withDatabase(srv.adminURL, name)
+	return srv.URL(name)
 }
 
 // dropScratch drops every database Scratch made on s, returning the first
@@ -47,7 +47,7 @@ func (s *server) dropScratch(ctx context.Context) error {
 	scratchDBs.mu.Unlock()
 	var first error
 	for _, name := range names {
-		if err := s.dropDB(ctx, name); err != nil && first == nil {
+		if err := s.DropDatabase(ctx, name); err != nil && first == nil {
 			first = err
 		}
 	}

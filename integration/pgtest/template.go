@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/pgserver"
 )
 
 // templatePrefix starts the name of every migrated template database; the
@@ -60,9 +61,9 @@ func (s *server) buildTemplate(ctx context.Context) (string, error) {
 
 	// A connection of its own: closing it releases the advisory lock even if
 	// unlocking fails, and it is never handed to anything else.
-	conn, err := pgx.Connect(ctx, s.adminURL)
+	conn, err := pgx.Connect(ctx, s.AdminURL())
 	if err != nil {
-		return "", fmt.Errorf("pgtest: template %s: connect to %s: %w", name, maskURL(s.adminURL), err)
+		return "", fmt.Errorf("pgtest: template %s: connect to %s: %w", name, pgserver.MaskURL(s.AdminURL()), err)
 	}
 	defer conn.Close(context.Background())
 
@@ -84,10 +85,10 @@ func (s *server) buildTemplate(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("pgtest: template %s: look up: %w", name, err)
 	}
 
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+ident+" TEMPLATE template0"+s.createOptions); err != nil {
-		return "", fmt.Errorf("pgtest: template %s: create: %w", name, err)
+	if err := s.CreateDatabase(ctx, name, "template0"); err != nil {
+		return "", fmt.Errorf("pgtest: template %s: %w", name, err)
 	}
-	if err := migrate(ctx, s.adminURL, name); err != nil {
+	if err := s.migrate(ctx, name); err != nil {
 		return "", fmt.Errorf("pgtest: template %s: %w", name, err)
 	}
 	if _, err := conn.Exec(ctx, "ALTER DATABASE "+ident+" IS_TEMPLATE true"); err != nil {
@@ -107,8 +108,8 @@ func (s *server) buildTemplate(ctx context.Context) (string, error) {
 
 // migrate runs db.Migrate on database name and closes every connection it
 // opened, so that the database can be used as a template right after.
-func migrate(ctx context.Context, adminURL, name string) error {
-	u, err := withDatabase(adminURL, name)
+func (s *server) migrate(ctx context.Context, name string) error {
+	u, err := s.URL(name)
 	if err != nil {
 		return err
 	}

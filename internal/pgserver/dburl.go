@@ -1,4 +1,4 @@
-package pgtest
+package pgserver
 
 import (
 	"errors"
@@ -25,7 +25,7 @@ func parseAdminURL(raw string) (*url.URL, error) {
 		return nil, errors.New("database URL is not a URL: " + want)
 	}
 	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
-		return nil, fmt.Errorf("database URL %s has scheme %q: %s", maskURL(raw), u.Scheme, want)
+		return nil, fmt.Errorf("database URL %s has scheme %q: %s", MaskURL(raw), u.Scheme, want)
 	}
 	return u, nil
 }
@@ -50,11 +50,11 @@ func withDatabase(raw, name string) (string, error) {
 	return u.String(), nil
 }
 
-// maskURL returns raw with any password (in the user info or in a password
+// MaskURL returns raw with any password (in the user info or in a password
 // or sslpassword query parameter) replaced by xxxxx, for logs and errors.
 // Input that is not a URL at all is replaced entirely, since we cannot tell
 // where a password might be in it.
-func maskURL(raw string) string {
+func MaskURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme == "" {
 		return "<unparsable database URL>"

@@ -1,4 +1,4 @@
-package pgtest
+package pgserver
 
 import (
 	"os"
@@ -7,7 +7,7 @@ import (
 
 // setPdeathsig makes the kernel SIGKILL the child when the thread that
 // started it exits. startLocal keeps that thread for as long as the child
-// runs, so the child dies exactly when the test process does.
+// runs, so the child dies exactly when this process does.
 func setPdeathsig(attr *syscall.SysProcAttr) {
 	attr.Pdeathsig = syscall.SIGKILL
 }

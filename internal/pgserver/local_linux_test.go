@@ -1,4 +1,4 @@
-package pgtest
+package pgserver
 
 import (
 	"bufio"
@@ -16,9 +16,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// helperEnv makes the test binary act as a test process that starts a local
+// helperEnv makes the test binary act as a process that starts a local
 // server, prints it, and waits to be killed.
-const helperEnv = "DOCKET_PGTEST_LOCAL_HELPER"
+const helperEnv = "DOCKET_PGSERVER_LOCAL_HELPER"
 
 // helperStarted is what the helper process prints once its server runs.
 type helperStarted struct {

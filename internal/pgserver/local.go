@@ -1,6 +1,6 @@
 //go:build unix
 
-package pgtest
+package pgserver
 
 import (
 	"bytes"
@@ -25,10 +25,11 @@ import (
 
 const (
 	// localDirPrefix starts the name of each temporary directory holding a
-	// local server's data directory and socket.
+	// local server's data directory and socket. It still says pgtest, where
+	// this code began, so that directories left by older runs are tidied up.
 	localDirPrefix = "docket-pgtest-"
-	// ownerFile, inside that directory, holds the pid of the test process
-	// that made it, so later runs can remove directories of dead processes.
+	// ownerFile, inside that directory, holds the pid of the process that
+	// made it, so later runs can remove directories of dead processes.
 	ownerFile = "owner.pid"
 	// readyTimeout bounds waiting for a started postgres to accept connections.
 	readyTimeout = time.Minute
@@ -40,10 +41,11 @@ const (
 	bindAttempts = 3
 )
 
-// errNoLocalBinaries says that initdb and postgres were not found.
-var errNoLocalBinaries = errors.New("no PostgreSQL server binaries (initdb, postgres) found")
+// ErrNoLocalBinaries says that initdb and postgres were not found. It wraps
+// ErrUnavailable.
+var ErrNoLocalBinaries = fmt.Errorf("%w: no PostgreSQL server binaries (initdb, postgres) found", ErrUnavailable)
 
-// localPostgres is a postgres child process of this test process, on a
+// localPostgres is a postgres child process of this process, on a
 // throw-away data directory.
 type localPostgres struct {
 	url    string // admin URL of the postgres database, trust auth, no password
@@ -63,7 +65,7 @@ type localPostgres struct {
 // temporary data directory, run postgres on a free port of 127.0.0.1 as a
 // child process that the kernel kills when this process dies (on Linux), and
 // wait until it accepts connections. When running as root it runs them as
-// the "postgres" system user. It returns errNoLocalBinaries (wrapped) when no
+// the "postgres" system user. It returns ErrNoLocalBinaries (wrapped) when no
 // binaries exist, or an error with the tail of the server's output if the
 // server does not come up. The caller must call stop.
 func startLocal(ctx context.Context) (*localPostgres, error) {
@@ -146,7 +148,7 @@ func (l *localPostgres) run(ctx context.Context, data string, cred *syscall.Cred
 		"-c", "full_page_writes=off",
 		"-c", "max_connections=200",
 		// Dynamic shared memory in the data directory, not /dev/shm: a
-		// postgres killed with the test process leaves nothing behind that
+		// postgres killed with this process leaves nothing behind that
 		// removing its directory does not remove.
 		"-c", "dynamic_shared_memory_type=mmap")
 	l.cmd.Dir = l.dir
@@ -243,7 +245,7 @@ func (l *localPostgres) stop(ctx context.Context) error {
 
 // findLocalBinaries returns a directory holding both initdb and postgres,
 // looking in PATH, then in `pg_config --bindir`, then in the newest
-// /usr/lib/postgresql/*/bin. It returns errNoLocalBinaries if none does.
+// /usr/lib/postgresql/*/bin. It returns ErrNoLocalBinaries if none does.
 func findLocalBinaries() (string, error) {
 	var candidates []string
 	if initdb, err := exec.LookPath("initdb"); err == nil {
@@ -258,7 +260,7 @@ func findLocalBinaries() (string, error) {
 			return dir, nil
 		}
 	}
-	return "", errNoLocalBinaries
+	return "", ErrNoLocalBinaries
 }
 
 // debianBinDirs returns /usr/lib/postgresql/<version>/bin directories,
@@ -353,7 +355,7 @@ func traversableByOthers(dir string) bool {
 	}
 }
 
-// removeStaleDirs removes temporary directories in base left behind by test
+// removeStaleDirs removes temporary directories in base left behind by
 // processes that died without stopping their server (the server itself was
 // killed with them). Directories whose owner or postmaster still runs are
 // kept; errors are ignored, since this is only tidying up.

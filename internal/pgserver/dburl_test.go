@@ -1,4 +1,4 @@
-package pgtest
+package pgserver
 
 import (
 	"testing"
@@ -63,7 +63,7 @@ func TestMaskURL(t *testing.T) {
 		"host=localhost password=s3cret":                                     "<unparsable database URL>",
 	}
 	for in, want := range cases {
-		got := maskURL(in)
+		got := MaskURL(in)
 		require.Equal(t, want, got)
 		require.NotContains(t, got, "s3cret")
 	}

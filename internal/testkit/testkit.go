@@ -1,0 +1,123 @@
+// Package testkit is the setup docket's own tests share: a fresh migrated
+// database per test with its projects and grants, a fake clock at [T0],
+// snapshots that show a refusal changed nothing, and SQL run by hand as an
+// operator in psql would. It is for docket's tests only; users' tests have
+// integration/pgtest.
+package testkit
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/integration/pgtest"
+	"github.com/docket-dev/docket/projects"
+)
+
+// T0 is where every test's fake clock starts: Monday 2 November 2026,
+// 09:00 UTC, on a quarter hour.
+var T0 = time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
+
+// Env is one test's database and clock.
+type Env struct {
+	Pool  *pgxpool.Pool
+	Clock *db.FakeClock
+	// Admin created the projects and gave the grants.
+	Admin access.Actor
+}
+
+// Setup returns a fresh migrated database with projects created by admin,
+// each grant given by admin, and a fake clock at [T0].
+func Setup(t testing.TB, admin access.Actor, projectNames []string, grants ...access.Grant) Env {
+	t.Helper()
+	e := Env{Pool: pgtest.NewDB(t), Clock: db.NewFakeClock(T0), Admin: admin}
+	ctx := context.Background()
+	pc, err := projects.NewClient(e.Pool, projects.Config{Actor: admin, Clock: e.Clock})
+	require.NoError(t, err)
+	for _, p := range projectNames {
+		_, err := pc.Create(ctx, p)
+		require.NoError(t, err)
+	}
+	e.Allow(t, grants...)
+	return e
+}
+
+// Allow gives grants, as the env's admin at the clock's now.
+func (e Env) Allow(t testing.TB, grants ...access.Grant) {
+	t.Helper()
+	ac, err := access.NewClient(e.Pool, access.Config{Actor: e.Admin, Clock: e.Clock})
+	require.NoError(t, err)
+	for _, g := range grants {
+		_, err := ac.Allow(context.Background(), g)
+		require.NoError(t, err)
+	}
+}
+
+// Grants returns a grant of each of caps to principal on project.
+func Grants(principal access.Actor, project string, caps ...access.Capability) []access.Grant {
+	out := make([]access.Grant, len(caps))
+	for i, c := range caps {
+		out[i] = access.Grant{Principal: principal, Project: project, Capability: c}
+	}
+	return out
+}
+
+// Join concatenates lists of grants.
+func Join(lists ...[]access.Grant) []access.Grant {
+	var out []access.Grant
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}
+
+// tablePattern is a snapshot's table, with the columns to render or none
+// for the whole row: docket.jobs or docket.jobs(id, state).
+var tablePattern = regexp.MustCompile(`^([a-z_]+\.[a-z_]+)(?:\(([a-z_, ]+)\))?$`)
+
+// Snapshot renders every row of tables, each "schema.table" or
+// "schema.table(col, …)" to render only those columns, in a stable order:
+// equal snapshots before and after a refused call show it changed nothing.
+func Snapshot(t testing.TB, q db.DBTX, tables ...string) string {
+	t.Helper()
+	parts := make([]string, len(tables))
+	for i, tbl := range tables {
+		m := tablePattern.FindStringSubmatch(tbl)
+		require.NotNil(t, m, "snapshot table %q", tbl)
+		row := "x::text"
+		if m[2] != "" {
+			cols := strings.Split(m[2], ",")
+			for j, c := range cols {
+				cols[j] = "x." + strings.TrimSpace(c)
+			}
+			row = "row(" + strings.Join(cols, ", ") + ")::text"
+		}
+		parts[i] = fmt.Sprintf("coalesce((SELECT string_agg(%[1]s, ';' ORDER BY %[1]s) FROM %[2]s x), '')", row, m[1])
+	}
+	var s string
+	require.NoError(t, q.QueryRow(context.Background(), "SELECT "+strings.Join(parts, " || '|' || ")).Scan(&s))
+	return s
+}
+
+// Raw runs sql by hand, as an operator in psql would: in a transaction of
+// its own, with the change context set to actor at at, committed when sql
+// succeeds. Its error is translated as docket's own are.
+func Raw(ctx context.Context, pool *pgxpool.Pool, actor access.Actor, at time.Time, sql string, args ...any) error {
+	err := db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT docket.set_context($1, $2)`, string(actor), at); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, sql, args...)
+		return err
+	})
+	return db.Translate(err, "raw")
+}
