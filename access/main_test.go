@@ -13,10 +13,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // The cast of every access test: operator created projects acme and globex
 // and gives the grants; bo revokes them.
-const (
-	operator access.Actor = "user:ana"
-	bo       access.Actor = "user:bo"
-)
+const operator, bo = testkit.Ana, testkit.Bo
 
 var t0 = testkit.T0
 

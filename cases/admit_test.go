@@ -56,13 +56,13 @@ func TestConcurrentAdmissionsMakeOneCase(t *testing.T) {
 		}
 		require.Equal(t, 1, made, "round %d: exactly one admission created the case", round)
 		var n int
-		require.NoError(t, e.pool.QueryRow(ctx, `
+		require.NoError(t, e.Pool.QueryRow(ctx, `
 			SELECT count(DISTINCT case_id) FROM docket.case_keys
 			WHERE project = $1 AND value IN ($2, $3)`, project, keys[0].Value, keys[1].Value).Scan(&n))
 		require.Equal(t, 1, n, "round %d", round)
 	}
 	var total int
-	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM docket.cases`).Scan(&total))
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.cases`).Scan(&total))
 	require.Equal(t, rounds, total)
 }
 
@@ -87,18 +87,18 @@ func TestAdmissionFindsTheCaseAndAttachesFreeKeys(t *testing.T) {
 
 	second := e.admit(t, key("document", "DOC-2"))
 	require.NotEqual(t, first.ID, second.ID)
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 	_, err = e.app.Admit(ctx, cases.Admission{Project: project, Kind: "supplier.switch",
 		Keys: []cases.Key{key("document", "DOC-1"), key("document", "DOC-2"), key("meter", "M-9")}})
 	require.ErrorIs(t, err, db.ErrAmbiguousCorrelation)
 	require.ErrorContains(t, err, fmt.Sprintf("%d and %d", first.ID, second.ID))
 	_, err = e.app.Correlate(ctx, project, key("document", "DOC-1"), key("document", "DOC-2"))
 	require.ErrorIs(t, err, db.ErrAmbiguousCorrelation)
-	require.Equal(t, before, snapshot(t, e.pool), "an ambiguous admission attaches nothing")
+	require.Equal(t, before, snapshot(t, e.Pool), "an ambiguous admission attaches nothing")
 
 	_, err = e.app.Correlate(ctx, project, key("document", "DOC-404"))
 	require.ErrorIs(t, err, db.ErrNotFound, "correlation creates nothing")
-	require.Equal(t, before, snapshot(t, e.pool))
+	require.Equal(t, before, snapshot(t, e.Pool))
 
 	// Keys are per project: the same key in another project is another matter.
 	r, err := e.as(t, rival).Admit(ctx, cases.Admission{Project: other, Kind: "supplier.switch", Keys: []cases.Key{key("document", "DOC-1")}})

@@ -34,12 +34,12 @@ func TestCloseReleasesKeysAndReopenTakesBackTheFreeOnes(t *testing.T) {
 	_, err = e.app.Correlate(ctx, project, doc)
 	require.ErrorIs(t, err, db.ErrNotFound, "a closed case correlates nothing")
 
-	e.clock.Advance(1)
+	e.Clock.Advance(1)
 	fresh := e.admit(t, doc)
 	require.True(t, fresh.Created, "a new matter with a released key opens a fresh case")
 	require.NotEqual(t, first.ID, fresh.ID)
 
-	e.clock.Advance(1)
+	e.Clock.Advance(1)
 	r, err := e.app.Reopen(ctx, first.ID)
 	require.NoError(t, err)
 	require.Equal(t, cases.Open, r.Case.Status)
@@ -70,7 +70,7 @@ func TestCloseReleasesKeysAndReopenTakesBackTheFreeOnes(t *testing.T) {
 		cases.EventKeyReleased, cases.EventKeyReleased, cases.EventStatus,
 		cases.EventStatus, cases.EventKeyClaimed,
 	}, whats)
-	require.ErrorIs(t, raw(ctx, e.pool, `DELETE FROM docket.case_events WHERE case_id = $1`, first.ID), db.ErrImmutable)
-	require.ErrorIs(t, raw(ctx, e.pool, `UPDATE docket.case_keys SET released_at = NULL WHERE case_id = $1`, first.ID), db.ErrImmutable)
-	require.ErrorIs(t, raw(ctx, e.pool, `UPDATE docket.cases SET kind = 'other.kind' WHERE id = $1`, first.ID), db.ErrImmutable)
+	require.ErrorIs(t, raw(ctx, e.Pool, `DELETE FROM docket.case_events WHERE case_id = $1`, first.ID), db.ErrImmutable)
+	require.ErrorIs(t, raw(ctx, e.Pool, `UPDATE docket.case_keys SET released_at = NULL WHERE case_id = $1`, first.ID), db.ErrImmutable)
+	require.ErrorIs(t, raw(ctx, e.Pool, `UPDATE docket.cases SET kind = 'other.kind' WHERE id = $1`, first.ID), db.ErrImmutable)
 }

@@ -19,22 +19,14 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// The cast of every cases test: ops administers projects acme and other;
-// app admits cases and enqueues jobs in acme; vic holds case.view on acme;
-// sweeper holds case.sweep, job.create and job.claim on acme; inbox delivers
-// messages (message.deliver and job.create) to acme; sam holds nothing;
-// rival holds case.admit on other only.
-const (
-	project              = "acme"
-	other                = "other"
-	ops     access.Actor = "user:ops"
-	app     access.Actor = "svc:app"
-	vic     access.Actor = "user:vic"
-	sweeper access.Actor = "svc:sweeper"
-	inbox   access.Actor = "svc:inbox"
-	sam     access.Actor = "user:sam"
-	rival   access.Actor = "svc:rival"
-)
+// The cast of every cases test, the test kit's and two of its own: ops
+// administers projects acme and other; app admits cases and enqueues jobs in
+// acme; vic holds case.view on acme; sweeper holds case.sweep, job.create and
+// job.claim on acme; inbox delivers messages (message.deliver and job.create)
+// to acme; sam holds nothing; rival holds case.admit on other only.
+const project, other = testkit.Acme, testkit.Other
+const ops, app, vic, sweeper, sam = testkit.Ops, testkit.App, testkit.Vic, testkit.Sweeper, testkit.Sam
+const inbox, rival access.Actor = "svc:inbox", "svc:rival"
 
 var t0 = testkit.T0
 
@@ -51,10 +43,8 @@ var grants = testkit.Join(
 )
 
 type env struct {
-	kit   testkit.Env // gives further grants, as ops
-	pool  *pgxpool.Pool
-	clock *db.FakeClock
-	app   *cases.Client
+	testkit.Env // gives further grants, as ops
+	app         *cases.Client
 }
 
 // setup returns a fresh migrated database with projects acme and other, the
@@ -62,7 +52,7 @@ type env struct {
 func setup(t testing.TB) env {
 	t.Helper()
 	k := testkit.Setup(t, ops, []string{project, other}, grants...)
-	e := env{kit: k, pool: k.Pool, clock: k.Clock}
+	e := env{Env: k}
 	e.app = e.as(t, app)
 	return e
 }
@@ -70,7 +60,7 @@ func setup(t testing.TB) env {
 // as returns a client acting as actor on e's fake clock.
 func (e env) as(t testing.TB, actor access.Actor) *cases.Client {
 	t.Helper()
-	c, err := cases.NewClient(e.pool, cases.Config{Actor: actor, Clock: e.clock})
+	c, err := cases.NewClient(e.Pool, cases.Config{Actor: actor, Clock: e.Clock})
 	require.NoError(t, err)
 	return c
 }
@@ -112,7 +102,7 @@ func sweeperWorker(t testing.TB, e env, clock db.Clock, reg *worker.Registry, ed
 	if edit != nil {
 		edit(&cfg)
 	}
-	w, err := worker.NewClient(e.pool, cfg)
+	w, err := worker.NewClient(e.Pool, cfg)
 	require.NoError(t, err)
 	return w
 }

@@ -260,37 +260,29 @@ func (c *Client) DeadLettersTx(ctx context.Context, tx pgx.Tx, f DeadLetterFilte
 // deadLetters is [Client.DeadLettersTx] on q: the client's pool or the caller's transaction.
 func (c *Client) deadLetters(ctx context.Context, q db.DBTX, f DeadLetterFilter) ([]DeadLetter, error) {
 	const op = "message.dead_letters"
-	if err := paging.Project(op, "dead letters", f.Project); err != nil {
-		return nil, err
-	}
-	limit, err := paging.Limit(op, f.Limit)
+	limit, err := paging.For(op).Project("dead letters", f.Project).Cursor("before", f.Before).Limit(f.Limit)
 	if err != nil {
-		return nil, err
-	}
-	if err := paging.Cursor(op, "before", f.Before); err != nil {
 		return nil, err
 	}
 	rows, err := queries.MessagesDead(ctx, q, f.Project, f.Before, string(c.actor), limit)
-	if err != nil {
-		return nil, db.Translate(err, op, "project", f.Project)
+	return paging.Collect(rows, err, fromDeadLetterRow, op, "project", f.Project)
+}
+
+func fromDeadLetterRow(r *dbsqlc.MessagesDeadRow) DeadLetter {
+	d := DeadLetter{
+		ID: r.ID, Project: r.Project, Producer: r.Producer, MessageID: r.MessageID, Keys: parseKeys(r.Keys),
+		ArrivedAt: r.ArrivedAt.UTC(),
 	}
-	out := make([]DeadLetter, len(rows))
-	for i, r := range rows {
-		out[i] = DeadLetter{
-			ID: r.ID, Project: r.Project, Producer: r.Producer, MessageID: r.MessageID, Keys: parseKeys(r.Keys),
-			ArrivedAt: r.ArrivedAt.UTC(),
-		}
-		if r.Addressee != nil {
-			out[i].Addressee = *r.Addressee
-		}
-		if r.DeadLetterReason != nil {
-			out[i].Reason = *r.DeadLetterReason
-		}
-		if r.SettledAt != nil {
-			out[i].DeadLetteredAt = r.SettledAt.UTC()
-		}
+	if r.Addressee != nil {
+		d.Addressee = *r.Addressee
 	}
-	return out, nil
+	if r.DeadLetterReason != nil {
+		d.Reason = *r.DeadLetterReason
+	}
+	if r.SettledAt != nil {
+		d.DeadLetteredAt = r.SettledAt.UTC()
+	}
+	return d
 }
 
 func fromMessageRow(r *dbsqlc.DocketMessage) Message {

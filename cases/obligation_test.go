@@ -50,7 +50,7 @@ func TestRegisterRacingClose(t *testing.T) {
 			closes++
 		}
 		var bad int
-		require.NoError(t, e.pool.QueryRow(ctx, `
+		require.NoError(t, e.Pool.QueryRow(ctx, `
 			SELECT count(*) FROM docket.cases c JOIN docket.obligations o ON o.case_id = c.id
 			WHERE c.status = 'closed' AND o.state = 'pending'`).Scan(&bad))
 		require.Zero(t, bad, "round %d: a closed case owes something", round)
@@ -82,40 +82,40 @@ func TestObligationsEndOnce(t *testing.T) {
 		require.Equal(t, step.to, o.State)
 		require.Equal(t, app, o.ResolvedBy)
 	}
-	events := countEvents(t, e.pool, c.ID, cases.EventObligation)
+	events := countEvents(t, e.Pool, c.ID, cases.EventObligation)
 	require.Equal(t, 6, events, "three registrations, three moves")
 
 	for _, o := range []cases.Obligation{met, breached, withdrawn} {
 		for _, to := range []cases.ObligationState{cases.Met, cases.Breached, cases.Withdrawn} {
-			before := snapshot(t, e.pool)
+			before := snapshot(t, e.Pool)
 			got, err := e.app.Settle(ctx, o.ID, to)
 			cur, _ := e.app.Obligation(ctx, o.ID)
 			switch {
 			case cur.State == to: // the same state again: a retry
 				require.NoError(t, err)
 				require.Equal(t, to, got.State)
-				require.Equal(t, before, snapshot(t, e.pool), "a retry records nothing")
+				require.Equal(t, before, snapshot(t, e.Pool), "a retry records nothing")
 			case cur.State == cases.Breached && to == cases.Met: // late
 				require.NoError(t, err)
 				require.Equal(t, cases.Breached, got.State, "the breach stands")
 			default:
 				require.ErrorIs(t, err, db.ErrIllegalTransition, "%s -> %s", cur.State, to)
-				require.Equal(t, before, snapshot(t, e.pool))
+				require.Equal(t, before, snapshot(t, e.Pool))
 			}
 			// By hand: the same state is a no-op, any other is refused.
-			err = raw(ctx, e.pool, `UPDATE docket.obligations SET state = $2 WHERE id = $1`, o.ID, string(to))
+			err = raw(ctx, e.Pool, `UPDATE docket.obligations SET state = $2 WHERE id = $1`, o.ID, string(to))
 			if cur.State == to {
 				require.NoError(t, err)
 			} else {
 				require.ErrorIs(t, err, db.ErrIllegalTransition, "by hand %s -> %s", cur.State, to)
 			}
 		}
-		require.ErrorIs(t, raw(ctx, e.pool, `UPDATE docket.obligations SET state = 'pending' WHERE id = $1`, o.ID), db.ErrIllegalTransition)
-		require.ErrorIs(t, raw(ctx, e.pool, `UPDATE docket.obligations SET due_at = due_at + interval '1 day' WHERE id = $1`, o.ID), db.ErrImmutable)
-		require.ErrorIs(t, raw(ctx, e.pool, `DELETE FROM docket.obligations WHERE id = $1`, o.ID), db.ErrImmutable)
+		require.ErrorIs(t, raw(ctx, e.Pool, `UPDATE docket.obligations SET state = 'pending' WHERE id = $1`, o.ID), db.ErrIllegalTransition)
+		require.ErrorIs(t, raw(ctx, e.Pool, `UPDATE docket.obligations SET due_at = due_at + interval '1 day' WHERE id = $1`, o.ID), db.ErrImmutable)
+		require.ErrorIs(t, raw(ctx, e.Pool, `DELETE FROM docket.obligations WHERE id = $1`, o.ID), db.ErrImmutable)
 	}
-	require.Equal(t, events, countEvents(t, e.pool, c.ID, cases.EventObligation), "nothing moved")
-	require.Equal(t, 1, countEvents(t, e.pool, c.ID, cases.EventLateMeet), "the late meet, once")
+	require.Equal(t, events, countEvents(t, e.Pool, c.ID, cases.EventObligation), "nothing moved")
+	require.Equal(t, 1, countEvents(t, e.Pool, c.ID, cases.EventLateMeet), "the late meet, once")
 	h, err := e.app.History(ctx, c.ID)
 	require.NoError(t, err)
 	late := h[len(h)-1]
@@ -131,8 +131,8 @@ func TestObligationsEndOnce(t *testing.T) {
 
 	// A pending obligation cannot be edited either, nor born settled.
 	p := reg("pending")
-	require.ErrorIs(t, raw(ctx, e.pool, `UPDATE docket.obligations SET name = 'renamed' WHERE id = $1`, p.ID), db.ErrImmutable)
-	require.ErrorIs(t, raw(ctx, e.pool, `
+	require.ErrorIs(t, raw(ctx, e.Pool, `UPDATE docket.obligations SET name = 'renamed' WHERE id = $1`, p.ID), db.ErrImmutable)
+	require.ErrorIs(t, raw(ctx, e.Pool, `
 		INSERT INTO docket.obligations (case_id, project, name, due_at, state, created_by, created_at, resolved_at, resolved_by)
 		VALUES ($1, 'acme', 'born-met', $2, 'met', 'user:ops', $2, $2, 'user:ops')`, c.ID, t0), db.ErrIllegalTransition)
 }
@@ -152,11 +152,11 @@ func TestCloseWithPendingObligations(t *testing.T) {
 	_, err = e.app.RegisterObligation(ctx, c.ID, cases.ObligationSpec{Name: "ack", Due: t0.Add(2 * time.Hour)})
 	require.ErrorIs(t, err, db.ErrAlreadyExists, "the same name on other terms")
 
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 	_, err = e.app.Close(ctx, c.ID)
 	require.ErrorIs(t, err, db.ErrObligationsOutstanding)
 	require.ErrorContains(t, err, fmt.Sprintf("ack (%d", o.ID))
-	require.Equal(t, before, snapshot(t, e.pool))
+	require.Equal(t, before, snapshot(t, e.Pool))
 	_, err = e.app.Meet(ctx, o.ID)
 	require.NoError(t, err)
 	closed, err := e.app.Close(ctx, c.ID)
@@ -187,12 +187,12 @@ func TestRegisterFromSpec(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []cases.Obligation{o}, obs)
 
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 	_, err = e.app.RegisterFromSpec(ctx, c.ID, "reply", cases.Deadline{Calendar: fixedCalendar{}, From: from, Spec: "5 working days"}, nil)
 	require.ErrorIs(t, err, db.ErrInvalidArgument)
 	require.ErrorContains(t, err, "5 working days")
 	_, err = e.app.RegisterFromSpec(ctx, c.ID, "reply", cases.Deadline{From: from, Spec: "1h"}, nil)
 	require.ErrorIs(t, err, db.ErrInvalidArgument, "no calendar")
-	require.Equal(t, before, snapshot(t, e.pool))
-	require.ErrorIs(t, raw(ctx, e.pool, `UPDATE docket.obligations SET calendar_digest = NULL, rule = NULL WHERE id = $1`, o.ID), db.ErrImmutable)
+	require.Equal(t, before, snapshot(t, e.Pool))
+	require.ErrorIs(t, raw(ctx, e.Pool, `UPDATE docket.obligations SET calendar_digest = NULL, rule = NULL WHERE id = $1`, o.ID), db.ErrImmutable)
 }

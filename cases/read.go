@@ -63,30 +63,15 @@ func (c *Client) ListTx(ctx context.Context, tx pgx.Tx, f Filter) ([]Case, error
 // list is [Client.ListTx] on q: the client's pool or the caller's transaction.
 func (c *Client) list(ctx context.Context, q db.DBTX, f Filter) ([]Case, error) {
 	const op = "case.list"
-	if err := paging.Project(op, "cases", f.Project); err != nil {
-		return nil, err
-	}
-	limit, err := paging.Limit(op, f.Limit)
+	limit, err := paging.For(op).Project("cases", f.Project).Cursor("after", f.After).
+		OneOf("status", paging.In(f.Status, Statuses)).Limit(f.Limit)
 	if err != nil {
-		return nil, err
-	}
-	if err := paging.Cursor(op, "after", f.After); err != nil {
-		return nil, err
-	}
-	if err := paging.OneOf(op, "status", f.Status, Statuses); err != nil {
 		return nil, err
 	}
 	rows, err := queries.CaseList(ctx, q, dbsqlc.CaseListParams{
 		Project: f.Project, Status: string(f.Status), AfterID: f.After, Actor: string(c.actor), MaxRows: limit,
 	})
-	if err != nil {
-		return nil, db.Translate(err, op, "project", f.Project)
-	}
-	out := make([]Case, len(rows))
-	for i, r := range rows {
-		out[i] = fromCaseRow(r)
-	}
-	return out, nil
+	return paging.Collect(rows, err, fromCaseRow, op, "project", f.Project)
 }
 
 // Keys returns every claim of a key by case id, oldest first, in its own
@@ -105,14 +90,7 @@ func (c *Client) KeysTx(ctx context.Context, tx pgx.Tx, id int64) ([]KeyClaim, e
 // keys is [Client.KeysTx] on q: the client's pool or the caller's transaction.
 func (c *Client) keys(ctx context.Context, q db.DBTX, id int64) ([]KeyClaim, error) {
 	rows, err := queries.CaseKeys(ctx, q, id, string(c.actor))
-	if err != nil {
-		return nil, db.Translate(err, "case.keys", "case", id)
-	}
-	out := make([]KeyClaim, len(rows))
-	for i, r := range rows {
-		out[i] = fromKeyRow(r)
-	}
-	return out, nil
+	return paging.Collect(rows, err, fromKeyRow, "case.keys", "case", id)
 }
 
 // Obligations returns case id's obligations, oldest first, in its own
@@ -131,14 +109,7 @@ func (c *Client) ObligationsTx(ctx context.Context, tx pgx.Tx, id int64) ([]Obli
 // obligations is [Client.ObligationsTx] on q: the client's pool or the caller's transaction.
 func (c *Client) obligations(ctx context.Context, q db.DBTX, id int64) ([]Obligation, error) {
 	rows, err := queries.CaseObligations(ctx, q, id, string(c.actor))
-	if err != nil {
-		return nil, db.Translate(err, "case.obligations", "case", id)
-	}
-	out := make([]Obligation, len(rows))
-	for i, r := range rows {
-		out[i] = fromObligationRow(r)
-	}
-	return out, nil
+	return paging.Collect(rows, err, fromObligationRow, "case.obligations", "case", id)
 }
 
 // Obligation returns obligation id, or [db.ErrNotFound] when there is none or

@@ -78,7 +78,7 @@ func TestRefusals(t *testing.T) {
 			return err
 		}, db.ErrInvalidArgument},
 		{"state over 1 MiB by SQL", func() error {
-			_, err := e.pool.Exec(ctx, `SELECT docket.case_put_state($1, 1, to_jsonb(repeat('x', 1048576)), 'svc:app', $2)`, c.ID, t0)
+			_, err := e.Pool.Exec(ctx, `SELECT docket.case_put_state($1, 1, to_jsonb(repeat('x', 1048576)), 'svc:app', $2)`, c.ID, t0)
 			return db.Translate(err, "raw")
 		}, db.ErrInvalidArgument},
 		{"negative version", func() error { _, err := e.app.PutState(ctx, c.ID, -1, json.RawMessage(`{}`)); return err }, db.ErrInvalidArgument},
@@ -95,7 +95,7 @@ func TestRefusals(t *testing.T) {
 			return err
 		}, db.ErrInvalidArgument},
 		{"obligation infinite due by SQL", func() error {
-			_, err := e.pool.Exec(ctx, `SELECT docket.obligation_register($1, 'x', 'infinity', NULL, NULL, NULL, NULL, NULL, NULL, NULL, 'svc:app', $2)`, c.ID, t0)
+			_, err := e.Pool.Exec(ctx, `SELECT docket.obligation_register($1, 'x', 'infinity', NULL, NULL, NULL, NULL, NULL, NULL, NULL, 'svc:app', $2)`, c.ID, t0)
 			return db.Translate(err, "raw")
 		}, db.ErrInvalidArgument},
 		{"escalation bad kind", func() error {
@@ -107,11 +107,11 @@ func TestRefusals(t *testing.T) {
 			return err
 		}, db.ErrInvalidArgument},
 		{"rule without digest by SQL", func() error {
-			_, err := e.pool.Exec(ctx, `SELECT docket.obligation_register($1, 'x', $2, '1h', NULL, NULL, NULL, NULL, NULL, NULL, 'svc:app', $2)`, c.ID, t0)
+			_, err := e.Pool.Exec(ctx, `SELECT docket.obligation_register($1, 'x', $2, '1h', NULL, NULL, NULL, NULL, NULL, NULL, 'svc:app', $2)`, c.ID, t0)
 			return db.Translate(err, "raw")
 		}, db.ErrInvalidArgument},
 		{"bad digest by SQL", func() error {
-			_, err := e.pool.Exec(ctx, `SELECT docket.obligation_register($1, 'x', $2, '1h', 'md5:1', NULL, NULL, NULL, NULL, NULL, 'svc:app', $2)`, c.ID, t0)
+			_, err := e.Pool.Exec(ctx, `SELECT docket.obligation_register($1, 'x', $2, '1h', 'md5:1', NULL, NULL, NULL, NULL, NULL, 'svc:app', $2)`, c.ID, t0)
 			return db.Translate(err, "raw")
 		}, db.ErrInvalidArgument},
 		{"long spec", func() error {
@@ -122,11 +122,11 @@ func TestRefusals(t *testing.T) {
 		{"settle by a viewer", func() error { _, err := e.as(t, vic).Meet(ctx, o.ID); return err }, db.ErrNotFound},
 		{"settle unknown", func() error { _, err := e.app.Meet(ctx, 987654); return err }, db.ErrNotFound},
 		{"sweep batch out of range", func() error {
-			_, err := e.pool.Exec(ctx, `SELECT docket.obligation_breach_due(10001, 'svc:sweeper', $1)`, t0)
+			_, err := e.Pool.Exec(ctx, `SELECT docket.obligation_breach_due(10001, 'svc:sweeper', $1)`, t0)
 			return db.Translate(err, "raw")
 		}, db.ErrInvalidArgument},
 		{"no change context", func() error {
-			_, err := e.pool.Exec(ctx, `SELECT docket.case_close($1, NULL, $2)`, c.ID, t0)
+			_, err := e.Pool.Exec(ctx, `SELECT docket.case_close($1, NULL, $2)`, c.ID, t0)
 			return db.Translate(err, "raw")
 		}, db.ErrInvalidArgument},
 		{"list bad limit", func() error {
@@ -137,10 +137,10 @@ func TestRefusals(t *testing.T) {
 		{"list no project", func() error { _, err := e.app.List(ctx, cases.Filter{}); return err }, db.ErrInvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := snapshot(t, e.pool)
+			before := snapshot(t, e.Pool)
 			err := tc.do()
 			require.ErrorIs(t, err, tc.want)
-			require.Equal(t, before, snapshot(t, e.pool), "a refusal writes nothing")
+			require.Equal(t, before, snapshot(t, e.Pool), "a refusal writes nothing")
 		})
 	}
 }
@@ -189,10 +189,10 @@ func TestBreachNeedsJobCreate(t *testing.T) {
 	o, err := e.app.RegisterObligation(ctx, c.ID, cases.ObligationSpec{Name: "ack", Due: t0,
 		Escalation: &cases.Escalation{Kind: "case.escalate"}})
 	require.NoError(t, err)
-	_, err = e.pool.Exec(ctx, `SELECT docket.grant_revoke('svc:app', 'acme', 'job.create', 'user:ops', $1)`, t0)
+	_, err = e.Pool.Exec(ctx, `SELECT docket.grant_revoke('svc:app', 'acme', 'job.create', 'user:ops', $1)`, t0)
 	require.NoError(t, err)
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 	_, err = e.app.Breach(ctx, o.ID)
 	require.ErrorIs(t, err, db.ErrNotPermitted)
-	require.Equal(t, before, snapshot(t, e.pool))
+	require.Equal(t, before, snapshot(t, e.Pool))
 }

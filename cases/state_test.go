@@ -54,7 +54,7 @@ func TestTwoWritersOfOneVersion(t *testing.T) {
 		require.Equal(t, snap.Version+1, after.Version)
 		require.JSONEq(t, fmt.Sprintf(`{"round": %d, "writer": %d}`, round, won), string(after.State))
 	}
-	require.Equal(t, 20, countEvents(t, e.pool, c.ID, "state"))
+	require.Equal(t, 20, countEvents(t, e.Pool, c.ID, "state"))
 }
 
 // TestNoBlindWrite: the API has no write without a version, and a state
@@ -67,16 +67,16 @@ func TestNoBlindWrite(t *testing.T) {
 	c := e.admit(t, key("document", "DOC-1"))
 	_, err := e.app.PutState(ctx, c.ID, 0, json.RawMessage(`{}`))
 	require.ErrorIs(t, err, db.ErrInvalidArgument, "version 0 is no version")
-	_, err = e.pool.Exec(ctx, `SELECT docket.case_put_state($1, NULL, '{}', 'svc:app', $2)`, c.ID, e.clock.Now())
+	_, err = e.Pool.Exec(ctx, `SELECT docket.case_put_state($1, NULL, '{}', 'svc:app', $2)`, c.ID, e.Clock.Now())
 	require.ErrorIs(t, db.Translate(err, "raw"), db.ErrInvalidArgument, "nor through SQL")
 
-	require.NoError(t, raw(ctx, e.pool, `UPDATE docket.cases SET state = '{"by": "hand"}' WHERE id = $1`, c.ID))
+	require.NoError(t, raw(ctx, e.Pool, `UPDATE docket.cases SET state = '{"by": "hand"}' WHERE id = $1`, c.ID))
 	snap, err := e.app.State(ctx, c.ID)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, snap.Version, "a state written by hand moves the version on")
 	_, err = e.app.PutState(ctx, c.ID, 1, json.RawMessage(`{"stale": true}`))
 	require.ErrorIs(t, err, db.ErrVersionConflict)
-	require.ErrorIs(t, raw(ctx, e.pool, `UPDATE docket.cases SET version = 9 WHERE id = $1`, c.ID), db.ErrImmutable)
+	require.ErrorIs(t, raw(ctx, e.Pool, `UPDATE docket.cases SET version = 9 WHERE id = $1`, c.ID), db.ErrImmutable)
 }
 
 // TestStateOfAClosedCase: writes to a closed case are refused; reopened, it
@@ -91,11 +91,11 @@ func TestStateOfAClosedCase(t *testing.T) {
 	require.EqualValues(t, 2, w.Version)
 	_, err = e.app.Close(ctx, c.ID)
 	require.NoError(t, err)
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 	_, err = e.app.PutState(ctx, c.ID, 2, json.RawMessage(`{"step": 2}`))
 	require.ErrorIs(t, err, db.ErrCaseClosed)
-	require.ErrorIs(t, raw(ctx, e.pool, `UPDATE docket.cases SET state = '{}' WHERE id = $1`, c.ID), db.ErrCaseClosed)
-	require.Equal(t, before, snapshot(t, e.pool))
+	require.ErrorIs(t, raw(ctx, e.Pool, `UPDATE docket.cases SET state = '{}' WHERE id = $1`, c.ID), db.ErrCaseClosed)
+	require.Equal(t, before, snapshot(t, e.Pool))
 	_, err = e.app.Reopen(ctx, c.ID)
 	require.NoError(t, err)
 	w, err = e.app.PutState(ctx, c.ID, 2, json.RawMessage(`{"step": 2}`))

@@ -49,10 +49,10 @@ func TestBreachSweepEscalatesThroughAWorker(t *testing.T) {
 		ran <- j.ID
 		return nil
 	}))
-	w := sweeperWorker(t, e, e.clock, reg, func(c *worker.Config) { c.Sweeps = []worker.Sweep{cases.BreachSweep(time.Hour)} })
+	w := sweeperWorker(t, e, e.Clock, reg, func(c *worker.Config) { c.Sweeps = []worker.Sweep{cases.BreachSweep(time.Hour)} })
 	testkit.Start(t, w)
 
-	e.clock.Set(t0.Add(2 * time.Hour))
+	e.Clock.Set(t0.Add(2 * time.Hour))
 	moved, err := w.Sweep(ctx, cases.SweepBreaches)
 	require.NoError(t, err)
 	require.Equal(t, 2, moved)
@@ -60,7 +60,7 @@ func TestBreachSweepEscalatesThroughAWorker(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, moved, "a breach is swept once")
 
-	jc, err := jobs.NewClient(e.pool, jobs.Config{Project: project, Actor: app, Clock: e.clock})
+	jc, err := jobs.NewClient(e.Pool, jobs.Config{Project: project, Actor: app, Clock: e.Clock})
 	require.NoError(t, err)
 	var runIDs []int64
 	for range 2 {
@@ -92,7 +92,7 @@ func TestBreachSweepEscalatesThroughAWorker(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, cases.Pending, last.State, "not due yet")
 	var escalations int
-	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM docket.jobs WHERE case_id = $1`, c.ID).Scan(&escalations))
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.jobs WHERE case_id = $1`, c.ID).Scan(&escalations))
 	require.Equal(t, 2, escalations)
 }
 
@@ -107,17 +107,17 @@ func TestBreachSweepNeedsItsGrants(t *testing.T) {
 	_, err := e.app.RegisterObligation(ctx, c.ID, cases.ObligationSpec{Name: "ack", Due: t0,
 		Escalation: &cases.Escalation{Kind: escalateKind.Name()}})
 	require.NoError(t, err)
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 	for _, actor := range []string{string(app), string(sam), string(rival)} {
 		var n int
-		require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM docket.obligation_breach_due(100, $1, $2)`,
-			actor, e.clock.Now()).Scan(&n))
+		require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.obligation_breach_due(100, $1, $2)`,
+			actor, e.Clock.Now()).Scan(&n))
 		require.Zero(t, n, actor)
 	}
-	require.Equal(t, before, snapshot(t, e.pool))
+	require.Equal(t, before, snapshot(t, e.Pool))
 	var n int
-	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM docket.obligation_breach_due(100, $1, $2)`,
-		string(sweeper), e.clock.Now()).Scan(&n))
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.obligation_breach_due(100, $1, $2)`,
+		string(sweeper), e.Clock.Now()).Scan(&n))
 	require.Equal(t, 1, n)
 }
 
@@ -127,7 +127,7 @@ func fillObligations(t testing.TB, e env, pending, due int) {
 	t.Helper()
 	ctx := context.Background()
 	c := e.admit(t, key("document", fmt.Sprintf("BULK-%d", pending)))
-	require.NoError(t, raw(ctx, e.pool, `
+	require.NoError(t, raw(ctx, e.Pool, `
 		INSERT INTO docket.obligations (case_id, project, name, due_at, escalation_kind, escalation_queue,
 		                                escalation_payload, escalation_payload_schema, escalation_max_attempts,
 		                                created_by, created_at)
@@ -136,7 +136,7 @@ func fillObligations(t testing.TB, e env, pending, due int) {
 		            ELSE $4::timestamptz + interval '1 day' + n * interval '1 second' END,
 		       'case.escalate', 'default', '{}', 1, 5, 'svc:app', $4
 		FROM generate_series(1, $2::int) n`, c.ID, pending, due, t0))
-	_, err := e.pool.Exec(ctx, `ANALYZE docket.obligations`)
+	_, err := e.Pool.Exec(ctx, `ANALYZE docket.obligations`)
 	require.NoError(t, err)
 }
 
@@ -160,7 +160,7 @@ func TestBreachSweepIsARangeScan(t *testing.T) {
 	ctx := context.Background()
 	fillObligations(t, e, 100_000, 100)
 
-	text := pgtest.Explain(t, e.pool, breachSweepQuery, t0, string(sweeper))
+	text := pgtest.Explain(t, e.Pool, breachSweepQuery, t0, string(sweeper))
 	t.Logf("breach sweep plan at 100,000 pending, 100 due:\n%s", text)
 	require.Regexp(t, `Index Scan using obligations_due_idx on obligations \(actual [^)]*rows=100 loops=1\)`, text,
 		"the scan reads the 100 due obligations of the 100,000 pending, no more")
@@ -174,7 +174,7 @@ func TestBreachSweepIsARangeScan(t *testing.T) {
 		pg_stat_get_xact_numscans('docket.obligations'::regclass)`
 	var moved int
 	var before, after [3]int64
-	require.NoError(t, db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
+	require.NoError(t, db.WithTx(ctx, e.Pool, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, stats).Scan(&before[0], &before[1], &before[2]); err != nil {
 			return err
 		}
@@ -189,7 +189,7 @@ func TestBreachSweepIsARangeScan(t *testing.T) {
 	require.EqualValues(t, 100, after[1]-before[1], "the sweep reads the 100 due entries of obligations_due_idx, no more")
 	require.Zero(t, after[2]-before[2], "the sweep never scans docket.obligations")
 	var breached, pending, escalations int
-	require.NoError(t, e.pool.QueryRow(ctx, `
+	require.NoError(t, e.Pool.QueryRow(ctx, `
 		SELECT count(*) FILTER (WHERE state = 'breached'), count(*) FILTER (WHERE state = 'pending'),
 		       count(escalation_job_id)
 		FROM docket.obligations`).Scan(&breached, &pending, &escalations))
@@ -210,7 +210,7 @@ func BenchmarkBreachSweep(b *testing.B) {
 			fillObligations(b, e, pending, 100)
 			b.ResetTimer()
 			for b.Loop() {
-				tx, err := e.pool.Begin(ctx)
+				tx, err := e.Pool.Begin(ctx)
 				require.NoError(b, err)
 				var moved int
 				require.NoError(b, tx.QueryRow(ctx, `SELECT count(*) FROM docket.obligation_breach_due(10000, $1, $2)`,

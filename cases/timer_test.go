@@ -43,23 +43,23 @@ func TestTimerRecordsItsDueInstant(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, cases.Wake{Reason: cases.WakeTimer, CaseID: c.ID, Timer: "reminder", At: wake}, w)
 
-	e.clock.Advance(time.Minute)
+	e.Clock.Advance(time.Minute)
 	again, err := e.app.SleepUntil(ctx, c.ID, "reminder", wake, remind)
 	require.NoError(t, err)
 	require.Equal(t, tm, again, "the same timer again is a retry")
 	var timerJobs int
-	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM docket.jobs WHERE case_id = $1`, c.ID).Scan(&timerJobs))
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.jobs WHERE case_id = $1`, c.ID).Scan(&timerJobs))
 	require.Equal(t, 1, timerJobs)
 
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 	_, err = e.app.SleepUntil(ctx, c.ID, "reminder", wake, cases.Continuation{Kind: "supplier.remind", Payload: json.RawMessage(`{"n":2}`)})
 	require.ErrorIs(t, err, db.ErrIdempotencyConflict)
-	require.Equal(t, before, snapshot(t, e.pool))
+	require.Equal(t, before, snapshot(t, e.Pool))
 
 	// A second timer whose job a worker has claimed: closing leaves it be.
 	running, err := e.app.SleepUntil(ctx, c.ID, "nudge", t0, remind)
 	require.NoError(t, err)
-	require.NoError(t, raw(ctx, e.pool, `UPDATE docket.jobs SET state = 'claimed', claim_token = gen_random_uuid(), claimed_by = 'svc:w',
+	require.NoError(t, raw(ctx, e.Pool, `UPDATE docket.jobs SET state = 'claimed', claim_token = gen_random_uuid(), claimed_by = 'svc:w',
 		claimed_at = '2026-11-03T09:00:00Z', lease_expires_at = '2026-11-03T10:00:00Z', attempts = 1, lease_generation = lease_generation + 1
 		WHERE id = $1`, running.JobID))
 
@@ -72,7 +72,7 @@ func TestTimerRecordsItsDueInstant(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, timers, 2)
 	require.Equal(t, jobs.Cancelled, timers[0].JobState)
-	require.Equal(t, 3, countEvents(t, e.pool, c.ID, cases.EventTimer), "two set, one cancelled")
+	require.Equal(t, 3, countEvents(t, e.Pool, c.ID, cases.EventTimer), "two set, one cancelled")
 
 	_, err = e.app.SleepUntil(ctx, c.ID, "later", wake.Add(time.Hour), remind)
 	require.ErrorIs(t, err, db.ErrCaseClosed)
@@ -94,9 +94,9 @@ func TestContinuationIsDispatchedWithTheMatch(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	c := e.admit(t, key("document", "DOC-1"), key("document", "DOC-2"))
-	wc, err := worker.NewClient(e.pool, worker.Config{Project: project, Actor: inbox, Clock: e.clock, Logger: testkit.Logger})
+	wc, err := worker.NewClient(e.Pool, worker.Config{Project: project, Actor: inbox, Clock: e.Clock, Logger: testkit.Logger})
 	require.NoError(t, err)
-	dispatching, err := cases.NewClient(e.pool, cases.Config{Actor: inbox, Clock: e.clock, Dispatcher: wc})
+	dispatching, err := cases.NewClient(e.Pool, cases.Config{Actor: inbox, Clock: e.Clock, Dispatcher: wc})
 	require.NoError(t, err)
 	plain := e.as(t, inbox)
 
@@ -109,10 +109,10 @@ func TestContinuationIsDispatchedWithTheMatch(t *testing.T) {
 	undispatched, err := plain.Deliver(ctx, message("m-2", key("document", "DOC-2")))
 	require.NoError(t, err)
 	require.NotZero(t, undispatched.ContinuationJobID)
-	require.Zero(t, dispatchesOn(t, e.pool, undispatched.ContinuationJobID), "no dispatcher: the dispatch sweep's to do")
+	require.Zero(t, dispatchesOn(t, e.Pool, undispatched.ContinuationJobID), "no dispatcher: the dispatch sweep's to do")
 
 	// A delivery that fails after the match takes its dispatch with it.
-	err = db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
+	err = db.WithTx(ctx, e.Pool, func(tx pgx.Tx) error {
 		d, err := dispatching.DeliverTx(ctx, tx, message("m-1", key("document", "DOC-1")))
 		require.NoError(t, err)
 		require.Equal(t, 1, dispatchesOn(t, tx, d.ContinuationJobID))
@@ -120,12 +120,12 @@ func TestContinuationIsDispatchedWithTheMatch(t *testing.T) {
 	})
 	require.Error(t, err)
 	var n int
-	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM docket.river_job WHERE kind = $1`, worker.DispatchKind).Scan(&n))
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.river_job WHERE kind = $1`, worker.DispatchKind).Scan(&n))
 	require.Zero(t, n)
 
 	d, err := dispatching.Deliver(ctx, message("m-1", key("document", "DOC-1")))
 	require.NoError(t, err)
-	require.Equal(t, 1, dispatchesOn(t, e.pool, d.ContinuationJobID))
+	require.Equal(t, 1, dispatchesOn(t, e.Pool, d.ContinuationJobID))
 
 	woke := make(chan cases.Wake, 1)
 	reg := worker.NewRegistry()
@@ -136,7 +136,7 @@ func TestContinuationIsDispatchedWithTheMatch(t *testing.T) {
 		woke <- w
 		return nil
 	}))
-	w := sweeperWorker(t, e, e.clock, reg, func(c *worker.Config) { c.SweepEvery = time.Hour })
+	w := sweeperWorker(t, e, e.Clock, reg, func(c *worker.Config) { c.SweepEvery = time.Hour })
 	testkit.Start(t, w)
 	select {
 	case got := <-woke:
@@ -166,16 +166,16 @@ func TestTimerIsDispatchedOnce(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	c := e.admit(t, key("document", "DOC-1"))
-	wc, err := worker.NewClient(e.pool, worker.Config{Project: project, Actor: app, Clock: e.clock, Logger: testkit.Logger})
+	wc, err := worker.NewClient(e.Pool, worker.Config{Project: project, Actor: app, Clock: e.Clock, Logger: testkit.Logger})
 	require.NoError(t, err)
-	client, err := cases.NewClient(e.pool, cases.Config{Actor: app, Clock: e.clock, Dispatcher: wc})
+	client, err := cases.NewClient(e.Pool, cases.Config{Actor: app, Clock: e.Clock, Dispatcher: wc})
 	require.NoError(t, err)
 	remind := cases.Continuation{Kind: "supplier.remind"}
 	tm, err := client.SleepUntil(ctx, c.ID, "reminder", t0.Add(time.Hour), remind)
 	require.NoError(t, err)
-	require.Equal(t, 1, dispatchesOn(t, e.pool, tm.JobID))
+	require.Equal(t, 1, dispatchesOn(t, e.Pool, tm.JobID))
 	again, err := client.SleepUntil(ctx, c.ID, "reminder", t0.Add(time.Hour), remind)
 	require.NoError(t, err)
 	require.Equal(t, tm.ID, again.ID)
-	require.Equal(t, 1, dispatchesOn(t, e.pool, tm.JobID), "a retry dispatches nothing new")
+	require.Equal(t, 1, dispatchesOn(t, e.Pool, tm.JobID), "a retry dispatches nothing new")
 }

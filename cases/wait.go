@@ -251,14 +251,7 @@ func (c *Client) WaitsTx(ctx context.Context, tx pgx.Tx, id int64) ([]Wait, erro
 // waits is [Client.WaitsTx] on q: the client's pool or the caller's transaction.
 func (c *Client) waits(ctx context.Context, q db.DBTX, id int64) ([]Wait, error) {
 	rows, err := queries.CaseWaits(ctx, q, id, string(c.actor))
-	if err != nil {
-		return nil, db.Translate(err, "case.waits", "case", id)
-	}
-	out := make([]Wait, len(rows))
-	for i, r := range rows {
-		out[i] = fromWaitRow(r)
-	}
-	return out, nil
+	return paging.Collect(rows, err, fromWaitRow, "case.waits", "case", id)
 }
 
 // WaitingFilter selects waiting waits for [Client.Waiting]. Project is
@@ -289,10 +282,7 @@ func (c *Client) WaitingTx(ctx context.Context, tx pgx.Tx, f WaitingFilter) ([]W
 // waiting is [Client.WaitingTx] on q: the client's pool or the caller's transaction.
 func (c *Client) waiting(ctx context.Context, q db.DBTX, f WaitingFilter) ([]Wait, error) {
 	const op = "wait.list"
-	if err := paging.Project(op, "waits", f.Project); err != nil {
-		return nil, err
-	}
-	limit, err := paging.Limit(op, f.Limit)
+	limit, err := paging.For(op).Project("waits", f.Project).Limit(f.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -303,14 +293,7 @@ func (c *Client) waiting(ctx context.Context, q db.DBTX, f WaitingFilter) ([]Wai
 		p.AfterDeadline, p.AfterID = f.After.Deadline, f.After.ID
 	}
 	rows, err := queries.WaitsWaiting(ctx, q, p)
-	if err != nil {
-		return nil, db.Translate(err, op, "project", f.Project)
-	}
-	out := make([]Wait, len(rows))
-	for i, r := range rows {
-		out[i] = fromWaitRow(r)
-	}
-	return out, nil
+	return paging.Collect(rows, err, fromWaitRow, op, "project", f.Project)
 }
 
 func fromWaitRow(r *dbsqlc.DocketWait) Wait {

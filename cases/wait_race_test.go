@@ -83,7 +83,7 @@ func requireMatchInvariants(t testing.TB, e env, msgAndArgs ...any) {
 			WHERE m.status = 'buffered'`},
 	} {
 		var n int
-		require.NoError(t, e.pool.QueryRow(ctx, c.sql).Scan(&n), c.what)
+		require.NoError(t, e.Pool.QueryRow(ctx, c.sql).Scan(&n), c.what)
 		require.Zerof(t, n, "%d × %s %s", n, c.what, fmt.Sprint(msgAndArgs...))
 	}
 }
@@ -95,7 +95,7 @@ func statusCounts(t testing.TB, e env, k cases.Key) (messages, waits map[string]
 	ctx := context.Background()
 	stored := k.Namespace + ":" + k.Value
 	count := func(sql string) map[string]int {
-		rows, err := e.pool.Query(ctx, sql, stored)
+		rows, err := e.Pool.Query(ctx, sql, stored)
 		require.NoError(t, err)
 		out := map[string]int{}
 		for rows.Next() {
@@ -232,7 +232,7 @@ func TestUnequalDeliveriesAndWaitsRace(t *testing.T) {
 		raceOnOneKey(t, e, fmt.Sprintf("more-waits-%d", round), 20, 32)
 	}
 	var consumed, buffered, waiting int
-	require.NoError(t, e.pool.QueryRow(context.Background(), `
+	require.NoError(t, e.Pool.QueryRow(context.Background(), `
 		SELECT (SELECT count(*) FROM docket.messages WHERE status = 'consumed'),
 		       (SELECT count(*) FROM docket.messages WHERE status = 'buffered'),
 		       (SELECT count(*) FROM docket.waits WHERE status = 'waiting')`).Scan(&consumed, &buffered, &waiting))
@@ -298,7 +298,7 @@ func TestDuplicateDeliveriesStoreOneMessage(t *testing.T) {
 		}
 		require.Equal(t, 1, fresh, "round %d: exactly one delivery stored the message", round)
 		var rows, jobs int
-		require.NoError(t, e.pool.QueryRow(ctx, `
+		require.NoError(t, e.Pool.QueryRow(ctx, `
 			SELECT (SELECT count(*) FROM docket.messages WHERE producer = 'supplier:4711' AND message_id = $1),
 			       (SELECT count(*) FROM docket.jobs WHERE idempotency_key = 'wait:' || $2::bigint || ':satisfied')`,
 			fmt.Sprintf("dup-%d", round), a.ID).Scan(&rows, &jobs))
@@ -335,9 +335,9 @@ func TestRetryCompletesADeliveryThatDiedBeforeMatching(t *testing.T) {
 
 	// The delivery stores the message, and its match step dies: the store
 	// commits, the match is rolled back.
-	e.clock.Advance(time.Hour)
-	arrived := e.clock.Now()
-	require.NoError(t, db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
+	e.Clock.Advance(time.Hour)
+	arrived := e.Clock.Now()
+	require.NoError(t, db.WithTx(ctx, e.Pool, func(tx pgx.Tx) error {
 		var stored int64
 		if err := tx.QueryRow(ctx, `SELECT id FROM docket.message_store('acme', 'supplier:4711', 'm-1',
 			ARRAY['document'], ARRAY['DOC-1'], '{"accepted":true}', NULL, $1, $2)`, string(inbox), arrived).Scan(&stored); err != nil {
@@ -356,12 +356,12 @@ func TestRetryCompletesADeliveryThatDiedBeforeMatching(t *testing.T) {
 	}))
 	var id int64
 	var status string
-	require.NoError(t, e.pool.QueryRow(ctx, `SELECT id, status FROM docket.messages WHERE message_id = 'm-1'`).Scan(&id, &status))
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT id, status FROM docket.messages WHERE message_id = 'm-1'`).Scan(&id, &status))
 	require.Equal(t, "buffered", status, "the crash left the message stored and unmatched")
 
 	// A retry that is not the same message is refused and changes nothing.
-	e.clock.Advance(time.Minute)
-	before := snapshot(t, e.pool)
+	e.Clock.Advance(time.Minute)
+	before := snapshot(t, e.Pool)
 	other := message("m-1")
 	other.Payload = []byte(`{"accepted":false}`)
 	_, err = in.Deliver(ctx, other)
@@ -370,7 +370,7 @@ func TestRetryCompletesADeliveryThatDiedBeforeMatching(t *testing.T) {
 	require.ErrorIs(t, err, db.ErrIdempotencyConflict)
 	_, err = in.DeliverTo(ctx, c.ID, message("m-1"))
 	require.ErrorIs(t, err, db.ErrIdempotencyConflict)
-	require.Equal(t, before, snapshot(t, e.pool))
+	require.Equal(t, before, snapshot(t, e.Pool))
 
 	// The real retry completes the delivery.
 	d, err := in.Deliver(ctx, message("m-1"))
@@ -394,14 +394,14 @@ func TestRetryCompletesADeliveryThatDiedBeforeMatching(t *testing.T) {
 	require.Equal(t, arrived, wake.Message.ArrivedAt)
 
 	// Retried again, and conflicting again: nothing moves.
-	before = snapshot(t, e.pool)
+	before = snapshot(t, e.Pool)
 	again, err := in.Deliver(ctx, message("m-1"))
 	require.NoError(t, err)
 	require.True(t, again.Duplicate)
 	require.Equal(t, d.ContinuationJobID, again.ContinuationJobID)
 	_, err = in.Deliver(ctx, other)
 	require.ErrorIs(t, err, db.ErrIdempotencyConflict)
-	require.Equal(t, before, snapshot(t, e.pool))
+	require.Equal(t, before, snapshot(t, e.Pool))
 	requireMatchInvariants(t, e)
 }
 
@@ -577,7 +577,7 @@ func TestCloseRacesDeliveriesAndWaits(t *testing.T) {
 		require.NoError(t, errors.Join(errs...), "round %d", round)
 
 		var waiting, queuedTimers, heldBuffered, strayJobs int
-		require.NoError(t, e.pool.QueryRow(ctx, `
+		require.NoError(t, e.Pool.QueryRow(ctx, `
 			SELECT (SELECT count(*) FROM docket.waits WHERE case_id = $1 AND status NOT IN ('satisfied', 'withdrawn')),
 			       (SELECT count(*) FROM docket.timers t JOIN docket.jobs j ON j.id = t.job_id
 			        WHERE t.case_id = $1 AND j.state <> 'cancelled'),

@@ -53,7 +53,7 @@ type waitWorld struct {
 func newWaitWorld(t *testing.T, e env) waitWorld {
 	t.Helper()
 	ctx := context.Background()
-	e.kit.Allow(t, testkit.Join(
+	e.Env.Allow(t, testkit.Join(
 		testkit.Grants(courier, project, access.MessageDeliver),
 		testkit.Grants(clerk, project, access.CaseAdmit),
 	)...)
@@ -82,7 +82,7 @@ func newWaitWorld(t *testing.T, e env) waitWorld {
 	ack.Name, ack.Deadline, ack.OnTimeout = "ack", t0.Add(time.Hour), nil
 	a, err = e.app.Await(ctx, w.c.ID, ack)
 	require.NoError(t, err)
-	_, err = e.pool.Exec(ctx, `SELECT docket.wait_expire_due(100, 'svc:sweeper', $1)`, t0.Add(2*time.Hour))
+	_, err = e.Pool.Exec(ctx, `SELECT docket.wait_expire_due(100, 'svc:sweeper', $1)`, t0.Add(2*time.Hour))
 	require.NoError(t, err)
 	w.expired, err = e.app.Wait(ctx, a.ID)
 	require.NoError(t, err)
@@ -120,7 +120,7 @@ func newWaitWorld(t *testing.T, e env) waitWorld {
 	require.NoError(t, err)
 	w.theirs = theirs.Case
 
-	jc, err := jobs.NewClient(e.pool, jobs.Config{Project: project, Actor: app, Clock: e.clock})
+	jc, err := jobs.NewClient(e.Pool, jobs.Config{Project: project, Actor: app, Clock: e.Clock})
 	require.NoError(t, err)
 	enq, err := jc.Enqueue(ctx, jobs.Spec{Kind: "billing.invoice", Payload: json.RawMessage(`{"wait_id":1}`)})
 	require.NoError(t, err)
@@ -144,10 +144,10 @@ func newWaitWorld(t *testing.T, e env) waitWorld {
 	}
 	w.sweepDeadLetters = func(horizon time.Duration, limit int) (int, error) {
 		var n int
-		err := db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
+		err := db.WithTx(ctx, e.Pool, func(tx pgx.Tx) error {
 			var err error
 			n, err = cases.DeadLetterSweep(0, horizon).Func(ctx, &worker.SweepRun{
-				Tx: tx, Now: e.clock.Now(), Limit: limit, Actor: sweeper, Clock: e.clock})
+				Tx: tx, Now: e.Clock.Now(), Limit: limit, Actor: sweeper, Clock: e.Clock})
 			return err
 		})
 		return n, err
@@ -332,13 +332,13 @@ func TestWaitRefusals(t *testing.T) {
 			return w.await(app, w.c.ID, spec(func(s *cases.WaitSpec) { s.Deadline = time.Time{} }))
 		}, db.ErrInvalidArgument},
 		{"await: deadline now", func() error {
-			return w.await(app, w.c.ID, spec(func(s *cases.WaitSpec) { s.Deadline = e.clock.Now() }))
+			return w.await(app, w.c.ID, spec(func(s *cases.WaitSpec) { s.Deadline = e.Clock.Now() }))
 		}, db.ErrInvalidArgument},
 		{"await: deadline past", func() error {
-			return w.await(app, w.c.ID, spec(func(s *cases.WaitSpec) { s.Deadline = e.clock.Now().Add(-time.Microsecond) }))
+			return w.await(app, w.c.ID, spec(func(s *cases.WaitSpec) { s.Deadline = e.Clock.Now().Add(-time.Microsecond) }))
 		}, db.ErrInvalidArgument},
 		{"await: deadline over ten years ahead", func() error {
-			return w.await(app, w.c.ID, spec(func(s *cases.WaitSpec) { s.Deadline = e.clock.Now().AddDate(10, 0, 1) }))
+			return w.await(app, w.c.ID, spec(func(s *cases.WaitSpec) { s.Deadline = e.Clock.Now().AddDate(10, 0, 1) }))
 		}, db.ErrInvalidArgument},
 		{"await: empty name", func() error { return w.await(app, w.c.ID, spec(func(s *cases.WaitSpec) { s.Name = "" })) }, db.ErrInvalidArgument},
 		{"await: bad name", func() error {
@@ -427,7 +427,7 @@ func TestWaitRefusals(t *testing.T) {
 		// SleepUntil.
 		{"sleep: zero instant", func() error { return w.sleep(app, w.c.ID, "wake", time.Time{}, w.remind) }, db.ErrInvalidArgument},
 		{"sleep: over ten years ahead", func() error {
-			return w.sleep(app, w.c.ID, "wake", e.clock.Now().AddDate(10, 0, 1), w.remind)
+			return w.sleep(app, w.c.ID, "wake", e.Clock.Now().AddDate(10, 0, 1), w.remind)
 		}, db.ErrInvalidArgument},
 		{"sleep: before 1970", func() error {
 			return w.sleep(app, w.c.ID, "wake", time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC), w.remind)
@@ -545,93 +545,93 @@ func TestWaitRefusals(t *testing.T) {
 		{"dead-letter sweep: batch 0", func() error { _, err := w.sweepDeadLetters(time.Hour, 0); return err }, db.ErrInvalidArgument},
 		{"dead-letter sweep: batch 10001", func() error { _, err := w.sweepDeadLetters(time.Hour, 10001); return err }, db.ErrInvalidArgument},
 		{"expiry sweep: batch 10001 by SQL", func() error {
-			_, err := e.pool.Exec(ctx, `SELECT docket.wait_expire_due(10001, 'svc:sweeper', $1)`, t0)
+			_, err := e.Pool.Exec(ctx, `SELECT docket.wait_expire_due(10001, 'svc:sweeper', $1)`, t0)
 			return db.Translate(err, "raw")
 		}, db.ErrInvalidArgument},
 
 		// By hand, as an operator in psql.
 		{"raw: consumed message back to buffered", func() error {
-			return raw(ctx, e.pool, `UPDATE docket.messages SET status = 'buffered', consumed_by = NULL, settled_at = NULL WHERE id = $1`, w.consumed.ID)
+			return raw(ctx, e.Pool, `UPDATE docket.messages SET status = 'buffered', consumed_by = NULL, settled_at = NULL WHERE id = $1`, w.consumed.ID)
 		}, db.ErrIllegalTransition},
 		{"raw: dead letter back to buffered", func() error {
-			return raw(ctx, e.pool, `UPDATE docket.messages SET status = 'buffered', dead_letter_reason = NULL, settled_at = NULL WHERE id = $1`, w.dead.ID)
+			return raw(ctx, e.Pool, `UPDATE docket.messages SET status = 'buffered', dead_letter_reason = NULL, settled_at = NULL WHERE id = $1`, w.dead.ID)
 		}, db.ErrIllegalTransition},
 		{"raw: dead letter consumed", func() error {
-			return raw(ctx, e.pool, `UPDATE docket.messages SET status = 'consumed', consumed_by = $2, dead_letter_reason = NULL WHERE id = $1`,
+			return raw(ctx, e.Pool, `UPDATE docket.messages SET status = 'consumed', consumed_by = $2, dead_letter_reason = NULL WHERE id = $1`,
 				w.dead.ID, w.waiting.ID)
 		}, db.ErrIllegalTransition},
 		{"raw: message stored consumed", func() error {
-			return raw(ctx, e.pool, `INSERT INTO docket.messages (project, producer, message_id, keys, payload, arrived_at, delivered_by, status, consumed_by, settled_at)
+			return raw(ctx, e.Pool, `INSERT INTO docket.messages (project, producer, message_id, keys, payload, arrived_at, delivered_by, status, consumed_by, settled_at)
 				VALUES ('acme', 'ops', 'by-hand', '{document:DOC-7}', '{}', $1, 'user:ops', 'consumed', $2, $1)`, byHand, w.waiting.ID)
 		}, db.ErrIllegalTransition},
 		{"raw: message payload changed", func() error {
-			return raw(ctx, e.pool, `UPDATE docket.messages SET payload = '{"accepted":false}' WHERE id = $1`, w.buffered.ID)
+			return raw(ctx, e.Pool, `UPDATE docket.messages SET payload = '{"accepted":false}' WHERE id = $1`, w.buffered.ID)
 		}, db.ErrImmutable},
 		{"raw: message keys changed", func() error {
-			return raw(ctx, e.pool, `UPDATE docket.messages SET keys = '{document:DOC-1}' WHERE id = $1`, w.buffered.ID)
+			return raw(ctx, e.Pool, `UPDATE docket.messages SET keys = '{document:DOC-1}' WHERE id = $1`, w.buffered.ID)
 		}, db.ErrImmutable},
 		{"raw: consumed message's payload changed", func() error {
-			return raw(ctx, e.pool, `UPDATE docket.messages SET payload = '{}' WHERE id = $1`, w.consumed.ID)
+			return raw(ctx, e.Pool, `UPDATE docket.messages SET payload = '{}' WHERE id = $1`, w.consumed.ID)
 		}, db.ErrImmutable},
 		{"raw: message readdressed", func() error {
-			return raw(ctx, e.pool, `UPDATE docket.messages SET addressee = $2 WHERE id = $1`, w.buffered.ID, w.c.ID)
+			return raw(ctx, e.Pool, `UPDATE docket.messages SET addressee = $2 WHERE id = $1`, w.buffered.ID, w.c.ID)
 		}, db.ErrImmutable},
 		{"raw: message payload over the bound", func() error {
-			return raw(ctx, e.pool, `INSERT INTO docket.messages (project, producer, message_id, keys, payload, arrived_at, delivered_by)
+			return raw(ctx, e.Pool, `INSERT INTO docket.messages (project, producer, message_id, keys, payload, arrived_at, delivered_by)
 				VALUES ('acme', 'ops', 'by-hand', '{document:DOC-7}', to_jsonb(repeat('x', 61439)), $1, 'user:ops')`, byHand)
 		}, db.ErrInvalidArgument},
 		{"raw: message keys unsorted", func() error {
-			return raw(ctx, e.pool, `INSERT INTO docket.messages (project, producer, message_id, keys, payload, arrived_at, delivered_by)
+			return raw(ctx, e.Pool, `INSERT INTO docket.messages (project, producer, message_id, keys, payload, arrived_at, delivered_by)
 				VALUES ('acme', 'ops', 'by-hand', '{z:1,a:1}', '{}', $1, 'user:ops')`, byHand)
 		}, db.ErrInvalidArgument},
 		{"raw: message deleted", func() error {
-			return raw(ctx, e.pool, `DELETE FROM docket.messages WHERE id = $1`, w.buffered.ID)
+			return raw(ctx, e.Pool, `DELETE FROM docket.messages WHERE id = $1`, w.buffered.ID)
 		}, db.ErrImmutable},
-		{"raw: wait deleted", func() error { return raw(ctx, e.pool, `DELETE FROM docket.waits WHERE id = $1`, w.gone.ID) }, db.ErrImmutable},
-		{"raw: timer deleted", func() error { return raw(ctx, e.pool, `DELETE FROM docket.timers WHERE id = $1`, w.timer.ID) }, db.ErrImmutable},
+		{"raw: wait deleted", func() error { return raw(ctx, e.Pool, `DELETE FROM docket.waits WHERE id = $1`, w.gone.ID) }, db.ErrImmutable},
+		{"raw: timer deleted", func() error { return raw(ctx, e.Pool, `DELETE FROM docket.timers WHERE id = $1`, w.timer.ID) }, db.ErrImmutable},
 		{"raw: timer moved", func() error {
-			return raw(ctx, e.pool, `UPDATE docket.timers SET wake_at = wake_at + interval '1 hour' WHERE id = $1`, w.timer.ID)
+			return raw(ctx, e.Pool, `UPDATE docket.timers SET wake_at = wake_at + interval '1 hour' WHERE id = $1`, w.timer.ID)
 		}, db.ErrImmutable},
 		{"raw: timer on a closed case", func() error {
-			return raw(ctx, e.pool, `INSERT INTO docket.timers (case_id, project, name, wake_at, job_id, created_by, created_at)
+			return raw(ctx, e.Pool, `INSERT INTO docket.timers (case_id, project, name, wake_at, job_id, created_by, created_at)
 				VALUES ($1, 'acme', 'by-hand', $2, $3, 'user:ops', $2)`, w.closed.ID, byHand, w.plainJob.ID)
 		}, db.ErrCaseClosed},
 		{"raw: wait on a closed case", func() error {
-			return raw(ctx, e.pool, rawWait, w.closed.ID, project, byHand.Add(time.Hour))
+			return raw(ctx, e.Pool, rawWait, w.closed.ID, project, byHand.Add(time.Hour))
 		}, db.ErrCaseClosed},
 		{"raw: wait in another project than its case's", func() error {
-			return raw(ctx, e.pool, rawWait, w.c.ID, other, byHand.Add(time.Hour))
+			return raw(ctx, e.Pool, rawWait, w.c.ID, other, byHand.Add(time.Hour))
 		}, db.ErrImmutable},
 		{"raw: wait with its deadline at its creation", func() error {
-			return raw(ctx, e.pool, rawWait, w.c.ID, project, byHand)
+			return raw(ctx, e.Pool, rawWait, w.c.ID, project, byHand)
 		}, db.ErrInvalidArgument},
 		{"raw: wait satisfied without a message", func() error {
-			return raw(ctx, e.pool, `UPDATE docket.waits SET status = 'satisfied', settled_at = $2, settled_by = 'user:ops' WHERE id = $1`,
+			return raw(ctx, e.Pool, `UPDATE docket.waits SET status = 'satisfied', settled_at = $2, settled_by = 'user:ops' WHERE id = $1`,
 				w.waiting.ID, byHand)
 		}, db.ErrInvalidArgument},
 		{"raw: wait satisfied by a message that does not match it", func() error {
-			return raw(ctx, e.pool, `UPDATE docket.waits SET status = 'satisfied', satisfied_by = $2, settled_at = $3, settled_by = 'user:ops'
+			return raw(ctx, e.Pool, `UPDATE docket.waits SET status = 'satisfied', satisfied_by = $2, settled_at = $3, settled_by = 'user:ops'
 				WHERE id = $1`, w.waiting.ID, w.buffered.ID, byHand)
 		}, db.ErrIllegalTransition},
 		{"raw: expired wait back to waiting", func() error {
-			return raw(ctx, e.pool, `UPDATE docket.waits SET status = 'waiting', settled_at = NULL, settled_by = NULL, continuation_job_id = NULL WHERE id = $1`,
+			return raw(ctx, e.Pool, `UPDATE docket.waits SET status = 'waiting', settled_at = NULL, settled_by = NULL, continuation_job_id = NULL WHERE id = $1`,
 				w.expired.ID)
 		}, db.ErrIllegalTransition},
 		{"raw: withdrawn wait satisfied", func() error {
-			return raw(ctx, e.pool, `UPDATE docket.waits SET status = 'satisfied', satisfied_by = $2 WHERE id = $1`, w.gone.ID, w.buffered.ID)
+			return raw(ctx, e.Pool, `UPDATE docket.waits SET status = 'satisfied', satisfied_by = $2 WHERE id = $1`, w.gone.ID, w.buffered.ID)
 		}, db.ErrIllegalTransition},
 		{"raw: wait deadline moved", func() error {
-			return raw(ctx, e.pool, `UPDATE docket.waits SET deadline = deadline + interval '1 day' WHERE id = $1`, w.waiting.ID)
+			return raw(ctx, e.Pool, `UPDATE docket.waits SET deadline = deadline + interval '1 day' WHERE id = $1`, w.waiting.ID)
 		}, db.ErrImmutable},
 		{"raw: wait keys changed", func() error {
-			return raw(ctx, e.pool, `UPDATE docket.waits SET keys = '{document:DOC-5}' WHERE id = $1`, w.waiting.ID)
+			return raw(ctx, e.Pool, `UPDATE docket.waits SET keys = '{document:DOC-5}' WHERE id = $1`, w.waiting.ID)
 		}, db.ErrImmutable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := snapshot(t, e.pool)
+			before := snapshot(t, e.Pool)
 			err := tc.do()
 			require.ErrorIs(t, err, tc.want)
-			require.Equal(t, before, snapshot(t, e.pool), "a refusal writes nothing")
+			require.Equal(t, before, snapshot(t, e.Pool), "a refusal writes nothing")
 		})
 	}
 }
@@ -737,9 +737,9 @@ func TestWaitRetriesAndEmptyReadsWriteNothing(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := snapshot(t, e.pool)
+			before := snapshot(t, e.Pool)
 			tc.do(t)
-			require.Equal(t, before, snapshot(t, e.pool), "nothing is written")
+			require.Equal(t, before, snapshot(t, e.Pool), "nothing is written")
 		})
 	}
 }
@@ -844,17 +844,17 @@ func TestWaitAndTimerBoundsHold(t *testing.T) {
 				cases.Continuation{Kind: "case.remind", Payload: json.RawMessage(`{"n":1}`), MaxAttempts: 1})
 		}, db.ErrIdempotencyConflict},
 		{"raw: wait deadline fifty years ahead", func() error {
-			return raw(ctx, e.pool, `INSERT INTO docket.waits (case_id, project, name, keys, deadline, on_arrival_kind, on_arrival_queue,
+			return raw(ctx, e.Pool, `INSERT INTO docket.waits (case_id, project, name, keys, deadline, on_arrival_kind, on_arrival_queue,
 				on_arrival_payload, on_arrival_payload_schema, on_arrival_max_attempts, created_by, created_at)
 				VALUES ($1, 'acme', 'by-hand', '{document:DOC-7}', '2076-11-03T09:00:00Z', 'case.reply', 'default', '{}', 1, 5,
 				'user:ops', '2026-11-03T09:00:00Z')`, w.c.ID)
 		}, db.ErrInvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := snapshot(t, e.pool)
+			before := snapshot(t, e.Pool)
 			err := tc.do()
 			require.ErrorIs(t, err, tc.want)
-			require.Equal(t, before, snapshot(t, e.pool), "a refusal writes nothing")
+			require.Equal(t, before, snapshot(t, e.Pool), "a refusal writes nothing")
 		})
 	}
 }

@@ -35,7 +35,7 @@ var chaseKind = jobs.MustKind[Chase]("supplier.chase", 1)
 // handles the timeout continuations once the worker is started.
 func waitSweeper(t testing.TB, e env, limit int, handle worker.HandlerFunc[Chase], sweeps ...worker.Sweep) *worker.Client {
 	t.Helper()
-	return waitSweeperOn(t, e, e.clock, limit, handle, sweeps...)
+	return waitSweeperOn(t, e, e.Clock, limit, handle, sweeps...)
 }
 
 // waitSweeperOn is waitSweeper on clock.
@@ -77,16 +77,16 @@ func TestTwoSweepersExpireEachWaitOnce(t *testing.T) {
 		registered := make([]cases.Awaited, waits)
 		for i := range registered {
 			a, err := e.app.Await(ctx, c.ID, chased(fmt.Sprintf("reply-%d", i),
-				key("document", fmt.Sprintf("EXP-%d-%d", round, i)), e.clock.Now().Add(time.Duration(i+1)*time.Minute)))
+				key("document", fmt.Sprintf("EXP-%d-%d", round, i)), e.Clock.Now().Add(time.Duration(i+1)*time.Minute)))
 			require.NoError(t, err)
 			require.Equal(t, cases.Waiting, a.Status)
 			registered[i] = a
 		}
 		// A wait not yet due stays waiting.
 		later, err := e.app.Await(ctx, c.ID, chased("later", key("document", fmt.Sprintf("EXP-%d-later", round)),
-			e.clock.Now().Add(24*time.Hour)))
+			e.Clock.Now().Add(24*time.Hour)))
 		require.NoError(t, err)
-		e.clock.Advance(time.Duration(waits) * time.Minute)
+		e.Clock.Advance(time.Duration(waits) * time.Minute)
 
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -122,7 +122,7 @@ func TestTwoSweepersExpireEachWaitOnce(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, cases.Expired, w.Status)
 			require.Equal(t, sweeper, w.SettledBy)
-			require.Equal(t, e.clock.Now(), w.SettledAt)
+			require.Equal(t, e.Clock.Now(), w.SettledAt)
 			require.Zero(t, w.SatisfiedBy)
 			require.NotZero(t, w.ContinuationJobID)
 			j := jobOf(t, e, w.ContinuationJobID)
@@ -131,7 +131,7 @@ func TestTwoSweepersExpireEachWaitOnce(t *testing.T) {
 			require.Equal(t, c.ID, j.CaseID)
 			require.Equal(t, jobs.Queued, j.State)
 			require.JSONEq(t, `{"step":"chase"}`, string(j.Payload))
-			require.Equal(t, 1, dispatchesOn(t, e.pool, j.ID), "the sweep dispatches each continuation once")
+			require.Equal(t, 1, dispatchesOn(t, e.Pool, j.ID), "the sweep dispatches each continuation once")
 			wake, err := cases.WakeOf(j)
 			require.NoError(t, err)
 			require.Equal(t, cases.Wake{Reason: cases.WakeExpired, CaseID: c.ID, WaitID: a.ID, Wait: a.Name, Deadline: a.Deadline}, wake)
@@ -148,10 +148,10 @@ func TestTwoSweepersExpireEachWaitOnce(t *testing.T) {
 	c := e.admit(t, key("round", "sql"))
 	for i := range 40 {
 		_, err := e.app.Await(ctx, c.ID, chased(fmt.Sprintf("reply-%d", i), key("document", fmt.Sprintf("SQL-%d", i)),
-			e.clock.Now().Add(time.Minute)))
+			e.Clock.Now().Add(time.Minute)))
 		require.NoError(t, err)
 	}
-	e.clock.Advance(25 * time.Hour) // the five rounds' "later" waits fall due too
+	e.Clock.Advance(25 * time.Hour) // the five rounds' "later" waits fall due too
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	moved := make([]int, 4)
@@ -163,8 +163,8 @@ func TestTwoSweepersExpireEachWaitOnce(t *testing.T) {
 			<-start
 			for {
 				var n int
-				err := e.pool.QueryRow(ctx, `SELECT count(*) FROM docket.wait_expire_due(3, $1, $2)`,
-					string(sweeper), e.clock.Now()).Scan(&n)
+				err := e.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.wait_expire_due(3, $1, $2)`,
+					string(sweeper), e.Clock.Now()).Scan(&n)
 				if err != nil || n == 0 {
 					errs[g] = err
 					return
@@ -192,7 +192,7 @@ func TestExpiryRacesJustInTimeDeliveries(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	deliverClock, sweepClock := db.NewFakeClock(t0), db.NewFakeClock(t0)
-	in, err := cases.NewClient(e.pool, cases.Config{Actor: inbox, Clock: deliverClock})
+	in, err := cases.NewClient(e.Pool, cases.Config{Actor: inbox, Clock: deliverClock})
 	require.NoError(t, err)
 	sweepers := []*worker.Client{
 		waitSweeperOn(t, e, sweepClock, 3, nil, cases.WaitExpirySweep(time.Hour)),
@@ -203,12 +203,12 @@ func TestExpiryRacesJustInTimeDeliveries(t *testing.T) {
 	for round := range 20 {
 		c := e.admit(t, key("round", fmt.Sprint(round)))
 		k := key("document", fmt.Sprintf("JIT-%d", round))
-		deadline := e.clock.Now().Add(time.Hour)
+		deadline := e.Clock.Now().Add(time.Hour)
 		for i := range n {
 			_, err := e.app.Await(ctx, c.ID, chased(fmt.Sprintf("reply-%d", i), k, deadline))
 			require.NoError(t, err)
 		}
-		e.clock.Set(deadline)
+		e.Clock.Set(deadline)
 		deliverClock.Set(deadline.Add(-time.Microsecond))
 		sweepClock.Set(deadline)
 
@@ -274,17 +274,17 @@ func TestMessageAfterTheDeadlineLeavesTheWaitToExpire(t *testing.T) {
 	onTime, err := e.app.Await(ctx, c.ID, chased("on-time-reply", key("document", "DOC-2"), deadline))
 	require.NoError(t, err)
 
-	e.clock.Set(deadline.Add(-time.Microsecond))
+	e.Clock.Set(deadline.Add(-time.Microsecond))
 	d, err := in.Deliver(ctx, message("m-2", key("document", "DOC-2")))
 	require.NoError(t, err)
 	require.Equal(t, cases.Consumed, d.Status, "a microsecond before the deadline is in time")
 	require.Equal(t, onTime.ID, d.ConsumedBy)
 
-	e.clock.Set(deadline)
+	e.Clock.Set(deadline)
 	atDeadline, err := in.Deliver(ctx, message("m-at", key("document", "DOC-1")))
 	require.NoError(t, err)
 	require.Equal(t, cases.Buffered, atDeadline.Status, "the deadline itself is too late")
-	e.clock.Advance(time.Minute)
+	e.Clock.Advance(time.Minute)
 	after, err := in.Deliver(ctx, message("m-after", key("document", "DOC-1")))
 	require.NoError(t, err)
 	require.Equal(t, cases.Buffered, after.Status)
@@ -330,7 +330,7 @@ func TestMessageAfterTheDeadlineLeavesTheWaitToExpire(t *testing.T) {
 	require.Equal(t, 1, continuations(t, e, c.ID, "supplier.reply"), "the on-time message's")
 
 	// A wait registered now takes the oldest of the two.
-	again, err := e.app.Await(ctx, c.ID, chased("late-reply", key("document", "DOC-1"), e.clock.Now().Add(time.Hour)))
+	again, err := e.app.Await(ctx, c.ID, chased("late-reply", key("document", "DOC-1"), e.Clock.Now().Add(time.Hour)))
 	require.NoError(t, err)
 	require.Equal(t, cases.Satisfied, again.Status)
 	require.Equal(t, atDeadline.ID, again.SatisfiedBy)
@@ -341,7 +341,7 @@ func TestMessageAfterTheDeadlineLeavesTheWaitToExpire(t *testing.T) {
 // producer's id ("" while it is not dead-lettered).
 func deadLetterReasons(t testing.TB, e env) map[string]string {
 	t.Helper()
-	rows, err := e.pool.Query(context.Background(), `SELECT message_id, coalesce(dead_letter_reason, '') FROM docket.messages`)
+	rows, err := e.Pool.Query(context.Background(), `SELECT message_id, coalesce(dead_letter_reason, '') FROM docket.messages`)
 	require.NoError(t, err)
 	out := map[string]string{}
 	for rows.Next() {
@@ -375,27 +375,27 @@ func TestDeadLetterSweepKeepsTheHorizon(t *testing.T) {
 	require.NoError(t, err)
 	overTo, err := in.DeliverTo(ctx, quiet.ID, message("over-addressed", key("document", "DOC-1")))
 	require.NoError(t, err)
-	e.clock.Set(t0.Add(time.Second))
+	e.Clock.Set(t0.Add(time.Second))
 	exact, err := in.Deliver(ctx, message("exact"))
 	require.NoError(t, err)
-	e.clock.Set(t0.Add(time.Second + time.Microsecond))
+	e.Clock.Set(t0.Add(time.Second + time.Microsecond))
 	under, err := in.Deliver(ctx, message("under"))
 	require.NoError(t, err)
 	for _, d := range []cases.Delivered{over, overTo, exact, under} {
 		require.Equal(t, cases.Buffered, d.Status)
 	}
 
-	e.clock.Set(t0.Add(time.Hour - time.Microsecond))
+	e.Clock.Set(t0.Add(time.Hour - time.Microsecond))
 	require.Zero(t, sweep(), "nothing has waited an hour")
 	var underBefore string
-	require.NoError(t, e.pool.QueryRow(ctx, `SELECT x::text FROM docket.messages x WHERE id = $1`, under.ID).Scan(&underBefore))
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT x::text FROM docket.messages x WHERE id = $1`, under.ID).Scan(&underBefore))
 
 	sweepAt := t0.Add(time.Hour + time.Second)
-	e.clock.Set(sweepAt) // over: 1h1s; exact: 1h; under: 1h less 1µs
+	e.Clock.Set(sweepAt) // over: 1h1s; exact: 1h; under: 1h less 1µs
 	require.Equal(t, 3, sweep())
 	require.Zero(t, sweep(), "a dead letter is swept once")
 	var underAfter string
-	require.NoError(t, e.pool.QueryRow(ctx, `SELECT x::text FROM docket.messages x WHERE id = $1`, under.ID).Scan(&underAfter))
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT x::text FROM docket.messages x WHERE id = $1`, under.ID).Scan(&underAfter))
 	require.Equal(t, underBefore, underAfter, "a message younger than the horizon is never touched")
 	reasons := deadLetterReasons(t, e)
 	require.Equal(t, "no wait claimed it within the horizon of 01:00:00", reasons["over"])
@@ -403,7 +403,7 @@ func TestDeadLetterSweepKeepsTheHorizon(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("addressed to case %d, which had no wait on its keys within the horizon of 01:00:00", quiet.ID),
 		reasons["over-addressed"])
 	require.Empty(t, reasons["under"])
-	require.Equal(t, 1, countEvents(t, e.pool, quiet.ID, cases.EventMessage), "the addressee's history records it")
+	require.Equal(t, 1, countEvents(t, e.Pool, quiet.ID, cases.EventMessage), "the addressee's history records it")
 
 	m, err := in.Message(ctx, over.ID)
 	require.NoError(t, err)
@@ -418,7 +418,7 @@ func TestDeadLetterSweepKeepsTheHorizon(t *testing.T) {
 	_, err = e.app.WithdrawWait(ctx, a.ID)
 	require.NoError(t, err)
 
-	e.clock.Advance(time.Microsecond)
+	e.Clock.Advance(time.Microsecond)
 	require.Equal(t, 1, sweep(), "under has now waited the hour")
 	require.Equal(t, "no wait claimed it within the horizon of 01:00:00", deadLetterReasons(t, e)["under"])
 
@@ -445,7 +445,7 @@ func TestDeadLetterSweepKeepsTheHorizon(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, none, "sam may not read acme's messages")
 
-	rows, err := e.pool.Query(ctx, `SELECT * FROM docket.messages_dead WHERE project = $1`, project)
+	rows, err := e.Pool.Query(ctx, `SELECT * FROM docket.messages_dead WHERE project = $1`, project)
 	require.NoError(t, err)
 	var columns []string
 	for _, f := range rows.FieldDescriptions() {
@@ -456,7 +456,7 @@ func TestDeadLetterSweepKeepsTheHorizon(t *testing.T) {
 	require.NotContains(t, columns, "payload")
 	var producer, messageID, reason string
 	var keys []string
-	require.NoError(t, e.pool.QueryRow(ctx, `
+	require.NoError(t, e.Pool.QueryRow(ctx, `
 		SELECT producer, message_id, keys, reason FROM docket.messages_dead WHERE id = $1`, over.ID).
 		Scan(&producer, &messageID, &keys, &reason))
 	require.Equal(t, "supplier:4711", producer)
@@ -467,17 +467,17 @@ func TestDeadLetterSweepKeepsTheHorizon(t *testing.T) {
 
 	// Thirty more, 7 s apart, swept every 13 s: at every sweep, what is
 	// dead-lettered has waited the hour and what is buffered has not.
-	first := e.clock.Now()
+	first := e.Clock.Now()
 	for i := range 30 {
 		_, err := in.Deliver(ctx, message(fmt.Sprintf("batch-%d", i), key("document", fmt.Sprintf("BATCH-%d", i))))
 		require.NoError(t, err)
-		e.clock.Advance(7 * time.Second)
+		e.Clock.Advance(7 * time.Second)
 	}
 	for at := first.Add(time.Hour - 13*time.Second); at.Before(first.Add(time.Hour + 4*time.Minute)); at = at.Add(13 * time.Second) {
-		e.clock.Set(at)
+		e.Clock.Set(at)
 		sweep()
 		var early, overdue int
-		require.NoError(t, e.pool.QueryRow(ctx, `
+		require.NoError(t, e.Pool.QueryRow(ctx, `
 			SELECT count(*) FILTER (WHERE status = 'dead_lettered' AND arrived_at > $1::timestamptz - interval '1 hour'),
 			       count(*) FILTER (WHERE status = 'buffered' AND arrived_at <= $1::timestamptz - interval '1 hour')
 			FROM docket.messages WHERE message_id LIKE 'batch-%'`, at).Scan(&early, &overdue))
@@ -512,8 +512,8 @@ func TestClosingSettlesWaitsMessagesAndTimers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, cases.Buffered, open.Status)
 
-	e.clock.Advance(time.Hour)
-	closedAt := e.clock.Now()
+	e.Clock.Advance(time.Hour)
+	closedAt := e.Clock.Now()
 	closed, err := e.app.Close(ctx, c.ID)
 	require.NoError(t, err)
 	require.Equal(t, cases.Closed, closed.Status)
@@ -539,9 +539,9 @@ func TestClosingSettlesWaitsMessagesAndTimers(t *testing.T) {
 	require.Len(t, timers, 1)
 	require.Equal(t, timer.JobID, timers[0].JobID)
 	require.Equal(t, jobs.Cancelled, timers[0].JobState)
-	require.Equal(t, 1, countEvents(t, e.pool, c.ID, cases.EventMessage))
-	require.Equal(t, 2, countEvents(t, e.pool, c.ID, cases.EventWait), "registered, withdrawn")
-	require.Equal(t, 2, countEvents(t, e.pool, c.ID, cases.EventTimer), "set, cancelled")
+	require.Equal(t, 1, countEvents(t, e.Pool, c.ID, cases.EventMessage))
+	require.Equal(t, 2, countEvents(t, e.Pool, c.ID, cases.EventWait), "registered, withdrawn")
+	require.Equal(t, 2, countEvents(t, e.Pool, c.ID, cases.EventTimer), "set, cancelled")
 
 	// Nothing waits on a closed case.
 	_, err = e.app.Await(ctx, c.ID, reply(key("document", "OTHER")))
@@ -550,17 +550,17 @@ func TestClosingSettlesWaitsMessagesAndTimers(t *testing.T) {
 	require.ErrorIs(t, err, db.ErrCaseClosed)
 
 	// A message sent to it now is held, then given up on.
-	e.clock.Advance(time.Minute)
+	e.Clock.Advance(time.Minute)
 	lateTo, err := in.DeliverTo(ctx, c.ID, message("to-c-late", key("document", "DOC-1")))
 	require.NoError(t, err)
 	require.Equal(t, cases.Buffered, lateTo.Status)
 	requireMatchInvariants(t, e)
 	sw := waitSweeper(t, e, 1000, nil, cases.DeadLetterSweep(time.Hour, time.Hour))
-	e.clock.Advance(time.Hour - time.Microsecond)
+	e.Clock.Advance(time.Hour - time.Microsecond)
 	n, err := sw.Sweep(ctx, cases.SweepDeadLetters)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "to-anyone, buffered two hours; to-c-late not yet")
-	e.clock.Advance(time.Microsecond)
+	e.Clock.Advance(time.Microsecond)
 	n, err = sw.Sweep(ctx, cases.SweepDeadLetters)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
@@ -568,7 +568,7 @@ func TestClosingSettlesWaitsMessagesAndTimers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, cases.DeadLettered, m.Status)
 	require.Equal(t, fmt.Sprintf("addressed to case %d, which is closed and never consumed it", c.ID), m.DeadLetterReason)
-	require.Equal(t, 2, countEvents(t, e.pool, c.ID, cases.EventMessage))
+	require.Equal(t, 2, countEvents(t, e.Pool, c.ID, cases.EventMessage))
 	requireMatchInvariants(t, e)
 }
 
@@ -581,19 +581,19 @@ func TestDeadLetterSweepRefusesAHorizonOutOfRange(t *testing.T) {
 	ctx := context.Background()
 	_, err := e.as(t, inbox).Deliver(ctx, message("m-1"))
 	require.NoError(t, err)
-	e.clock.Advance(400 * 24 * time.Hour)
-	before := snapshot(t, e.pool)
+	e.Clock.Advance(400 * 24 * time.Hour)
+	before := snapshot(t, e.Pool)
 	for _, horizon := range []time.Duration{10 * time.Second, time.Minute - time.Microsecond, 367 * 24 * time.Hour, -time.Hour} {
 		sw := waitSweeper(t, e, 1000, nil, cases.DeadLetterSweep(time.Hour, horizon))
 		_, err := sw.Sweep(ctx, cases.SweepDeadLetters)
 		require.ErrorIs(t, err, db.ErrInvalidArgument, horizon)
 		require.ErrorContains(t, err, "horizon", horizon)
 		var n int
-		err = e.pool.QueryRow(ctx, `SELECT count(*) FROM docket.message_dead_letter_due(100, $1, $2, $3)`,
-			horizon, string(sweeper), e.clock.Now()).Scan(&n)
+		err = e.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.message_dead_letter_due(100, $1, $2, $3)`,
+			horizon, string(sweeper), e.Clock.Now()).Scan(&n)
 		require.ErrorIs(t, db.Translate(err, "test"), db.ErrInvalidArgument, horizon)
 	}
-	require.Equal(t, before, snapshot(t, e.pool))
+	require.Equal(t, before, snapshot(t, e.Pool))
 	for _, horizon := range []time.Duration{time.Minute, 366 * 24 * time.Hour} {
 		sw := waitSweeper(t, e, 1000, nil, cases.DeadLetterSweep(time.Hour, horizon))
 		_, err := sw.Sweep(ctx, cases.SweepDeadLetters)
@@ -612,7 +612,7 @@ func fillWaits(t testing.TB, e env, waiting, due int) {
 	t.Helper()
 	ctx := context.Background()
 	c := e.admit(t, key("document", fmt.Sprintf("BULK-WAITS-%d", waiting)))
-	require.NoError(t, raw(ctx, e.pool, `
+	require.NoError(t, raw(ctx, e.Pool, `
 		INSERT INTO docket.waits (case_id, project, name, keys, deadline,
 		                          on_arrival_kind, on_arrival_queue, on_arrival_payload, on_arrival_payload_schema,
 		                          on_arrival_max_attempts, on_timeout_kind, on_timeout_queue, on_timeout_payload,
@@ -623,7 +623,7 @@ func fillWaits(t testing.TB, e env, waiting, due int) {
 		       'supplier.reply', 'default', '{}', 1, 5, 'supplier.chase', 'default', '{}', 1, 5,
 		       'svc:app', $4::timestamptz - interval '1 day'
 		FROM generate_series(1, $2::int) n`, c.ID, waiting, due, t0))
-	_, err := e.pool.Exec(ctx, `ANALYZE docket.waits`)
+	_, err := e.Pool.Exec(ctx, `ANALYZE docket.waits`)
 	require.NoError(t, err)
 }
 
@@ -633,14 +633,14 @@ func fillWaits(t testing.TB, e env, waiting, due int) {
 func fillMessages(t testing.TB, e env, buffered, due int) {
 	t.Helper()
 	ctx := context.Background()
-	require.NoError(t, raw(ctx, e.pool, `
+	require.NoError(t, raw(ctx, e.Pool, `
 		INSERT INTO docket.messages (project, producer, message_id, keys, payload, arrived_at, delivered_by)
 		SELECT 'acme', 'supplier:bulk', 'b-' || n, ARRAY['document:B-' || n], jsonb_build_object('n', n),
 		       CASE WHEN n <= $2 THEN $3::timestamptz - interval '8 days' - n * interval '1 second'
 		            ELSE $3::timestamptz - n * interval '1 second' END,
 		       'svc:inbox'
 		FROM generate_series(1, $1::int) n`, buffered, due, t0))
-	_, err := e.pool.Exec(ctx, `ANALYZE docket.messages`)
+	_, err := e.Pool.Exec(ctx, `ANALYZE docket.messages`)
 	require.NoError(t, err)
 }
 
@@ -674,7 +674,7 @@ func sweepCounters(t testing.TB, e env, table, index, sweep string, args ...any)
 		pg_stat_get_xact_tuples_returned('docket.%[2]s'::regclass),
 		pg_stat_get_xact_numscans('docket.%[1]s'::regclass)`, table, index)
 	var before, after [3]int64
-	require.NoError(t, db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
+	require.NoError(t, db.WithTx(ctx, e.Pool, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, stats).Scan(&before[0], &before[1], &before[2]); err != nil {
 			return err
 		}
@@ -701,13 +701,13 @@ func TestWaitSweepsAreRangeScans(t *testing.T) {
 	fillMessages(t, e, rows, 100)
 	horizon := cases.DefaultDeadLetterHorizon
 
-	plan := pgtest.Explain(t, e.pool, expirySweepQuery, t0, string(sweeper))
+	plan := pgtest.Explain(t, e.Pool, expirySweepQuery, t0, string(sweeper))
 	t.Logf("expiry sweep plan at %d waiting, 100 due:\n%s", rows, plan)
 	require.Regexp(t, `Index Scan using waits_deadline_idx on waits \(actual [^)]*rows=100 loops=1\)`, plan,
 		"the scan reads the 100 due waits, no more")
 	require.NotContains(t, plan, "Seq Scan")
 
-	plan = pgtest.Explain(t, e.pool, deadLetterSweepQuery, t0, string(sweeper), horizon)
+	plan = pgtest.Explain(t, e.Pool, deadLetterSweepQuery, t0, string(sweeper), horizon)
 	t.Logf("dead-letter sweep plan at %d buffered, 100 due:\n%s", rows, plan)
 	require.Regexp(t, `Index Scan using messages_buffered_idx on messages \(actual [^)]*rows=100 loops=1\)`, plan,
 		"the scan reads the 100 due messages, no more")
@@ -730,7 +730,7 @@ func TestWaitSweepsAreRangeScans(t *testing.T) {
 	require.Zero(t, seqScans, "the sweep never scans docket.messages")
 
 	var expired, waiting, chases, dead, buffered int
-	require.NoError(t, e.pool.QueryRow(context.Background(), `
+	require.NoError(t, e.Pool.QueryRow(context.Background(), `
 		SELECT (SELECT count(*) FROM docket.waits WHERE status = 'expired'),
 		       (SELECT count(*) FROM docket.waits WHERE status = 'waiting'),
 		       (SELECT count(*) FROM docket.jobs WHERE kind = 'supplier.chase' AND idempotency_key LIKE 'wait:%:expired'),
@@ -761,7 +761,7 @@ func BenchmarkWaitSweeps(b *testing.B) {
 		{"deadletter", `SELECT count(*) FROM docket.message_dead_letter_due(10000, '7 days', $1, $2)`},
 	}
 	once := func(e env, query string) float64 {
-		tx, err := e.pool.Begin(ctx)
+		tx, err := e.Pool.Begin(ctx)
 		require.NoError(b, err)
 		defer func() { require.NoError(b, tx.Rollback(ctx)) }()
 		var moved int

@@ -42,7 +42,7 @@ func message(id string, keys ...cases.Key) cases.Delivery {
 // jobOf reads job id as the sweeper, who may read acme's jobs.
 func jobOf(t testing.TB, e env, id int64) jobs.Job {
 	t.Helper()
-	jc, err := jobs.NewClient(e.pool, jobs.Config{Actor: sweeper, Clock: e.clock})
+	jc, err := jobs.NewClient(e.Pool, jobs.Config{Actor: sweeper, Clock: e.Clock})
 	require.NoError(t, err)
 	j, err := jc.Get(context.Background(), id)
 	require.NoError(t, err)
@@ -53,7 +53,7 @@ func jobOf(t testing.TB, e env, id int64) jobs.Job {
 func continuations(t testing.TB, e env, caseID int64, kind string) int {
 	t.Helper()
 	var n int
-	require.NoError(t, e.pool.QueryRow(context.Background(),
+	require.NoError(t, e.Pool.QueryRow(context.Background(),
 		`SELECT count(*) FROM docket.jobs WHERE case_id = $1 AND kind = $2`, caseID, kind).Scan(&n))
 	return n
 }
@@ -71,7 +71,7 @@ func TestDeliverThenAwaitConsumesOnce(t *testing.T) {
 	require.False(t, d.Duplicate)
 	require.Zero(t, d.ContinuationJobID)
 
-	e.clock.Advance(time.Hour)
+	e.Clock.Advance(time.Hour)
 	a, err := e.app.Await(ctx, c.ID, reply())
 	require.NoError(t, err)
 	require.True(t, a.Created)
@@ -120,7 +120,7 @@ func TestAwaitThenDeliverConsumesOnce(t *testing.T) {
 	require.Equal(t, cases.Waiting, a.Status)
 	require.Zero(t, a.ContinuationJobID)
 
-	e.clock.Advance(time.Hour)
+	e.Clock.Advance(time.Hour)
 	d, err := in.Deliver(ctx, message("m-1"))
 	require.NoError(t, err)
 	require.Equal(t, cases.Consumed, d.Status)
@@ -140,7 +140,7 @@ func TestAwaitThenDeliverConsumesOnce(t *testing.T) {
 	require.Equal(t, d.ID, w.SatisfiedBy)
 	require.Equal(t, d.ContinuationJobID, w.ContinuationJobID)
 	require.Equal(t, 1, continuations(t, e, c.ID, "supplier.reply"))
-	require.Equal(t, 2, countEvents(t, e.pool, c.ID, cases.EventWait))
+	require.Equal(t, 2, countEvents(t, e.Pool, c.ID, cases.EventWait))
 }
 
 // TestAWaitTakesNoMessageThatArrivedAfterItsDeadline: a deliverer whose clock
@@ -152,7 +152,7 @@ func TestAWaitTakesNoMessageThatArrivedAfterItsDeadline(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	c := e.admit(t, key("document", "DOC-1"))
-	ahead, err := cases.NewClient(e.pool, cases.Config{Actor: inbox, Clock: db.NewFakeClock(t0.Add(2 * time.Hour))})
+	ahead, err := cases.NewClient(e.Pool, cases.Config{Actor: inbox, Clock: db.NewFakeClock(t0.Add(2 * time.Hour))})
 	require.NoError(t, err)
 	d, err := ahead.Deliver(ctx, message("m-1"))
 	require.NoError(t, err)

@@ -93,7 +93,7 @@ type benchEnv struct {
 func benchSetup(b *testing.B) benchEnv {
 	b.Helper()
 	e := setup(b)
-	cfg := e.pool.Config() // a copy
+	cfg := e.Pool.Config() // a copy
 	cfg.MaxConns = benchPoolConns
 	pool, err := db.OpenConfig(b.Context(), cfg)
 	require.NoError(b, err)

@@ -38,8 +38,8 @@ const (
 // has, and returns its client there.
 func cidBeta(t *testing.T, e env) *jobs.Client {
 	t.Helper()
-	e.allow(t, testkit.Grants(cidBetaOwner, "beta", access.JobCreate, access.JobClaim)...)
-	c, err := jobs.NewClient(e.pool, jobs.Config{Project: "beta", Actor: cidBetaOwner, Clock: e.clock})
+	e.Allow(t, testkit.Grants(cidBetaOwner, "beta", access.JobCreate, access.JobClaim)...)
+	c, err := jobs.NewClient(e.Pool, jobs.Config{Project: "beta", Actor: cidBetaOwner, Clock: e.Clock})
 	require.NoError(t, err)
 	return c
 }
@@ -52,7 +52,7 @@ func cidStore(c *jobs.Client) jobclaim.Store[jobs.Job, jobs.Decoder] {
 // cidClaimIDs claims wants as c in a transaction of its own, committed when
 // the claim succeeds.
 func cidClaimIDs(ctx context.Context, e env, c *jobs.Client, wants []jobclaim.Want, decoders []jobs.Decoder) (got []jobclaim.Result[jobs.Job], err error) {
-	err = db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
+	err = db.WithTx(ctx, e.Pool, func(tx pgx.Tx) error {
 		got, err = cidStore(c).ClaimIDsTx(ctx, tx, wants, decoders)
 		return err
 	})
@@ -82,7 +82,7 @@ func cidRefused(t *testing.T, e env, before string, want, err error) {
 	require.ErrorIs(t, err, want)
 	var typed *db.Error
 	require.ErrorAs(t, err, &typed, "a refusal is a *db.Error")
-	require.Equal(t, before, snapshot(t, e.pool), "a refusal changed something")
+	require.Equal(t, before, snapshot(t, e.Pool), "a refusal changed something")
 }
 
 func TestClaimIDsRefusesInvalidArguments(t *testing.T) {
@@ -90,7 +90,7 @@ func TestClaimIDsRefusesInvalidArguments(t *testing.T) {
 	e := setup(t)
 	// A queued, due job every case names: a wrongly accepted call claims it.
 	queued := cidEnqueue(t, e.client, spec(`{"claim_ids": "queued"}`))
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 
 	tooMany := make([]jobclaim.Want, jobs.MaxClaimBatch+1)
 	tooMany[0].ID = queued.ID
@@ -134,7 +134,7 @@ func TestClaimIDsRefusesInvalidArguments(t *testing.T) {
 			require.NoError(t, err)
 			require.Nil(t, got)
 		}
-		require.Equal(t, before, snapshot(t, e.pool))
+		require.Equal(t, before, snapshot(t, e.Pool))
 	})
 }
 
@@ -174,7 +174,7 @@ func TestDatabaseRefusesClaimIDsWithoutGo(t *testing.T) {
 	e := setup(t)
 	queued := cidEnqueue(t, e.client, spec(`{"claim_ids": "raw"}`))
 	q := fmt.Sprint(queued.ID)
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 
 	thousandAndOne := make([]string, jobs.MaxClaimBatch+1)
 	zeros := make([]string, len(thousandAndOne))
@@ -221,7 +221,7 @@ func TestDatabaseRefusesClaimIDsWithoutGo(t *testing.T) {
 		c := setup(t)
 		j := cidEnqueue(t, c.client, spec(`{"claim_ids": "control"}`))
 		r := cidRawClaim{ids: cidArray(fmt.Sprint(j.ID)), leases: cidArray("0"), actor: string(app)}
-		n, err := r.call(t.Context(), c.pool, c.clock.Now())
+		n, err := r.call(t.Context(), c.Pool, c.Clock.Now())
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
 		require.Equal(t, jobs.Claimed, cidGet(t, c, c.client, j.ID).State)
@@ -230,7 +230,7 @@ func TestDatabaseRefusesClaimIDsWithoutGo(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := tc.raw.call(t.Context(), e.pool, e.clock.Now())
+			_, err := tc.raw.call(t.Context(), e.Pool, e.Clock.Now())
 			var pgErr *pgconn.PgError
 			require.ErrorAs(t, err, &pgErr)
 			require.Equal(t, "DK010", pgErr.Code, pgErr.Message)
@@ -243,8 +243,8 @@ func TestClaimIDsAnswersEachWantedJob(t *testing.T) {
 	t.Parallel()
 	e := setup(t, "beta")
 	ctx := t.Context()
-	e.allow(t, testkit.Grants(cidPeer, project, access.JobClaim)...)
-	peer := clientAs(t, e.pool, e.clock, cidPeer)
+	e.Allow(t, testkit.Grants(cidPeer, project, access.JobClaim)...)
+	peer := clientAs(t, e.Pool, e.Clock, cidPeer)
 	beta := cidBeta(t, e)
 
 	withLease := func(payload string, lease time.Duration) jobs.Spec {
@@ -289,8 +289,8 @@ func TestClaimIDsAnswersEachWantedJob(t *testing.T) {
 	// In project beta, where app holds no job.claim.
 	hidden := cidEnqueue(t, beta, spec(`{"n": "beta"}`))
 
-	e.clock.Advance(2 * time.Second)
-	now := e.clock.Now()
+	e.Clock.Advance(2 * time.Second)
+	now := e.Clock.Now()
 	unchanged := map[int64]jobs.Job{}
 	for _, id := range []int64{held.ID, future.ID, done.ID, undecodable.ID, expired.ID} {
 		unchanged[id] = cidGet(t, e, e.client, id)
@@ -363,7 +363,7 @@ func TestUndispatchedRefusesInvalidArguments(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	cidEnqueue(t, e.client, spec(`{"undispatched": "seed"}`))
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 	cases := []struct {
 		name        string
 		queues      []string
@@ -387,7 +387,7 @@ func TestUndispatchedRefusesInvalidArguments(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var got []jobs.Job
-			err := db.WithTx(t.Context(), e.pool, func(tx pgx.Tx) (err error) {
+			err := db.WithTx(t.Context(), e.Pool, func(tx pgx.Tx) (err error) {
 				got, err = cidStore(e.client).UndispatchedTx(t.Context(), tx, tc.queues, tc.scan, tc.limit, tc.decoders, time.Time{})
 				return err
 			})
@@ -434,14 +434,14 @@ func TestUndispatchedFindsWhatTheActorMayDispatch(t *testing.T) {
 	hidden := cidEnqueue(t, beta, spec(`{"beta": true}`)).ID
 	// svc:maker may enqueue into acme but not claim there.
 	const maker access.Actor = "svc:maker"
-	e.allow(t, testkit.Grants(maker, project, access.JobCreate)...)
-	makerClient := clientAs(t, e.pool, e.clock, maker)
-	before := snapshot(t, e.pool)
+	e.Allow(t, testkit.Grants(maker, project, access.JobCreate)...)
+	makerClient := clientAs(t, e.Pool, e.Clock, maker)
+	before := snapshot(t, e.Pool)
 
 	// undispatched runs the search in a transaction of its own, rolled back.
 	undispatched := func(c *jobs.Client, queues []string, scan, limit int, decoders []jobs.Decoder) []int64 {
 		t.Helper()
-		tx, err := e.pool.Begin(ctx)
+		tx, err := e.Pool.Begin(ctx)
 		require.NoError(t, err)
 		defer func() { require.NoError(t, tx.Rollback(ctx)) }()
 		got, err := cidStore(c).UndispatchedTx(ctx, tx, queues, scan, limit, decoders, time.Time{})
@@ -462,20 +462,20 @@ func TestUndispatchedFindsWhatTheActorMayDispatch(t *testing.T) {
 	require.Equal(t, append(append([]int64{}, all...), otherID), undispatched(e.client, []string{"default", "other"}, 100, 100, nil))
 	require.Empty(t, undispatched(e.client, []string{"empty"}, 100, 100, nil))
 	require.Empty(t, undispatched(e.client, nil, 100, 100, nil))
-	require.Empty(t, undispatched(clientAs(t, e.pool, e.clock, nobody), def, 100, 100, nil), "an actor without grants finds nothing")
+	require.Empty(t, undispatched(clientAs(t, e.Pool, e.Clock, nobody), def, 100, 100, nil), "an actor without grants finds nothing")
 	require.Empty(t, undispatched(makerClient, def, 100, 100, nil), "job.create is not job.claim")
 	require.Equal(t, []int64{hidden}, undispatched(beta, def, 100, 100, nil), "beta's claimant finds beta's job only")
 
 	// A live River dispatch carries its job; one running since before
 	// runningSince is taken for dead.
-	_, err := e.pool.Exec(ctx, `
+	_, err := e.Pool.Exec(ctx, `
 		INSERT INTO docket.river_job (args, kind, max_attempts, priority, queue, state, attempt, attempted_at, scheduled_at)
 		VALUES (jsonb_build_object('job_id', $1::bigint), 'docket.dispatch', 25, 1, 'default', 'available', 0, NULL, now()),
 		       (jsonb_build_object('job_id', $2::bigint), 'docket.dispatch', 25, 1, 'default', 'running', 1, now() - interval '1 hour', now())`,
 		plain[0], plain[1])
 	require.NoError(t, err)
 	require.Equal(t, all[2:], undispatched(e.client, def, 100, 100, nil), "a running dispatch counts when runningSince is zero")
-	tx, err := e.pool.Begin(ctx)
+	tx, err := e.Pool.Begin(ctx)
 	require.NoError(t, err)
 	got, err := cidStore(e.client).UndispatchedTx(ctx, tx, def, 100, 100, nil, time.Now().Add(-10*time.Minute))
 	require.NoError(t, err)
@@ -484,7 +484,7 @@ func TestUndispatchedFindsWhatTheActorMayDispatch(t *testing.T) {
 
 	// What it returns is locked until the transaction ends: a second
 	// sweeper skips it.
-	first, err := e.pool.Begin(ctx)
+	first, err := e.Pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = first.Rollback(ctx) }()
 	mine, err := cidStore(e.client).UndispatchedTx(ctx, first, def, 100, 2, nil, time.Time{})
@@ -493,7 +493,7 @@ func TestUndispatchedFindsWhatTheActorMayDispatch(t *testing.T) {
 	require.Equal(t, all[4:], undispatched(e.client, def, 100, 100, nil), "the second sweeper skips the first one's jobs")
 	require.NoError(t, first.Rollback(ctx))
 
-	_, err = e.pool.Exec(ctx, "DELETE FROM docket.river_job")
+	_, err = e.Pool.Exec(ctx, "DELETE FROM docket.river_job")
 	require.NoError(t, err)
-	require.Equal(t, before, snapshot(t, e.pool), "the search changes no job")
+	require.Equal(t, before, snapshot(t, e.Pool), "the search changes no job")
 }

@@ -48,7 +48,7 @@ func ccWidePool(t *testing.T, e env) *pgxpool.Pool {
 		t.Fatal("waiting for a wide pool slot:", t.Context().Err())
 	}
 	t.Cleanup(func() { <-ccWideSlots }) // runs after the pool is closed below
-	cfg, err := db.PoolConfig(e.pool.Config().ConnString())
+	cfg, err := db.PoolConfig(e.Pool.Config().ConnString())
 	require.NoError(t, err)
 	cfg.MaxConns = ccRacers
 	pool, err := db.OpenConfig(t.Context(), cfg)
@@ -119,8 +119,8 @@ func ccCount(t *testing.T, q db.DBTX) (jobCount, eventCount int) {
 // grants job.claim there.
 func ccClaimer(t *testing.T, e env, actor access.Actor) *jobs.Client {
 	t.Helper()
-	e.allow(t, testkit.Grants(actor, project, access.JobClaim)...)
-	return clientAs(t, e.pool, e.clock, actor)
+	e.Allow(t, testkit.Grants(actor, project, access.JobClaim)...)
+	return clientAs(t, e.Pool, e.Clock, actor)
 }
 
 // ccClaimOne enqueues s and claims it with c, returning the claimed job.
@@ -145,7 +145,7 @@ func TestEnqueueTxCommitsAndRollsBackWithTheCaller(t *testing.T) {
 
 	// Rolled back: the job and its event go with the caller's transaction,
 	// and so does its hold on the idempotency key.
-	tx, err := e.pool.Begin(ctx)
+	tx, err := e.Pool.Begin(ctx)
 	require.NoError(t, err)
 	enq, err := e.client.EnqueueTx(ctx, tx, s)
 	require.NoError(t, err)
@@ -153,23 +153,23 @@ func TestEnqueueTxCommitsAndRollsBackWithTheCaller(t *testing.T) {
 	jobsIn, eventsIn := ccCount(t, tx)
 	require.Equal(t, 1, jobsIn, "the transaction sees its own job")
 	require.Equal(t, 1, eventsIn)
-	outside, _ := ccCount(t, e.pool)
+	outside, _ := ccCount(t, e.Pool)
 	require.Zero(t, outside, "nobody else sees an uncommitted job")
 	require.NoError(t, tx.Rollback(ctx))
-	n, ev := ccCount(t, e.pool)
+	n, ev := ccCount(t, e.Pool)
 	require.Zero(t, n, "a rolled back enqueue leaves no job")
 	require.Zero(t, ev, "a rolled back enqueue leaves no event")
 	_, err = e.client.Get(ctx, enq.Job.ID)
 	require.ErrorIs(t, err, db.ErrNotFound)
 
 	// Committed: both are there, and the key is the committed job's.
-	tx, err = e.pool.Begin(ctx)
+	tx, err = e.Pool.Begin(ctx)
 	require.NoError(t, err)
 	committed, err := e.client.EnqueueTx(ctx, tx, s)
 	require.NoError(t, err)
 	require.False(t, committed.Duplicate, "the rolled back job did not keep the key")
 	require.NoError(t, tx.Commit(ctx))
-	n, ev = ccCount(t, e.pool)
+	n, ev = ccCount(t, e.Pool)
 	require.Equal(t, 1, n)
 	require.Equal(t, 1, ev)
 	got, err := e.client.Get(ctx, committed.Job.ID)
@@ -182,7 +182,7 @@ func TestEnqueueTxCommitsAndRollsBackWithTheCaller(t *testing.T) {
 
 	// A savepoint rolled back inside a committed transaction takes only its
 	// own job with it.
-	tx, err = e.pool.Begin(ctx)
+	tx, err = e.Pool.Begin(ctx)
 	require.NoError(t, err)
 	kept, err := e.client.EnqueueTx(ctx, tx, spec(`{"invoice": 2}`))
 	require.NoError(t, err)
@@ -192,7 +192,7 @@ func TestEnqueueTxCommitsAndRollsBackWithTheCaller(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, sp.Rollback(ctx))
 	require.NoError(t, tx.Commit(ctx))
-	n, ev = ccCount(t, e.pool)
+	n, ev = ccCount(t, e.Pool)
 	require.Equal(t, 2, n)
 	require.Equal(t, 2, ev)
 	_, err = e.client.Get(ctx, kept.Job.ID)
@@ -233,7 +233,7 @@ func TestConcurrentEnqueueOfOneKeyCreatesOneJob(t *testing.T) {
 				})
 
 				var ids []int64
-				require.NoError(t, e.pool.QueryRow(ctx, `
+				require.NoError(t, e.Pool.QueryRow(ctx, `
 					SELECT array_agg(id) FROM docket.jobs WHERE project = $1 AND kind = 'billing.invoice' AND idempotency_key = $2`,
 					project, key).Scan(&ids))
 				require.Len(t, ids, 1, "round %d: one job per key", round)
@@ -264,7 +264,7 @@ func TestConcurrentEnqueueOfOneKeyCreatesOneJob(t *testing.T) {
 				}
 				require.Equal(t, 1, created, "round %d: exactly one racer created the job", round)
 			}
-			n, ev := ccCount(t, e.pool)
+			n, ev := ccCount(t, e.Pool)
 			require.Equal(t, rounds, n)
 			require.Equal(t, rounds, ev)
 		})
@@ -307,7 +307,7 @@ func TestConcurrentClaimsOfOneJobHaveOneWinner(t *testing.T) {
 					_, ok, err := e.client.ClaimID(ctx, enq.Job.ID, jobs.ClaimOptions{})
 					require.NoError(t, err)
 					require.True(t, ok)
-					e.clock.Advance(s.Lease) // the lease has just expired
+					e.Clock.Advance(s.Lease) // the lease has just expired
 					wantAttempts, wantEvents = 2, 3
 				}
 
@@ -336,7 +336,7 @@ func TestConcurrentClaimsOfOneJobHaveOneWinner(t *testing.T) {
 				require.Equal(t, enq.Job.ID, won.ID)
 				require.Equal(t, wantAttempts, won.Attempts)
 				require.Equal(t, int64(wantAttempts), won.LeaseGeneration)
-				require.Equal(t, e.clock.Now().Add(s.Lease), won.LeaseExpiresAt)
+				require.Equal(t, e.Clock.Now().Add(s.Lease), won.LeaseExpiresAt)
 
 				stored, err := e.client.Get(ctx, enq.Job.ID)
 				require.NoError(t, err)
@@ -471,7 +471,7 @@ func TestFutureJobIsNotClaimableBeforeItsTime(t *testing.T) {
 	require.Equal(t, due, enq.Job.AvailableAt)
 
 	for _, at := range []time.Time{t0, due.Add(-time.Minute), due.Add(-time.Microsecond)} {
-		e.clock.Set(at)
+		e.Clock.Set(at)
 		got, err := e.client.Claim(ctx, "default", jobs.ClaimOptions{})
 		require.NoError(t, err)
 		require.Empty(t, got, "claimed at %v, due at %v", at, due)
@@ -483,7 +483,7 @@ func TestFutureJobIsNotClaimableBeforeItsTime(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, enq.Job, got, "looking changed nothing")
 
-	e.clock.Set(due)
+	e.Clock.Set(due)
 	claimed, err := e.client.Claim(ctx, "default", jobs.ClaimOptions{})
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
@@ -502,7 +502,7 @@ func TestUnauthorisedClaimGetsTheEmptyAnswer(t *testing.T) {
 	nothing, err := e.client.Claim(ctx, "empty", jobs.ClaimOptions{})
 	require.NoError(t, err)
 
-	elsewhere, err := jobs.NewClient(e.pool, jobs.Config{Project: "nope", Actor: app, Clock: e.clock})
+	elsewhere, err := jobs.NewClient(e.Pool, jobs.Config{Project: "nope", Actor: app, Clock: e.Clock})
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		name string
@@ -512,10 +512,10 @@ func TestUnauthorisedClaimGetsTheEmptyAnswer(t *testing.T) {
 		// grant is refused by id.
 		byID bool
 	}{
-		{"actor without job.claim", clientAs(t, e.pool, e.clock, nobody), true},
+		{"actor without job.claim", clientAs(t, e.Pool, e.Clock, nobody), true},
 		{"project that does not exist", elsewhere, false},
 	} {
-		before := snapshot(t, e.pool)
+		before := snapshot(t, e.Pool)
 		got, err := tc.c.Claim(ctx, "default", jobs.ClaimOptions{})
 		require.NoError(t, err, tc.name)
 		require.Equal(t, nothing, got, tc.name)
@@ -528,7 +528,7 @@ func TestUnauthorisedClaimGetsTheEmptyAnswer(t *testing.T) {
 			require.False(t, ok, tc.name)
 			require.Equal(t, jobs.Job{}, j, tc.name)
 		}
-		require.Equal(t, before, snapshot(t, e.pool), "%s: a refused claim changed something", tc.name)
+		require.Equal(t, before, snapshot(t, e.Pool), "%s: a refused claim changed something", tc.name)
 	}
 
 	// The job was there to be claimed all along.
@@ -608,12 +608,12 @@ func TestStaleTokenIsRefusedAndChangesNothing(t *testing.T) {
 	}{
 		{"expired", func(t *testing.T, e env) staled {
 			j := ccClaimOne(t, e, e.client, spec(`{"way": "expired"}`))
-			e.clock.Set(j.LeaseExpiresAt) // a lease is live strictly before its expiry
+			e.Clock.Set(j.LeaseExpiresAt) // a lease is live strictly before its expiry
 			return staled{holder: e.client, stale: j.Lease()}
 		}},
 		{"expired and swept", func(t *testing.T, e env) staled {
 			j := ccClaimOne(t, e, e.client, spec(`{"way": "swept"}`))
-			e.clock.Set(j.LeaseExpiresAt.Add(time.Second))
+			e.Clock.Set(j.LeaseExpiresAt.Add(time.Second))
 			moved, err := e.client.ExpireLeases(t.Context(), 10)
 			require.NoError(t, err)
 			require.Len(t, moved, 1)
@@ -624,7 +624,7 @@ func TestStaleTokenIsRefusedAndChangesNothing(t *testing.T) {
 			s := spec(`{"way": "replaced"}`)
 			s.Repeatable = true
 			j := ccClaimOne(t, e, e.client, s)
-			e.clock.Set(j.LeaseExpiresAt.Add(time.Second))
+			e.Clock.Set(j.LeaseExpiresAt.Add(time.Second))
 			other := ccClaimer(t, e, "svc:other")
 			taken, err := other.Claim(t.Context(), j.Queue, jobs.ClaimOptions{})
 			require.NoError(t, err)
@@ -637,7 +637,7 @@ func TestStaleTokenIsRefusedAndChangesNothing(t *testing.T) {
 		}},
 		{"released", func(t *testing.T, e env) staled {
 			j := ccClaimOne(t, e, e.client, spec(`{"way": "released"}`))
-			e.clock.Advance(time.Second)
+			e.Clock.Advance(time.Second)
 			_, err := e.client.Release(t.Context(), j.Lease(), time.Time{}, "not now")
 			require.NoError(t, err)
 			return staled{holder: e.client, stale: j.Lease()}
@@ -654,7 +654,7 @@ func TestStaleTokenIsRefusedAndChangesNothing(t *testing.T) {
 		}},
 		{"cancelled", func(t *testing.T, e env) staled {
 			j := ccClaimOne(t, e, e.client, spec(`{"way": "cancelled"}`))
-			e.clock.Advance(time.Second)
+			e.Clock.Advance(time.Second)
 			_, err := e.client.Cancel(t.Context(), j.ID, "withdrawn")
 			require.NoError(t, err)
 			return staled{holder: e.client, stale: j.Lease()}
@@ -674,10 +674,10 @@ func TestStaleTokenIsRefusedAndChangesNothing(t *testing.T) {
 			ctx := t.Context()
 			st := way.stale(t, e)
 			for _, op := range ccLeaseOps {
-				before := snapshot(t, e.pool)
-				err := db.WithTx(ctx, e.pool, func(tx pgx.Tx) error { return op.call(ctx, st.holder, tx, st.stale) })
+				before := snapshot(t, e.Pool)
+				err := db.WithTx(ctx, e.Pool, func(tx pgx.Tx) error { return op.call(ctx, st.holder, tx, st.stale) })
 				require.ErrorIs(t, err, db.ErrStaleClaim, "%s with a %s lease", op.name, way.name)
-				require.Equal(t, before, snapshot(t, e.pool), "%s with a %s lease changed something", op.name, way.name)
+				require.Equal(t, before, snapshot(t, e.Pool), "%s with a %s lease changed something", op.name, way.name)
 			}
 			if st.live != nil {
 				// The current holder's lease survived every stale call.
@@ -697,17 +697,17 @@ func TestCompleteAgainAfterSuccess(t *testing.T) {
 	e := setup(t)
 	ctx := t.Context()
 	j := ccClaimOne(t, e, e.client, spec(`{"invoice": 9}`))
-	e.clock.Advance(time.Second)
+	e.Clock.Advance(time.Second)
 	done, err := e.client.Complete(ctx, j.Lease(), []byte(`{"paid": true, "lines": [1, 2]}`), nil)
 	require.NoError(t, err)
 	require.Equal(t, jobs.Succeeded, done.State)
-	e.clock.Advance(time.Second)
+	e.Clock.Advance(time.Second)
 
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 	// An equal result, however it is spelled, is a quiet no-op.
 	for _, equal := range []string{`{"paid": true, "lines": [1, 2]}`, `{"lines":[1,2],"paid":true}`, " {\n\"paid\" : true, \"lines\" : [1,2] }\n"} {
 		var again jobs.Job
-		err := db.WithTx(ctx, e.pool, func(tx pgx.Tx) (err error) {
+		err := db.WithTx(ctx, e.Pool, func(tx pgx.Tx) (err error) {
 			again, err = e.client.CompleteTx(ctx, tx, j.Lease(), []byte(equal))
 			return err
 		})
@@ -716,11 +716,11 @@ func TestCompleteAgainAfterSuccess(t *testing.T) {
 		errs, err := e.client.CompleteMany(ctx, []jobs.Completion{{Lease: j.Lease(), Result: []byte(equal)}})
 		require.NoError(t, err)
 		require.NoError(t, errs[0], equal)
-		require.Equal(t, before, snapshot(t, e.pool), "completing again with %s changed something", equal)
+		require.Equal(t, before, snapshot(t, e.Pool), "completing again with %s changed something", equal)
 	}
 	// Another result is refused as terminal; so is failing it.
 	for _, other := range []json.RawMessage{[]byte(`{"paid": false, "lines": [1, 2]}`), []byte(`{"paid": true}`), []byte(`[]`), nil} {
-		err := db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
+		err := db.WithTx(ctx, e.Pool, func(tx pgx.Tx) error {
 			_, err := e.client.CompleteTx(ctx, tx, j.Lease(), other)
 			return err
 		})
@@ -730,19 +730,19 @@ func TestCompleteAgainAfterSuccess(t *testing.T) {
 		errs, err := e.client.CompleteMany(ctx, []jobs.Completion{{Lease: j.Lease(), Result: other}})
 		require.NoError(t, err)
 		require.ErrorIs(t, errs[0], db.ErrTerminal, "%s", other)
-		require.Equal(t, before, snapshot(t, e.pool), "completing again with %s changed something", other)
+		require.Equal(t, before, snapshot(t, e.Pool), "completing again with %s changed something", other)
 	}
 	for _, class := range []jobs.FailureClass{jobs.ClassRetryable, jobs.ClassPermanent, jobs.ClassUncertain} {
 		_, err := e.client.Fail(ctx, j.Lease(), jobs.Failure{Class: class})
 		require.ErrorIs(t, err, db.ErrTerminal, class)
-		require.Equal(t, before, snapshot(t, e.pool))
+		require.Equal(t, before, snapshot(t, e.Pool))
 	}
 	// Renewing or releasing a finished job: the token holds no lease.
 	_, err = e.client.Renew(ctx, j.Lease(), 0)
 	require.ErrorIs(t, err, db.ErrStaleClaim)
 	_, err = e.client.Release(ctx, j.Lease(), time.Time{}, "")
 	require.ErrorIs(t, err, db.ErrStaleClaim)
-	require.Equal(t, before, snapshot(t, e.pool))
+	require.Equal(t, before, snapshot(t, e.Pool))
 }
 
 func TestCompleteManySettlesEachElementOnItsOwn(t *testing.T) {
@@ -765,10 +765,10 @@ func TestCompleteManySettlesEachElementOnItsOwn(t *testing.T) {
 	forgedLease := forged.Lease()
 	forgedLease.Token = uuid.New()
 	unknown := jobs.Lease{JobID: 1 << 40, Token: uuid.New()}
-	e.clock.Advance(time.Second)
+	e.Clock.Advance(time.Second)
 
 	untouched := []int64{stale.ID, succeeded.ID, cancelled.ID, forged.ID}
-	before := snapshotOf(t, e.pool, untouched...)
+	before := snapshotOf(t, e.Pool, untouched...)
 	batch := []jobs.Completion{
 		{Lease: live1.Lease(), Result: []byte(`{"n": 1}`)},
 		{Lease: stale.Lease(), Result: []byte(`{"n": 3}`)},
@@ -794,13 +794,13 @@ func TestCompleteManySettlesEachElementOnItsOwn(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, before, snapshotOf(t, e.pool, untouched...), "refused elements changed something")
+	require.Equal(t, before, snapshotOf(t, e.Pool, untouched...), "refused elements changed something")
 
 	got1, err := e.client.Get(ctx, live1.ID)
 	require.NoError(t, err)
 	require.Equal(t, jobs.Succeeded, got1.State)
 	require.JSONEq(t, `{"n": 1}`, string(got1.Result))
-	require.Equal(t, e.clock.Now(), got1.FinishedAt)
+	require.Equal(t, e.Clock.Now(), got1.FinishedAt)
 	got2, err := e.client.Get(ctx, live2.ID)
 	require.NoError(t, err)
 	require.Equal(t, jobs.Succeeded, got2.State)
@@ -813,7 +813,7 @@ func TestCompleteManySettlesEachElementOnItsOwn(t *testing.T) {
 
 	// The batch is a retry-safe unit: sent again, the completed elements are
 	// quiet no-ops and the refused ones are refused the same way.
-	before = snapshot(t, e.pool)
+	before = snapshot(t, e.Pool)
 	again, err := e.client.CompleteMany(ctx, batch)
 	require.NoError(t, err)
 	for i, w := range want {
@@ -823,13 +823,13 @@ func TestCompleteManySettlesEachElementOnItsOwn(t *testing.T) {
 			require.ErrorIs(t, again[i], w, "element %d sent again", i)
 		}
 	}
-	require.Equal(t, before, snapshot(t, e.pool))
+	require.Equal(t, before, snapshot(t, e.Pool))
 
 	// Completing a succeeded job with its own result is a quiet no-op.
 	same, err := e.client.CompleteMany(ctx, []jobs.Completion{{Lease: succeeded.Lease(), Result: []byte(`{"first": true}`)}})
 	require.NoError(t, err)
 	require.NoError(t, same[0])
-	require.Equal(t, before, snapshot(t, e.pool))
+	require.Equal(t, before, snapshot(t, e.Pool))
 }
 
 // A batch may name one job twice. Whatever the batch makes of that, an
@@ -861,13 +861,13 @@ func TestCompleteManyNamingOneJobTwice(t *testing.T) {
 			e := setup(t)
 			ctx := t.Context()
 			j := ccClaimOne(t, e, e.client, spec(`{"twice": true}`))
-			before := snapshot(t, e.pool)
+			before := snapshot(t, e.Pool)
 			batch := tc.batch(j.Lease())
 			errs, err := e.client.CompleteMany(ctx, batch)
 			if err != nil {
 				// Refusing such a batch outright is a fine answer too.
 				require.ErrorIs(t, err, db.ErrInvalidArgument)
-				require.Equal(t, before, snapshot(t, e.pool))
+				require.Equal(t, before, snapshot(t, e.Pool))
 				return
 			}
 			got, err := e.client.Get(ctx, j.ID)
@@ -924,9 +924,9 @@ func TestCompletionRetriedThroughTheOtherCall(t *testing.T) {
 				}
 				j := ccClaimOne(t, e, e.client, spec(`{"retried": true}`))
 				require.NoError(t, order.first(ctx, e.client, j.Lease(), r))
-				before := snapshot(t, e.pool)
+				before := snapshot(t, e.Pool)
 				require.NoError(t, order.second(ctx, e.client, j.Lease(), r), "the same completion, sent again")
-				require.Equal(t, before, snapshot(t, e.pool))
+				require.Equal(t, before, snapshot(t, e.Pool))
 			})
 		}
 	}

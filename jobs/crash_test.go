@@ -52,7 +52,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	e.allow(t, testkit.Grants("svc:worker", project, access.JobClaim)...)
+	e.Allow(t, testkit.Grants("svc:worker", project, access.JobClaim)...)
 	safe := spec(`{"n": "safe to repeat"}`)
 	safe.Repeatable = true
 	rep, err := e.client.Enqueue(ctx, safe)
@@ -61,7 +61,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	require.NoError(t, err)
 
 	worker := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCrashHelperProcess$", "-test.v=false")
-	worker.Env = append(os.Environ(), crashHelperEnv+"="+e.pool.Config().ConnString())
+	worker.Env = append(os.Environ(), crashHelperEnv+"="+e.Pool.Config().ConnString())
 	worker.Stderr = os.Stderr
 	stdin, err := worker.StdinPipe() // kept open: the worker works until killed
 	require.NoError(t, err)
@@ -83,7 +83,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, got)
 
-	e.clock.Set(t0.Add(jobs.DefaultLease))
+	e.Clock.Set(t0.Add(jobs.DefaultLease))
 	moved, err := e.client.ExpireLeases(ctx, 100)
 	require.NoError(t, err)
 	require.Len(t, moved, 2)
@@ -104,7 +104,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	}
 
 	// The repeatable job runs again, after its backoff, for someone else.
-	e.clock.Advance(time.Hour)
+	e.Clock.Advance(time.Hour)
 	got, err = e.client.Claim(ctx, "default", jobs.ClaimOptions{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, got, 1)

@@ -45,7 +45,7 @@ func TestPayloadSchemasGateWhatAClaimantIsHanded(t *testing.T) {
 	require.NoError(t, err)
 
 	undecodable := func() []int64 {
-		rows, err := e.pool.Query(ctx, `SELECT id FROM docket.jobs_undecodable ORDER BY id`)
+		rows, err := e.Pool.Query(ctx, `SELECT id FROM docket.jobs_undecodable ORDER BY id`)
 		require.NoError(t, err)
 		var ids []int64
 		for rows.Next() {
@@ -72,11 +72,11 @@ func TestPayloadSchemasGateWhatAClaimantIsHanded(t *testing.T) {
 	require.Equal(t, "EUR", typed.Args.Amount.Currency)
 
 	// By id, it is refused with ErrRefusedRevision and left queued.
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 	_, ok, err := e.client.ClaimID(ctx, old.Job.ID, v2only)
 	require.ErrorIs(t, err, db.ErrRefusedRevision)
 	require.False(t, ok)
-	require.Equal(t, before, snapshot(t, e.pool))
+	require.Equal(t, before, snapshot(t, e.Pool))
 
 	// Decoding a job as the wrong version is refused, never guessed.
 	j, err := e.client.Get(ctx, old.Job.ID)
@@ -104,6 +104,6 @@ func TestPayloadSchemasGateWhatAClaimantIsHanded(t *testing.T) {
 		require.ErrorIs(t, err, db.ErrInvalidArgument, "%+v", bad)
 	}
 	var n int
-	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM docket.job_decoders`).Scan(&n))
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.job_decoders`).Scan(&n))
 	require.Equal(t, 1, n)
 }

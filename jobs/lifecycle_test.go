@@ -26,7 +26,7 @@ func TestLifecycleIsRecordedAndVerifies(t *testing.T) {
 	require.Equal(t, jobs.DefaultRetryPolicy, j.Retry)
 	require.Equal(t, jobs.DefaultLease, j.LeaseDuration)
 
-	e.clock.Advance(time.Second)
+	e.Clock.Advance(time.Second)
 	claimed, err := e.client.Claim(ctx, "default", jobs.ClaimOptions{})
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
@@ -37,15 +37,15 @@ func TestLifecycleIsRecordedAndVerifies(t *testing.T) {
 	require.Equal(t, app, c.ClaimedBy)
 	require.Equal(t, t0.Add(time.Second+jobs.DefaultLease), c.LeaseExpiresAt)
 
-	e.clock.Advance(time.Minute)
+	e.Clock.Advance(time.Minute)
 	r, err := e.client.Renew(ctx, c.Lease(), 10*time.Minute)
 	require.NoError(t, err)
-	require.Equal(t, e.clock.Now().Add(10*time.Minute), r.LeaseExpiresAt)
+	require.Equal(t, e.Clock.Now().Add(10*time.Minute), r.LeaseExpiresAt)
 
 	done, err := e.client.Complete(ctx, c.Lease(), []byte(`{"paid": true}`), nil)
 	require.NoError(t, err)
 	require.Equal(t, jobs.Succeeded, done.State)
-	require.Equal(t, e.clock.Now(), done.FinishedAt)
+	require.Equal(t, e.Clock.Now(), done.FinishedAt)
 	require.JSONEq(t, `{"paid": true}`, string(done.Result))
 
 	// Completing again with the same result is a quiet no-op.
@@ -71,20 +71,20 @@ func TestReferencesAreCheckedForHandInserts(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 
-	err := testkit.Raw(ctx, e.pool, ana, t0, `INSERT INTO docket.jobs (project, kind, payload, available_at, created_by, created_at, updated_at)
+	err := testkit.Raw(ctx, e.Pool, ana, t0, `INSERT INTO docket.jobs (project, kind, payload, available_at, created_by, created_at, updated_at)
 		VALUES ('nope', 'billing.invoice', '{}', $1, 'user:ana', $1, $1)`, t0)
 	require.ErrorIs(t, err, db.ErrMissingReference)
 	require.ErrorContains(t, err, "project 'nope' does not exist")
 
-	err = db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
+	err = db.WithTx(ctx, e.Pool, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO docket.job_events (job_id, seq, to_state, actor, at, attempt, prev_hash, hash)
 			VALUES (424242, 1, 'queued', 'user:ana', $1, 0, decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex'))`, t0)
 		return db.Translate(err, "insert")
 	})
 	require.ErrorIs(t, err, db.ErrMissingReference)
-	require.Equal(t, before, snapshot(t, e.pool))
+	require.Equal(t, before, snapshot(t, e.Pool))
 }
 
 // A holder whose lease was taken over and whose job the new holder finished
@@ -94,7 +94,7 @@ func TestStaleHolderCannotCompleteAFinishedJob(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	_, err := e.pool.Exec(ctx, `CREATE TABLE outputs (job_id bigint)`)
+	_, err := e.Pool.Exec(ctx, `CREATE TABLE outputs (job_id bigint)`)
 	require.NoError(t, err)
 	s := spec(`{"n": 1}`)
 	s.Repeatable = true
@@ -102,7 +102,7 @@ func TestStaleHolderCannotCompleteAFinishedJob(t *testing.T) {
 	require.NoError(t, err)
 	first, err := e.client.Claim(ctx, "default", jobs.ClaimOptions{})
 	require.NoError(t, err)
-	e.clock.Advance(jobs.DefaultLease)
+	e.Clock.Advance(jobs.DefaultLease)
 	second, err := e.client.Claim(ctx, "default", jobs.ClaimOptions{})
 	require.NoError(t, err)
 	require.Len(t, second, 1)
@@ -115,7 +115,7 @@ func TestStaleHolderCannotCompleteAFinishedJob(t *testing.T) {
 	})
 	require.ErrorIs(t, err, db.ErrStaleClaim)
 	var n int
-	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM outputs`).Scan(&n))
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM outputs`).Scan(&n))
 	require.Zero(t, n, "the stale holder's writes rolled back")
 
 	// The holder that finished it may repeat itself.
@@ -132,7 +132,7 @@ func TestActorWithoutGrantsSeesAndHoldsNothing(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	other := clientAs(t, e.pool, e.clock, nobody)
+	other := clientAs(t, e.Pool, e.Clock, nobody)
 	enq, err := e.client.Enqueue(ctx, spec(`{"secret": 1}`))
 	require.NoError(t, err)
 	id := enq.Job.ID
@@ -149,7 +149,7 @@ func TestActorWithoutGrantsSeesAndHoldsNothing(t *testing.T) {
 	require.ErrorIs(t, err, db.ErrNotFound)
 
 	// A claim by id in a long transaction locks nothing.
-	tx, err := e.pool.Begin(ctx)
+	tx, err := e.Pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
 	_, ok, err := other.ClaimIDTx(ctx, tx, id, jobs.ClaimOptions{})
@@ -160,12 +160,12 @@ func TestActorWithoutGrantsSeesAndHoldsNothing(t *testing.T) {
 	require.Len(t, got, 1, "the job was not held by the unauthorised claimant")
 
 	// Its lease expires; a sweep by the unauthorised actor moves nothing.
-	e.clock.Advance(jobs.DefaultLease)
-	before := snapshot(t, e.pool)
+	e.Clock.Advance(jobs.DefaultLease)
+	before := snapshot(t, e.Pool)
 	moved, err := other.ExpireLeases(ctx, 100)
 	require.NoError(t, err)
 	require.Empty(t, moved)
-	require.Equal(t, before, snapshot(t, e.pool))
+	require.Equal(t, before, snapshot(t, e.Pool))
 	moved, err = e.client.ExpireLeases(ctx, 100)
 	require.NoError(t, err)
 	require.Len(t, moved, 1)
@@ -190,7 +190,7 @@ func TestGetManyReadsWhatGetWould(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, one, got[0])
 
-	stranger := clientAs(t, e.pool, e.clock, nobody)
+	stranger := clientAs(t, e.Pool, e.Clock, nobody)
 	none, err := stranger.GetMany(ctx, []int64{a.Job.ID, b.Job.ID})
 	require.NoError(t, err)
 	require.Empty(t, none, "jobs the actor may not read are left out")

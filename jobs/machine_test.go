@@ -129,9 +129,9 @@ func mRequireRefused(t testing.TB, err error, sentinel error, code string) {
 func mOwnClock(t testing.TB, shared env) env {
 	t.Helper()
 	clock := db.NewFakeClock(t0)
-	kit := shared.kit
+	kit := shared.Env
 	kit.Clock = clock
-	return env{kit: kit, pool: shared.pool, clock: clock, client: clientAs(t, shared.pool, clock, app)}
+	return env{Env: kit, client: clientAs(t, shared.Pool, clock, app)}
 }
 
 func mHistory(t testing.TB, e env, id int64) []jobs.Event {
@@ -204,7 +204,7 @@ var mRawAt = t0.Add(7*time.Hour + 123*time.Microsecond)
 func TestMachineRawUpdateEveryPair(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	legal := mLegalPairs(t, e.pool)
+	legal := mLegalPairs(t, e.Pool)
 	for _, from := range jobs.States {
 		t.Run(string(from), func(t *testing.T) {
 			t.Parallel()
@@ -214,9 +214,9 @@ func TestMachineRawUpdateEveryPair(t *testing.T) {
 					t.Parallel()
 					j, _ := mBuild(t, e, from, mOpts{})
 					before := mHistory(t, e, j.ID)
-					snap := snapshotOf(t, e.pool, j.ID)
+					snap := snapshotOf(t, e.Pool, j.ID)
 
-					err := mOperatorExec(t, e.pool, mRawAt, mRawMove, j.ID, string(to), mRawAt)
+					err := mOperatorExec(t, e.Pool, mRawAt, mRawMove, j.ID, string(to), mRawAt)
 
 					if legal[p] {
 						require.NoError(t, err, "%v is in docket.job_transitions", p)
@@ -224,7 +224,7 @@ func TestMachineRawUpdateEveryPair(t *testing.T) {
 						return
 					}
 					mRequireRefused(t, err, db.ErrIllegalTransition, "DK001")
-					require.Equal(t, snap, snapshotOf(t, e.pool, j.ID), "a refused move changes nothing")
+					require.Equal(t, snap, snapshotOf(t, e.Pool, j.ID), "a refused move changes nothing")
 				})
 			}
 		})
@@ -258,10 +258,10 @@ func TestMachineRawClaimCountsAttemptAndGeneration(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			j, _ := mBuild(t, e, jobs.Queued, mOpts{maxAttempts: 5})
-			snap := snapshotOf(t, e.pool, j.ID)
-			err := mOperatorExec(t, e.pool, mRawAt, claim, j.ID, c.attempts, c.generations, mRawAt)
+			snap := snapshotOf(t, e.Pool, j.ID)
+			err := mOperatorExec(t, e.Pool, mRawAt, claim, j.ID, c.attempts, c.generations, mRawAt)
 			mRequireRefused(t, err, db.ErrIllegalTransition, "DK001")
-			require.Equal(t, snap, snapshotOf(t, e.pool, j.ID))
+			require.Equal(t, snap, snapshotOf(t, e.Pool, j.ID))
 			mRequireVerifies(t, e, j.ID, 1)
 		})
 	}
@@ -312,7 +312,7 @@ func mAPICalls() []mAPICall {
 		return got, err
 	}
 	expire := func(t *testing.T, e env, j jobs.Job, _ jobs.Lease) (jobs.Job, error) {
-		e.clock.Advance(j.LeaseDuration)
+		e.Clock.Advance(j.LeaseDuration)
 		swept, err := e.client.ExpireLeases(t.Context(), 100)
 		for _, s := range swept {
 			if s.ID == j.ID {
@@ -344,7 +344,7 @@ func mAPICalls() []mAPICall {
 			mByState(wMove, wNoop, wNoop, wNoop, wNoop, wNoop, wNoop)},
 		{"ClaimIDAfterExpiry", jobs.Claimed, repeatable,
 			func(t *testing.T, e env, j jobs.Job, l jobs.Lease) (jobs.Job, error) {
-				e.clock.Advance(j.LeaseDuration)
+				e.Clock.Advance(j.LeaseDuration)
 				return claimID(t, e, j, l)
 			},
 			mByState(wMove, wMove, wNoop, wNoop, wNoop, wNA, wNoop)},
@@ -398,7 +398,7 @@ func mAPICalls() []mAPICall {
 // changing nothing. Every legal pair is reached through some call.
 func TestMachineAPIEveryPair(t *testing.T) {
 	t.Parallel()
-	legal := mLegalPairs(t, setup(t).pool)
+	legal := mLegalPairs(t, setup(t).Pool)
 	calls := mAPICalls()
 
 	reached := map[mPair]bool{}
@@ -436,7 +436,7 @@ func TestMachineAPIEveryPair(t *testing.T) {
 					}
 					j, l := mBuild(t, e, from, c.opts)
 					before := mHistory(t, e, j.ID)
-					snap := snapshotOf(t, e.pool, j.ID)
+					snap := snapshotOf(t, e.Pool, j.ID)
 
 					got, err := c.run(t, e, j, l)
 
@@ -445,13 +445,13 @@ func TestMachineAPIEveryPair(t *testing.T) {
 						require.NoError(t, err)
 						require.Equal(t, j.ID, got.ID)
 						require.Equal(t, c.to, got.State)
-						mRequireOneMove(t, e, j.ID, before, from, c.to, string(app), e.clock.Now())
+						mRequireOneMove(t, e, j.ID, before, from, c.to, string(app), e.Clock.Now())
 					case w.refusal != nil:
 						require.ErrorIs(t, err, w.refusal)
-						require.Equal(t, snap, snapshotOf(t, e.pool, j.ID), "a refusal changes nothing")
+						require.Equal(t, snap, snapshotOf(t, e.Pool, j.ID), "a refusal changes nothing")
 					default:
 						require.NoError(t, err)
-						require.Equal(t, snap, snapshotOf(t, e.pool, j.ID), "a no-op changes nothing")
+						require.Equal(t, snap, snapshotOf(t, e.Pool, j.ID), "a no-op changes nothing")
 					}
 				})
 			}
@@ -486,13 +486,13 @@ func TestMachineTerminalRowsNeverChange(t *testing.T) {
 			t.Parallel()
 			e := setup(t)
 			j, _ := mBuild(t, e, from, mOpts{})
-			snap := snapshot(t, e.pool)
+			snap := snapshot(t, e.Pool)
 			for _, u := range updates {
 				t.Run(u.name, func(t *testing.T) {
 					t.Parallel()
-					err := mOperatorExec(t, e.pool, mRawAt, `UPDATE docket.jobs SET `+u.set+` WHERE id = $1`, j.ID)
+					err := mOperatorExec(t, e.Pool, mRawAt, `UPDATE docket.jobs SET `+u.set+` WHERE id = $1`, j.ID)
 					mRequireRefused(t, err, db.ErrIllegalTransition, "DK001")
-					require.Equal(t, snap, snapshot(t, e.pool))
+					require.Equal(t, snap, snapshot(t, e.Pool))
 				})
 			}
 		})
@@ -516,7 +516,7 @@ func TestMachineImmutableColumns(t *testing.T) {
 	enq, err := e.client.Enqueue(ctx, s)
 	require.NoError(t, err)
 	id := enq.Job.ID
-	snap := snapshot(t, e.pool)
+	snap := snapshot(t, e.Pool)
 
 	changes := []struct{ column, value string }{
 		{"project", "'beta'"},
@@ -541,17 +541,17 @@ func TestMachineImmutableColumns(t *testing.T) {
 	for _, c := range changes {
 		t.Run(c.column+"="+c.value, func(t *testing.T) {
 			t.Parallel()
-			err := mOperatorExec(t, e.pool, mRawAt, `UPDATE docket.jobs SET `+c.column+` = `+c.value+` WHERE id = $1`, id)
+			err := mOperatorExec(t, e.Pool, mRawAt, `UPDATE docket.jobs SET `+c.column+` = `+c.value+` WHERE id = $1`, id)
 			mRequireRefused(t, err, db.ErrImmutable, "DK015")
-			require.Equal(t, snap, snapshot(t, e.pool))
+			require.Equal(t, snap, snapshot(t, e.Pool))
 		})
 	}
 	t.Run("with_a_legal_move", func(t *testing.T) {
 		t.Parallel()
-		err := mOperatorExec(t, e.pool, mRawAt,
+		err := mOperatorExec(t, e.Pool, mRawAt,
 			`UPDATE docket.jobs SET state = 'cancelled', finished_at = $2, payload = '{"invoice": 8}' WHERE id = $1`, id, mRawAt)
 		mRequireRefused(t, err, db.ErrImmutable, "DK015")
-		require.Equal(t, snap, snapshot(t, e.pool))
+		require.Equal(t, snap, snapshot(t, e.Pool))
 	})
 }
 
@@ -584,21 +584,21 @@ func TestMachineBirth(t *testing.T) {
 	refused = append(refused, birth{jobs.Queued, 1, 0}, birth{jobs.Queued, 0, 1}, birth{jobs.Queued, 1, 1})
 
 	e := setup(t)
-	snap := snapshot(t, e.pool)
+	snap := snapshot(t, e.Pool)
 	for _, b := range refused {
 		t.Run(string(b.state)+"_attempts_"+strconv.Itoa(b.attempts)+"_generation_"+strconv.Itoa(b.generations), func(t *testing.T) {
 			t.Parallel()
-			err := mOperatorExec(t, e.pool, mRawAt, insert, mRawAt, string(b.state), b.attempts, b.generations)
+			err := mOperatorExec(t, e.Pool, mRawAt, insert, mRawAt, string(b.state), b.attempts, b.generations)
 			mRequireRefused(t, err, db.ErrIllegalTransition, "DK001")
-			require.Equal(t, snap, snapshot(t, e.pool))
+			require.Equal(t, snap, snapshot(t, e.Pool))
 		})
 	}
 	t.Run("queued_fresh", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
-		require.NoError(t, mOperatorExec(t, e.pool, mRawAt, insert, mRawAt, "queued", 0, 0))
+		require.NoError(t, mOperatorExec(t, e.Pool, mRawAt, insert, mRawAt, "queued", 0, 0))
 		var id int64
-		require.NoError(t, e.pool.QueryRow(t.Context(), `SELECT id FROM docket.jobs`).Scan(&id), "the only job")
+		require.NoError(t, e.Pool.QueryRow(t.Context(), `SELECT id FROM docket.jobs`).Scan(&id), "the only job")
 		h := mHistory(t, e, id)
 		require.Len(t, h, 1)
 		require.Equal(t, jobs.State(""), h[0].From)
@@ -617,7 +617,7 @@ func TestMachineAppendOnly(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	j, _ := mBuild(t, e, jobs.Succeeded, mOpts{})
-	snap := snapshot(t, e.pool)
+	snap := snapshot(t, e.Pool)
 	for _, c := range []struct{ name, sql string }{
 		{"delete_job", `DELETE FROM docket.jobs WHERE id = $1`},
 		{"delete_all_jobs", `DELETE FROM docket.jobs WHERE id = $1 OR true`},
@@ -629,9 +629,9 @@ func TestMachineAppendOnly(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			err := mOperatorExec(t, e.pool, mRawAt, c.sql, j.ID)
+			err := mOperatorExec(t, e.Pool, mRawAt, c.sql, j.ID)
 			mRequireRefused(t, err, db.ErrImmutable, "DK015")
-			require.Equal(t, snap, snapshot(t, e.pool))
+			require.Equal(t, snap, snapshot(t, e.Pool))
 		})
 	}
 }
@@ -672,7 +672,7 @@ func TestMachineGoAgreesWithTables(t *testing.T) {
 	e := setup(t)
 	ctx := t.Context()
 
-	rows, err := e.pool.Query(ctx, `SELECT state, initial, terminal FROM docket.job_states`)
+	rows, err := e.Pool.Query(ctx, `SELECT state, initial, terminal FROM docket.job_states`)
 	require.NoError(t, err)
 	var states []jobs.State
 	var initial []jobs.State
@@ -698,7 +698,7 @@ func TestMachineGoAgreesWithTables(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, jobs.Queued, enq.Job.State)
 
-	legal := mLegalPairs(t, e.pool)
+	legal := mLegalPairs(t, e.Pool)
 	require.Len(t, legal, 13)
 
 	fset := token.NewFileSet()
@@ -740,7 +740,7 @@ var mVerifyShapes = []struct {
 		enq, err := e.client.Enqueue(ctx, s)
 		require.NoError(t, err)
 		first := mClaimOne(t, e)
-		e.clock.Advance(time.Minute)
+		e.Clock.Advance(time.Minute)
 		second := mClaimOne(t, e)
 		require.Equal(t, enq.Job.ID, second.ID)
 		require.Equal(t, first.LeaseGeneration+1, second.LeaseGeneration)
@@ -762,7 +762,7 @@ var mVerifyShapes = []struct {
 		c := mClaimOne(t, e)
 		require.NotEqual(t, l.Token, c.ClaimToken)
 		// The second attempt's worker is lost: its lease expires.
-		e.clock.Advance(c.LeaseDuration)
+		e.Clock.Advance(c.LeaseDuration)
 		swept, err := e.client.ExpireLeases(ctx, 10)
 		require.NoError(t, err)
 		require.Len(t, swept, 1)
@@ -779,7 +779,7 @@ var mVerifyShapes = []struct {
 		_, err := e.client.Enqueue(ctx, s)
 		require.NoError(t, err)
 		c := mClaimOne(t, e)
-		e.clock.Advance(time.Second)
+		e.Clock.Advance(time.Second)
 		_, err = e.client.Cancel(ctx, c.ID, "customer left")
 		require.NoError(t, err)
 		comp, err := e.client.List(ctx, jobs.Filter{Kind: "billing.void"})
@@ -812,11 +812,11 @@ func mRetriedThenSucceeded(t *testing.T, e env) (int64, int) {
 	failed, err := e.client.Fail(ctx, c.Lease(), jobs.Failure{Diagnostic: "gateway timeout"})
 	require.NoError(t, err)
 	require.Equal(t, jobs.Queued, failed.State)
-	require.Equal(t, e.clock.Now().Add(time.Second), failed.AvailableAt)
+	require.Equal(t, e.Clock.Now().Add(time.Second), failed.AvailableAt)
 	none, err := e.client.Claim(ctx, jobs.DefaultQueue, jobs.ClaimOptions{})
 	require.NoError(t, err)
 	require.Empty(t, none, "not due before its backoff")
-	e.clock.Advance(time.Second)
+	e.Clock.Advance(time.Second)
 	c = mClaimOne(t, e)
 	require.Equal(t, 2, c.Attempts)
 	_, err = e.client.Complete(ctx, c.Lease(), []byte(`{"paid": true}`), nil)
@@ -844,7 +844,7 @@ func TestMachineVerify(t *testing.T) {
 	behindTheTriggers := func(t *testing.T, e env, table, which, stmt string, id int64) {
 		t.Helper()
 		ctx := t.Context()
-		require.NoError(t, db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
+		require.NoError(t, db.WithTx(ctx, e.Pool, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, `ALTER TABLE `+table+` DISABLE TRIGGER `+which); err != nil {
 				return err
 			}
@@ -874,7 +874,7 @@ func TestMachineVerify(t *testing.T) {
 			id, events := mRetriedThenSucceeded(t, e)
 			behindTheTriggers(t, e, "docket.job_events", "job_events_append_only",
 				`UPDATE docket.job_events SET `+c.set+` WHERE job_id = $1 AND seq = 3`, id)
-			err := mOperatorExec(t, e.pool, mRawAt, `UPDATE docket.job_events SET detail = detail WHERE job_id = $1`, id)
+			err := mOperatorExec(t, e.Pool, mRawAt, `UPDATE docket.job_events SET detail = detail WHERE job_id = $1`, id)
 			mRequireRefused(t, err, db.ErrImmutable, "DK015") // the trigger is back
 
 			v, err := e.client.Verify(t.Context(), id)
@@ -909,7 +909,7 @@ func TestMachineVerify(t *testing.T) {
 		j, _ := mBuild(t, e, jobs.Queued, mOpts{})
 		behindTheTriggers(t, e, "docket.jobs", "USER",
 			`UPDATE docket.jobs SET state = 'succeeded', finished_at = updated_at WHERE id = $1`, j.ID)
-		err := mOperatorExec(t, e.pool, mRawAt, `UPDATE docket.jobs SET priority = 2 WHERE id = $1`, j.ID)
+		err := mOperatorExec(t, e.Pool, mRawAt, `UPDATE docket.jobs SET priority = 2 WHERE id = $1`, j.ID)
 		mRequireRefused(t, err, db.ErrIllegalTransition, "DK001") // the guard is back
 		require.Len(t, mHistory(t, e, j.ID), 1, "no event was recorded")
 
@@ -959,10 +959,10 @@ func TestMachineNonMovesRecordNoEvent(t *testing.T) {
 			e := mOwnClock(t, shared)
 			j, _ := mBuild(t, e, c.from, mOpts{})
 			before := mHistory(t, e, j.ID)
-			require.NoError(t, mOperatorExec(t, e.pool, mRawAt, `UPDATE docket.jobs SET `+c.set+` WHERE id = $1`, j.ID))
+			require.NoError(t, mOperatorExec(t, e.Pool, mRawAt, `UPDATE docket.jobs SET `+c.set+` WHERE id = $1`, j.ID))
 
 			var took bool
-			require.NoError(t, e.pool.QueryRow(t.Context(), `SELECT `+c.took+` FROM docket.jobs WHERE id = $1`, j.ID).Scan(&took))
+			require.NoError(t, e.Pool.QueryRow(t.Context(), `SELECT `+c.took+` FROM docket.jobs WHERE id = $1`, j.ID).Scan(&took))
 			require.True(t, took, "the statement took effect")
 			require.Equal(t, before, mHistory(t, e, j.ID), "and recorded nothing")
 			mRequireVerifies(t, e, j.ID, len(before))
@@ -974,10 +974,10 @@ func TestMachineNonMovesRecordNoEvent(t *testing.T) {
 		e := mOwnClock(t, shared)
 		j, l := mBuild(t, e, jobs.Claimed, mOpts{})
 		before := mHistory(t, e, j.ID)
-		e.clock.Advance(time.Minute)
+		e.Clock.Advance(time.Minute)
 		r, err := e.client.Renew(t.Context(), l, time.Hour)
 		require.NoError(t, err)
-		require.Equal(t, e.clock.Now().Add(time.Hour), r.LeaseExpiresAt)
+		require.Equal(t, e.Clock.Now().Add(time.Hour), r.LeaseExpiresAt)
 		require.Equal(t, before, mHistory(t, e, j.ID))
 	})
 
@@ -993,7 +993,7 @@ func TestMachineNonMovesRecordNoEvent(t *testing.T) {
 		}
 		other, _ := mBuild(t, e, jobs.Claimed, mOpts{})
 		otherBefore := mHistory(t, e, other.ID)
-		err := mOperatorExec(t, e.pool, mRawAt, `
+		err := mOperatorExec(t, e.Pool, mRawAt, `
 			UPDATE docket.jobs SET state = 'cancelled', finished_at = $2, diagnostic = 'swept by hand'
 			WHERE id = ANY($1)`, ids, mRawAt)
 		require.NoError(t, err)

@@ -15,21 +15,15 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// The cast of every jobs test: ana administers project acme; svc:app enqueues,
-// claims, cancels and reconciles there; svc:nobody holds no grant.
-const (
-	project              = "acme"
-	ana     access.Actor = "user:ana"
-	app     access.Actor = "svc:app"
-	nobody  access.Actor = "svc:nobody"
-)
+// The cast of every jobs test, from the test kit's: ana administers project
+// acme; app enqueues, claims, cancels and reconciles there; nobody holds no
+// grant.
+const project, ana, app, nobody = testkit.Acme, testkit.Ana, testkit.App, testkit.Nobody
 
 var t0 = testkit.T0
 
 type env struct {
-	kit    testkit.Env
-	pool   *pgxpool.Pool
-	clock  *db.FakeClock
+	testkit.Env
 	client *jobs.Client // acts as app
 }
 
@@ -40,13 +34,7 @@ func setup(t testing.TB, more ...string) env {
 	t.Helper()
 	k := testkit.Setup(t, ana, append([]string{project}, more...),
 		testkit.Grants(app, project, access.JobCreate, access.JobClaim, access.JobCancel, access.JobReconcile)...)
-	return env{kit: k, pool: k.Pool, clock: k.Clock, client: clientAs(t, k.Pool, k.Clock, app)}
-}
-
-// allow gives grants, as ana at the clock's now.
-func (e env) allow(t testing.TB, grants ...access.Grant) {
-	t.Helper()
-	e.kit.Allow(t, grants...)
+	return env{Env: k, client: clientAs(t, k.Pool, k.Clock, app)}
 }
 
 // clientAs returns a client of project acme acting as actor.

@@ -43,11 +43,8 @@ func (c *Client) list(ctx context.Context, q db.DBTX, f Filter) ([]Job, error) {
 	if err := c.needProject(op); err != nil {
 		return nil, err
 	}
-	limit, err := paging.Limit(op, f.Limit)
+	limit, err := paging.For(op).OneOf("state", paging.In(f.State, States)).Limit(f.Limit)
 	if err != nil {
-		return nil, err
-	}
-	if err := paging.OneOf(op, "state", f.State, States); err != nil {
 		return nil, err
 	}
 	rows, err := queries.JobList(ctx, q, dbsqlc.JobListParams{

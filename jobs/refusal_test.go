@@ -47,11 +47,11 @@ func rfSetup(t *testing.T) rfWorld {
 	t.Helper()
 	ctx := t.Context()
 	w := rfWorld{env: setup(t)}
-	w.allow(t, testkit.Grants(rfClaimer, project, access.JobClaim)...)
-	w.nobody = clientAs(t, w.pool, w.clock, nobody)
-	w.claimer = clientAs(t, w.pool, w.clock, rfClaimer)
+	w.Allow(t, testkit.Grants(rfClaimer, project, access.JobClaim)...)
+	w.nobody = clientAs(t, w.Pool, w.Clock, nobody)
+	w.claimer = clientAs(t, w.Pool, w.Clock, rfClaimer)
 	var err error
-	w.elsewhere, err = jobs.NewClient(w.pool, jobs.Config{Project: "nope", Actor: app, Clock: w.clock})
+	w.elsewhere, err = jobs.NewClient(w.Pool, jobs.Config{Project: "nope", Actor: app, Clock: w.Clock})
 	require.NoError(t, err)
 
 	held, err := w.client.Enqueue(ctx, spec(`{"seed": "held"}`))
@@ -76,7 +76,7 @@ func rfSetup(t *testing.T) rfWorld {
 	require.NoError(t, err)
 	w.queued = queued.Job
 
-	w.before = snapshot(t, w.pool)
+	w.before = snapshot(t, w.Pool)
 	return w
 }
 
@@ -88,7 +88,7 @@ func (w rfWorld) refused(t *testing.T, want error, call func() error) {
 	require.ErrorIs(t, err, want)
 	var typed *db.Error
 	require.ErrorAs(t, err, &typed, "a refusal is a *db.Error")
-	require.Equal(t, w.before, snapshot(t, w.pool), "a refusal changed something")
+	require.Equal(t, w.before, snapshot(t, w.Pool), "a refusal changed something")
 }
 
 // rfGood is a valid spec that differs from every seeded one.
@@ -184,7 +184,7 @@ func TestEnqueueRefusesInvalidSpecs(t *testing.T) {
 				return err
 			})
 			w.refused(t, db.ErrInvalidArgument, func() error {
-				return db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
+				return db.WithTx(ctx, w.Pool, func(tx pgx.Tx) error {
 					_, err := w.client.EnqueueTx(ctx, tx, bad)
 					return err
 				})
@@ -364,8 +364,8 @@ func TestDatabaseRefusesBadInputWithoutGo(t *testing.T) {
 	t.Run("control: the same call with good input enqueues", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
-		require.NoError(t, rfRawGood().enqueue(t.Context(), e.pool, e.clock.Now()))
-		n, ev := ccCount(t, e.pool)
+		require.NoError(t, rfRawGood().enqueue(t.Context(), e.Pool, e.Clock.Now()))
+		n, ev := ccCount(t, e.Pool)
 		require.Equal(t, 1, n)
 		require.Equal(t, 1, ev)
 	})
@@ -377,7 +377,7 @@ func TestDatabaseRefusesBadInputWithoutGo(t *testing.T) {
 			r := rfRawGood()
 			tc.edit(&r)
 			w.refused(t, tc.want, func() error {
-				err := r.enqueue(t.Context(), w.pool, w.clock.Now())
+				err := r.enqueue(t.Context(), w.Pool, w.Clock.Now())
 				var pgErr *pgconn.PgError
 				require.ErrorAs(t, err, &pgErr)
 				require.Equal(t, tc.code, pgErr.Code, pgErr.Message)
@@ -460,7 +460,7 @@ func TestLeaseCallsRefuseInvalidArguments(t *testing.T) {
 			return err
 		}},
 		{"complete with a result over 1 MiB", db.ErrInvalidArgument, func(ctx context.Context) error {
-			return db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
+			return db.WithTx(ctx, w.Pool, func(tx pgx.Tx) error {
 				_, err := w.client.CompleteTx(ctx, tx, l, json.RawMessage(`"`+strings.Repeat("r", jobs.MaxPayloadBytes)+`"`))
 				return err
 			})
@@ -596,7 +596,7 @@ func TestListRefusesInvalidFilters(t *testing.T) {
 func TestNewClientRefusesInvalidConfig(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	good := jobs.Config{Project: project, Actor: app, Clock: e.clock}
+	good := jobs.Config{Project: project, Actor: app, Clock: e.Clock}
 	with := func(edit func(c *jobs.Config)) jobs.Config {
 		c := good
 		edit(&c)
@@ -610,26 +610,26 @@ func TestNewClientRefusesInvalidConfig(t *testing.T) {
 	}{
 		{"nil pool", nil, good},
 		{"a nil *pgxpool.Pool", unopened, good},
-		{"project with a capital", e.pool, with(func(c *jobs.Config) { c.Project = "Acme" })},
-		{"project starting with a dot", e.pool, with(func(c *jobs.Config) { c.Project = ".acme" })},
-		{"project with a space", e.pool, with(func(c *jobs.Config) { c.Project = "ac me" })},
-		{"project of 64 characters", e.pool, with(func(c *jobs.Config) { c.Project = strings.Repeat("a", 64) })},
-		{"project wildcard", e.pool, with(func(c *jobs.Config) { c.Project = "*" })},
-		{"empty actor", e.pool, with(func(c *jobs.Config) { c.Actor = "" })},
-		{"actor without a kind", e.pool, with(func(c *jobs.Config) { c.Actor = "app" })},
-		{"actor with a space", e.pool, with(func(c *jobs.Config) { c.Actor = "svc:my app" })},
-		{"actor with a capital kind", e.pool, with(func(c *jobs.Config) { c.Actor = "Svc:app" })},
-		{"actor with an empty name", e.pool, with(func(c *jobs.Config) { c.Actor = "svc:" })},
-		{"actor name over 200 characters", e.pool, with(func(c *jobs.Config) { c.Actor = access.Actor("svc:" + strings.Repeat("a", 201)) })},
+		{"project with a capital", e.Pool, with(func(c *jobs.Config) { c.Project = "Acme" })},
+		{"project starting with a dot", e.Pool, with(func(c *jobs.Config) { c.Project = ".acme" })},
+		{"project with a space", e.Pool, with(func(c *jobs.Config) { c.Project = "ac me" })},
+		{"project of 64 characters", e.Pool, with(func(c *jobs.Config) { c.Project = strings.Repeat("a", 64) })},
+		{"project wildcard", e.Pool, with(func(c *jobs.Config) { c.Project = "*" })},
+		{"empty actor", e.Pool, with(func(c *jobs.Config) { c.Actor = "" })},
+		{"actor without a kind", e.Pool, with(func(c *jobs.Config) { c.Actor = "app" })},
+		{"actor with a space", e.Pool, with(func(c *jobs.Config) { c.Actor = "svc:my app" })},
+		{"actor with a capital kind", e.Pool, with(func(c *jobs.Config) { c.Actor = "Svc:app" })},
+		{"actor with an empty name", e.Pool, with(func(c *jobs.Config) { c.Actor = "svc:" })},
+		{"actor name over 200 characters", e.Pool, with(func(c *jobs.Config) { c.Actor = access.Actor("svc:" + strings.Repeat("a", 201)) })},
 	}
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c, err := jobs.NewClient(tc.pool, tc.cfg)
 			require.ErrorIs(t, err, db.ErrInvalidArgument)
 			require.Nil(t, c)
-			require.Equal(t, before, snapshot(t, e.pool))
+			require.Equal(t, before, snapshot(t, e.Pool))
 		})
 	}
 }
@@ -639,7 +639,7 @@ func TestNewClientRefusesInvalidConfig(t *testing.T) {
 func TestProjectlessClientRefusesProjectWork(t *testing.T) {
 	t.Parallel()
 	w := rfSetup(t)
-	operator, err := jobs.NewClient(w.pool, jobs.Config{Actor: app, Clock: w.clock})
+	operator, err := jobs.NewClient(w.Pool, jobs.Config{Actor: app, Clock: w.Clock})
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		name string
@@ -738,7 +738,7 @@ func TestEnqueueAcceptsTheBounds(t *testing.T) {
 		_, err := e.client.Enqueue(ctx, s)
 		require.NoError(t, err, name)
 	}
-	n, _ := ccCount(t, e.pool)
+	n, _ := ccCount(t, e.Pool)
 	require.Equal(t, len(edits), n)
 }
 
@@ -760,5 +760,5 @@ func TestRefusalErrorsNameTheirSentinelOnly(t *testing.T) {
 			require.Equal(t, s == want, errors.Is(err, s), "%v is %v?", err, s)
 		}
 	}
-	require.Equal(t, w.before, snapshot(t, w.pool))
+	require.Equal(t, w.before, snapshot(t, w.Pool))
 }

@@ -251,7 +251,7 @@ func TestRetryableFailureBacksOffThenDies(t *testing.T) {
 		attempt := i + 1
 		c := retryClaimNext(t, e, j.ID)
 		require.Equal(t, attempt, c.Attempts)
-		now := e.clock.Now()
+		now := e.Clock.Now()
 		f, err := e.client.Fail(ctx, c.Lease(), jobs.Failure{Diagnostic: fmt.Sprintf("timeout %d", attempt)})
 		require.NoError(t, err)
 		require.Equal(t, jobs.Queued, f.State)
@@ -263,19 +263,19 @@ func TestRetryableFailureBacksOffThenDies(t *testing.T) {
 		require.Equal(t, jobs.Lease{}, f.Lease())
 
 		// One microsecond before it is due, nobody can claim it.
-		e.clock.Set(f.AvailableAt.Add(-time.Microsecond))
+		e.Clock.Set(f.AvailableAt.Add(-time.Microsecond))
 		got, err := e.client.Claim(ctx, jobs.DefaultQueue, jobs.ClaimOptions{Limit: 10})
 		require.NoError(t, err)
 		require.Empty(t, got, "attempt %d: claimed before available_at", attempt)
 		_, ok, err := e.client.ClaimID(ctx, j.ID, jobs.ClaimOptions{})
 		require.NoError(t, err)
 		require.False(t, ok)
-		e.clock.Set(f.AvailableAt)
+		e.Clock.Set(f.AvailableAt)
 	}
 
 	c := retryClaimNext(t, e, j.ID)
 	require.Equal(t, 4, c.Attempts)
-	now := e.clock.Now()
+	now := e.Clock.Now()
 	dead, err := e.client.Fail(ctx, c.Lease(), jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "timeout 4"})
 	require.NoError(t, err)
 	require.Equal(t, jobs.Dead, dead.State)
@@ -283,12 +283,12 @@ func TestRetryableFailureBacksOffThenDies(t *testing.T) {
 	require.Equal(t, 4, dead.Attempts)
 	require.Equal(t, "timeout 4", dead.Diagnostic)
 
-	e.clock.Advance(24 * time.Hour)
+	e.Clock.Advance(24 * time.Hour)
 	got, err := e.client.Claim(ctx, jobs.DefaultQueue, jobs.ClaimOptions{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, got)
 	var inDead int
-	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM docket.jobs_dead WHERE id = $1 AND finished_at = $2`, j.ID, now).Scan(&inDead))
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.jobs_dead WHERE id = $1 AND finished_at = $2`, j.ID, now).Scan(&inDead))
 	require.Equal(t, 1, inDead)
 
 	require.Equal(t, []jobs.State{jobs.Queued, jobs.Claimed, jobs.Queued, jobs.Claimed, jobs.Queued, jobs.Claimed,
@@ -322,7 +322,7 @@ func TestRetryableFailureJitter(t *testing.T) {
 		claimed, err := e.client.Claim(ctx, jobs.DefaultQueue, jobs.ClaimOptions{Limit: n})
 		require.NoError(t, err)
 		require.Len(t, claimed, n)
-		now := e.clock.Now()
+		now := e.Clock.Now()
 		shortened := 0
 		for _, c := range claimed {
 			require.Equal(t, attempt, c.Attempts)
@@ -337,7 +337,7 @@ func TestRetryableFailureJitter(t *testing.T) {
 			}
 		}
 		require.Positive(t, shortened, "attempt %d: jitter 0.5 shortened none of %d delays", attempt, n)
-		e.clock.Advance(d)
+		e.Clock.Advance(d)
 	}
 }
 
@@ -347,7 +347,7 @@ func TestPermanentFailureFails(t *testing.T) {
 	ctx := t.Context()
 	j := retryEnqueue(t, e, spec(`{"invoice": 2}`))
 	c := retryClaimNext(t, e, j.ID)
-	now := e.clock.Now()
+	now := e.Clock.Now()
 	f, err := e.client.Fail(ctx, c.Lease(), jobs.Failure{Class: jobs.ClassPermanent, Diagnostic: "no such customer", RetryAfter: time.Minute})
 	require.NoError(t, err)
 	require.Equal(t, jobs.Failed, f.State)
@@ -355,7 +355,7 @@ func TestPermanentFailureFails(t *testing.T) {
 	require.Equal(t, 1, f.Attempts) // attempts left do not matter
 	require.Equal(t, "no such customer", f.Diagnostic)
 
-	e.clock.Advance(time.Hour)
+	e.Clock.Advance(time.Hour)
 	got, err := e.client.Claim(ctx, jobs.DefaultQueue, jobs.ClaimOptions{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, got)
@@ -370,7 +370,7 @@ func TestUncertainFailureIsLeftForReconciliation(t *testing.T) {
 	ctx := t.Context()
 	j := retryEnqueue(t, e, spec(`{"invoice": 3}`))
 	c := retryClaimNext(t, e, j.ID)
-	now := e.clock.Now()
+	now := e.Clock.Now()
 	u, err := e.client.Fail(ctx, c.Lease(), jobs.Failure{Class: jobs.ClassUncertain, Diagnostic: "connection reset after send"})
 	require.NoError(t, err)
 	require.Equal(t, jobs.Uncertain, u.State)
@@ -381,11 +381,11 @@ func TestUncertainFailureIsLeftForReconciliation(t *testing.T) {
 	require.Equal(t, "connection reset after send", u.Diagnostic)
 
 	var finishedNull bool
-	require.NoError(t, e.pool.QueryRow(ctx, `SELECT finished_at IS NULL FROM docket.jobs WHERE id = $1`, j.ID).Scan(&finishedNull))
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT finished_at IS NULL FROM docket.jobs WHERE id = $1`, j.ID).Scan(&finishedNull))
 	require.True(t, finishedNull)
 	require.Equal(t, map[int64]time.Time{j.ID: now}, retryUncertain(t, e))
 
-	e.clock.Advance(24 * time.Hour)
+	e.Clock.Advance(24 * time.Hour)
 	got, err := e.client.Claim(ctx, jobs.DefaultQueue, jobs.ClaimOptions{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, got)
@@ -406,17 +406,17 @@ func TestUncertainFailureOfRepeatableJobIsRetried(t *testing.T) {
 	j := retryEnqueue(t, e, s)
 
 	c := retryClaimNext(t, e, j.ID)
-	now := e.clock.Now()
+	now := e.Clock.Now()
 	q, err := e.client.Fail(ctx, c.Lease(), jobs.Failure{Class: jobs.ClassUncertain, Diagnostic: "lost reply"})
 	require.NoError(t, err)
 	require.Equal(t, jobs.Queued, q.State)
 	require.Equal(t, now.Add(3*time.Second), q.AvailableAt)
 	require.Empty(t, retryUncertain(t, e))
 
-	e.clock.Set(q.AvailableAt)
+	e.Clock.Set(q.AvailableAt)
 	c = retryClaimNext(t, e, j.ID)
 	require.Equal(t, 2, c.Attempts)
-	now = e.clock.Now()
+	now = e.Clock.Now()
 	d, err := e.client.Fail(ctx, c.Lease(), jobs.Failure{Class: jobs.ClassUncertain, Diagnostic: "lost reply again"})
 	require.NoError(t, err)
 	require.Equal(t, jobs.Dead, d.State)
@@ -442,12 +442,12 @@ func TestRetryAfterHint(t *testing.T) {
 		{-5 * time.Second, 0},
 	} {
 		l := retryClaimNext(t, e, j.ID)
-		now := e.clock.Now()
+		now := e.Clock.Now()
 		f, err := e.client.Fail(ctx, l.Lease(), jobs.Failure{Diagnostic: "429", RetryAfter: c.hint})
 		require.NoError(t, err)
 		require.Equal(t, jobs.Queued, f.State)
 		require.Equal(t, now.Add(c.want), f.AvailableAt, "hint %v", c.hint)
-		e.clock.Set(f.AvailableAt)
+		e.Clock.Set(f.AvailableAt)
 	}
 	// The fifth and last attempt: dead, the hint notwithstanding.
 	l := retryClaimNext(t, e, j.ID)
@@ -476,13 +476,13 @@ func TestRetryAfterIsClampedInSQL(t *testing.T) {
 		{"00:00:01.000001", time.Second + time.Microsecond},
 	} {
 		l := retryClaimNext(t, e, j.ID)
-		now := e.clock.Now()
+		now := e.Clock.Now()
 		var at time.Time
-		require.NoError(t, e.pool.QueryRow(ctx,
+		require.NoError(t, e.Pool.QueryRow(ctx,
 			`SELECT available_at FROM docket.job_fail($1, $2, 'retryable', NULL, $3::interval, $4, $5)`,
 			j.ID, l.ClaimToken, c.hint, string(app), now).Scan(&at))
 		require.Equal(t, now.Add(c.want), at.UTC(), "hint %s", c.hint)
-		e.clock.Set(at)
+		e.Clock.Set(at)
 	}
 }
 
@@ -504,7 +504,7 @@ func TestTinyJitterNeverBreaksFailOrSweep(t *testing.T) {
 	require.Equal(t, tiny, j.Retry)
 
 	c := retryClaimID(t, e, j.ID, jobs.ClaimOptions{Lease: 10 * time.Second})
-	now := e.clock.Now()
+	now := e.Clock.Now()
 	tx := retryLowDrawTx(t, e)
 	f, err := e.client.FailTx(ctx, tx, c.Lease(), jobs.Failure{Diagnostic: "flaky"})
 	require.NoError(t, err, "failing a job whose jitter × draw underflows")
@@ -513,11 +513,11 @@ func TestTinyJitterNeverBreaksFailOrSweep(t *testing.T) {
 	require.Equal(t, now.Add(time.Second), f.AvailableAt)
 
 	// Its expired lease, beside an ordinary one: one sweep moves both.
-	e.clock.Set(f.AvailableAt)
+	e.Clock.Set(f.AvailableAt)
 	retryClaimID(t, e, j.ID, jobs.ClaimOptions{Lease: 10 * time.Second})
 	other := retryEnqueue(t, e, spec(`"ordinary"`))
 	retryClaimID(t, e, other.ID, jobs.ClaimOptions{Lease: 10 * time.Second})
-	e.clock.Advance(10 * time.Second)
+	e.Clock.Advance(10 * time.Second)
 	tx = retryLowDrawTx(t, e)
 	moved, err := e.client.ExpireLeasesTx(ctx, tx, 100)
 	require.NoError(t, err, "sweeping an expired lease of a job whose jitter × draw underflows")
@@ -530,7 +530,7 @@ func retryLowDrawTx(t *testing.T, e env) pgx.Tx {
 	t.Helper()
 	ctx := t.Context()
 	for seed := -1.0; seed <= 1; seed += 0.125 {
-		tx, err := e.pool.Begin(ctx)
+		tx, err := e.Pool.Begin(ctx)
 		require.NoError(t, err)
 		var low bool
 		require.NoError(t, tx.QueryRow(ctx, `SELECT setseed($1), random() < 0.5`, seed).Scan(nil, &low))
@@ -570,7 +570,7 @@ func TestExpireLeasesMovesExpiredJobsByKind(t *testing.T) {
 	c := retryClaimID(t, e, again.ID, jobs.ClaimOptions{})
 	f, err := e.client.Fail(ctx, c.Lease(), jobs.Failure{})
 	require.NoError(t, err)
-	e.clock.Set(f.AvailableAt)
+	e.Clock.Set(f.AvailableAt)
 
 	short := jobs.ClaimOptions{Lease: 10 * time.Second}
 	held := map[int64]jobs.Job{}
@@ -583,13 +583,13 @@ func TestExpireLeasesMovesExpiredJobsByKind(t *testing.T) {
 	require.Equal(t, 2, held[again.ID].Attempts)
 	expiry := held[again.ID].LeaseExpiresAt
 
-	e.clock.Set(expiry.Add(-time.Microsecond))
+	e.Clock.Set(expiry.Add(-time.Microsecond))
 	moved, err := e.client.ExpireLeases(ctx, 100)
 	require.NoError(t, err)
 	require.Empty(t, moved, "swept a lease before it expired")
 
-	e.clock.Set(expiry)
-	now := e.clock.Now()
+	e.Clock.Set(expiry)
+	now := e.Clock.Now()
 	moved, err = e.client.ExpireLeases(ctx, 100)
 	require.NoError(t, err)
 	byID := map[int64]jobs.Job{}
@@ -635,7 +635,7 @@ func TestExpireLeasesMovesExpiredJobsByKind(t *testing.T) {
 	got, err := e.client.Claim(ctx, jobs.DefaultQueue, jobs.ClaimOptions{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, got)
-	e.clock.Set(q.AvailableAt)
+	e.Clock.Set(q.AvailableAt)
 	got, err = e.client.Claim(ctx, jobs.DefaultQueue, jobs.ClaimOptions{Limit: 10})
 	require.NoError(t, err)
 	require.Equal(t, []int64{again.ID}, retryIDs(got))
@@ -667,7 +667,7 @@ func TestExpireLeasesIsBoundedEarliestFirst(t *testing.T) {
 	liveJob := retryEnqueue(t, e, spec(`"live"`))
 	retryClaimID(t, e, liveJob.ID, jobs.ClaimOptions{Lease: time.Hour})
 
-	e.clock.Advance(5 * time.Second)
+	e.Clock.Advance(5 * time.Second)
 	for _, want := range [][]int64{{ids[1], ids[3]}, {ids[0], ids[4]}, {ids[2]}, {}} {
 		moved, err := e.client.ExpireLeases(ctx, 2)
 		require.NoError(t, err)
@@ -682,7 +682,7 @@ func TestExpireLeasesIsBoundedEarliestFirst(t *testing.T) {
 		require.ErrorIs(t, err, db.ErrInvalidArgument, "limit %d", limit)
 	}
 	for _, limit := range []int{0, jobs.MaxSweepBatch + 1} {
-		_, err := e.pool.Exec(ctx, `SELECT * FROM docket.job_expire_leases($1, 'svc:app', $2)`, limit, e.clock.Now())
+		_, err := e.Pool.Exec(ctx, `SELECT * FROM docket.job_expire_leases($1, 'svc:app', $2)`, limit, e.Clock.Now())
 		require.ErrorIs(t, db.Translate(err, "sweep"), db.ErrInvalidArgument, "limit %d", limit)
 	}
 }
@@ -694,16 +694,16 @@ func TestExpireLeasesSkipsLeasesAnotherSweepHolds(t *testing.T) {
 	e := setup(t)
 	ctx := t.Context()
 	all := retryClaimedBatch(t, e, 8, time.Second)
-	e.clock.Advance(time.Minute)
+	e.Clock.Advance(time.Minute)
 
-	tx1, err := e.pool.Begin(ctx)
+	tx1, err := e.Pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx1.Rollback(ctx) }()
 	first, err := e.client.ExpireLeasesTx(ctx, tx1, 3)
 	require.NoError(t, err)
 	require.ElementsMatch(t, all[:3], retryIDs(first))
 
-	tx2, err := e.pool.Begin(ctx)
+	tx2, err := e.Pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx2.Rollback(ctx) }()
 	// Waiting for tx1's locks would be a bug: make it an error, not a hang.
@@ -734,12 +734,12 @@ func TestConcurrentSweepersMoveEachJobOnce(t *testing.T) {
 	}
 	for round := range rounds {
 		all := retryClaimedBatch(t, e, perRound, time.Second)
-		e.clock.Advance(time.Minute)
+		e.Clock.Advance(time.Minute)
 
 		start := make(chan struct{})
 		results := make(chan result, 2)
 		for range 2 {
-			tx, err := e.pool.Begin(ctx)
+			tx, err := e.Pool.Begin(ctx)
 			require.NoError(t, err)
 			go func(tx pgx.Tx) {
 				var r result
@@ -759,7 +759,7 @@ func TestConcurrentSweepersMoveEachJobOnce(t *testing.T) {
 						return
 					}
 					r.ids = append(r.ids, retryIDs(moved)...)
-					if tx, err = e.pool.Begin(ctx); err != nil {
+					if tx, err = e.Pool.Begin(ctx); err != nil {
 						r.err = err
 						return
 					}
@@ -804,15 +804,15 @@ func TestReconcileUncertainJob(t *testing.T) {
 	s.Retry = jobs.RetryPolicy{MaxAttempts: 1}
 	exhausted := retryEnqueue(t, e, s)
 	retryClaimID(t, e, exhausted.ID, jobs.ClaimOptions{Lease: time.Second})
-	e.clock.Advance(time.Minute)
+	e.Clock.Advance(time.Minute)
 	moved, err := e.client.ExpireLeases(ctx, 10)
 	require.NoError(t, err)
 	require.Equal(t, []int64{exhausted.ID}, retryIDs(moved))
 	require.Equal(t, jobs.Uncertain, moved[0].State)
 	require.Len(t, retryUncertain(t, e), 4)
 
-	e.clock.Advance(time.Minute)
-	now := e.clock.Now()
+	e.Clock.Advance(time.Minute)
+	now := e.Clock.Now()
 	s1, err := e.client.Reconcile(ctx, done.ID, jobs.DidSucceed, json.RawMessage(`{"sent": true}`), "provider shows it sent")
 	require.NoError(t, err)
 	require.Equal(t, jobs.Succeeded, s1.State)
@@ -841,10 +841,10 @@ func TestReconcileUncertainJob(t *testing.T) {
 	require.Equal(t, []int64{rerun.ID}, retryIDs(claimed))
 	require.Equal(t, 2, claimed[0].Attempts)
 
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 	_, err = e.client.Reconcile(ctx, exhausted.ID, jobs.RunAgain, nil, "try once more")
 	require.ErrorIs(t, err, db.ErrInvalidArgument)
-	require.Equal(t, before, snapshot(t, e.pool))
+	require.Equal(t, before, snapshot(t, e.Pool))
 	require.Equal(t, map[int64]time.Time{exhausted.ID: moved[0].UpdatedAt}, retryUncertain(t, e))
 	f2, err := e.client.Reconcile(ctx, exhausted.ID, jobs.DidFail, nil, "gave up")
 	require.NoError(t, err)
@@ -852,7 +852,7 @@ func TestReconcileUncertainJob(t *testing.T) {
 	require.Empty(t, retryUncertain(t, e))
 
 	queued := retryEnqueue(t, e, spec(`"queued"`))
-	before = snapshot(t, e.pool)
+	before = snapshot(t, e.Pool)
 	for _, o := range []jobs.Outcome{jobs.DidSucceed, jobs.DidFail, jobs.RunAgain} {
 		_, err = e.client.Reconcile(ctx, queued.ID, o, nil, "not uncertain")
 		require.ErrorIs(t, err, db.ErrIllegalTransition, "outcome %s", o)
@@ -860,7 +860,7 @@ func TestReconcileUncertainJob(t *testing.T) {
 	// And a claimed one.
 	_, err = e.client.Reconcile(ctx, rerun.ID, jobs.DidSucceed, nil, "still running")
 	require.ErrorIs(t, err, db.ErrIllegalTransition)
-	require.Equal(t, before, snapshot(t, e.pool))
+	require.Equal(t, before, snapshot(t, e.Pool))
 
 	for _, id := range []int64{done.ID, notDone.ID, rerun.ID, exhausted.ID} {
 		v, err := e.client.Verify(ctx, id)
@@ -885,7 +885,7 @@ func TestClaimAndSweepPlansUsePartialIndexes(t *testing.T) {
 	now := retryFillJobs(t, e)
 	t.Logf("filled 100,000 jobs in %v", time.Since(began))
 
-	conn, err := e.pool.Acquire(ctx)
+	conn, err := e.Pool.Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()
 
@@ -1073,7 +1073,7 @@ func retryFillJobs(t *testing.T, e env) time.Time {
 	errs := make(chan error, chunks)
 	for c := range chunks {
 		go func(lo, hi int) {
-			errs <- testkit.Raw(ctx, e.pool, ana, now, insert, now, lo, hi)
+			errs <- testkit.Raw(ctx, e.Pool, ana, now, insert, now, lo, hi)
 		}(c*total/chunks+1, (c+1)*total/chunks)
 	}
 	for range chunks {
@@ -1112,17 +1112,17 @@ func retryFillJobs(t *testing.T, e env) time.Time {
 		if strings.Contains(stmt, "$1") {
 			args = []any{now}
 		}
-		require.NoError(t, testkit.Raw(ctx, e.pool, ana, now, stmt, args...), stmt)
+		require.NoError(t, testkit.Raw(ctx, e.Pool, ana, now, stmt, args...), stmt)
 	}
-	_, err := e.pool.Exec(ctx, `ANALYZE docket.jobs`)
+	_, err := e.Pool.Exec(ctx, `ANALYZE docket.jobs`)
 	require.NoError(t, err)
 
 	var mix string
-	require.NoError(t, e.pool.QueryRow(ctx, `
+	require.NoError(t, e.Pool.QueryRow(ctx, `
 		SELECT string_agg(state || ' ' || n, ', ' ORDER BY state) FROM (SELECT state, count(*) AS n FROM docket.jobs GROUP BY state) s`).Scan(&mix))
 	t.Logf("job mix: %s", mix)
 	var n, expired, due int
-	require.NoError(t, e.pool.QueryRow(ctx, `
+	require.NoError(t, e.Pool.QueryRow(ctx, `
 		SELECT count(*), count(*) FILTER (WHERE state = 'claimed' AND lease_expires_at <= $1),
 		       count(*) FILTER (WHERE state = 'queued' AND available_at <= $1)
 		FROM docket.jobs`, now).Scan(&n, &expired, &due))
@@ -1145,7 +1145,7 @@ func retryClaimID(t *testing.T, e env, id int64, opts jobs.ClaimOptions) jobs.Jo
 	t.Helper()
 	j, ok, err := e.client.ClaimID(t.Context(), id, opts)
 	require.NoError(t, err)
-	require.True(t, ok, "job %d is not claimable at %v", id, e.clock.Now())
+	require.True(t, ok, "job %d is not claimable at %v", id, e.Clock.Now())
 	return j
 }
 
@@ -1155,7 +1155,7 @@ func retryClaimNext(t *testing.T, e env, id int64) jobs.Job {
 	t.Helper()
 	got, err := e.client.Claim(t.Context(), jobs.DefaultQueue, jobs.ClaimOptions{Limit: 10})
 	require.NoError(t, err)
-	require.Equal(t, []int64{id}, retryIDs(got), "at %v", e.clock.Now())
+	require.Equal(t, []int64{id}, retryIDs(got), "at %v", e.Clock.Now())
 	return got[0]
 }
 
@@ -1166,7 +1166,7 @@ func retryClaimedBatch(t *testing.T, e env, n int, lease time.Duration) []int64 
 	t.Helper()
 	specs := make([]jobs.Spec, n)
 	for i := range specs {
-		specs[i] = spec(fmt.Sprintf(`{"batch": %d, "n": %d}`, e.clock.Now().UnixMicro(), i))
+		specs[i] = spec(fmt.Sprintf(`{"batch": %d, "n": %d}`, e.Clock.Now().UnixMicro(), i))
 		specs[i].Repeatable = i%2 == 0
 		specs[i].Retry = jobs.RetryPolicy{Base: time.Second, Cap: time.Minute, Jitter: 0.2, MaxAttempts: 3}
 	}
@@ -1175,7 +1175,7 @@ func retryClaimedBatch(t *testing.T, e env, n int, lease time.Duration) []int64 
 	ids := make([]int64, n)
 	for i, r := range receipts {
 		retryClaimID(t, e, r.ID, jobs.ClaimOptions{Lease: lease})
-		e.clock.Advance(time.Microsecond)
+		e.Clock.Advance(time.Microsecond)
 		ids[i] = r.ID
 	}
 	slices.Sort(ids)
@@ -1186,7 +1186,7 @@ func retryClaimedBatch(t *testing.T, e env, n int, lease time.Duration) []int64 
 // by an expiry, and is no longer claimed.
 func retryRequireSweptOnce(t *testing.T, e env, ids []int64) {
 	t.Helper()
-	rows, err := e.pool.Query(t.Context(), `
+	rows, err := e.Pool.Query(t.Context(), `
 		SELECT j.id, j.state, j.repeatable,
 		       (SELECT count(*) FROM docket.job_events ev WHERE ev.job_id = j.id AND ev.from_state = 'claimed')
 		FROM docket.jobs j WHERE j.id = ANY($1) ORDER BY j.id`, ids)
@@ -1213,7 +1213,7 @@ func retryRequireSweptOnce(t *testing.T, e env, ids []int64) {
 // retryUncertain returns docket.jobs_uncertain as id → uncertain_since.
 func retryUncertain(t *testing.T, e env) map[int64]time.Time {
 	t.Helper()
-	rows, err := e.pool.Query(t.Context(), `SELECT id, uncertain_since FROM docket.jobs_uncertain`)
+	rows, err := e.Pool.Query(t.Context(), `SELECT id, uncertain_since FROM docket.jobs_uncertain`)
 	require.NoError(t, err)
 	out := map[int64]time.Time{}
 	for rows.Next() {

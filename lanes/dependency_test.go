@@ -21,7 +21,7 @@ func TestDependenciesValidatedAtCreation(t *testing.T) {
 	b := e.lane(t, "b", a.ID)
 	other, err := e.as(t, cond2).Create(ctx, lanes.Spec{Quorum: e.api.ID, Name: "other", Branch: "main", Assignee: ann, Task: "API-1"})
 	require.NoError(t, err)
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 
 	for _, tc := range []struct {
 		name string
@@ -40,7 +40,7 @@ func TestDependenciesValidatedAtCreation(t *testing.T) {
 		if tc.lane != 0 {
 			require.ErrorContains(t, err, name("dependency lane %d ", tc.lane), tc.name)
 		}
-		require.Equal(t, before, snapshot(t, e.pool), tc.name)
+		require.Equal(t, before, snapshot(t, e.Pool), tc.name)
 	}
 
 	// 64 dependencies, at the bound, are accepted.
@@ -51,13 +51,13 @@ func TestDependenciesValidatedAtCreation(t *testing.T) {
 	l, err := c.Create(ctx, lanes.Spec{Quorum: e.web.ID, Name: "c", Branch: "main", Assignee: ann, Task: "T", DependsOn: deps})
 	require.NoError(t, err)
 	require.Equal(t, deps, l.DependsOn)
-	require.Equal(t, 1+lanes.MaxDependencies, eventCount(t, e.pool, l.ID), "a creation event and one per dependency")
+	require.Equal(t, 1+lanes.MaxDependencies, eventCount(t, e.Pool, l.ID), "a creation event and one per dependency")
 	// The bound holds by hand too: a 65th dependency is refused.
-	before = snapshot(t, e.pool)
+	before = snapshot(t, e.Pool)
 	err = e.raw(ctx, `INSERT INTO docket.lane_dependencies (lane_id, depends_on) VALUES ($1, $2)`, l.ID, a.ID)
 	require.ErrorIs(t, err, db.ErrInvalidArgument)
 	require.ErrorContains(t, err, "at most 64")
-	require.Equal(t, before, snapshot(t, e.pool))
+	require.Equal(t, before, snapshot(t, e.Pool))
 	got, err := c.Get(ctx, b.ID)
 	require.NoError(t, err)
 	require.Equal(t, []int64{a.ID}, got.DependsOn)
@@ -75,7 +75,7 @@ func TestNoCycleCanBeWritten(t *testing.T) {
 	cc := e.lane(t, "c", b.ID)
 	other, err := e.as(t, cond2).Create(ctx, lanes.Spec{Quorum: e.api.ID, Name: "other", Branch: "main", Assignee: ann, Task: "API-1"})
 	require.NoError(t, err)
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 
 	for _, tc := range []struct {
 		name           string
@@ -91,7 +91,7 @@ func TestNoCycleCanBeWritten(t *testing.T) {
 		err := e.raw(ctx, `INSERT INTO docket.lane_dependencies (lane_id, depends_on) VALUES ($1, $2)`, tc.lane, tc.dependOn)
 		require.ErrorIs(t, err, db.ErrInvalidDependency, tc.name)
 		require.ErrorContains(t, err, name("dependency lane %d is %s", tc.dependOn, tc.says), tc.name)
-		require.Equal(t, before, snapshot(t, e.pool), tc.name)
+		require.Equal(t, before, snapshot(t, e.Pool), tc.name)
 	}
 	// A quorum given by hand must be the lane's own.
 	err = e.raw(ctx, `INSERT INTO docket.lane_dependencies (lane_id, depends_on, quorum_id) VALUES ($1, $2, $3)`, cc.ID, a.ID, e.api.ID)

@@ -21,7 +21,7 @@ func TestLaneLifecycle(t *testing.T) {
 	require.Equal(t, lanes.Quorum{ID: e.web.ID, Project: project, Name: "web", Conductor: cond, CreatedBy: ops, CreatedAt: t0}, e.web)
 
 	base := e.lane(t, "schema")
-	e.clock.Advance(time.Minute)
+	e.Clock.Advance(time.Minute)
 	l, err := c.Create(ctx, lanes.Spec{
 		Quorum: e.web.ID, Name: "login", Branch: "feature/login", Assignee: ann, Task: "https://tracker.example/WEB-7",
 		DependsOn: []int64{base.ID},
@@ -39,21 +39,21 @@ func TestLaneLifecycle(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, got.State)
 		require.Equal(t, review, got.Review)
-		require.Equal(t, e.clock.Now(), got.UpdatedAt)
+		require.Equal(t, e.Clock.Now(), got.UpdatedAt)
 	}
-	e.clock.Advance(time.Minute)
+	e.Clock.Advance(time.Minute)
 	l, err = c.SetState(ctx, l.ID, lanes.InProgress, "ann starts")
 	step(lanes.InProgress, lanes.NotSubmitted, l, err)
-	e.clock.Advance(time.Minute)
+	e.Clock.Advance(time.Minute)
 	l, err = a.Submit(ctx, l.ID, "ready for a look")
 	step(lanes.InProgress, lanes.Submitted, l, err)
-	e.clock.Advance(time.Minute)
+	e.Clock.Advance(time.Minute)
 	l, err = c.RequestChanges(ctx, l.ID, "rename the handler")
 	step(lanes.InProgress, lanes.ChangesRequested, l, err)
-	e.clock.Advance(time.Minute)
+	e.Clock.Advance(time.Minute)
 	l, err = a.Submit(ctx, l.ID, "renamed")
 	step(lanes.InProgress, lanes.Submitted, l, err)
-	e.clock.Advance(time.Minute)
+	e.Clock.Advance(time.Minute)
 	l, err = c.Approve(ctx, l.ID, "")
 	step(lanes.InProgress, lanes.Approved, l, err)
 
@@ -61,19 +61,19 @@ func TestLaneLifecycle(t *testing.T) {
 	_, err = c.Merge(ctx, l.ID, commitA)
 	require.ErrorIs(t, err, db.ErrIllegalTransition)
 
-	e.clock.Advance(time.Minute)
+	e.Clock.Advance(time.Minute)
 	l, err = c.SetState(ctx, l.ID, lanes.Done, "")
 	step(lanes.Done, lanes.Approved, l, err)
-	e.clock.Advance(time.Minute)
+	e.Clock.Advance(time.Minute)
 	merged, err := c.Merge(ctx, l.ID, commitA)
 	require.NoError(t, err)
 	require.True(t, merged.Merged())
 	require.Equal(t, commitA, merged.MergeCommit)
-	require.Equal(t, e.clock.Now(), merged.MergedAt)
+	require.Equal(t, e.Clock.Now(), merged.MergedAt)
 	require.Equal(t, cond, merged.MergedBy)
 
 	// The same merge again is a quiet no-op; another commit is refused.
-	e.clock.Advance(time.Minute)
+	e.Clock.Advance(time.Minute)
 	again, err := c.Merge(ctx, l.ID, commitA)
 	require.NoError(t, err)
 	require.Equal(t, merged, again)
@@ -117,7 +117,7 @@ func TestLaneLifecycle(t *testing.T) {
 	require.ErrorIs(t, err, db.ErrIllegalTransition)
 	_, err = a.Submit(ctx, l.ID, "")
 	require.ErrorIs(t, err, db.ErrIllegalTransition)
-	require.Equal(t, len(history), eventCount(t, e.pool, l.ID))
+	require.Equal(t, len(history), eventCount(t, e.Pool, l.ID))
 }
 
 // Moving one axis never moves another.

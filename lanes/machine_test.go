@@ -43,7 +43,7 @@ func TestExecutionMachineEveryPair(t *testing.T) {
 			for _, byHand := range []bool{false, true} {
 				n++
 				l := e.drive(t, e.lane(t, name("x%d", n)).ID, from, lanes.Submitted)
-				before := snapshot(t, e.pool)
+				before := snapshot(t, e.Pool)
 				var err error
 				if byHand {
 					err = e.raw(ctx, `UPDATE docket.lanes SET state = $2 WHERE id = $1`, l.ID, string(to))
@@ -70,7 +70,7 @@ func TestExecutionMachineEveryPair(t *testing.T) {
 				} else {
 					require.ErrorIs(t, err, db.ErrIllegalTransition, what)
 				}
-				require.Equal(t, before, snapshot(t, e.pool), what)
+				require.Equal(t, before, snapshot(t, e.Pool), what)
 			}
 		}
 	}
@@ -90,7 +90,7 @@ func TestReviewMachineEveryPair(t *testing.T) {
 				}
 				n++
 				l := e.drive(t, e.lane(t, name("x%d", n)).ID, lanes.InProgress, from)
-				before := snapshot(t, e.pool)
+				before := snapshot(t, e.Pool)
 				var err error
 				switch {
 				case byHand:
@@ -116,7 +116,7 @@ func TestReviewMachineEveryPair(t *testing.T) {
 				} else {
 					require.ErrorIs(t, err, db.ErrIllegalTransition, what)
 				}
-				require.Equal(t, before, snapshot(t, e.pool), what)
+				require.Equal(t, before, snapshot(t, e.Pool), what)
 			}
 		}
 	}
@@ -138,18 +138,18 @@ func TestMergeNeedsDoneApprovedAndCommit(t *testing.T) {
 			}
 			n++
 			l := e.drive(t, e.lane(t, name("m%d", n)).ID, s, r)
-			before := snapshot(t, e.pool)
+			before := snapshot(t, e.Pool)
 			_, err := c.Merge(ctx, l.ID, commitA)
 			require.ErrorIs(t, err, db.ErrIllegalTransition, "%s/%s", s, r)
 			err = e.raw(ctx, `UPDATE docket.lanes SET merge_commit = $2, merged_at = '2026-11-03T09:00:00Z', merged_by = 'user:ops' WHERE id = $1`,
 				l.ID, commitA)
 			requireConstraint(t, err, "lanes_merged_only_done_approved")
-			require.Equal(t, before, snapshot(t, e.pool), "%s/%s", s, r)
+			require.Equal(t, before, snapshot(t, e.Pool), "%s/%s", s, r)
 		}
 	}
 
 	ready := e.drive(t, e.lane(t, "ready").ID, lanes.Done, lanes.Approved)
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 	// No commit, or half a record, by hand: refused by the CHECKs.
 	err := e.raw(ctx, `UPDATE docket.lanes SET merged_at = '2026-11-03T09:00:00Z', merged_by = 'user:ops' WHERE id = $1`, ready.ID)
 	requireConstraint(t, err, "lanes_merge_record_whole")
@@ -157,7 +157,7 @@ func TestMergeNeedsDoneApprovedAndCommit(t *testing.T) {
 	requireConstraint(t, err, "lanes_merge_record_whole")
 	err = e.raw(ctx, `UPDATE docket.lanes SET merge_commit = 'HEAD', merged_at = '2026-11-03T09:00:00Z', merged_by = 'user:ops' WHERE id = $1`, ready.ID)
 	requireConstraint(t, err, "lanes_merge_commit_valid")
-	require.Equal(t, before, snapshot(t, e.pool))
+	require.Equal(t, before, snapshot(t, e.Pool))
 
 	// By hand, with everything in place, a merge is recorded like any other.
 	require.NoError(t, e.raw(ctx, `UPDATE docket.lanes SET merge_commit = $2, merged_at = '2026-11-03T09:00:00Z', merged_by = 'user:ops' WHERE id = $1`,
@@ -167,7 +167,7 @@ func TestMergeNeedsDoneApprovedAndCommit(t *testing.T) {
 	require.Equal(t, lanes.EventMerge, h[len(h)-1].Type)
 	require.Equal(t, "user:ops", string(h[len(h)-1].Actor))
 
-	before = snapshot(t, e.pool)
+	before = snapshot(t, e.Pool)
 	for _, set := range []string{
 		`merge_commit = '` + commitB + `'`,
 		`merged_at = '2026-11-04T09:00:00Z'`,
@@ -179,7 +179,7 @@ func TestMergeNeedsDoneApprovedAndCommit(t *testing.T) {
 	}
 	_, err = c.Merge(ctx, ready.ID, commitB)
 	require.ErrorIs(t, err, db.ErrTerminal)
-	require.Equal(t, before, snapshot(t, e.pool))
+	require.Equal(t, before, snapshot(t, e.Pool))
 }
 
 func requireConstraint(t *testing.T, err error, constraint string) {
@@ -203,7 +203,7 @@ func TestImmutableByHand(t *testing.T) {
 	require.NoError(t, e.raw(ctx, `SELECT docket.project_create('globex', 'user:ops', '2026-11-03T09:00:00Z')`))
 	require.NoError(t, e.raw(ctx, `INSERT INTO docket.quorums (project, name, conductor, created_by, created_at)
 		VALUES ('globex', 'web', 'user:cond', 'user:ops', '2026-11-03T09:00:00Z')`))
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 
 	for _, set := range []string{
 		`project = 'globex'`,
@@ -232,7 +232,7 @@ func TestImmutableByHand(t *testing.T) {
 		err := e.raw(ctx, sql, l.ID)
 		require.ErrorIs(t, err, db.ErrImmutable, sql)
 	}
-	require.Equal(t, before, snapshot(t, e.pool))
+	require.Equal(t, before, snapshot(t, e.Pool))
 }
 
 // A lane written by hand is born open, unreviewed and unmerged, in its
@@ -242,7 +242,7 @@ func TestInsertByHand(t *testing.T) {
 	e := setup(t)
 	ctx := t.Context()
 	require.NoError(t, e.raw(ctx, `SELECT docket.project_create('globex', 'user:ops', '2026-11-03T09:00:00Z')`))
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 	insert := func(cols, vals string) error {
 		return e.raw(ctx, `INSERT INTO docket.lanes (quorum_id, name, branch, assignee, task_ref, created_by, created_at, updated_at`+cols+`)
 			VALUES ($1, 'hand', 'main', 'user:ann', 'T-1', 'user:ops', '2026-11-03T09:00:00Z', '2026-11-03T09:00:00Z'`+vals+`)`, e.web.ID)
@@ -255,10 +255,10 @@ func TestInsertByHand(t *testing.T) {
 	err := e.raw(ctx, `INSERT INTO docket.lanes (quorum_id, name, branch, assignee, task_ref, created_by, created_at, updated_at)
 		VALUES (999999, 'hand', 'main', 'user:ann', 'T-1', 'user:ops', '2026-11-03T09:00:00Z', '2026-11-03T09:00:00Z')`)
 	require.ErrorIs(t, err, db.ErrMissingReference)
-	_, err = e.pool.Exec(ctx, `INSERT INTO docket.lanes (quorum_id, name, branch, assignee, task_ref, created_by, created_at, updated_at)
+	_, err = e.Pool.Exec(ctx, `INSERT INTO docket.lanes (quorum_id, name, branch, assignee, task_ref, created_by, created_at, updated_at)
 		VALUES ($1, 'hand', 'main', 'user:ann', 'T-1', 'user:ops', '2026-11-03T09:00:00Z', '2026-11-03T09:00:00Z')`, e.web.ID)
 	require.ErrorIs(t, db.Translate(err, "raw"), db.ErrInvalidArgument, "no change context")
-	require.Equal(t, before, snapshot(t, e.pool))
+	require.Equal(t, before, snapshot(t, e.Pool))
 
 	require.NoError(t, insert(`, project`, `, 'acme'`))
 	l, err := e.as(t, cond).List(ctx, lanes.Filter{Project: project})
@@ -283,7 +283,7 @@ func TestMachineTablesMatchGo(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	rows, err := e.pool.Query(ctx, `SELECT state, terminal FROM docket.lane_states ORDER BY state`)
+	rows, err := e.Pool.Query(ctx, `SELECT state, terminal FROM docket.lane_states ORDER BY state`)
 	require.NoError(t, err)
 	var states []lanes.State
 	for rows.Next() {
@@ -299,7 +299,7 @@ func TestMachineTablesMatchGo(t *testing.T) {
 	require.Equal(t, want, states)
 
 	var pairs [][2]string
-	rows, err = e.pool.Query(ctx, `SELECT from_state, to_state FROM docket.lane_transitions`)
+	rows, err = e.Pool.Query(ctx, `SELECT from_state, to_state FROM docket.lane_transitions`)
 	require.NoError(t, err)
 	for rows.Next() {
 		var p [2]string
@@ -312,7 +312,7 @@ func TestMachineTablesMatchGo(t *testing.T) {
 		require.True(t, legalExecution[[2]lanes.State{lanes.State(p[0]), lanes.State(p[1])}], "%v", p)
 	}
 	pairs = nil
-	rows, err = e.pool.Query(ctx, `SELECT from_state, to_state FROM docket.lane_review_transitions`)
+	rows, err = e.Pool.Query(ctx, `SELECT from_state, to_state FROM docket.lane_review_transitions`)
 	require.NoError(t, err)
 	for rows.Next() {
 		var p [2]string

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/access"
@@ -18,18 +17,12 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// The cast of every lanes test: ops administers project acme and may create
-// quorums there; cond conducts quorum web, cond2 quorum api; ann is the
-// assignee of the lanes; vic holds lane.view on acme; sam holds nothing.
-const (
-	project              = "acme"
-	ops     access.Actor = "user:ops"
-	cond    access.Actor = "user:cond"
-	cond2   access.Actor = "user:cond2"
-	ann     access.Actor = "user:ann"
-	vic     access.Actor = "user:vic"
-	sam     access.Actor = "user:sam"
-)
+// The cast of every lanes test, the test kit's and three of its own: ops
+// administers project acme and may create quorums there; cond conducts quorum
+// web, cond2 quorum api; ann is the assignee of the lanes; vic holds lane.view
+// on acme; sam holds nothing.
+const project, ops, vic, sam = testkit.Acme, testkit.Ops, testkit.Vic, testkit.Sam
+const cond, cond2, ann access.Actor = "user:cond", "user:cond2", "user:ann"
 
 // A commit pointer, and another.
 const (
@@ -43,11 +36,9 @@ var t0 = testkit.T0
 var t1 = t0.Add(24 * time.Hour)
 
 type env struct {
-	pool  *pgxpool.Pool
-	clock *db.FakeClock
-	kit   testkit.Env  // gives further grants, as ops
-	web   lanes.Quorum // conducted by cond
-	api   lanes.Quorum // conducted by cond2
+	testkit.Env              // gives further grants, as ops
+	web         lanes.Quorum // conducted by cond
+	api         lanes.Quorum // conducted by cond2
 }
 
 // setup returns a fresh migrated database with project acme, quorums web
@@ -57,7 +48,7 @@ func setup(t testing.TB) env {
 	ctx := context.Background()
 	k := testkit.Setup(t, ops, []string{project},
 		testkit.Join(testkit.Grants(ops, project, access.QuorumCreate), testkit.Grants(vic, project, access.LaneView))...)
-	e := env{pool: k.Pool, clock: k.Clock, kit: k}
+	e := env{Env: k}
 	o := e.as(t, ops)
 	var err error
 	e.web, err = o.CreateQuorum(ctx, lanes.QuorumSpec{Project: project, Name: "web", Conductor: cond})
@@ -70,7 +61,7 @@ func setup(t testing.TB) env {
 // as returns a client acting as actor on e's fake clock.
 func (e env) as(t testing.TB, actor access.Actor) *lanes.Client {
 	t.Helper()
-	c, err := lanes.NewClient(e.pool, lanes.Config{Actor: actor, Clock: e.clock})
+	c, err := lanes.NewClient(e.Pool, lanes.Config{Actor: actor, Clock: e.Clock})
 	require.NoError(t, err)
 	return c
 }
@@ -135,7 +126,7 @@ func snapshot(t testing.TB, q db.DBTX) string {
 
 // raw runs sql by hand on e's database, as ops at t1.
 func (e env) raw(ctx context.Context, sql string, args ...any) error {
-	return testkit.Raw(ctx, e.pool, ops, t1, sql, args...)
+	return testkit.Raw(ctx, e.Pool, ops, t1, sql, args...)
 }
 
 // eventCount returns how many events lane id has.

@@ -23,7 +23,7 @@ const racers = 16
 func TestVerdictRace(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	cfg, err := db.PoolConfig(e.pool.Config().ConnString())
+	cfg, err := db.PoolConfig(e.Pool.Config().ConnString())
 	require.NoError(t, err)
 	cfg.MaxConns = racers
 	pool, err := db.OpenConfig(t.Context(), cfg)

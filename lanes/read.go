@@ -70,20 +70,9 @@ func (c *Client) ListTx(ctx context.Context, tx pgx.Tx, f Filter) ([]Lane, error
 // list is [Client.ListTx] on q: the client's pool or the caller's transaction.
 func (c *Client) list(ctx context.Context, q db.DBTX, f Filter) ([]Lane, error) {
 	const op = "lane.list"
-	if err := paging.Project(op, "lanes", f.Project); err != nil {
-		return nil, err
-	}
-	limit, err := paging.Limit(op, f.Limit)
+	limit, err := paging.For(op).Project("lanes", f.Project).Cursor("after", f.After).
+		OneOf("state", paging.In(f.State, States)).OneOf("review", paging.In(f.Review, Reviews)).Limit(f.Limit)
 	if err != nil {
-		return nil, err
-	}
-	if err := paging.Cursor(op, "after", f.After); err != nil {
-		return nil, err
-	}
-	if err := paging.OneOf(op, "state", f.State, States); err != nil {
-		return nil, err
-	}
-	if err := paging.OneOf(op, "review", f.Review, Reviews); err != nil {
 		return nil, err
 	}
 	rows, err := queries.LaneList(ctx, q, dbsqlc.LaneListParams{
@@ -162,11 +151,8 @@ func (c *Client) JobsTx(ctx context.Context, tx pgx.Tx, id int64, p Page) ([]Job
 // jobs is [Client.JobsTx] on q: the client's pool or the caller's transaction.
 func (c *Client) jobs(ctx context.Context, q db.DBTX, id int64, p Page) ([]JobRef, error) {
 	const op = "lane.jobs"
-	limit, err := paging.Limit(op, p.Limit)
+	limit, err := paging.For(op).Cursor("after", p.After).Limit(p.Limit)
 	if err != nil {
-		return nil, err
-	}
-	if err := paging.Cursor(op, "after", p.After); err != nil {
 		return nil, err
 	}
 	rows, err := queries.LaneJobs(ctx, q, id, p.After, string(c.actor), limit)
@@ -181,12 +167,12 @@ func (c *Client) jobs(ctx context.Context, q db.DBTX, id int64, p Page) ([]JobRe
 		}
 		return []JobRef{}, nil
 	}
-	out := make([]JobRef, len(rows))
-	for i, r := range rows {
-		out[i] = JobRef{
-			ID: r.ID, Kind: r.Kind, Queue: r.Queue, State: jobs.State(r.State), Attempts: int(r.Attempts),
-			MaxAttempts: int(r.MaxAttempts), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
-		}
+	return paging.Collect(rows, nil, fromJobRefRow, op)
+}
+
+func fromJobRefRow(r *dbsqlc.LaneJobsRow) JobRef {
+	return JobRef{
+		ID: r.ID, Kind: r.Kind, Queue: r.Queue, State: jobs.State(r.State), Attempts: int(r.Attempts),
+		MaxAttempts: int(r.MaxAttempts), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
-	return out, nil
 }

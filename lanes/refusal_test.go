@@ -23,7 +23,7 @@ func TestCreateRefusesMalformedInput(t *testing.T) {
 	c := e.as(t, cond)
 	good := lanes.Spec{Quorum: e.web.ID, Name: "login", Branch: "feature/login", Assignee: ann, Task: "WEB-1"}
 	taken := e.lane(t, "taken")
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 
 	for _, tc := range []struct {
 		name  string
@@ -75,7 +75,7 @@ func TestCreateRefusesMalformedInput(t *testing.T) {
 		if tc.field != "" {
 			require.ErrorContains(t, err, tc.field, tc.name)
 		}
-		require.Equal(t, before, snapshot(t, e.pool), tc.name)
+		require.Equal(t, before, snapshot(t, e.Pool), tc.name)
 	}
 
 	// At the bounds, accepted.
@@ -92,7 +92,7 @@ func TestQuorumCreateRefusesMalformedInput(t *testing.T) {
 	e := setup(t)
 	ctx := t.Context()
 	o := e.as(t, ops)
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 	for _, tc := range []struct {
 		name string
 		spec lanes.QuorumSpec
@@ -110,7 +110,7 @@ func TestQuorumCreateRefusesMalformedInput(t *testing.T) {
 		_, err := o.CreateQuorum(ctx, tc.spec)
 		require.ErrorIs(t, err, tc.want, tc.name)
 		require.ErrorContains(t, err, tc.says, tc.name)
-		require.Equal(t, before, snapshot(t, e.pool), tc.name)
+		require.Equal(t, before, snapshot(t, e.Pool), tc.name)
 	}
 	q, err := o.CreateQuorum(ctx, lanes.QuorumSpec{Project: project, Name: strings.Repeat("q", 63), Conductor: ops})
 	require.NoError(t, err)
@@ -123,7 +123,7 @@ func TestMovesRefuseMalformedInput(t *testing.T) {
 	ctx := t.Context()
 	c := e.as(t, cond)
 	l := e.drive(t, e.lane(t, "l").ID, lanes.InProgress, lanes.Submitted)
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 	long := strings.Repeat("n", lanes.MaxNoteLen+1)
 
 	for _, tc := range []struct {
@@ -147,7 +147,7 @@ func TestMovesRefuseMalformedInput(t *testing.T) {
 		err := tc.call()
 		require.ErrorIs(t, err, db.ErrInvalidArgument, tc.name)
 		require.ErrorContains(t, err, tc.says, tc.name)
-		require.Equal(t, before, snapshot(t, e.pool), tc.name)
+		require.Equal(t, before, snapshot(t, e.Pool), tc.name)
 	}
 	got, err := c.Approve(ctx, l.ID, strings.Repeat("n", lanes.MaxNoteLen))
 	require.NoError(t, err, "a note at the bound")
@@ -161,7 +161,7 @@ func TestFunctionsRefuseMalformedContext(t *testing.T) {
 	e := setup(t)
 	ctx := t.Context()
 	l := e.drive(t, e.lane(t, "l").ID, lanes.Done, lanes.Approved)
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 	for _, sql := range []string{
 		`SELECT docket.quorum_create('acme', 'q', 'user:cond', 'ops', '2026-11-03Z')`,
 		`SELECT docket.quorum_create('acme', 'q', 'user:cond', 'user:ops', NULL)`,
@@ -182,12 +182,12 @@ func TestFunctionsRefuseMalformedContext(t *testing.T) {
 		}
 		var err error
 		if strings.Contains(sql, "$1") {
-			_, err = e.pool.Exec(ctx, sql, arg)
+			_, err = e.Pool.Exec(ctx, sql, arg)
 		} else {
-			_, err = e.pool.Exec(ctx, sql)
+			_, err = e.Pool.Exec(ctx, sql)
 		}
 		require.ErrorIs(t, db.Translate(err, "sql"), db.ErrInvalidArgument, sql)
-		require.Equal(t, before, snapshot(t, e.pool), sql)
+		require.Equal(t, before, snapshot(t, e.Pool), sql)
 	}
 }
 

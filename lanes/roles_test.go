@@ -32,11 +32,11 @@ var roles = []access.Actor{cond, ann, vic, cond2, sam}
 func holdRow(t *testing.T, e env, table string, id int64) (pgx.Tx, func()) {
 	t.Helper()
 	ctx := t.Context()
-	holder, err := e.pool.Begin(ctx)
+	holder, err := e.Pool.Begin(ctx)
 	require.NoError(t, err)
 	_, err = holder.Exec(ctx, `SELECT 1 FROM docket.`+table+` WHERE id = $1 FOR UPDATE`, id)
 	require.NoError(t, err)
-	tx, err := e.pool.Begin(ctx)
+	tx, err := e.Pool.Begin(ctx)
 	require.NoError(t, err)
 	_, err = tx.Exec(ctx, `SET LOCAL lock_timeout = '200ms'`)
 	require.NoError(t, err)
@@ -120,15 +120,15 @@ func TestWriteRoleMatrix(t *testing.T) {
 				l := o.pre(e, t, name("l%d", i))
 				c := e.as(t, actor)
 				if contains(o.allowed, actor) {
-					events := eventCount(t, e.pool, l.ID)
-					got, err := attempt(ctx, e.pool, func(tx pgx.Tx) (lanes.Lane, error) { return o.call(ctx, c, tx, l.ID) })
+					events := eventCount(t, e.Pool, l.ID)
+					got, err := attempt(ctx, e.Pool, func(tx pgx.Tx) (lanes.Lane, error) { return o.call(ctx, c, tx, l.ID) })
 					require.NoError(t, err, actor)
 					o.after(t, got)
-					require.Equal(t, events+1, eventCount(t, e.pool, l.ID), "one event for the change")
+					require.Equal(t, events+1, eventCount(t, e.Pool, l.ID), "one event for the change")
 					require.Equal(t, events+1, len(mustHistory(t, e.as(t, cond), l.ID)))
 					continue
 				}
-				before := snapshot(t, e.pool)
+				before := snapshot(t, e.Pool)
 				waiting, release := holdRow(t, e, "lanes", l.ID)
 				_, err := attempt(ctx, waiting, func(tx pgx.Tx) (lanes.Lane, error) { return o.call(ctx, c, tx, l.ID) })
 				require.ErrorIs(t, err, db.ErrNotPermitted, actor)
@@ -136,7 +136,7 @@ func TestWriteRoleMatrix(t *testing.T) {
 				// The same words for a lane that does not exist.
 				_, err2 := attempt(ctx, waiting, func(tx pgx.Tx) (lanes.Lane, error) { return o.call(ctx, c, tx, l.ID+1000) })
 				require.ErrorIs(t, err2, db.ErrNotPermitted, actor)
-				require.Equal(t, before, snapshot(t, e.pool), actor)
+				require.Equal(t, before, snapshot(t, e.Pool), actor)
 				// Control: the conductor's call does wait for the lock.
 				_, err = attempt(ctx, waiting, func(tx pgx.Tx) (lanes.Lane, error) { return o.call(ctx, e.as(t, cond), tx, l.ID) })
 				requireLockTimeout(t, err)
@@ -155,7 +155,7 @@ func TestCreateRoles(t *testing.T) {
 	dep := e.lane(t, "dep")
 	spec := lanes.Spec{Quorum: e.web.ID, Name: "new", Branch: "main", Assignee: ann, Task: "T-1", DependsOn: []int64{dep.ID}}
 
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 	waiting, release := holdRow(t, e, "quorums", e.web.ID)
 	create := func(actor access.Actor, spec lanes.Spec) error {
 		_, err := attempt(ctx, waiting, func(tx pgx.Tx) (lanes.Lane, error) { return e.as(t, actor).CreateTx(ctx, tx, spec) })
@@ -172,7 +172,7 @@ func TestCreateRoles(t *testing.T) {
 	err := create(cond, spec)
 	requireLockTimeout(t, err)
 	release()
-	require.Equal(t, before, snapshot(t, e.pool))
+	require.Equal(t, before, snapshot(t, e.Pool))
 
 	for _, actor := range []access.Actor{cond, ann, vic, sam} {
 		_, err := e.as(t, actor).CreateQuorum(ctx, lanes.QuorumSpec{Project: project, Name: "q", Conductor: actor})
@@ -180,7 +180,7 @@ func TestCreateRoles(t *testing.T) {
 	}
 	_, err = e.as(t, ops).CreateQuorum(ctx, lanes.QuorumSpec{Project: "initech", Name: "q", Conductor: cond})
 	require.ErrorIs(t, err, db.ErrNotPermitted, "an unknown project is no different")
-	require.Equal(t, before, snapshot(t, e.pool))
+	require.Equal(t, before, snapshot(t, e.Pool))
 }
 
 func TestReadRoleMatrix(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/integration/pgtest"
 	"github.com/docket-dev/docket/internal/testkit"
@@ -18,11 +17,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // The cast of every projects test: ana and bo create and move projects
 // through clients; ops edits the tables by hand, as an operator in psql.
-const (
-	ana access.Actor = "user:ana"
-	bo  access.Actor = "user:bo"
-	ops access.Actor = "user:ops"
-)
+const ana, bo, ops = testkit.Ana, testkit.Bo, testkit.Ops
 
 var t0 = testkit.T0
 

@@ -184,19 +184,12 @@ func (c *Client) ListTx(ctx context.Context, tx pgx.Tx, f Filter) ([]Project, er
 }
 
 func (c *Client) list(ctx context.Context, q db.DBTX, f Filter) ([]Project, error) {
-	limit, err := paging.Limit("project.list", f.Limit)
+	limit, err := paging.For("project.list").Limit(f.Limit)
 	if err != nil {
 		return nil, err
 	}
 	rows, err := queries.ProjectList(ctx, q, f.After, limit)
-	if err != nil {
-		return nil, db.Translate(err, "project.list")
-	}
-	out := make([]Project, len(rows))
-	for i, r := range rows {
-		out[i] = fromRow(r)
-	}
-	return out, nil
+	return paging.Collect(rows, err, fromRow, "project.list")
 }
 
 // History returns the recorded creation and status moves of project name,

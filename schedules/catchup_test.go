@@ -53,7 +53,7 @@ func TestCatchUpAfterOutage(t *testing.T) {
 				require.NoError(t, err)
 			}
 
-			e.clock.Advance(3*24*time.Hour + 30*time.Minute)
+			e.Clock.Advance(3*24*time.Hour + 30*time.Minute)
 			if tc.pause {
 				moved, err := w.Sweep(ctx, schedules.SweepName)
 				require.NoError(t, err)
@@ -116,7 +116,7 @@ func TestBounds(t *testing.T) {
 	b, err := e.app.Create(ctx, byEnd)
 	require.NoError(t, err)
 
-	e.clock.Advance(2 * time.Hour)
+	e.Clock.Advance(2 * time.Hour)
 	_, err = w.Sweep(ctx, schedules.SweepName)
 	require.NoError(t, err)
 	for _, c := range []struct {

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/access"
@@ -20,28 +19,20 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// The cast of every schedules test: ops administers projects acme and
-// other; app manages schedules and creates jobs in acme; vic holds
-// schedule.view on acme; sweeper holds schedule.sweep, job.create and
-// job.claim on acme; sam holds nothing; half holds schedule.manage on acme
-// but not job.create.
-const (
-	project              = "acme"
-	other                = "other"
-	ops     access.Actor = "user:ops"
-	app     access.Actor = "svc:app"
-	vic     access.Actor = "user:vic"
-	sweeper access.Actor = "svc:sweeper"
-	sam     access.Actor = "user:sam"
-	half    access.Actor = "svc:half"
-)
+// The cast of every schedules test, the test kit's and one of its own: ops
+// administers projects acme and other; app manages schedules and creates jobs
+// in acme; vic holds schedule.view on acme; sweeper holds schedule.sweep,
+// job.create and job.claim on acme; sam holds nothing; half holds
+// schedule.manage on acme but not job.create.
+const project, other = testkit.Acme, testkit.Other
+const ops, app, vic, sweeper, sam = testkit.Ops, testkit.App, testkit.Vic, testkit.Sweeper, testkit.Sam
+const half access.Actor = "svc:half"
 
 var t0 = testkit.T0
 
 type env struct {
-	pool  *pgxpool.Pool
-	clock *db.FakeClock
-	app   *schedules.Client
+	testkit.Env
+	app *schedules.Client
 }
 
 // setup returns a fresh migrated database with projects acme and other, the
@@ -54,7 +45,7 @@ func setup(t testing.TB) env {
 		testkit.Grants(sweeper, project, access.ScheduleSweep, access.JobCreate, access.JobClaim),
 		testkit.Grants(half, project, access.ScheduleManage),
 	)...)
-	e := env{pool: k.Pool, clock: k.Clock}
+	e := env{Env: k}
 	e.app = e.as(t, app)
 	return e
 }
@@ -62,7 +53,7 @@ func setup(t testing.TB) env {
 // as returns a client acting as actor on e's fake clock.
 func (e env) as(t testing.TB, actor access.Actor) *schedules.Client {
 	t.Helper()
-	c, err := schedules.NewClient(e.pool, schedules.Config{Actor: actor, Clock: e.clock})
+	c, err := schedules.NewClient(e.Pool, schedules.Config{Actor: actor, Clock: e.Clock})
 	require.NoError(t, err)
 	return c
 }
@@ -86,8 +77,8 @@ func (e env) sweeperWorker(t testing.TB, limit int) *worker.Client {
 	t.Helper()
 	reg := worker.NewRegistry()
 	require.NoError(t, worker.Handle(reg, tickKind, func(context.Context, *jobs.Typed[Tick]) error { return nil }))
-	w, err := worker.NewClient(e.pool, worker.Config{
-		Actor: sweeper, Registry: reg, Clock: e.clock, Deployment: "test", Logger: testkit.Logger, SweepLimit: limit,
+	w, err := worker.NewClient(e.Pool, worker.Config{
+		Actor: sweeper, Registry: reg, Clock: e.Clock, Deployment: "test", Logger: testkit.Logger, SweepLimit: limit,
 		Sweeps: []worker.Sweep{schedules.Sweep(time.Minute)},
 	})
 	require.NoError(t, err)

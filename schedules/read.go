@@ -56,22 +56,12 @@ type Filter struct {
 // [db.ErrInvalidArgument].
 func (c *Client) List(ctx context.Context, f Filter) ([]Schedule, error) {
 	const op = "schedule.list"
-	if err := paging.Project(op, "schedules", f.Project); err != nil {
-		return nil, err
-	}
-	limit, err := paging.Limit(op, f.Limit)
+	limit, err := paging.For(op).Project("schedules", f.Project).Limit(f.Limit)
 	if err != nil {
 		return nil, err
 	}
 	rows, err := queries.ScheduleList(ctx, c.pool, f.Project, f.After, string(c.actor), limit)
-	if err != nil {
-		return nil, db.Translate(err, op, "project", f.Project)
-	}
-	out := make([]Schedule, len(rows))
-	for i, r := range rows {
-		out[i] = fromRow(r)
-	}
-	return out, nil
+	return paging.Collect(rows, err, fromRow, op, "project", f.Project)
 }
 
 // Preview returns the next n occurrences of schedule id after its cursor,

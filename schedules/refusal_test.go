@@ -25,7 +25,7 @@ func TestRefusals(t *testing.T) {
 		f(&s)
 		return s
 	}
-	before := snapshot(t, e.pool)
+	before := snapshot(t, e.Pool)
 	for _, tc := range []struct {
 		name  string
 		as    *schedules.Client
@@ -76,7 +76,7 @@ func TestRefusals(t *testing.T) {
 	require.ErrorIs(t, err, db.ErrNotFound)
 	_, err = e.app.Update(ctx, existing.ID, spec("x", "0 8 * * *", "Mars/Olympus"))
 	require.ErrorIs(t, err, db.ErrInvalidArgument)
-	require.Equal(t, before, snapshot(t, e.pool), "nothing was written")
+	require.Equal(t, before, snapshot(t, e.Pool), "nothing was written")
 
 	// Readers see it; an update keeps the cursor and recomputes the next run.
 	got, err := e.as(t, vic).Get(ctx, existing.ID)

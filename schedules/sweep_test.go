@@ -73,13 +73,13 @@ func TestSweepRace(t *testing.T) {
 		}
 		require.Equal(t, nSchedules, total, "round %d: each schedule swept once", round)
 		var occurrences, distinct, jobsMade int
-		require.NoError(t, e.pool.QueryRow(ctx, `
+		require.NoError(t, e.Pool.QueryRow(ctx, `
 			SELECT count(*), count(DISTINCT (schedule_id, local_time, fold)), (SELECT count(*) FROM docket.jobs)
 			FROM docket.schedule_occurrences`).Scan(&occurrences, &distinct, &jobsMade))
 		require.Equal(t, nSchedules*perSchedule, occurrences, "round %d", round)
 		require.Equal(t, occurrences, distinct)
 		require.Equal(t, occurrences, jobsMade, "one job per occurrence")
-		e.clock.Advance(15 * time.Minute)
+		e.Clock.Advance(15 * time.Minute)
 		perSchedule++
 	}
 	s, err := e.app.Get(ctx, ids[0])
@@ -106,8 +106,8 @@ func TestSweepThroughAWorker(t *testing.T) {
 		ran <- j.ID
 		return nil
 	}))
-	w, err := worker.NewClient(e.pool, worker.Config{
-		Actor: sweeper, Registry: reg, Clock: e.clock, Deployment: "test", Logger: testkit.Logger,
+	w, err := worker.NewClient(e.Pool, worker.Config{
+		Actor: sweeper, Registry: reg, Clock: e.Clock, Deployment: "test", Logger: testkit.Logger,
 		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
 		Sweeps: []worker.Sweep{schedules.Sweep(time.Hour)},
 	})
@@ -119,7 +119,7 @@ func TestSweepThroughAWorker(t *testing.T) {
 	select {
 	case id := <-ran:
 		var params string
-		require.NoError(t, e.pool.QueryRow(ctx, `SELECT params::text FROM docket.jobs WHERE id = $1`, id).Scan(&params))
+		require.NoError(t, e.Pool.QueryRow(ctx, `SELECT params::text FROM docket.jobs WHERE id = $1`, id).Scan(&params))
 		require.Contains(t, params, `"due_at": "2026-11-02T09:00:00+00:00"`)
 		require.Contains(t, params, `"fold": 0`)
 	case <-time.After(30 * time.Second):
@@ -135,7 +135,7 @@ func TestSweepThroughAWorker(t *testing.T) {
 func fillSchedules(t testing.TB, e env, n, due int) {
 	t.Helper()
 	ctx := context.Background()
-	require.NoError(t, testkit.Raw(ctx, e.pool, ops, t0, `
+	require.NoError(t, testkit.Raw(ctx, e.Pool, ops, t0, `
 		INSERT INTO docket.schedules (project, name, cron, zone, fixed_time, job_kind, job_queue, job_payload,
 		    job_payload_schema, job_max_attempts, catch_up, max_catch_up, grace, starts_at, cursor_at, next_due_at,
 		    created_by, created_at, updated_at)
@@ -145,7 +145,7 @@ func fillSchedules(t testing.TB, e env, n, due int) {
 		            ELSE $3::timestamptz + interval '1 day' + k * interval '1 second' END,
 		       'user:ops', $3, $3
 		FROM generate_series(1, $1::int) k`, n, due, t0))
-	_, err := e.pool.Exec(ctx, `ANALYZE docket.schedules`)
+	_, err := e.Pool.Exec(ctx, `ANALYZE docket.schedules`)
 	require.NoError(t, err)
 }
 
@@ -169,7 +169,7 @@ func TestSweepIsARangeScan(t *testing.T) {
 	ctx := context.Background()
 	fillSchedules(t, e, 100_000, 100)
 
-	text := pgtest.Explain(t, e.pool, scheduleDueQuery, t0, string(sweeper))
+	text := pgtest.Explain(t, e.Pool, scheduleDueQuery, t0, string(sweeper))
 	t.Logf("schedule sweep plan at 100,000 schedules, 100 due:\n%s", text)
 	require.Regexp(t, `Index Scan using schedules_due_idx on schedules \(actual [^)]*rows=100 loops=1\)`, text)
 	require.NotContains(t, text, "Seq Scan")
@@ -179,7 +179,7 @@ func TestSweepIsARangeScan(t *testing.T) {
 	var before, after [2]int64
 	w := e.sweeperWorker(t, 10000)
 	start := time.Now()
-	require.NoError(t, db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
+	require.NoError(t, db.WithTx(ctx, e.Pool, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, stats).Scan(&before[0], &before[1]); err != nil {
 			return err
 		}
@@ -197,7 +197,7 @@ func TestSweepIsARangeScan(t *testing.T) {
 	t.Logf("one sweep of 100 due schedules among 100,000: %v", time.Since(start))
 	require.Equal(t, 100, moved)
 	var occurrences int
-	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM docket.schedule_occurrences`).Scan(&occurrences))
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.schedule_occurrences`).Scan(&occurrences))
 	require.Equal(t, 400, occurrences, "08:15 to 09:00 of each, on time within the hour's grace")
 }
 
@@ -219,7 +219,7 @@ func TestSweepPassesOverAScheduleItCannotPlan(t *testing.T) {
 	require.True(t, b.NextDue.Before(f.NextDue), "the broken one is first in due order")
 	// A zone this machine's tz database lacks, as a worker built without
 	// one would see every zone.
-	require.NoError(t, testkit.Raw(ctx, e.pool, ops, t0, `UPDATE docket.schedules SET zone = 'Mars/Olympus_Mons' WHERE id = $1`, b.ID))
+	require.NoError(t, testkit.Raw(ctx, e.Pool, ops, t0, `UPDATE docket.schedules SET zone = 'Mars/Olympus_Mons' WHERE id = $1`, b.ID))
 
 	w := e.sweeperWorker(t, 1000)
 	moved, err := w.Sweep(ctx, schedules.SweepName)

@@ -78,7 +78,7 @@ var noopKind = jobs.MustKind[noopArgs]("bench.noop", 1)
 
 func BenchmarkBurnDown(b *testing.B) {
 	e := setup(b)
-	cfg := e.pool.Config()
+	cfg := e.Pool.Config()
 	cfg.MaxConns = int32(*benchConns)
 	pool, err := db.OpenConfig(b.Context(), cfg)
 	require.NoError(b, err)
@@ -187,7 +187,7 @@ func BenchmarkStartLatency(b *testing.B) {
 		started <- time.Now()
 		return nil
 	}))
-	client, err := worker.NewClient(e.pool, worker.Config{
+	client, err := worker.NewClient(e.Pool, worker.Config{
 		Project: project, Actor: app, Registry: reg, Deployment: "bench", Logger: testLogger,
 		FetchCooldown: *benchCooldownFlag, FetchPollInterval: *benchPollFlag,
 	})

@@ -50,7 +50,7 @@ func TestCancelWhileRunning(t *testing.T) {
 		t.Fatalf("the handler did not start within %v", waitLimit)
 	}
 	require.Equal(t, id, lease.JobID)
-	require.Equal(t, e.clock.Now().Add(jobs.MinLease), lease.ExpiresAt, "the claim takes the handler's lease")
+	require.Equal(t, e.Clock.Now().Add(jobs.MinLease), lease.ExpiresAt, "the claim takes the handler's lease")
 
 	cancelledAt := time.Now()
 	j, err := e.client.Jobs().Cancel(ctx, id, "the order was withdrawn")
@@ -99,5 +99,5 @@ func TestCancelWhileRunning(t *testing.T) {
 	require.ErrorIs(t, err, db.ErrStaleClaim)
 	_, err = e.client.Jobs().Renew(ctx, lease, jobs.MinLease)
 	require.ErrorIs(t, err, db.ErrStaleClaim)
-	require.Equal(t, jobs.Cancelled, jobState(t, e.pool, id))
+	require.Equal(t, jobs.Cancelled, jobState(t, e.Pool, id))
 }

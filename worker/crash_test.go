@@ -93,7 +93,7 @@ func TestCrashMidHandler(t *testing.T) {
 		require.Equal(t, 1, j.Attempts)
 	}
 	var running int
-	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM docket.river_job WHERE kind = $1 AND state = 'running'`,
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.river_job WHERE kind = $1 AND state = 'running'`,
 		worker.DispatchKind).Scan(&running))
 	require.Equal(t, 2, running, "the dead worker's dispatches are left running")
 
@@ -106,7 +106,7 @@ func TestCrashMidHandler(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, moved)
 
-	e.clock.Advance(jobs.DefaultLease)
+	e.Clock.Advance(jobs.DefaultLease)
 	moved, err = w.Sweep(ctx, worker.SweepLeases)
 	require.NoError(t, err)
 	require.Equal(t, 2, moved)
@@ -114,10 +114,10 @@ func TestCrashMidHandler(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, jobs.Queued, r.State)
 	require.Contains(t, r.Diagnostic, "lease expired")
-	require.Equal(t, jobs.Uncertain, jobState(t, e.pool, once.Job.ID))
+	require.Equal(t, jobs.Uncertain, jobState(t, e.Pool, once.Job.ID))
 	require.Equal(t, 1, liveDispatches(t, e), "the sweep dispatched the repeatable job, and only it")
 
-	e.clock.Advance(time.Second) // past the requeued job's backoff
+	e.Clock.Advance(time.Second) // past the requeued job's backoff
 	startLater(t, w)
 	rec.waitN(t, 1, is(worker.EventSucceeded, rep.Job.ID))
 
@@ -160,11 +160,11 @@ func TestCrashReconciledJobRunsAgain(t *testing.T) {
 	var runs [2]atomic.Int32
 	rec := newRecorder()
 	w := newCountingWorker(t, e, rec, runs[:])
-	e.clock.Advance(jobs.DefaultLease)
+	e.Clock.Advance(jobs.DefaultLease)
 	moved, err := w.Sweep(ctx, worker.SweepLeases)
 	require.NoError(t, err)
 	require.Equal(t, 1, moved)
-	require.Equal(t, jobs.Uncertain, jobState(t, e.pool, id))
+	require.Equal(t, jobs.Uncertain, jobState(t, e.Pool, id))
 
 	j, err := e.client.Jobs().Reconcile(ctx, id, jobs.RunAgain, nil, "the card was not charged")
 	require.NoError(t, err)
@@ -177,7 +177,7 @@ func TestCrashReconciledJobRunsAgain(t *testing.T) {
 	startLater(t, w)
 	rec.waitN(t, 1, is(worker.EventSucceeded, id))
 	require.EqualValues(t, 1, runs[1].Load())
-	require.Equal(t, jobs.Succeeded, jobState(t, e.pool, id))
+	require.Equal(t, jobs.Succeeded, jobState(t, e.Pool, id))
 }
 
 // killMidHandlers runs a worker process until it has started the handlers
@@ -189,8 +189,8 @@ func killMidHandlers(t *testing.T, e env, ids ...int64) {
 	ctx := t.Context()
 	child := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCrashWorkerProcess$", "-test.v=false", "-test.count=1")
 	child.Env = append(os.Environ(),
-		crashURLEnv+"="+e.pool.Config().ConnString(),
-		crashNowEnv+"="+e.clock.Now().Format(time.RFC3339Nano))
+		crashURLEnv+"="+e.Pool.Config().ConnString(),
+		crashNowEnv+"="+e.Clock.Now().Format(time.RFC3339Nano))
 	var childErr bytes.Buffer
 	child.Stderr = &childErr
 	stdin, err := child.StdinPipe() // kept open: the worker works until killed
@@ -248,8 +248,8 @@ func newCountingWorker(t *testing.T, e env, rec *recorder, runs []atomic.Int32) 
 		runs[j.Args.Order].Add(1)
 		return nil
 	}))
-	w, err := worker.NewClient(e.pool, worker.Config{
-		Actor: app, Registry: reg, Clock: e.clock, Deployment: "test",
+	w, err := worker.NewClient(e.Pool, worker.Config{
+		Actor: app, Registry: reg, Clock: e.Clock, Deployment: "test",
 		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
 		SweepEvery: 50 * time.Millisecond, OnEvent: rec.add, Logger: testLogger,
 	})

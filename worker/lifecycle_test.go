@@ -28,26 +28,26 @@ func TestEnqueueCommittedRunsOnceRolledBackNever(t *testing.T) {
 	rec := newRecorder()
 
 	// Rolled back: neither the job nor its dispatch exists.
-	tx, err := e.pool.Begin(ctx)
+	tx, err := e.Pool.Begin(ctx)
 	require.NoError(t, err)
 	rolled, err := e.client.EnqueueTx(ctx, tx, invoiceSpec(t, 1, ""))
 	require.NoError(t, err)
 	require.NoError(t, tx.Rollback(ctx))
 
 	var committed jobs.Enqueued
-	require.NoError(t, db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
+	require.NoError(t, db.WithTx(ctx, e.Pool, func(tx pgx.Tx) error {
 		committed, err = e.client.EnqueueTx(ctx, tx, invoiceSpec(t, 2, ""))
 		return err
 	}))
 	startWorker(t, e, reg, rec, nil)
 	rec.waitN(t, 1, is(worker.EventSucceeded, committed.Job.ID))
 
-	require.Equal(t, jobs.Succeeded, jobState(t, e.pool, committed.Job.ID))
+	require.Equal(t, jobs.Succeeded, jobState(t, e.Pool, committed.Job.ID))
 	require.EqualValues(t, 1, ran[2].Load())
 	require.EqualValues(t, 0, ran[1].Load())
 	var n int
-	require.NoError(t, e.pool.QueryRow(ctx, "SELECT count(*) FROM docket.jobs WHERE id = $1", rolled.Job.ID).Scan(&n))
+	require.NoError(t, e.Pool.QueryRow(ctx, "SELECT count(*) FROM docket.jobs WHERE id = $1", rolled.Job.ID).Scan(&n))
 	require.Zero(t, n)
-	require.NoError(t, e.pool.QueryRow(ctx, "SELECT count(*) FROM docket.river_job WHERE kind = 'docket.dispatch'").Scan(&n))
+	require.NoError(t, e.Pool.QueryRow(ctx, "SELECT count(*) FROM docket.river_job WHERE kind = 'docket.dispatch'").Scan(&n))
 	require.Equal(t, 1, n)
 }

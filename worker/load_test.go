@@ -54,7 +54,7 @@ func TestTenThousandJobsThroughTwoWorkers(t *testing.T) {
 		require.EqualValues(t, 1, seen[i].Load(), "order %d", i)
 	}
 	var byState = map[string]int{}
-	rows, err := e.pool.Query(ctx, "SELECT state, count(*) FROM docket.jobs GROUP BY state")
+	rows, err := e.Pool.Query(ctx, "SELECT state, count(*) FROM docket.jobs GROUP BY state")
 	require.NoError(t, err)
 	for rows.Next() {
 		var s string
@@ -65,16 +65,16 @@ func TestTenThousandJobsThroughTwoWorkers(t *testing.T) {
 	require.NoError(t, rows.Err())
 	require.Equal(t, map[string]int{"succeeded": n}, byState)
 	var events, live int
-	require.NoError(t, e.pool.QueryRow(ctx, `
+	require.NoError(t, e.Pool.QueryRow(ctx, `
 		SELECT count(*) FROM docket.job_events WHERE to_state = 'succeeded'`).Scan(&events))
 	require.Equal(t, n, events, "one succeeded event per job")
-	require.NoError(t, e.pool.QueryRow(ctx, `
+	require.NoError(t, e.Pool.QueryRow(ctx, `
 		SELECT count(*) FROM docket.river_job
 		WHERE kind = 'docket.dispatch' AND finalized_at IS NULL`).Scan(&live))
 	require.Zero(t, live, "no dispatch left unfinalized")
 	// Both workers did work.
 	var claimants int
-	require.NoError(t, e.pool.QueryRow(ctx, `
+	require.NoError(t, e.Pool.QueryRow(ctx, `
 		SELECT count(DISTINCT attempted_by) FROM docket.river_job WHERE kind = 'docket.dispatch'`).Scan(&claimants))
 	require.Equal(t, 2, claimants, "both workers ran dispatches")
 }

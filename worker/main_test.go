@@ -20,21 +20,15 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// The cast: ana administers project acme; svc:app enqueues there and runs
-// its jobs; svc:nobody holds no grant.
-const (
-	project              = "acme"
-	ana     access.Actor = "user:ana"
-	app     access.Actor = "svc:app"
-	nobody  access.Actor = "svc:nobody"
-)
+// The cast, from the test kit's: ana administers project acme; app enqueues
+// there and runs its jobs; nobody holds no grant.
+const project, ana, app, nobody = testkit.Acme, testkit.Ana, testkit.App, testkit.Nobody
 
 // waitLimit bounds every wait for a worker's event: reached, the test fails.
 const waitLimit = 60 * time.Second
 
 type env struct {
-	pool   *pgxpool.Pool
-	clock  *db.FakeClock
+	testkit.Env
 	client *worker.Client // enqueues as app, and runs nothing
 }
 
@@ -53,13 +47,7 @@ func setup(t testing.TB) env {
 	t.Helper()
 	k := testkit.Setup(t, ana, []string{project},
 		testkit.Grants(app, project, access.JobCreate, access.JobClaim, access.JobCancel, access.JobReconcile)...)
-	return env{pool: k.Pool, clock: k.Clock, client: enqueuerAs(t, k.Pool, k.Clock, project, app)}
-}
-
-// allow gives grants, as ana at the clock's now.
-func (e env) allow(t testing.TB, grants ...access.Grant) {
-	t.Helper()
-	testkit.Env{Pool: e.pool, Clock: e.clock, Admin: ana}.Allow(t, grants...)
+	return env{Env: k, client: enqueuerAs(t, k.Pool, k.Clock, project, app)}
 }
 
 // enqueuerAs returns an insert-only client of project proj acting as actor.
@@ -126,7 +114,7 @@ func is(typ worker.EventType, id int64) func(worker.Event) bool {
 func startWorker(t testing.TB, e env, reg *worker.Registry, rec *recorder, tune func(*worker.Config)) *worker.Client {
 	t.Helper()
 	cfg := worker.Config{
-		Actor: app, Registry: reg, Clock: e.clock, Deployment: "test",
+		Actor: app, Registry: reg, Clock: e.Clock, Deployment: "test",
 		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
 		SweepEvery: 50 * time.Millisecond,
 		Logger:     testLogger,
@@ -137,7 +125,7 @@ func startWorker(t testing.TB, e env, reg *worker.Registry, rec *recorder, tune 
 	if tune != nil {
 		tune(&cfg)
 	}
-	w, err := worker.NewClient(e.pool, cfg)
+	w, err := worker.NewClient(e.Pool, cfg)
 	require.NoError(t, err)
 	testkit.Start(t, w)
 	return w

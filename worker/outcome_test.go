@@ -66,7 +66,7 @@ func TestOutcomes(t *testing.T) {
 		}
 		return worker.Result{}, worker.Fail(jobs.ClassPermanent, errors.New("unknown mode"))
 	}, worker.HandlerOptions{Revision: "r7"}))
-	_, err := e.pool.Exec(ctx, "CREATE TABLE invoices (order_id int PRIMARY KEY)")
+	_, err := e.Pool.Exec(ctx, "CREATE TABLE invoices (order_id int PRIMARY KEY)")
 	require.NoError(t, err)
 
 	want := map[string]jobs.State{
@@ -89,7 +89,7 @@ func TestOutcomes(t *testing.T) {
 		// Time passes for a retry when one is queued.
 		cfg.OnEvent = func(ev worker.Event) {
 			if ev.Type == worker.EventFailed && ev.State == string(jobs.Queued) {
-				e.clock.Advance(time.Second)
+				e.Clock.Advance(time.Second)
 			}
 			rec.add(ev)
 		}
@@ -127,7 +127,7 @@ func TestOutcomes(t *testing.T) {
 
 	// Outputs commit with success, or not at all.
 	var invoices []int
-	rows, err := e.pool.Query(ctx, "SELECT order_id FROM invoices ORDER BY order_id")
+	rows, err := e.Pool.Query(ctx, "SELECT order_id FROM invoices ORDER BY order_id")
 	require.NoError(t, err)
 	invoices, err = pgx.CollectRows(rows, pgx.RowTo[int])
 	require.NoError(t, err)

@@ -61,14 +61,14 @@ func wrfHandler(runs *atomic.Int32) worker.HandlerFunc[Invoice] {
 func TestNewClientRefusesInvalidInsertOnlyConfig(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	good := worker.Config{Project: project, Actor: app, Clock: e.clock}
+	good := worker.Config{Project: project, Actor: app, Clock: e.Clock}
 	with := func(edit func(c *worker.Config)) worker.Config {
 		c := good
 		edit(&c)
 		return c
 	}
 	noop := func(context.Context, *worker.SweepRun) (int, error) { return 0, nil }
-	before := wrfSnapshot(t, e.pool)
+	before := wrfSnapshot(t, e.Pool)
 	cases := []struct {
 		name    string
 		pool    *pgxpool.Pool
@@ -76,24 +76,24 @@ func TestNewClientRefusesInvalidInsertOnlyConfig(t *testing.T) {
 		mention string
 	}{
 		{"nil pool", nil, good, "pool"},
-		{"project with a capital", e.pool, with(func(c *worker.Config) { c.Project = "Acme" }), "project"},
-		{"project with a space", e.pool, with(func(c *worker.Config) { c.Project = "ac me" }), "project"},
-		{"project of 64 characters", e.pool, with(func(c *worker.Config) { c.Project = strings.Repeat("a", 64) }), "project"},
-		{"no actor", e.pool, with(func(c *worker.Config) { c.Actor = "" }), "actor"},
-		{"actor without a kind", e.pool, with(func(c *worker.Config) { c.Actor = "app" }), "actor"},
-		{"actor with a space", e.pool, with(func(c *worker.Config) { c.Actor = "svc:my app" }), "actor"},
-		{"queues without handlers", e.pool, with(func(c *worker.Config) { c.Queues = map[string]int{"default": 10} }), "Queues"},
-		{"empty queues without handlers", e.pool, with(func(c *worker.Config) { c.Queues = map[string]int{} }), "Queues"},
-		{"queues with an empty registry", e.pool, with(func(c *worker.Config) {
+		{"project with a capital", e.Pool, with(func(c *worker.Config) { c.Project = "Acme" }), "project"},
+		{"project with a space", e.Pool, with(func(c *worker.Config) { c.Project = "ac me" }), "project"},
+		{"project of 64 characters", e.Pool, with(func(c *worker.Config) { c.Project = strings.Repeat("a", 64) }), "project"},
+		{"no actor", e.Pool, with(func(c *worker.Config) { c.Actor = "" }), "actor"},
+		{"actor without a kind", e.Pool, with(func(c *worker.Config) { c.Actor = "app" }), "actor"},
+		{"actor with a space", e.Pool, with(func(c *worker.Config) { c.Actor = "svc:my app" }), "actor"},
+		{"queues without handlers", e.Pool, with(func(c *worker.Config) { c.Queues = map[string]int{"default": 10} }), "Queues"},
+		{"empty queues without handlers", e.Pool, with(func(c *worker.Config) { c.Queues = map[string]int{} }), "Queues"},
+		{"queues with an empty registry", e.Pool, with(func(c *worker.Config) {
 			c.Registry, c.Queues = worker.NewRegistry(), map[string]int{"default": 10}
 		}), "Queues"},
-		{"sweeps without handlers", e.pool, with(func(c *worker.Config) {
+		{"sweeps without handlers", e.Pool, with(func(c *worker.Config) {
 			c.Sweeps = []worker.Sweep{{Name: "tasks.due", Func: noop}}
 		}), "Sweeps"},
-		{"a sweep period without handlers", e.pool, with(func(c *worker.Config) { c.SweepEvery = time.Second }), "SweepEvery"},
-		{"a sweep limit without handlers", e.pool, with(func(c *worker.Config) { c.SweepLimit = 10 }), "SweepLimit"},
-		{"an event hook without handlers", e.pool, with(func(c *worker.Config) { c.OnEvent = func(worker.Event) {} }), "OnEvent"},
-		{"an event hook with an empty registry", e.pool, with(func(c *worker.Config) {
+		{"a sweep period without handlers", e.Pool, with(func(c *worker.Config) { c.SweepEvery = time.Second }), "SweepEvery"},
+		{"a sweep limit without handlers", e.Pool, with(func(c *worker.Config) { c.SweepLimit = 10 }), "SweepLimit"},
+		{"an event hook without handlers", e.Pool, with(func(c *worker.Config) { c.OnEvent = func(worker.Event) {} }), "OnEvent"},
+		{"an event hook with an empty registry", e.Pool, with(func(c *worker.Config) {
 			c.Registry, c.OnEvent = worker.NewRegistry(), func(worker.Event) {}
 		}), "OnEvent"},
 	}
@@ -103,7 +103,7 @@ func TestNewClientRefusesInvalidInsertOnlyConfig(t *testing.T) {
 			c, err := worker.NewClient(tc.pool, tc.cfg)
 			wrfRefused(t, err, db.ErrInvalidArgument, tc.mention)
 			require.Nil(t, c)
-			require.Equal(t, before, wrfSnapshot(t, e.pool))
+			require.Equal(t, before, wrfSnapshot(t, e.Pool))
 		})
 	}
 }
@@ -211,7 +211,7 @@ func TestNewClientRefusesInvalidRunConfig(t *testing.T) {
 	reg := worker.NewRegistry()
 	require.NoError(t, worker.Handle(reg, invoiceKind, func(context.Context, *jobs.Typed[Invoice]) error { return nil }))
 	noop := func(context.Context, *worker.SweepRun) (int, error) { return 0, nil }
-	good := worker.Config{Actor: app, Registry: reg, Clock: e.clock, Deployment: "test", Logger: testLogger}
+	good := worker.Config{Actor: app, Registry: reg, Clock: e.Clock, Deployment: "test", Logger: testLogger}
 	with := func(edit func(c *worker.Config)) worker.Config {
 		c := good
 		edit(&c)
@@ -223,7 +223,7 @@ func TestNewClientRefusesInvalidRunConfig(t *testing.T) {
 	sweeps := func(s ...worker.Sweep) func(c *worker.Config) {
 		return func(c *worker.Config) { c.Sweeps = s }
 	}
-	before := wrfSnapshot(t, e.pool)
+	before := wrfSnapshot(t, e.Pool)
 
 	cases := []struct {
 		name    string
@@ -232,56 +232,56 @@ func TestNewClientRefusesInvalidRunConfig(t *testing.T) {
 		mention string
 	}{
 		{"nil pool", nil, good, "pool"},
-		{"project with a capital", e.pool, with(func(c *worker.Config) { c.Project = "Acme" }), "project"},
-		{"no actor", e.pool, with(func(c *worker.Config) { c.Actor = "" }), "actor"},
-		{"actor without a kind", e.pool, with(func(c *worker.Config) { c.Actor = "app" }), "actor"},
-		{"actor with a space", e.pool, with(func(c *worker.Config) { c.Actor = "svc:my app" }), "actor"},
-		{"no queues", e.pool, with(func(c *worker.Config) { c.Queues = map[string]int{} }), "queues"},
-		{"the sweeps' queue", e.pool, with(queues(worker.SweepQueue, 1)), worker.SweepQueue},
-		{"queue with a doubled underscore", e.pool, with(queues("a__b", 1)), "a__b"},
-		{"queue with a trailing hyphen", e.pool, with(queues("a-", 1)), `"a-"`},
-		{"queue with a trailing underscore", e.pool, with(queues("a_", 1)), `"a_"`},
-		{"queue with a hyphen and an underscore", e.pool, with(queues("a-_b", 1)), "a-_b"},
-		{"queue with a capital", e.pool, with(queues("Default", 1)), "Default"},
-		{"queue with a dot", e.pool, with(queues("billing.fast", 1)), "billing.fast"},
-		{"empty queue", e.pool, with(queues("", 1)), `""`},
-		{"queue of 64 characters", e.pool, with(queues(strings.Repeat("q", 64), 1)), "queue"},
-		{"no handlers for a queue", e.pool, with(queues("fast", 0)), "1..10000"},
-		{"negative handlers for a queue", e.pool, with(queues("fast", -1)), "1..10000"},
-		{"10001 handlers for a queue", e.pool, with(queues("fast", 10001)), "1..10000"},
-		{"heartbeat 0.01", e.pool, with(func(c *worker.Config) { c.Heartbeat = 0.01 }), "heartbeat"},
-		{"heartbeat 0.95", e.pool, with(func(c *worker.Config) { c.Heartbeat = 0.95 }), "heartbeat"},
-		{"heartbeat negative", e.pool, with(func(c *worker.Config) { c.Heartbeat = -0.5 }), "heartbeat"},
-		{"batch of 1001", e.pool, with(func(c *worker.Config) { c.Batch.Max = jobs.MaxClaimBatch + 1 }), "batch"},
-		{"batch of -1", e.pool, with(func(c *worker.Config) { c.Batch.Max = -1 }), "batch"},
-		{"batch window 101ms", e.pool, with(func(c *worker.Config) { c.Batch.Window = 101 * time.Millisecond }), "batch window"},
-		{"65 batch flushers", e.pool, with(func(c *worker.Config) { c.Batch.Flushers = 65 }), "flushers"},
-		{"-1 batch flushers", e.pool, with(func(c *worker.Config) { c.Batch.Flushers = -1 }), "flushers"},
-		{"sweep period 5ms", e.pool, with(func(c *worker.Config) { c.SweepEvery = 5 * time.Millisecond }), "sweep period"},
-		{"sweep period 2h", e.pool, with(func(c *worker.Config) { c.SweepEvery = 2 * time.Hour }), "sweep period"},
-		{"sweep period negative", e.pool, with(func(c *worker.Config) { c.SweepEvery = -time.Second }), "sweep period"},
-		{"sweep limit 10001", e.pool, with(func(c *worker.Config) { c.SweepLimit = jobs.MaxSweepBatch + 1 }), "sweep limit"},
-		{"sweep limit negative", e.pool, with(func(c *worker.Config) { c.SweepLimit = -1 }), "sweep limit"},
-		{"release timeout negative", e.pool, with(func(c *worker.Config) { c.ReleaseTimeout = -time.Second }), "release timeout"},
-		{"fetch cooldown above the poll interval", e.pool, with(func(c *worker.Config) {
+		{"project with a capital", e.Pool, with(func(c *worker.Config) { c.Project = "Acme" }), "project"},
+		{"no actor", e.Pool, with(func(c *worker.Config) { c.Actor = "" }), "actor"},
+		{"actor without a kind", e.Pool, with(func(c *worker.Config) { c.Actor = "app" }), "actor"},
+		{"actor with a space", e.Pool, with(func(c *worker.Config) { c.Actor = "svc:my app" }), "actor"},
+		{"no queues", e.Pool, with(func(c *worker.Config) { c.Queues = map[string]int{} }), "queues"},
+		{"the sweeps' queue", e.Pool, with(queues(worker.SweepQueue, 1)), worker.SweepQueue},
+		{"queue with a doubled underscore", e.Pool, with(queues("a__b", 1)), "a__b"},
+		{"queue with a trailing hyphen", e.Pool, with(queues("a-", 1)), `"a-"`},
+		{"queue with a trailing underscore", e.Pool, with(queues("a_", 1)), `"a_"`},
+		{"queue with a hyphen and an underscore", e.Pool, with(queues("a-_b", 1)), "a-_b"},
+		{"queue with a capital", e.Pool, with(queues("Default", 1)), "Default"},
+		{"queue with a dot", e.Pool, with(queues("billing.fast", 1)), "billing.fast"},
+		{"empty queue", e.Pool, with(queues("", 1)), `""`},
+		{"queue of 64 characters", e.Pool, with(queues(strings.Repeat("q", 64), 1)), "queue"},
+		{"no handlers for a queue", e.Pool, with(queues("fast", 0)), "1..10000"},
+		{"negative handlers for a queue", e.Pool, with(queues("fast", -1)), "1..10000"},
+		{"10001 handlers for a queue", e.Pool, with(queues("fast", 10001)), "1..10000"},
+		{"heartbeat 0.01", e.Pool, with(func(c *worker.Config) { c.Heartbeat = 0.01 }), "heartbeat"},
+		{"heartbeat 0.95", e.Pool, with(func(c *worker.Config) { c.Heartbeat = 0.95 }), "heartbeat"},
+		{"heartbeat negative", e.Pool, with(func(c *worker.Config) { c.Heartbeat = -0.5 }), "heartbeat"},
+		{"batch of 1001", e.Pool, with(func(c *worker.Config) { c.Batch.Max = jobs.MaxClaimBatch + 1 }), "batch"},
+		{"batch of -1", e.Pool, with(func(c *worker.Config) { c.Batch.Max = -1 }), "batch"},
+		{"batch window 101ms", e.Pool, with(func(c *worker.Config) { c.Batch.Window = 101 * time.Millisecond }), "batch window"},
+		{"65 batch flushers", e.Pool, with(func(c *worker.Config) { c.Batch.Flushers = 65 }), "flushers"},
+		{"-1 batch flushers", e.Pool, with(func(c *worker.Config) { c.Batch.Flushers = -1 }), "flushers"},
+		{"sweep period 5ms", e.Pool, with(func(c *worker.Config) { c.SweepEvery = 5 * time.Millisecond }), "sweep period"},
+		{"sweep period 2h", e.Pool, with(func(c *worker.Config) { c.SweepEvery = 2 * time.Hour }), "sweep period"},
+		{"sweep period negative", e.Pool, with(func(c *worker.Config) { c.SweepEvery = -time.Second }), "sweep period"},
+		{"sweep limit 10001", e.Pool, with(func(c *worker.Config) { c.SweepLimit = jobs.MaxSweepBatch + 1 }), "sweep limit"},
+		{"sweep limit negative", e.Pool, with(func(c *worker.Config) { c.SweepLimit = -1 }), "sweep limit"},
+		{"release timeout negative", e.Pool, with(func(c *worker.Config) { c.ReleaseTimeout = -time.Second }), "release timeout"},
+		{"fetch cooldown above the poll interval", e.Pool, with(func(c *worker.Config) {
 			c.FetchCooldown, c.FetchPollInterval = time.Second, 100*time.Millisecond
 		}), "fetch"},
-		{"fetch cooldown negative", e.pool, with(func(c *worker.Config) { c.FetchCooldown = -time.Millisecond }), "fetch"},
-		{"fetch poll interval negative", e.pool, with(func(c *worker.Config) { c.FetchPollInterval = -time.Millisecond }), "fetch"},
-		{"sweep with no name", e.pool, with(sweeps(worker.Sweep{Func: noop})), "sweep name"},
-		{"sweep name with a capital", e.pool, with(sweeps(worker.Sweep{Name: "Invoices", Func: noop})), "Invoices"},
-		{"sweep name starting with a digit", e.pool, with(sweeps(worker.Sweep{Name: "1x", Func: noop})), "1x"},
-		{"sweep name with a space", e.pool, with(sweeps(worker.Sweep{Name: "due tasks", Func: noop})), "due tasks"},
-		{"sweep name of 64 characters", e.pool, with(sweeps(worker.Sweep{Name: "s" + strings.Repeat("x", 63), Func: noop})), "sweep name"},
-		{"sweep with no Func", e.pool, with(sweeps(worker.Sweep{Name: "tasks.due"})), "tasks.due"},
-		{"sweep every 5ms", e.pool, with(sweeps(worker.Sweep{Name: "tasks.due", Every: 5 * time.Millisecond, Func: noop})), "period"},
-		{"sweep every 25h", e.pool, with(sweeps(worker.Sweep{Name: "tasks.due", Every: 25 * time.Hour, Func: noop})), "period"},
-		{"sweep every negative", e.pool, with(sweeps(worker.Sweep{Name: "tasks.due", Every: -time.Second, Func: noop})), "period"},
-		{"two sweeps named alike", e.pool, with(sweeps(
+		{"fetch cooldown negative", e.Pool, with(func(c *worker.Config) { c.FetchCooldown = -time.Millisecond }), "fetch"},
+		{"fetch poll interval negative", e.Pool, with(func(c *worker.Config) { c.FetchPollInterval = -time.Millisecond }), "fetch"},
+		{"sweep with no name", e.Pool, with(sweeps(worker.Sweep{Func: noop})), "sweep name"},
+		{"sweep name with a capital", e.Pool, with(sweeps(worker.Sweep{Name: "Invoices", Func: noop})), "Invoices"},
+		{"sweep name starting with a digit", e.Pool, with(sweeps(worker.Sweep{Name: "1x", Func: noop})), "1x"},
+		{"sweep name with a space", e.Pool, with(sweeps(worker.Sweep{Name: "due tasks", Func: noop})), "due tasks"},
+		{"sweep name of 64 characters", e.Pool, with(sweeps(worker.Sweep{Name: "s" + strings.Repeat("x", 63), Func: noop})), "sweep name"},
+		{"sweep with no Func", e.Pool, with(sweeps(worker.Sweep{Name: "tasks.due"})), "tasks.due"},
+		{"sweep every 5ms", e.Pool, with(sweeps(worker.Sweep{Name: "tasks.due", Every: 5 * time.Millisecond, Func: noop})), "period"},
+		{"sweep every 25h", e.Pool, with(sweeps(worker.Sweep{Name: "tasks.due", Every: 25 * time.Hour, Func: noop})), "period"},
+		{"sweep every negative", e.Pool, with(sweeps(worker.Sweep{Name: "tasks.due", Every: -time.Second, Func: noop})), "period"},
+		{"two sweeps named alike", e.Pool, with(sweeps(
 			worker.Sweep{Name: "tasks.due", Func: noop}, worker.Sweep{Name: "tasks.due", Every: time.Minute, Func: noop},
 		)), "tasks.due"},
-		{"a sweep named like the lease sweep", e.pool, with(sweeps(worker.Sweep{Name: worker.SweepLeases, Func: noop})), worker.SweepLeases},
-		{"a sweep named like the dispatch sweep", e.pool, with(sweeps(worker.Sweep{Name: worker.SweepDispatch, Func: noop})), worker.SweepDispatch},
+		{"a sweep named like the lease sweep", e.Pool, with(sweeps(worker.Sweep{Name: worker.SweepLeases, Func: noop})), worker.SweepLeases},
+		{"a sweep named like the dispatch sweep", e.Pool, with(sweeps(worker.Sweep{Name: worker.SweepDispatch, Func: noop})), worker.SweepDispatch},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -289,20 +289,20 @@ func TestNewClientRefusesInvalidRunConfig(t *testing.T) {
 			w, err := worker.NewClient(tc.pool, tc.cfg)
 			wrfRefused(t, err, db.ErrInvalidArgument, tc.mention)
 			require.Nil(t, w)
-			require.Equal(t, before, wrfSnapshot(t, e.pool))
+			require.Equal(t, before, wrfSnapshot(t, e.Pool))
 		})
 	}
 
 	t.Run("heartbeat NaN", func(t *testing.T) {
 		t.Parallel()
-		w, err := worker.NewClient(e.pool, with(func(c *worker.Config) { c.Heartbeat = math.NaN() }))
+		w, err := worker.NewClient(e.Pool, with(func(c *worker.Config) { c.Heartbeat = math.NaN() }))
 		wrfRefused(t, err, db.ErrInvalidArgument, "heartbeat")
 		require.Nil(t, w)
 	})
 
 	t.Run("a malformed deployment", func(t *testing.T) {
 		t.Parallel()
-		w, err := worker.NewClient(e.pool, with(func(c *worker.Config) { c.Deployment = "has space" }))
+		w, err := worker.NewClient(e.Pool, with(func(c *worker.Config) { c.Deployment = "has space" }))
 		wrfRefused(t, err, db.ErrInvalidArgument, "deployment")
 		require.Nil(t, w)
 	})
@@ -324,11 +324,11 @@ func TestNewClientRefusesInvalidRunConfig(t *testing.T) {
 				}
 			}),
 		} {
-			w, err := worker.NewClient(e.pool, cfg)
+			w, err := worker.NewClient(e.Pool, cfg)
 			require.NoError(t, err)
 			require.NotNil(t, w)
 		}
-		require.Equal(t, before, wrfSnapshot(t, e.pool), "NewClient writes nothing")
+		require.Equal(t, before, wrfSnapshot(t, e.Pool), "NewClient writes nothing")
 	})
 }
 
@@ -346,17 +346,17 @@ func TestStartRefusesAnInsertOnlyClient(t *testing.T) {
 		{"an empty registry", worker.NewRegistry()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := worker.NewClient(e.pool, worker.Config{
-				Project: project, Actor: app, Registry: tc.reg, Clock: e.clock, Deployment: "test", Logger: testLogger,
+			c, err := worker.NewClient(e.Pool, worker.Config{
+				Project: project, Actor: app, Registry: tc.reg, Clock: e.Clock, Deployment: "test", Logger: testLogger,
 			})
 			require.NoError(t, err, "a client without handlers is insert-only")
-			before := wrfSnapshot(t, e.pool)
+			before := wrfSnapshot(t, e.Pool)
 			for range 2 {
 				wrfRefused(t, c.Start(t.Context()), db.ErrInvalidArgument, "handler")
-				require.Equal(t, before, wrfSnapshot(t, e.pool))
+				require.Equal(t, before, wrfSnapshot(t, e.Pool))
 			}
 			var decoders int
-			require.NoError(t, e.pool.QueryRow(t.Context(), "SELECT count(*) FROM docket.job_decoders").Scan(&decoders))
+			require.NoError(t, e.Pool.QueryRow(t.Context(), "SELECT count(*) FROM docket.job_decoders").Scan(&decoders))
 			require.Zero(t, decoders, "a refused start records no decoders")
 			require.NoError(t, c.Stop(t.Context()), "stopping a client that never started is a no-op")
 
@@ -373,21 +373,21 @@ func TestSweepRefusesAnUnknownName(t *testing.T) {
 	reg := worker.NewRegistry()
 	require.NoError(t, worker.Handle(reg, invoiceKind, func(context.Context, *jobs.Typed[Invoice]) error { return nil }))
 	rec := newRecorder()
-	w, err := worker.NewClient(e.pool, worker.Config{
-		Actor: app, Registry: reg, Clock: e.clock, Deployment: "test", Logger: testLogger, OnEvent: rec.add,
+	w, err := worker.NewClient(e.Pool, worker.Config{
+		Actor: app, Registry: reg, Clock: e.Clock, Deployment: "test", Logger: testLogger, OnEvent: rec.add,
 		Sweeps: []worker.Sweep{{Name: "tasks.due", Func: func(context.Context, *worker.SweepRun) (int, error) { return 0, nil }}},
 	})
 	require.NoError(t, err)
 	_, err = e.client.Enqueue(t.Context(), invoiceSpec(t, 1, ""))
 	require.NoError(t, err)
-	before := wrfSnapshot(t, e.pool)
+	before := wrfSnapshot(t, e.Pool)
 
 	for _, name := range []string{"", "nope", "Leases", "leases ", "tasks", "docket.sweep.leases"} {
 		moved, err := w.Sweep(t.Context(), name)
 		wrfRefused(t, err, db.ErrInvalidArgument, "no sweep named")
 		require.Zero(t, moved)
 	}
-	require.Equal(t, before, wrfSnapshot(t, e.pool))
+	require.Equal(t, before, wrfSnapshot(t, e.Pool))
 	require.Zero(t, rec.count(func(worker.Event) bool { return true }), "a refused sweep reports no run")
 
 	for _, name := range []string{worker.SweepLeases, "tasks.due"} {
@@ -395,7 +395,7 @@ func TestSweepRefusesAnUnknownName(t *testing.T) {
 		require.NoError(t, err, "control: sweep %s is known", name)
 		require.Zero(t, moved)
 	}
-	require.Equal(t, before, wrfSnapshot(t, e.pool))
+	require.Equal(t, before, wrfSnapshot(t, e.Pool))
 }
 
 // wrfWorld is a database with one job enqueued, and dispatched, through the
@@ -413,9 +413,9 @@ func wrfSetup(t *testing.T) wrfWorld {
 	t.Helper()
 	w := wrfWorld{env: setup(t)}
 	const claimer access.Actor = "svc:claimer"
-	w.allow(t, testkit.Grants(claimer, project, access.JobClaim)...)
+	w.Allow(t, testkit.Grants(claimer, project, access.JobClaim)...)
 	clientAs := func(proj string, actor access.Actor) *worker.Client {
-		return enqueuerAs(t, w.pool, w.clock, proj, actor)
+		return enqueuerAs(t, w.Pool, w.Clock, proj, actor)
 	}
 	w.nobody, w.claimer, w.elsewhere = clientAs(project, nobody), clientAs(project, claimer), clientAs("nope", app)
 	w.homeless = clientAs("", app)
@@ -423,7 +423,7 @@ func wrfSetup(t *testing.T) wrfWorld {
 	seed.IdempotencyKey = "seed-key"
 	_, err := w.client.Enqueue(t.Context(), seed)
 	require.NoError(t, err)
-	w.before = wrfSnapshot(t, w.pool)
+	w.before = wrfSnapshot(t, w.Pool)
 	require.Contains(t, w.before, worker.DispatchKind, "the seed carries a dispatch")
 	return w
 }
@@ -437,10 +437,10 @@ func (w wrfWorld) refusedEverywhere(t *testing.T, c *worker.Client, bad jobs.Spe
 	check := func(how string, err error) {
 		t.Helper()
 		wrfRefused(t, err, want, mention)
-		require.Equal(t, w.before, wrfSnapshot(t, w.pool), "%s: a refusal changed something", how)
+		require.Equal(t, w.before, wrfSnapshot(t, w.Pool), "%s: a refusal changed something", how)
 	}
 	inCallerTx := func(fn func(tx pgx.Tx) error) error {
-		tx, err := w.pool.Begin(ctx)
+		tx, err := w.Pool.Begin(ctx)
 		require.NoError(t, err)
 		err = fn(tx)
 		// The caller commits anyway: whatever the refusal left in its
@@ -509,7 +509,7 @@ func TestClientEnqueueRefusesWithoutWriting(t *testing.T) {
 			got, err := w.client.EnqueueMany(t.Context(), specs)
 			wrfRefused(t, err, db.ErrInvalidArgument, "")
 			require.Nil(t, got)
-			require.Equal(t, w.before, wrfSnapshot(t, w.pool))
+			require.Equal(t, w.before, wrfSnapshot(t, w.Pool))
 		}
 	})
 
@@ -521,7 +521,7 @@ func TestClientEnqueueRefusesWithoutWriting(t *testing.T) {
 		}
 		_, err := w.client.EnqueueMany(t.Context(), specs)
 		wrfRefused(t, err, db.ErrInvalidArgument, "")
-		require.Equal(t, w.before, wrfSnapshot(t, w.pool))
+		require.Equal(t, w.before, wrfSnapshot(t, w.Pool))
 	})
 
 	for _, tc := range []struct {
@@ -546,7 +546,7 @@ func TestClientEnqueueRefusesWithoutWriting(t *testing.T) {
 		t.Parallel()
 		reg := worker.NewRegistry()
 		require.NoError(t, worker.Handle(reg, invoiceKind, func(context.Context, *jobs.Typed[Invoice]) error { return nil }))
-		runner, err := worker.NewClient(w.pool, worker.Config{Actor: app, Registry: reg, Clock: w.clock, Deployment: "test", Logger: testLogger})
+		runner, err := worker.NewClient(w.Pool, worker.Config{Actor: app, Registry: reg, Clock: w.Clock, Deployment: "test", Logger: testLogger})
 		require.NoError(t, err)
 		for _, c := range []*worker.Client{w.homeless, runner} {
 			w.refusedEverywhere(t, c, invoiceSpec(t, 8, ""), db.ErrInvalidArgument, "project")
@@ -561,7 +561,7 @@ func TestClientEnqueueRefusesWithoutWriting(t *testing.T) {
 		e := setup(t)
 		var dispatches int
 		count := func() int {
-			require.NoError(t, e.pool.QueryRow(t.Context(), "SELECT count(*) FROM docket.river_job").Scan(&dispatches))
+			require.NoError(t, e.Pool.QueryRow(t.Context(), "SELECT count(*) FROM docket.river_job").Scan(&dispatches))
 			return dispatches
 		}
 		s := invoiceSpec(t, 9, "")
@@ -610,10 +610,10 @@ func TestUnauthorisedWorkerRunsNothing(t *testing.T) {
 	require.Equal(t, jobs.Queued, got.State)
 	require.Zero(t, got.Attempts)
 	var events int
-	require.NoError(t, e.pool.QueryRow(ctx, "SELECT count(*) FROM docket.job_events WHERE job_id = $1", enq.Job.ID).Scan(&events))
+	require.NoError(t, e.Pool.QueryRow(ctx, "SELECT count(*) FROM docket.job_events WHERE job_id = $1", enq.Job.ID).Scan(&events))
 	require.Equal(t, 1, events, "only the enqueue is recorded")
 	var live bool
-	require.NoError(t, e.pool.QueryRow(ctx, "SELECT docket.job_dispatch_live($1, NULL)", enq.Job.ID).Scan(&live))
+	require.NoError(t, e.Pool.QueryRow(ctx, "SELECT docket.job_dispatch_live($1, NULL)", enq.Job.ID).Scan(&live))
 	require.False(t, live, "the dispatch the stranger could not claim was dropped")
 
 	// An authorised worker's dispatch sweep dispatches it again, and it runs.
@@ -623,5 +623,5 @@ func TestUnauthorisedWorkerRunsNothing(t *testing.T) {
 	require.NoError(t, err)
 	rec2.waitN(t, 1, is(worker.EventSucceeded, enq.Job.ID))
 	require.EqualValues(t, 1, runs.Load())
-	require.Equal(t, jobs.Succeeded, jobState(t, e.pool, enq.Job.ID))
+	require.Equal(t, jobs.Succeeded, jobState(t, e.Pool, enq.Job.ID))
 }

@@ -32,7 +32,7 @@ func enqueueInvoices(t *testing.T, e env, n int) []int64 {
 func liveDispatches(t *testing.T, e env) int {
 	t.Helper()
 	var n int
-	require.NoError(t, e.pool.QueryRow(t.Context(), `SELECT count(*) FROM docket.river_job
+	require.NoError(t, e.Pool.QueryRow(t.Context(), `SELECT count(*) FROM docket.river_job
 		WHERE kind = $1 AND state IN ('available', 'scheduled', 'pending', 'retryable')`, worker.DispatchKind).Scan(&n))
 	return n
 }
@@ -65,7 +65,7 @@ func TestStopPastDeadlineReleasesRunningJobs(t *testing.T) {
 	// A sweep the stop cut short may report an error; no job may.
 	require.Zero(t, rec.count(func(ev worker.Event) bool { return ev.Type == worker.EventError && ev.JobID != 0 }))
 	var claimed int
-	require.NoError(t, e.pool.QueryRow(ctx, "SELECT count(*) FROM docket.jobs WHERE state = 'claimed'").Scan(&claimed))
+	require.NoError(t, e.Pool.QueryRow(ctx, "SELECT count(*) FROM docket.jobs WHERE state = 'claimed'").Scan(&claimed))
 	require.Zero(t, claimed)
 	for _, id := range ids {
 		j, err := e.client.Jobs().Get(ctx, id)
@@ -73,7 +73,7 @@ func TestStopPastDeadlineReleasesRunningJobs(t *testing.T) {
 		require.Equal(t, jobs.Queued, j.State, "job %d", id)
 		require.Equal(t, 1, j.Attempts, "job %d keeps its attempt", id)
 		require.Empty(t, j.ClaimedBy)
-		require.False(t, j.AvailableAt.After(e.clock.Now()), "job %d is claimable at once", id)
+		require.False(t, j.AvailableAt.After(e.Clock.Now()), "job %d is claimable at once", id)
 		require.Contains(t, j.Diagnostic, "released")
 	}
 	require.Equal(t, inFlight, liveDispatches(t, e))

@@ -31,16 +31,16 @@ func TestJobsEnqueuedBySQLRunThroughTheDispatchSweep(t *testing.T) {
 	var ids []int64
 	for i := range n {
 		var id int64
-		require.NoError(t, e.pool.QueryRow(ctx, `
+		require.NoError(t, e.Pool.QueryRow(ctx, `
 			SELECT id FROM docket.job_enqueue_one('acme', 'svc:app', $1, 'billing.invoice', 'default', 1::smallint,
 			    jsonb_build_object('order', $2::int), 1, NULL, $1, 5, false, $3::boolean, interval '5 minutes',
 			    interval '1 second', interval '1 minute', 0::float8, NULL, '{}'::text[], NULL, NULL, NULL, NULL)`,
-			e.clock.Now(), i, i == 0).Scan(&id))
+			e.Clock.Now(), i, i == 0).Scan(&id))
 		ids = append(ids, id)
 	}
 	external := ids[0]
 	var undispatched int
-	require.NoError(t, e.pool.QueryRow(ctx, "SELECT count(*) FROM docket.jobs_undispatched").Scan(&undispatched))
+	require.NoError(t, e.Pool.QueryRow(ctx, "SELECT count(*) FROM docket.jobs_undispatched").Scan(&undispatched))
 	require.Equal(t, n-1, undispatched, "the operator view lists the jobs no dispatch carries, not the external one")
 
 	rec := newRecorder()
@@ -48,10 +48,10 @@ func TestJobsEnqueuedBySQLRunThroughTheDispatchSweep(t *testing.T) {
 	rec.waitN(t, n-1, func(ev worker.Event) bool { return ev.Type == worker.EventSucceeded })
 	require.EqualValues(t, n-1, runs.Load())
 	for _, id := range ids[1:] {
-		require.Equal(t, jobs.Succeeded, jobState(t, e.pool, id))
+		require.Equal(t, jobs.Succeeded, jobState(t, e.Pool, id))
 	}
-	require.Equal(t, jobs.Queued, jobState(t, e.pool, external), "a job for external executors is never dispatched")
-	require.NoError(t, e.pool.QueryRow(ctx, "SELECT count(*) FROM docket.jobs_undispatched").Scan(&undispatched))
+	require.Equal(t, jobs.Queued, jobState(t, e.Pool, external), "a job for external executors is never dispatched")
+	require.NoError(t, e.Pool.QueryRow(ctx, "SELECT count(*) FROM docket.jobs_undispatched").Scan(&undispatched))
 	require.Zero(t, undispatched)
 }
 
@@ -63,7 +63,7 @@ func TestDispatchSweepIsSafeWithManySweepers(t *testing.T) {
 	ctx := context.Background()
 	reg := worker.NewRegistry()
 	require.NoError(t, worker.Handle(reg, invoiceKind, func(context.Context, *jobs.Typed[Invoice]) error { return nil }))
-	_, err := e.pool.Exec(ctx, `
+	_, err := e.Pool.Exec(ctx, `
 		SELECT docket.job_enqueue_many('acme', 'svc:app', $1,
 		    array_fill('billing.invoice'::text, ARRAY[150]), array_fill('default'::text, ARRAY[150]),
 		    array_fill(1::smallint, ARRAY[150]), array_fill('{}'::jsonb, ARRAY[150]), array_fill(1, ARRAY[150]),
@@ -72,14 +72,14 @@ func TestDispatchSweepIsSafeWithManySweepers(t *testing.T) {
 		    array_fill(interval '1 second', ARRAY[150]), array_fill(interval '1 minute', ARRAY[150]),
 		    array_fill(0::float8, ARRAY[150]), array_fill(NULL::jsonb, ARRAY[150]), array_fill(NULL::jsonb, ARRAY[150]),
 		    array_fill(NULL::text, ARRAY[150]), array_fill(NULL::bigint, ARRAY[150]), array_fill(NULL::bigint, ARRAY[150]),
-		    array_fill(NULL::text, ARRAY[150]))`, e.clock.Now())
+		    array_fill(NULL::text, ARRAY[150]))`, e.Clock.Now())
 	require.NoError(t, err)
 
 	// Workers that are made but not started: their sweeps run by hand.
 	const sweepers = 4
 	ws := make([]*worker.Client, sweepers)
 	for i := range ws {
-		w, err := worker.NewClient(e.pool, worker.Config{Actor: app, Registry: reg, Clock: e.clock, Deployment: "test", Logger: testLogger})
+		w, err := worker.NewClient(e.Pool, worker.Config{Actor: app, Registry: reg, Clock: e.Clock, Deployment: "test", Logger: testLogger})
 		require.NoError(t, err)
 		ws[i] = w
 	}
@@ -99,7 +99,7 @@ func TestDispatchSweepIsSafeWithManySweepers(t *testing.T) {
 		}
 	}
 	var dispatches, distinct int
-	require.NoError(t, e.pool.QueryRow(ctx, `
+	require.NoError(t, e.Pool.QueryRow(ctx, `
 		SELECT count(*), count(DISTINCT args->>'job_id') FROM docket.river_job WHERE kind = 'docket.dispatch'`).Scan(&dispatches, &distinct))
 	require.Equal(t, 150, dispatches, "one dispatch per job")
 	require.Equal(t, 150, distinct)
@@ -142,7 +142,7 @@ func TestUnknownPayloadSchemaNeverRuns(t *testing.T) {
 	require.Equal(t, jobs.Queued, j.State)
 	require.Zero(t, j.Attempts, "a refused job spends no attempt")
 	var listed int
-	require.NoError(t, e.pool.QueryRow(ctx, "SELECT count(*) FROM docket.jobs_undecodable WHERE id = $1", future.Job.ID).Scan(&listed))
+	require.NoError(t, e.Pool.QueryRow(ctx, "SELECT count(*) FROM docket.jobs_undecodable WHERE id = $1", future.Job.ID).Scan(&listed))
 	require.Equal(t, 1, listed, "operators see it as refused")
 }
 

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -28,18 +27,12 @@ func (c *cli) cases(args []string) (dbAction, error) {
 		status := fs.String("status", "", "only cases with this status (open or closed)")
 		limit := fs.Int("limit", 50, "at most this many, oldest first")
 		after := fs.Int64("after", 0, "only cases with a larger id (the last id of the previous page)")
-		project, err := oneArg(fs, rest, "cases list needs PROJECT")
+		project, err := listArgs(fs, rest, "cases list", "cases list needs PROJECT", limit, after)
+		if err == nil {
+			err = checkOneOf("cases list", "status", *status, cases.Statuses)
+		}
 		if err != nil {
 			return nil, err
-		}
-		if err := checkLimit("cases list", *limit); err != nil {
-			return nil, err
-		}
-		if *after < 0 {
-			return nil, usagef("cases list --after must not be negative")
-		}
-		if *status != "" && !slices.Contains(cases.Statuses, cases.Status(*status)) {
-			return nil, usagef("cases list --status %q: want one of %s", *status, joinStates(cases.Statuses))
 		}
 		f := cases.Filter{Project: project, Status: cases.Status(*status), After: *after, Limit: *limit}
 		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.casesList(ctx, pool, f) }, nil

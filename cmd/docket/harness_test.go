@@ -17,12 +17,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // The cast of the command's tests: ana administers project acme, svc:app is
 // the application working there and user:vic reads it. Each test gives them
 // the grants it needs; user:sam and user:bo never hold one.
-const (
-	project              = "acme"
-	ana     access.Actor = "user:ana"
-	app     access.Actor = "svc:app"
-	vic     access.Actor = "user:vic"
-)
+const project, ana, app, vic = testkit.Acme, testkit.Ana, testkit.App, testkit.Vic
 
 // unreachable points the command at a database nothing listens at: a wrong
 // command line must be refused before connecting.

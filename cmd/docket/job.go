@@ -30,11 +30,8 @@ func (c *cli) job(args []string) (dbAction, error) {
 		kind := fs.String("kind", "", "only jobs of this kind")
 		queue := fs.String("queue", "", "only jobs of this queue")
 		limit := fs.Int("limit", 50, "at most this many, newest first")
-		project, err := oneArg(fs, rest, "job list needs PROJECT")
+		project, err := listArgs(fs, rest, "job list", "job list needs PROJECT", limit, nil)
 		if err != nil {
-			return nil, err
-		}
-		if err := checkLimit("job list", *limit); err != nil {
 			return nil, err
 		}
 		return func(ctx context.Context, pool *pgxpool.Pool) error {

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -35,21 +34,15 @@ func (c *cli) lanes(args []string) (dbAction, error) {
 		review := fs.String("review", "", "only lanes with this review state")
 		limit := fs.Int("limit", 50, "at most this many, oldest first")
 		after := fs.Int64("after", 0, "only lanes with a larger id (the last id of the previous page)")
-		project, err := oneArg(fs, rest, "lanes list needs PROJECT")
+		project, err := listArgs(fs, rest, "lanes list", "lanes list needs PROJECT", limit, after)
+		if err == nil {
+			err = checkOneOf("lanes list", "state", *state, lanes.States)
+		}
+		if err == nil {
+			err = checkOneOf("lanes list", "review", *review, lanes.Reviews)
+		}
 		if err != nil {
 			return nil, err
-		}
-		if err := checkLimit("lanes list", *limit); err != nil {
-			return nil, err
-		}
-		if *after < 0 {
-			return nil, usagef("lanes list --after must not be negative")
-		}
-		if *state != "" && !slices.Contains(lanes.States, lanes.State(*state)) {
-			return nil, usagef("lanes list --state %q: want one of %s", *state, joinStates(lanes.States))
-		}
-		if *review != "" && !slices.Contains(lanes.Reviews, lanes.Review(*review)) {
-			return nil, usagef("lanes list --review %q: want one of %s", *review, joinStates(lanes.Reviews))
 		}
 		f := lanes.Filter{Project: project, Quorum: *quorum, State: lanes.State(*state), Review: lanes.Review(*review),
 			After: *after, Limit: *limit}

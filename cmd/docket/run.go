@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os/user"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -155,10 +156,27 @@ type usageErr struct{ error }
 
 func usagef(format string, args ...any) error { return usageErr{fmt.Errorf(format, args...)} }
 
-// checkLimit refuses a --limit of cmd that no docket list takes.
-func checkLimit(cmd string, limit int) error {
-	if limit < 1 || limit > db.MaxPage {
-		return usagef("%s --limit must be 1..%d", cmd, db.MaxPage)
+// listArgs reads the PROJECT of list command cmd from rest, refusing its
+// absence with usage, and checks the command's --limit and, when it pages
+// by id, its --after.
+func listArgs(fs *flag.FlagSet, rest []string, cmd, usage string, limit *int, after *int64) (string, error) {
+	project, err := oneArg(fs, rest, usage)
+	switch {
+	case err != nil:
+		return "", err
+	case *limit < 1 || *limit > db.MaxPage:
+		return "", usagef("%s --limit must be 1..%d", cmd, db.MaxPage)
+	case after != nil && *after < 0:
+		return "", usagef("%s --after must not be negative", cmd)
+	}
+	return project, nil
+}
+
+// checkOneOf refuses a value v of cmd's filter flag that is not empty and
+// not one of known.
+func checkOneOf[T ~string](cmd, flag, v string, known []T) error {
+	if v != "" && !slices.Contains(known, T(v)) {
+		return usagef("%s --%s %q: want one of %s", cmd, flag, v, joinStates(known))
 	}
 	return nil
 }

@@ -26,11 +26,8 @@ func (c *cli) schedules(args []string) (dbAction, error) {
 	case "list":
 		limit := fs.Int("limit", 100, "at most this many, by name")
 		after := fs.String("after", "", "only schedules whose name sorts after this one")
-		project, err := oneArg(fs, rest, "schedules list needs PROJECT")
+		project, err := listArgs(fs, rest, "schedules list", "schedules list needs PROJECT", limit, nil)
 		if err != nil {
-			return nil, err
-		}
-		if err := checkLimit("schedules list", *limit); err != nil {
 			return nil, err
 		}
 		f := schedules.Filter{Project: project, After: *after, Limit: *limit}

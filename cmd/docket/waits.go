@@ -28,11 +28,8 @@ func (c *cli) waits(args []string) (dbAction, error) {
 	fs.SetOutput(io.Discard)
 	caseID := fs.Int64("case", 0, "every wait of this case, whatever its status")
 	limit := fs.Int("limit", 50, "at most this many, soonest deadline first")
-	project, err := oneArg(fs, args, waitsUsage)
+	project, err := listArgs(fs, args, "waits", waitsUsage, limit, nil)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkLimit("waits", *limit); err != nil {
 		return nil, err
 	}
 	byCase := false
@@ -96,11 +93,8 @@ func (c *cli) deadLetters(args []string) (dbAction, error) {
 	fs := flag.NewFlagSet("dead-letters", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	limit := fs.Int("limit", 50, "at most this many, newest first")
-	project, err := oneArg(fs, args, deadLettersUsage)
+	project, err := listArgs(fs, args, "dead-letters", deadLettersUsage, limit, nil)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkLimit("dead-letters", *limit); err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context, pool *pgxpool.Pool) error {

@@ -19,11 +19,8 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-const (
-	project              = "shop"
-	ana     access.Actor = "user:ana"
-	svc     access.Actor = "svc:orders"
-)
+// The order service works in project shop as svc:orders; ana administers.
+const project, ana, svc = "shop", testkit.Ana, access.Actor("svc:orders")
 
 // quick retries, so the always-busy customer's orders die in milliseconds.
 var quick = jobs.RetryPolicy{Base: 10 * time.Millisecond, Cap: 50 * time.Millisecond, MaxAttempts: 3}

@@ -9,7 +9,6 @@ import (
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/integration/pgtest"
-	"github.com/docket-dev/docket/projects"
 )
 
 // ExamplePool stands in, in a runnable example, for a service's pool: a
@@ -25,23 +24,8 @@ func ExamplePool(ctx context.Context, clock db.Clock, admin access.Actor, projec
 	if err != nil {
 		log.Fatal(err)
 	}
-	pc, err := projects.NewClient(pool, projects.Config{Actor: admin, Clock: clock})
-	if err != nil {
+	if err := populate(ctx, pool, clock, admin, projectNames, grants); err != nil {
 		log.Fatal(err)
-	}
-	for _, p := range projectNames {
-		if _, err := pc.Create(ctx, p); err != nil {
-			log.Fatal(err)
-		}
-	}
-	ac, err := access.NewClient(pool, access.Config{Actor: admin, Clock: clock})
-	if err != nil {
-		log.Fatal(err)
-	}
-	for _, g := range grants {
-		if _, err := ac.Allow(ctx, g); err != nil {
-			log.Fatal(err)
-		}
 	}
 	return pool
 }

@@ -40,26 +40,37 @@ type Env struct {
 func Setup(t testing.TB, admin access.Actor, projectNames []string, grants ...access.Grant) Env {
 	t.Helper()
 	e := Env{Pool: pgtest.NewDB(t), Clock: db.NewFakeClock(T0), Admin: admin}
-	ctx := context.Background()
-	pc, err := projects.NewClient(e.Pool, projects.Config{Actor: admin, Clock: e.Clock})
-	require.NoError(t, err)
-	for _, p := range projectNames {
-		_, err := pc.Create(ctx, p)
-		require.NoError(t, err)
-	}
-	e.Allow(t, grants...)
+	require.NoError(t, populate(context.Background(), e.Pool, e.Clock, admin, projectNames, grants))
 	return e
 }
 
 // Allow gives grants, as the env's admin at the clock's now.
 func (e Env) Allow(t testing.TB, grants ...access.Grant) {
 	t.Helper()
-	ac, err := access.NewClient(e.Pool, access.Config{Actor: e.Admin, Clock: e.Clock})
-	require.NoError(t, err)
-	for _, g := range grants {
-		_, err := ac.Allow(context.Background(), g)
-		require.NoError(t, err)
+	require.NoError(t, populate(context.Background(), e.Pool, e.Clock, e.Admin, nil, grants))
+}
+
+// populate creates projects and gives grants, as admin at clock's now.
+func populate(ctx context.Context, pool db.Pool, clock db.Clock, admin access.Actor, projectNames []string, grants []access.Grant) error {
+	pc, err := projects.NewClient(pool, projects.Config{Actor: admin, Clock: clock})
+	if err != nil {
+		return err
 	}
+	for _, p := range projectNames {
+		if _, err := pc.Create(ctx, p); err != nil {
+			return err
+		}
+	}
+	ac, err := access.NewClient(pool, access.Config{Actor: admin, Clock: clock})
+	if err != nil {
+		return err
+	}
+	for _, g := range grants {
+		if _, err := ac.Allow(ctx, g); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Grants returns a grant of each of caps to principal on project.
