@@ -181,6 +181,9 @@ func (c *Client) Capabilities(ctx context.Context) (map[Capability]string, error
 }
 
 // CapabilitiesTx is [Client.Capabilities] read in tx.
+//
+// It reads in tx, so it sees what tx has written and not yet committed,
+// and writes nothing: commit and rollback change nothing of it.
 func (c *Client) CapabilitiesTx(ctx context.Context, tx pgx.Tx) (map[Capability]string, error) {
 	return c.capabilities(ctx, tx)
 }

@@ -84,6 +84,9 @@ func (c *Client) Correlate(ctx context.Context, project string, keys ...Key) (Ca
 // q: admission's lookup, creating and attaching nothing. It returns
 // [db.ErrNotFound] when no open case holds any of them, and refuses as
 // [Client.AdmitTx] does.
+//
+// It reads in tx, so it sees what tx has written and not yet committed,
+// and writes nothing: commit and rollback change nothing of it.
 func (c *Client) CorrelateTx(ctx context.Context, tx pgx.Tx, project string, keys ...Key) (Case, error) {
 	return c.correlate(ctx, tx, project, keys...)
 }

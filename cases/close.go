@@ -24,6 +24,8 @@ func (c *Client) Close(ctx context.Context, id int64) (Case, error) {
 // It refuses, writing nothing: an unknown case or one the actor may not write
 // ([db.ErrNotFound]); a case with pending obligations
 // ([db.ErrObligationsOutstanding], naming them).
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) CloseTx(ctx context.Context, tx pgx.Tx, id int64) (Case, error) {
 	return c.close(ctx, tx, id)
 }
@@ -63,6 +65,8 @@ func (c *Client) Reopen(ctx context.Context, id int64) (Reopened, error) {
 // stays with that case (Left). Reopening an open case is a no-op that takes
 // nothing. It refuses, writing nothing, an unknown case or one the actor may
 // not write ([db.ErrNotFound]).
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) ReopenTx(ctx context.Context, tx pgx.Tx, id int64) (Reopened, error) {
 	const op = "case.reopen"
 	rows, err := queries.CaseReopen(ctx, tx, id, string(c.actor), c.clock.Now())

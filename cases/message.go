@@ -136,6 +136,8 @@ func (c *Client) DeliverTo(ctx context.Context, caseID int64, d Delivery) (Deliv
 // closes without consuming it, it is dead-lettered with a reason saying so.
 // Beyond DeliverTx's refusals, it refuses a case that is not one of
 // d.Project's ([db.ErrNotFound]).
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) DeliverToTx(ctx context.Context, tx pgx.Tx, caseID int64, d Delivery) (Delivered, error) {
 	if caseID <= 0 {
 		return Delivered{}, db.Refuse(db.ErrInvalidArgument, "message.deliver", fmt.Sprintf("addressee case %d: want a case id", caseID))
@@ -253,6 +255,9 @@ func (c *Client) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLet
 // may not read the project's messages gets an empty list, not an error. It
 // refuses an empty project, a limit outside 1..[db.MaxPage] or a negative
 // Before with [db.ErrInvalidArgument].
+//
+// It reads in tx, so it sees what tx has written and not yet committed,
+// and writes nothing: commit and rollback change nothing of it.
 func (c *Client) DeadLettersTx(ctx context.Context, tx pgx.Tx, f DeadLetterFilter) ([]DeadLetter, error) {
 	return c.deadLetters(ctx, tx, f)
 }

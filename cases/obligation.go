@@ -118,6 +118,8 @@ func (c *Client) RegisterObligation(ctx context.Context, caseID int64, spec Obli
 // actor may not write ([db.ErrNotFound]); a closed case
 // ([db.ErrCaseClosed]); a pending obligation of that name on other terms
 // ([db.ErrAlreadyExists]).
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) RegisterObligationTx(ctx context.Context, tx pgx.Tx, caseID int64, spec ObligationSpec) (Obligation, error) {
 	return c.registerObligation(ctx, tx, caseID, spec)
 }
@@ -142,6 +144,8 @@ func (c *Client) RegisterFromSpec(ctx context.Context, caseID int64, name string
 // resolve exactly is refused with [db.ErrInvalidArgument] (wrapping the
 // calendar's error), as is a nil calendar or a spec over [MaxRule]
 // characters; otherwise it refuses as [Client.RegisterObligationTx].
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) RegisterFromSpecTx(ctx context.Context, tx pgx.Tx, caseID int64, name string, d Deadline, esc *Escalation) (Obligation, error) {
 	return c.registerFromSpec(ctx, tx, caseID, name, d, esc)
 }
@@ -196,6 +200,8 @@ func (c *Client) Meet(ctx context.Context, id int64) (Obligation, error) {
 // MeetTx records in tx that obligation id was met: [Client.SettleTx] to
 // [Met]. Meeting a breached obligation records a late meet beside the
 // breach and returns it still breached.
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) MeetTx(ctx context.Context, tx pgx.Tx, id int64) (Obligation, error) {
 	return c.meet(ctx, tx, id)
 }
@@ -213,6 +219,8 @@ func (c *Client) Withdraw(ctx context.Context, id int64) (Obligation, error) {
 
 // WithdrawTx records in tx that obligation id is no longer owed:
 // [Client.SettleTx] to [Withdrawn].
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) WithdrawTx(ctx context.Context, tx pgx.Tx, id int64) (Obligation, error) {
 	return c.withdraw(ctx, tx, id)
 }
@@ -230,6 +238,8 @@ func (c *Client) Breach(ctx context.Context, id int64) (Obligation, error) {
 
 // BreachTx records in tx that obligation id was breached and enqueues its
 // escalation in the same transaction: [Client.SettleTx] to [Breached].
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) BreachTx(ctx context.Context, tx pgx.Tx, id int64) (Obligation, error) {
 	return c.breach(ctx, tx, id)
 }
@@ -252,6 +262,8 @@ func (c *Client) breach(ctx context.Context, q db.DBTX, id int64) (Obligation, e
 // actor may not write ([db.ErrNotFound]); any other move out of a terminal
 // state ([db.ErrIllegalTransition]); a breach whose escalation the actor may
 // not enqueue, without job.create ([db.ErrNotPermitted]).
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) SettleTx(ctx context.Context, tx pgx.Tx, id int64, to ObligationState) (Obligation, error) {
 	return c.settle(ctx, tx, id, to)
 }

@@ -21,6 +21,9 @@ func (c *Client) Get(ctx context.Context, id int64) (Case, error) {
 
 // GetTx returns case id read in tx, or [db.ErrNotFound] when there is none or
 // the actor may not read it.
+//
+// It reads in tx, so it sees what tx has written and not yet committed,
+// and writes nothing: commit and rollback change nothing of it.
 func (c *Client) GetTx(ctx context.Context, tx pgx.Tx, id int64) (Case, error) {
 	return c.get(ctx, tx, id)
 }
@@ -56,6 +59,9 @@ func (c *Client) List(ctx context.Context, f Filter) ([]Case, error) {
 // empty list, not an error. It refuses an empty project, a limit outside
 // 1..[db.MaxPage], a negative After or an unknown status with
 // [db.ErrInvalidArgument].
+//
+// It reads in tx, so it sees what tx has written and not yet committed,
+// and writes nothing: commit and rollback change nothing of it.
 func (c *Client) ListTx(ctx context.Context, tx pgx.Tx, f Filter) ([]Case, error) {
 	return c.list(ctx, tx, f)
 }
@@ -83,6 +89,9 @@ func (c *Client) Keys(ctx context.Context, id int64) ([]KeyClaim, error) {
 // KeysTx returns every claim of a key by case id read in tx, oldest first:
 // those it holds and those it released when it closed. A case the actor may
 // not read, or an unknown one, has none.
+//
+// It reads in tx, so it sees what tx has written and not yet committed,
+// and writes nothing: commit and rollback change nothing of it.
 func (c *Client) KeysTx(ctx context.Context, tx pgx.Tx, id int64) ([]KeyClaim, error) {
 	return c.keys(ctx, tx, id)
 }
@@ -102,6 +111,9 @@ func (c *Client) Obligations(ctx context.Context, id int64) ([]Obligation, error
 // ObligationsTx returns case id's obligations read in tx, oldest first,
 // whatever their state. A case the actor may not read, or an unknown one, has
 // none.
+//
+// It reads in tx, so it sees what tx has written and not yet committed,
+// and writes nothing: commit and rollback change nothing of it.
 func (c *Client) ObligationsTx(ctx context.Context, tx pgx.Tx, id int64) ([]Obligation, error) {
 	return c.obligations(ctx, tx, id)
 }
@@ -145,6 +157,9 @@ func (c *Client) History(ctx context.Context, id int64) ([]Event, error) {
 // answers. Every record carries the case id, so this is one range scan of an
 // index. A case the actor may not read, or an unknown one, is
 // [db.ErrNotFound] (a case always has its creation event).
+//
+// It reads in tx, so it sees what tx has written and not yet committed,
+// and writes nothing: commit and rollback change nothing of it.
 func (c *Client) HistoryTx(ctx context.Context, tx pgx.Tx, id int64) ([]Event, error) {
 	return c.history(ctx, tx, id)
 }

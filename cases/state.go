@@ -23,6 +23,9 @@ func (c *Client) State(ctx context.Context, id int64) (Snapshot, error) {
 // [db.ErrNotFound] when there is no such case or the actor may not read it.
 // The state is what some writer stored: docket never interprets it, so treat
 // it as untrusted input.
+//
+// It reads in tx, so it sees what tx has written and not yet committed,
+// and writes nothing: commit and rollback change nothing of it.
 func (c *Client) StateTx(ctx context.Context, tx pgx.Tx, id int64) (Snapshot, error) {
 	return c.state(ctx, tx, id)
 }

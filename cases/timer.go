@@ -49,6 +49,8 @@ func (c *Client) SleepUntil(ctx context.Context, caseID int64, name string, at t
 // actor without job.create on its project ([db.ErrNotPermitted]); a closed
 // case ([db.ErrCaseClosed]); the same timer with another continuation
 // ([db.ErrIdempotencyConflict]).
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) SleepUntilTx(ctx context.Context, tx pgx.Tx, caseID int64, name string, at time.Time, cont Continuation) (Timer, error) {
 	const op = "timer.set"
 	ids := []any{"case", caseID, "timer", name}

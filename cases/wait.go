@@ -202,6 +202,8 @@ func (c *Client) WithdrawWait(ctx context.Context, id int64) (Wait, error) {
 // It refuses, writing nothing: an unknown wait or one whose case the actor
 // may not write ([db.ErrNotFound]); a wait a message satisfied or its
 // deadline expired first ([db.ErrAlreadyAnswered]).
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) WithdrawWaitTx(ctx context.Context, tx pgx.Tx, id int64) (Wait, error) {
 	return c.withdrawWait(ctx, tx, id)
 }
@@ -244,6 +246,9 @@ func (c *Client) Waits(ctx context.Context, id int64) ([]Wait, error) {
 
 // WaitsTx returns every wait of case id read in tx, oldest first: none when
 // the case does not exist or the actor may not read it.
+//
+// It reads in tx, so it sees what tx has written and not yet committed,
+// and writes nothing: commit and rollback change nothing of it.
 func (c *Client) WaitsTx(ctx context.Context, tx pgx.Tx, id int64) ([]Wait, error) {
 	return c.waits(ctx, tx, id)
 }
@@ -275,6 +280,9 @@ func (c *Client) Waiting(ctx context.Context, f WaitingFilter) ([]Wait, error) {
 // soonest deadline first. An actor that may not read the project's cases
 // gets an empty list, not an error. It refuses an empty project or a limit
 // outside 1..[db.MaxPage] with [db.ErrInvalidArgument].
+//
+// It reads in tx, so it sees what tx has written and not yet committed,
+// and writes nothing: commit and rollback change nothing of it.
 func (c *Client) WaitingTx(ctx context.Context, tx pgx.Tx, f WaitingFilter) ([]Wait, error) {
 	return c.waiting(ctx, tx, f)
 }

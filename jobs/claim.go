@@ -75,6 +75,8 @@ func (c *Client) Claim(ctx context.Context, queue string, opts ClaimOptions) ([]
 // the job.claim grant on the project: it learns nothing a claimant with
 // nothing to do would not. It refuses, with [db.ErrInvalidArgument], a
 // malformed queue or options.
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) ClaimTx(ctx context.Context, tx pgx.Tx, queue string, opts ClaimOptions) ([]Job, error) {
 	return c.claim(ctx, tx, queue, opts)
 }
@@ -117,6 +119,8 @@ func (c *Client) ClaimID(ctx context.Context, id int64, opts ClaimOptions) (Job,
 // job whose payload schema is not among opts.Decoders with
 // [db.ErrRefusedRevision], leaving it as it was for a deployment that can
 // decode it.
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) ClaimIDTx(ctx context.Context, tx pgx.Tx, id int64, opts ClaimOptions) (Job, bool, error) {
 	return c.claimID(ctx, tx, id, opts)
 }
@@ -155,6 +159,8 @@ func (c *Client) Renew(ctx context.Context, l Lease, d time.Duration) (Job, erro
 // no longer holds a live lease (it expired, another claimant took the job
 // over, it was released, completed or cancelled) with [db.ErrStaleClaim]. A
 // holder that gets ErrStaleClaim must stop working on the job.
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) RenewTx(ctx context.Context, tx pgx.Tx, l Lease, d time.Duration) (Job, error) {
 	return c.renew(ctx, tx, l, d)
 }
@@ -191,6 +197,8 @@ func (c *Client) Release(ctx context.Context, l Lease, availableAt time.Time, re
 //
 // It refuses, changing nothing: an unknown job with [db.ErrNotFound]; a token
 // that does not hold a live lease with [db.ErrStaleClaim].
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) ReleaseTx(ctx context.Context, tx pgx.Tx, l Lease, availableAt time.Time, reason string) (Job, error) {
 	return c.release(ctx, tx, l, availableAt, reason)
 }

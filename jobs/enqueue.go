@@ -92,6 +92,8 @@ func (c *Client) EnqueueMany(ctx context.Context, specs []Spec) ([]Receipt, erro
 // specs of the batch. The batch is all or nothing: a refusal of any spec, as
 // [Client.EnqueueTx] describes, or an empty or oversized batch
 // ([db.ErrInvalidArgument]) writes nothing.
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec) ([]Receipt, error) {
 	return c.enqueueMany(ctx, tx, specs)
 }

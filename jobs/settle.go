@@ -88,6 +88,8 @@ func (c *Client) CompleteMany(ctx context.Context, batch []Completion) ([]error,
 // the others completed. The second result refuses the whole batch, changing
 // nothing: empty or oversized, a job named twice, or a result that is not
 // JSON ([db.ErrInvalidArgument]).
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) CompleteManyTx(ctx context.Context, tx pgx.Tx, batch []Completion) ([]error, error) {
 	return c.completeMany(ctx, tx, batch)
 }
@@ -187,6 +189,8 @@ func (c *Client) Fail(ctx context.Context, l Lease, f Failure) (Job, error) {
 // an unknown job with [db.ErrNotFound]; the finishing holder's token on a job
 // that finished otherwise with [db.ErrTerminal]; any other token that does
 // not hold a live lease with [db.ErrStaleClaim].
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) FailTx(ctx context.Context, tx pgx.Tx, l Lease, f Failure) (Job, error) {
 	return c.fail(ctx, tx, l, f)
 }
@@ -230,6 +234,8 @@ func (c *Client) Cancel(ctx context.Context, id int64, reason string) (Job, erro
 // It refuses, changing nothing: an unknown job with [db.ErrNotFound]; an actor
 // without job.cancel on the job's project with [db.ErrNotPermitted]; a job
 // that already finished otherwise with [db.ErrTerminal].
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, id int64, reason string) (Job, error) {
 	return c.cancel(ctx, tx, id, reason)
 }
@@ -275,6 +281,8 @@ func (c *Client) Reconcile(ctx context.Context, id int64, outcome Outcome, resul
 // that is queued or claimed with [db.ErrIllegalTransition]; a job that
 // finished any other way (completed, failed, dead, cancelled, or reconciled
 // to another outcome) with [db.ErrTerminal].
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) ReconcileTx(ctx context.Context, tx pgx.Tx, id int64, outcome Outcome, result json.RawMessage, note string) (Job, error) {
 	return c.reconcile(ctx, tx, id, outcome, result, note)
 }
@@ -308,6 +316,8 @@ func (c *Client) ExpireLeases(ctx context.Context, limit int) ([]Job, error) {
 // the work. It returns the jobs it moved; jobs another sweeper holds are
 // skipped, so several sweepers may run at once. It refuses a limit outside
 // 1..[MaxSweepBatch] with [db.ErrInvalidArgument].
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) ExpireLeasesTx(ctx context.Context, tx pgx.Tx, limit int) ([]Job, error) {
 	return c.expireLeases(ctx, tx, limit)
 }
@@ -336,6 +346,8 @@ func (c *Client) RegisterDecoders(ctx context.Context, deployment string, decode
 // docket.jobs_undecodable lists only jobs nobody can decode. Registering a
 // pair again refreshes it. It refuses a malformed deployment or decoder with
 // [db.ErrInvalidArgument].
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) RegisterDecodersTx(ctx context.Context, tx pgx.Tx, deployment string, decoders []Decoder) error {
 	return c.registerDecoders(ctx, tx, deployment, decoders)
 }

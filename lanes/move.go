@@ -25,6 +25,8 @@ func (c *Client) SetState(ctx context.Context, id int64, to State, note string) 
 // caller waits for no one and learns nothing about the lane; a move not in
 // the machine (see [State]), a move to the state the lane is in, or any move
 // of a terminal lane with [db.ErrIllegalTransition].
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) SetStateTx(ctx context.Context, tx pgx.Tx, id int64, to State, note string) (Lane, error) {
 	return c.setState(ctx, tx, id, to, note)
 }
@@ -50,6 +52,8 @@ func (c *Client) Submit(ctx context.Context, id int64, note string) (Lane, error
 // submitted), with note recorded in its event. The conductor of the lane's
 // quorum or the lane's assignee may submit. It refuses as
 // [Client.ApproveTx] does, the conductor-or-assignee rule aside.
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) SubmitTx(ctx context.Context, tx pgx.Tx, id int64, note string) (Lane, error) {
 	return c.submit(ctx, tx, id, note)
 }
@@ -74,6 +78,8 @@ func (c *Client) Approve(ctx context.Context, id int64, note string) (Lane, erro
 // with [db.ErrNotPermitted], decided before the lane is read or locked; a
 // lane whose review is not submitted (another verdict came first, or it was
 // never submitted) with [db.ErrIllegalTransition].
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) ApproveTx(ctx context.Context, tx pgx.Tx, id int64, note string) (Lane, error) {
 	return c.approve(ctx, tx, id, note)
 }
@@ -92,6 +98,8 @@ func (c *Client) RequestChanges(ctx context.Context, id int64, note string) (Lan
 // RequestChangesTx asks for changes to lane id in tx (submitted →
 // changes_requested), with note saying which. The assignee then submits
 // again. It refuses as [Client.ApproveTx] does.
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) RequestChangesTx(ctx context.Context, tx pgx.Tx, id int64, note string) (Lane, error) {
 	return c.requestChanges(ctx, tx, id, note)
 }

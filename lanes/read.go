@@ -24,6 +24,9 @@ func (c *Client) Get(ctx context.Context, id int64) (Lane, error) {
 
 // GetTx returns lane id read in tx, or [db.ErrNotFound] when there is none or
 // the actor may not read it: a lane the actor may not see is not there.
+//
+// It reads in tx, so it sees what tx has written and not yet committed,
+// and writes nothing: commit and rollback change nothing of it.
 func (c *Client) GetTx(ctx context.Context, tx pgx.Tx, id int64) (Lane, error) {
 	return c.get(ctx, tx, id)
 }
@@ -63,6 +66,9 @@ func (c *Client) List(ctx context.Context, f Filter) ([]Lane, error) {
 // it. An actor that may read none gets an empty list, not an error. It
 // refuses an empty project, a limit outside 1..[db.MaxPage], a negative After,
 // or an unknown state or review with [db.ErrInvalidArgument].
+//
+// It reads in tx, so it sees what tx has written and not yet committed,
+// and writes nothing: commit and rollback change nothing of it.
 func (c *Client) ListTx(ctx context.Context, tx pgx.Tx, f Filter) ([]Lane, error) {
 	return c.list(ctx, tx, f)
 }
@@ -95,6 +101,9 @@ func (c *Client) History(ctx context.Context, id int64) ([]Event, error) {
 // its creation, its dependencies, every move of its execution and review
 // axes, and its merge. A lane the actor may not read, or an unknown one, is
 // [db.ErrNotFound] (a lane always has its creation event).
+//
+// It reads in tx, so it sees what tx has written and not yet committed,
+// and writes nothing: commit and rollback change nothing of it.
 func (c *Client) HistoryTx(ctx context.Context, tx pgx.Tx, id int64) ([]Event, error) {
 	return c.history(ctx, tx, id)
 }
@@ -144,6 +153,9 @@ func (c *Client) Jobs(ctx context.Context, id int64, p Page) ([]JobRef, error) {
 // read, or an unknown one, is [db.ErrNotFound]; a lane with no jobs (on this
 // page) gives an empty list. It refuses a limit outside 1..[db.MaxPage] or a
 // negative After with [db.ErrInvalidArgument].
+//
+// It reads in tx, so it sees what tx has written and not yet committed,
+// and writes nothing: commit and rollback change nothing of it.
 func (c *Client) JobsTx(ctx context.Context, tx pgx.Tx, id int64, p Page) ([]JobRef, error) {
 	return c.jobs(ctx, tx, id, p)
 }

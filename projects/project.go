@@ -179,6 +179,9 @@ func (c *Client) List(ctx context.Context, f Filter) ([]Project, error) {
 }
 
 // ListTx is [Client.List] read in tx.
+//
+// It reads in tx, so it sees what tx has written and not yet committed,
+// and writes nothing: commit and rollback change nothing of it.
 func (c *Client) ListTx(ctx context.Context, tx pgx.Tx, f Filter) ([]Project, error) {
 	return c.list(ctx, tx, f)
 }
@@ -199,6 +202,9 @@ func (c *Client) History(ctx context.Context, name string) ([]Event, error) {
 }
 
 // HistoryTx is [Client.History] read in tx.
+//
+// It reads in tx, so it sees what tx has written and not yet committed,
+// and writes nothing: commit and rollback change nothing of it.
 func (c *Client) HistoryTx(ctx context.Context, tx pgx.Tx, name string) ([]Event, error) {
 	return c.history(ctx, tx, name)
 }

@@ -28,6 +28,9 @@ func (c *Client) Get(ctx context.Context, id int64) (Schedule, error) {
 
 // GetTx returns schedule id read in tx, or [db.ErrNotFound] when there is
 // none or the actor may not read it.
+//
+// It reads in tx, so it sees what tx has written and not yet committed,
+// and writes nothing: commit and rollback change nothing of it.
 func (c *Client) GetTx(ctx context.Context, tx pgx.Tx, id int64) (Schedule, error) {
 	return c.get(ctx, tx, id)
 }

@@ -129,6 +129,8 @@ func (c *Client) Pause(ctx context.Context, id int64) (Schedule, error) {
 // resumed; its cursor is kept. Pausing a paused schedule is a no-op. Refuses
 // as [Client.FinishTx], and a finished schedule with
 // [db.ErrIllegalTransition].
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) PauseTx(ctx context.Context, tx pgx.Tx, id int64) (Schedule, error) {
 	return c.pause(ctx, tx, id)
 }
@@ -147,6 +149,8 @@ func (c *Client) Resume(ctx context.Context, id int64) (Schedule, error) {
 // due while it was paused is handled by its catch-up policy at the next
 // sweep. Resuming an active schedule is a no-op. Refuses as
 // [Client.PauseTx].
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) ResumeTx(ctx context.Context, tx pgx.Tx, id int64) (Schedule, error) {
 	return c.resume(ctx, tx, id)
 }
@@ -166,6 +170,8 @@ func (c *Client) Finish(ctx context.Context, id int64) (Schedule, error) {
 // its history (schedules are never deleted). Finishing a finished schedule
 // is a no-op. It refuses an unknown schedule or one the actor may not
 // manage with [db.ErrNotFound].
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) FinishTx(ctx context.Context, tx pgx.Tx, id int64) (Schedule, error) {
 	return c.finish(ctx, tx, id)
 }

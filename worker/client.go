@@ -81,6 +81,8 @@ func (c *Client) EnqueueMany(ctx context.Context, specs []jobs.Spec) ([]jobs.Rec
 // EnqueueManyTx creates the jobs specs describe on tx in one statement, as
 // [jobs.Client.EnqueueManyTx] does, and inserts their dispatches in the same
 // transaction (River's COPY path). All or nothing, like EnqueueTx.
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []jobs.Spec) ([]jobs.Receipt, error) {
 	resolved := make([]jobs.Spec, len(specs))
 	for i, s := range specs {

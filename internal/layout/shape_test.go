@@ -42,6 +42,9 @@ const (
 	rulePoolTaker = "pool taken by constructors only"
 	// (e) An interface method taking a pgx.Tx is named …Tx.
 	ruleInterfaceTx = "interface pgx.Tx method named …Tx"
+	// (f) An XTx's doc says what commit and rollback mean for it: it names
+	// a commit or a rollback.
+	ruleTxDoc = "…Tx doc says what commit and rollback mean"
 )
 
 // noPoolForm is the phrase with which an XTx's doc comment says why it has
@@ -178,6 +181,9 @@ func checkFunc(f apiFunc, pkg []apiFunc) []violation {
 		flag(ruleTxName, "takes a pgx.Tx, so its name ends in Tx")
 	case f.takesTx():
 		vs = append(vs, checkPoolForm(f, pkg)...)
+		if doc := strings.ToLower(f.doc); !strings.Contains(doc, "commit") && !strings.Contains(doc, "roll") {
+			flag(ruleTxDoc, "its doc does not say what commit and rollback of tx mean for it")
+		}
 	}
 	if p, ok := poolParam(f); ok {
 		if why, ok := mayTakePool(f); !ok {
@@ -256,7 +262,7 @@ func apiFuncs(fset *token.FileSet, pkg string, files []*ast.File) []apiFunc {
 // funcDecl returns d as an API function, unless d is unexported or a method
 // of an unexported type.
 func funcDecl(fset *token.FileSet, pkg string, d *ast.FuncDecl, ref func(ast.Expr) typeRef) (apiFunc, bool) {
-	f := apiFunc{pkg: pkg, name: d.Name.Name, doc: d.Doc.Text(), pos: fset.Position(d.Name.Pos())}
+	f := apiFunc{pkg: pkg, name: d.Name.Name, doc: oneLine(d.Doc.Text()), pos: fset.Position(d.Name.Pos())}
 	if d.Recv != nil {
 		f.recv = receiverName(d.Recv)
 		if !ast.IsExported(f.recv) {
@@ -292,7 +298,7 @@ func interfaceMethods(fset *token.FileSet, pkg string, d *ast.GenDecl, ref func(
 				if name.IsExported() {
 					fns = append(fns, apiFunc{
 						pkg: pkg, recv: ts.Name.Name, name: name.Name, iface: true,
-						doc: m.Doc.Text(), pos: fset.Position(name.Pos()), params: params(ft, ref),
+						doc: oneLine(m.Doc.Text()), pos: fset.Position(name.Pos()), params: params(ft, ref),
 					})
 				}
 			}
@@ -551,6 +557,8 @@ func TestShapeCatchesEachViolation(t *testing.T) {
 		"fake.Client.Enqueue: " + ruleTxName,
 		"fake.Client.Renew: " + ruleTxName,
 		"fake.Client.CloseTx: " + rulePoolForm,
+		"fake.Client.CloseTx: " + ruleTxDoc,
+		"fake.Client.RenewTx: " + ruleTxDoc,
 		"fake.Client.Renew: " + rulePoolForm,
 		"fake.Attach: " + rulePoolTaker,
 		"fake.Client.Use: " + rulePoolTaker,
@@ -588,10 +596,11 @@ func NewFromPool(pool *pgxpool.Pool) *Client { return nil }
 // Enqueue runs EnqueueTx in a transaction of its own.
 func (c *Client) Enqueue(ctx context.Context, spec string) error { return nil }
 
+// EnqueueTx enqueues spec in tx: it commits with tx, or rolls back with it.
 func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, spec string) error { return nil }
 
-// DispatchTx dispatches on tx the jobs js. DispatchTx has no pool form: the
-// jobs it dispatches were enqueued in tx.
+// DispatchTx dispatches on tx the jobs js, once tx commits. DispatchTx has
+// no pool form: the jobs it dispatches were enqueued in tx.
 func (c *Client) DispatchTx(ctx context.Context, tx pgx.Tx, js ...int64) error { return nil }
 
 // Complete settles a job and runs writes in the same transaction.
@@ -648,3 +657,7 @@ func TestShapeAcceptsSyntheticGoodCase(t *testing.T) {
 		"fake.NewFromPool takes pool *pgxpool.Pool: a constructor",
 	}, s.pools)
 }
+
+// oneLine is a doc comment's text with its line breaks and runs of spaces
+// folded, so a phrase matches wherever the comment wraps.
+func oneLine(doc string) string { return strings.Join(strings.Fields(doc), " ") }
