@@ -44,6 +44,11 @@ const (
 
 	// QuorumCreate creates quorums in the project, naming their conductor.
 	QuorumCreate Capability = "quorum.create"
+
+	// GrantManage gives and revokes grants on the project, to anyone but
+	// its holder: a project's administrator. The owner and docket_operator
+	// members manage grants without it.
+	GrantManage Capability = "grant.manage"
 )
 
 var capabilityPattern = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*){1,3}$`)

@@ -60,7 +60,7 @@ func setup(t testing.TB) env {
 // as returns a client acting as actor on e's fake clock.
 func (e env) as(t testing.TB, actor access.Actor) *cases.Client {
 	t.Helper()
-	c, err := cases.NewClient(e.Pool, cases.Config{Actor: actor, Clock: e.Clock})
+	c, err := cases.NewClient(e.API, cases.Config{Actor: actor, Clock: e.Clock})
 	require.NoError(t, err)
 	return c
 }
@@ -102,7 +102,7 @@ func sweeperWorker(t testing.TB, e env, clock db.Clock, reg *worker.Registry, ed
 	if edit != nil {
 		edit(&cfg)
 	}
-	w, err := worker.NewClient(e.Pool, cfg)
+	w, err := worker.NewClient(e.API, cfg)
 	require.NoError(t, err)
 	return w
 }

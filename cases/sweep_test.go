@@ -60,7 +60,7 @@ func TestBreachSweepEscalatesThroughAWorker(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, moved, "a breach is swept once")
 
-	jc, err := jobs.NewClient(e.Pool, jobs.Config{Project: project, Actor: app, Clock: e.Clock})
+	jc, err := jobs.NewClient(e.API, jobs.Config{Project: project, Actor: app, Clock: e.Clock})
 	require.NoError(t, err)
 	var runIDs []int64
 	for range 2 {

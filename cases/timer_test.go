@@ -94,9 +94,9 @@ func TestContinuationIsDispatchedWithTheMatch(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	c := e.admit(t, key("document", "DOC-1"), key("document", "DOC-2"))
-	wc, err := worker.NewClient(e.Pool, worker.Config{Project: project, Actor: inbox, Clock: e.Clock, Logger: testkit.Logger})
+	wc, err := worker.NewClient(e.API, worker.Config{Project: project, Actor: inbox, Clock: e.Clock, Logger: testkit.Logger})
 	require.NoError(t, err)
-	dispatching, err := cases.NewClient(e.Pool, cases.Config{Actor: inbox, Clock: e.Clock, Dispatcher: wc})
+	dispatching, err := cases.NewClient(e.API, cases.Config{Actor: inbox, Clock: e.Clock, Dispatcher: wc})
 	require.NoError(t, err)
 	plain := e.as(t, inbox)
 
@@ -166,9 +166,9 @@ func TestTimerIsDispatchedOnce(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	c := e.admit(t, key("document", "DOC-1"))
-	wc, err := worker.NewClient(e.Pool, worker.Config{Project: project, Actor: app, Clock: e.Clock, Logger: testkit.Logger})
+	wc, err := worker.NewClient(e.API, worker.Config{Project: project, Actor: app, Clock: e.Clock, Logger: testkit.Logger})
 	require.NoError(t, err)
-	client, err := cases.NewClient(e.Pool, cases.Config{Actor: app, Clock: e.Clock, Dispatcher: wc})
+	client, err := cases.NewClient(e.API, cases.Config{Actor: app, Clock: e.Clock, Dispatcher: wc})
 	require.NoError(t, err)
 	remind := cases.Continuation{Kind: "supplier.remind"}
 	tm, err := client.SleepUntil(ctx, c.ID, "reminder", t0.Add(time.Hour), remind)

@@ -120,7 +120,7 @@ func newWaitWorld(t *testing.T, e env) waitWorld {
 	require.NoError(t, err)
 	w.theirs = theirs.Case
 
-	jc, err := jobs.NewClient(e.Pool, jobs.Config{Project: project, Actor: app, Clock: e.Clock})
+	jc, err := jobs.NewClient(e.API, jobs.Config{Project: project, Actor: app, Clock: e.Clock})
 	require.NoError(t, err)
 	enq, err := jc.Enqueue(ctx, jobs.Spec{Kind: "billing.invoice", Payload: json.RawMessage(`{"wait_id":1}`)})
 	require.NoError(t, err)

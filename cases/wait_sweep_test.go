@@ -192,7 +192,7 @@ func TestExpiryRacesJustInTimeDeliveries(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	deliverClock, sweepClock := db.NewFakeClock(t0), db.NewFakeClock(t0)
-	in, err := cases.NewClient(e.Pool, cases.Config{Actor: inbox, Clock: deliverClock})
+	in, err := cases.NewClient(e.API, cases.Config{Actor: inbox, Clock: deliverClock})
 	require.NoError(t, err)
 	sweepers := []*worker.Client{
 		waitSweeperOn(t, e, sweepClock, 3, nil, cases.WaitExpirySweep(time.Hour)),

@@ -42,7 +42,7 @@ func message(id string, keys ...cases.Key) cases.Delivery {
 // jobOf reads job id as the sweeper, who may read acme's jobs.
 func jobOf(t testing.TB, e env, id int64) jobs.Job {
 	t.Helper()
-	jc, err := jobs.NewClient(e.Pool, jobs.Config{Actor: sweeper, Clock: e.Clock})
+	jc, err := jobs.NewClient(e.API, jobs.Config{Actor: sweeper, Clock: e.Clock})
 	require.NoError(t, err)
 	j, err := jc.Get(context.Background(), id)
 	require.NoError(t, err)
@@ -152,7 +152,7 @@ func TestAWaitTakesNoMessageThatArrivedAfterItsDeadline(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	c := e.admit(t, key("document", "DOC-1"))
-	ahead, err := cases.NewClient(e.Pool, cases.Config{Actor: inbox, Clock: db.NewFakeClock(t0.Add(2 * time.Hour))})
+	ahead, err := cases.NewClient(e.API, cases.Config{Actor: inbox, Clock: db.NewFakeClock(t0.Add(2 * time.Hour))})
 	require.NoError(t, err)
 	d, err := ahead.Deliver(ctx, message("m-1"))
 	require.NoError(t, err)

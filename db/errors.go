@@ -107,6 +107,9 @@ const (
 	codeDatetimeOutOfRange = "22008"
 	codeInvalidJSON        = "22032"
 	codeBadCharacter       = "22021"
+	// codeInsufficientPrivilege is Postgres refusing a role a table or a
+	// function: docket's roles reach what they may through the API alone.
+	codeInsufficientPrivilege = "42501"
 )
 
 var sentinelByCode = func() map[string]error {
@@ -122,6 +125,8 @@ var sentinelByCode = func() map[string]error {
 		codeDatetimeOutOfRange: ErrInvalidArgument,
 		codeInvalidJSON:        ErrInvalidArgument,
 		codeBadCharacter:       ErrInvalidArgument,
+
+		codeInsufficientPrivilege: ErrNotPermitted,
 	}
 	for _, c := range Catalogue {
 		m[c.Code] = c.Sentinel

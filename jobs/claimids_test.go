@@ -39,7 +39,7 @@ const (
 func cidBeta(t *testing.T, e env) *jobs.Client {
 	t.Helper()
 	e.Allow(t, testkit.Grants(cidBetaOwner, "beta", access.JobCreate, access.JobClaim)...)
-	c, err := jobs.NewClient(e.Pool, jobs.Config{Project: "beta", Actor: cidBetaOwner, Clock: e.Clock})
+	c, err := jobs.NewClient(e.API, jobs.Config{Project: "beta", Actor: cidBetaOwner, Clock: e.Clock})
 	require.NoError(t, err)
 	return c
 }
@@ -244,7 +244,7 @@ func TestClaimIDsAnswersEachWantedJob(t *testing.T) {
 	e := setup(t, "beta")
 	ctx := t.Context()
 	e.Allow(t, testkit.Grants(cidPeer, project, access.JobClaim)...)
-	peer := clientAs(t, e.Pool, e.Clock, cidPeer)
+	peer := clientAs(t, e.API, e.Clock, cidPeer)
 	beta := cidBeta(t, e)
 
 	withLease := func(payload string, lease time.Duration) jobs.Spec {
@@ -435,7 +435,7 @@ func TestUndispatchedFindsWhatTheActorMayDispatch(t *testing.T) {
 	// svc:maker may enqueue into acme but not claim there.
 	const maker access.Actor = "svc:maker"
 	e.Allow(t, testkit.Grants(maker, project, access.JobCreate)...)
-	makerClient := clientAs(t, e.Pool, e.Clock, maker)
+	makerClient := clientAs(t, e.API, e.Clock, maker)
 	before := snapshot(t, e.Pool)
 
 	// undispatched runs the search in a transaction of its own, rolled back.
@@ -462,7 +462,7 @@ func TestUndispatchedFindsWhatTheActorMayDispatch(t *testing.T) {
 	require.Equal(t, append(append([]int64{}, all...), otherID), undispatched(e.client, []string{"default", "other"}, 100, 100, nil))
 	require.Empty(t, undispatched(e.client, []string{"empty"}, 100, 100, nil))
 	require.Empty(t, undispatched(e.client, nil, 100, 100, nil))
-	require.Empty(t, undispatched(clientAs(t, e.Pool, e.Clock, nobody), def, 100, 100, nil), "an actor without grants finds nothing")
+	require.Empty(t, undispatched(clientAs(t, e.API, e.Clock, nobody), def, 100, 100, nil), "an actor without grants finds nothing")
 	require.Empty(t, undispatched(makerClient, def, 100, 100, nil), "job.create is not job.claim")
 	require.Equal(t, []int64{hidden}, undispatched(beta, def, 100, 100, nil), "beta's claimant finds beta's job only")
 

@@ -120,7 +120,7 @@ func ccCount(t *testing.T, q db.DBTX) (jobCount, eventCount int) {
 func ccClaimer(t *testing.T, e env, actor access.Actor) *jobs.Client {
 	t.Helper()
 	e.Allow(t, testkit.Grants(actor, project, access.JobClaim)...)
-	return clientAs(t, e.Pool, e.Clock, actor)
+	return clientAs(t, e.API, e.Clock, actor)
 }
 
 // ccClaimOne enqueues s and claims it with c, returning the claimed job.
@@ -502,7 +502,7 @@ func TestUnauthorisedClaimGetsTheEmptyAnswer(t *testing.T) {
 	nothing, err := e.client.Claim(ctx, "empty", jobs.ClaimOptions{})
 	require.NoError(t, err)
 
-	elsewhere, err := jobs.NewClient(e.Pool, jobs.Config{Project: "nope", Actor: app, Clock: e.Clock})
+	elsewhere, err := jobs.NewClient(e.API, jobs.Config{Project: "nope", Actor: app, Clock: e.Clock})
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		name string
@@ -512,7 +512,7 @@ func TestUnauthorisedClaimGetsTheEmptyAnswer(t *testing.T) {
 		// grant is refused by id.
 		byID bool
 	}{
-		{"actor without job.claim", clientAs(t, e.Pool, e.Clock, nobody), true},
+		{"actor without job.claim", clientAs(t, e.API, e.Clock, nobody), true},
 		{"project that does not exist", elsewhere, false},
 	} {
 		before := snapshot(t, e.Pool)

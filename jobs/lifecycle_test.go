@@ -94,7 +94,8 @@ func TestStaleHolderCannotCompleteAFinishedJob(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	_, err := e.Pool.Exec(ctx, `CREATE TABLE outputs (job_id bigint)`)
+	// The service's own table, which its docket_app login writes.
+	_, err := e.Pool.Exec(ctx, `CREATE TABLE outputs (job_id bigint); GRANT INSERT, SELECT ON outputs TO docket_app`)
 	require.NoError(t, err)
 	s := spec(`{"n": 1}`)
 	s.Repeatable = true
@@ -132,7 +133,7 @@ func TestActorWithoutGrantsSeesAndHoldsNothing(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	other := clientAs(t, e.Pool, e.Clock, nobody)
+	other := clientAs(t, e.API, e.Clock, nobody)
 	enq, err := e.client.Enqueue(ctx, spec(`{"secret": 1}`))
 	require.NoError(t, err)
 	id := enq.Job.ID
@@ -190,7 +191,7 @@ func TestGetManyReadsWhatGetWould(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, one, got[0])
 
-	stranger := clientAs(t, e.Pool, e.Clock, nobody)
+	stranger := clientAs(t, e.API, e.Clock, nobody)
 	none, err := stranger.GetMany(ctx, []int64{a.Job.ID, b.Job.ID})
 	require.NoError(t, err)
 	require.Empty(t, none, "jobs the actor may not read are left out")

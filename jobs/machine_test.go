@@ -131,7 +131,7 @@ func mOwnClock(t testing.TB, shared env) env {
 	clock := db.NewFakeClock(t0)
 	kit := shared.Env
 	kit.Clock = clock
-	return env{Env: kit, client: clientAs(t, shared.Pool, clock, app)}
+	return env{Env: kit, client: clientAs(t, shared.API, clock, app)}
 }
 
 func mHistory(t testing.TB, e env, id int64) []jobs.Event {

@@ -34,7 +34,7 @@ func setup(t testing.TB, more ...string) env {
 	t.Helper()
 	k := testkit.Setup(t, ana, append([]string{project}, more...),
 		testkit.Grants(app, project, access.JobCreate, access.JobClaim, access.JobCancel, access.JobReconcile)...)
-	return env{Env: k, client: clientAs(t, k.Pool, k.Clock, app)}
+	return env{Env: k, client: clientAs(t, k.API, k.Clock, app)}
 }
 
 // clientAs returns a client of project acme acting as actor.

@@ -48,10 +48,10 @@ func rfSetup(t *testing.T) rfWorld {
 	ctx := t.Context()
 	w := rfWorld{env: setup(t)}
 	w.Allow(t, testkit.Grants(rfClaimer, project, access.JobClaim)...)
-	w.nobody = clientAs(t, w.Pool, w.Clock, nobody)
-	w.claimer = clientAs(t, w.Pool, w.Clock, rfClaimer)
+	w.nobody = clientAs(t, w.API, w.Clock, nobody)
+	w.claimer = clientAs(t, w.API, w.Clock, rfClaimer)
 	var err error
-	w.elsewhere, err = jobs.NewClient(w.Pool, jobs.Config{Project: "nope", Actor: app, Clock: w.Clock})
+	w.elsewhere, err = jobs.NewClient(w.API, jobs.Config{Project: "nope", Actor: app, Clock: w.Clock})
 	require.NoError(t, err)
 
 	held, err := w.client.Enqueue(ctx, spec(`{"seed": "held"}`))
@@ -639,7 +639,7 @@ func TestNewClientRefusesInvalidConfig(t *testing.T) {
 func TestProjectlessClientRefusesProjectWork(t *testing.T) {
 	t.Parallel()
 	w := rfSetup(t)
-	operator, err := jobs.NewClient(w.Pool, jobs.Config{Actor: app, Clock: w.Clock})
+	operator, err := jobs.NewClient(w.API, jobs.Config{Actor: app, Clock: w.Clock})
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		name string

@@ -21,7 +21,7 @@ func TestJobsOfALane(t *testing.T) {
 	ctx := t.Context()
 	const worker access.Actor = "svc:worker"
 	e.Env.Allow(t, testkit.Grants(worker, project, access.JobCreate, access.JobClaim)...)
-	w, err := jobs.NewClient(e.Pool, jobs.Config{Project: project, Actor: worker, Clock: e.Clock})
+	w, err := jobs.NewClient(e.API, jobs.Config{Project: project, Actor: worker, Clock: e.Clock})
 	require.NoError(t, err)
 
 	l := e.drive(t, e.lane(t, "l").ID, lanes.InProgress, lanes.Submitted)
@@ -75,7 +75,7 @@ func TestJobsOfALane(t *testing.T) {
 	// A job names only an existing lane of its own project.
 	require.NoError(t, e.raw(ctx, `SELECT docket.project_create('globex', 'user:ops', '2026-11-03T09:00:00Z')`))
 	e.Env.Allow(t, testkit.Grants(worker, "globex", access.JobCreate)...)
-	g, err := jobs.NewClient(e.Pool, jobs.Config{Project: "globex", Actor: worker, Clock: e.Clock})
+	g, err := jobs.NewClient(e.API, jobs.Config{Project: "globex", Actor: worker, Clock: e.Clock})
 	require.NoError(t, err)
 	_, err = g.Enqueue(ctx, jobs.Spec{Kind: "build.run", Payload: []byte(`{}`), LaneID: l.ID})
 	require.ErrorIs(t, err, db.ErrMissingReference)

@@ -61,7 +61,7 @@ func setup(t testing.TB) env {
 // as returns a client acting as actor on e's fake clock.
 func (e env) as(t testing.TB, actor access.Actor) *lanes.Client {
 	t.Helper()
-	c, err := lanes.NewClient(e.Pool, lanes.Config{Actor: actor, Clock: e.Clock})
+	c, err := lanes.NewClient(e.API, lanes.Config{Actor: actor, Clock: e.Clock})
 	require.NoError(t, err)
 	return c
 }

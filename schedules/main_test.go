@@ -53,7 +53,7 @@ func setup(t testing.TB) env {
 // as returns a client acting as actor on e's fake clock.
 func (e env) as(t testing.TB, actor access.Actor) *schedules.Client {
 	t.Helper()
-	c, err := schedules.NewClient(e.Pool, schedules.Config{Actor: actor, Clock: e.Clock})
+	c, err := schedules.NewClient(e.API, schedules.Config{Actor: actor, Clock: e.Clock})
 	require.NoError(t, err)
 	return c
 }
@@ -77,7 +77,7 @@ func (e env) sweeperWorker(t testing.TB, limit int) *worker.Client {
 	t.Helper()
 	reg := worker.NewRegistry()
 	require.NoError(t, worker.Handle(reg, tickKind, func(context.Context, *jobs.Typed[Tick]) error { return nil }))
-	w, err := worker.NewClient(e.Pool, worker.Config{
+	w, err := worker.NewClient(e.API, worker.Config{
 		Actor: sweeper, Registry: reg, Clock: e.Clock, Deployment: "test", Logger: testkit.Logger, SweepLimit: limit,
 		Sweeps: []worker.Sweep{schedules.Sweep(time.Minute)},
 	})

@@ -106,7 +106,7 @@ func TestSweepThroughAWorker(t *testing.T) {
 		ran <- j.ID
 		return nil
 	}))
-	w, err := worker.NewClient(e.Pool, worker.Config{
+	w, err := worker.NewClient(e.API, worker.Config{
 		Actor: sweeper, Registry: reg, Clock: e.Clock, Deployment: "test", Logger: testkit.Logger,
 		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
 		Sweeps: []worker.Sweep{schedules.Sweep(time.Hour)},

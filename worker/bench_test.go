@@ -187,7 +187,7 @@ func BenchmarkStartLatency(b *testing.B) {
 		started <- time.Now()
 		return nil
 	}))
-	client, err := worker.NewClient(e.Pool, worker.Config{
+	client, err := worker.NewClient(e.API, worker.Config{
 		Project: project, Actor: app, Registry: reg, Deployment: "bench", Logger: testLogger,
 		FetchCooldown: *benchCooldownFlag, FetchPollInterval: *benchPollFlag,
 	})

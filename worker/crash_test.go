@@ -248,7 +248,7 @@ func newCountingWorker(t *testing.T, e env, rec *recorder, runs []atomic.Int32) 
 		runs[j.Args.Order].Add(1)
 		return nil
 	}))
-	w, err := worker.NewClient(e.Pool, worker.Config{
+	w, err := worker.NewClient(e.API, worker.Config{
 		Actor: app, Registry: reg, Clock: e.Clock, Deployment: "test",
 		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
 		SweepEvery: 50 * time.Millisecond, OnEvent: rec.add, Logger: testLogger,

@@ -23,7 +23,7 @@ func TestLedgerHalvesFailApart(t *testing.T) {
 	ctx := context.Background()
 	const app access.Actor = "svc:app"
 	k := testkit.Setup(t, "user:ana", []string{"acme"}, testkit.Grants(app, "acme", access.JobCreate, access.JobClaim)...)
-	jc, err := jobs.NewClient(k.Pool, jobs.Config{Project: "acme", Actor: app, Clock: k.Clock})
+	jc, err := jobs.NewClient(k.API, jobs.Config{Project: "acme", Actor: app, Clock: k.Clock})
 	require.NoError(t, err)
 	kind := jobs.MustKind[struct{}]("ledger.test", 1)
 	spec, err := kind.Spec(struct{}{})

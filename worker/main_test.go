@@ -47,7 +47,7 @@ func setup(t testing.TB) env {
 	t.Helper()
 	k := testkit.Setup(t, ana, []string{project},
 		testkit.Grants(app, project, access.JobCreate, access.JobClaim, access.JobCancel, access.JobReconcile)...)
-	return env{Env: k, client: enqueuerAs(t, k.Pool, k.Clock, project, app)}
+	return env{Env: k, client: enqueuerAs(t, k.API, k.Clock, project, app)}
 }
 
 // enqueuerAs returns an insert-only client of project proj acting as actor.
@@ -125,7 +125,7 @@ func startWorker(t testing.TB, e env, reg *worker.Registry, rec *recorder, tune 
 	if tune != nil {
 		tune(&cfg)
 	}
-	w, err := worker.NewClient(e.Pool, cfg)
+	w, err := worker.NewClient(e.API, cfg)
 	require.NoError(t, err)
 	testkit.Start(t, w)
 	return w

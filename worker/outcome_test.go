@@ -66,7 +66,8 @@ func TestOutcomes(t *testing.T) {
 		}
 		return worker.Result{}, worker.Fail(jobs.ClassPermanent, errors.New("unknown mode"))
 	}, worker.HandlerOptions{Revision: "r7"}))
-	_, err := e.Pool.Exec(ctx, "CREATE TABLE invoices (order_id int PRIMARY KEY)")
+	// The service's own table, which its docket_app login writes.
+	_, err := e.Pool.Exec(ctx, "CREATE TABLE invoices (order_id int PRIMARY KEY); GRANT INSERT, SELECT ON invoices TO docket_app")
 	require.NoError(t, err)
 
 	want := map[string]jobs.State{

@@ -295,14 +295,14 @@ func TestNewClientRefusesInvalidRunConfig(t *testing.T) {
 
 	t.Run("heartbeat NaN", func(t *testing.T) {
 		t.Parallel()
-		w, err := worker.NewClient(e.Pool, with(func(c *worker.Config) { c.Heartbeat = math.NaN() }))
+		w, err := worker.NewClient(e.API, with(func(c *worker.Config) { c.Heartbeat = math.NaN() }))
 		wrfRefused(t, err, db.ErrInvalidArgument, "heartbeat")
 		require.Nil(t, w)
 	})
 
 	t.Run("a malformed deployment", func(t *testing.T) {
 		t.Parallel()
-		w, err := worker.NewClient(e.Pool, with(func(c *worker.Config) { c.Deployment = "has space" }))
+		w, err := worker.NewClient(e.API, with(func(c *worker.Config) { c.Deployment = "has space" }))
 		wrfRefused(t, err, db.ErrInvalidArgument, "deployment")
 		require.Nil(t, w)
 	})
@@ -324,7 +324,7 @@ func TestNewClientRefusesInvalidRunConfig(t *testing.T) {
 				}
 			}),
 		} {
-			w, err := worker.NewClient(e.Pool, cfg)
+			w, err := worker.NewClient(e.API, cfg)
 			require.NoError(t, err)
 			require.NotNil(t, w)
 		}
@@ -346,7 +346,7 @@ func TestStartRefusesAnInsertOnlyClient(t *testing.T) {
 		{"an empty registry", worker.NewRegistry()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := worker.NewClient(e.Pool, worker.Config{
+			c, err := worker.NewClient(e.API, worker.Config{
 				Project: project, Actor: app, Registry: tc.reg, Clock: e.Clock, Deployment: "test", Logger: testLogger,
 			})
 			require.NoError(t, err, "a client without handlers is insert-only")
@@ -373,7 +373,7 @@ func TestSweepRefusesAnUnknownName(t *testing.T) {
 	reg := worker.NewRegistry()
 	require.NoError(t, worker.Handle(reg, invoiceKind, func(context.Context, *jobs.Typed[Invoice]) error { return nil }))
 	rec := newRecorder()
-	w, err := worker.NewClient(e.Pool, worker.Config{
+	w, err := worker.NewClient(e.API, worker.Config{
 		Actor: app, Registry: reg, Clock: e.Clock, Deployment: "test", Logger: testLogger, OnEvent: rec.add,
 		Sweeps: []worker.Sweep{{Name: "tasks.due", Func: func(context.Context, *worker.SweepRun) (int, error) { return 0, nil }}},
 	})
@@ -415,7 +415,7 @@ func wrfSetup(t *testing.T) wrfWorld {
 	const claimer access.Actor = "svc:claimer"
 	w.Allow(t, testkit.Grants(claimer, project, access.JobClaim)...)
 	clientAs := func(proj string, actor access.Actor) *worker.Client {
-		return enqueuerAs(t, w.Pool, w.Clock, proj, actor)
+		return enqueuerAs(t, w.API, w.Clock, proj, actor)
 	}
 	w.nobody, w.claimer, w.elsewhere = clientAs(project, nobody), clientAs(project, claimer), clientAs("nope", app)
 	w.homeless = clientAs("", app)
@@ -546,7 +546,7 @@ func TestClientEnqueueRefusesWithoutWriting(t *testing.T) {
 		t.Parallel()
 		reg := worker.NewRegistry()
 		require.NoError(t, worker.Handle(reg, invoiceKind, func(context.Context, *jobs.Typed[Invoice]) error { return nil }))
-		runner, err := worker.NewClient(w.Pool, worker.Config{Actor: app, Registry: reg, Clock: w.Clock, Deployment: "test", Logger: testLogger})
+		runner, err := worker.NewClient(w.API, worker.Config{Actor: app, Registry: reg, Clock: w.Clock, Deployment: "test", Logger: testLogger})
 		require.NoError(t, err)
 		for _, c := range []*worker.Client{w.homeless, runner} {
 			w.refusedEverywhere(t, c, invoiceSpec(t, 8, ""), db.ErrInvalidArgument, "project")

@@ -79,7 +79,7 @@ func TestDispatchSweepIsSafeWithManySweepers(t *testing.T) {
 	const sweepers = 4
 	ws := make([]*worker.Client, sweepers)
 	for i := range ws {
-		w, err := worker.NewClient(e.Pool, worker.Config{Actor: app, Registry: reg, Clock: e.Clock, Deployment: "test", Logger: testLogger})
+		w, err := worker.NewClient(e.API, worker.Config{Actor: app, Registry: reg, Clock: e.Clock, Deployment: "test", Logger: testLogger})
 		require.NoError(t, err)
 		ws[i] = w
 	}

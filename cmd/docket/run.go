@@ -38,6 +38,9 @@ commands:
   revoke PRINCIPAL PROJECT CAPABILITY
                                   revoke it
   grants PROJECT                  list the grants on a project
+  actor bind|unbind ROLE PRINCIPAL
+                                  let a login role act as a principal (or kind:*), or no longer
+  actor list [ROLE]               the bindings of a login role, or all of them
   job list PROJECT [--state S] [--kind K] [--queue Q] [--limit N]
                                   list a project's jobs, newest first
   job show ID                     a job, its history, and whether the history verifies
@@ -120,6 +123,8 @@ func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Write
 		action, err = c.grant(cmd, rest)
 	case "grants":
 		action, err = c.grants(rest)
+	case "actor":
+		action, err = c.actorCmd(rest)
 	case "job":
 		action, err = c.job(rest)
 	case "demo":

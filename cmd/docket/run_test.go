@@ -31,7 +31,7 @@ func TestMigrateThenStatus(t *testing.T) {
 	r = docket(t, env, "status")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "state:         current")
-	require.Regexp(t, `docket\.capabilities\s+14\n`, r.stdout)
+	require.Regexp(t, `docket\.capabilities\s+15\n`, r.stdout)
 	require.Regexp(t, `docket\.river_migration\s+\d+\n`, r.stdout)
 
 	r = docket(t, env, "migrate", "down", "--to", "0")

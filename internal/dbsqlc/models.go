@@ -11,6 +11,30 @@ import (
 	"github.com/google/uuid"
 )
 
+// Which login role (session_user) may act as which principal; "kind:*" binds every principal of a kind. Changed only by docket.actor_bind and docket.actor_unbind.
+type DocketActorBinding struct {
+	Role      string
+	Principal string
+	BoundBy   string
+	BoundAt   time.Time
+}
+
+type DocketActorBindingEvent struct {
+	ID          int64
+	Role        string
+	Principal   string
+	Action      string
+	Actor       string
+	SessionRole string
+	At          time.Time
+}
+
+// The functions of docket's API and the least group role that may call them; docket.apply_privileges() makes them SECURITY DEFINER and grants them.
+type DocketApiFunction struct {
+	Name string
+	Role string
+}
+
 type DocketCapability struct {
 	Name        string
 	Description string
@@ -111,13 +135,14 @@ type DocketGrant struct {
 }
 
 type DocketGrantEvent struct {
-	ID         int64
-	Principal  string
-	Project    string
-	Capability string
-	Action     string
-	Actor      string
-	At         time.Time
+	ID          int64
+	Principal   string
+	Project     string
+	Capability  string
+	Action      string
+	Actor       string
+	At          time.Time
+	SessionRole string
 }
 
 // A unit of work with a lease protocol. State moves only along docket.job_transitions; every move is in docket.job_events.

@@ -29,18 +29,29 @@ var T0 = time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
 
 // Env is one test's database and clock.
 type Env struct {
-	Pool  *pgxpool.Pool
+	// Pool is logged in as the schema owner: for setup, snapshots and SQL
+	// by hand, which no other role may write.
+	Pool *pgxpool.Pool
+	// API is logged in as a docket_app member bound to every principal of
+	// the kinds tests act as (svc:*, user:*, worker:*), as a service is:
+	// the API runs on it.
+	API   *pgxpool.Pool
 	Clock *db.FakeClock
 	// Admin created the projects and gave the grants.
 	Admin access.Actor
 }
 
+// apiKinds are the principal kinds an env's API login is bound to.
+var apiKinds = []access.Actor{"svc:*", "user:*", "worker:*"}
+
 // Setup returns a fresh migrated database with projects created by admin,
-// each grant given by admin, and a fake clock at [T0].
+// each grant given by admin, a docket_app login for the API, and a fake
+// clock at [T0].
 func Setup(t testing.TB, admin access.Actor, projectNames []string, grants ...access.Grant) Env {
 	t.Helper()
 	e := Env{Pool: pgtest.NewDB(t), Clock: db.NewFakeClock(T0), Admin: admin}
 	require.NoError(t, populate(context.Background(), e.Pool, e.Clock, admin, projectNames, grants))
+	e.API = e.Login(t, AppRole, apiKinds...).Pool
 	return e
 }
 
