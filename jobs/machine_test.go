@@ -950,8 +950,6 @@ func TestMachineNonMovesRecordNoEvent(t *testing.T) {
 		{"priority_of_claimed", jobs.Claimed, "priority = 2", "priority = 2"},
 		{"queued_state_as_itself", jobs.Queued, "state = 'queued', available_at = available_at + interval '1 hour'",
 			"state = 'queued' AND available_at = created_at + interval '1 hour'"},
-		{"uncertain_state_as_itself", jobs.Uncertain, "state = state, diagnostic = 'still unsure'",
-			"state = 'uncertain' AND diagnostic = 'still unsure'"},
 	}
 	for _, c := range nonMoves {
 		t.Run(c.name, func(t *testing.T) {
@@ -968,6 +966,23 @@ func TestMachineNonMovesRecordNoEvent(t *testing.T) {
 			mRequireVerifies(t, e, j.ID, len(before))
 		})
 	}
+
+	// An edit of what a transition recorded, here an uncertain job's
+	// diagnostic, is no move and records nothing, but the history no longer
+	// verifies: the job does not hold what its last event says.
+	t.Run("uncertain_diagnostic_rewritten", func(t *testing.T) {
+		t.Parallel()
+		e := mOwnClock(t, shared)
+		j, _ := mBuild(t, e, jobs.Uncertain, mOpts{})
+		before := mHistory(t, e, j.ID)
+		require.NoError(t, mOperatorExec(t, e.Pool, mRawAt, `UPDATE docket.jobs SET state = state, diagnostic = 'still unsure' WHERE id = $1`, j.ID))
+		require.Equal(t, before, mHistory(t, e, j.ID), "recorded nothing")
+		v, err := e.client.Verify(t.Context(), j.ID)
+		require.NoError(t, err)
+		require.False(t, v.OK)
+		require.Equal(t, len(before), v.BadSeq)
+		require.Contains(t, v.Problem, "no longer holds what event")
+	})
 
 	t.Run("api_renew", func(t *testing.T) {
 		t.Parallel()

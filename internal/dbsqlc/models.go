@@ -185,6 +185,14 @@ type DocketJob struct {
 	OutcomeToken     *uuid.UUID
 }
 
+// Each job's last event and its hash. Exported where the owner cannot write, it shows later that a history was not rebuilt.
+type DocketJobChainHead struct {
+	JobID int64
+	Seq   int32
+	At    time.Time
+	Hash  string
+}
+
 // row type of docket.job_claim_ids: outcome (claimed, undecodable, unavailable) and the job
 type DocketJobClaimOutcome struct {
 	Outcome          string
@@ -276,16 +284,18 @@ type DocketJobEnqueued struct {
 
 // Append-only, hash-chained history of every job transition. docket.job_verify(id) checks a job's chain.
 type DocketJobEvent struct {
-	JobID     int64
-	Seq       int32
-	FromState *string
-	ToState   string
-	Actor     string
-	At        time.Time
-	Attempt   int32
-	Detail    *string
-	PrevHash  []byte
-	Hash      []byte
+	JobID      int64
+	Seq        int32
+	FromState  *string
+	ToState    string
+	Actor      string
+	At         time.Time
+	Attempt    int32
+	Detail     *string
+	PrevHash   []byte
+	Hash       []byte
+	LeaseUntil *time.Time
+	Outcome    []byte
 }
 
 type DocketJobState struct {

@@ -1,0 +1,189 @@
+package jobs_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/testkit"
+	"github.com/docket-dev/docket/jobs"
+)
+
+// evSucceeded returns a job completed with result {"total": 42}.
+func evSucceeded(t *testing.T, e env) jobs.Job {
+	t.Helper()
+	ctx := t.Context()
+	enq, err := e.client.Enqueue(ctx, spec(`{"invoice": 1}`))
+	require.NoError(t, err)
+	claimed, ok, err := e.client.ClaimID(ctx, enq.Job.ID, jobs.ClaimOptions{})
+	require.NoError(t, err)
+	require.True(t, ok)
+	j, err := e.client.Complete(ctx, claimed.Lease(), json.RawMessage(`{"total": 42}`), nil)
+	require.NoError(t, err)
+	return j
+}
+
+// asOwner runs sql as the schema owner by hand, with its triggers switched
+// off while it runs when off names any: what only the owner can do, and
+// only by taking the rules down first.
+func asOwner(t *testing.T, e env, off []string, sql string, args ...any) {
+	t.Helper()
+	ctx := t.Context()
+	require.NoError(t, db.WithTx(ctx, e.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT docket.set_context('user:ana', $1)`, mRawAt); err != nil {
+			return err
+		}
+		for _, table := range off {
+			if _, err := tx.Exec(ctx, "ALTER TABLE "+table+" DISABLE TRIGGER USER"); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(ctx, sql, args...); err != nil {
+			return err
+		}
+		for _, table := range off {
+			if _, err := tx.Exec(ctx, "ALTER TABLE "+table+" ENABLE TRIGGER USER"); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+}
+
+// TestVerifyDetectsARewrittenResult shows the way around the machine closed
+// (its tables refuse a change by hand) and a finished job's result rewritten
+// by the owner past the guard detected by Verify.
+func TestVerifyDetectsARewrittenResult(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	j := evSucceeded(t, e)
+	v, err := e.client.Verify(t.Context(), j.ID)
+	require.NoError(t, err)
+	require.True(t, v.OK, v.Problem)
+
+	before := snapshot(t, e.Pool)
+	err = testkit.Raw(t.Context(), e.Pool, ana, mRawAt, `UPDATE docket.job_states SET terminal = false WHERE state = 'succeeded'`)
+	require.ErrorIs(t, err, db.ErrImmutable, "the machine's tables refuse a change by hand")
+	require.ErrorContains(t, err, "changes only by migration")
+	require.Equal(t, before, snapshot(t, e.Pool))
+
+	asOwner(t, e, []string{"docket.jobs"}, `UPDATE docket.jobs SET result = '{"total": 4200}' WHERE id = $1`, j.ID)
+	v, err = e.client.Verify(t.Context(), j.ID)
+	require.NoError(t, err)
+	require.False(t, v.OK)
+	require.Contains(t, v.Problem, "no longer holds what event 3 recorded")
+}
+
+// TestVerifyJudgesByTheMachineAsMigrated shows an illegal history, made
+// through a transition table rewritten to allow it, refused by Verify, and
+// the rewritten table named.
+func TestVerifyJudgesByTheMachineAsMigrated(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	j := evSucceeded(t, e)
+	ctx := t.Context()
+	// The owner says it is migrating, which it is not, and rewrites the
+	// machine so a finished job may run again.
+	require.NoError(t, db.WithTx(ctx, e.Pool, func(tx pgx.Tx) error {
+		for _, sql := range []string{
+			`SET LOCAL docket.migrating = 'on'`,
+			`UPDATE docket.job_states SET terminal = false WHERE state = 'succeeded'`,
+			`INSERT INTO docket.job_transitions (from_state, to_state, meaning) VALUES ('succeeded', 'queued', 'again')`,
+		} {
+			if _, err := tx.Exec(ctx, sql); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	require.NoError(t, testkit.Raw(ctx, e.Pool, ana, mRawAt,
+		`UPDATE docket.jobs SET state = 'queued', result = NULL, finished_at = NULL, outcome_token = NULL WHERE id = $1`, j.ID))
+
+	v, err := e.client.Verify(ctx, j.ID)
+	require.NoError(t, err)
+	require.False(t, v.OK)
+	require.Equal(t, 4, v.BadSeq, "queued, claimed, succeeded, then queued again")
+	require.Contains(t, v.Problem, "succeeded -> queued is not a move of the job machine as migrated")
+
+	other := evSucceeded(t, e)
+	v, err = e.client.Verify(ctx, other.ID)
+	require.NoError(t, err)
+	require.False(t, v.OK, "every job's verification reports the rewritten machine")
+	require.Contains(t, v.Problem, "the job machine's tables were changed")
+	require.Contains(t, v.Problem, "transition succeeded -> queued is not the machine's")
+	require.Contains(t, v.Problem, "state succeeded is not initial and not terminal")
+}
+
+// TestARebuiltHistoryIsCaughtByExportedHeads shows TRUNCATE of a history
+// refused, and a history the owner rebuilt past its triggers (recomputing
+// every hash, so it verifies) caught by the chain head an auditor exported
+// before.
+func TestARebuiltHistoryIsCaughtByExportedHeads(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	j := evSucceeded(t, e)
+
+	before := snapshot(t, e.Pool)
+	err := testkit.Raw(ctx, e.Pool, ana, mRawAt, `TRUNCATE docket.job_events`)
+	require.ErrorIs(t, err, db.ErrImmutable)
+	require.Equal(t, before, snapshot(t, e.Pool))
+
+	head := func() string {
+		var h string
+		require.NoError(t, e.Pool.QueryRow(ctx, `SELECT hash FROM docket.job_chain_heads WHERE job_id = $1`, j.ID).Scan(&h))
+		return h
+	}
+	exported := head() // kept where the owner cannot write
+
+	// The owner rewrites who completed the job and rebuilds the chain from
+	// the rewritten event on, hashes and all.
+	asOwner(t, e, []string{"docket.job_events"}, `
+		WITH RECURSIVE chain AS (
+			SELECT e.job_id, e.seq, e.prev_hash,
+			       docket.job_event_hash(e.prev_hash, e.job_id, e.seq, e.from_state, e.to_state,
+			           CASE WHEN e.to_state = 'succeeded' THEN 'svc:someone-else' ELSE e.actor END,
+			           e.at, e.attempt, e.detail, e.lease_until, e.outcome) AS hash
+			FROM docket.job_events e WHERE e.job_id = $1 AND e.seq = 1
+			UNION ALL
+			SELECT e.job_id, e.seq, c.hash,
+			       docket.job_event_hash(c.hash, e.job_id, e.seq, e.from_state, e.to_state,
+			           CASE WHEN e.to_state = 'succeeded' THEN 'svc:someone-else' ELSE e.actor END,
+			           e.at, e.attempt, e.detail, e.lease_until, e.outcome)
+			FROM docket.job_events e JOIN chain c ON e.job_id = c.job_id AND e.seq = c.seq + 1
+		)
+		UPDATE docket.job_events e
+		SET actor = CASE WHEN e.to_state = 'succeeded' THEN 'svc:someone-else' ELSE e.actor END,
+		    prev_hash = c.prev_hash, hash = c.hash
+		FROM chain c WHERE e.job_id = c.job_id AND e.seq = c.seq`, j.ID)
+
+	v, err := e.client.Verify(ctx, j.ID)
+	require.NoError(t, err)
+	require.True(t, v.OK, "a history rebuilt whole verifies on its own: %s", v.Problem)
+	require.NotEqual(t, exported, head(), "but its head is not the one exported")
+}
+
+// TestAForgedOutcomeIsRefusedToTheApp shows a docket_app login refused the
+// hand-written claimed -> succeeded with a forged result that the lease
+// protocol exists to prevent (42501), and the job untouched.
+func TestAForgedOutcomeIsRefusedToTheApp(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	_, err := e.client.Enqueue(ctx, spec(`{"invoice": 1}`))
+	require.NoError(t, err)
+	claimed, err := e.client.Claim(ctx, jobs.DefaultQueue, jobs.ClaimOptions{Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+
+	before := snapshot(t, e.Pool)
+	err = testkit.Raw(ctx, e.API, app, mRawAt, `UPDATE docket.jobs SET state = 'succeeded', result = '{"forged": true}',
+		finished_at = $2, claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL WHERE id = $1`,
+		claimed[0].ID, mRawAt)
+	require.ErrorIs(t, err, db.ErrNotPermitted)
+	require.Equal(t, before, snapshot(t, e.Pool))
+}
