@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -186,4 +187,30 @@ func TestAForgedOutcomeIsRefusedToTheApp(t *testing.T) {
 		claimed[0].ID, mRawAt)
 	require.ErrorIs(t, err, db.ErrNotPermitted)
 	require.Equal(t, before, snapshot(t, e.Pool))
+}
+
+// TestTimeNeverRunsBackwardsInAHistory shows a move by a caller whose clock
+// is behind the job's last event recorded at that event's instant, and the
+// history verifying.
+func TestTimeNeverRunsBackwardsInAHistory(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	enq, err := e.client.Enqueue(ctx, spec(`{"invoice": 1}`))
+	require.NoError(t, err)
+	e.Clock.Set(t0.Add(time.Hour))
+	claimed, ok, err := e.client.ClaimID(ctx, enq.Job.ID, jobs.ClaimOptions{})
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	behind := clientAs(t, e.API, db.NewFakeClock(t0.Add(time.Minute)), app)
+	_, err = behind.Complete(ctx, claimed.Lease(), nil, nil)
+	require.NoError(t, err)
+	h, err := e.client.History(ctx, claimed.ID)
+	require.NoError(t, err)
+	require.Len(t, h, 3)
+	require.Equal(t, t0.Add(time.Hour), h[2].At, "the completion is recorded at the claim's instant, not before it")
+	v, err := e.client.Verify(ctx, claimed.ID)
+	require.NoError(t, err)
+	require.True(t, v.OK, v.Problem)
 }

@@ -14,6 +14,8 @@
 --   * The states and transitions tables of every machine refuse INSERT,
 --     UPDATE and DELETE (DK015) unless a migration says it is changing the
 --     machine (SET LOCAL docket.migrating = 'on').
+--   * time never runs backwards in a history: an event is recorded at the
+--     later of the change context's instant and its predecessor's;
 --   * docket.job_chain_heads lists each job's last event hash: exported
 --     somewhere the owner cannot write, it lets an auditor show later that a
 --     history was not rebuilt (docs/security.md).
@@ -107,12 +109,16 @@ BEGIN
     v_at := docket.context_now();
     INSERT INTO docket.job_events (job_id, seq, from_state, to_state, actor, at, attempt, detail, lease_until, outcome,
                                    prev_hash, hash)
-    SELECT m.id, m.seq, m.from_state, m.to_state, v_actor, v_at, m.attempt, m.detail, m.lease_until, m.outcome,
+    SELECT m.id, m.seq, m.from_state, m.to_state, v_actor, m.at, m.attempt, m.detail, m.lease_until, m.outcome,
            m.prev_hash,
-           docket.job_event_hash(m.prev_hash, m.id, m.seq, m.from_state, m.to_state, v_actor, v_at, m.attempt, m.detail,
+           docket.job_event_hash(m.prev_hash, m.id, m.seq, m.from_state, m.to_state, v_actor, m.at, m.attempt, m.detail,
                                  m.lease_until, m.outcome)
     FROM (
-        SELECT n.id, last.seq + 1 AS seq, o.state AS from_state, n.state AS to_state, n.attempts AS attempt,
+        -- Time never runs backwards in a history: an event is recorded at
+        -- the change context's instant, or at its predecessor's when the
+        -- caller's clock is behind it.
+        SELECT n.id, last.seq + 1 AS seq, greatest(v_at, last.at) AS at, o.state AS from_state, n.state AS to_state,
+               n.attempts AS attempt,
                docket.job_event_detail(n.state, n.claimed_by, n.lease_generation, n.diagnostic) AS detail,
                n.lease_expires_at AS lease_until,
                docket.job_outcome(n.state, n.result, n.diagnostic, n.claimed_by, n.claim_token, n.lease_generation,
@@ -121,7 +127,7 @@ BEGIN
         FROM old_jobs o
         JOIN new_jobs n ON n.id = o.id
         CROSS JOIN LATERAL (
-            SELECT e.seq, e.hash FROM docket.job_events e
+            SELECT e.seq, e.at, e.hash FROM docket.job_events e
             WHERE e.job_id = n.id ORDER BY e.seq DESC LIMIT 1
         ) last
         WHERE n.state <> o.state OR n.lease_generation <> o.lease_generation
@@ -166,7 +172,7 @@ RETURN (
 -- job_verify checks job p_id's history: consecutive seq from 1, each event
 -- chained to the one before and hashing to its contents, starting in the
 -- initial state, every move one of the job machine as migrated, attempts
--- counting claims, and the job now in the state, with the attempts, result,
+-- counting claims, time never running backwards, and the job now in the state, with the attempts, result,
 -- diagnostic, holder, claim token and lease generation its last event says.
 -- It reports also when the machine's tables differ from the machine.
 -- +goose StatementBegin
@@ -220,6 +226,9 @@ BEGIN
             RETURN;
         ELSIF e.attempt <> prev_attempt + (CASE WHEN e.to_state = 'claimed' THEN 1 ELSE 0 END) THEN
             RETURN QUERY SELECT false, n, e.seq, format('attempt %s after %s: attempts count claims only', e.attempt, prev_attempt);
+            RETURN;
+        ELSIF e.outcome IS NOT NULL AND e.at < last.at THEN
+            RETURN QUERY SELECT false, n, e.seq, format('recorded at %s, before the event before it (%s): time ran backwards', e.at, last.at);
             RETURN;
         END IF;
         prev_hash := e.hash;
