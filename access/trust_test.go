@@ -86,6 +86,12 @@ func TestNoRoleWritesATable(t *testing.T) {
 				require.Equal(t, insufficientPrivilege, attempt(t, l.Pool, sql), "%s: %s", group, sql)
 			}
 		}
+		// Nor may a role add a trigger that would fire after a guard and
+		// edit what it checked.
+		require.Equal(t, insufficientPrivilege, attempt(t, l.Pool, `
+			CREATE FUNCTION pg_temp.edit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+			CREATE TRIGGER zz_edit BEFORE UPDATE ON docket.jobs FOR EACH ROW EXECUTE FUNCTION pg_temp.edit()`),
+			"%s adds a trigger", group)
 	}
 	require.Equal(t, before, everything(t, k.Pool))
 }

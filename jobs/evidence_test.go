@@ -214,3 +214,22 @@ func TestTimeNeverRunsBackwardsInAHistory(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, v.OK, v.Problem)
 }
+
+// TestAJobNeverFinishesBeforeItWasCreated shows the owner's hand-written
+// finish before the job's creation refused, and the job as it was.
+func TestAJobNeverFinishesBeforeItWasCreated(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	j := evSucceeded(t, e)
+	before := snapshot(t, e.Pool)
+	err := db.WithTx(t.Context(), e.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(t.Context(), `ALTER TABLE docket.jobs DISABLE TRIGGER USER`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(t.Context(), `UPDATE docket.jobs SET finished_at = created_at - interval '1 second' WHERE id = $1`, j.ID)
+		return err
+	})
+	require.ErrorIs(t, db.Translate(err, "raw"), db.ErrInvalidArgument, "even past the guard, the row's own check holds")
+	require.ErrorContains(t, err, "jobs_finished_not_before_created")
+	require.Equal(t, before, snapshot(t, e.Pool))
+}

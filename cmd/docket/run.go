@@ -28,7 +28,7 @@ const usage = `usage: docket [--database-url URL] COMMAND [ARGS]
 commands:
   migrate                         apply River's and docket's migrations (idempotent)
   migrate down --to N             roll docket's migrations back to version N
-  status                          schema versions and row counts per table
+  status                          schema versions, docket's group roles, row counts per table
   project create NAME             create an active project
   project list                    list projects
   project archive|activate|retire NAME

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/jackc/pgx/v5"
@@ -33,6 +34,9 @@ func (c *cli) printStatus(ctx context.Context, pool *pgxpool.Pool) error {
 	fmt.Fprintf(c.stdout, "docket schema: version %d of %d\n", s.Version, s.Latest)
 	fmt.Fprintf(c.stdout, "River schema:  version %d of %d\n", s.RiverVersion, s.RiverLatest)
 	fmt.Fprintf(c.stdout, "state:         %s\n", state)
+	if err := c.printRoles(ctx, pool); err != nil {
+		return err
+	}
 
 	counts, err := tableCounts(ctx, pool)
 	if err != nil {
@@ -83,4 +87,30 @@ func tableCounts(ctx context.Context, q *pgxpool.Pool) ([]tableCount, error) {
 		}
 	}
 	return out, nil
+}
+
+// groupRoles are the roles docket's trust model grants to login roles.
+var groupRoles = []string{"docket_app", "docket_operator", "docket_reader"}
+
+// printRoles says which of docket's group roles exist, and what a DBA runs
+// for those that do not.
+func (c *cli) printRoles(ctx context.Context, pool *pgxpool.Pool) error {
+	rows, err := pool.Query(ctx, `SELECT r FROM unnest($1::text[]) r WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r) ORDER BY r`, groupRoles)
+	if err != nil {
+		return fmt.Errorf("roles: %w", err)
+	}
+	missing, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("roles: %w", err)
+	}
+	if len(missing) == 0 {
+		fmt.Fprintf(c.stdout, "roles:         %s\n", strings.Join(groupRoles, ", "))
+		return nil
+	}
+	fmt.Fprintf(c.stdout, "roles:         missing %s: a DBA runs", strings.Join(missing, ", "))
+	for _, r := range missing {
+		fmt.Fprintf(c.stdout, " CREATE ROLE %s NOLOGIN;", r)
+	}
+	fmt.Fprintln(c.stdout, " then, as the schema owner, SELECT docket.apply_privileges(); (docs/security.md)")
+	return nil
 }
