@@ -8,6 +8,8 @@ import (
 
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/internal/dbsqlc"
+	"github.com/docket-dev/docket/internal/newclient"
+	"github.com/docket-dev/docket/internal/paging"
 )
 
 var queries = dbsqlc.New()
@@ -37,16 +39,11 @@ type Client struct {
 // NewClient returns a client on pool, typically a *pgxpool.Pool. It refuses,
 // with [db.ErrInvalidArgument], a nil pool or a malformed actor.
 func NewClient(pool db.Pool, cfg Config) (*Client, error) {
-	if db.IsNil(pool) {
-		return nil, db.Refuse(db.ErrInvalidArgument, "access.new_client", "pool is nil")
-	}
-	if err := cfg.Actor.Validate(); err != nil {
+	clock, err := newclient.Check("access.new_client", pool, cfg.Actor.Validate, cfg.Clock)
+	if err != nil {
 		return nil, err
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = db.SystemClock{}
-	}
-	return &Client{pool: pool, actor: cfg.Actor, clock: cfg.Clock}, nil
+	return &Client{pool: pool, actor: cfg.Actor, clock: clock}, nil
 }
 
 // Actor returns who the client acts as.
@@ -161,18 +158,15 @@ func (c *Client) ListTx(ctx context.Context, tx pgx.Tx, project string) ([]Recor
 
 func (c *Client) list(ctx context.Context, q db.DBTX, project string) ([]Record, error) {
 	rows, err := queries.GrantList(ctx, q, project)
-	if err != nil {
-		return nil, db.Translate(err, "grant.list", "project", project)
+	return paging.Collect(rows, err, fromGrantRow, "grant.list", "project", project)
+}
+
+func fromGrantRow(r *dbsqlc.DocketGrant) Record {
+	return Record{
+		Grant:     Grant{Principal: Actor(r.Principal), Project: r.Project, Capability: Capability(r.Capability)},
+		GrantedBy: Actor(r.GrantedBy),
+		GrantedAt: r.GrantedAt.UTC(),
 	}
-	out := make([]Record, len(rows))
-	for i, r := range rows {
-		out[i] = Record{
-			Grant:     Grant{Principal: Actor(r.Principal), Project: r.Project, Capability: Capability(r.Capability)},
-			GrantedBy: Actor(r.GrantedBy),
-			GrantedAt: r.GrantedAt.UTC(),
-		}
-	}
-	return out, nil
 }
 
 // Capabilities lists the capabilities a grant may name, with what each allows.

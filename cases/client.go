@@ -8,6 +8,7 @@ import (
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/internal/dbsqlc"
+	"github.com/docket-dev/docket/internal/newclient"
 	"github.com/docket-dev/docket/jobs"
 )
 
@@ -56,16 +57,11 @@ type Client struct {
 // with [db.ErrInvalidArgument], a nil pool or a malformed actor. It does not
 // check the actor's grants: the database decides that on each call.
 func NewClient(pool db.Pool, cfg Config) (*Client, error) {
-	if db.IsNil(pool) {
-		return nil, db.Refuse(db.ErrInvalidArgument, "cases.new_client", "pool is nil")
-	}
-	if err := cfg.Actor.Validate(); err != nil {
+	clock, err := newclient.Check("cases.new_client", pool, cfg.Actor.Validate, cfg.Clock)
+	if err != nil {
 		return nil, err
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = db.SystemClock{}
-	}
-	return &Client{pool: pool, actor: cfg.Actor, clock: cfg.Clock, dispatcher: cfg.Dispatcher}, nil
+	return &Client{pool: pool, actor: cfg.Actor, clock: clock, dispatcher: cfg.Dispatcher}, nil
 }
 
 // Actor returns who the client acts as.

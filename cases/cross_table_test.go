@@ -116,7 +116,8 @@ func TestAWaitAndItsMessageNameEachOther(t *testing.T) {
 	require.ErrorContains(t, err, "which was not consumed by it")
 	require.Equal(t, before, snapshot(t, e.Pool))
 	err = satisfy(taken.ID)
-	require.Error(t, err, "a message another wait consumed satisfies nothing more")
+	require.ErrorIs(t, err, db.ErrAlreadyExists, "a message another wait consumed satisfies nothing more")
+	require.ErrorContains(t, err, "waits_satisfied_by_key")
 	require.Equal(t, before, snapshot(t, e.Pool))
 	for _, m := range []int64{dead.ID, taken.ID} {
 		err = raw(ctx, e.Pool, `UPDATE docket.messages SET status = 'consumed', consumed_by = $2, settled_at = $3,

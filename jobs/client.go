@@ -11,6 +11,7 @@ import (
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/internal/dbsqlc"
+	"github.com/docket-dev/docket/internal/newclient"
 )
 
 var queries = dbsqlc.New()
@@ -50,20 +51,15 @@ type Client struct {
 // It does not check that the project exists or that the actor holds grants:
 // the database decides that on each call.
 func NewClient(pool db.Pool, cfg Config) (*Client, error) {
-	if db.IsNil(pool) {
-		return nil, db.Refuse(db.ErrInvalidArgument, "jobs.new_client", "pool is nil")
+	clock, err := newclient.Check("jobs.new_client", pool, cfg.Actor.Validate, cfg.Clock)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Project != "" && !validProject(cfg.Project) {
 		return nil, db.Refuse(db.ErrInvalidArgument, "jobs.new_client",
 			"invalid project name "+quote(cfg.Project)+": want 1-63 characters of [a-z0-9._-], starting with a letter or digit")
 	}
-	if err := cfg.Actor.Validate(); err != nil {
-		return nil, err
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = db.SystemClock{}
-	}
-	return &Client{pool: pool, project: cfg.Project, actor: cfg.Actor, clock: cfg.Clock}, nil
+	return &Client{pool: pool, project: cfg.Project, actor: cfg.Actor, clock: clock}, nil
 }
 
 // Project returns the client's project.

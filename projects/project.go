@@ -9,6 +9,7 @@ import (
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/internal/dbsqlc"
+	"github.com/docket-dev/docket/internal/newclient"
 	"github.com/docket-dev/docket/internal/paging"
 )
 
@@ -39,16 +40,11 @@ type Client struct {
 // NewClient returns a client on pool, typically a *pgxpool.Pool. It refuses,
 // with [db.ErrInvalidArgument], a nil pool or a malformed actor.
 func NewClient(pool db.Pool, cfg Config) (*Client, error) {
-	if db.IsNil(pool) {
-		return nil, db.Refuse(db.ErrInvalidArgument, "projects.new_client", "pool is nil")
-	}
-	if err := cfg.Actor.Validate(); err != nil {
+	clock, err := newclient.Check("projects.new_client", pool, cfg.Actor.Validate, cfg.Clock)
+	if err != nil {
 		return nil, err
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = db.SystemClock{}
-	}
-	return &Client{pool: pool, actor: cfg.Actor, clock: cfg.Clock}, nil
+	return &Client{pool: pool, actor: cfg.Actor, clock: clock}, nil
 }
 
 // Actor returns who the client acts as.

@@ -44,7 +44,7 @@ func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, spec jobs.Spec) (jobs
 	if err != nil || e.Duplicate {
 		return e, err
 	}
-	if err := dispatchTx(ctx, c.river, tx, c.clock, e.Job); err != nil {
+	if err := dispatchTx(ctx, c.river, tx, c.cfg.Clock, e.Job); err != nil {
 		return jobs.Enqueued{}, fmt.Errorf("job.enqueue: dispatch job %d: %w", e.Job.ID, err)
 	}
 	return e, nil
@@ -60,7 +60,7 @@ func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, spec jobs.Spec) (jobs
 // transaction that enqueued its job (the dispatch sweep dispatches the jobs
 // nobody did).
 func (c *Client) DispatchTx(ctx context.Context, tx pgx.Tx, js ...jobs.Job) error {
-	if err := dispatchTx(ctx, c.river, tx, c.clock, js...); err != nil {
+	if err := dispatchTx(ctx, c.river, tx, c.cfg.Clock, js...); err != nil {
 		return fmt.Errorf("job.dispatch: %w", err)
 	}
 	return nil
@@ -95,7 +95,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []jobs.Spec
 	if err != nil {
 		return nil, err
 	}
-	now := c.clock.Now()
+	now := c.cfg.Clock.Now()
 	enqueued := make([]jobs.Job, 0, len(receipts))
 	for i, r := range receipts {
 		if r.Duplicate {
@@ -105,7 +105,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []jobs.Spec
 		enqueued = append(enqueued, jobs.Job{ID: r.ID, Kind: s.Kind, Queue: s.Queue, Priority: s.Priority,
 			State: jobs.Queued, External: s.External, AvailableAt: s.AvailableAt})
 	}
-	if err := dispatchTx(ctx, c.river, tx, c.clock, enqueued...); err != nil {
+	if err := dispatchTx(ctx, c.river, tx, c.cfg.Clock, enqueued...); err != nil {
 		return nil, fmt.Errorf("job.enqueue_many: dispatch: %w", err)
 	}
 	return receipts, nil

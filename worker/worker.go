@@ -109,7 +109,6 @@ type Client struct {
 	pool     *pgxpool.Pool
 	jobs     *jobs.Client
 	river    *river.Client[pgx.Tx]
-	clock    db.Clock
 	store    jobclaim.Store[jobs.Job, jobs.Decoder]
 	runs     bool // the registry has handlers: Start may run them
 	log      *slog.Logger
@@ -158,9 +157,9 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: river: %w", op, err)
 		}
-		return &Client{cfg: cfg, pool: pool, jobs: jc, river: rc, clock: cfg.Clock, log: log}, nil
+		return &Client{cfg: cfg, pool: pool, jobs: jc, river: rc, log: log}, nil
 	}
-	w := &Client{cfg: cfg, pool: pool, jobs: jc, store: jobclaim.Of[jobs.Job, jobs.Decoder](jc), clock: cfg.Clock, runs: true, log: log,
+	w := &Client{cfg: cfg, pool: pool, jobs: jc, store: jobclaim.Of[jobs.Job, jobs.Decoder](jc), runs: true, log: log,
 		decoders: cfg.Registry.decoders(), sweeps: map[string]Sweep{}}
 	for q := range cfg.Queues {
 		w.queues = append(w.queues, q)

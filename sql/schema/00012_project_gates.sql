@@ -34,31 +34,46 @@ CREATE TRIGGER project_takes_work BEFORE INSERT ON docket.quorums
 CREATE TRIGGER project_takes_work BEFORE INSERT ON docket.lanes
     FOR EACH ROW EXECUTE FUNCTION docket.project_takes_work();
 
--- jobs_project_takes_work refuses (DK009), set-based, an INSERT of jobs in a
--- project that is not active, unless each such job is bound to a case or a
--- lane of it: work of a matter already open.
+-- jobs_record_insert checks that every job an INSERT created names an
+-- existing project (23503 otherwise) that is active, or is bound to a case
+-- or lane of it (DK009 otherwise: work of a matter already open), and
+-- appends each one's first event, set-based, in one pass over the new jobs.
 -- +goose StatementBegin
-CREATE FUNCTION docket.jobs_project_takes_work() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.jobs_record_insert() RETURNS trigger
 LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
     bad record;
+    v_actor text;
+    v_at    timestamptz;
+    v_zero  bytea := decode(repeat('00', 32), 'hex');
+    -- Every job is born queued, with nothing held.
+    v_born  bytea := docket.job_outcome('queued', NULL, NULL, NULL, NULL, 0, 0);
 BEGIN
-    SELECT n.project, p.status INTO bad FROM new_jobs n JOIN docket.projects p ON p.name = n.project
-    WHERE p.status <> 'active' AND n.case_id IS NULL AND n.lane_id IS NULL
+    IF NOT EXISTS (SELECT 1 FROM new_jobs) THEN
+        RETURN NULL;
+    END IF;
+    SELECT n.id, n.project, p.status INTO bad FROM new_jobs n
+    LEFT JOIN docket.projects p ON p.name = n.project
+    WHERE p.name IS NULL OR (p.status <> 'active' AND n.case_id IS NULL AND n.lane_id IS NULL)
     LIMIT 1;
-    IF FOUND THEN
+    IF FOUND AND bad.status IS NULL THEN
+        RAISE EXCEPTION 'job %: project % does not exist', bad.id, quote_literal(bad.project)
+            USING ERRCODE = '23503', CONSTRAINT = 'jobs_project_exists', TABLE = 'jobs', SCHEMA = 'docket';
+    ELSIF FOUND THEN
         RAISE EXCEPTION 'project % is %: it takes no new jobs but those of its open cases and lanes', bad.project, bad.status
             USING ERRCODE = 'DK009';
     END IF;
+    v_actor := docket.context_actor();
+    v_at := docket.context_now();
+    INSERT INTO docket.job_events (job_id, seq, from_state, to_state, actor, at, attempt, detail, lease_until, outcome,
+                                   prev_hash, hash)
+    SELECT n.id, 1, NULL, n.state, v_actor, v_at, n.attempts, NULL, NULL, v_born, v_zero,
+           docket.job_event_hash(v_zero, n.id, 1, NULL, n.state, v_actor, v_at, n.attempts, NULL, NULL, v_born)
+    FROM new_jobs n;
     RETURN NULL;
 END
 $$;
 -- +goose StatementEnd
-
-CREATE TRIGGER jobs_project_takes_work
-    AFTER INSERT ON docket.jobs
-    REFERENCING NEW TABLE AS new_jobs
-    FOR EACH STATEMENT EXECUTE FUNCTION docket.jobs_project_takes_work();
 
 -- schedule_due returns up to p_limit active schedules due at p_now, of active
 -- projects where p_actor holds schedule.sweep and job.create, soonest first,
@@ -105,8 +120,38 @@ BEGIN
 END
 $$;
 -- +goose StatementEnd
-DROP TRIGGER jobs_project_takes_work ON docket.jobs;
-DROP FUNCTION docket.jobs_project_takes_work();
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION docket.jobs_record_insert() RETURNS trigger
+LANGUAGE plpgsql SET jit = off AS $$
+DECLARE
+    bad record;
+    v_actor text;
+    v_at    timestamptz;
+    v_zero  bytea := decode(repeat('00', 32), 'hex');
+    -- Every job is born queued, with nothing held.
+    v_born  bytea := docket.job_outcome('queued', NULL, NULL, NULL, NULL, 0, 0);
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM new_jobs) THEN
+        RETURN NULL;
+    END IF;
+    SELECT n.id, n.project INTO bad FROM new_jobs n
+    WHERE NOT EXISTS (SELECT 1 FROM docket.projects p WHERE p.name = n.project)
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'job %: project % does not exist', bad.id, quote_literal(bad.project)
+            USING ERRCODE = '23503', CONSTRAINT = 'jobs_project_exists', TABLE = 'jobs', SCHEMA = 'docket';
+    END IF;
+    v_actor := docket.context_actor();
+    v_at := docket.context_now();
+    INSERT INTO docket.job_events (job_id, seq, from_state, to_state, actor, at, attempt, detail, lease_until, outcome,
+                                   prev_hash, hash)
+    SELECT n.id, 1, NULL, n.state, v_actor, v_at, n.attempts, NULL, NULL, v_born, v_zero,
+           docket.job_event_hash(v_zero, n.id, 1, NULL, n.state, v_actor, v_at, n.attempts, NULL, NULL, v_born)
+    FROM new_jobs n;
+    RETURN NULL;
+END
+$$;
+-- +goose StatementEnd
 DROP TRIGGER project_takes_work ON docket.lanes;
 DROP TRIGGER project_takes_work ON docket.quorums;
 DROP TRIGGER project_takes_work ON docket.schedules;
