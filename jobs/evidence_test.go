@@ -93,7 +93,7 @@ func TestVerifyJudgesByTheMachineAsMigrated(t *testing.T) {
 		for _, sql := range []string{
 			`SET LOCAL docket.migrating = 'on'`,
 			`UPDATE docket.job_states SET terminal = false WHERE state = 'succeeded'`,
-			`INSERT INTO docket.job_transitions (from_state, to_state, meaning) VALUES ('succeeded', 'queued', 'again')`,
+			`INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning) VALUES ('job', 'succeeded', 'queued', 'again')`,
 		} {
 			if _, err := tx.Exec(ctx, sql); err != nil {
 				return err

@@ -79,8 +79,9 @@ func TestReferencesAreCheckedForHandInserts(t *testing.T) {
 	require.ErrorContains(t, err, "project 'nope' does not exist")
 
 	err = db.WithTx(ctx, e.Pool, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO docket.job_events (job_id, seq, to_state, actor, at, attempt, prev_hash, hash)
-			VALUES (424242, 1, 'queued', 'user:ana', $1, 0, decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex'))`, t0)
+		_, err := tx.Exec(ctx, `INSERT INTO docket.job_events (job_id, seq, to_state, actor, at, attempt, outcome, prev_hash, hash)
+			VALUES (424242, 1, 'queued', 'user:ana', $1, 0, decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex'),
+			        decode(repeat('00', 32), 'hex'))`, t0)
 		return db.Translate(err, "insert")
 	})
 	require.ErrorIs(t, err, db.ErrMissingReference)

@@ -107,6 +107,7 @@ type DocketCaseState struct {
 type DocketCaseTransition struct {
 	FromState string
 	ToState   string
+	Meaning   *string
 }
 
 // Open cases that still owe something: how many obligations are pending and when the next falls due.
@@ -292,10 +293,10 @@ type DocketJobEvent struct {
 	At         time.Time
 	Attempt    int32
 	Detail     *string
-	PrevHash   []byte
-	Hash       []byte
 	LeaseUntil *time.Time
 	Outcome    []byte
+	PrevHash   []byte
+	Hash       []byte
 }
 
 type DocketJobState struct {
@@ -308,7 +309,7 @@ type DocketJobState struct {
 type DocketJobTransition struct {
 	FromState string
 	ToState   string
-	Meaning   string
+	Meaning   *string
 }
 
 // Jobs that ran out of attempts, latest first.
@@ -457,6 +458,7 @@ type DocketLaneReviewState struct {
 type DocketLaneReviewTransition struct {
 	FromState string
 	ToState   string
+	Meaning   *string
 }
 
 type DocketLaneState struct {
@@ -469,6 +471,7 @@ type DocketLaneState struct {
 type DocketLaneTransition struct {
 	FromState string
 	ToState   string
+	Meaning   *string
 }
 
 // Lanes submitted for review, waiting for their conductor's verdict, longest waiting first.
@@ -509,6 +512,28 @@ type DocketLanesReadyToMerge struct {
 	Branch    string
 	Assignee  string
 	UpdatedAt time.Time
+}
+
+// docket's state machines: each has its states in docket.machine_states and its moves in docket.machine_transitions.
+type DocketMachine struct {
+	Name    string
+	Subject string
+	Meaning string
+}
+
+type DocketMachineState struct {
+	Machine  string
+	State    string
+	Initial  bool
+	Terminal bool
+	Meaning  string
+}
+
+type DocketMachineTransition struct {
+	Machine   string
+	FromState string
+	ToState   string
+	Meaning   *string
 }
 
 // Inbound messages, stored before anything looks for their waiter; status moves along docket.message_transitions.
@@ -573,6 +598,7 @@ type DocketMessageStored struct {
 type DocketMessageTransition struct {
 	FromState string
 	ToState   string
+	Meaning   *string
 }
 
 // Messages no wait has claimed yet, oldest first; the dead-letter sweep moves those older than its horizon.
@@ -632,6 +658,7 @@ type DocketObligationState struct {
 type DocketObligationTransition struct {
 	FromState string
 	ToState   string
+	Meaning   *string
 }
 
 // Pending obligations, soonest due first. Due at instant T: WHERE due_at <= T; the breach sweep moves them.
@@ -671,11 +698,13 @@ type DocketProjectState struct {
 	State    string
 	Initial  bool
 	Terminal bool
+	Meaning  string
 }
 
 type DocketProjectTransition struct {
 	FromState string
 	ToState   string
+	Meaning   *string
 }
 
 // A group of lanes in one project under one conductor. Never changed, never deleted.
@@ -762,6 +791,7 @@ type DocketScheduleState struct {
 type DocketScheduleTransition struct {
 	FromState string
 	ToState   string
+	Meaning   *string
 }
 
 // Active schedules, soonest due first. Due at instant T: WHERE next_due_at <= T; the schedule sweep runs them.
@@ -867,6 +897,7 @@ type DocketWaitState struct {
 type DocketWaitTransition struct {
 	FromState string
 	ToState   string
+	Meaning   *string
 }
 
 // Waits no message has satisfied, soonest deadline first. Due at instant T: WHERE deadline <= T; the expiry sweep moves them.

@@ -9,7 +9,12 @@
 -- The invariants live here, for every writer, psql included:
 --   * an occurrence's identity is (schedule, local date-time, fold): the
 --     unique key of docket.schedule_occurrences, so however many sweepers
---     run, an occurrence is materialized once;
+--     run, an occurrence is materialized once. The local time is a whole
+--     minute, as cron matches and as the job key
+--     (schedule:ID:YYYY-MM-DDTHH:MI:FOLD) names it, so identity and key
+--     agree; fold 1, a second run of one local time, exists only where that
+--     local time repeats in the schedule's zone, a fall-back overlap (DK010
+--     otherwise);
 --   * the cursor (the instant after which the next occurrence is sought)
 --     and the run count only move forward; a finished schedule never
 --     changes (schedules_guard);
@@ -43,30 +48,30 @@ INSERT INTO docket.capabilities (name, description) VALUES
 
 -- States and transitions ---------------------------------------------------------
 
-CREATE TABLE docket.schedule_states (
-    state    text PRIMARY KEY,
-    initial  boolean NOT NULL,
-    terminal boolean NOT NULL,
-    meaning  text NOT NULL,
-    CONSTRAINT schedule_states_initial_not_terminal CHECK (NOT (initial AND terminal))
-);
+-- The machines of this file change only here (docket.refuse_machine_change).
+SET LOCAL docket.migrating = 'on';
 
-INSERT INTO docket.schedule_states (state, initial, terminal, meaning) VALUES
+INSERT INTO docket.machines (name, subject, meaning) VALUES
+    ('schedule', 'docket.schedules.status', 'a schedule: active, paused or finished');
+
+INSERT INTO docket.machine_states (machine, state, initial, terminal, meaning)
+SELECT 'schedule', * FROM (VALUES
     ('active', true, false, 'its due occurrences are materialized as jobs by the sweep'),
     ('paused', false, false, 'nothing is materialized; the cursor is kept, and resuming applies the catch-up policy'),
-    ('finished', false, true, 'past its end or its last occurrence, or finished by hand; kept with its history');
+    ('finished', false, true, 'past its end or its last occurrence, or finished by hand; kept with its history')) v;
 
-CREATE TABLE docket.schedule_transitions (
-    from_state text NOT NULL REFERENCES docket.schedule_states (state),
-    to_state   text NOT NULL REFERENCES docket.schedule_states (state),
-    PRIMARY KEY (from_state, to_state)
-);
+CREATE VIEW docket.schedule_states AS
+SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'schedule';
 
-INSERT INTO docket.schedule_transitions (from_state, to_state) VALUES
+INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
+SELECT 'schedule', from_state, to_state, NULL FROM (VALUES
     ('active', 'paused'),
     ('paused', 'active'),
     ('active', 'finished'),
-    ('paused', 'finished');
+    ('paused', 'finished')) v (from_state, to_state);
+
+CREATE VIEW docket.schedule_transitions AS
+SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'schedule';
 
 -- Schedules -------------------------------------------------------------------------
 
@@ -103,7 +108,7 @@ CREATE TABLE docket.schedules (
     ends_at            timestamptz,
     max_occurrences    bigint CONSTRAINT schedules_max_occurrences_positive CHECK (max_occurrences >= 1),
     runs               bigint NOT NULL DEFAULT 0,
-    status             text NOT NULL DEFAULT 'active' REFERENCES docket.schedule_states (state),
+    status             text NOT NULL DEFAULT 'active',
     -- The next occurrence is the first strictly after cursor_at.
     cursor_at          timestamptz NOT NULL,
     -- The instant of that occurrence; NULL when finished.
@@ -137,9 +142,9 @@ CREATE FUNCTION docket.schedules_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        IF NEW.status IS DISTINCT FROM 'active' OR NEW.runs IS DISTINCT FROM 0
-           OR NEW.cursor_at IS DISTINCT FROM NEW.starts_at THEN
-            RAISE EXCEPTION 'schedule %: a schedule is created active, with no runs, its cursor at its start', NEW.name
+        PERFORM docket.machine_birth('schedule', 'schedule ' || NEW.name, NEW.status);
+        IF NEW.runs IS DISTINCT FROM 0 OR NEW.cursor_at IS DISTINCT FROM NEW.starts_at THEN
+            RAISE EXCEPTION 'schedule %: a schedule is created with no runs, its cursor at its start', NEW.name
                 USING ERRCODE = 'DK001';
         END IF;
         RETURN NEW;
@@ -147,23 +152,10 @@ BEGIN
     IF NEW IS NOT DISTINCT FROM OLD THEN
         RETURN NEW;
     END IF;
-    IF OLD.status = 'finished' THEN
-        RAISE EXCEPTION 'schedule % is finished, a terminal state: it never changes', OLD.id
-            USING ERRCODE = 'DK001';
-    END IF;
-    IF (NEW.id, NEW.project, NEW.name, NEW.created_by, NEW.created_at)
-       IS DISTINCT FROM (OLD.id, OLD.project, OLD.name, OLD.created_by, OLD.created_at) THEN
-        RAISE EXCEPTION 'schedule %: id, project, name, created_by and created_at are immutable', OLD.id
-            USING ERRCODE = 'DK015';
-    END IF;
+    PERFORM docket.machine_move('schedule', 'schedule ' || OLD.id, OLD.status, NEW.status);
     IF NEW.cursor_at < OLD.cursor_at OR NEW.runs < OLD.runs THEN
         RAISE EXCEPTION 'schedule %: its cursor and its run count only move forward', OLD.id
             USING ERRCODE = 'DK015';
-    END IF;
-    IF NEW.status <> OLD.status AND NOT EXISTS (
-        SELECT 1 FROM docket.schedule_transitions WHERE from_state = OLD.status AND to_state = NEW.status) THEN
-        RAISE EXCEPTION 'schedule %: % -> % is not in docket.schedule_transitions', OLD.id, OLD.status, NEW.status
-            USING ERRCODE = 'DK001';
     END IF;
     RETURN NEW;
 END
@@ -174,9 +166,17 @@ CREATE TRIGGER schedules_guard
     BEFORE INSERT OR UPDATE ON docket.schedules
     FOR EACH ROW EXECUTE FUNCTION docket.schedules_guard();
 
+CREATE TRIGGER schedules_columns_immutable
+    BEFORE UPDATE OF id, project, name, created_by, created_at ON docket.schedules
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
+
 CREATE TRIGGER schedules_refuse_delete
     BEFORE DELETE ON docket.schedules
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('schedules are kept with their history: finish a schedule instead');
+
+CREATE TRIGGER project_takes_work
+    BEFORE INSERT ON docket.schedules
+    FOR EACH ROW EXECUTE FUNCTION docket.project_takes_work();
 
 -- Occurrences -------------------------------------------------------------------------
 
@@ -193,7 +193,9 @@ CREATE TABLE docket.schedule_occurrences (
     due_at      timestamptz NOT NULL,
     job_id      bigint NOT NULL REFERENCES docket.jobs (id),
     recorded_at timestamptz NOT NULL,
-    CONSTRAINT schedule_occurrences_identity UNIQUE (schedule_id, local_time, fold)
+    CONSTRAINT schedule_occurrences_identity UNIQUE (schedule_id, local_time, fold),
+    -- A whole minute, as cron matches and as the job key names it.
+    CONSTRAINT schedule_occurrences_local_time_minute CHECK (local_time = date_trunc('minute', local_time))
 );
 
 COMMENT ON TABLE docket.schedule_occurrences IS
@@ -204,6 +206,40 @@ CREATE INDEX schedule_occurrences_schedule_idx ON docket.schedule_occurrences (s
 CREATE TRIGGER schedule_occurrences_append_only
     BEFORE UPDATE OR DELETE ON docket.schedule_occurrences
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
+
+-- local_time_repeats reports whether local date-time p_local happens twice
+-- in zone p_zone: some instant other than the one Postgres resolves it to
+-- shows the same local time, an offset change of up to two hours away.
+CREATE FUNCTION docket.local_time_repeats(p_local timestamp, p_zone text) RETURNS boolean
+LANGUAGE sql STABLE
+RETURN EXISTS (
+    SELECT 1 FROM unnest(ARRAY[interval '15 minutes', interval '30 minutes', interval '45 minutes',
+                               interval '1 hour', interval '90 minutes', interval '2 hours']) d
+    WHERE ((p_local AT TIME ZONE p_zone) + d) AT TIME ZONE p_zone = p_local
+       OR ((p_local AT TIME ZONE p_zone) - d) AT TIME ZONE p_zone = p_local);
+
+-- schedule_occurrences_fold refuses (DK010) an occurrence's second run (fold
+-- 1) of a local time that happens once in its schedule's zone.
+-- +goose StatementBegin
+CREATE FUNCTION docket.schedule_occurrences_fold() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_zone text;
+BEGIN
+    SELECT zone INTO v_zone FROM docket.schedules WHERE id = NEW.schedule_id;
+    IF v_zone IS NOT NULL AND NOT docket.local_time_repeats(NEW.local_time, v_zone) THEN
+        RAISE EXCEPTION 'schedule %: % happens once in %: it has no second run (fold 1)', NEW.schedule_id, NEW.local_time, v_zone
+            USING ERRCODE = 'DK010';
+    END IF;
+    RETURN NEW;
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER schedule_occurrences_fold
+    BEFORE INSERT ON docket.schedule_occurrences
+    FOR EACH ROW WHEN (NEW.fold = 1)
+    EXECUTE FUNCTION docket.schedule_occurrences_fold();
 
 -- Events ------------------------------------------------------------------------
 
@@ -499,12 +535,10 @@ END
 $$;
 -- +goose StatementEnd
 
--- schedule_due is the sweep's batch: up to p_limit active schedules due at
--- p_now (next_due_at <= p_now), soonest first, locked FOR UPDATE; those
--- another sweeper holds are skipped, never waited for. It looks only at
--- projects where p_actor holds schedule.sweep and job.create. A range scan
--- of schedules_due_idx.
--- Refuses: a malformed actor or instant, a limit outside 1..10000 (DK010).
+-- schedule_due returns up to p_limit active schedules due at p_now, of active
+-- projects where p_actor holds schedule.sweep and job.create, soonest first,
+-- locked for the caller's transaction; schedules another sweeper holds are
+-- skipped, never waited for.
 -- +goose StatementBegin
 CREATE FUNCTION docket.schedule_due(p_limit integer, p_actor text, p_now timestamptz)
 RETURNS SETOF docket.schedules
@@ -513,13 +547,14 @@ BEGIN
     PERFORM docket.set_context(p_actor, p_now);
     PERFORM docket.job_require_batch('sweep batch', p_limit, 10000);
     RETURN QUERY
-    SELECT * FROM docket.schedules
-    WHERE status = 'active' AND next_due_at <= p_now
-      AND docket.grant_check(p_actor, project, 'schedule.sweep')
-      AND docket.grant_check(p_actor, project, 'job.create')
-    ORDER BY next_due_at, id
+    SELECT * FROM docket.schedules s
+    WHERE s.status = 'active' AND s.next_due_at <= p_now
+      AND docket.grant_check(p_actor, s.project, 'schedule.sweep')
+      AND docket.grant_check(p_actor, s.project, 'job.create')
+      AND EXISTS (SELECT 1 FROM docket.projects p WHERE p.name = s.project AND p.status = 'active')
+    ORDER BY s.next_due_at, s.id
     LIMIT p_limit
-    FOR UPDATE SKIP LOCKED;
+    FOR UPDATE OF s SKIP LOCKED;
 END
 $$;
 -- +goose StatementEnd
@@ -594,26 +629,37 @@ END
 $$;
 -- +goose StatementEnd
 
+-- The API ---------------------------------------------------------------------
+
+INSERT INTO docket.api_functions (name, role) VALUES
+    ('schedule_create', 'app'), ('schedule_update', 'app'), ('schedule_set_status', 'app'),
+    ('schedule_lock', 'app'), ('schedule_due', 'app'), ('schedule_advance', 'app');
+
+SELECT docket.apply_privileges();
+
 -- +goose Down
-DROP FUNCTION docket.schedule_advance(bigint, timestamptz, timestamp[], integer[], timestamptz[], jsonb[], timestamptz, timestamptz, text, timestamptz);
-DROP FUNCTION docket.schedule_due(integer, text, timestamptz);
-DROP FUNCTION docket.schedule_set_status(bigint, text, text, timestamptz);
-DROP FUNCTION docket.schedule_update(bigint, text, text, boolean, text, text, jsonb, integer, integer, text, integer, interval, timestamptz, bigint, timestamptz, text, timestamptz);
-DROP FUNCTION docket.schedule_lock(bigint, text);
-DROP FUNCTION docket.schedule_create(text, text, text, text, boolean, text, text, jsonb, integer, integer, text, integer, interval, timestamptz, timestamptz, bigint, timestamptz, text, timestamptz);
-DROP FUNCTION docket.schedule_require_terms(text, text, text, text, jsonb, integer, integer, text, integer, interval, timestamptz, timestamptz, bigint);
-DROP FUNCTION docket.schedule_authorize(bigint, text);
-DROP VIEW docket.schedule_skips;
-DROP VIEW docket.schedules_due;
-DROP FUNCTION docket.schedule_visible(text, text);
-DROP TABLE docket.schedule_events;
-DROP TABLE docket.schedule_occurrences;
-DROP TABLE docket.schedules;
-DROP FUNCTION docket.schedules_record();
-DROP FUNCTION docket.schedules_guard();
-DROP FUNCTION docket.valid_zone_name(text);
-DROP TABLE docket.schedule_transitions;
-DROP TABLE docket.schedule_states;
--- A capability still granted stays: revoking grants is a recorded act.
+SET LOCAL docket.migrating = 'on';
+DROP VIEW
+    docket.schedule_skips, docket.schedules_due, docket.schedule_transitions, docket.schedule_states CASCADE;
+DROP TABLE docket.schedule_events, docket.schedule_occurrences, docket.schedules CASCADE;
+DELETE FROM docket.machine_transitions WHERE machine IN ('schedule');
+DELETE FROM docket.machine_states WHERE machine IN ('schedule');
+DELETE FROM docket.machines WHERE name IN ('schedule');
+DELETE FROM docket.api_functions WHERE name IN ('schedule_create', 'schedule_update', 'schedule_set_status', 'schedule_lock', 'schedule_due', 'schedule_advance');
+-- A capability still granted somewhere stays, with its grants.
 DELETE FROM docket.capabilities c WHERE c.name IN ('schedule.manage', 'schedule.view', 'schedule.sweep')
     AND NOT EXISTS (SELECT 1 FROM docket.grants g WHERE g.capability = c.name);
+DROP FUNCTION IF EXISTS docket.schedule_advance(bigint,timestamp with time zone,timestamp without time zone[],integer[],timestamp with time zone[],jsonb[],timestamp with time zone,timestamp with time zone,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.schedule_due(integer,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.schedule_set_status(bigint,text,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.schedule_update(bigint,text,text,boolean,text,text,jsonb,integer,integer,text,integer,interval,timestamp with time zone,bigint,timestamp with time zone,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.schedule_lock(bigint,text);
+DROP FUNCTION IF EXISTS docket.schedule_create(text,text,text,text,boolean,text,text,jsonb,integer,integer,text,integer,interval,timestamp with time zone,timestamp with time zone,bigint,timestamp with time zone,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.schedule_require_terms(text,text,text,text,jsonb,integer,integer,text,integer,interval,timestamp with time zone,timestamp with time zone,bigint);
+DROP FUNCTION IF EXISTS docket.schedule_authorize(bigint,text);
+DROP FUNCTION IF EXISTS docket.schedule_visible(text,text);
+DROP FUNCTION IF EXISTS docket.schedules_record();
+DROP FUNCTION IF EXISTS docket.schedule_occurrences_fold();
+DROP FUNCTION IF EXISTS docket.local_time_repeats(timestamp without time zone,text);
+DROP FUNCTION IF EXISTS docket.schedules_guard();
+DROP FUNCTION IF EXISTS docket.valid_zone_name(text);

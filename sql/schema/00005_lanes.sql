@@ -64,82 +64,64 @@ CREATE FUNCTION docket.valid_commit(p_commit text) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN length(p_commit) IN (40, 64) AND p_commit ~ '^[0-9a-f]+$';
 
--- require_valid refuses (DK010) a value p_ok says is malformed, naming the
--- field, the value (cut to 80 characters) and the rule. Not lane-specific:
--- later aggregates (cases) refuse their arguments through it too.
--- +goose StatementBegin
-CREATE FUNCTION docket.require_valid(p_ok boolean, p_field text, p_value text, p_rule text) RETURNS void
-LANGUAGE plpgsql IMMUTABLE AS $$
-BEGIN
-    IF p_ok IS NOT TRUE THEN
-        RAISE EXCEPTION 'invalid %: %: want %', p_field,
-            coalesce(quote_literal(docket.bounded_text(p_value, 80)), 'NULL'), p_rule
-            USING ERRCODE = 'DK010';
-    END IF;
-END
-$$;
--- +goose StatementEnd
-
 -- Capabilities ---------------------------------------------------------------
 
 INSERT INTO docket.capabilities (name, description) VALUES
-    ('quorum.create', 'create quorums in the project, naming their conductor');
+    ('quorum.create', 'create quorums in the project, naming their conductor'),
+    ('lane.view', 'list and read every lane of the project');
 
 -- States and transitions ------------------------------------------------------
 
-CREATE TABLE docket.lane_states (
-    state    text PRIMARY KEY,
-    initial  boolean NOT NULL,
-    terminal boolean NOT NULL,
-    meaning  text NOT NULL,
-    CONSTRAINT lane_states_initial_not_terminal CHECK (NOT (initial AND terminal))
-);
+-- The machines of this file change only here (docket.refuse_machine_change).
+SET LOCAL docket.migrating = 'on';
 
-INSERT INTO docket.lane_states (state, initial, terminal, meaning) VALUES
+INSERT INTO docket.machines (name, subject, meaning) VALUES
+    ('lane', 'docket.lanes.state', 'a lanes execution');
+
+INSERT INTO docket.machine_states (machine, state, initial, terminal, meaning)
+SELECT 'lane', * FROM (VALUES
     ('open', true, false, 'created; no work started'),
     ('in_progress', false, false, 'work under way'),
     ('done', false, true, 'the work is finished; it may be merged once approved'),
     ('failed', false, true, 'the work will not be finished'),
-    ('cancelled', false, true, 'withdrawn before it finished');
+    ('cancelled', false, true, 'withdrawn before it finished')) v;
 
-CREATE TABLE docket.lane_transitions (
-    from_state text NOT NULL REFERENCES docket.lane_states (state),
-    to_state   text NOT NULL REFERENCES docket.lane_states (state),
-    PRIMARY KEY (from_state, to_state)
-);
+CREATE VIEW docket.lane_states AS
+SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'lane';
 
-INSERT INTO docket.lane_transitions (from_state, to_state) VALUES
+INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
+SELECT 'lane', from_state, to_state, NULL FROM (VALUES
     ('open', 'in_progress'),
     ('open', 'cancelled'),
     ('in_progress', 'done'),
     ('in_progress', 'failed'),
-    ('in_progress', 'cancelled');
+    ('in_progress', 'cancelled')) v (from_state, to_state);
 
-CREATE TABLE docket.lane_review_states (
-    state    text PRIMARY KEY,
-    initial  boolean NOT NULL,
-    terminal boolean NOT NULL,
-    meaning  text NOT NULL,
-    CONSTRAINT lane_review_states_initial_not_terminal CHECK (NOT (initial AND terminal))
-);
+CREATE VIEW docket.lane_transitions AS
+SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'lane';
 
-INSERT INTO docket.lane_review_states (state, initial, terminal, meaning) VALUES
+INSERT INTO docket.machines (name, subject, meaning) VALUES
+    ('lane_review', 'docket.lanes.review', 'a lanes review');
+
+INSERT INTO docket.machine_states (machine, state, initial, terminal, meaning)
+SELECT 'lane_review', * FROM (VALUES
     ('none', true, false, 'not submitted for review'),
     ('submitted', false, false, 'waiting for the conductor''s verdict'),
     ('approved', false, true, 'approved by the conductor: final'),
-    ('changes_requested', false, false, 'the conductor asked for changes; submit again');
+    ('changes_requested', false, false, 'the conductor asked for changes; submit again')) v;
 
-CREATE TABLE docket.lane_review_transitions (
-    from_state text NOT NULL REFERENCES docket.lane_review_states (state),
-    to_state   text NOT NULL REFERENCES docket.lane_review_states (state),
-    PRIMARY KEY (from_state, to_state)
-);
+CREATE VIEW docket.lane_review_states AS
+SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'lane_review';
 
-INSERT INTO docket.lane_review_transitions (from_state, to_state) VALUES
+INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
+SELECT 'lane_review', from_state, to_state, NULL FROM (VALUES
     ('none', 'submitted'),
     ('submitted', 'approved'),
     ('submitted', 'changes_requested'),
-    ('changes_requested', 'submitted');
+    ('changes_requested', 'submitted')) v (from_state, to_state);
+
+CREATE VIEW docket.lane_review_transitions AS
+SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'lane_review';
 
 -- Quorums ---------------------------------------------------------------------
 
@@ -164,6 +146,10 @@ CREATE TRIGGER quorums_refuse_change
     BEFORE UPDATE OR DELETE ON docket.quorums
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('quorums never change: create another quorum instead');
 
+CREATE TRIGGER project_takes_work
+    BEFORE INSERT ON docket.quorums
+    FOR EACH ROW EXECUTE FUNCTION docket.project_takes_work();
+
 -- Lanes -----------------------------------------------------------------------
 
 CREATE TABLE docket.lanes (
@@ -175,8 +161,8 @@ CREATE TABLE docket.lanes (
     branch       text NOT NULL CONSTRAINT lanes_branch_valid CHECK (docket.valid_branch(branch)),
     assignee     docket.principal NOT NULL,
     task_ref     text NOT NULL CONSTRAINT lanes_task_ref_valid CHECK (docket.valid_task_ref(task_ref)),
-    state        text NOT NULL DEFAULT 'open' REFERENCES docket.lane_states (state),
-    review       text NOT NULL DEFAULT 'none' REFERENCES docket.lane_review_states (state),
+    state        text NOT NULL DEFAULT 'open',
+    review       text NOT NULL DEFAULT 'none',
     merge_commit text CONSTRAINT lanes_merge_commit_valid CHECK (docket.valid_commit(merge_commit)),
     merged_at    timestamptz,
     merged_by    docket.principal,
@@ -185,7 +171,7 @@ CREATE TABLE docket.lanes (
     updated_at   timestamptz NOT NULL,
     CONSTRAINT lanes_name_key UNIQUE (quorum_id, name),
     CONSTRAINT lanes_quorum_fkey FOREIGN KEY (quorum_id, project) REFERENCES docket.quorums (id, project),
-    -- The targets of jobs' (lane_id, project) and dependencies' (lane, quorum) references.
+    -- The targets of jobs' (lane_id, project) check and dependencies' (lane, quorum) references.
     CONSTRAINT lanes_id_project_key UNIQUE (id, project),
     CONSTRAINT lanes_id_quorum_key UNIQUE (id, quorum_id),
     -- A merge is recorded whole, and only for a lane that is done and approved.
@@ -204,13 +190,14 @@ CREATE INDEX lanes_quorum_idx ON docket.lanes (quorum_id, id);
 CREATE INDEX lanes_assignee_idx ON docket.lanes (assignee, id);
 
 -- lanes_guard holds every INSERT and UPDATE of docket.lanes, by a docket
--- function or by hand, to the rules: a lane is born open, unreviewed and
--- unmerged (DK001) in an existing quorum (23503), with the quorum's project
--- (DK015 when another is given); quorum, project, name, branch, assignee,
--- task reference and creation never change (DK015); execution moves only along
--- docket.lane_transitions and never out of a terminal state, review only along
--- docket.lane_review_transitions (DK001); a recorded merge never changes
--- (DK014). The merge preconditions are the table's CHECK.
+-- function or by hand, to the rules: a lane is born in an initial state of
+-- both its machines (open, review none) and unmerged (DK001), in an existing
+-- quorum (23503), with the quorum's project (DK015 when another is given);
+-- execution moves only along docket.lane_transitions and never out of a
+-- terminal state, review only along docket.lane_review_transitions and never
+-- out of a final one (DK001), each axis apart: moving one never moves
+-- another; a recorded merge never changes (DK014). The merge preconditions
+-- are the table's CHECK; what a lane is, lanes_columns_immutable keeps.
 -- +goose StatementBegin
 CREATE FUNCTION docket.lanes_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -228,40 +215,19 @@ BEGIN
                 USING ERRCODE = 'DK015';
         END IF;
         NEW.project := v_project;
-        IF NEW.state IS DISTINCT FROM 'open' OR NEW.review IS DISTINCT FROM 'none'
-           OR NEW.merge_commit IS NOT NULL OR NEW.merged_at IS NOT NULL OR NEW.merged_by IS NOT NULL THEN
-            RAISE EXCEPTION 'lane %: a lane is created open, with review none and no merge, not % with review %',
-                NEW.name, NEW.state, NEW.review
+        PERFORM docket.machine_birth('lane', 'lane ' || NEW.name, NEW.state);
+        PERFORM docket.machine_birth('lane_review', 'lane ' || NEW.name || ' (review)', NEW.review);
+        IF NEW.merge_commit IS NOT NULL OR NEW.merged_at IS NOT NULL OR NEW.merged_by IS NOT NULL THEN
+            RAISE EXCEPTION 'lane %: a lane is created unmerged', NEW.name
                 USING ERRCODE = 'DK001';
         END IF;
         RETURN NEW;
     END IF;
-
-    IF (NEW.id, NEW.quorum_id, NEW.project, NEW.name, NEW.branch, NEW.assignee, NEW.task_ref, NEW.created_by, NEW.created_at)
-       IS DISTINCT FROM
-       (OLD.id, OLD.quorum_id, OLD.project, OLD.name, OLD.branch, OLD.assignee, OLD.task_ref, OLD.created_by, OLD.created_at) THEN
-        RAISE EXCEPTION 'lane %: quorum, project, name, branch, assignee, task_ref, created_by and created_at are immutable', OLD.id
-            USING ERRCODE = 'DK015';
-    END IF;
     IF NEW.state IS DISTINCT FROM OLD.state THEN
-        IF (SELECT terminal FROM docket.lane_states WHERE state = OLD.state) THEN
-            RAISE EXCEPTION 'lane % is %, a terminal state: its execution state never changes', OLD.id, OLD.state
-                USING ERRCODE = 'DK001';
-        END IF;
-        IF NOT EXISTS (SELECT 1 FROM docket.lane_transitions WHERE from_state = OLD.state AND to_state = NEW.state) THEN
-            RAISE EXCEPTION 'lane %: % -> % is not in docket.lane_transitions', OLD.id, OLD.state, NEW.state
-                USING ERRCODE = 'DK001';
-        END IF;
+        PERFORM docket.machine_move('lane', 'lane ' || OLD.id, OLD.state, NEW.state);
     END IF;
     IF NEW.review IS DISTINCT FROM OLD.review THEN
-        IF (SELECT terminal FROM docket.lane_review_states WHERE state = OLD.review) THEN
-            RAISE EXCEPTION 'lane %: review is %, final: it never changes', OLD.id, OLD.review
-                USING ERRCODE = 'DK001';
-        END IF;
-        IF NOT EXISTS (SELECT 1 FROM docket.lane_review_transitions WHERE from_state = OLD.review AND to_state = NEW.review) THEN
-            RAISE EXCEPTION 'lane %: review % -> % is not in docket.lane_review_transitions', OLD.id, OLD.review, NEW.review
-                USING ERRCODE = 'DK001';
-        END IF;
+        PERFORM docket.machine_move('lane_review', 'lane ' || OLD.id || ' (review)', OLD.review, NEW.review);
     END IF;
     IF OLD.merged_at IS NOT NULL
        AND (NEW.merge_commit, NEW.merged_at, NEW.merged_by) IS DISTINCT FROM (OLD.merge_commit, OLD.merged_at, OLD.merged_by) THEN
@@ -277,9 +243,18 @@ CREATE TRIGGER lanes_guard
     BEFORE INSERT OR UPDATE ON docket.lanes
     FOR EACH ROW EXECUTE FUNCTION docket.lanes_guard();
 
+CREATE TRIGGER lanes_columns_immutable
+    BEFORE UPDATE OF id, quorum_id, project, name, branch, assignee, task_ref, created_by,
+                     created_at ON docket.lanes
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
+
 CREATE TRIGGER lanes_refuse_delete
     BEFORE DELETE ON docket.lanes
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('lanes are kept with their history: cancel a lane instead');
+
+CREATE TRIGGER project_takes_work
+    BEFORE INSERT ON docket.lanes
+    FOR EACH ROW EXECUTE FUNCTION docket.project_takes_work();
 
 -- Dependencies ------------------------------------------------------------------
 
@@ -443,27 +418,6 @@ $$;
 CREATE TRIGGER lane_dependencies_record
     AFTER INSERT ON docket.lane_dependencies
     FOR EACH ROW EXECUTE FUNCTION docket.lane_dependencies_record();
-
--- Jobs of a lane ----------------------------------------------------------------
-
--- A job may name a lane of its own project. Enqueue never looks at the lane
--- otherwise: lane membership gates no claim. A job enqueued before lanes
--- existed cannot name one, and this migration refuses to guess what it meant.
--- +goose StatementBegin
-DO $$
-DECLARE
-    n bigint;
-BEGIN
-    SELECT count(*) INTO n FROM docket.jobs WHERE lane_id IS NOT NULL;
-    IF n > 0 THEN
-        RAISE EXCEPTION '% jobs name a lane_id, but no lane existed before this migration: set their lane_id to NULL first', n;
-    END IF;
-END
-$$;
--- +goose StatementEnd
-
-ALTER TABLE docket.jobs
-    ADD CONSTRAINT jobs_lane_fkey FOREIGN KEY (lane_id, project) REFERENCES docket.lanes (id, project);
 
 -- Reading -------------------------------------------------------------------------
 
@@ -781,38 +735,42 @@ END
 $$;
 -- +goose StatementEnd
 
+-- The API ---------------------------------------------------------------------
+
+INSERT INTO docket.api_functions (name, role) VALUES
+    ('quorum_create', 'app'), ('lane_create', 'app'), ('lane_set_state', 'app'), ('lane_review', 'app'),
+    ('lane_merge', 'app');
+
+SELECT docket.apply_privileges();
+
 -- +goose Down
-DROP FUNCTION docket.lane_merge(bigint, text, text, timestamptz);
-DROP FUNCTION docket.lane_review(bigint, text, text, text, timestamptz);
-DROP FUNCTION docket.lane_set_state(bigint, text, text, text, timestamptz);
-DROP FUNCTION docket.lane_require_note(text);
-DROP FUNCTION docket.lane_create(bigint, text, text, text, text, bigint[], text, timestamptz);
-DROP FUNCTION docket.lane_detail(bigint);
-DROP FUNCTION docket.lane_authorize(text, bigint, text, boolean);
-DROP FUNCTION docket.quorum_create(text, text, text, text, timestamptz);
-DROP VIEW docket.lanes_ready_to_merge;
-DROP VIEW docket.lanes_awaiting_review;
-DROP VIEW docket.lanes_open;
-DROP FUNCTION docket.lane_visible(text, text, text, text);
-DROP VIEW docket.lane_details;
-ALTER TABLE docket.jobs DROP CONSTRAINT jobs_lane_fkey;
-DROP TABLE docket.lane_events;
-DROP TABLE docket.lane_dependencies;
-DROP FUNCTION docket.lane_dependencies_record();
-DROP FUNCTION docket.lane_note();
-DROP FUNCTION docket.lane_dependencies_guard();
-DROP TABLE docket.lanes;
-DROP FUNCTION docket.lanes_record();
-DROP FUNCTION docket.lanes_guard();
-DROP TABLE docket.quorums;
-DROP TABLE docket.lane_review_transitions;
-DROP TABLE docket.lane_review_states;
-DROP TABLE docket.lane_transitions;
-DROP TABLE docket.lane_states;
--- A capability still granted stays: revoking grants is a recorded act.
-DELETE FROM docket.capabilities c WHERE c.name = 'quorum.create'
+SET LOCAL docket.migrating = 'on';
+DROP VIEW
+    docket.lanes_ready_to_merge, docket.lanes_awaiting_review, docket.lanes_open,
+    docket.lane_details, docket.lane_review_transitions, docket.lane_review_states,
+    docket.lane_transitions, docket.lane_states CASCADE;
+DROP TABLE docket.lane_events, docket.lane_dependencies, docket.lanes, docket.quorums CASCADE;
+DELETE FROM docket.machine_transitions WHERE machine IN ('lane', 'lane_review');
+DELETE FROM docket.machine_states WHERE machine IN ('lane', 'lane_review');
+DELETE FROM docket.machines WHERE name IN ('lane', 'lane_review');
+DELETE FROM docket.api_functions WHERE name IN ('quorum_create', 'lane_create', 'lane_set_state', 'lane_review', 'lane_merge');
+-- A capability still granted somewhere stays, with its grants.
+DELETE FROM docket.capabilities c WHERE c.name IN ('quorum.create', 'lane.view')
     AND NOT EXISTS (SELECT 1 FROM docket.grants g WHERE g.capability = c.name);
-DROP FUNCTION docket.require_valid(boolean, text, text, text);
-DROP FUNCTION docket.valid_commit(text);
-DROP FUNCTION docket.valid_task_ref(text);
-DROP FUNCTION docket.valid_branch(text);
+DROP FUNCTION IF EXISTS docket.lane_merge(bigint,text,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.lane_review(bigint,text,text,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.lane_set_state(bigint,text,text,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.lane_require_note(text);
+DROP FUNCTION IF EXISTS docket.lane_create(bigint,text,text,text,text,bigint[],text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.lane_detail(bigint);
+DROP FUNCTION IF EXISTS docket.lane_authorize(text,bigint,text,boolean);
+DROP FUNCTION IF EXISTS docket.quorum_create(text,text,text,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.lane_visible(text,text,text,text);
+DROP FUNCTION IF EXISTS docket.lane_dependencies_record();
+DROP FUNCTION IF EXISTS docket.lanes_record();
+DROP FUNCTION IF EXISTS docket.lane_note();
+DROP FUNCTION IF EXISTS docket.lane_dependencies_guard();
+DROP FUNCTION IF EXISTS docket.lanes_guard();
+DROP FUNCTION IF EXISTS docket.valid_commit(text);
+DROP FUNCTION IF EXISTS docket.valid_task_ref(text);
+DROP FUNCTION IF EXISTS docket.valid_branch(text);

@@ -18,8 +18,37 @@
 --   diagnostic             4096 characters (longer ones are cut, marked with …)
 --   event detail           1000 characters
 --   claim batch            1..1000; sweep batch 1..10000; enqueue batch 1..100000
+--
+-- The worker (package worker) hands every docket job to River as one
+-- dispatch: a River job of kind 'docket.dispatch' whose args are
+-- {"job_id": ID}, in River queue = the docket queue. River's tables live in
+-- schema docket too (db.Migrate runs River's migrations first), so the
+-- functions here may look at docket.river_job. Claims by id come in batches
+-- (group commit); the dispatch sweep finds queued jobs that nobody
+-- dispatched (an operator's or a trigger's INSERT through
+-- docket.job_enqueue_*) so they run too.
+--
+-- History that resists rewriting:
+--   * each job event records what the transition left the job holding: the
+--     lease's expiry (lease_until) and a digest (outcome) of its state,
+--     result, diagnostic, holder, claim token, lease generation and attempts,
+--     and its hash covers both. job_verify checks that the job still holds
+--     what its last event says, so a result, diagnostic or holder rewritten
+--     since, by any means, is reported. (The lease's expiry is not compared
+--     with the job: a renewal moves it and records no event.);
+--   * job_verify judges every transition against the job machine as
+--     migrated, written into job_machine_move, not against docket.job_states
+--     and docket.job_transitions, which it also compares with the machine
+--     and reports when they differ;
+--   * time never runs backwards in a history: an event is recorded at the
+--     later of the change context's instant and its predecessor's, and a job
+--     never finishes before it was created;
+--   * docket.job_chain_heads lists each job's last event hash: exported
+--     somewhere the owner cannot write, it lets an auditor show later that a
+--     history was not rebuilt (docs/security.md).
 
 -- +goose Up
+
 
 -- Names and bounds ------------------------------------------------------------
 
@@ -38,33 +67,6 @@ RETURN length(p_kind) <= 128
 CREATE FUNCTION docket.valid_queue(p_queue text) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN length(p_queue) <= 63 AND p_queue ~ '^[a-z0-9][a-z0-9_-]*$';
-
--- valid_principal, as in 00001_core, without bounded repeats in its pattern:
--- the same rule, several times cheaper, since every job row checks it.
-CREATE OR REPLACE FUNCTION docket.valid_principal(p_principal text) RETURNS boolean
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN p_principal ~ '^[a-z][a-z0-9_-]*:[A-Za-z0-9][A-Za-z0-9._@+:/-]*$'
-   AND length(split_part(p_principal, ':', 1)) <= 32
-   AND length(p_principal) - length(split_part(p_principal, ':', 1)) <= 201;
-
--- json_size is the size of a JSON value as docket bounds it: the bytes of its
--- canonical text.
-CREATE FUNCTION docket.json_size(p_value jsonb) RETURNS integer
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN octet_length(p_value::text);
-
--- bounded_text cuts p_text to p_max characters, marking a cut with a final …,
--- so diagnostics never refuse a failure report for being long.
--- Not STRICT, so the planner can inline it (NULL text gives NULL all the same).
-CREATE FUNCTION docket.bounded_text(p_text text, p_max integer) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN CASE WHEN length(p_text) <= p_max THEN p_text ELSE left(p_text, p_max - 1) || '…' END;
-
--- epoch_micros is an instant as whole microseconds since 1970, the form the
--- event hash covers (independent of time zone and output settings).
-CREATE FUNCTION docket.epoch_micros(p_at timestamptz) RETURNS bigint
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN (extract(epoch FROM p_at) * 1000000)::bigint;
 
 -- job_backoff is the delay before retry number p_attempt (1 = the delay after
 -- the first failed attempt): p_base doubled per attempt, capped at p_cap, then
@@ -98,41 +100,39 @@ RETURN cardinality(p_inputs) <= 100
 -- per connection rather than once per statement.
 CREATE DOMAIN docket.job_kind AS text CONSTRAINT job_kind_valid CHECK (docket.valid_job_kind(VALUE));
 CREATE DOMAIN docket.job_queue AS text CONSTRAINT job_queue_valid CHECK (docket.valid_queue(VALUE));
-CREATE DOMAIN docket.principal AS text CONSTRAINT principal_valid CHECK (docket.valid_principal(VALUE));
 CREATE DOMAIN docket.job_json AS jsonb CONSTRAINT job_json_size CHECK (docket.json_size(VALUE) <= 1048576);
 
 -- Capabilities ---------------------------------------------------------------
 
 INSERT INTO docket.capabilities (name, description) VALUES
+    ('job.create', 'enqueue jobs in the project'),
+    ('job.claim', 'claim and run jobs of the project'),
+    ('job.cancel', 'cancel jobs of the project'),
     ('job.reconcile', 'settle the project''s uncertain jobs');
 
 -- States and transitions ------------------------------------------------------
 
-CREATE TABLE docket.job_states (
-    state    text PRIMARY KEY,
-    initial  boolean NOT NULL,
-    terminal boolean NOT NULL,
-    meaning  text NOT NULL,
-    CONSTRAINT job_states_initial_not_terminal CHECK (NOT (initial AND terminal))
-);
+-- The machines of this file change only here (docket.refuse_machine_change).
+SET LOCAL docket.migrating = 'on';
 
-INSERT INTO docket.job_states (state, initial, terminal, meaning) VALUES
+INSERT INTO docket.machines (name, subject, meaning) VALUES
+    ('job', 'docket.jobs.state', 'a job: queued, held under a lease, finished or in doubt');
+
+INSERT INTO docket.machine_states (machine, state, initial, terminal, meaning)
+SELECT 'job', * FROM (VALUES
     ('queued', true, false, 'wanted: claimable from available_at'),
     ('claimed', false, false, 'held by one claimant until lease_expires_at'),
     ('succeeded', false, true, 'done; result holds the outcome'),
     ('failed', false, true, 'failed permanently; diagnostic says why'),
     ('dead', false, true, 'ran out of attempts'),
     ('uncertain', false, false, 'its worker may or may not have done the work: reconcile or cancel'),
-    ('cancelled', false, true, 'withdrawn before it finished');
+    ('cancelled', false, true, 'withdrawn before it finished')) v;
 
-CREATE TABLE docket.job_transitions (
-    from_state text NOT NULL REFERENCES docket.job_states (state),
-    to_state   text NOT NULL REFERENCES docket.job_states (state),
-    meaning    text NOT NULL,
-    PRIMARY KEY (from_state, to_state)
-);
+CREATE VIEW docket.job_states AS
+SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'job';
 
-INSERT INTO docket.job_transitions (from_state, to_state, meaning) VALUES
+INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
+SELECT 'job', * FROM (VALUES
     ('queued', 'claimed', 'claim'),
     ('queued', 'cancelled', 'cancel'),
     ('claimed', 'queued', 'release, retryable failure, or expired lease of a repeatable job'),
@@ -145,16 +145,17 @@ INSERT INTO docket.job_transitions (from_state, to_state, meaning) VALUES
     ('uncertain', 'succeeded', 'reconciled: the work was done'),
     ('uncertain', 'failed', 'reconciled: the work was not done and will not be'),
     ('uncertain', 'queued', 'reconciled: run it again'),
-    ('uncertain', 'cancelled', 'cancel');
+    ('uncertain', 'cancelled', 'cancel')) v;
+
+CREATE VIEW docket.job_transitions AS
+SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'job';
 
 -- Jobs ----------------------------------------------------------------------
 
 CREATE TABLE docket.jobs (
     id                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    -- Checked set-based by jobs_record_insert rather than by a foreign key,
-    -- whose per-row check dominated a bulk enqueue: projects are never
-    -- deleted and never renamed, and a job's project never changes, so a
-    -- reference valid at insert stays valid.
+    -- project, lane_id and case_id are checked by jobs_record_insert, set-based,
+    -- rather than by foreign keys.
     project           text NOT NULL,
     kind              docket.job_kind NOT NULL,
     queue             docket.job_queue NOT NULL DEFAULT 'default',
@@ -209,7 +210,8 @@ CREATE TABLE docket.jobs (
         (state IN ('succeeded', 'failed', 'dead', 'cancelled')) = (finished_at IS NOT NULL)),
     CONSTRAINT jobs_result_only_succeeded CHECK (result IS NULL OR state = 'succeeded'),
     CONSTRAINT jobs_outcome_token_only_finished CHECK (outcome_token IS NULL OR finished_at IS NOT NULL),
-    CONSTRAINT jobs_updated_not_before_created CHECK (updated_at >= created_at)
+    CONSTRAINT jobs_updated_not_before_created CHECK (updated_at >= created_at),
+    CONSTRAINT jobs_finished_not_before_created CHECK (finished_at >= created_at)
 );
 
 COMMENT ON TABLE docket.jobs IS
@@ -258,6 +260,11 @@ CREATE TABLE docket.job_events (
     at         timestamptz NOT NULL,
     attempt    integer NOT NULL,
     detail     text CONSTRAINT job_events_detail_bounded CHECK (length(detail) <= 1000),
+    -- What the transition left the job holding: its lease's expiry, and the
+    -- digest of its state, result, diagnostic, holder, token, generation and
+    -- attempts (docket.job_outcome).
+    lease_until timestamptz,
+    outcome    bytea NOT NULL CONSTRAINT job_events_outcome_sha256 CHECK (octet_length(outcome) = 32),
     prev_hash  bytea NOT NULL CONSTRAINT job_events_prev_hash_sha256 CHECK (octet_length(prev_hash) = 32),
     hash       bytea NOT NULL CONSTRAINT job_events_hash_sha256 CHECK (octet_length(hash) = 32),
     PRIMARY KEY (job_id, seq)
@@ -294,18 +301,33 @@ CREATE TRIGGER job_events_check
     REFERENCING NEW TABLE AS new_events
     FOR EACH STATEMENT EXECUTE FUNCTION docket.job_events_check();
 
+
+-- job_outcome is the digest of what a transition leaves a job holding, as
+-- canonical JSON text
+--     [state, result, diagnostic, claimed_by, claim_token, lease_generation, attempts]
+-- so a verifier in any language can recompute it from the job row.
+CREATE FUNCTION docket.job_outcome(p_state text, p_result jsonb, p_diagnostic text, p_claimed_by text,
+                                   p_claim_token uuid, p_lease_generation bigint, p_attempts integer)
+RETURNS bytea
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN sha256(textsend(jsonb_build_array(
+           p_state, p_result, p_diagnostic, p_claimed_by, p_claim_token, p_lease_generation, p_attempts)::text));
+
 -- job_event_hash is the chain link of one event: sha256 of the previous hash
 -- followed by the event as canonical JSON text
---     [job_id, seq, from_state, to_state, actor, at (epoch microseconds), attempt, detail]
--- so a verifier in any language can recompute it from the row.
+--     [job_id, seq, from_state, to_state, actor, at (epoch microseconds), attempt, detail,
+--      lease_until (epoch microseconds or null), outcome (hex)]
+-- so a verifier in any language can recompute it from the row. STABLE as
+-- jsonb_build_array is, so the planner inlines it: a bulk enqueue hashes
+-- 100,000 events in one statement.
 CREATE FUNCTION docket.job_event_hash(p_prev bytea, p_job_id bigint, p_seq integer, p_from text, p_to text,
-                                      p_actor text, p_at timestamptz, p_attempt integer, p_detail text)
+                                      p_actor text, p_at timestamptz, p_attempt integer, p_detail text,
+                                      p_lease_until timestamptz, p_outcome bytea)
 RETURNS bytea
--- STABLE as jsonb_build_array is, so the planner inlines it: a bulk enqueue
--- hashes 100,000 events in one statement.
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN sha256(p_prev || textsend(jsonb_build_array(
-           p_job_id, p_seq, p_from, p_to, p_actor, docket.epoch_micros(p_at), p_attempt, p_detail)::text));
+           p_job_id, p_seq, p_from, p_to, p_actor, docket.epoch_micros(p_at), p_attempt, p_detail,
+           docket.epoch_micros(p_lease_until), encode(p_outcome, 'hex'))::text));
 
 -- job_event_detail is what an event says beyond from and to: the claimant and
 -- lease generation of a claim, else the job's diagnostic at that moment.
@@ -321,55 +343,29 @@ END;
 
 -- Guards --------------------------------------------------------------------
 
--- jobs_refuse_birth refuses a job inserted in a state other than the initial
--- one, or with attempts or a lease generation already counted.
--- +goose StatementBegin
-CREATE FUNCTION docket.jobs_refuse_birth() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE EXCEPTION 'job %: a job is created queued with no attempts and no lease, not % with % attempts and lease generation %',
-        NEW.id, NEW.state, NEW.attempts, NEW.lease_generation
-        USING ERRCODE = 'DK001';
-END
-$$;
--- +goose StatementEnd
+-- jobs_columns_immutable keeps what a job is as it was enqueued (DK015).
+CREATE TRIGGER jobs_columns_immutable
+    BEFORE UPDATE OF project, kind, payload, payload_schema, params, inputs, requested_output,
+                     lane_id, case_id,
+                     idempotency_key, compensation_kind, external, repeatable, max_attempts, created_by, created_at
+    ON docket.jobs
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
 
-CREATE TRIGGER jobs_guard_insert
-    BEFORE INSERT ON docket.jobs
-    FOR EACH ROW
-    WHEN (NEW.state IS DISTINCT FROM 'queued' OR NEW.attempts <> 0 OR NEW.lease_generation <> 0)
-    EXECUTE FUNCTION docket.jobs_refuse_birth();
-
--- jobs_guard holds every UPDATE of docket.jobs, by a docket function or by
--- hand, to the machine: immutable columns never change (DK015); a terminal job
--- never changes; a state change (or a new lease generation) must be a pair in
--- docket.job_transitions; attempts and lease generation move only by a claim,
--- one at a time (DK001). The trigger's WHEN clause lets plain lease renewals
--- and other non-moves through without calling it.
+-- jobs_guard holds every UPDATE of docket.jobs that moves a job, by a docket
+-- function or by hand, to the job machine (docket.machine_move): a finished
+-- job never changes; a state change, or a new lease generation, must be a
+-- pair in docket.job_transitions. What is particular to jobs: attempts and
+-- lease generation move only by a claim, one at a time, and a claim takes a
+-- fresh token (DK001). The trigger's WHEN clause lets plain lease renewals
+-- and other non-moves of a live job through without calling it.
 -- +goose StatementBegin
 CREATE FUNCTION docket.jobs_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     claim boolean := NEW.state = 'claimed' AND (OLD.state <> 'claimed' OR NEW.lease_generation <> OLD.lease_generation);
 BEGIN
-    IF (NEW.project, NEW.kind, NEW.payload, NEW.payload_schema, NEW.params, NEW.inputs, NEW.requested_output,
-        NEW.idempotency_key, NEW.compensation_kind, NEW.repeatable, NEW.max_attempts, NEW.created_by, NEW.created_at)
-       IS DISTINCT FROM
-       (OLD.project, OLD.kind, OLD.payload, OLD.payload_schema, OLD.params, OLD.inputs, OLD.requested_output,
-        OLD.idempotency_key, OLD.compensation_kind, OLD.repeatable, OLD.max_attempts, OLD.created_by, OLD.created_at) THEN
-        RAISE EXCEPTION 'job %: project, kind, payload, payload_schema, params, inputs, requested_output, idempotency_key, compensation_kind, repeatable, max_attempts, created_by and created_at are immutable', OLD.id
-            USING ERRCODE = 'DK015';
-    END IF;
-    IF (SELECT terminal FROM docket.job_states WHERE state = OLD.state) THEN
-        RAISE EXCEPTION 'job % is %, a terminal state: it cannot change', OLD.id, OLD.state
-            USING ERRCODE = 'DK001';
-    END IF;
-    IF (NEW.state <> OLD.state OR NEW.lease_generation <> OLD.lease_generation) AND NOT EXISTS (
-        SELECT 1 FROM docket.job_transitions WHERE from_state = OLD.state AND to_state = NEW.state
-    ) THEN
-        RAISE EXCEPTION 'job %: % -> % is not in docket.job_transitions', OLD.id, OLD.state, NEW.state
-            USING ERRCODE = 'DK001';
-    END IF;
+    PERFORM docket.machine_move('job', 'job ' || OLD.id, OLD.state, NEW.state,
+                                NEW.state <> OLD.state OR NEW.lease_generation <> OLD.lease_generation);
     IF claim THEN
         IF NEW.lease_generation <> OLD.lease_generation + 1 OR NEW.attempts <> OLD.attempts + 1 THEN
             RAISE EXCEPTION 'job %: a claim counts one attempt and one lease generation (attempts % -> %, generation % -> %)',
@@ -392,28 +388,32 @@ END
 $$;
 -- +goose StatementEnd
 
+-- A finished job has its finished_at (jobs_terminal_finished), so the WHEN
+-- clause names no state.
 CREATE TRIGGER jobs_guard
     BEFORE UPDATE ON docket.jobs
     FOR EACH ROW
-    WHEN (OLD.state IN ('succeeded', 'failed', 'dead', 'cancelled')
+    WHEN (OLD.finished_at IS NOT NULL
           OR NEW.state IS DISTINCT FROM OLD.state
           OR NEW.lease_generation IS DISTINCT FROM OLD.lease_generation
           OR NEW.attempts IS DISTINCT FROM OLD.attempts
-          OR NEW.claim_token IS DISTINCT FROM OLD.claim_token
-          OR (NEW.project, NEW.kind, NEW.payload, NEW.payload_schema, NEW.params, NEW.inputs, NEW.requested_output,
-              NEW.idempotency_key, NEW.compensation_kind, NEW.repeatable, NEW.max_attempts, NEW.created_by, NEW.created_at)
-             IS DISTINCT FROM
-             (OLD.project, OLD.kind, OLD.payload, OLD.payload_schema, OLD.params, OLD.inputs, OLD.requested_output,
-              OLD.idempotency_key, OLD.compensation_kind, OLD.repeatable, OLD.max_attempts, OLD.created_by, OLD.created_at))
+          OR NEW.claim_token IS DISTINCT FROM OLD.claim_token)
     EXECUTE FUNCTION docket.jobs_guard();
 
 CREATE TRIGGER jobs_refuse_delete
     BEFORE DELETE ON docket.jobs
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('jobs are kept with their history: cancel a job instead');
 
--- jobs_record_insert checks that every job an INSERT created names an existing
--- project (23503 otherwise) and appends each one's first event, set-based, so
--- a bulk enqueue does both in one statement each.
+-- jobs_record_insert holds every job an INSERT created, set-based, in one
+-- pass over the new jobs: it is born in an initial state of the job machine
+-- with no attempt and no lease counted (DK001); its project exists (23503)
+-- and is active, unless the job belongs to one of the project's cases or
+-- lanes (DK009); the case or lane it names exists and is of its project
+-- (23503). These are checked here rather than by foreign keys, whose per-row
+-- checks dominated a bulk enqueue: projects, cases and lanes are never
+-- deleted, and what a job belongs to never changes (jobs_columns_immutable),
+-- so a reference valid at insert stays valid. Then it appends each job's first
+-- event.
 -- +goose StatementBegin
 CREATE FUNCTION docket.jobs_record_insert() RETURNS trigger
 LANGUAGE plpgsql SET jit = off AS $$
@@ -422,23 +422,55 @@ DECLARE
     v_actor text;
     v_at    timestamptz;
     v_zero  bytea := decode(repeat('00', 32), 'hex');
+    -- What a job born in the machine's initial state holds: nothing.
+    v_initial text := (SELECT s.state FROM docket.machine_states s WHERE s.machine = 'job' AND s.initial LIMIT 1);
+    v_born  bytea := docket.job_outcome(v_initial, NULL, NULL, NULL, NULL, 0, 0);
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM new_jobs) THEN
         RETURN NULL;
     END IF;
-    SELECT n.id, n.project INTO bad FROM new_jobs n
-    WHERE NOT EXISTS (SELECT 1 FROM docket.projects p WHERE p.name = n.project)
+    SELECT n.id, n.state, n.attempts, n.lease_generation INTO bad FROM new_jobs n
+    LEFT JOIN docket.machine_states s ON s.machine = 'job' AND s.state = n.state
+    WHERE s.initial IS NOT TRUE OR n.attempts <> 0 OR n.lease_generation <> 0
     LIMIT 1;
     IF FOUND THEN
+        RAISE EXCEPTION 'job %: a job is created in an initial state with no attempts and no lease, not % with % attempts and lease generation %',
+            bad.id, bad.state, bad.attempts, bad.lease_generation
+            USING ERRCODE = 'DK001';
+    END IF;
+    SELECT n.id, n.project, p.status INTO bad FROM new_jobs n
+    LEFT JOIN docket.projects p ON p.name = n.project
+    WHERE p.name IS NULL OR (p.status <> 'active' AND n.case_id IS NULL AND n.lane_id IS NULL)
+    LIMIT 1;
+    IF FOUND AND bad.status IS NULL THEN
         RAISE EXCEPTION 'job %: project % does not exist', bad.id, quote_literal(bad.project)
             USING ERRCODE = '23503', CONSTRAINT = 'jobs_project_exists', TABLE = 'jobs', SCHEMA = 'docket';
+    ELSIF FOUND THEN
+        RAISE EXCEPTION 'project % is %: it takes no new jobs but those of its open cases and lanes', bad.project, bad.status
+            USING ERRCODE = 'DK009';
+    END IF;
+    SELECT n.id, n.project, n.case_id, n.lane_id,
+           n.case_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM docket.cases c WHERE c.id = n.case_id AND c.project = n.project) AS no_case
+    INTO bad FROM new_jobs n
+    WHERE (n.case_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM docket.cases c WHERE c.id = n.case_id AND c.project = n.project))
+       OR (n.lane_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM docket.lanes l WHERE l.id = n.lane_id AND l.project = n.project))
+    LIMIT 1;
+    IF FOUND AND bad.no_case THEN
+        RAISE EXCEPTION 'job %: case % of project % does not exist', bad.id, bad.case_id, quote_literal(bad.project)
+            USING ERRCODE = '23503', CONSTRAINT = 'jobs_case_fkey', TABLE = 'jobs', SCHEMA = 'docket';
+    ELSIF FOUND THEN
+        RAISE EXCEPTION 'job %: lane % of project % does not exist', bad.id, bad.lane_id, quote_literal(bad.project)
+            USING ERRCODE = '23503', CONSTRAINT = 'jobs_lane_fkey', TABLE = 'jobs', SCHEMA = 'docket';
     END IF;
     v_actor := docket.context_actor();
     v_at := docket.context_now();
-    INSERT INTO docket.job_events (job_id, seq, from_state, to_state, actor, at, attempt, detail, prev_hash, hash)
-    SELECT n.id, 1, NULL, n.state, v_actor, v_at, n.attempts, NULL, v_zero,
-           docket.job_event_hash(v_zero, n.id, 1, NULL, n.state, v_actor, v_at, n.attempts, NULL)
-    FROM new_jobs n;
+    INSERT INTO docket.job_events (job_id, seq, from_state, to_state, actor, at, attempt, detail, lease_until, outcome,
+                                   prev_hash, hash)
+    SELECT n.id, 1, NULL, n.state, v_actor, v_at, n.attempts, NULL, NULL, b.outcome, v_zero,
+           docket.job_event_hash(v_zero, n.id, 1, NULL, n.state, v_actor, v_at, n.attempts, NULL, NULL, b.outcome)
+    FROM new_jobs n
+    CROSS JOIN LATERAL (SELECT CASE WHEN n.state = v_initial THEN v_born
+                                    ELSE docket.job_outcome(n.state, NULL, NULL, NULL, NULL, 0, 0) END AS outcome) b;
     RETURN NULL;
 END
 $$;
@@ -450,8 +482,9 @@ CREATE TRIGGER jobs_record_insert
     FOR EACH STATEMENT EXECUTE FUNCTION docket.jobs_record_insert();
 
 -- jobs_record_update appends an event for every job an UPDATE moved (a state
--- change or a new lease generation), chained to that job's previous event.
--- Lease renewals and other edits that move nothing record nothing.
+-- change or a new lease generation), chained to that job's previous event,
+-- with what the move left the job holding. Lease renewals and other edits
+-- that move nothing record nothing.
 -- +goose StatementBegin
 CREATE FUNCTION docket.jobs_record_update() RETURNS trigger
 LANGUAGE plpgsql SET jit = off AS $$
@@ -467,17 +500,27 @@ BEGIN
     END IF;
     v_actor := docket.context_actor();
     v_at := docket.context_now();
-    INSERT INTO docket.job_events (job_id, seq, from_state, to_state, actor, at, attempt, detail, prev_hash, hash)
-    SELECT m.id, m.seq, m.from_state, m.to_state, v_actor, v_at, m.attempt, m.detail, m.prev_hash,
-           docket.job_event_hash(m.prev_hash, m.id, m.seq, m.from_state, m.to_state, v_actor, v_at, m.attempt, m.detail)
+    INSERT INTO docket.job_events (job_id, seq, from_state, to_state, actor, at, attempt, detail, lease_until, outcome,
+                                   prev_hash, hash)
+    SELECT m.id, m.seq, m.from_state, m.to_state, v_actor, m.at, m.attempt, m.detail, m.lease_until, m.outcome,
+           m.prev_hash,
+           docket.job_event_hash(m.prev_hash, m.id, m.seq, m.from_state, m.to_state, v_actor, m.at, m.attempt, m.detail,
+                                 m.lease_until, m.outcome)
     FROM (
-        SELECT n.id, last.seq + 1 AS seq, o.state AS from_state, n.state AS to_state, n.attempts AS attempt,
+        -- Time never runs backwards in a history: an event is recorded at
+        -- the change context's instant, or at its predecessor's when the
+        -- caller's clock is behind it.
+        SELECT n.id, last.seq + 1 AS seq, greatest(v_at, last.at) AS at, o.state AS from_state, n.state AS to_state,
+               n.attempts AS attempt,
                docket.job_event_detail(n.state, n.claimed_by, n.lease_generation, n.diagnostic) AS detail,
+               n.lease_expires_at AS lease_until,
+               docket.job_outcome(n.state, n.result, n.diagnostic, n.claimed_by, n.claim_token, n.lease_generation,
+                                  n.attempts) AS outcome,
                last.hash AS prev_hash
         FROM old_jobs o
         JOIN new_jobs n ON n.id = o.id
         CROSS JOIN LATERAL (
-            SELECT e.seq, e.hash FROM docket.job_events e
+            SELECT e.seq, e.at, e.hash FROM docket.job_events e
             WHERE e.job_id = n.id ORDER BY e.seq DESC LIMIT 1
         ) last
         WHERE n.state <> o.state OR n.lease_generation <> o.lease_generation
@@ -1074,7 +1117,7 @@ BEGIN
             USING ERRCODE = 'DK010';
     END IF;
     SELECT * INTO v FROM docket.jobs WHERE id = p_id FOR UPDATE;
-    IF FOUND AND (SELECT terminal FROM docket.job_states WHERE state = v.state) THEN
+    IF FOUND AND docket.machine_terminal('job', v.state) THEN
         RETURN docket.job_settled_outcome('complete', v, p_token, 'succeeded', p_result);
     END IF;
     v := docket.job_lock_held('complete', p_id, p_token, p_now);
@@ -1186,7 +1229,7 @@ BEGIN
     IF FOUND AND v.repeatable AND v_class = 'uncertain' THEN
         v_class := 'retryable';
     END IF;
-    IF FOUND AND (SELECT terminal FROM docket.job_states WHERE state = v.state) THEN
+    IF FOUND AND docket.machine_terminal('job', v.state) THEN
         RETURN docket.job_settled_outcome('fail', v, p_token,
             CASE v_class WHEN 'permanent' THEN 'failed' WHEN 'uncertain' THEN 'uncertain' ELSE 'dead' END, NULL);
     END IF;
@@ -1254,7 +1297,7 @@ BEGIN
     END IF;
     IF v.state = 'cancelled' THEN
         RETURN v;
-    ELSIF (SELECT terminal FROM docket.job_states WHERE state = v.state) THEN
+    ELSIF docket.machine_terminal('job', v.state) THEN
         RAISE EXCEPTION 'job % already finished %: it cannot be cancelled', v.id, v.state USING ERRCODE = 'DK014';
     END IF;
     UPDATE docket.jobs
@@ -1313,7 +1356,7 @@ BEGIN
     END IF;
     IF v.state = 'cancelled' THEN
         RAISE EXCEPTION 'job % was cancelled: it cannot be reconciled', v.id USING ERRCODE = 'DK014';
-    ELSIF (SELECT terminal FROM docket.job_states WHERE state = v.state) THEN
+    ELSIF docket.machine_terminal('job', v.state) THEN
         -- A reconciliation repeated after a lost reply is a quiet no-op; a job
         -- that finished any other way is not reconciled after the fact.
         IF v.state = p_outcome AND v.result IS NOT DISTINCT FROM p_result AND EXISTS (
@@ -1418,14 +1461,12 @@ END
 $$;
 -- +goose StatementEnd
 
--- job_verify recomputes job p_id's history from its events alone: sequence
--- numbers without gaps, each prev_hash equal to the previous hash, each hash
--- recomputed, each from_state equal to the previous to_state, each move in
--- docket.job_transitions (the first from nothing to an initial state), the
--- attempt counting only claims, and the final state and attempts equal to the
--- job's. It returns ok, the number of events checked, and on failure the
--- sequence number of the first bad event (0 when the job row disagrees) and
--- what is wrong. An unknown job has no history: not ok, 0 events.
+-- job_verify checks job p_id's history: consecutive seq from 1, each event
+-- chained to the one before and hashing to its contents, starting in the
+-- initial state, every move one of the job machine as migrated, attempts
+-- counting claims, time never running backwards, and the job now in the state, with the attempts, result,
+-- diagnostic, holder, claim token and lease generation its last event says.
+-- It reports also when the machine's tables differ from the machine.
 -- +goose StatementBegin
 CREATE FUNCTION docket.job_verify(p_id bigint)
 RETURNS TABLE (ok boolean, events integer, bad_seq integer, problem text)
@@ -1433,11 +1474,14 @@ LANGUAGE plpgsql STABLE AS $$
 #variable_conflict use_column
 DECLARE
     e docket.job_events;
+    last docket.job_events;
     j docket.jobs;
     n integer := 0;
     prev_hash bytea := decode(repeat('00', 32), 'hex');
     prev_state text;
     prev_attempt integer := 0;
+    drift text := docket.job_machine_drift();
+    want bytea;
 BEGIN
     SELECT * INTO j FROM docket.jobs WHERE id = p_id;
     IF NOT FOUND THEN
@@ -1446,39 +1490,50 @@ BEGIN
     END IF;
     FOR e IN SELECT * FROM docket.job_events WHERE job_id = p_id ORDER BY seq LOOP
         n := n + 1;
+        want := docket.job_event_hash(e.prev_hash, e.job_id, e.seq, e.from_state, e.to_state, e.actor, e.at, e.attempt, e.detail,
+                                      e.lease_until, e.outcome);
         IF e.seq <> n THEN
             RETURN QUERY SELECT false, n, e.seq, format('expected event %s, found %s: events are missing', n, e.seq);
             RETURN;
         ELSIF e.prev_hash <> prev_hash THEN
             RETURN QUERY SELECT false, n, e.seq, 'prev_hash does not match the previous event''s hash';
             RETURN;
-        ELSIF e.hash <> docket.job_event_hash(e.prev_hash, e.job_id, e.seq, e.from_state, e.to_state, e.actor, e.at, e.attempt, e.detail) THEN
+        ELSIF e.hash <> want THEN
             RETURN QUERY SELECT false, n, e.seq, 'hash does not match the event''s contents: the row was altered';
             RETURN;
         ELSIF e.from_state IS DISTINCT FROM prev_state THEN
             RETURN QUERY SELECT false, n, e.seq, format('from_state %s does not follow the previous to_state %s',
                                                          coalesce(e.from_state, 'NULL'), coalesce(prev_state, 'NULL'));
             RETURN;
-        ELSIF e.from_state IS NULL AND NOT (SELECT initial FROM docket.job_states WHERE state = e.to_state) THEN
-            RETURN QUERY SELECT false, n, e.seq, format('history starts in %s, not an initial state', e.to_state);
+        ELSIF e.from_state IS NULL AND e.to_state <> 'queued' THEN
+            RETURN QUERY SELECT false, n, e.seq, format('history starts in %s, not the initial state queued', e.to_state);
             RETURN;
-        ELSIF e.from_state IS NOT NULL AND NOT EXISTS (
-            SELECT 1 FROM docket.job_transitions WHERE from_state = e.from_state AND to_state = e.to_state) THEN
-            RETURN QUERY SELECT false, n, e.seq, format('%s -> %s is not in docket.job_transitions', e.from_state, e.to_state);
+        ELSIF e.from_state IS NOT NULL AND NOT docket.job_machine_move(e.from_state, e.to_state) THEN
+            RETURN QUERY SELECT false, n, e.seq, format('%s -> %s is not a move of the job machine as migrated', e.from_state, e.to_state);
             RETURN;
         ELSIF e.attempt <> prev_attempt + (CASE WHEN e.to_state = 'claimed' THEN 1 ELSE 0 END) THEN
             RETURN QUERY SELECT false, n, e.seq, format('attempt %s after %s: attempts count claims only', e.attempt, prev_attempt);
+            RETURN;
+        ELSIF e.at < last.at THEN
+            RETURN QUERY SELECT false, n, e.seq, format('recorded at %s, before the event before it (%s): time ran backwards', e.at, last.at);
             RETURN;
         END IF;
         prev_hash := e.hash;
         prev_state := e.to_state;
         prev_attempt := e.attempt;
+        last := e;
     END LOOP;
     IF n = 0 THEN
         RETURN QUERY SELECT false, 0, 0, format('job %s has no events', p_id);
     ELSIF prev_state <> j.state OR prev_attempt <> j.attempts THEN
         RETURN QUERY SELECT false, n, 0, format('events end %s after %s attempts, the job is %s after %s',
                                                  prev_state, prev_attempt, j.state, j.attempts);
+    ELSIF last.outcome <> docket.job_outcome(j.state, j.result, j.diagnostic, j.claimed_by,
+                                             j.claim_token, j.lease_generation, j.attempts) THEN
+        RETURN QUERY SELECT false, n, last.seq, format('the job no longer holds what event %s recorded: its result, diagnostic, holder or token was rewritten',
+                                                        last.seq);
+    ELSIF drift IS NOT NULL THEN
+        RETURN QUERY SELECT false, n, 0, 'the job machine''s tables were changed: ' || drift;
     ELSE
         RETURN QUERY SELECT true, n, 0, NULL::text;
     END IF;
@@ -1486,64 +1541,351 @@ END
 $$;
 -- +goose StatementEnd
 
+-- job_machine is the job machine as migrated: each legal (from, to) pair,
+-- and the initial and terminal states. job_verify judges by it.
+CREATE FUNCTION docket.job_machine_move(p_from text, p_to text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN (p_from, p_to) IN (
+    ('queued', 'claimed'), ('queued', 'cancelled'),
+    ('claimed', 'queued'), ('claimed', 'claimed'), ('claimed', 'succeeded'), ('claimed', 'failed'),
+    ('claimed', 'dead'), ('claimed', 'uncertain'), ('claimed', 'cancelled'),
+    ('uncertain', 'succeeded'), ('uncertain', 'failed'), ('uncertain', 'queued'), ('uncertain', 'cancelled'));
+
+-- job_machine_drift names how docket.job_states and docket.job_transitions
+-- differ from the machine as migrated, or is NULL when they do not.
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_machine_drift() RETURNS text
+LANGUAGE sql STABLE
+RETURN (
+    SELECT string_agg(d, '; ' ORDER BY d) FROM (
+        SELECT format('transition %s -> %s is not the machine''s', t.from_state, t.to_state) AS d
+        FROM docket.job_transitions t WHERE NOT docket.job_machine_move(t.from_state, t.to_state)
+        UNION ALL
+        SELECT format('state %s is %s and %s, not as the machine has it', s.state,
+                      CASE WHEN s.initial THEN 'initial' ELSE 'not initial' END,
+                      CASE WHEN s.terminal THEN 'terminal' ELSE 'not terminal' END)
+        FROM docket.job_states s
+        WHERE (s.initial, s.terminal) IS DISTINCT FROM (s.state = 'queued', s.state IN ('succeeded', 'failed', 'dead', 'cancelled'))
+        UNION ALL
+        SELECT 'transitions of the machine are missing from docket.job_transitions'
+        WHERE (SELECT count(*) FROM docket.job_transitions WHERE docket.job_machine_move(from_state, to_state)) <> 13
+    ) x
+);
+-- +goose StatementEnd
+
+
+-- The row type of docket.job_claim_ids: what became of one wanted job, and
+-- the job as it is now. Empty, like docket.job_enqueued: only its type is used.
+CREATE VIEW docket.job_claim_outcome AS
+SELECT ''::text AS outcome, j.* FROM docket.jobs j WHERE false;
+
+COMMENT ON VIEW docket.job_claim_outcome IS
+    'row type of docket.job_claim_ids: outcome (claimed, undecodable, unavailable) and the job';
+
+-- job_claim_ids claims, for p_actor at p_now, each job of p_ids that is
+-- claimable now (queued and due, or claimed with an expired lease and
+-- repeatable with attempts left), as job_claim_id does for one: the group
+-- commit of many dispatches. p_leases is parallel to p_ids (an element NULL or
+-- zero: that job's own lease). It returns one row for each wanted job the actor may
+-- claim in (job.claim on the job's project):
+--
+--   claimed      the job, claimed: fresh token, new lease generation, one more
+--                attempt
+--   undecodable  claimable, but its (kind, payload_schema) is not among the
+--                parallel p_kinds/p_schemas (when those are not NULL): left
+--                as it was, for a deployment that can decode it
+--   unavailable  not claimable now (held by a live lease, not yet due,
+--                finished, uncertain, or locked by another claimant): the
+--                job as this statement saw it, unlocked
+--
+-- An unknown job, or one in a project where the actor holds no job.claim,
+-- has no row: the caller learns nothing about it. Jobs are locked in id
+-- order, and locked jobs are skipped, never waited for.
+-- Refuses: more than 1000 ids, a duplicate id, leases not parallel to ids or
+-- outside 1 s .. 24 h, decoder arrays of different lengths (DK010).
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_claim_ids(p_ids bigint[], p_leases interval[], p_kinds text[], p_schemas integer[],
+                                     p_actor text, p_now timestamptz)
+RETURNS SETOF docket.job_claim_outcome
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_lease interval;
+    v_bad interval;
+    v_permitted bigint[];
+    v_locked bigint[];
+    v_take bigint[];
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.job_require_batch('claim batch', cardinality(p_ids), 1000);
+    IF cardinality(p_leases) IS DISTINCT FROM cardinality(p_ids) THEN
+        RAISE EXCEPTION 'invalid leases: want one per id (% ids, % leases)', cardinality(p_ids), coalesce(cardinality(p_leases), 0)
+            USING ERRCODE = 'DK010';
+    END IF;
+    p_leases := ARRAY(SELECT nullif(l, interval '0') FROM unnest(p_leases) WITH ORDINALITY AS x(l, n) ORDER BY n);
+    SELECT l INTO v_bad FROM unnest(p_leases) l
+    WHERE l IS NOT NULL AND (l < interval '1 second' OR l > interval '24 hours') LIMIT 1;
+    IF FOUND THEN
+        PERFORM docket.job_require_lease(v_bad);
+    END IF;
+    IF cardinality(p_kinds) IS DISTINCT FROM cardinality(p_schemas) THEN
+        RAISE EXCEPTION 'invalid decoders: kinds and schemas must be parallel arrays of one length'
+            USING ERRCODE = 'DK010';
+    END IF;
+    IF (SELECT count(DISTINCT i) <> count(*) OR count(i) <> count(*) FROM unnest(p_ids) i) THEN
+        RAISE EXCEPTION 'invalid claim batch: ids must be distinct and not NULL' USING ERRCODE = 'DK010';
+    END IF;
+
+    -- The grants first, without locks, so a job the actor may not claim is
+    -- neither locked nor reported.
+    v_permitted := ARRAY(SELECT j.id FROM docket.jobs j
+                         WHERE j.id = ANY (p_ids) AND docket.grant_check(p_actor, j.project, 'job.claim'));
+    -- Lock the claimable ones, in id order. The test is a CASE so that the
+    -- planner finds the rows by primary key: written as an OR of ANDs, it
+    -- matches the claim indexes' predicates and walks a whole queue.
+    v_locked := ARRAY(SELECT j.id FROM docket.jobs j
+                      WHERE j.id = ANY (v_permitted)
+                        AND CASE j.state
+                                WHEN 'queued' THEN j.available_at <= p_now
+                                WHEN 'claimed' THEN j.lease_expires_at <= p_now AND j.repeatable
+                                                    AND j.attempts < j.max_attempts
+                                ELSE false
+                            END
+                      ORDER BY j.id
+                      FOR UPDATE SKIP LOCKED);
+    v_take := CASE WHEN p_kinds IS NULL THEN v_locked
+                   ELSE ARRAY(SELECT j.id FROM docket.jobs j
+                              WHERE j.id = ANY (v_locked)
+                                AND (j.kind, j.payload_schema) IN (SELECT * FROM unnest(p_kinds, p_schemas))) END;
+    -- One claim per distinct lease: job_take is the one place a claim is made.
+    FOR v_lease IN SELECT DISTINCT w.lease FROM unnest(p_ids, p_leases) AS w(id, lease) WHERE w.id = ANY (v_take) LOOP
+        RETURN QUERY
+        SELECT 'claimed'::text, t.*
+        FROM docket.job_take(ARRAY(SELECT w.id FROM unnest(p_ids, p_leases) AS w(id, lease)
+                                   WHERE w.id = ANY (v_take) AND w.lease IS NOT DISTINCT FROM v_lease),
+                             v_lease, p_actor, p_now) t;
+    END LOOP;
+    IF cardinality(v_take) < cardinality(v_permitted) THEN
+        RETURN QUERY
+        SELECT CASE WHEN j.id = ANY (v_locked) THEN 'undecodable' ELSE 'unavailable' END, j.*
+        FROM docket.jobs j
+        WHERE j.id = ANY (v_permitted) AND NOT j.id = ANY (v_take);
+    END IF;
+END
+$$;
+-- +goose StatementEnd
+
+-- Dispatches by docket job id, for job_dispatch_live. The index is docket's,
+-- on River's table: River's own GIN index on args answers "which dispatch
+-- carries job N" too slowly to ask it once per queued job.
+CREATE INDEX river_job_docket_dispatch_idx ON docket.river_job (((args ->> 'job_id')::bigint))
+    WHERE kind = 'docket.dispatch';
+
+-- job_dispatch_live reports whether job p_id has a River dispatch River has
+-- not finalized: available, pending, retryable, scheduled, or running since
+-- p_running_since (NULL: running at all). A dispatch left running by a worker
+-- process that died stays running for a day, until River rescues it: a
+-- caller passes an instant well past any claim's duration so that such a
+-- dispatch stops counting, while one claiming its job this moment counts.
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_dispatch_live(p_id bigint, p_running_since timestamptz) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (
+        SELECT 1 FROM docket.river_job r
+        WHERE (r.args ->> 'job_id')::bigint = p_id
+          AND r.kind = 'docket.dispatch'
+          AND (r.state IN ('available', 'pending', 'retryable', 'scheduled')
+               OR (r.state = 'running' AND (p_running_since IS NULL OR r.attempted_at >= p_running_since))));
+$$;
+-- +goose StatementEnd
+
+-- job_dispatch_abandon finalizes, as discarded at p_at (River's clock), the
+-- running dispatches of the jobs p_ids: the lease sweep calls it for the jobs
+-- whose leases it moves on, whose holders are gone or too late. A holder that
+-- was only late finds, when it returns, its lease refused (DK002) and River's
+-- own completion of the dispatch a no-op. Returns how many it finalized.
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_dispatch_abandon(p_ids bigint[], p_at timestamptz) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    n integer;
+BEGIN
+    IF p_at IS NULL THEN
+        RAISE EXCEPTION 'invalid instant: NULL' USING ERRCODE = 'DK010';
+    END IF;
+    UPDATE docket.river_job r
+    SET state = 'discarded', finalized_at = p_at,
+        errors = r.errors || jsonb_build_object('at', p_at, 'attempt', r.attempt,
+                                                'error', 'docket: the job''s lease expired; this dispatch was abandoned')
+    WHERE r.kind = 'docket.dispatch' AND r.state = 'running'
+      AND (r.args ->> 'job_id')::bigint = ANY (p_ids);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$$;
+-- +goose StatementEnd
+
+-- job_undispatched finds, for p_actor at p_now, queued and due jobs that no
+-- live River dispatch carries, so the worker can dispatch them: jobs created
+-- by SQL, or re-queued by an operator or a sweep that dispatched nothing. It
+-- looks, in each project where the actor holds job.claim and each queue of
+-- p_queues, at the first p_scan due queued jobs in claim order (priority,
+-- available_at, id): a job further back is looked at once the queue has
+-- drained up to it, which is as soon as it could run anyway. So a run costs
+-- the same however long the queues are. Jobs for external executors are
+-- never dispatched; neither are jobs whose (kind, payload_schema) is not
+-- among the parallel p_kinds/p_schemas (when not NULL). A dispatch running
+-- since before p_running_since (River's clock) counts as dead: see
+-- job_dispatch_live. It returns at most
+-- p_limit jobs, locked (skipping locked ones) and checked again once locked,
+-- so that two sweepers never both dispatch one job: the caller inserts the
+-- dispatches in the same transaction, at READ COMMITTED.
+-- Refuses: p_limit outside 1..10000, p_scan outside 1..10000, a malformed
+-- queue, decoder arrays of different lengths (DK010).
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_undispatched(p_queues text[], p_scan integer, p_limit integer,
+                                        p_kinds text[], p_schemas integer[], p_running_since timestamptz,
+                                        p_actor text, p_now timestamptz)
+RETURNS SETOF docket.jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_queue text;
+    v_candidates bigint[];
+    v_locked bigint[];
+BEGIN
+    PERFORM docket.job_require_batch('sweep limit', p_limit, 10000);
+    PERFORM docket.job_require_batch('scan limit', p_scan, 10000);
+    IF cardinality(p_kinds) IS DISTINCT FROM cardinality(p_schemas) THEN
+        RAISE EXCEPTION 'invalid decoders: kinds and schemas must be parallel arrays of one length'
+            USING ERRCODE = 'DK010';
+    END IF;
+    FOREACH v_queue IN ARRAY coalesce(p_queues, '{}') LOOP
+        IF v_queue IS NULL OR NOT docket.valid_queue(v_queue) THEN
+            RAISE EXCEPTION 'invalid queue %: want 1-63 characters of [a-z0-9_-], starting with a letter or digit',
+                coalesce(quote_literal(v_queue), 'NULL') USING ERRCODE = 'DK010';
+        END IF;
+    END LOOP;
+    -- The candidates, unlocked; then lock them; then look again, in a
+    -- statement of its own and so with a fresh snapshot, for dispatches that
+    -- a sweeper which held them a moment ago has committed since.
+    v_candidates := ARRAY(
+        SELECT c.id
+        FROM (SELECT DISTINCT g.project FROM docket.grants g
+              WHERE g.principal = p_actor AND g.capability = 'job.claim') p
+        CROSS JOIN unnest(p_queues) AS q(name)
+        CROSS JOIN LATERAL (
+            SELECT h.id, h.external, h.kind, h.payload_schema FROM docket.jobs h
+            WHERE h.state = 'queued' AND h.project = p.project AND h.queue = q.name AND h.available_at <= p_now
+            ORDER BY h.priority, h.available_at, h.id
+            LIMIT p_scan) c
+        WHERE NOT c.external
+          AND (p_kinds IS NULL OR (c.kind, c.payload_schema) IN (SELECT * FROM unnest(p_kinds, p_schemas)))
+          AND NOT docket.job_dispatch_live(c.id, p_running_since));
+    IF cardinality(v_candidates) = 0 THEN
+        RETURN;
+    END IF;
+    v_locked := ARRAY(
+        SELECT j.id FROM docket.jobs j
+        WHERE j.id = ANY (v_candidates) AND j.state = 'queued'
+        ORDER BY j.priority, j.available_at, j.id
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED);
+    RETURN QUERY
+    SELECT j.* FROM docket.jobs j
+    WHERE j.id = ANY (v_locked) AND NOT docket.job_dispatch_live(j.id, p_running_since)
+    ORDER BY j.priority, j.available_at, j.id;
+END
+$$;
+-- +goose StatementEnd
+
+-- Operators: queued jobs no River dispatch carries (a dispatch left running
+-- by a dead process still counts here). A job shows here for a
+-- moment between an SQL enqueue and the worker's next dispatch sweep; one
+-- that stays is in a queue no worker serves, or of a kind none decodes.
+CREATE VIEW docket.jobs_undispatched AS
+SELECT j.id, j.project, j.queue, j.kind, j.payload_schema, j.priority, j.available_at, j.created_at
+FROM docket.jobs j
+WHERE j.state = 'queued' AND NOT j.external AND NOT docket.job_dispatch_live(j.id, NULL);
+
+COMMENT ON VIEW docket.jobs_undispatched IS
+    'queued jobs that no live River dispatch carries (not for external executors)';
+
+
+-- The chain heads, for an auditor to export.
+CREATE VIEW docket.job_chain_heads AS
+SELECT DISTINCT ON (e.job_id) e.job_id, e.seq, e.at, encode(e.hash, 'hex') AS hash
+FROM docket.job_events e
+ORDER BY e.job_id, e.seq DESC;
+
+COMMENT ON VIEW docket.job_chain_heads IS
+    'Each job''s last event and its hash. Exported where the owner cannot write, it shows later that a history was not rebuilt.';
+
+-- The API ---------------------------------------------------------------------
+
+INSERT INTO docket.api_functions (name, role) VALUES
+    ('job_enqueue_one', 'app'), ('job_enqueue_many', 'app'), ('job_claim', 'app'), ('job_claim_id', 'app'),
+    ('job_claim_ids', 'app'), ('job_renew', 'app'), ('job_release', 'app'), ('job_complete', 'app'),
+    ('job_complete_many', 'app'), ('job_fail', 'app'), ('job_cancel', 'app'), ('job_reconcile', 'app'),
+    ('job_expire_leases', 'app'), ('job_decoders_register', 'app'), ('job_verify', 'app'),
+    ('job_undispatched', 'app'), ('job_dispatch_abandon', 'app'), ('job_dispatch_live', 'reader');
+
+SELECT docket.apply_privileges();
+
 -- +goose Down
-DROP FUNCTION docket.job_verify(bigint);
-DROP FUNCTION docket.job_decoders_register(text, text[], integer[], text, timestamptz);
-DROP FUNCTION docket.job_expire_leases(integer, text, timestamptz);
-DROP FUNCTION docket.job_reconcile(bigint, text, jsonb, text, text, timestamptz);
-DROP FUNCTION docket.job_cancel(bigint, text, text, timestamptz);
-DROP FUNCTION docket.job_fail(bigint, uuid, text, text, interval, text, timestamptz);
-DROP FUNCTION docket.job_complete_many(bigint[], uuid[], jsonb[], text, timestamptz);
-DROP FUNCTION docket.job_complete(bigint, uuid, jsonb, text, timestamptz);
-DROP FUNCTION docket.job_settled_outcome(text, docket.jobs, uuid, text, jsonb);
-DROP FUNCTION docket.job_release(bigint, uuid, timestamptz, text, text, timestamptz);
-DROP FUNCTION docket.job_renew(bigint, uuid, interval, text, timestamptz);
-DROP FUNCTION docket.job_lock_held(text, bigint, uuid, timestamptz);
-DROP FUNCTION docket.job_claim_id(bigint, interval, text[], integer[], text, timestamptz);
-DROP FUNCTION docket.job_claim(text, text, integer, interval, text[], integer[], text, timestamptz);
-DROP FUNCTION docket.job_take(bigint[], interval, text, timestamptz);
-DROP FUNCTION docket.job_enqueue_one(text, text, timestamptz, text, text, smallint, jsonb, integer, text, timestamptz,
-    integer, boolean, boolean, interval, interval, interval, double precision, jsonb, text[], text, bigint, bigint, text);
-DROP VIEW docket.job_enqueued;
-DROP FUNCTION docket.job_resolve_duplicate(text, text, text, jsonb, integer);
-DROP FUNCTION docket.job_enqueue_many(text, text, timestamptz, text[], text[], smallint[], jsonb[], integer[], text[],
-    timestamptz[], integer[], boolean[], boolean[], interval[], interval[], interval[], double precision[], jsonb[],
-    jsonb[], text[], bigint[], bigint[], text[]);
-DROP FUNCTION docket.job_require_lease(interval);
-DROP FUNCTION docket.job_require_spec(integer, text, text, jsonb, integer);
-DROP FUNCTION docket.job_require_batch(text, integer, integer);
-DROP VIEW docket.jobs_undecodable;
-DROP FUNCTION docket.job_visible(text, text);
-DROP VIEW docket.jobs_uncertain;
-DROP VIEW docket.jobs_dead;
-DROP VIEW docket.jobs_expired_leases;
-DROP VIEW docket.jobs_due;
-DROP TABLE docket.job_decoders;
-DROP TABLE docket.job_events;
-DROP FUNCTION docket.job_events_check();
-DROP FUNCTION docket.job_event_detail(text, text, bigint, text);
-DROP TABLE docket.jobs;
-DROP FUNCTION docket.jobs_record_update();
-DROP FUNCTION docket.jobs_record_insert();
-DROP FUNCTION docket.jobs_guard();
-DROP FUNCTION docket.jobs_refuse_birth();
-DROP FUNCTION docket.job_event_hash(bytea, bigint, integer, text, text, text, timestamptz, integer, text);
-DROP TABLE docket.job_transitions;
-DROP TABLE docket.job_states;
--- A capability still granted stays: revoking grants is a recorded act.
-DELETE FROM docket.capabilities c WHERE c.name = 'job.reconcile'
+SET LOCAL docket.migrating = 'on';
+DROP INDEX docket.river_job_docket_dispatch_idx;
+DROP VIEW
+    docket.job_chain_heads, docket.jobs_undispatched, docket.job_claim_outcome, docket.job_enqueued,
+    docket.jobs_undecodable, docket.jobs_uncertain, docket.jobs_dead, docket.jobs_expired_leases,
+    docket.jobs_due, docket.job_transitions, docket.job_states CASCADE;
+DROP TABLE docket.job_decoders, docket.job_events, docket.jobs CASCADE;
+DELETE FROM docket.machine_transitions WHERE machine IN ('job');
+DELETE FROM docket.machine_states WHERE machine IN ('job');
+DELETE FROM docket.machines WHERE name IN ('job');
+DELETE FROM docket.api_functions WHERE name IN ('job_enqueue_one', 'job_enqueue_many', 'job_claim', 'job_claim_id', 'job_claim_ids', 'job_renew',
+    'job_release', 'job_complete', 'job_complete_many', 'job_fail', 'job_cancel', 'job_reconcile',
+    'job_expire_leases', 'job_decoders_register', 'job_verify', 'job_undispatched', 'job_dispatch_abandon', 'job_dispatch_live');
+-- A capability still granted somewhere stays, with its grants.
+DELETE FROM docket.capabilities c WHERE c.name IN ('job.create', 'job.claim', 'job.cancel', 'job.reconcile')
     AND NOT EXISTS (SELECT 1 FROM docket.grants g WHERE g.capability = c.name);
 DROP DOMAIN docket.job_json;
-DROP DOMAIN docket.principal;
 DROP DOMAIN docket.job_queue;
 DROP DOMAIN docket.job_kind;
-DROP FUNCTION docket.job_backoff(integer, interval, interval, double precision, double precision);
-DROP FUNCTION docket.epoch_micros(timestamptz);
-DROP FUNCTION docket.bounded_text(text, integer);
-DROP FUNCTION docket.json_size(jsonb);
-DROP FUNCTION docket.job_inputs_bounded(text[]);
-DROP FUNCTION docket.valid_queue(text);
-CREATE OR REPLACE FUNCTION docket.valid_principal(p_principal text) RETURNS boolean
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN p_principal ~ '^[a-z][a-z0-9_-]{0,31}:[A-Za-z0-9][A-Za-z0-9._@+:/-]{0,199}$';
-DROP FUNCTION docket.valid_job_kind(text);
+DROP FUNCTION IF EXISTS docket.job_undispatched(text[],integer,integer,text[],integer[],timestamp with time zone,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.job_dispatch_abandon(bigint[],timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.job_dispatch_live(bigint,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.job_claim_ids(bigint[],interval[],text[],integer[],text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.job_machine_drift();
+DROP FUNCTION IF EXISTS docket.job_machine_move(text,text);
+DROP FUNCTION IF EXISTS docket.job_verify(bigint);
+DROP FUNCTION IF EXISTS docket.job_decoders_register(text,text[],integer[],text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.job_expire_leases(integer,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.job_reconcile(bigint,text,jsonb,text,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.job_cancel(bigint,text,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.job_fail(bigint,uuid,text,text,interval,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.job_complete_many(bigint[],uuid[],jsonb[],text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.job_complete(bigint,uuid,jsonb,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.job_settled_outcome(text,docket.jobs,uuid,text,jsonb);
+DROP FUNCTION IF EXISTS docket.job_release(bigint,uuid,timestamp with time zone,text,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.job_renew(bigint,uuid,interval,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.job_lock_held(text,bigint,uuid,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.job_claim_id(bigint,interval,text[],integer[],text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.job_claim(text,text,integer,interval,text[],integer[],text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.job_take(bigint[],interval,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.job_enqueue_one(text,text,timestamp with time zone,text,text,smallint,jsonb,integer,text,timestamp with time zone,integer,boolean,boolean,interval,interval,interval,double precision,jsonb,text[],text,bigint,bigint,text);
+DROP FUNCTION IF EXISTS docket.job_enqueue_many(text,text,timestamp with time zone,text[],text[],smallint[],jsonb[],integer[],text[],timestamp with time zone[],integer[],boolean[],boolean[],interval[],interval[],interval[],double precision[],jsonb[],jsonb[],text[],bigint[],bigint[],text[]);
+DROP FUNCTION IF EXISTS docket.job_resolve_duplicate(text,text,text,jsonb,integer);
+DROP FUNCTION IF EXISTS docket.job_require_spec(integer,text,text,jsonb,integer);
+DROP FUNCTION IF EXISTS docket.job_require_lease(interval);
+DROP FUNCTION IF EXISTS docket.job_require_batch(text,integer,integer);
+DROP FUNCTION IF EXISTS docket.job_visible(text,text);
+DROP FUNCTION IF EXISTS docket.jobs_record_update();
+DROP FUNCTION IF EXISTS docket.jobs_record_insert();
+DROP FUNCTION IF EXISTS docket.jobs_guard();
+DROP FUNCTION IF EXISTS docket.job_event_detail(text,text,bigint,text);
+DROP FUNCTION IF EXISTS docket.job_event_hash(bytea,bigint,integer,text,text,text,timestamp with time zone,integer,text,timestamp with time zone,bytea);
+DROP FUNCTION IF EXISTS docket.job_outcome(text,jsonb,text,text,uuid,bigint,integer);
+DROP FUNCTION IF EXISTS docket.job_events_check();
+DROP FUNCTION IF EXISTS docket.job_inputs_bounded(text[]);
+DROP FUNCTION IF EXISTS docket.job_backoff(integer,interval,interval,double precision,double precision);
+DROP FUNCTION IF EXISTS docket.valid_queue(text);
+DROP FUNCTION IF EXISTS docket.valid_job_kind(text);

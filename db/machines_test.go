@@ -1,0 +1,150 @@
+package db_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/integration/pgtest"
+)
+
+// machine is a row of docket.machines with the guard source of its table.
+type machine struct {
+	name, table, column string
+	guards              string // the source of every trigger function on the table
+}
+
+func machines(t *testing.T, q db.DBTX) []machine {
+	t.Helper()
+	rows, err := q.Query(t.Context(), `
+		SELECT m.name, split_part(m.subject, '.', 2), split_part(m.subject, '.', 3),
+		       coalesce((SELECT string_agg(p.prosrc, E'\n') FROM pg_trigger g JOIN pg_proc p ON p.oid = g.tgfoid
+		                 WHERE g.tgrelid = to_regclass(split_part(m.subject, '.', 1) || '.' || split_part(m.subject, '.', 2))
+		                   AND NOT g.tgisinternal), '')
+		FROM docket.machines m ORDER BY m.name`)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (machine, error) {
+		var m machine
+		return m, r.Scan(&m.name, &m.table, &m.column, &m.guards)
+	})
+	require.NoError(t, err)
+	return out
+}
+
+// Every machine is data in the kit's tables and is guarded by the kit: its
+// table's guard is born through machine_birth and moves through
+// machine_move, naming the machine; no guard reads a machine's states or
+// transitions itself, and each machine's view shows exactly its rows.
+func TestEveryMachineIsHeldByTheKit(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	ctx := t.Context()
+	ms := machines(t, pool)
+	names := make([]string, len(ms))
+	for i, m := range ms {
+		names[i] = m.name
+	}
+	require.Equal(t, []string{"case", "job", "lane", "lane_review", "message", "obligation", "project", "schedule", "wait"}, names)
+
+	for _, m := range ms {
+		t.Run(m.name, func(t *testing.T) {
+			var column string
+			require.NoError(t, pool.QueryRow(ctx, `SELECT a.attname FROM pg_attribute a
+				WHERE a.attrelid = to_regclass('docket.' || $1) AND a.attname = $2`, m.table, m.column).Scan(&column),
+				"docket.%s.%s", m.table, m.column)
+			require.Contains(t, m.guards, "docket.machine_move('"+m.name+"'", "docket.%s's guard moves by the kit", m.table)
+			if m.name != "job" { // jobs are born set-based, in jobs_record_insert
+				require.Contains(t, m.guards, "docket.machine_birth('"+m.name+"'", "docket.%s's guard is born by the kit", m.table)
+			}
+			require.NotContains(t, m.guards, "_states WHERE", "a guard reads terminal and initial states through the kit")
+			require.NotContains(t, m.guards, "_transitions WHERE", "a guard reads moves through the kit")
+
+			var viewStates, tableStates, viewMoves, tableMoves int
+			require.NoError(t, pool.QueryRow(ctx, `SELECT
+				(SELECT count(*) FROM docket.`+m.name+`_states),
+				(SELECT count(*) FROM docket.machine_states WHERE machine = $1),
+				(SELECT count(*) FROM docket.`+m.name+`_transitions),
+				(SELECT count(*) FROM docket.machine_transitions WHERE machine = $1)`, m.name).
+				Scan(&viewStates, &tableStates, &viewMoves, &tableMoves))
+			require.Positive(t, tableStates)
+			require.Positive(t, tableMoves)
+			require.Equal(t, tableStates, viewStates)
+			require.Equal(t, tableMoves, viewMoves)
+		})
+	}
+
+	// Each table of a machine lists its immutable columns once, in a trigger
+	// that fires before its guard.
+	rows, err := pool.Query(ctx, `
+		SELECT DISTINCT split_part(subject, '.', 2) FROM docket.machines ORDER BY 1`)
+	require.NoError(t, err)
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	for _, table := range tables {
+		var trig string
+		err := pool.QueryRow(ctx, `SELECT g.tgname FROM pg_trigger g
+			WHERE g.tgrelid = to_regclass('docket.' || $1) AND g.tgfoid = 'docket.refuse_immutable'::regproc
+			  AND cardinality(g.tgattr::int2[]) > 0`, table).Scan(&trig)
+		require.NoError(t, err, "docket.%s has a refuse_immutable trigger BEFORE UPDATE OF its columns", table)
+		require.Equal(t, table+"_columns_immutable", trig)
+		require.Less(t, trig, table+"_guard", "it fires before the guard")
+	}
+}
+
+// The machines change only by a migration that says so, for the owner too.
+func TestMachinesChangeOnlyByMigration(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	ctx := t.Context()
+	before := schemaSnapshot(t, pool)
+	var states string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT string_agg(s::text, ',' ORDER BY machine, state) FROM docket.machine_states s`).Scan(&states))
+	for _, sql := range []string{
+		`UPDATE docket.machine_states SET terminal = false WHERE machine = 'job' AND state = 'succeeded'`,
+		`UPDATE docket.job_states SET terminal = false WHERE state = 'succeeded'`,
+		`INSERT INTO docket.machine_transitions (machine, from_state, to_state) VALUES ('case', 'closed', 'closed')`,
+		`DELETE FROM docket.machine_transitions WHERE machine = 'wait'`,
+		`DELETE FROM docket.machines WHERE name = 'schedule'`,
+		`TRUNCATE docket.machine_transitions`,
+	} {
+		_, err := pool.Exec(ctx, sql)
+		require.ErrorContains(t, err, "DK015", sql)
+	}
+	var after string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT string_agg(s::text, ',' ORDER BY machine, state) FROM docket.machine_states s`).Scan(&after))
+	require.Equal(t, states, after)
+	require.Equal(t, before, schemaSnapshot(t, pool))
+}
+
+// An immutable column's refusal names the columns that would change, and
+// setting a column to the value it holds is no change.
+func TestImmutableRefusalNamesTheColumns(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	ctx := t.Context()
+	_, err := pool.Exec(ctx, `SELECT docket.project_create('acme', 'user:ana', '2026-01-01 00:00:00+00')`)
+	require.NoError(t, err)
+
+	err = db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT docket.set_context('user:ana', '2026-01-01 00:01:00+00')`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE docket.projects SET name = name, created_by = 'user:bo', created_at = created_at WHERE name = 'acme'`)
+		return db.Translate(err, "update")
+	})
+	require.ErrorIs(t, err, db.ErrImmutable)
+	require.ErrorContains(t, err, "created_by never changes")
+	require.False(t, strings.Contains(err.Error(), "name,"), "an unchanged column is not named: %v", err)
+
+	err = db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT docket.set_context('user:ana', '2026-01-01 00:01:00+00')`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE docket.projects SET name = name, created_at = created_at WHERE name = 'acme'`)
+		return err
+	})
+	require.NoError(t, err, "an UPDATE naming immutable columns without changing them passes")
+}
