@@ -9,7 +9,6 @@ import (
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/internal/dbsqlc"
 	"github.com/docket-dev/docket/internal/newclient"
-	"github.com/docket-dev/docket/jobs"
 )
 
 var queries = dbsqlc.New()
@@ -22,18 +21,6 @@ type Config struct {
 	// Clock gives the instants the client passes to the database. Defaults
 	// to [db.SystemClock].
 	Clock db.Clock
-	// Dispatcher, when set, dispatches the continuation a delivery or a wait
-	// enqueues in the caller's transaction, so it runs as soon as that
-	// commits; a *worker.Client is one. Without it, or when the call runs on
-	// a connection rather than a pgx.Tx, the worker's dispatch sweep
-	// dispatches the job at its next run.
-	Dispatcher Dispatcher
-}
-
-// Dispatcher dispatches jobs enqueued in tx to the workers that run them.
-// *worker.Client implements it.
-type Dispatcher interface {
-	DispatchTx(ctx context.Context, tx pgx.Tx, js ...jobs.Job) error
 }
 
 // Client admits, correlates, writes, closes and reads cases and settles
@@ -47,10 +34,9 @@ type Dispatcher interface {
 // transaction, Postgres then refuses further statements until the caller
 // rolls back (or uses a savepoint, as [db.WithTx] on a pgx.Tx does).
 type Client struct {
-	pool       db.Pool
-	actor      access.Actor
-	clock      db.Clock
-	dispatcher Dispatcher
+	pool  db.Pool
+	actor access.Actor
+	clock db.Clock
 }
 
 // NewClient returns a client on pool, typically a *pgxpool.Pool. It refuses,
@@ -61,29 +47,11 @@ func NewClient(pool db.Pool, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{pool: pool, actor: cfg.Actor, clock: clock, dispatcher: cfg.Dispatcher}, nil
+	return &Client{pool: pool, actor: cfg.Actor, clock: clock}, nil
 }
 
 // Actor returns who the client acts as.
 func (c *Client) Actor() access.Actor { return c.actor }
-
-// dispatch hands the jobs ids, enqueued on q, to the client's dispatcher
-// when it has one and q is a transaction; otherwise the dispatch sweep will.
-func (c *Client) dispatch(ctx context.Context, q db.DBTX, ids ...int64) error {
-	tx, ok := q.(pgx.Tx)
-	if db.IsNil(c.dispatcher) || !ok || len(ids) == 0 {
-		return nil
-	}
-	jc, err := jobs.NewClient(tx, jobs.Config{Actor: c.actor, Clock: c.clock})
-	if err != nil {
-		return err
-	}
-	js, err := jc.GetManyTx(ctx, tx, ids)
-	if err != nil {
-		return err
-	}
-	return c.dispatcher.DispatchTx(ctx, tx, js...)
-}
 
 // inTx runs fn in a transaction of its own on b and returns its result.
 func inTx[T any](ctx context.Context, b db.Beginner, fn func(tx pgx.Tx) (T, error)) (T, error) {

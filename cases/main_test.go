@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -91,7 +92,7 @@ func raw(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) error
 }
 
 // sweeperWorker returns a worker acting as sweeper on clock, running reg's
-// handlers and quick to fetch their dispatches, not started; edit, when not
+// handlers and quick to start their batches, not started; edit, when not
 // nil, shapes the rest of its config.
 func sweeperWorker(t testing.TB, e env, clock db.Clock, reg *worker.Registry, edit func(*worker.Config)) *worker.Client {
 	t.Helper()
@@ -105,6 +106,55 @@ func sweeperWorker(t testing.TB, e env, clock db.Clock, reg *worker.Registry, ed
 	w, err := worker.NewClient(e.API, cfg)
 	require.NoError(t, err)
 	return w
+}
+
+// jobsChannel is the channel docket notifies, with a job's queue, when a
+// transaction that makes the job due now commits: worker.NotifyChannel.
+const jobsChannel = "docket_jobs"
+
+// notices listens on jobsChannel on a connection of its own, as a worker
+// does.
+type notices struct {
+	conn  *pgx.Conn
+	pool  *pgxpool.Pool // notifies the marks since reads up to
+	marks int
+}
+
+// listen returns notices listening on e's database from now on.
+func listen(t testing.TB, e env) *notices {
+	t.Helper()
+	ctx := context.Background()
+	pc, err := e.API.Acquire(ctx)
+	require.NoError(t, err)
+	conn := pc.Hijack() // a listening connection is not given back
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	_, err = conn.Exec(ctx, "LISTEN "+jobsChannel)
+	require.NoError(t, err)
+	return &notices{conn: conn, pool: e.Pool}
+}
+
+// since returns the payloads notified on jobsChannel since listen or the
+// last call, in commit order. It notifies a mark of its own last and reads up
+// to it: notifications arrive in the order their transactions committed, so
+// whatever comes before the mark committed before it, and it never waits on
+// a notice that is not coming.
+func (n *notices) since(t testing.TB) []string {
+	t.Helper()
+	n.marks++
+	mark := fmt.Sprintf("mark %d", n.marks)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := n.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, jobsChannel, mark)
+	require.NoError(t, err)
+	got := []string{}
+	for {
+		note, err := n.conn.WaitForNotification(ctx)
+		require.NoError(t, err, "waiting for %s", mark)
+		if note.Payload == mark {
+			return got
+		}
+		got = append(got, note.Payload)
+	}
 }
 
 // countEvents returns how many events of kind what case id has.

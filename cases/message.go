@@ -112,9 +112,8 @@ func (c *Client) Deliver(ctx context.Context, d Delivery) (Delivered, error) {
 // transaction-scoped lock per key, held until q's transaction ends), so a
 // message and its wait meet whichever comes first, and a message is
 // consumed by one wait at most, a wait satisfied by one message at most. The
-// continuation job is dispatched in the same transaction when the client
-// has a [Config.Dispatcher] and q is a pgx.Tx, else by the worker's dispatch
-// sweep. On rollback nothing is recorded.
+// continuation job is enqueued in the same transaction, and its commit wakes
+// the workers of its queue. On rollback nothing is recorded.
 //
 // It refuses, writing nothing: a malformed project, producer, id or key set,
 // or a payload over [MaxMessagePayload] ([db.ErrInvalidArgument]); an actor
@@ -185,9 +184,6 @@ func (c *Client) deliver(ctx context.Context, q db.DBTX, d Delivery, caseID int6
 	}), Duplicate: row.Duplicate}
 	if row.ContinuationJobID != nil {
 		out.ContinuationJobID = *row.ContinuationJobID
-		if err := c.dispatch(ctx, q, out.ContinuationJobID); err != nil {
-			return Delivered{}, err
-		}
 	}
 	return out, nil
 }

@@ -251,8 +251,8 @@ func (c *Client) breach(ctx context.Context, q db.DBTX, id int64) (Obligation, e
 
 // SettleTx moves obligation id from pending to to (met, withdrawn or
 // breached) in tx and returns it. A breach enqueues the obligation's
-// escalation job in the same transaction, for the worker's dispatch sweep to
-// run (the breach sweep, [BreachSweep], dispatches it at once). Re-applying
+// escalation job in the same transaction; its commit wakes the workers of
+// its queue. Re-applying
 // the state it holds is a no-op that records nothing. Meeting a breached
 // obligation records an [EventLateMeet] beside the breach (once) and returns
 // it still breached.

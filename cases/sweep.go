@@ -16,7 +16,7 @@ const SweepBreaches = "obligations.breach"
 // moves up to the run's limit of pending obligations due at the run's
 // instant (due ≤ now) to breached, soonest first, enqueues the escalation
 // job each names (in the case's project, naming the case, once: under
-// idempotency key "obligation:ID:breach") and dispatches it, all in the
+// idempotency key "obligation:ID:breach"), all in the
 // run's transaction. every is its period; zero takes worker.Config.SweepEvery.
 //
 // The sweep acts as the worker's actor and looks only at projects where that
@@ -33,15 +33,6 @@ func sweepBreaches(ctx context.Context, run *worker.SweepRun) (int, error) {
 	rows, err := queries.ObligationBreachDue(ctx, run.Tx, int32(run.Limit), string(run.Actor), run.Now)
 	if err != nil {
 		return 0, fmt.Errorf("breach due obligations: %w", err)
-	}
-	ids := make([]int64, 0, len(rows))
-	for _, r := range rows {
-		if r.EscalationJobID != nil {
-			ids = append(ids, *r.EscalationJobID)
-		}
-	}
-	if err := run.DispatchIDs(ctx, ids...); err != nil {
-		return 0, fmt.Errorf("escalation jobs: %w", err)
 	}
 	return len(rows), nil
 }
@@ -60,7 +51,7 @@ const DefaultDeadLetterHorizon = 7 * 24 * time.Hour
 // each run moves up to the run's limit of waiting waits whose deadline has
 // come (deadline ≤ now) to expired, soonest first, enqueues the timeout
 // continuation each names (once: under idempotency key "wait:ID:expired")
-// and dispatches it, all in the run's transaction. every is its period;
+// all in the run's transaction. every is its period;
 // zero takes worker.Config.SweepEvery.
 //
 // It acts as the worker's actor and looks only at projects where that actor
@@ -76,15 +67,6 @@ func sweepWaitExpiry(ctx context.Context, run *worker.SweepRun) (int, error) {
 	rows, err := queries.WaitExpireDue(ctx, run.Tx, int32(run.Limit), string(run.Actor), run.Now)
 	if err != nil {
 		return 0, fmt.Errorf("expire due waits: %w", err)
-	}
-	ids := make([]int64, 0, len(rows))
-	for _, r := range rows {
-		if r.ContinuationJobID != nil {
-			ids = append(ids, *r.ContinuationJobID)
-		}
-	}
-	if err := run.DispatchIDs(ctx, ids...); err != nil {
-		return 0, fmt.Errorf("timeout continuations: %w", err)
 	}
 	return len(rows), nil
 }

@@ -29,7 +29,8 @@ var escalateKind = jobs.MustKind[Escalate]("case.escalate", 1)
 // TestBreachSweepEscalatesThroughAWorker registers obligations with an
 // escalation, lets two fall due, and runs a real worker with the breach
 // sweep: the due ones are breached, each escalation job is enqueued once,
-// naming the case, dispatched and run; the one not due stays pending.
+// naming the case, and run by the worker its commit woke; the one not due
+// stays pending.
 func TestBreachSweepEscalatesThroughAWorker(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -52,13 +53,16 @@ func TestBreachSweepEscalatesThroughAWorker(t *testing.T) {
 	w := sweeperWorker(t, e, e.Clock, reg, func(c *worker.Config) { c.Sweeps = []worker.Sweep{cases.BreachSweep(time.Hour)} })
 	testkit.Start(t, w)
 
+	heard := listen(t, e)
 	e.Clock.Set(t0.Add(2 * time.Hour))
 	moved, err := w.Sweep(ctx, cases.SweepBreaches)
 	require.NoError(t, err)
 	require.Equal(t, 2, moved)
+	require.Equal(t, []string{"default"}, heard.since(t), "the sweep's commit woke the workers of the escalations' queue")
 	moved, err = w.Sweep(ctx, cases.SweepBreaches)
 	require.NoError(t, err)
 	require.Zero(t, moved, "a breach is swept once")
+	require.Empty(t, heard.since(t), "a run that enqueues nothing wakes nobody")
 
 	jc, err := jobs.NewClient(e.API, jobs.Config{Project: project, Actor: app, Clock: e.Clock})
 	require.NoError(t, err)

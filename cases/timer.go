@@ -40,8 +40,8 @@ func (c *Client) SleepUntil(ctx context.Context, caseID int64, name string, at t
 // available at at, with params recording the instant it was due. An
 // instant already past wakes at once. Setting the same timer again (case,
 // name and instant) is a no-op that returns it. Closing the case cancels the
-// job unless it has been claimed. The job is dispatched as
-// [Client.DeliverTx] says.
+// job unless it has been claimed. The job runs as any job does: the workers
+// of its queue claim it once it is due.
 //
 // It refuses, writing nothing: a malformed name or continuation, a zero
 // instant or one more than [MaxWaitAhead] ahead ([db.ErrInvalidArgument]);
@@ -65,11 +65,6 @@ func (c *Client) SleepUntilTx(ctx context.Context, tx pgx.Tx, caseID int64, name
 	})
 	if err != nil {
 		return Timer{}, db.Translate(err, op, ids...)
-	}
-	if row.Created {
-		if err := c.dispatch(ctx, tx, row.JobID); err != nil {
-			return Timer{}, err
-		}
 	}
 	return fromTimerRow(&dbsqlc.DocketTimer{
 		ID: row.ID, CaseID: row.CaseID, Project: row.Project, Name: row.Name, WakeAt: row.WakeAt, JobID: row.JobID,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -85,97 +86,164 @@ type Reply struct {
 
 var replyKind = jobs.MustKind[Reply]("supplier.reply", 1)
 
-// TestContinuationIsDispatchedWithTheMatch: with a Dispatcher, the
-// continuation a delivery enqueues gets its River dispatch in the same
-// transaction, and a worker runs it with the message attached; without one,
-// it waits for the dispatch sweep.
-func TestContinuationIsDispatchedWithTheMatch(t *testing.T) {
+// Remind is the timers' payload in these tests.
+type Remind struct {
+	N int `json:"n"`
+}
+
+var remindKind = jobs.MustKind[Remind]("supplier.remind", 1)
+
+// handled is what a handler saw of one run of a job.
+type handled struct {
+	id   int64
+	wake cases.Wake
+	err  error
+}
+
+// nextRun returns the next run reported on runs, failing t after 30 s.
+func nextRun(t *testing.T, runs <-chan handled, what string) handled {
+	t.Helper()
+	select {
+	case r := <-runs:
+		require.NoError(t, r.err, what)
+		return r
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not run", what)
+		return handled{}
+	}
+}
+
+// requireSucceeds waits for job id to succeed: a worker records a success
+// with its next claim, a moment after the handler returns.
+func requireSucceeds(t *testing.T, e env, id int64) {
+	t.Helper()
+	require.Eventually(t, func() bool { return jobOf(t, e, id).State == jobs.Succeeded }, 30*time.Second, 10*time.Millisecond,
+		"job %d did not succeed", id)
+	require.Equal(t, 1, jobOf(t, e, id).Attempts, "job %d ran once", id)
+}
+
+// TestContinuationRunsWhenTheMatchCommits: the continuation a delivery
+// enqueues is a job due at once, and the commit of the delivery's
+// transaction notifies the workers of its queue; a delivery rolled back
+// leaves neither job nor notice. A started worker runs each continuation,
+// with its message attached, whether it was enqueued before the worker
+// started or while it ran.
+func TestContinuationRunsWhenTheMatchCommits(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
 	c := e.admit(t, key("document", "DOC-1"), key("document", "DOC-2"))
-	wc, err := worker.NewClient(e.API, worker.Config{Project: project, Actor: inbox, Clock: e.Clock, Logger: testkit.Logger})
-	require.NoError(t, err)
-	dispatching, err := cases.NewClient(e.API, cases.Config{Actor: inbox, Clock: e.Clock, Dispatcher: wc})
-	require.NoError(t, err)
-	plain := e.as(t, inbox)
-
+	in := e.as(t, inbox)
+	heard := listen(t, e)
 	for _, doc := range []string{"DOC-1", "DOC-2"} {
 		spec := reply(key("document", doc))
 		spec.Name = "reply-" + strings.ToLower(doc)
 		_, err := e.app.Await(ctx, c.ID, spec)
 		require.NoError(t, err)
 	}
-	undispatched, err := plain.Deliver(ctx, message("m-2", key("document", "DOC-2")))
-	require.NoError(t, err)
-	require.NotZero(t, undispatched.ContinuationJobID)
-	require.Zero(t, dispatchesOn(t, e.Pool, undispatched.ContinuationJobID), "no dispatcher: the dispatch sweep's to do")
+	require.Empty(t, heard.since(t), "a wait with nothing to run yet wakes nobody")
 
-	// A delivery that fails after the match takes its dispatch with it.
+	early, err := in.Deliver(ctx, message("m-2", key("document", "DOC-2")))
+	require.NoError(t, err)
+	require.NotZero(t, early.ContinuationJobID)
+	j := jobOf(t, e, early.ContinuationJobID)
+	require.Equal(t, jobs.Queued, j.State)
+	require.Equal(t, e.Clock.Now(), j.AvailableAt, "due at once")
+	require.Equal(t, []string{"default"}, heard.since(t), "its commit woke the workers of its queue")
+
+	// A delivery that fails after the match takes its job, and the notice,
+	// with it.
+	var rolledBack int64
 	err = db.WithTx(ctx, e.Pool, func(tx pgx.Tx) error {
-		d, err := dispatching.DeliverTx(ctx, tx, message("m-1", key("document", "DOC-1")))
+		d, err := in.DeliverTx(ctx, tx, message("m-1", key("document", "DOC-1")))
 		require.NoError(t, err)
-		require.Equal(t, 1, dispatchesOn(t, tx, d.ContinuationJobID))
+		require.NotZero(t, d.ContinuationJobID)
+		rolledBack = d.ContinuationJobID
+		require.Empty(t, heard.since(t), "nobody hears of a job before its transaction commits")
 		return errors.New("the caller's own write failed")
 	})
 	require.Error(t, err)
+	require.Empty(t, heard.since(t), "nor after it rolls back")
 	var n int
-	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.river_job WHERE kind = $1`, worker.DispatchKind).Scan(&n))
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.jobs WHERE id = $1`, rolledBack).Scan(&n))
 	require.Zero(t, n)
 
-	d, err := dispatching.Deliver(ctx, message("m-1", key("document", "DOC-1")))
-	require.NoError(t, err)
-	require.Equal(t, 1, dispatchesOn(t, e.Pool, d.ContinuationJobID))
-
-	woke := make(chan cases.Wake, 1)
+	runs := make(chan handled, 4)
 	reg := worker.NewRegistry()
 	require.NoError(t, worker.Handle(reg, replyKind, func(_ context.Context, j *jobs.Typed[Reply]) error {
-		require.Equal(t, "confirm", j.Args.Step)
 		w, err := cases.WakeOf(j.Job)
-		require.NoError(t, err)
-		woke <- w
-		return nil
+		if err == nil && j.Args.Step != "confirm" {
+			err = fmt.Errorf("step %q", j.Args.Step)
+		}
+		runs <- handled{j.ID, w, err}
+		return err
 	}))
-	w := sweeperWorker(t, e, e.Clock, reg, func(c *worker.Config) { c.SweepEvery = time.Hour })
-	testkit.Start(t, w)
-	select {
-	case got := <-woke:
-		require.Equal(t, cases.WakeMessage, got.Reason)
-		require.Equal(t, d.ConsumedBy, got.WaitID)
-		require.Equal(t, "m-1", got.Message.MessageID)
-		require.JSONEq(t, `{"accepted":true}`, string(got.Message.Payload))
-	case <-time.After(30 * time.Second):
-		t.Fatal("the continuation did not run")
-	}
+	testkit.Start(t, sweeperWorker(t, e, e.Clock, reg, nil))
+	r := nextRun(t, runs, "the continuation enqueued before the worker started")
+	require.Equal(t, early.ContinuationJobID, r.id)
+	require.Equal(t, cases.WakeMessage, r.wake.Reason)
+	require.Equal(t, early.ConsumedBy, r.wake.WaitID)
+	require.Equal(t, "m-2", r.wake.Message.MessageID)
+	requireSucceeds(t, e, early.ContinuationJobID)
+
+	d, err := in.Deliver(ctx, message("m-1", key("document", "DOC-1")))
+	require.NoError(t, err)
+	require.NotZero(t, d.ContinuationJobID)
+	r = nextRun(t, runs, "the continuation enqueued while the worker ran")
+	require.Equal(t, d.ContinuationJobID, r.id)
+	require.Equal(t, cases.WakeMessage, r.wake.Reason)
+	require.Equal(t, d.ConsumedBy, r.wake.WaitID)
+	require.Equal(t, "m-1", r.wake.Message.MessageID)
+	require.JSONEq(t, `{"accepted":true}`, string(r.wake.Message.Payload))
+	requireSucceeds(t, e, d.ContinuationJobID)
+	require.Empty(t, runs, "each continuation ran once")
 }
 
-// dispatchesOn counts, on q, the River dispatches of docket job id.
-func dispatchesOn(t testing.TB, q db.DBTX, id int64) int {
-	t.Helper()
-	var n int
-	require.NoError(t, q.QueryRow(context.Background(),
-		`SELECT count(*) FROM docket.river_job WHERE kind = $1 AND (args ->> 'job_id')::bigint = $2`,
-		worker.DispatchKind, id).Scan(&n))
-	return n
-}
-
-// TestTimerIsDispatchedOnce: with a Dispatcher, a timer's job gets one River
-// dispatch, in the transaction that sets it; setting it again adds none.
-func TestTimerIsDispatchedOnce(t *testing.T) {
+// TestTimerRunsOnceDue: a timer's job is due at the timer's instant, so
+// setting a timer for later wakes nobody (a worker's poll finds the job once
+// it is due), and setting it again enqueues nothing new; a timer for an
+// instant already come is due at once, and its commit wakes the workers of
+// its queue. A started worker runs each once, the later one when the clock
+// reaches it.
+func TestTimerRunsOnceDue(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
 	c := e.admit(t, key("document", "DOC-1"))
-	wc, err := worker.NewClient(e.API, worker.Config{Project: project, Actor: app, Clock: e.Clock, Logger: testkit.Logger})
+	heard := listen(t, e)
+	remind := cases.Continuation{Kind: remindKind.Name(), Payload: json.RawMessage(`{"n":1}`)}
+	wakeAt := t0.Add(time.Hour)
+	later, err := e.app.SleepUntil(ctx, c.ID, "reminder", wakeAt, remind)
 	require.NoError(t, err)
-	client, err := cases.NewClient(e.API, cases.Config{Actor: app, Clock: e.Clock, Dispatcher: wc})
+	again, err := e.app.SleepUntil(ctx, c.ID, "reminder", wakeAt, remind)
 	require.NoError(t, err)
-	remind := cases.Continuation{Kind: "supplier.remind"}
-	tm, err := client.SleepUntil(ctx, c.ID, "reminder", t0.Add(time.Hour), remind)
+	require.Equal(t, later, again)
+	require.Equal(t, 1, continuations(t, e, c.ID, remindKind.Name()), "a retry enqueues nothing new")
+	require.Empty(t, heard.since(t), "a job not yet due wakes nobody")
+
+	now, err := e.app.SleepUntil(ctx, c.ID, "nudge", e.Clock.Now(), remind)
 	require.NoError(t, err)
-	require.Equal(t, 1, dispatchesOn(t, e.Pool, tm.JobID))
-	again, err := client.SleepUntil(ctx, c.ID, "reminder", t0.Add(time.Hour), remind)
-	require.NoError(t, err)
-	require.Equal(t, tm.ID, again.ID)
-	require.Equal(t, 1, dispatchesOn(t, e.Pool, tm.JobID), "a retry dispatches nothing new")
+	require.Equal(t, []string{"default"}, heard.since(t), "a job due at once wakes the workers of its queue")
+
+	runs := make(chan handled, 4)
+	reg := worker.NewRegistry()
+	require.NoError(t, worker.Handle(reg, remindKind, func(_ context.Context, j *jobs.Typed[Remind]) error {
+		w, err := cases.WakeOf(j.Job)
+		runs <- handled{j.ID, w, err}
+		return err
+	}))
+	testkit.Start(t, sweeperWorker(t, e, e.Clock, reg, func(c *worker.Config) { c.PollInterval = 20 * time.Millisecond }))
+	r := nextRun(t, runs, "the timer due at once")
+	require.Equal(t, now.JobID, r.id)
+	require.Equal(t, cases.Wake{Reason: cases.WakeTimer, CaseID: c.ID, Timer: "nudge", At: t0}, r.wake)
+	requireSucceeds(t, e, now.JobID)
+	require.Never(t, func() bool { return jobOf(t, e, later.JobID).State != jobs.Queued }, 200*time.Millisecond, 20*time.Millisecond,
+		"a timer is not run before its instant")
+
+	e.Clock.Set(wakeAt)
+	r = nextRun(t, runs, "the timer, at its instant")
+	require.Equal(t, later.JobID, r.id)
+	require.Equal(t, cases.Wake{Reason: cases.WakeTimer, CaseID: c.ID, Timer: "reminder", At: wakeAt}, r.wake)
+	requireSucceeds(t, e, later.JobID)
+	require.Empty(t, runs, "each timer ran once")
 }

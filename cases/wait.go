@@ -136,8 +136,8 @@ func (c *Client) Await(ctx context.Context, caseID int64, spec WaitSpec) (Awaite
 // Deliveries and waits on a common key are decided one at a time, so a
 // message and its wait meet whichever comes first. The wait is registered
 // under a share lock of the case row, so a concurrent close either withdraws
-// it or refuses it. The continuation is dispatched as [Client.DeliverTx]
-// says. On rollback nothing is recorded.
+// it or refuses it. A continuation enqueued at once runs as
+// [Client.DeliverTx] says. On rollback nothing is recorded.
 //
 // It refuses, writing nothing: a malformed name, key set or continuation, a
 // deadline that is zero, not after now or more than [MaxWaitAhead] ahead
@@ -181,11 +181,6 @@ func (c *Client) AwaitTx(ctx context.Context, tx pgx.Tx, caseID int64, spec Wait
 		Status: row.Status, SatisfiedBy: row.SatisfiedBy, ContinuationJobID: row.ContinuationJobID,
 		CreatedBy: row.CreatedBy, CreatedAt: row.CreatedAt, SettledAt: row.SettledAt, SettledBy: row.SettledBy,
 	})
-	if row.Created && w.ContinuationJobID != 0 {
-		if err := c.dispatch(ctx, tx, w.ContinuationJobID); err != nil {
-			return Awaited{}, err
-		}
-	}
 	return Awaited{Wait: w, Created: row.Created}, nil
 }
 

@@ -30,9 +30,10 @@ type Chase struct {
 var chaseKind = jobs.MustKind[Chase]("supplier.chase", 1)
 
 // waitSweeper returns a worker acting as sweeper with sweeps, moving at most
-// limit items a run, not started: w.Sweep runs a sweep, and dispatches the
-// jobs it enqueues, without a process running them. handle, when not nil,
-// handles the timeout continuations once the worker is started.
+// limit items a run, not started: w.Sweep runs a sweep, whose commit wakes
+// the workers of the queues of the jobs it enqueues, without a process
+// running them. handle, when not nil, handles the timeout continuations once
+// the worker is started.
 func waitSweeper(t testing.TB, e env, limit int, handle worker.HandlerFunc[Chase], sweeps ...worker.Sweep) *worker.Client {
 	t.Helper()
 	return waitSweeperOn(t, e, e.Clock, limit, handle, sweeps...)
@@ -61,8 +62,9 @@ func chased(name string, k cases.Key, deadline time.Time) cases.WaitSpec {
 // TestTwoSweepersExpireEachWaitOnce registers 50 waits with deadlines, lets
 // them fall due and releases two workers' expiry sweeps on them together,
 // five times over, each run moving at most 7: every wait expires once, its
-// timeout continuation is enqueued once under wait:ID:expired, dispatched
-// once, and says why it runs.
+// timeout continuation is enqueued once under wait:ID:expired, due at once,
+// and says why it runs; each run that moved waits woke the workers of the
+// continuations' queue once, as it committed.
 func TestTwoSweepersExpireEachWaitOnce(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -71,6 +73,7 @@ func TestTwoSweepersExpireEachWaitOnce(t *testing.T) {
 		waitSweeper(t, e, 7, nil, cases.WaitExpirySweep(time.Hour)),
 		waitSweeper(t, e, 7, nil, cases.WaitExpirySweep(time.Hour)),
 	}
+	heard := listen(t, e)
 	const waits = 50
 	for round := range 5 {
 		c := e.admit(t, key("round", fmt.Sprint(round)))
@@ -87,10 +90,12 @@ func TestTwoSweepersExpireEachWaitOnce(t *testing.T) {
 			e.Clock.Now().Add(24*time.Hour)))
 		require.NoError(t, err)
 		e.Clock.Advance(time.Duration(waits) * time.Minute)
+		require.Empty(t, heard.since(t), "round %d: waits with nothing to run yet wake nobody", round)
 
 		start := make(chan struct{})
 		var wg sync.WaitGroup
 		moved := make([]int, len(sweepers))
+		runs := make([]int, len(sweepers)) // runs that moved something
 		errs := make([]error, len(sweepers))
 		for s, w := range sweepers {
 			wg.Add(1)
@@ -104,12 +109,18 @@ func TestTwoSweepersExpireEachWaitOnce(t *testing.T) {
 						return
 					}
 					moved[s] += n
+					runs[s]++
 				}
 			}()
 		}
 		close(start)
 		wg.Wait()
 		require.NoError(t, errors.Join(errs...), "round %d", round)
+		notes := heard.since(t)
+		require.Len(t, notes, runs[0]+runs[1], "round %d: one notice per run that enqueued: %v", round, notes)
+		for _, q := range notes {
+			require.Equal(t, "default", q, "round %d", round)
+		}
 		for _, w := range sweepers {
 			n, err := w.Sweep(ctx, cases.SweepWaitExpiry)
 			require.NoError(t, err)
@@ -130,8 +141,8 @@ func TestTwoSweepersExpireEachWaitOnce(t *testing.T) {
 			require.Equal(t, chaseKind.Name(), j.Kind)
 			require.Equal(t, c.ID, j.CaseID)
 			require.Equal(t, jobs.Queued, j.State)
+			require.Equal(t, e.Clock.Now(), j.AvailableAt, "due at once")
 			require.JSONEq(t, `{"step":"chase"}`, string(j.Payload))
-			require.Equal(t, 1, dispatchesOn(t, e.Pool, j.ID), "the sweep dispatches each continuation once")
 			wake, err := cases.WakeOf(j)
 			require.NoError(t, err)
 			require.Equal(t, cases.Wake{Reason: cases.WakeExpired, CaseID: c.ID, WaitID: a.ID, Wait: a.Name, Deadline: a.Deadline}, wake)

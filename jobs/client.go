@@ -94,8 +94,7 @@ func (c *Client) get(ctx context.Context, q db.DBTX, id int64) (Job, error) {
 }
 
 // GetMany returns the jobs of ids in id order, leaving out those Get would
-// answer [db.ErrNotFound] for: one round trip for a batch of reads, such as
-// a sweep's dispatch of the jobs it enqueued. It refuses more than
+// answer [db.ErrNotFound] for: one round trip for a batch of reads. It refuses more than
 // [MaxSweepBatch] ids with [db.ErrInvalidArgument].
 func (c *Client) GetMany(ctx context.Context, ids []int64) ([]Job, error) {
 	return c.getMany(ctx, c.pool, ids)

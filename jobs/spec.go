@@ -44,7 +44,7 @@ type Spec struct {
 	// left uncertain for someone to reconcile.
 	Repeatable bool
 	// External marks a job run by an executor outside docket's worker, which
-	// claims it with [Client.Claim]; docket's worker never dispatches it.
+	// claims it with [Client.Claim]; docket's worker never claims it.
 	External bool
 	// Params is optional typed metadata about the job (a JSON object up to
 	// 64 KiB), kept beside the payload.

@@ -17,8 +17,8 @@ const SweepName = "schedules"
 // up to the run's limit of active schedules due at the run's instant
 // (next_due_at ≤ now), soonest first, and for each materializes its due
 // occurrences as jobs by its catch-up policy, records what it skipped, and
-// moves its cursor on, all in the run's transaction; it dispatches the jobs
-// so they run. It reports how many schedules it advanced. A schedule this
+// moves its cursor on, all in the run's transaction; the jobs' commit wakes
+// the workers of their queues. It reports how many schedules it advanced. A schedule this
 // worker cannot plan (a zone missing from its tz database) is passed over
 // with an error in the worker's log and stays due; it does not hold up the
 // others. every is its period; zero takes worker.Config.SweepEvery.
@@ -40,7 +40,6 @@ func sweep(ctx context.Context, run *worker.SweepRun) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("due schedules: %w", err)
 	}
-	var ids []int64
 	advanced := 0
 	for _, r := range rows {
 		s := fromRow(r)
@@ -53,15 +52,10 @@ func sweep(ctx context.Context, run *worker.SweepRun) (int, error) {
 				"schedule", s.ID, "project", s.Project, "name", s.Name, "err", err)
 			continue
 		}
-		got, err := advance(ctx, run, s, p)
-		if err != nil {
+		if err := advance(ctx, run, s, p); err != nil {
 			return 0, err
 		}
 		advanced++
-		ids = append(ids, got...)
-	}
-	if err := run.DispatchIDs(ctx, ids...); err != nil {
-		return 0, fmt.Errorf("dispatch scheduled jobs: %w", err)
 	}
 	return advanced, nil
 }
@@ -79,9 +73,8 @@ func planFor(s Schedule, now time.Time) (plan, error) {
 	return p, nil
 }
 
-// advance records p, one sweep of s, and returns the ids of the jobs it
-// enqueued.
-func advance(ctx context.Context, run *worker.SweepRun, s Schedule, p plan) ([]int64, error) {
+// advance records p, one sweep of s.
+func advance(ctx context.Context, run *worker.SweepRun, s Schedule, p plan) error {
 	var err error
 	arg := dbsqlc.ScheduleAdvanceParams{
 		ID: s.ID, ExpectedCursor: s.Cursor, CursorAt: p.cursor, Actor: string(run.Actor), Now: run.Now,
@@ -93,19 +86,14 @@ func advance(ctx context.Context, run *worker.SweepRun, s Schedule, p plan) ([]i
 	}
 	for i, k := range p.skipped {
 		if arg.Skipped[i], err = json.Marshal(k); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if p.next != nil {
 		arg.NextDueAt = &p.next.At
 	}
-	js, err := queries.ScheduleAdvance(ctx, run.Tx, arg)
-	if err != nil {
-		return nil, fmt.Errorf("schedule %d: %w", s.ID, err)
+	if _, err := queries.ScheduleAdvance(ctx, run.Tx, arg); err != nil {
+		return fmt.Errorf("schedule %d: %w", s.ID, err)
 	}
-	ids := make([]int64, len(js))
-	for i, j := range js {
-		ids[i] = j.ID
-	}
-	return ids, nil
+	return nil
 }

@@ -2,33 +2,52 @@ package worker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/jobs"
 )
 
-// Batching shapes a group commit: requests from many handlers gathered into
-// one statement and one commit.
+// BatchKind is the River kind of a batch: the River job that claims a
+// queue's due docket jobs, runs their handlers and settles them. Its args
+// are {"queue": QUEUE}, and it runs in River queue QUEUE.
+const BatchKind = "docket.batch"
+
+// SweepQueue is the River queue the worker's sweeps run in. It is reserved:
+// a worker refuses it as a job queue.
+const SweepQueue = "docket-sweeps"
+
+// Batching shapes the worker's batches: each claims a queue's due jobs in
+// one statement, runs their handlers at once, and records their successes
+// in one statement, in the transaction that claims the next ones.
 type Batching struct {
-	// Max is the most requests one statement carries: 1..1000. Defaults to
-	// 200.
+	// Max is the most jobs one batch holds at once: 1..1000. Defaults to
+	// 100. A queue runs Queues[q]/Max batches at once (rounded up), sharing
+	// its Queues[q] handlers.
 	Max int
-	// Window is how long a batch waits for more requests after its first
-	// arrived, when it is not full: 0 .. 100 ms. Defaults to 2 ms. A negative
-	// value means none: a batch flushes as soon as a flusher is free, which
-	// adds no wait at low load but under load commits small batches, each
-	// paying for a commit of its own.
+	// Window is how long a batch waits for more of its handlers to finish
+	// before it records the successes it has, while others still run: 0 ..
+	// 100 ms. Defaults to 2 ms. A negative value means none: each handler's
+	// success is recorded as soon as the batch is free to, which adds no
+	// wait at low load but under load commits more, smaller transactions.
 	Window time.Duration
-	// Flushers is how many batches may be committing at once: 1..64.
-	// Defaults to 4.
-	Flushers int
+	// Idle is how long a batch with nothing to do waits for new work before
+	// it ends: 10 ms .. 1 h. Defaults to 30 s. While one waits, a job that
+	// falls due starts within a few milliseconds of its notification;
+	// after, the next job waits for River to start a batch (about
+	// FetchCooldown).
+	Idle time.Duration
 }
 
 func (b Batching) withDefaults() Batching {
 	if b.Max == 0 {
-		b.Max = 200
-	}
-	if b.Flushers == 0 {
-		b.Flushers = 4
+		b.Max = 100
 	}
 	switch {
 	case b.Window == 0:
@@ -36,152 +55,382 @@ func (b Batching) withDefaults() Batching {
 	case b.Window < 0:
 		b.Window = 0
 	}
+	if b.Idle == 0 {
+		b.Idle = 30 * time.Second
+	}
 	return b
 }
 
-// batcher gathers requests and hands them to flush in batches. do blocks
-// until its request's batch has been flushed.
-type batcher[In, Out any] struct {
-	cfg   Batching
-	flush func(ctx context.Context, in []In) ([]Out, error)
+// batchLifetime bounds how long one batch claims before it hands on to a
+// new one, so no River job runs for ever (River rescues a job it thinks
+// stuck) and a busy queue's batches move between processes.
+const batchLifetime = 5 * time.Minute
 
-	requests chan batchRequest[In, Out]
-	// pendingHook, when set (by tests, before the first request), is told
-	// how many requests wait after each one arrives.
-	pendingHook func(pending int)
-	stop        chan struct{}
-	done        chan struct{}
+// batchArgs are a batch's River args.
+type batchArgs struct {
+	Queue string `json:"queue"`
 }
 
-type batchRequest[In, Out any] struct {
-	in    In
-	reply chan batchReply[Out]
+func (batchArgs) Kind() string { return BatchKind }
+
+// batchWorker is River's worker for batches.
+type batchWorker struct {
+	river.WorkerDefaults[batchArgs]
+	w *Client
 }
 
-type batchReply[Out any] struct {
-	out Out
-	err error
-}
-
-// newBatcher starts a batcher; flush must return one Out per In, in order,
-// or an error for the whole batch. ctx is what flushes run under.
-func newBatcher[In, Out any](ctx context.Context, cfg Batching, flush func(ctx context.Context, in []In) ([]Out, error)) *batcher[In, Out] {
-	b := &batcher[In, Out]{
-		cfg: cfg.withDefaults(), flush: flush,
-		requests: make(chan batchRequest[In, Out]),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+// Work runs one batch of its queue until the queue has been idle for
+// Batching.Idle, the batch's lifetime is over, or the worker stops. It
+// returns an error to River only when it could not reach the database;
+// every job it claimed is settled (or released) before it returns.
+func (b *batchWorker) Work(ctx context.Context, rj *river.Job[batchArgs]) error {
+	q := b.w.queueOf(rj.Args.Queue)
+	if q == nil {
+		return river.JobCancel(fmt.Errorf("worker does not serve queue %q", rj.Args.Queue))
 	}
-	go b.loop(ctx)
-	return b
+	return b.w.runBatch(ctx, q)
 }
 
-// do submits in and waits for its batch's answer. A request whose ctx ends
-// before it joins a batch returns ctx's error; once in a batch, it waits for
-// the flush, so the answer (say, a claim) is never lost.
-func (b *batcher[In, Out]) do(ctx context.Context, in In) (Out, error) {
-	req := batchRequest[In, Out]{in: in, reply: make(chan batchReply[Out], 1)}
-	select {
-	case b.requests <- req:
-	case <-ctx.Done():
-		var zero Out
-		return zero, ctx.Err()
-	case <-b.stop:
-		var zero Out
-		return zero, errStopped
-	}
-	r := <-req.reply
-	return r.out, r.err
+// queueState is what the worker's batches of one queue share in this
+// process.
+type queueState struct {
+	name       string
+	slots      chan struct{} // one per handler that may run at once
+	maxBatches int
+
+	mu         sync.Mutex
+	running    int
+	insertedAt time.Time     // when this process last asked River for a batch not yet started
+	wake       chan struct{} // closed, and replaced, when work arrives
 }
 
-// close stops taking requests and waits for the batches in flight.
-func (b *batcher[In, Out]) close() {
-	close(b.stop)
-	<-b.done
+// signal wakes the batches waiting for work.
+func (q *queueState) signal() {
+	q.mu.Lock()
+	close(q.wake)
+	q.wake = make(chan struct{})
+	q.mu.Unlock()
 }
 
-func (b *batcher[In, Out]) loop(ctx context.Context) {
-	defer close(b.done)
-	var (
-		pending []batchRequest[In, Out]
-		first   time.Time // when the oldest pending request arrived
-		slots   = make(chan struct{}, b.cfg.Flushers)
-		freed   = make(chan struct{}, b.cfg.Flushers)
-		wg      sync.WaitGroup
-		timer   = time.NewTimer(time.Hour)
-	)
-	timer.Stop()
-	defer wg.Wait()
-	for {
-		// Flush while there is something to flush, a free flusher, and the
-		// batch is full or its window has passed.
-		for len(pending) > 0 {
-			if len(pending) < b.cfg.Max && b.cfg.Window > 0 {
-				if wait := b.cfg.Window - time.Since(first); wait > 0 {
-					timer.Reset(wait)
-					break
-				}
-			}
-			acquired := false
-			select {
-			case slots <- struct{}{}:
-				acquired = true
-			default:
-			}
-			if !acquired {
-				break
-			}
-			n := min(len(pending), b.cfg.Max)
-			batch := pending[:n:n]
-			pending = pending[n:]
-			first = time.Now()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				b.run(ctx, batch)
-				<-slots
-				freed <- struct{}{} // never blocks: one per slot
-			}()
+// woken is the channel the next signal closes.
+func (q *queueState) woken() <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.wake
+}
+
+// outcome is a finished handler's report to its batch.
+type outcome struct {
+	job     jobs.Job
+	success *jobs.Completion // a success without writes, for the batch to record
+	event   Event            // the success's event, to emit once recorded
+}
+
+// batch is one running batch's state.
+type batch struct {
+	w        *Client
+	q        *queueState
+	ctx      context.Context // River's job context: cancelled only by a hard stop
+	inflight int
+	done     chan outcome
+	pending  []outcome // successes not yet recorded
+	first    time.Time // when the oldest pending success arrived
+}
+
+// runBatch is a batch's loop: record what finished and claim what fits, in
+// one transaction; run what it claimed; wait for handlers, work or the
+// window; end when idle, old, or stopped, once nothing it holds is running.
+func (w *Client) runBatch(ctx context.Context, q *queueState) error {
+	q.mu.Lock()
+	q.running++
+	q.insertedAt = time.Time{}
+	q.mu.Unlock()
+	b := &batch{w: w, q: q, ctx: ctx, done: make(chan outcome, w.cfg.Batch.Max)}
+	began, idleSince := time.Now(), time.Now()
+	var failures int
+	running := true
+	stopRunning := func() {
+		if running {
+			running = false
+			q.mu.Lock()
+			q.running--
+			q.mu.Unlock()
 		}
+	}
+	defer stopRunning()
+	for {
+		// Taken before the claim looks, so work that arrives after it looked
+		// is never missed: its signal closes this channel.
+		wake := q.woken()
+		b.drain()
+		closing := w.quitting() || ctx.Err() != nil || time.Since(began) > batchLifetime
+		free := 0
+		if !closing {
+			free = b.freeSlots()
+		}
+		window := !closing && len(b.pending) > 0 && b.inflight > 0 && w.cfg.Batch.Window > 0 &&
+			time.Since(b.first) < w.cfg.Batch.Window && len(b.pending) < b.inflight
+		// Claim when a quarter of the batch is free, or when nothing runs.
+		claim := free > 0 && (b.inflight == 0 || free >= max(1, w.cfg.Batch.Max/4))
+		if !claim {
+			for range free {
+				<-q.slots
+			}
+			free = 0
+		}
+		if (len(b.pending) > 0 && !window) || claim {
+			claimed, err := b.commit(free)
+			if err != nil {
+				failures++
+				w.emit(Event{Type: EventError, Err: err})
+				w.log.WarnContext(ctx, "docket worker: a batch could not reach the database; trying again", "queue", q.name, "err", err)
+				b.settleAlone()
+				if failures >= 5 && b.inflight == 0 {
+					return fmt.Errorf("batch of queue %s: %w", q.name, err)
+				}
+				b.pause(time.Duration(failures) * 100 * time.Millisecond)
+				continue
+			}
+			failures = 0
+			if len(claimed) > 0 {
+				idleSince = time.Now()
+				if len(claimed) == free {
+					w.moreBatches(q) // the queue may hold more than this batch can take
+				}
+				for _, j := range claimed {
+					b.start(j)
+				}
+				continue
+			}
+		}
+		if b.inflight == 0 && len(b.pending) == 0 {
+			if closing {
+				if !w.quitting() && ctx.Err() == nil {
+					stopRunning()
+					w.moreBatches(q) // hand on to a fresh batch
+				}
+				return nil
+			}
+			if time.Since(idleSince) >= w.cfg.Batch.Idle {
+				stopRunning()
+				select {
+				case <-wake: // work arrived as this batch gave up: hand it on
+					w.moreBatches(q)
+				default:
+				}
+				return nil
+			}
+		}
+		b.wait(window, idleSince, wake)
+	}
+}
+
+// freeSlots takes, without waiting, as many handler slots as the batch may
+// fill now and returns how many it took.
+func (b *batch) freeSlots() int {
+	n := 0
+	for b.inflight+n < b.w.cfg.Batch.Max {
 		select {
-		case req := <-b.requests:
-			if len(pending) == 0 {
-				first = time.Now()
+		case b.q.slots <- struct{}{}:
+			n++
+			continue
+		default:
+		}
+		break
+	}
+	return n
+}
+
+// commit records the pending successes and claims up to free jobs, in one
+// transaction: one commit for both. It gives back the slots it took but did
+// not fill.
+func (b *batch) commit(free int) ([]jobs.Job, error) {
+	w := b.w
+	pending := b.pending
+	completions := make([]jobs.Completion, len(pending))
+	for i, p := range pending {
+		completions[i] = *p.success
+	}
+	var (
+		refusals []error
+		claimed  []jobs.Job
+	)
+	// The outcomes are recorded even as the worker stops.
+	ctx := context.WithoutCancel(b.ctx)
+	err := db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
+		var err error
+		if len(completions) > 0 {
+			if refusals, err = w.jobs.CompleteManyTx(ctx, tx, completions); err != nil {
+				return err
 			}
-			pending = append(pending, req)
-			if b.pendingHook != nil {
-				b.pendingHook(len(pending))
-			}
-		case <-freed:
-		case <-timer.C:
-		case <-b.stop:
-			// Flush what was accepted; the deferred Wait waits for the
-			// flushers still running.
-			for len(pending) > 0 {
-				n := min(len(pending), b.cfg.Max)
-				b.run(ctx, pending[:n])
-				pending = pending[n:]
-			}
+		}
+		if free == 0 {
+			return nil
+		}
+		// The claim under a savepoint: when Stop began while it ran (and may
+		// have released jobs it would take again), it is undone and the
+		// successes still commit.
+		sp, err := tx.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		if claimed, err = w.store.ClaimQueueTx(ctx, sp, b.q.name, free, w.decoders, w.leases); err != nil {
+			return err
+		}
+		if w.quitting() {
+			claimed = nil
+			return sp.Rollback(ctx)
+		}
+		return sp.Commit(ctx)
+	})
+	if err != nil {
+		claimed = nil // rolled back with the transaction
+	}
+	for range free - len(claimed) {
+		<-b.q.slots
+	}
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range pending {
+		w.settled(p, refusals[i])
+	}
+	b.pending = nil
+	return claimed, nil
+}
+
+// settleAlone records each pending success in a transaction of its own,
+// after the batch's transaction failed: a success already recorded is then
+// a quiet no-op.
+func (b *batch) settleAlone() {
+	for _, p := range b.pending {
+		_, err := b.w.jobs.Complete(context.WithoutCancel(b.ctx), p.success.Lease, p.success.Result, nil)
+		if err != nil && !isRefusal(err) {
+			p.event.Type, p.event.Err = EventError, err
+			b.w.emit(p.event)
+			b.w.log.WarnContext(b.ctx, "docket worker: recording a success failed; the lease will expire", "job", p.job.ID, "err", err)
+			continue
+		}
+		b.w.settled(p, err)
+	}
+	b.pending = nil
+}
+
+// settled emits the event of a recorded success, or of its refusal.
+func (w *Client) settled(p outcome, refusal error) {
+	e := p.event
+	if refusal != nil {
+		e.Type, e.Err = EventLeaseLost, refusal
+		w.log.WarnContext(context.Background(), "docket worker: success refused", "job", p.job.ID, "kind", p.job.Kind, "err", refusal)
+	} else {
+		e.Type, e.State = EventSucceeded, string(jobs.Succeeded)
+	}
+	w.emit(e)
+}
+
+// start runs claimed job j's handler in a goroutine of its own.
+func (b *batch) start(j jobs.Job) {
+	b.inflight++
+	go func() {
+		o := b.w.run(b.ctx, j)
+		<-b.q.slots
+		b.done <- o
+	}()
+}
+
+// drain takes the outcomes of handlers that have finished, without waiting.
+func (b *batch) drain() {
+	for {
+		select {
+		case o := <-b.done:
+			b.finished(o)
+		default:
 			return
 		}
 	}
 }
 
-// run flushes batch and answers each request.
-func (b *batcher[In, Out]) run(ctx context.Context, batch []batchRequest[In, Out]) {
-	in := make([]In, len(batch))
-	for i, r := range batch {
-		in[i] = r.in
-	}
-	out, err := b.flush(ctx, in)
-	if err == nil && len(out) != len(in) {
-		err = errBatchShape
-	}
-	for i, r := range batch {
-		if err != nil {
-			r.reply <- batchReply[Out]{err: err}
-			continue
+func (b *batch) finished(o outcome) {
+	b.inflight--
+	if o.success != nil {
+		if len(b.pending) == 0 {
+			b.first = time.Now()
 		}
-		r.reply <- batchReply[Out]{out: out[i]}
+		b.pending = append(b.pending, o)
 	}
 }
+
+// wait blocks until a handler finishes, work arrives, the window closes,
+// the poll interval passes or the worker stops.
+func (b *batch) wait(window bool, idleSince time.Time, wake <-chan struct{}) {
+	w := b.w
+	d := w.cfg.PollInterval
+	if window {
+		d = min(d, w.cfg.Batch.Window-time.Since(b.first))
+	} else if b.inflight == 0 {
+		d = min(d, w.cfg.Batch.Idle-time.Since(idleSince))
+	}
+	if b.ctx.Err() != nil || w.quitting() {
+		// Stopping: only the handlers still running matter.
+		if b.inflight > 0 {
+			b.finished(<-b.done)
+		}
+		return
+	}
+	t := time.NewTimer(max(d, 0))
+	defer t.Stop()
+	select {
+	case o := <-b.done:
+		b.finished(o)
+	case <-wake:
+	case <-t.C:
+	case <-w.quit:
+	case <-b.ctx.Done():
+	}
+}
+
+// pause waits d, or less when a handler finishes or the worker stops.
+func (b *batch) pause(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case o := <-b.done:
+		b.finished(o)
+	case <-t.C:
+	case <-b.w.quit:
+	}
+}
+
+// queueOf returns the state of served queue name, or nil.
+func (w *Client) queueOf(name string) *queueState { return w.queueStates[name] }
+
+// moreBatches asks River for another batch of q when fewer than its maximum
+// run here and none asked for is still waiting to start (a request not
+// started within a second, perhaps taken by another process, is made
+// again).
+func (w *Client) moreBatches(q *queueState) {
+	if w.quitting() {
+		return
+	}
+	q.mu.Lock()
+	if q.running >= q.maxBatches || (!q.insertedAt.IsZero() && time.Since(q.insertedAt) < time.Second) {
+		q.mu.Unlock()
+		return
+	}
+	q.insertedAt = time.Now()
+	q.mu.Unlock()
+	_, err := w.river.Insert(context.Background(), batchArgs{Queue: q.name},
+		&river.InsertOpts{Queue: q.name, MaxAttempts: batchMaxAttempts})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		q.mu.Lock()
+		q.insertedAt = time.Time{}
+		q.mu.Unlock()
+		w.emit(Event{Type: EventError, Err: err})
+		w.log.WarnContext(context.Background(), "docket worker: starting a batch failed", "queue", q.name, "err", err)
+	}
+}
+
+// batchMaxAttempts bounds River's retries of one batch: they cover
+// infrastructure failures only (the database unreachable, say); docket's own
+// attempts are the jobs'.
+const batchMaxAttempts = 25

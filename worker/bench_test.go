@@ -38,13 +38,13 @@ import (
 
 var (
 	benchJobs         = flag.Int("docket.bench.jobs", 100_000, "backlog of BenchmarkBurnDown, per side")
-	benchWorkers      = flag.Int("docket.bench.workers", 200, "River MaxWorkers of both sides of BenchmarkBurnDown")
+	benchWorkers      = flag.Int("docket.bench.workers", 200, "handlers at once on both sides of BenchmarkBurnDown: River's MaxWorkers, docket's Queues")
 	benchConns        = flag.Int("docket.bench.conns", 40, "pool size of both sides of BenchmarkBurnDown")
-	benchClaimMax     = flag.Int("docket.bench.batch", 0, "docket claim and completion batch (0: the default)")
+	benchClaimMax     = flag.Int("docket.bench.batch", 0, "docket Batching.Max: jobs per batch (0: the default)")
 	benchWindow       = flag.Duration("docket.bench.window", 0, "docket batch window")
 	benchCooldownFlag = flag.Duration("docket.bench.cooldown", 0, "FetchCooldown of BenchmarkStartLatency (0: the default)")
 	benchAblate       = flag.String("docket.bench.ablate", "", "for attribution only: comma-separated triggers of docket.jobs to disable in the benchmark's database (jobs_guard, jobs_record_update)")
-	benchFlushers     = flag.Int("docket.bench.flushers", 0, "docket flushers per batcher (0: the default)")
+	benchInsert       = flag.Bool("docket.bench.insert", false, "BenchmarkBurnDown handlers each INSERT one row (outside the completion), on both sides")
 	benchPollFlag     = flag.Duration("docket.bench.poll", 0, "FetchPollInterval of BenchmarkStartLatency (0: the default)")
 )
 
@@ -62,12 +62,16 @@ func (noopArgs) Kind() string { return "bench_noop" }
 
 type noopWorker struct {
 	river.WorkerDefaults[noopArgs]
-	done *atomic.Int64
-	all  chan struct{}
-	n    int64
+	done   *atomic.Int64
+	all    chan struct{}
+	n      int64
+	effect func(ctx context.Context, n int) error
 }
 
-func (w *noopWorker) Work(context.Context, *river.Job[noopArgs]) error {
+func (w *noopWorker) Work(ctx context.Context, j *river.Job[noopArgs]) error {
+	if err := w.effect(ctx, j.Args.N); err != nil {
+		return err
+	}
 	if w.done.Add(1) == w.n {
 		close(w.all)
 	}
@@ -95,8 +99,27 @@ func BenchmarkBurnDown(b *testing.B) {
 	}
 	client, err := worker.NewClient(pool, worker.Config{Project: project, Actor: app}) // insert-only
 	require.NoError(b, err)
+	// What a handler does: nothing, or one INSERT of its own (the realistic
+	// job), on either side.
+	effect := func(context.Context, int) error { return nil }
+	if *benchInsert {
+		_, err := e.Pool.Exec(ctx, `CREATE TABLE public.bench_effects (side text NOT NULL, n integer NOT NULL, at timestamptz NOT NULL DEFAULT now());
+			GRANT INSERT ON public.bench_effects TO docket_app`)
+		require.NoError(b, err)
+		effect = func(ctx context.Context, n int) error {
+			_, err := pool.Exec(ctx, `INSERT INTO public.bench_effects (side, n) VALUES ('x', $1)`, n)
+			return err
+		}
+	}
 
 	var docketTime, riverTime time.Duration
+	var docketWAL, riverWAL int64
+	// walBytes is the WAL Postgres has written so far, for WAL bytes per job.
+	walBytes := func() int64 {
+		var n int64
+		require.NoError(b, pool.QueryRow(ctx, `SELECT pg_current_wal_lsn() - '0/0'`).Scan(&n))
+		return n
+	}
 	for b.Loop() {
 		// docket: enqueue the backlog, then run it down.
 		specs := make([]jobs.Spec, n)
@@ -111,8 +134,10 @@ func BenchmarkBurnDown(b *testing.B) {
 		var done atomic.Int64
 		all := make(chan struct{})
 		reg := worker.NewRegistry()
-		require.NoError(b, worker.Handle(reg, noopKind, func(context.Context, *jobs.Typed[noopArgs]) error { return nil }))
-		batch := worker.Batching{Max: *benchClaimMax, Window: *benchWindow, Flushers: *benchFlushers}
+		require.NoError(b, worker.Handle(reg, noopKind, func(ctx context.Context, j *jobs.Typed[noopArgs]) error {
+			return effect(ctx, j.Args.N)
+		}))
+		batch := worker.Batching{Max: *benchClaimMax, Window: *benchWindow}
 		w, err := worker.NewClient(pool, worker.Config{
 			Actor: app, Registry: reg, Deployment: "bench", Logger: testLogger,
 			Queues:        map[string]int{jobs.DefaultQueue: *benchWorkers},
@@ -125,17 +150,19 @@ func BenchmarkBurnDown(b *testing.B) {
 			},
 		})
 		require.NoError(b, err)
+		wal := walBytes()
 		began := time.Now()
 		require.NoError(b, w.Start(ctx))
 		waitAll(b, all)
 		docketTime += time.Since(began)
+		docketWAL += walBytes() - wal
 		require.NoError(b, w.Stop(ctx))
 
 		// River: the same backlog of no-ops.
 		rdone := &atomic.Int64{}
 		rall := make(chan struct{})
 		workers := river.NewWorkers()
-		river.AddWorker(workers, &noopWorker{done: rdone, all: rall, n: int64(n)})
+		river.AddWorker(workers, &noopWorker{done: rdone, all: rall, n: int64(n), effect: effect})
 		rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 			Schema: db.Schema, Logger: testLogger, Workers: workers,
 			Queues:        map[string]river.QueueConfig{"bench": {MaxWorkers: *benchWorkers}},
@@ -150,10 +177,12 @@ func BenchmarkBurnDown(b *testing.B) {
 			_, err := rc.InsertManyFastTx(ctx, tx, params)
 			return err
 		}))
+		wal = walBytes()
 		began = time.Now()
 		require.NoError(b, rc.Start(ctx))
 		waitAll(b, rall)
 		riverTime += time.Since(began)
+		riverWAL += walBytes() - wal
 		require.NoError(b, rc.Stop(ctx))
 	}
 	d := float64(n*b.N) / docketTime.Seconds()
@@ -161,6 +190,8 @@ func BenchmarkBurnDown(b *testing.B) {
 	b.ReportMetric(d, "docket_jobs/s")
 	b.ReportMetric(r, "river_jobs/s")
 	b.ReportMetric(d/r, "ratio")
+	b.ReportMetric(float64(docketWAL)/float64(n*b.N), "docket_wal_B/job")
+	b.ReportMetric(float64(riverWAL)/float64(n*b.N), "river_wal_B/job")
 }
 
 func waitAll(b *testing.B, all chan struct{}) {
@@ -173,8 +204,8 @@ func waitAll(b *testing.B, all chan struct{}) {
 }
 
 // BenchmarkStartLatency measures, at low load, how long a job takes from
-// the commit of its enqueue to its handler starting: River's LISTEN/NOTIFY
-// path wakes the worker, which claims the job through the group commit. One
+// the commit of its enqueue to its handler starting: the enqueue's
+// notification wakes the queue's waiting batch, which claims the job. One
 // job at a time; it reports the median and the 99th percentile.
 //
 //	go test -run XXX -bench BenchmarkStartLatency -benchtime 500x ./worker/

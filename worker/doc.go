@@ -1,10 +1,11 @@
 // Package worker runs Go handlers for docket jobs on River: docket's pump.
 //
 // One [Client], made with [NewClient], enqueues and runs, as a River client
-// does. Enqueueing, each job goes into docket.jobs and, in the same
-// transaction (usually the caller's, beside its business writes), a River
-// dispatch that carries the job's id to a running client once the job is
-// due. Committed, the job will run; rolled back, neither exists.
+// does. Enqueueing writes the job into docket.jobs, in the caller's
+// transaction when it gives one (beside its business writes): committed, the
+// job will run; rolled back, it never existed. Its commit notifies the
+// workers of its queue ([NotifyChannel]), whatever path made it — this
+// client, package jobs, plain SQL, a case's continuation, a schedule.
 //
 // Started, a [Client] serves queues with the handlers of a [Registry],
 // registered per kind with [Handle] or [HandleResult] (a client without
@@ -15,36 +16,36 @@
 //		return send(ctx, job.Args)
 //	})
 //
-// For each dispatch the worker claims the job with a lease (many dispatches'
-// claims in one statement and one commit), runs the handler while a heartbeat
-// renews the lease, and records the outcome through the job protocol:
+// River runs batches ([BatchKind]): each claims up to [Batching.Max] due
+// jobs of one queue in one statement, runs their handlers at once while
+// heartbeats renew their leases, and records the outcomes through the job
+// protocol:
 //
-//   - nil: succeeded (grouped with other successes in one commit); a
-//     [ResultFunc] may return writes that commit with the success or not at
-//     all;
+//   - nil: succeeded, recorded with the batch's other successes in one
+//     statement, in the transaction of its next claim; a [ResultFunc] may
+//     return writes that commit with the success or not at all;
 //   - a plain error, or a panic (its stack kept in the diagnostic): retryable,
-//     queued again after the job's backoff, with a new dispatch in the same
-//     transaction, or dead once its attempts are spent;
+//     queued again after the job's backoff, or dead once its attempts are
+//     spent;
 //   - [Fail] with [jobs.ClassPermanent]: failed; with [jobs.ClassUncertain]:
 //     uncertain, for an operator to reconcile (retried instead when the job
 //     is repeatable); [RetryAfter]: retryable after the given wait.
 //
 // The job's own attempts and backoff govern retries; River's retries of a
-// dispatch cover only failures to reach the database. A handler whose lease
-// is lost (the job was cancelled, or its lease expired and was taken over)
-// has its context cancelled within one heartbeat, and its outcome is refused.
-// A job whose payload schema no handler decodes is never handed to a handler:
-// it stays queued, listed in docket.jobs_undecodable.
+// batch cover only failures to reach the database. A handler whose lease is
+// lost (the job was cancelled, or its lease expired and was taken over) has
+// its context cancelled within one heartbeat, and its outcome is refused. A
+// job whose payload schema no handler decodes is never claimed: it stays
+// queued, listed in docket.jobs_undecodable.
 //
 // Sweeps run as River periodic jobs on the elected leader, each a bounded
 // batch in a transaction of its own, safe with several processes: expired
-// leases ([SweepLeases]) and jobs no dispatch carries, such as jobs enqueued
-// by SQL ([SweepDispatch]). Other packages add theirs through
+// leases ([SweepLeases]), and those other packages add through
 // [Config.Sweeps].
 //
-// [Client.Stop] stops fetching, waits for running handlers until its context
-// ends, then cancels them and gives their leases back (attempts kept, the
-// jobs dispatched again), so no job stays claimed by a worker that stopped.
+// [Client.Stop] stops claiming, waits for running handlers until its context
+// ends, then cancels them and gives their leases back (attempts kept), so no
+// job stays claimed by a worker that stopped.
 //
 // The worker writes only job delivery, lease and result facts, and the
 // sweeps' deadline transitions: it never imports the coordination layer

@@ -1,9 +1,6 @@
 package worker
 
-import (
-	"errors"
-	"time"
-)
+import "time"
 
 // EventType says what an [Event] reports.
 type EventType string
@@ -22,18 +19,8 @@ const (
 	// and its outcome, Err, was refused ([db.ErrStaleClaim]).
 	EventLeaseLost EventType = "lease_lost"
 	// EventReleased: the worker stopped while the handler ran; the lease
-	// was given back, the attempt kept, and the job dispatched again.
+	// was given back and the attempt kept: the job is queued again.
 	EventReleased EventType = "released"
-	// EventRefused: the job's payload schema is not one this worker
-	// decodes; the handler never ran and the job stays queued, listed in
-	// docket.jobs_undecodable.
-	EventRefused EventType = "refused"
-	// EventSkipped: a dispatch found its job not claimable (finished,
-	// cancelled, held by another lease, not visible to the worker's actor)
-	// and was dropped without running anything.
-	EventSkipped EventType = "skipped"
-	// EventSnoozed: a dispatch found its job not yet due and waits.
-	EventSnoozed EventType = "snoozed"
 	// EventSweep: a sweep ran one batch; Count is how many items it moved.
 	EventSweep EventType = "sweep"
 	// EventError: something failed that the worker will retry (the database
@@ -55,8 +42,3 @@ type Event struct {
 	Duration time.Duration // for outcomes: how long the handler ran
 	Err      error
 }
-
-var (
-	errStopped    = errors.New("worker: stopped")
-	errBatchShape = errors.New("worker: a batch answered a different number of results than it was given")
-)

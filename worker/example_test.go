@@ -51,7 +51,7 @@ func Example() {
 		if err != nil {
 			return err
 		}
-		_, err = client.EnqueueTx(ctx, tx, spec) // the job and its dispatch commit with the order
+		_, err = client.EnqueueTx(ctx, tx, spec) // the job commits with the order, and its commit notifies the workers
 		return err
 	})
 	if err != nil {

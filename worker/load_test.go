@@ -12,9 +12,10 @@ import (
 )
 
 // TestTenThousandJobsThroughTwoWorkers burns down 10,000 jobs with two
-// workers serving one queue: every job ends succeeded exactly once in the
-// docket record, no River dispatch is left unfinalized, and no docket job is
-// left claimed.
+// workers serving one queue, started together: every job ends succeeded
+// exactly once in the docket record, after one attempt, both workers ran
+// some, no docket job is left claimed, no job has a River row of its own and
+// no batch is left unfinished.
 func TestTenThousandJobsThroughTwoWorkers(t *testing.T) {
 	t.Parallel()
 	const n = 10_000
@@ -37,17 +38,22 @@ func TestTenThousandJobsThroughTwoWorkers(t *testing.T) {
 
 	rec := newRecorder()
 	succeeded := func(ev worker.Event) bool { return ev.Type == worker.EventSucceeded }
-	tune := func(cfg *worker.Config) { cfg.Queues = map[string]int{jobs.DefaultQueue: 50} }
-	w1 := startWorker(t, e, reg, rec, tune)
-	w2 := startWorker(t, e, reg, rec, tune)
-	rec.waitN(t, n, succeeded)
-	stop := func(w *worker.Client) {
-		sctx, cancel := context.WithTimeout(ctx, waitLimit)
-		defer cancel()
-		require.NoError(t, w.Stop(sctx))
+	var byWorker [2]atomic.Int64
+	ws := make([]*worker.Client, 2)
+	for i := range ws {
+		ws[i] = newWorker(t, e, reg, nil, func(cfg *worker.Config) {
+			cfg.Queues = map[string]int{jobs.DefaultQueue: 50}
+			cfg.OnEvent = func(ev worker.Event) {
+				if succeeded(ev) {
+					byWorker[i].Add(1)
+				}
+				rec.add(ev)
+			}
+		})
 	}
-	stop(w1)
-	stop(w2)
+	startTogether(t, ws...)
+	rec.waitN(t, n, succeeded)
+	stopTogether(t, ws...)
 
 	require.EqualValues(t, n, runs.Load(), "each handler ran once")
 	for i := 1; i <= n; i++ {
@@ -68,13 +74,15 @@ func TestTenThousandJobsThroughTwoWorkers(t *testing.T) {
 	require.NoError(t, e.Pool.QueryRow(ctx, `
 		SELECT count(*) FROM docket.job_events WHERE to_state = 'succeeded'`).Scan(&events))
 	require.Equal(t, n, events, "one succeeded event per job")
+	var attempts int
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT sum(attempts) FROM docket.jobs`).Scan(&attempts))
+	require.Equal(t, n, attempts, "one attempt per job")
+	require.Equal(t, int64(n), byWorker[0].Load()+byWorker[1].Load())
+	t.Logf("successes by worker: %d and %d", byWorker[0].Load(), byWorker[1].Load())
+	require.NotZero(t, byWorker[0].Load(), "the first worker ran jobs")
+	require.NotZero(t, byWorker[1].Load(), "the second worker ran jobs")
+	require.Zero(t, perJobRiverRows(t, e.Pool), "no job has a River row of its own")
 	require.NoError(t, e.Pool.QueryRow(ctx, `
-		SELECT count(*) FROM docket.river_job
-		WHERE kind = 'docket.dispatch' AND finalized_at IS NULL`).Scan(&live))
-	require.Zero(t, live, "no dispatch left unfinalized")
-	// Both workers did work.
-	var claimants int
-	require.NoError(t, e.Pool.QueryRow(ctx, `
-		SELECT count(DISTINCT attempted_by) FROM docket.river_job WHERE kind = 'docket.dispatch'`).Scan(&claimants))
-	require.Equal(t, 2, claimants, "both workers ran dispatches")
+		SELECT count(*) FROM docket.river_job WHERE kind = $1 AND state = 'running'`, worker.BatchKind).Scan(&live))
+	require.Zero(t, live, "no batch is left running")
 }

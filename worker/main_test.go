@@ -113,11 +113,20 @@ func is(typ worker.EventType, id int64) func(worker.Event) bool {
 // clock, and stops it when the test ends.
 func startWorker(t testing.TB, e env, reg *worker.Registry, rec *recorder, tune func(*worker.Config)) *worker.Client {
 	t.Helper()
+	w := newWorker(t, e, reg, rec, tune)
+	testkit.Start(t, w)
+	return w
+}
+
+// newWorker returns a client, not started, that would run reg's handlers as
+// app on e's pool and clock, reporting to rec when that is not nil.
+func newWorker(t testing.TB, e env, reg *worker.Registry, rec *recorder, tune func(*worker.Config)) *worker.Client {
+	t.Helper()
 	cfg := worker.Config{
 		Actor: app, Registry: reg, Clock: e.Clock, Deployment: "test",
 		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
-		SweepEvery: 50 * time.Millisecond,
-		Logger:     testLogger,
+		SweepEvery: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond,
+		Logger: testLogger,
 	}
 	if rec != nil {
 		cfg.OnEvent = rec.add
@@ -127,8 +136,57 @@ func startWorker(t testing.TB, e env, reg *worker.Registry, rec *recorder, tune 
 	}
 	w, err := worker.NewClient(e.API, cfg)
 	require.NoError(t, err)
-	testkit.Start(t, w)
 	return w
+}
+
+// notifiedOnly makes a worker that finds new jobs through their
+// notifications only: its poll, and its batches' idle end, are an hour away,
+// beyond any test's wait.
+func notifiedOnly(cfg *worker.Config) {
+	cfg.PollInterval, cfg.Batch.Idle = time.Hour, time.Hour
+}
+
+// waitListening waits until w listens for new jobs.
+func waitListening(t testing.TB, w *worker.Client) {
+	t.Helper()
+	select {
+	case <-worker.Listening(w):
+	case <-time.After(waitLimit):
+		t.Fatalf("the worker did not listen on %s within %v", worker.NotifyChannel, waitLimit)
+	}
+}
+
+// perJobRiverRows counts River jobs other than the worker's batches and
+// sweep runs: none, since a docket job has no River row of its own.
+func perJobRiverRows(t testing.TB, q db.DBTX) int {
+	t.Helper()
+	var n int
+	require.NoError(t, q.QueryRow(context.Background(), `SELECT count(*) FROM docket.river_job
+		WHERE kind <> $1 AND kind <> 'docket.sweep'`, worker.BatchKind).Scan(&n))
+	return n
+}
+
+// startTogether starts ws at once, from goroutines released together, and
+// stops each when the test ends.
+func startTogether(t testing.TB, ws ...*worker.Client) {
+	t.Helper()
+	start := make(chan struct{})
+	errs := make(chan error, len(ws))
+	for _, w := range ws {
+		t.Cleanup(func() { // stopping a client that did not start is a no-op
+			ctx, cancel := context.WithTimeout(context.Background(), testkit.StopTimeout)
+			defer cancel()
+			_ = w.Stop(ctx)
+		})
+		go func() {
+			<-start
+			errs <- w.Start(context.Background())
+		}()
+	}
+	close(start)
+	for range ws {
+		require.NoError(t, <-errs)
+	}
 }
 
 // testLogger shows the workers' warnings and errors only.

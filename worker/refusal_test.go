@@ -3,8 +3,8 @@ package worker_test
 // Refusals: bad input to the worker package gets a typed error and changes
 // nothing. Construction refuses what it will not run (naming the option), a
 // registry refuses what it will not hold and stays as it was, an enqueue
-// refuses what it will not dispatch and leaves no job, no event and no River
-// dispatch behind, and a worker without job.claim runs nothing. A client
+// refuses what it will not run and leaves no job, no event and no River row
+// behind, and a worker without job.claim runs nothing. A client
 // without handlers is insert-only: it refuses the options that shape running,
 // and Start; a client without a project refuses to enqueue.
 
@@ -29,7 +29,7 @@ import (
 )
 
 // wrfSnapshot renders every job, job event and River job, to show that a
-// refusal changed nothing, River's dispatches included.
+// refusal changed nothing, River's table included.
 func wrfSnapshot(t testing.TB, q db.DBTX) string {
 	t.Helper()
 	return testkit.Snapshot(t, q, "docket.jobs", "docket.job_events", "docket.river_job")
@@ -44,14 +44,6 @@ func wrfRefused(t *testing.T, err, want error, mention string) {
 	require.ErrorAs(t, err, &typed, "a refusal is a *db.Error")
 	if mention != "" {
 		require.Contains(t, strings.ToLower(err.Error()), strings.ToLower(mention), "the refusal names what is wrong")
-	}
-}
-
-// wrfHandler is a handler that counts its runs.
-func wrfHandler(runs *atomic.Int32) worker.HandlerFunc[Invoice] {
-	return func(context.Context, *jobs.Typed[Invoice]) error {
-		runs.Add(1)
-		return nil
 	}
 }
 
@@ -254,9 +246,16 @@ func TestNewClientRefusesInvalidRunConfig(t *testing.T) {
 		{"heartbeat negative", e.Pool, with(func(c *worker.Config) { c.Heartbeat = -0.5 }), "heartbeat"},
 		{"batch of 1001", e.Pool, with(func(c *worker.Config) { c.Batch.Max = jobs.MaxClaimBatch + 1 }), "batch"},
 		{"batch of -1", e.Pool, with(func(c *worker.Config) { c.Batch.Max = -1 }), "batch"},
+		{"batch of MinInt", e.Pool, with(func(c *worker.Config) { c.Batch.Max = math.MinInt }), "batch"},
 		{"batch window 101ms", e.Pool, with(func(c *worker.Config) { c.Batch.Window = 101 * time.Millisecond }), "batch window"},
-		{"65 batch flushers", e.Pool, with(func(c *worker.Config) { c.Batch.Flushers = 65 }), "flushers"},
-		{"-1 batch flushers", e.Pool, with(func(c *worker.Config) { c.Batch.Flushers = -1 }), "flushers"},
+		{"batch window 1h", e.Pool, with(func(c *worker.Config) { c.Batch.Window = time.Hour }), "batch window"},
+		{"batch idle 9ms", e.Pool, with(func(c *worker.Config) { c.Batch.Idle = 9 * time.Millisecond }), "batch idle"},
+		{"batch idle 1ns", e.Pool, with(func(c *worker.Config) { c.Batch.Idle = time.Nanosecond }), "batch idle"},
+		{"batch idle an hour and a millisecond", e.Pool, with(func(c *worker.Config) { c.Batch.Idle = time.Hour + time.Millisecond }), "batch idle"},
+		{"batch idle negative", e.Pool, with(func(c *worker.Config) { c.Batch.Idle = -time.Second }), "batch idle"},
+		{"poll interval 9ms", e.Pool, with(func(c *worker.Config) { c.PollInterval = 9 * time.Millisecond }), "poll interval"},
+		{"poll interval an hour and a millisecond", e.Pool, with(func(c *worker.Config) { c.PollInterval = time.Hour + time.Millisecond }), "poll interval"},
+		{"poll interval negative", e.Pool, with(func(c *worker.Config) { c.PollInterval = -time.Second }), "poll interval"},
 		{"sweep period 5ms", e.Pool, with(func(c *worker.Config) { c.SweepEvery = 5 * time.Millisecond }), "sweep period"},
 		{"sweep period 2h", e.Pool, with(func(c *worker.Config) { c.SweepEvery = 2 * time.Hour }), "sweep period"},
 		{"sweep period negative", e.Pool, with(func(c *worker.Config) { c.SweepEvery = -time.Second }), "sweep period"},
@@ -281,7 +280,6 @@ func TestNewClientRefusesInvalidRunConfig(t *testing.T) {
 			worker.Sweep{Name: "tasks.due", Func: noop}, worker.Sweep{Name: "tasks.due", Every: time.Minute, Func: noop},
 		)), "tasks.due"},
 		{"a sweep named like the lease sweep", e.Pool, with(sweeps(worker.Sweep{Name: worker.SweepLeases, Func: noop})), worker.SweepLeases},
-		{"a sweep named like the dispatch sweep", e.Pool, with(sweeps(worker.Sweep{Name: worker.SweepDispatch, Func: noop})), worker.SweepDispatch},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -313,11 +311,13 @@ func TestNewClientRefusesInvalidRunConfig(t *testing.T) {
 			with(func(c *worker.Config) {
 				c.Queues = map[string]int{"a": 1, "a-b_c": 10000, strings.Repeat("q", 63): 5}
 				c.Heartbeat, c.SweepEvery, c.SweepLimit = 0.05, 10*time.Millisecond, 1
-				c.Batch = worker.Batching{Max: 1, Window: -1, Flushers: 1}
+				c.Batch = worker.Batching{Max: 1, Window: -1, Idle: 10 * time.Millisecond}
+				c.PollInterval = 10 * time.Millisecond
 			}),
 			with(func(c *worker.Config) {
 				c.Heartbeat, c.SweepEvery, c.SweepLimit = 0.9, time.Hour, jobs.MaxSweepBatch
-				c.Batch = worker.Batching{Max: jobs.MaxClaimBatch, Window: 100 * time.Millisecond, Flushers: 64}
+				c.Batch = worker.Batching{Max: jobs.MaxClaimBatch, Window: 100 * time.Millisecond, Idle: time.Hour}
+				c.PollInterval = time.Hour
 				c.Sweeps = []worker.Sweep{
 					{Name: "a", Every: 10 * time.Millisecond, Func: noop},
 					{Name: "tasks.due-" + strings.Repeat("x", 53), Every: 24 * time.Hour, Func: noop},
@@ -398,8 +398,8 @@ func TestSweepRefusesAnUnknownName(t *testing.T) {
 	require.Equal(t, before, wrfSnapshot(t, e.Pool))
 }
 
-// wrfWorld is a database with one job enqueued, and dispatched, through the
-// worker's client, and clients that may not enqueue.
+// wrfWorld is a database with one job enqueued through the worker's client,
+// and clients that may not enqueue.
 type wrfWorld struct {
 	env
 	nobody    *worker.Client // no grant at all
@@ -424,7 +424,8 @@ func wrfSetup(t *testing.T) wrfWorld {
 	_, err := w.client.Enqueue(t.Context(), seed)
 	require.NoError(t, err)
 	w.before = wrfSnapshot(t, w.Pool)
-	require.Contains(t, w.before, worker.DispatchKind, "the seed carries a dispatch")
+	require.Contains(t, w.before, "seed-key", "the snapshot shows the seed")
+	require.Zero(t, perJobRiverRows(t, w.Pool), "the seed has no River row of its own")
 	return w
 }
 
@@ -474,10 +475,6 @@ func TestClientEnqueueRefusesWithoutWriting(t *testing.T) {
 		edit    func(s *jobs.Spec)
 		mention string
 	}{
-		{"queue with a doubled underscore", func(s *jobs.Spec) { s.Queue = "a__b" }, "a__b"},
-		{"queue with a trailing hyphen", func(s *jobs.Spec) { s.Queue = "a-" }, `"a-"`},
-		{"queue with a trailing underscore", func(s *jobs.Spec) { s.Queue = "fast_" }, "fast_"},
-		{"queue with a hyphen and an underscore", func(s *jobs.Spec) { s.Queue = "a-_b" }, "a-_b"},
 		{"queue with a capital", func(s *jobs.Spec) { s.Queue = "Fast" }, "queue"},
 		{"queue of 64 characters", func(s *jobs.Spec) { s.Queue = strings.Repeat("q", 64) }, "queue"},
 		{"empty kind", func(s *jobs.Spec) { s.Kind = "" }, "kind"},
@@ -556,54 +553,68 @@ func TestClientEnqueueRefusesWithoutWriting(t *testing.T) {
 		}
 	})
 
-	t.Run("control: a River-invalid queue is fine for an external job", func(t *testing.T) {
+	t.Run("control: good enqueues write their jobs and no River row", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
-		var dispatches int
-		count := func() int {
-			require.NoError(t, e.Pool.QueryRow(t.Context(), "SELECT count(*) FROM docket.river_job").Scan(&dispatches))
-			return dispatches
-		}
+		before := wrfSnapshot(t, e.Pool)
 		s := invoiceSpec(t, 9, "")
-		s.Queue, s.External = "a__b", true
+		s.Queue, s.External = "a__b", true // no worker serves it: an external executor does
 		enq, err := e.client.Enqueue(t.Context(), s)
 		require.NoError(t, err)
 		require.Equal(t, "a__b", enq.Job.Queue)
-		require.Zero(t, count(), "an external job gets no dispatch")
 		_, err = e.client.Enqueue(t.Context(), invoiceSpec(t, 10, ""))
 		require.NoError(t, err)
-		require.Equal(t, 1, count(), "a good enqueue writes a dispatch, which the snapshot would show")
+		require.NotEqual(t, before, wrfSnapshot(t, e.Pool), "a good enqueue shows in the snapshot")
+		var river int
+		require.NoError(t, e.Pool.QueryRow(t.Context(), "SELECT count(*) FROM docket.river_job").Scan(&river))
+		require.Zero(t, river, "enqueueing writes no River row: the job is its own record")
 	})
 }
 
+// TestUnauthorisedWorkerRunsNothing runs a worker whose actor holds job.claim
+// only in project beta over a queue holding a job of acme and, enqueued
+// after it, one of beta: the claim that takes beta's job passes acme's over,
+// and the worker's sweeps do nothing to it. An authorised worker then runs
+// it, and leaves beta's alone.
 func TestUnauthorisedWorkerRunsNothing(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	ctx := t.Context()
-	var runs atomic.Int32
-	reg := worker.NewRegistry()
-	require.NoError(t, worker.Handle(reg, invoiceKind, wrfHandler(&runs)))
-	// svc:stranger is a well-formed actor granted nothing on acme.
+	const beta = "beta"
+	// svc:stranger is a well-formed actor that may claim in beta only.
 	const stranger access.Actor = "svc:stranger"
+	k := testkit.Setup(t, ana, []string{project, beta}, testkit.Join(
+		testkit.Grants(app, project, access.JobCreate, access.JobClaim, access.JobCancel, access.JobReconcile),
+		testkit.Grants(app, beta, access.JobCreate),
+		testkit.Grants(stranger, beta, access.JobClaim),
+	)...)
+	e := env{Env: k, client: enqueuerAs(t, k.API, k.Clock, project, app)}
+	inBeta := enqueuerAs(t, k.API, k.Clock, beta, app)
+	ctx := t.Context()
+	var runs [3]atomic.Int32
+	reg := worker.NewRegistry()
+	require.NoError(t, worker.Handle(reg, invoiceKind, func(_ context.Context, j *jobs.Typed[Invoice]) error {
+		runs[j.Args.Order].Add(1)
+		return nil
+	}))
+
+	enq, err := e.client.Enqueue(ctx, invoiceSpec(t, 1, "acme's"))
+	require.NoError(t, err)
+	theirs, err := inBeta.Enqueue(ctx, invoiceSpec(t, 2, "beta's"))
+	require.NoError(t, err)
 	rec := newRecorder()
 	outsider := startWorker(t, e, reg, rec, func(c *worker.Config) { c.Actor = stranger })
-
-	enq, err := e.client.Enqueue(ctx, invoiceSpec(t, 1, ""))
+	rec.waitN(t, 1, is(worker.EventSucceeded, theirs.Job.ID))
+	// The sweeps run as the stranger too: run each once more, so that
+	// anything they would do to the job is done.
+	moved, err := outsider.Sweep(ctx, worker.SweepLeases)
 	require.NoError(t, err)
-	rec.waitN(t, 1, is(worker.EventSkipped, enq.Job.ID))
-	// The sweeps run as the stranger too: let each run once more after the
-	// skip, so that anything they would do to the job is done.
-	for _, name := range []string{worker.SweepDispatch, worker.SweepLeases} {
-		moved, err := outsider.Sweep(ctx, name)
-		require.NoError(t, err)
-		require.Zero(t, moved, "sweep %s finds nothing the stranger may claim", name)
-	}
-	require.NoError(t, outsider.Stop(ctx))
+	require.Zero(t, moved, "the lease sweep finds nothing the stranger may move")
+	sctx, cancel := context.WithTimeout(ctx, waitLimit)
+	defer cancel()
+	require.NoError(t, outsider.Stop(sctx))
 
-	require.Zero(t, runs.Load(), "the handler never ran")
-	require.Zero(t, rec.count(func(ev worker.Event) bool {
-		return ev.JobID == enq.Job.ID && ev.Type != worker.EventSkipped
-	}), "the job was only skipped")
+	require.Zero(t, runs[1].Load(), "the handler never ran acme's job")
+	require.EqualValues(t, 1, runs[2].Load())
+	require.Zero(t, rec.count(func(ev worker.Event) bool { return ev.JobID == enq.Job.ID }), "the stranger reported nothing of it")
 	got, err := e.client.Jobs().Get(ctx, enq.Job.ID)
 	require.NoError(t, err)
 	require.Equal(t, enq.Job, got, "the job is as it was enqueued")
@@ -612,16 +623,13 @@ func TestUnauthorisedWorkerRunsNothing(t *testing.T) {
 	var events int
 	require.NoError(t, e.Pool.QueryRow(ctx, "SELECT count(*) FROM docket.job_events WHERE job_id = $1", enq.Job.ID).Scan(&events))
 	require.Equal(t, 1, events, "only the enqueue is recorded")
-	var live bool
-	require.NoError(t, e.Pool.QueryRow(ctx, "SELECT docket.job_dispatch_live($1, NULL)", enq.Job.ID).Scan(&live))
-	require.False(t, live, "the dispatch the stranger could not claim was dropped")
 
-	// An authorised worker's dispatch sweep dispatches it again, and it runs.
+	// An authorised worker runs it, and not beta's job, finished already.
 	rec2 := newRecorder()
-	insider := startWorker(t, e, reg, rec2, nil)
-	_, err = insider.Sweep(ctx, worker.SweepDispatch)
-	require.NoError(t, err)
+	startWorker(t, e, reg, rec2, nil)
 	rec2.waitN(t, 1, is(worker.EventSucceeded, enq.Job.ID))
-	require.EqualValues(t, 1, runs.Load())
+	require.EqualValues(t, 1, runs[1].Load())
+	require.EqualValues(t, 1, runs[2].Load())
 	require.Equal(t, jobs.Succeeded, jobState(t, e.Pool, enq.Job.ID))
+	require.Zero(t, perJobRiverRows(t, e.Pool))
 }

@@ -203,3 +203,16 @@ func (r *Registry) Kinds() []string {
 	slices.Sort(out)
 	return out
 }
+
+// leases returns the handlers' leases, by kind, for those that set one.
+func (r *Registry) leases() map[string]time.Duration {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := map[string]time.Duration{}
+	for k, h := range r.handlers {
+		if h.opts.Lease != 0 {
+			out[k] = h.opts.Lease
+		}
+	}
+	return out
+}

@@ -28,19 +28,10 @@ func enqueueInvoices(t *testing.T, e env, n int) []int64 {
 	return ids
 }
 
-// liveDispatches counts River dispatches still to be worked.
-func liveDispatches(t *testing.T, e env) int {
-	t.Helper()
-	var n int
-	require.NoError(t, e.Pool.QueryRow(t.Context(), `SELECT count(*) FROM docket.river_job
-		WHERE kind = $1 AND state IN ('available', 'scheduled', 'pending', 'retryable')`, worker.DispatchKind).Scan(&n))
-	return n
-}
-
 // A worker stopped past its deadline cancels the handlers still running and
 // gives their leases back before Stop returns: no job stays claimed, each is
-// queued again with its attempt counted and a dispatch that carries it to the
-// next worker, where it runs.
+// queued again with its attempt counted, due at once, and the next worker
+// runs it.
 func TestStopPastDeadlineReleasesRunningJobs(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -76,7 +67,11 @@ func TestStopPastDeadlineReleasesRunningJobs(t *testing.T) {
 		require.False(t, j.AvailableAt.After(e.Clock.Now()), "job %d is claimable at once", id)
 		require.Contains(t, j.Diagnostic, "released")
 	}
-	require.Equal(t, inFlight, liveDispatches(t, e))
+	require.Zero(t, perJobRiverRows(t, e.Pool))
+	var batches int
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.river_job WHERE kind = $1 AND finalized_at IS NULL`,
+		worker.BatchKind).Scan(&batches))
+	require.Zero(t, batches, "the stopped worker's batch is over")
 
 	// The next worker runs them, each once more.
 	var runs atomic.Int32
@@ -154,5 +149,5 @@ func TestStopWithinDeadlineWaitsForHandlers(t *testing.T) {
 		require.Equal(t, jobs.Succeeded, j.State, "job %d", id)
 		require.Equal(t, 1, j.Attempts, "job %d", id)
 	}
-	require.Zero(t, liveDispatches(t, e))
+	require.Zero(t, perJobRiverRows(t, e.Pool))
 }

@@ -34,16 +34,17 @@ type Config struct {
 	Actor access.Actor
 	// Registry holds the handlers. Without one, or with none registered,
 	// the client is insert-only, as a River client without workers is: it
-	// enqueues and dispatches, and [Client.Start] refuses; the options
+	// enqueues, and [Client.Start] refuses; the options
 	// that shape running (Queues, Sweeps, SweepEvery, SweepLimit, OnEvent)
 	// must then be unset. New jobs of the registry's kinds take their
 	// handler's defaults: [HandlerOptions.Lease] when the spec sets no
 	// lease, and [HandlerOptions.Repeatable].
 	Registry *Registry
 	// Queues maps each docket queue the worker serves to how many handlers
-	// may run at once for it (River's MaxWorkers): 1..10000. Defaults to
-	// {"default": 100}. A queue must also be a valid River queue name (see
-	// [RiverQueue]); [SweepQueue] is reserved.
+	// may run at once for it in this process: 1..10000. Defaults to
+	// {"default": 100}. They run in batches of up to Batch.Max, each a River
+	// job of the River queue of that name, so a queue must also be a valid
+	// River queue name (see [RiverQueue]); [SweepQueue] is reserved.
 	Queues map[string]int
 	// Clock gives the instants the worker passes to the database. Defaults
 	// to [db.SystemClock].
@@ -56,12 +57,15 @@ type Config struct {
 	// it: 0.05 .. 0.9. Defaults to 1/3, so two renewals may fail before the
 	// lease expires.
 	Heartbeat float64
-	// Batch shapes the group commit in which claims and successes without
-	// writes are recorded: many handlers' requests in one transaction. See
-	// [Batching] for the defaults.
+	// Batch shapes the batches in which jobs are claimed, run and their
+	// successes recorded. See [Batching] for the defaults.
 	Batch Batching
-	// SweepEvery is how often the built-in sweeps (lease expiry, dispatch)
-	// run: 10 ms .. 1 h. Defaults to 1 s.
+	// PollInterval is how often the worker looks for due jobs whatever it
+	// was notified of: the most a job whose retry wait has ended, or whose
+	// notification was lost, waits. 10 ms .. 1 h. Defaults to 1 s.
+	PollInterval time.Duration
+	// SweepEvery is how often the built-in lease sweep runs: 10 ms .. 1 h.
+	// Defaults to 1 s.
 	SweepEvery time.Duration
 	// SweepLimit is the most items one sweep run moves: 1..10000. Defaults
 	// to 1000.
@@ -74,15 +78,12 @@ type Config struct {
 	// given back. Defaults to 10 s.
 	ReleaseTimeout time.Duration
 	// FetchCooldown is the least time between two of River's fetches of
-	// dispatches (see river.Config): at low load, about how long a new job
-	// waits before its handler starts, since River's insert notification
-	// fetches only once the cooldown after the previous fetch has passed.
-	// 1 ms .. FetchPollInterval. Defaults to 50 ms (River's own default is
-	// 100 ms).
+	// batches (see river.Config). Defaults to 10 ms. Batches are few and
+	// long-lived, so this matters only when a queue has had no batch for
+	// Batch.Idle.
 	FetchCooldown time.Duration
-	// FetchPollInterval is how often River looks for dispatches however it
-	// was notified: the most a new job waits at low load. Defaults to
-	// 100 ms (River's own default is 1 s).
+	// FetchPollInterval is how often River looks for batches to start
+	// however it was notified. Defaults to 1 s.
 	FetchPollInterval time.Duration
 	// Logger receives the worker's structured logs and River's. Defaults to
 	// slog.Default() for the worker's and warnings and errors only for
@@ -95,13 +96,12 @@ type Config struct {
 }
 
 // Client enqueues jobs for workers and runs the handlers of a [Registry] for
-// them, through River. Enqueueing writes each job with, in the same
-// transaction, a River dispatch that carries it to a running client once it
-// is due (jobs for external executors get none: they wait for
-// [jobs.Client.Claim]). Running, each dispatch claims its job (claims
-// grouped into one statement), runs the handler while a heartbeat renews the
-// lease, and records the outcome (successes grouped too); the client also
-// runs the sweeps. Create it with [NewClient], then [Client.Start] and
+// them, through River. Enqueueing writes the job only; its commit notifies
+// the workers of its queue. Running, the client runs batches as River jobs:
+// each claims up to [Batching.Max] due jobs of one queue in one statement,
+// runs their handlers at once while heartbeats renew their leases, and
+// records their successes in one statement, with the next claim; the client
+// also runs the sweeps. Create it with [NewClient], then [Client.Start] and
 // [Client.Stop]. Several clients, in one process or many, may serve the same
 // queues. It is safe for concurrent use.
 type Client struct {
@@ -113,16 +113,30 @@ type Client struct {
 	runs     bool // the registry has handlers: Start may run them
 	log      *slog.Logger
 	decoders []jobs.Decoder
+	leases   map[string]time.Duration // the handlers' leases, by kind
 	queues   []string
 	sweeps   map[string]Sweep
 
-	ledger      *batcher[ledgerOp, ledgerAnswer]
-	batchCtx    context.Context
-	batchCancel context.CancelFunc
+	queueStates map[string]*queueState
+	wakeCancel  context.CancelFunc
+	wakeDone    chan struct{}
+	listening   chan struct{} // closed once the worker listens for new jobs
+	listenOnce  sync.Once
 
-	stopping atomic.Bool // Stop's deadline passed: handlers are being cancelled
+	quit     chan struct{} // closed when Stop begins: batches claim no more
+	stopping atomic.Bool   // Stop's deadline passed: handlers are being cancelled
 	started  atomic.Bool
 	stopOnce sync.Once
+}
+
+// quitting reports whether Stop has begun.
+func (w *Client) quitting() bool {
+	select {
+	case <-w.quit:
+		return true
+	default:
+		return false
+	}
 }
 
 // NewClient returns a client on pool; River's driver needs a *pgxpool.Pool.
@@ -160,9 +174,12 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 		return &Client{cfg: cfg, pool: pool, jobs: jc, river: rc, log: log}, nil
 	}
 	w := &Client{cfg: cfg, pool: pool, jobs: jc, store: jobclaim.Of[jobs.Job, jobs.Decoder](jc), runs: true, log: log,
-		decoders: cfg.Registry.decoders(), sweeps: map[string]Sweep{}}
-	for q := range cfg.Queues {
+		decoders: cfg.Registry.decoders(), leases: cfg.Registry.leases(), sweeps: map[string]Sweep{},
+		queueStates: map[string]*queueState{}, listening: make(chan struct{}), quit: make(chan struct{})}
+	for q, n := range cfg.Queues {
 		w.queues = append(w.queues, q)
+		w.queueStates[q] = &queueState{name: q, slots: make(chan struct{}, n), maxBatches: (n + cfg.Batch.Max - 1) / cfg.Batch.Max,
+			wake: make(chan struct{})}
 	}
 	for _, s := range w.builtinSweeps() {
 		w.sweeps[s.Name] = s
@@ -181,15 +198,15 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	}
 
 	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, &dispatchWorker{w: w}); err != nil {
+	if err := river.AddWorkerSafely(workers, &batchWorker{w: w}); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	if err := river.AddWorkerSafely(workers, &sweepWorker{w: w}); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	queues := map[string]river.QueueConfig{SweepQueue: {MaxWorkers: 2}}
-	for q, n := range cfg.Queues {
-		queues[q] = river.QueueConfig{MaxWorkers: n}
+	for q, st := range w.queueStates {
+		queues[q] = river.QueueConfig{MaxWorkers: st.maxBatches}
 	}
 	var periodic []*river.PeriodicJob
 	for _, s := range w.sweeps {
@@ -207,7 +224,7 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 		PeriodicJobs:         periodic,
 		JobTimeout:           -1, // handlers are bounded by their own Timeout and lease
 		RescueStuckJobsAfter: jobs.MaxLease + time.Hour,
-		MaxAttempts:          dispatchMaxAttempts,
+		MaxAttempts:          batchMaxAttempts,
 		FetchCooldown:        cfg.FetchCooldown,
 		FetchPollInterval:    cfg.FetchPollInterval,
 	})
@@ -291,14 +308,20 @@ func (cfg Config) withDefaults() (Config, error) {
 	if b := cfg.Batch; b.Max < 1 || b.Max > jobs.MaxClaimBatch {
 		return bad("batch of %d is outside 1..%d", b.Max, jobs.MaxClaimBatch)
 	}
-	if b := cfg.Batch; b.Flushers < 1 || b.Flushers > 64 {
-		return bad("batch flushers %d is outside 1..64", b.Flushers)
+	if b := cfg.Batch; b.Idle < 10*time.Millisecond || b.Idle > time.Hour {
+		return bad("batch idle %v is outside 10ms .. 1h", b.Idle)
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = time.Second
+	}
+	if cfg.PollInterval < 10*time.Millisecond || cfg.PollInterval > time.Hour {
+		return bad("poll interval %v is outside 10ms .. 1h", cfg.PollInterval)
 	}
 	if cfg.FetchPollInterval == 0 {
-		cfg.FetchPollInterval = max(100*time.Millisecond, cfg.FetchCooldown)
+		cfg.FetchPollInterval = max(time.Second, cfg.FetchCooldown)
 	}
 	if cfg.FetchCooldown == 0 {
-		cfg.FetchCooldown = min(50*time.Millisecond, cfg.FetchPollInterval)
+		cfg.FetchCooldown = min(10*time.Millisecond, cfg.FetchPollInterval)
 	}
 	if cfg.SweepEvery == 0 {
 		cfg.SweepEvery = time.Second
@@ -322,7 +345,7 @@ func (cfg Config) withDefaults() (Config, error) {
 }
 
 // Start records the payload versions the worker decodes in
-// docket.job_decoders, then starts fetching dispatches, running handlers
+// docket.job_decoders, then starts listening for new jobs, running batches
 // and sweeping. ctx bounds only the start; use [Client.Stop] to stop. A
 // worker starts once.
 func (w *Client) Start(ctx context.Context) error {
@@ -335,22 +358,27 @@ func (w *Client) Start(ctx context.Context) error {
 	if err := w.jobs.RegisterDecoders(ctx, w.cfg.Deployment, w.decoders); err != nil {
 		return fmt.Errorf("worker: register decoders: %w", err)
 	}
-	w.batchCtx, w.batchCancel = context.WithCancel(context.WithoutCancel(ctx))
-	w.ledger = newBatcher(w.batchCtx, w.cfg.Batch, w.flushLedger)
 	if err := w.river.Start(context.WithoutCancel(ctx)); err != nil {
-		w.closeBatchers()
 		return fmt.Errorf("worker: start river: %w", err)
+	}
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	w.wakeCancel, w.wakeDone = cancel, make(chan struct{})
+	go func() {
+		defer close(w.wakeDone)
+		w.wake(wctx)
+	}()
+	for _, q := range w.queueStates {
+		w.moreBatches(q) // a batch per queue from the start: whatever is due runs at once
 	}
 	w.log.InfoContext(ctx, "docket worker started", "actor", w.cfg.Actor, "queues", w.queues,
 		"kinds", w.cfg.Registry.Kinds(), "deployment", w.cfg.Deployment)
 	return nil
 }
 
-// Stop stops the worker: it stops fetching, and waits for running handlers
+// Stop stops the worker: it stops claiming, and waits for running handlers
 // until ctx is done. Then it cancels the handlers still running and, as each
 // returns, gives its lease back (the job is queued again, its attempt
-// counted, and dispatched anew), waiting up to [Config.ReleaseTimeout] for
-// that. After Stop returns nil no job is claimed by this worker. It returns
+// counted), waiting up to [Config.ReleaseTimeout] for that. After Stop returns nil no job is claimed by this worker. It returns
 // ctx's error when handlers had to be cancelled, and an error naming what
 // is left when some did not return in time.
 func (w *Client) Stop(ctx context.Context) error {
@@ -359,6 +387,9 @@ func (w *Client) Stop(ctx context.Context) error {
 	}
 	var err error
 	w.stopOnce.Do(func() {
+		close(w.quit)
+		w.wakeCancel()
+		<-w.wakeDone
 		err = w.river.Stop(ctx)
 		if err != nil {
 			w.stopping.Store(true)
@@ -369,15 +400,9 @@ func (w *Client) Stop(ctx context.Context) error {
 				err = fmt.Errorf("worker: handlers still running after the release timeout: %w", herr)
 			}
 		}
-		w.closeBatchers()
 		w.log.InfoContext(ctx, "docket worker stopped")
 	})
 	return err
-}
-
-func (w *Client) closeBatchers() {
-	w.ledger.close()
-	w.batchCancel()
 }
 
 // emit reports e to the OnEvent hook.

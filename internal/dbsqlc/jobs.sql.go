@@ -228,27 +228,29 @@ func (q *Queries) JobClaimID(ctx context.Context, db DBTX, arg JobClaimIDParams)
 	return items, nil
 }
 
-const jobClaimIDs = `-- name: JobClaimIDs :many
-SELECT outcome, id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_claim_ids($1::bigint[], $2::interval[],
-    $3::text[], $4::integer[], $5::text, $6::timestamptz)
+const jobClaimQueue = `-- name: JobClaimQueue :many
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_claim_queue($1::text, $2::integer,
+    $3::text[], $4::integer[], $5::interval[],
+    $6::text, $7::timestamptz)
 `
 
-type JobClaimIDsParams struct {
-	Ids     []int64
-	Leases  []time.Duration
+type JobClaimQueueParams struct {
+	Queue   string
+	MaxJobs int32
 	Kinds   []string
 	Schemas []int32
+	Leases  []time.Duration
 	Actor   string
 	Now     time.Time
 }
 
-// Claimed jobs first, in id order within one lease; then the ones not claimed.
-func (q *Queries) JobClaimIDs(ctx context.Context, db DBTX, arg JobClaimIDsParams) ([]*DocketJobClaimOutcome, error) {
-	rows, err := db.Query(ctx, jobClaimIDs,
-		arg.Ids,
-		arg.Leases,
+func (q *Queries) JobClaimQueue(ctx context.Context, db DBTX, arg JobClaimQueueParams) ([]*DocketJob, error) {
+	rows, err := db.Query(ctx, jobClaimQueue,
+		arg.Queue,
+		arg.MaxJobs,
 		arg.Kinds,
 		arg.Schemas,
+		arg.Leases,
 		arg.Actor,
 		arg.Now,
 	)
@@ -256,11 +258,10 @@ func (q *Queries) JobClaimIDs(ctx context.Context, db DBTX, arg JobClaimIDsParam
 		return nil, err
 	}
 	defer rows.Close()
-	items := []*DocketJobClaimOutcome{}
+	items := []*DocketJob{}
 	for rows.Next() {
-		var i DocketJobClaimOutcome
+		var i DocketJob
 		if err := rows.Scan(
-			&i.Outcome,
 			&i.ID,
 			&i.Project,
 			&i.Kind,
@@ -439,17 +440,6 @@ func (q *Queries) JobDecodersRegister(ctx context.Context, db DBTX, arg JobDecod
 	var registered int32
 	err := row.Scan(&registered)
 	return registered, err
-}
-
-const jobDispatchAbandon = `-- name: JobDispatchAbandon :one
-SELECT docket.job_dispatch_abandon($1::bigint[], $2::timestamptz) AS abandoned
-`
-
-func (q *Queries) JobDispatchAbandon(ctx context.Context, db DBTX, ids []int64, at time.Time) (int32, error) {
-	row := db.QueryRow(ctx, jobDispatchAbandon, ids, at)
-	var abandoned int32
-	err := row.Scan(&abandoned)
-	return abandoned, err
 }
 
 const jobEnqueueMany = `-- name: JobEnqueueMany :many
@@ -1027,6 +1017,28 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*D
 	return items, nil
 }
 
+const jobQueueDue = `-- name: JobQueueDue :one
+SELECT EXISTS (
+    SELECT 1 FROM docket.grants g
+    JOIN LATERAL (
+        SELECT 1 FROM docket.jobs j
+        WHERE j.state = 'queued' AND j.project = g.project AND j.queue = $1::text
+          AND j.available_at <= $2::timestamptz AND NOT j.external
+        LIMIT 1
+    ) d ON true
+    WHERE g.principal = $3::text AND g.capability = 'job.claim'
+)::boolean AS due
+`
+
+// Whether queue has a due job, not for external executors, in a project
+// where actor holds job.claim: the worker's poll.
+func (q *Queries) JobQueueDue(ctx context.Context, db DBTX, queue string, now time.Time, actor string) (bool, error) {
+	row := db.QueryRow(ctx, jobQueueDue, queue, now, actor)
+	var due bool
+	err := row.Scan(&due)
+	return due, err
+}
+
 const jobReconcile = `-- name: JobReconcile :one
 SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_reconcile($1::bigint, $2::text, $3::jsonb, $4::text,
     $5::text, $6::timestamptz)
@@ -1217,89 +1229,6 @@ func (q *Queries) JobRenew(ctx context.Context, db DBTX, arg JobRenewParams) (*D
 		&i.OutcomeToken,
 	)
 	return &i, err
-}
-
-const jobUndispatched = `-- name: JobUndispatched :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_undispatched($1::text[], $2::integer, $3::integer,
-    $4::text[], $5::integer[], $6::timestamptz,
-    $7::text, $8::timestamptz)
-`
-
-type JobUndispatchedParams struct {
-	Queues       []string
-	Scan         int32
-	MaxJobs      int32
-	Kinds        []string
-	Schemas      []int32
-	RunningSince time.Time
-	Actor        string
-	Now          time.Time
-}
-
-func (q *Queries) JobUndispatched(ctx context.Context, db DBTX, arg JobUndispatchedParams) ([]*DocketJob, error) {
-	rows, err := db.Query(ctx, jobUndispatched,
-		arg.Queues,
-		arg.Scan,
-		arg.MaxJobs,
-		arg.Kinds,
-		arg.Schemas,
-		arg.RunningSince,
-		arg.Actor,
-		arg.Now,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []*DocketJob{}
-	for rows.Next() {
-		var i DocketJob
-		if err := rows.Scan(
-			&i.ID,
-			&i.Project,
-			&i.Kind,
-			&i.Queue,
-			&i.Priority,
-			&i.State,
-			&i.Payload,
-			&i.PayloadSchema,
-			&i.Params,
-			&i.Inputs,
-			&i.RequestedOutput,
-			&i.LaneID,
-			&i.CaseID,
-			&i.IdempotencyKey,
-			&i.CompensationKind,
-			&i.External,
-			&i.Repeatable,
-			&i.AvailableAt,
-			&i.Attempts,
-			&i.MaxAttempts,
-			&i.Lease,
-			&i.BackoffBase,
-			&i.BackoffCap,
-			&i.BackoffJitter,
-			&i.LeaseGeneration,
-			&i.ClaimToken,
-			&i.ClaimedBy,
-			&i.ClaimedAt,
-			&i.LeaseExpiresAt,
-			&i.Result,
-			&i.Diagnostic,
-			&i.CreatedBy,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.FinishedAt,
-			&i.OutcomeToken,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, &i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const jobVerify = `-- name: JobVerify :one

@@ -194,47 +194,6 @@ type DocketJobChainHead struct {
 	Hash  string
 }
 
-// row type of docket.job_claim_ids: outcome (claimed, undecodable, unavailable) and the job
-type DocketJobClaimOutcome struct {
-	Outcome          string
-	ID               int64
-	Project          string
-	Kind             string
-	Queue            string
-	Priority         int16
-	State            string
-	Payload          json.RawMessage
-	PayloadSchema    int32
-	Params           json.RawMessage
-	Inputs           []string
-	RequestedOutput  *string
-	LaneID           *int64
-	CaseID           *int64
-	IdempotencyKey   *string
-	CompensationKind *string
-	External         bool
-	Repeatable       bool
-	AvailableAt      time.Time
-	Attempts         int32
-	MaxAttempts      int32
-	Lease            time.Duration
-	BackoffBase      time.Duration
-	BackoffCap       time.Duration
-	BackoffJitter    float64
-	LeaseGeneration  int64
-	ClaimToken       *uuid.UUID
-	ClaimedBy        *string
-	ClaimedAt        *time.Time
-	LeaseExpiresAt   *time.Time
-	Result           json.RawMessage
-	Diagnostic       *string
-	CreatedBy        string
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
-	FinishedAt       *time.Time
-	OutcomeToken     *uuid.UUID
-}
-
 type DocketJobDecoder struct {
 	Kind          string
 	PayloadSchema int32
@@ -374,18 +333,6 @@ type DocketJobsUndecodable struct {
 	PayloadSchema int32
 	State         string
 	AvailableAt   time.Time
-}
-
-// queued jobs that no live River dispatch carries (not for external executors)
-type DocketJobsUndispatched struct {
-	ID            int64
-	Project       string
-	Queue         string
-	Kind          string
-	PayloadSchema int32
-	Priority      int16
-	AvailableAt   time.Time
-	CreatedAt     time.Time
 }
 
 // A named stream of work under a quorum. Execution moves along docket.lane_transitions, review along docket.lane_review_transitions; every change is in docket.lane_events.

@@ -1,7 +1,7 @@
-// Package jobclaim is the worker's side door into the job store: the batch
-// claim by id with which the worker's dispatches group their claims, and the
-// scan for queued jobs no dispatch carries. Only docket's worker uses them,
-// so they are not part of package jobs' public API.
+// Package jobclaim is the worker's side door into the job store: the claim
+// of a batch of a queue's due jobs across every project the worker may claim
+// in. Only docket's worker uses it, so it is not part of package jobs'
+// public API.
 //
 // Package jobs implements [Store] and registers it at init; jobclaim cannot
 // import jobs (jobs imports it), so the store is generic in the job and
@@ -18,63 +18,21 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Outcome says what became of one job a [Store.ClaimIDsTx] wanted.
-type Outcome string
-
-// The outcomes of [Store.ClaimIDsTx].
-const (
-	// Taken: the job is claimed; [Result.Job] holds its lease.
-	Taken Outcome = "claimed"
-	// Undecodable: the job was claimable, but its (kind, payload schema) is
-	// not among the claimant's decoders; it is left as it was.
-	Undecodable Outcome = "undecodable"
-	// Unavailable: the job is not claimable now (held by a live lease, not
-	// yet due, finished, uncertain, or locked by another claimant);
-	// [Result.Job] is how the claim saw it.
-	Unavailable Outcome = "unavailable"
-)
-
-// Want names one job for [Store.ClaimIDsTx] and the lease to hold it for
-// (0: the job's own).
-type Want struct {
-	ID    int64
-	Lease time.Duration
-}
-
-// Result is one job a [Store.ClaimIDsTx] wanted and what became of it.
-type Result[J any] struct {
-	Outcome Outcome
-	Job     J
-}
-
 // Store is the worker-only part of a job client, J and D being jobs.Job and
 // jobs.Decoder.
 type Store[J, D any] interface {
-	// ClaimIDsTx claims in tx each wanted job that is claimable now, as
-	// jobs.Client.ClaimIDTx does for one, in one statement: the group
-	// commit of a worker's dispatches. It returns a result for each wanted
-	// job in a project where the actor holds job.claim, claimed ones first;
-	// an unknown job, or one the actor may not claim, has none. Locked jobs
-	// are skipped, never waited for.
+	// ClaimQueueTx claims in tx up to limit due jobs of queue, in every
+	// project where the actor holds job.claim, in one statement: queued
+	// jobs not for external executors, by priority, available_at and id, of
+	// the payload versions decoders names (empty: any). Each holds its lease
+	// for leases[its kind] when that is set and the kind is a decoder's,
+	// else for the job's own. Locked
+	// jobs are skipped, never waited for. Nothing due is an empty answer.
 	//
-	// It refuses, changing nothing, with db.ErrInvalidArgument: more than
-	// jobs.MaxClaimBatch wants, a repeated id, a lease outside 1 s .. 24 h,
-	// a malformed decoder.
-	ClaimIDsTx(ctx context.Context, tx pgx.Tx, wants []Want, decoders []D) ([]Result[J], error)
-
-	// UndispatchedTx returns in tx, locked until tx ends, up to limit
-	// queued and due jobs of queues that no live River dispatch carries:
-	// jobs created by SQL, or queued again by something that dispatched
-	// nothing. It looks at the first scan due jobs of each queue, in each
-	// project where the actor holds job.claim, in claim order; jobs for
-	// external executors and, when decoders is not empty, jobs of other
-	// payload versions are left out. A dispatch River has been running
-	// since before runningSince (River's clock) counts as dead, not as
-	// carrying its job (zero: every running dispatch counts). The worker
-	// dispatches what it returns in the same transaction. It refuses, with
-	// db.ErrInvalidArgument, limit or scan outside 1..jobs.MaxSweepBatch,
-	// a malformed queue or decoder.
-	UndispatchedTx(ctx context.Context, tx pgx.Tx, queues []string, scan, limit int, decoders []D, runningSince time.Time) ([]J, error)
+	// It refuses, changing nothing, with db.ErrInvalidArgument: a malformed
+	// queue, limit outside 1..jobs.MaxClaimBatch, a malformed decoder, a
+	// lease outside 1 s .. 24 h.
+	ClaimQueueTx(ctx context.Context, tx pgx.Tx, queue string, limit int, decoders []D, leases map[string]time.Duration) ([]J, error)
 }
 
 // storeOf is what package jobs registered.

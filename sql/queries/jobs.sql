@@ -94,15 +94,21 @@ SELECT * FROM docket.job_enqueue_one(
     @backoff_jitter::float8, @params::jsonb, @inputs::text[], @output::text,
     @lane_id::bigint, @case_id::bigint, @compensation_kind::text);
 
--- name: JobClaimIDs :many
--- Claimed jobs first, in id order within one lease; then the ones not claimed.
-SELECT * FROM docket.job_claim_ids(@ids::bigint[], @leases::interval[],
-    sqlc.narg('kinds')::text[], sqlc.narg('schemas')::integer[], @actor::text, @now::timestamptz);
-
--- name: JobUndispatched :many
-SELECT * FROM docket.job_undispatched(@queues::text[], @scan::integer, @max_jobs::integer,
-    sqlc.narg('kinds')::text[], sqlc.narg('schemas')::integer[], @running_since::timestamptz,
+-- name: JobClaimQueue :many
+SELECT * FROM docket.job_claim_queue(@queue::text, @max_jobs::integer,
+    sqlc.narg('kinds')::text[], sqlc.narg('schemas')::integer[], sqlc.narg('leases')::interval[],
     @actor::text, @now::timestamptz);
 
--- name: JobDispatchAbandon :one
-SELECT docket.job_dispatch_abandon(@ids::bigint[], @at::timestamptz) AS abandoned;
+-- name: JobQueueDue :one
+-- Whether queue has a due job, not for external executors, in a project
+-- where actor holds job.claim: the worker's poll.
+SELECT EXISTS (
+    SELECT 1 FROM docket.grants g
+    JOIN LATERAL (
+        SELECT 1 FROM docket.jobs j
+        WHERE j.state = 'queued' AND j.project = g.project AND j.queue = @queue::text
+          AND j.available_at <= @now::timestamptz AND NOT j.external
+        LIMIT 1
+    ) d ON true
+    WHERE g.principal = @actor::text AND g.capability = 'job.claim'
+)::boolean AS due;

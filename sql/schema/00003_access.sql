@@ -78,15 +78,17 @@ CREATE TRIGGER actor_bindings_record
     FOR EACH ROW EXECUTE FUNCTION docket.actor_bindings_record();
 
 -- may_act_as reports whether the session's login role may act as
--- p_principal: it is the owner, or a binding names the principal or its kind.
+-- p_principal: a binding names the principal or its kind, or it is the
+-- owner (asked second: a binding is one index probe, the owner's role
+-- membership a catalog walk).
 CREATE FUNCTION docket.may_act_as(p_principal text) RETURNS boolean
 LANGUAGE sql STABLE
-RETURN docket.session_is_owner()
-    OR EXISTS (
+RETURN EXISTS (
         SELECT 1 FROM docket.actor_bindings b
         WHERE b.role = session_user
           AND b.principal IN (p_principal, split_part(p_principal, ':', 1) || ':*')
-    );
+    )
+    OR docket.session_is_owner();
 
 -- actor_bind lets login role p_role act as p_principal (or, for "kind:*",
 -- every principal of that kind), on behalf of p_actor at p_now. Returns true

@@ -19,14 +19,15 @@
 --   event detail           1000 characters
 --   claim batch            1..1000; sweep batch 1..10000; enqueue batch 1..100000
 --
--- The worker (package worker) hands every docket job to River as one
--- dispatch: a River job of kind 'docket.dispatch' whose args are
--- {"job_id": ID}, in River queue = the docket queue. River's tables live in
--- schema docket too (db.Migrate runs River's migrations first), so the
--- functions here may look at docket.river_job. Claims by id come in batches
--- (group commit); the dispatch sweep finds queued jobs that nobody
--- dispatched (an operator's or a trigger's INSERT through
--- docket.job_enqueue_*) so they run too.
+-- Work arrives by notification: every statement that makes jobs due now
+-- (created, or queued again) notifies channel docket_jobs with each queue
+-- it touched, in the transaction that made them, so a worker (package
+-- worker) learns of a job when it commits, whichever path made it: the Go
+-- API, plain SQL, a case's continuation, a schedule. The worker claims a
+-- batch of a queue's due jobs in one statement (job_claim_queue), runs their
+-- handlers, and settles the successes in one statement (job_complete_many).
+-- River's tables live in schema docket too, but no docket job needs a River
+-- row.
 --
 -- History that resists rewriting:
 --   * each job event records what the transition left the job holding: the
@@ -88,10 +89,19 @@ RETURN make_interval(secs => floor(
 
 -- job_inputs_bounded: at most 100 input references, none NULL, none over
 -- 1000 characters.
+-- plpgsql, so most jobs, which name no inputs, pay for one comparison.
+-- +goose StatementBegin
 CREATE FUNCTION docket.job_inputs_bounded(p_inputs text[]) RETURNS boolean
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN cardinality(p_inputs) <= 100
-   AND NOT EXISTS (SELECT 1 FROM unnest(p_inputs) x WHERE x IS NULL OR length(x) > 1000);
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    IF cardinality(p_inputs) = 0 THEN
+        RETURN true;
+    END IF;
+    RETURN cardinality(p_inputs) <= 100
+       AND NOT EXISTS (SELECT 1 FROM unnest(p_inputs) x WHERE x IS NULL OR length(x) > 1000);
+END
+$$;
+-- +goose StatementEnd
 
 -- Domains: the rules of values a job carries. A domain's check runs when a
 -- value is written to the column, and not again when an UPDATE of other
@@ -101,6 +111,16 @@ RETURN cardinality(p_inputs) <= 100
 CREATE DOMAIN docket.job_kind AS text CONSTRAINT job_kind_valid CHECK (docket.valid_job_kind(VALUE));
 CREATE DOMAIN docket.job_queue AS text CONSTRAINT job_queue_valid CHECK (docket.valid_queue(VALUE));
 CREATE DOMAIN docket.job_json AS jsonb CONSTRAINT job_json_size CHECK (docket.json_size(VALUE) <= 1048576);
+-- What a job is never changes (jobs_columns_immutable), so the rules of its
+-- parameters, inputs, requested output and idempotency key are domains too:
+-- checked when a job is created, not again by every transition, as a table
+-- CHECK would be.
+CREATE DOMAIN docket.job_params AS jsonb
+    CONSTRAINT jobs_params_object CHECK (jsonb_typeof(VALUE) = 'object' AND docket.json_size(VALUE) <= 65536);
+CREATE DOMAIN docket.job_inputs AS text[] CONSTRAINT jobs_inputs_bounded CHECK (docket.job_inputs_bounded(VALUE));
+CREATE DOMAIN docket.job_output AS text
+    CONSTRAINT jobs_requested_output_bounded CHECK (length(VALUE) BETWEEN 1 AND 1000);
+CREATE DOMAIN docket.job_key AS text CONSTRAINT jobs_idempotency_key_valid CHECK (VALUE ~ '^[^[:cntrl:]]{1,255}$');
 
 -- Capabilities ---------------------------------------------------------------
 
@@ -164,13 +184,12 @@ CREATE TABLE docket.jobs (
                       CONSTRAINT jobs_state_known CHECK (state IN ('queued', 'claimed', 'succeeded', 'failed', 'dead', 'uncertain', 'cancelled')),
     payload           docket.job_json NOT NULL,
     payload_schema    integer NOT NULL DEFAULT 1 CONSTRAINT jobs_payload_schema_positive CHECK (payload_schema >= 1),
-    params            jsonb CONSTRAINT jobs_params_object CHECK (jsonb_typeof(params) = 'object' AND docket.json_size(params) <= 65536),
-    inputs            text[] NOT NULL DEFAULT '{}'
-                      CONSTRAINT jobs_inputs_bounded CHECK (docket.job_inputs_bounded(inputs)),
-    requested_output  text CONSTRAINT jobs_requested_output_bounded CHECK (length(requested_output) BETWEEN 1 AND 1000),
+    params            docket.job_params,
+    inputs            docket.job_inputs NOT NULL DEFAULT '{}',
+    requested_output  docket.job_output,
     lane_id           bigint,
     case_id           bigint,
-    idempotency_key   text CONSTRAINT jobs_idempotency_key_valid CHECK (idempotency_key ~ '^[^[:cntrl:]]{1,255}$'),
+    idempotency_key   docket.job_key,
     compensation_kind docket.job_kind,
     external          boolean NOT NULL DEFAULT false,
     repeatable        boolean NOT NULL DEFAULT false,
@@ -332,10 +351,11 @@ RETURN sha256(p_prev || textsend(jsonb_build_array(
 -- job_event_detail is what an event says beyond from and to: the claimant and
 -- lease generation of a claim, else the job's diagnostic at that moment.
 -- It takes the columns, not the row: a whole-row argument would build a copy
--- of every job row an UPDATE moves.
+-- of every job row an UPDATE moves. STABLE, as text || bigint is, so the
+-- planner inlines it.
 CREATE FUNCTION docket.job_event_detail(p_state text, p_claimed_by text, p_lease_generation bigint, p_diagnostic text)
 RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 RETURN CASE
     WHEN p_state = 'claimed' THEN 'claimed by ' || p_claimed_by || ', lease generation ' || p_lease_generation
     ELSE docket.bounded_text(p_diagnostic, 1000)
@@ -351,53 +371,26 @@ CREATE TRIGGER jobs_columns_immutable
     ON docket.jobs
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
 
--- jobs_guard holds every UPDATE of docket.jobs that moves a job, by a docket
--- function or by hand, to the job machine (docket.machine_move): a finished
--- job never changes; a state change, or a new lease generation, must be a
--- pair in docket.job_transitions. What is particular to jobs: attempts and
--- lease generation move only by a claim, one at a time, and a claim takes a
--- fresh token (DK001). The trigger's WHEN clause lets plain lease renewals
--- and other non-moves of a live job through without calling it.
+-- jobs_guard refuses any change at all to a finished job (DK001), by a
+-- docket function or by hand, row by row, before the table's own checks see
+-- it. A finished job has its finished_at (jobs_terminal_finished), so the
+-- WHEN clause names no state, and no transition of a live job calls it: the
+-- moves of live jobs are checked set-based, once per statement, by
+-- jobs_record_update.
 -- +goose StatementBegin
 CREATE FUNCTION docket.jobs_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
-DECLARE
-    claim boolean := NEW.state = 'claimed' AND (OLD.state <> 'claimed' OR NEW.lease_generation <> OLD.lease_generation);
 BEGIN
-    PERFORM docket.machine_move('job', 'job ' || OLD.id, OLD.state, NEW.state,
-                                NEW.state <> OLD.state OR NEW.lease_generation <> OLD.lease_generation);
-    IF claim THEN
-        IF NEW.lease_generation <> OLD.lease_generation + 1 OR NEW.attempts <> OLD.attempts + 1 THEN
-            RAISE EXCEPTION 'job %: a claim counts one attempt and one lease generation (attempts % -> %, generation % -> %)',
-                OLD.id, OLD.attempts, NEW.attempts, OLD.lease_generation, NEW.lease_generation
-                USING ERRCODE = 'DK001';
-        END IF;
-        IF NEW.claim_token IS NOT DISTINCT FROM OLD.claim_token THEN
-            RAISE EXCEPTION 'job %: a claim takes a fresh token: the previous holder''s must go stale', OLD.id
-                USING ERRCODE = 'DK001';
-        END IF;
-    ELSIF NEW.attempts <> OLD.attempts OR NEW.lease_generation <> OLD.lease_generation THEN
-        RAISE EXCEPTION 'job %: attempts and lease generation change only by a claim', OLD.id
-            USING ERRCODE = 'DK001';
-    ELSIF NEW.state = 'claimed' AND OLD.state = 'claimed' AND NEW.claim_token <> OLD.claim_token THEN
-        RAISE EXCEPTION 'job %: a new claim token needs a new lease generation', OLD.id
-            USING ERRCODE = 'DK001';
-    END IF;
+    PERFORM docket.machine_move('job', 'job ' || OLD.id, OLD.state, NEW.state, true);
     RETURN NEW;
 END
 $$;
 -- +goose StatementEnd
 
--- A finished job has its finished_at (jobs_terminal_finished), so the WHEN
--- clause names no state.
 CREATE TRIGGER jobs_guard
     BEFORE UPDATE ON docket.jobs
     FOR EACH ROW
-    WHEN (OLD.finished_at IS NOT NULL
-          OR NEW.state IS DISTINCT FROM OLD.state
-          OR NEW.lease_generation IS DISTINCT FROM OLD.lease_generation
-          OR NEW.attempts IS DISTINCT FROM OLD.attempts
-          OR NEW.claim_token IS DISTINCT FROM OLD.claim_token)
+    WHEN (OLD.finished_at IS NOT NULL)
     EXECUTE FUNCTION docket.jobs_guard();
 
 CREATE TRIGGER jobs_refuse_delete
@@ -413,7 +406,7 @@ CREATE TRIGGER jobs_refuse_delete
 -- checks dominated a bulk enqueue: projects, cases and lanes are never
 -- deleted, and what a job belongs to never changes (jobs_columns_immutable),
 -- so a reference valid at insert stays valid. Then it appends each job's first
--- event.
+-- event, and notifies docket_jobs with each queue of a job due now.
 -- +goose StatementBegin
 CREATE FUNCTION docket.jobs_record_insert() RETURNS trigger
 LANGUAGE plpgsql SET jit = off AS $$
@@ -422,45 +415,44 @@ DECLARE
     v_actor text;
     v_at    timestamptz;
     v_zero  bytea := decode(repeat('00', 32), 'hex');
-    -- What a job born in the machine's initial state holds: nothing.
-    v_initial text := (SELECT s.state FROM docket.machine_states s WHERE s.machine = 'job' AND s.initial LIMIT 1);
-    v_born  bytea := docket.job_outcome(v_initial, NULL, NULL, NULL, NULL, 0, 0);
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM new_jobs) THEN
-        RETURN NULL;
-    END IF;
-    SELECT n.id, n.state, n.attempts, n.lease_generation INTO bad FROM new_jobs n
-    LEFT JOIN docket.machine_states s ON s.machine = 'job' AND s.state = n.state
-    WHERE s.initial IS NOT TRUE OR n.attempts <> 0 OR n.lease_generation <> 0
+    -- Every rule in one pass: the first job that breaks one, and which.
+    SELECT x.* INTO bad FROM (
+        SELECT n.id, n.project, n.state, n.attempts, n.lease_generation, n.case_id, n.lane_id, p.status,
+               CASE
+                   WHEN s.initial IS NOT TRUE OR n.attempts <> 0 OR n.lease_generation <> 0 THEN 'birth'
+                   WHEN p.name IS NULL THEN 'project'
+                   WHEN p.status <> 'active' AND n.case_id IS NULL AND n.lane_id IS NULL THEN 'status'
+                   WHEN n.case_id IS NOT NULL AND NOT EXISTS (
+                       SELECT 1 FROM docket.cases c WHERE c.id = n.case_id AND c.project = n.project) THEN 'case'
+                   WHEN n.lane_id IS NOT NULL AND NOT EXISTS (
+                       SELECT 1 FROM docket.lanes l WHERE l.id = n.lane_id AND l.project = n.project) THEN 'lane'
+               END AS why
+        FROM new_jobs n
+        LEFT JOIN docket.machine_states s ON s.machine = 'job' AND s.state = n.state
+        LEFT JOIN docket.projects p ON p.name = n.project
+    ) x
+    WHERE x.why IS NOT NULL
     LIMIT 1;
     IF FOUND THEN
-        RAISE EXCEPTION 'job %: a job is created in an initial state with no attempts and no lease, not % with % attempts and lease generation %',
-            bad.id, bad.state, bad.attempts, bad.lease_generation
-            USING ERRCODE = 'DK001';
-    END IF;
-    SELECT n.id, n.project, p.status INTO bad FROM new_jobs n
-    LEFT JOIN docket.projects p ON p.name = n.project
-    WHERE p.name IS NULL OR (p.status <> 'active' AND n.case_id IS NULL AND n.lane_id IS NULL)
-    LIMIT 1;
-    IF FOUND AND bad.status IS NULL THEN
-        RAISE EXCEPTION 'job %: project % does not exist', bad.id, quote_literal(bad.project)
-            USING ERRCODE = '23503', CONSTRAINT = 'jobs_project_exists', TABLE = 'jobs', SCHEMA = 'docket';
-    ELSIF FOUND THEN
-        RAISE EXCEPTION 'project % is %: it takes no new jobs but those of its open cases and lanes', bad.project, bad.status
-            USING ERRCODE = 'DK009';
-    END IF;
-    SELECT n.id, n.project, n.case_id, n.lane_id,
-           n.case_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM docket.cases c WHERE c.id = n.case_id AND c.project = n.project) AS no_case
-    INTO bad FROM new_jobs n
-    WHERE (n.case_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM docket.cases c WHERE c.id = n.case_id AND c.project = n.project))
-       OR (n.lane_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM docket.lanes l WHERE l.id = n.lane_id AND l.project = n.project))
-    LIMIT 1;
-    IF FOUND AND bad.no_case THEN
-        RAISE EXCEPTION 'job %: case % of project % does not exist', bad.id, bad.case_id, quote_literal(bad.project)
-            USING ERRCODE = '23503', CONSTRAINT = 'jobs_case_fkey', TABLE = 'jobs', SCHEMA = 'docket';
-    ELSIF FOUND THEN
-        RAISE EXCEPTION 'job %: lane % of project % does not exist', bad.id, bad.lane_id, quote_literal(bad.project)
-            USING ERRCODE = '23503', CONSTRAINT = 'jobs_lane_fkey', TABLE = 'jobs', SCHEMA = 'docket';
+        CASE bad.why
+        WHEN 'birth' THEN
+            RAISE EXCEPTION 'job %: a job is created in an initial state with no attempts and no lease, not % with % attempts and lease generation %',
+                bad.id, bad.state, bad.attempts, bad.lease_generation
+                USING ERRCODE = 'DK001';
+        WHEN 'project' THEN
+            RAISE EXCEPTION 'job %: project % does not exist', bad.id, quote_literal(bad.project)
+                USING ERRCODE = '23503', CONSTRAINT = 'jobs_project_exists', TABLE = 'jobs', SCHEMA = 'docket';
+        WHEN 'status' THEN
+            RAISE EXCEPTION 'project % is %: it takes no new jobs but those of its open cases and lanes', bad.project, bad.status
+                USING ERRCODE = 'DK009';
+        WHEN 'case' THEN
+            RAISE EXCEPTION 'job %: case % of project % does not exist', bad.id, bad.case_id, quote_literal(bad.project)
+                USING ERRCODE = '23503', CONSTRAINT = 'jobs_case_fkey', TABLE = 'jobs', SCHEMA = 'docket';
+        ELSE
+            RAISE EXCEPTION 'job %: lane % of project % does not exist', bad.id, bad.lane_id, quote_literal(bad.project)
+                USING ERRCODE = '23503', CONSTRAINT = 'jobs_lane_fkey', TABLE = 'jobs', SCHEMA = 'docket';
+        END CASE;
     END IF;
     v_actor := docket.context_actor();
     v_at := docket.context_now();
@@ -469,8 +461,12 @@ BEGIN
     SELECT n.id, 1, NULL, n.state, v_actor, v_at, n.attempts, NULL, NULL, b.outcome, v_zero,
            docket.job_event_hash(v_zero, n.id, 1, NULL, n.state, v_actor, v_at, n.attempts, NULL, NULL, b.outcome)
     FROM new_jobs n
-    CROSS JOIN LATERAL (SELECT CASE WHEN n.state = v_initial THEN v_born
-                                    ELSE docket.job_outcome(n.state, NULL, NULL, NULL, NULL, 0, 0) END AS outcome) b;
+    -- What a job is born holding: nothing. One digest per state born in.
+    JOIN (SELECT DISTINCT ON (m.state) m.state, docket.job_outcome(m.state, NULL, NULL, NULL, NULL, 0, 0) AS outcome
+          FROM new_jobs m) b ON b.state = n.state;
+    -- Wake the workers of each queue that has a job due now.
+    PERFORM pg_notify('docket_jobs', q.queue)
+    FROM (SELECT DISTINCT n.queue FROM new_jobs n WHERE NOT n.external AND n.available_at <= v_at) q;
     RETURN NULL;
 END
 $$;
@@ -481,9 +477,15 @@ CREATE TRIGGER jobs_record_insert
     REFERENCING NEW TABLE AS new_jobs
     FOR EACH STATEMENT EXECUTE FUNCTION docket.jobs_record_insert();
 
--- jobs_record_update appends an event for every job an UPDATE moved (a state
--- change or a new lease generation), chained to that job's previous event,
--- with what the move left the job holding. Lease renewals and other edits
+-- jobs_record_update holds every UPDATE of docket.jobs, whoever issues it, to
+-- the job machine, set-based, in one pass over the statement's rows (DK001):
+-- a state change, or a new lease generation, must be a pair in
+-- docket.job_transitions; attempts and lease generation move only by a
+-- claim, one each; a claim takes a fresh token, and a held job's token
+-- changes only with a new lease generation. Then it appends an event for
+-- every job the UPDATE moved, chained to that job's previous event, with
+-- what the move left the job holding, and notifies docket_jobs with each
+-- queue of a job queued again and due now. Lease renewals and other edits
 -- that move nothing record nothing.
 -- +goose StatementBegin
 CREATE FUNCTION docket.jobs_record_update() RETURNS trigger
@@ -491,7 +493,46 @@ LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
     v_actor text;
     v_at    timestamptz;
+    bad     record;
 BEGIN
+    SELECT x.* INTO bad FROM (
+        SELECT o.id, o.state AS from_state, n.state AS to_state, o.attempts AS from_attempts, n.attempts AS to_attempts,
+               o.lease_generation AS from_generation, n.lease_generation AS to_generation,
+               CASE
+                   WHEN (n.state <> o.state OR n.lease_generation <> o.lease_generation) AND NOT EXISTS (
+                       SELECT 1 FROM docket.machine_transitions t
+                       WHERE t.machine = 'job' AND t.from_state = o.state AND t.to_state = n.state) THEN 'move'
+                   WHEN n.state = 'claimed' AND (o.state <> 'claimed' OR n.lease_generation <> o.lease_generation) THEN
+                       CASE
+                           WHEN n.lease_generation <> o.lease_generation + 1 OR n.attempts <> o.attempts + 1 THEN 'claim_counts'
+                           WHEN n.claim_token IS NOT DISTINCT FROM o.claim_token THEN 'claim_token'
+                       END
+                   WHEN n.attempts <> o.attempts OR n.lease_generation <> o.lease_generation THEN 'counts'
+                   WHEN n.state = 'claimed' AND o.state = 'claimed' AND n.claim_token IS DISTINCT FROM o.claim_token THEN 'token'
+               END AS why
+        FROM old_jobs o JOIN new_jobs n ON n.id = o.id
+    ) x
+    WHERE x.why IS NOT NULL
+    LIMIT 1;
+    IF FOUND THEN
+        CASE bad.why
+        WHEN 'move' THEN
+            PERFORM docket.machine_move('job', 'job ' || bad.id, bad.from_state, bad.to_state, true);
+        WHEN 'claim_counts' THEN
+            RAISE EXCEPTION 'job %: a claim counts one attempt and one lease generation (attempts % -> %, generation % -> %)',
+                bad.id, bad.from_attempts, bad.to_attempts, bad.from_generation, bad.to_generation
+                USING ERRCODE = 'DK001';
+        WHEN 'claim_token' THEN
+            RAISE EXCEPTION 'job %: a claim takes a fresh token: the previous holder''s must go stale', bad.id
+                USING ERRCODE = 'DK001';
+        WHEN 'counts' THEN
+            RAISE EXCEPTION 'job %: attempts and lease generation change only by a claim', bad.id
+                USING ERRCODE = 'DK001';
+        ELSE
+            RAISE EXCEPTION 'job %: a new claim token needs a new lease generation', bad.id
+                USING ERRCODE = 'DK001';
+        END CASE;
+    END IF;
     IF NOT EXISTS (
         SELECT 1 FROM old_jobs o JOIN new_jobs n ON n.id = o.id
         WHERE n.state <> o.state OR n.lease_generation <> o.lease_generation
@@ -525,6 +566,10 @@ BEGIN
         ) last
         WHERE n.state <> o.state OR n.lease_generation <> o.lease_generation
     ) m;
+    -- Wake the workers of each queue that has a job queued again and due.
+    PERFORM pg_notify('docket_jobs', q.queue)
+    FROM (SELECT DISTINCT n.queue FROM old_jobs o JOIN new_jobs n ON n.id = o.id
+          WHERE n.state = 'queued' AND o.state <> 'queued' AND NOT n.external AND n.available_at <= v_at) q;
     RETURN NULL;
 END
 $$;
@@ -1574,241 +1619,81 @@ RETURN (
 -- +goose StatementEnd
 
 
--- The row type of docket.job_claim_ids: what became of one wanted job, and
--- the job as it is now. Empty, like docket.job_enqueued: only its type is used.
-CREATE VIEW docket.job_claim_outcome AS
-SELECT ''::text AS outcome, j.* FROM docket.jobs j WHERE false;
+-- The worker's claim ----------------------------------------------------------------
 
-COMMENT ON VIEW docket.job_claim_outcome IS
-    'row type of docket.job_claim_ids: outcome (claimed, undecodable, unavailable) and the job';
-
--- job_claim_ids claims, for p_actor at p_now, each job of p_ids that is
--- claimable now (queued and due, or claimed with an expired lease and
--- repeatable with attempts left), as job_claim_id does for one: the group
--- commit of many dispatches. p_leases is parallel to p_ids (an element NULL or
--- zero: that job's own lease). It returns one row for each wanted job the actor may
--- claim in (job.claim on the job's project):
---
---   claimed      the job, claimed: fresh token, new lease generation, one more
---                attempt
---   undecodable  claimable, but its (kind, payload_schema) is not among the
---                parallel p_kinds/p_schemas (when those are not NULL): left
---                as it was, for a deployment that can decode it
---   unavailable  not claimable now (held by a live lease, not yet due,
---                finished, uncertain, or locked by another claimant): the
---                job as this statement saw it, unlocked
---
--- An unknown job, or one in a project where the actor holds no job.claim,
--- has no row: the caller learns nothing about it. Jobs are locked in id
--- order, and locked jobs are skipped, never waited for.
--- Refuses: more than 1000 ids, a duplicate id, leases not parallel to ids or
--- outside 1 s .. 24 h, decoder arrays of different lengths (DK010).
+-- job_claim_queue is how a worker fills a batch: it claims, for p_actor at
+-- p_now, up to p_limit due jobs of queue p_queue in every project where the
+-- actor holds job.claim, in one statement: queued jobs not for external
+-- executors, first by priority, available_at and id, of the (kind, payload
+-- schema) pairs the parallel p_kinds/p_schemas name (NULL: any). Each claimed
+-- job has a fresh token, a new lease generation and one more attempt, and
+-- holds its lease for the element of the parallel p_leases of its kind (NULL
+-- or zero there, or p_leases NULL: the job's own lease). Jobs another claimant has locked are skipped,
+-- never waited for, so concurrent batches get distinct jobs. A job whose
+-- payload version the caller does not decode is left queued for one that
+-- does (docket.jobs_undecodable shows it). Nothing due, or no job.claim
+-- anywhere, is an empty answer.
+-- Refuses: a malformed queue, a limit outside 1..1000, decoder arrays of
+-- different lengths, a lease outside 1 s .. 24 h (DK010).
 -- +goose StatementBegin
-CREATE FUNCTION docket.job_claim_ids(p_ids bigint[], p_leases interval[], p_kinds text[], p_schemas integer[],
-                                     p_actor text, p_now timestamptz)
-RETURNS SETOF docket.job_claim_outcome
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_lease interval;
-    v_bad interval;
-    v_permitted bigint[];
-    v_locked bigint[];
-    v_take bigint[];
-BEGIN
-    PERFORM docket.set_context(p_actor, p_now);
-    PERFORM docket.job_require_batch('claim batch', cardinality(p_ids), 1000);
-    IF cardinality(p_leases) IS DISTINCT FROM cardinality(p_ids) THEN
-        RAISE EXCEPTION 'invalid leases: want one per id (% ids, % leases)', cardinality(p_ids), coalesce(cardinality(p_leases), 0)
-            USING ERRCODE = 'DK010';
-    END IF;
-    p_leases := ARRAY(SELECT nullif(l, interval '0') FROM unnest(p_leases) WITH ORDINALITY AS x(l, n) ORDER BY n);
-    SELECT l INTO v_bad FROM unnest(p_leases) l
-    WHERE l IS NOT NULL AND (l < interval '1 second' OR l > interval '24 hours') LIMIT 1;
-    IF FOUND THEN
-        PERFORM docket.job_require_lease(v_bad);
-    END IF;
-    IF cardinality(p_kinds) IS DISTINCT FROM cardinality(p_schemas) THEN
-        RAISE EXCEPTION 'invalid decoders: kinds and schemas must be parallel arrays of one length'
-            USING ERRCODE = 'DK010';
-    END IF;
-    IF (SELECT count(DISTINCT i) <> count(*) OR count(i) <> count(*) FROM unnest(p_ids) i) THEN
-        RAISE EXCEPTION 'invalid claim batch: ids must be distinct and not NULL' USING ERRCODE = 'DK010';
-    END IF;
-
-    -- The grants first, without locks, so a job the actor may not claim is
-    -- neither locked nor reported.
-    v_permitted := ARRAY(SELECT j.id FROM docket.jobs j
-                         WHERE j.id = ANY (p_ids) AND docket.grant_check(p_actor, j.project, 'job.claim'));
-    -- Lock the claimable ones, in id order. The test is a CASE so that the
-    -- planner finds the rows by primary key: written as an OR of ANDs, it
-    -- matches the claim indexes' predicates and walks a whole queue.
-    v_locked := ARRAY(SELECT j.id FROM docket.jobs j
-                      WHERE j.id = ANY (v_permitted)
-                        AND CASE j.state
-                                WHEN 'queued' THEN j.available_at <= p_now
-                                WHEN 'claimed' THEN j.lease_expires_at <= p_now AND j.repeatable
-                                                    AND j.attempts < j.max_attempts
-                                ELSE false
-                            END
-                      ORDER BY j.id
-                      FOR UPDATE SKIP LOCKED);
-    v_take := CASE WHEN p_kinds IS NULL THEN v_locked
-                   ELSE ARRAY(SELECT j.id FROM docket.jobs j
-                              WHERE j.id = ANY (v_locked)
-                                AND (j.kind, j.payload_schema) IN (SELECT * FROM unnest(p_kinds, p_schemas))) END;
-    -- One claim per distinct lease: job_take is the one place a claim is made.
-    FOR v_lease IN SELECT DISTINCT w.lease FROM unnest(p_ids, p_leases) AS w(id, lease) WHERE w.id = ANY (v_take) LOOP
-        RETURN QUERY
-        SELECT 'claimed'::text, t.*
-        FROM docket.job_take(ARRAY(SELECT w.id FROM unnest(p_ids, p_leases) AS w(id, lease)
-                                   WHERE w.id = ANY (v_take) AND w.lease IS NOT DISTINCT FROM v_lease),
-                             v_lease, p_actor, p_now) t;
-    END LOOP;
-    IF cardinality(v_take) < cardinality(v_permitted) THEN
-        RETURN QUERY
-        SELECT CASE WHEN j.id = ANY (v_locked) THEN 'undecodable' ELSE 'unavailable' END, j.*
-        FROM docket.jobs j
-        WHERE j.id = ANY (v_permitted) AND NOT j.id = ANY (v_take);
-    END IF;
-END
-$$;
--- +goose StatementEnd
-
--- Dispatches by docket job id, for job_dispatch_live. The index is docket's,
--- on River's table: River's own GIN index on args answers "which dispatch
--- carries job N" too slowly to ask it once per queued job.
-CREATE INDEX river_job_docket_dispatch_idx ON docket.river_job (((args ->> 'job_id')::bigint))
-    WHERE kind = 'docket.dispatch';
-
--- job_dispatch_live reports whether job p_id has a River dispatch River has
--- not finalized: available, pending, retryable, scheduled, or running since
--- p_running_since (NULL: running at all). A dispatch left running by a worker
--- process that died stays running for a day, until River rescues it: a
--- caller passes an instant well past any claim's duration so that such a
--- dispatch stops counting, while one claiming its job this moment counts.
--- +goose StatementBegin
-CREATE FUNCTION docket.job_dispatch_live(p_id bigint, p_running_since timestamptz) RETURNS boolean
-LANGUAGE sql STABLE AS $$
-    SELECT EXISTS (
-        SELECT 1 FROM docket.river_job r
-        WHERE (r.args ->> 'job_id')::bigint = p_id
-          AND r.kind = 'docket.dispatch'
-          AND (r.state IN ('available', 'pending', 'retryable', 'scheduled')
-               OR (r.state = 'running' AND (p_running_since IS NULL OR r.attempted_at >= p_running_since))));
-$$;
--- +goose StatementEnd
-
--- job_dispatch_abandon finalizes, as discarded at p_at (River's clock), the
--- running dispatches of the jobs p_ids: the lease sweep calls it for the jobs
--- whose leases it moves on, whose holders are gone or too late. A holder that
--- was only late finds, when it returns, its lease refused (DK002) and River's
--- own completion of the dispatch a no-op. Returns how many it finalized.
--- +goose StatementBegin
-CREATE FUNCTION docket.job_dispatch_abandon(p_ids bigint[], p_at timestamptz) RETURNS integer
-LANGUAGE plpgsql AS $$
-DECLARE
-    n integer;
-BEGIN
-    IF p_at IS NULL THEN
-        RAISE EXCEPTION 'invalid instant: NULL' USING ERRCODE = 'DK010';
-    END IF;
-    UPDATE docket.river_job r
-    SET state = 'discarded', finalized_at = p_at,
-        errors = r.errors || jsonb_build_object('at', p_at, 'attempt', r.attempt,
-                                                'error', 'docket: the job''s lease expired; this dispatch was abandoned')
-    WHERE r.kind = 'docket.dispatch' AND r.state = 'running'
-      AND (r.args ->> 'job_id')::bigint = ANY (p_ids);
-    GET DIAGNOSTICS n = ROW_COUNT;
-    RETURN n;
-END
-$$;
--- +goose StatementEnd
-
--- job_undispatched finds, for p_actor at p_now, queued and due jobs that no
--- live River dispatch carries, so the worker can dispatch them: jobs created
--- by SQL, or re-queued by an operator or a sweep that dispatched nothing. It
--- looks, in each project where the actor holds job.claim and each queue of
--- p_queues, at the first p_scan due queued jobs in claim order (priority,
--- available_at, id): a job further back is looked at once the queue has
--- drained up to it, which is as soon as it could run anyway. So a run costs
--- the same however long the queues are. Jobs for external executors are
--- never dispatched; neither are jobs whose (kind, payload_schema) is not
--- among the parallel p_kinds/p_schemas (when not NULL). A dispatch running
--- since before p_running_since (River's clock) counts as dead: see
--- job_dispatch_live. It returns at most
--- p_limit jobs, locked (skipping locked ones) and checked again once locked,
--- so that two sweepers never both dispatch one job: the caller inserts the
--- dispatches in the same transaction, at READ COMMITTED.
--- Refuses: p_limit outside 1..10000, p_scan outside 1..10000, a malformed
--- queue, decoder arrays of different lengths (DK010).
--- +goose StatementBegin
-CREATE FUNCTION docket.job_undispatched(p_queues text[], p_scan integer, p_limit integer,
-                                        p_kinds text[], p_schemas integer[], p_running_since timestamptz,
-                                        p_actor text, p_now timestamptz)
+CREATE FUNCTION docket.job_claim_queue(p_queue text, p_limit integer, p_kinds text[], p_schemas integer[],
+                                       p_leases interval[], p_actor text, p_now timestamptz)
 RETURNS SETOF docket.jobs
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_queue text;
-    v_candidates bigint[];
-    v_locked bigint[];
+    v_projects text[];
+    v_ids bigint[] := '{}';
+    v_project text;
 BEGIN
-    PERFORM docket.job_require_batch('sweep limit', p_limit, 10000);
-    PERFORM docket.job_require_batch('scan limit', p_scan, 10000);
-    IF cardinality(p_kinds) IS DISTINCT FROM cardinality(p_schemas) THEN
-        RAISE EXCEPTION 'invalid decoders: kinds and schemas must be parallel arrays of one length'
+    PERFORM docket.set_context(p_actor, p_now);
+    IF p_queue IS NULL OR NOT docket.valid_queue(p_queue) THEN
+        RAISE EXCEPTION 'invalid queue %: want 1-63 characters of [a-z0-9_-], starting with a letter or digit',
+            coalesce(quote_literal(p_queue), 'NULL') USING ERRCODE = 'DK010';
+    END IF;
+    PERFORM docket.job_require_batch('claim limit', p_limit, 1000);
+    IF cardinality(p_kinds) IS DISTINCT FROM cardinality(p_schemas)
+       OR (p_leases IS NOT NULL AND cardinality(p_leases) IS DISTINCT FROM cardinality(p_kinds)) THEN
+        RAISE EXCEPTION 'invalid decoders: kinds, schemas and leases must be parallel arrays of one length'
             USING ERRCODE = 'DK010';
     END IF;
-    FOREACH v_queue IN ARRAY coalesce(p_queues, '{}') LOOP
-        IF v_queue IS NULL OR NOT docket.valid_queue(v_queue) THEN
-            RAISE EXCEPTION 'invalid queue %: want 1-63 characters of [a-z0-9_-], starting with a letter or digit',
-                coalesce(quote_literal(v_queue), 'NULL') USING ERRCODE = 'DK010';
-        END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_leases) l WHERE l <> '0' AND (l < '1 second' OR l > '24 hours')) THEN
+        RAISE EXCEPTION 'invalid lease: a claim holds a job 1 second .. 24 hours' USING ERRCODE = 'DK010';
+    END IF;
+    SELECT array_agg(g.project ORDER BY random()) INTO v_projects
+    FROM docket.grants g WHERE g.principal = p_actor AND g.capability = 'job.claim';
+    -- One index range per project, in an order that changes from claim to
+    -- claim, so no project's backlog starves another's.
+    FOREACH v_project IN ARRAY coalesce(v_projects, '{}') LOOP
+        EXIT WHEN cardinality(v_ids) >= p_limit;
+        v_ids := v_ids || ARRAY(
+            SELECT j.id FROM docket.jobs j
+            WHERE j.state = 'queued' AND j.project = v_project AND j.queue = p_queue AND j.available_at <= p_now
+              AND NOT j.external
+              AND (p_kinds IS NULL OR (j.kind, j.payload_schema) IN (SELECT * FROM unnest(p_kinds, p_schemas)))
+            ORDER BY j.priority, j.available_at, j.id
+            LIMIT p_limit - cardinality(v_ids)
+            FOR UPDATE SKIP LOCKED);
     END LOOP;
-    -- The candidates, unlocked; then lock them; then look again, in a
-    -- statement of its own and so with a fresh snapshot, for dispatches that
-    -- a sweeper which held them a moment ago has committed since.
-    v_candidates := ARRAY(
-        SELECT c.id
-        FROM (SELECT DISTINCT g.project FROM docket.grants g
-              WHERE g.principal = p_actor AND g.capability = 'job.claim') p
-        CROSS JOIN unnest(p_queues) AS q(name)
-        CROSS JOIN LATERAL (
-            SELECT h.id, h.external, h.kind, h.payload_schema FROM docket.jobs h
-            WHERE h.state = 'queued' AND h.project = p.project AND h.queue = q.name AND h.available_at <= p_now
-            ORDER BY h.priority, h.available_at, h.id
-            LIMIT p_scan) c
-        WHERE NOT c.external
-          AND (p_kinds IS NULL OR (c.kind, c.payload_schema) IN (SELECT * FROM unnest(p_kinds, p_schemas)))
-          AND NOT docket.job_dispatch_live(c.id, p_running_since));
-    IF cardinality(v_candidates) = 0 THEN
+    IF cardinality(v_ids) = 0 THEN
         RETURN;
     END IF;
-    v_locked := ARRAY(
-        SELECT j.id FROM docket.jobs j
-        WHERE j.id = ANY (v_candidates) AND j.state = 'queued'
-        ORDER BY j.priority, j.available_at, j.id
-        LIMIT p_limit
-        FOR UPDATE SKIP LOCKED);
     RETURN QUERY
-    SELECT j.* FROM docket.jobs j
-    WHERE j.id = ANY (v_locked) AND NOT docket.job_dispatch_live(j.id, p_running_since)
-    ORDER BY j.priority, j.available_at, j.id;
+    UPDATE docket.jobs j
+    SET state = 'claimed',
+        claim_token = gen_random_uuid(),
+        claimed_by = p_actor,
+        claimed_at = p_now,
+        lease_expires_at = p_now + coalesce(
+            (SELECT d.lease FROM unnest(p_kinds, p_leases) AS d(kind, lease) WHERE d.kind = j.kind AND d.lease > '0' LIMIT 1),
+            j.lease),
+        lease_generation = j.lease_generation + 1,
+        attempts = j.attempts + 1,
+        updated_at = greatest(j.updated_at, p_now)
+    WHERE j.id = ANY (v_ids)
+    RETURNING j.*;
 END
 $$;
 -- +goose StatementEnd
-
--- Operators: queued jobs no River dispatch carries (a dispatch left running
--- by a dead process still counts here). A job shows here for a
--- moment between an SQL enqueue and the worker's next dispatch sweep; one
--- that stays is in a queue no worker serves, or of a kind none decodes.
-CREATE VIEW docket.jobs_undispatched AS
-SELECT j.id, j.project, j.queue, j.kind, j.payload_schema, j.priority, j.available_at, j.created_at
-FROM docket.jobs j
-WHERE j.state = 'queued' AND NOT j.external AND NOT docket.job_dispatch_live(j.id, NULL);
-
-COMMENT ON VIEW docket.jobs_undispatched IS
-    'queued jobs that no live River dispatch carries (not for external executors)';
-
 
 -- The chain heads, for an auditor to export.
 CREATE VIEW docket.job_chain_heads AS
@@ -1823,37 +1708,36 @@ COMMENT ON VIEW docket.job_chain_heads IS
 
 INSERT INTO docket.api_functions (name, role) VALUES
     ('job_enqueue_one', 'app'), ('job_enqueue_many', 'app'), ('job_claim', 'app'), ('job_claim_id', 'app'),
-    ('job_claim_ids', 'app'), ('job_renew', 'app'), ('job_release', 'app'), ('job_complete', 'app'),
+    ('job_claim_queue', 'app'), ('job_renew', 'app'), ('job_release', 'app'), ('job_complete', 'app'),
     ('job_complete_many', 'app'), ('job_fail', 'app'), ('job_cancel', 'app'), ('job_reconcile', 'app'),
-    ('job_expire_leases', 'app'), ('job_decoders_register', 'app'), ('job_verify', 'app'),
-    ('job_undispatched', 'app'), ('job_dispatch_abandon', 'app'), ('job_dispatch_live', 'reader');
+    ('job_expire_leases', 'app'), ('job_decoders_register', 'app'), ('job_verify', 'app');
 
 SELECT docket.apply_privileges();
 
 -- +goose Down
 SET LOCAL docket.migrating = 'on';
-DROP INDEX docket.river_job_docket_dispatch_idx;
 DROP VIEW
-    docket.job_chain_heads, docket.jobs_undispatched, docket.job_claim_outcome, docket.job_enqueued,
+    docket.job_chain_heads, docket.job_enqueued,
     docket.jobs_undecodable, docket.jobs_uncertain, docket.jobs_dead, docket.jobs_expired_leases,
     docket.jobs_due, docket.job_transitions, docket.job_states CASCADE;
 DROP TABLE docket.job_decoders, docket.job_events, docket.jobs CASCADE;
 DELETE FROM docket.machine_transitions WHERE machine IN ('job');
 DELETE FROM docket.machine_states WHERE machine IN ('job');
 DELETE FROM docket.machines WHERE name IN ('job');
-DELETE FROM docket.api_functions WHERE name IN ('job_enqueue_one', 'job_enqueue_many', 'job_claim', 'job_claim_id', 'job_claim_ids', 'job_renew',
+DELETE FROM docket.api_functions WHERE name IN ('job_enqueue_one', 'job_enqueue_many', 'job_claim', 'job_claim_id', 'job_claim_queue', 'job_renew',
     'job_release', 'job_complete', 'job_complete_many', 'job_fail', 'job_cancel', 'job_reconcile',
-    'job_expire_leases', 'job_decoders_register', 'job_verify', 'job_undispatched', 'job_dispatch_abandon', 'job_dispatch_live');
+    'job_expire_leases', 'job_decoders_register', 'job_verify');
 -- A capability still granted somewhere stays, with its grants.
 DELETE FROM docket.capabilities c WHERE c.name IN ('job.create', 'job.claim', 'job.cancel', 'job.reconcile')
     AND NOT EXISTS (SELECT 1 FROM docket.grants g WHERE g.capability = c.name);
+DROP DOMAIN docket.job_key;
+DROP DOMAIN docket.job_output;
+DROP DOMAIN docket.job_inputs;
+DROP DOMAIN docket.job_params;
 DROP DOMAIN docket.job_json;
 DROP DOMAIN docket.job_queue;
 DROP DOMAIN docket.job_kind;
-DROP FUNCTION IF EXISTS docket.job_undispatched(text[],integer,integer,text[],integer[],timestamp with time zone,text,timestamp with time zone);
-DROP FUNCTION IF EXISTS docket.job_dispatch_abandon(bigint[],timestamp with time zone);
-DROP FUNCTION IF EXISTS docket.job_dispatch_live(bigint,timestamp with time zone);
-DROP FUNCTION IF EXISTS docket.job_claim_ids(bigint[],interval[],text[],integer[],text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.job_claim_queue(text,integer,text[],integer[],interval[],text,timestamp with time zone);
 DROP FUNCTION IF EXISTS docket.job_machine_drift();
 DROP FUNCTION IF EXISTS docket.job_machine_move(text,text);
 DROP FUNCTION IF EXISTS docket.job_verify(bigint);

@@ -1,0 +1,147 @@
+package worker_test
+
+// The edges of a batch's loop: a notification that arrives while it claims,
+// a commit that fails after a claim, and a Stop that races a claim.
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-dev/docket/internal/testkit"
+	"github.com/docket-dev/docket/jobs"
+	"github.com/docket-dev/docket/worker"
+)
+
+// TestNotificationDuringAClaimWakesTheBatch enqueues each job of a chain
+// while the worker's batch, its last claim made and found empty, reports the
+// previous job's success, and waits until the notification has been
+// delivered: the batch must still wake for it, since nothing else will for
+// an hour.
+func TestNotificationDuringAClaimWakesTheBatch(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	reg := worker.NewRegistry()
+	require.NoError(t, worker.Handle(reg, invoiceKind, func(context.Context, *jobs.Typed[Invoice]) error { return nil }))
+	lc, err := e.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	ear := lc.Hijack() // the test's own ear on the channel
+	t.Cleanup(func() { _ = ear.Close(context.Background()) })
+	_, err = ear.Exec(ctx, "LISTEN "+worker.NotifyChannel)
+	require.NoError(t, err)
+
+	const chain = 10
+	first, err := e.client.Enqueue(ctx, invoiceSpec(t, 0, ""))
+	require.NoError(t, err)
+	rec := newRecorder()
+	next := make(chan int64, chain)
+	w := newWorker(t, e, reg, nil, func(c *worker.Config) {
+		notifiedOnly(c)
+		c.OnEvent = func(ev worker.Event) {
+			// Called by the batch, after the transaction that recorded
+			// the success and claimed nothing more.
+			if ev.Type == worker.EventSucceeded && len(next) < chain-1 {
+				enq, err := e.client.Enqueue(context.Background(), invoiceSpec(t, len(next)+1, ""))
+				if err == nil {
+					next <- enq.Job.ID
+					wctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+					_, _ = ear.WaitForNotification(wctx)
+					cancel()
+				}
+			}
+			rec.add(ev)
+		}
+	})
+	testkit.Start(t, w)
+	rec.waitN(t, 1, is(worker.EventSucceeded, first.Job.ID))
+	for range chain - 1 {
+		var id int64
+		select {
+		case id = <-next:
+		case <-time.After(waitLimit):
+			t.Fatal("the chain stopped")
+		}
+		rec.waitN(t, 1, is(worker.EventSucceeded, id))
+	}
+}
+
+// TestCommitFailureAfterAClaimKeepsTheSlots makes the commit of the batch's
+// first claim fail (a deferred constraint trigger stands in for a connection
+// lost at COMMIT, or a serialization failure): the claim is rolled back, and
+// the batch must try again with the handler slot the claim had taken (with
+// one handler allowed, a slot lost would stop the queue for good).
+func TestCommitFailureAfterAClaimKeepsTheSlots(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	_, err := e.Pool.Exec(ctx, `
+		CREATE SEQUENCE public.claim_commits;
+		CREATE FUNCTION public.fail_first_claim_commit() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$
+		BEGIN
+		    IF NEW.state = 'claimed' AND nextval('public.claim_commits') = 1 THEN
+		        RAISE EXCEPTION 'the first claim''s commit fails';
+		    END IF;
+		    RETURN NULL;
+		END $$;
+		CREATE CONSTRAINT TRIGGER fail_first_claim_commit AFTER UPDATE ON docket.jobs
+		    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.fail_first_claim_commit();`)
+	require.NoError(t, err)
+	reg := worker.NewRegistry()
+	require.NoError(t, worker.Handle(reg, invoiceKind, func(context.Context, *jobs.Typed[Invoice]) error { return nil }))
+	enq, err := e.client.Enqueue(ctx, invoiceSpec(t, 1, ""))
+	require.NoError(t, err)
+	rec := newRecorder()
+	startWorker(t, e, reg, rec, func(c *worker.Config) {
+		c.Queues = map[string]int{jobs.DefaultQueue: 1}
+		c.Batch.Max = 1
+	})
+	rec.waitN(t, 1, func(ev worker.Event) bool { return ev.Type == worker.EventError })
+	rec.waitN(t, 1, is(worker.EventSucceeded, enq.Job.ID))
+	require.Equal(t, jobs.Succeeded, jobState(t, e.Pool, enq.Job.ID))
+}
+
+// TestStopClaimsNothingAfterItsReleases stops a worker past its deadline
+// right after its handlers started, while its batch's next claim, decided
+// before the stop, may still be under way: that claim must not take the jobs
+// the stop has just released. Each job keeps the one attempt it spent, and a
+// job of two attempts is not made dead by the stop (a claim decided before
+// the stop may run after the releases: it is undone). Fifteen rounds, each on
+// a queue of its own, as the race is narrow.
+func TestStopClaimsNothingAfterItsReleases(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	reg := worker.NewRegistry()
+	require.NoError(t, worker.Handle(reg, invoiceKind, func(ctx context.Context, j *jobs.Typed[Invoice]) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}))
+	for round := range 15 {
+		queue := fmt.Sprintf("round-%d", round)
+		var ids []int64
+		for i := range inFlight {
+			s := invoiceSpec(t, i, "")
+			s.Queue, s.Retry = queue, jobs.RetryPolicy{MaxAttempts: 2}
+			enq, err := e.client.Enqueue(ctx, s)
+			require.NoError(t, err)
+			ids = append(ids, enq.Job.ID)
+		}
+		rec := newRecorder()
+		w := startWorker(t, e, reg, rec, func(c *worker.Config) { c.Queues = map[string]int{queue: 100} })
+		rec.waitN(t, inFlight, is(worker.EventStarted, 0))
+		past, cancel := context.WithCancel(ctx)
+		cancel()
+		require.ErrorIs(t, w.Stop(past), context.Canceled)
+		for _, id := range ids {
+			j, err := e.client.Jobs().Get(ctx, id)
+			require.NoError(t, err)
+			require.Equal(t, jobs.Queued, j.State, "round %d, job %d (%s)", round, id, j.Diagnostic)
+			require.Equal(t, 1, j.Attempts, "round %d, job %d was claimed again after its release", round, id)
+		}
+		require.Equal(t, inFlight, rec.count(is(worker.EventStarted, 0)), "round %d: no handler started after the stop", round)
+	}
+}
