@@ -685,6 +685,19 @@ END
 $$;
 -- +goose StatementEnd
 
+-- job_require_queue refuses (DK010) a null or malformed queue name.
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_require_queue(p_queue text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_queue IS NULL OR NOT docket.valid_queue(p_queue) THEN
+        RAISE EXCEPTION 'invalid queue %: want 1-63 characters of [a-z0-9_-], starting with a letter or digit',
+            coalesce(quote_literal(p_queue), 'NULL') USING ERRCODE = 'DK010';
+    END IF;
+END
+$$;
+-- +goose StatementEnd
+
 -- job_require_spec refuses (DK010), naming element p_i and what is wrong, a
 -- job spec with a malformed kind or queue, no payload, or max_attempts
 -- outside 1..100: the common mistakes, named before the table's constraints
@@ -898,11 +911,14 @@ $$;
 -- +goose StatementEnd
 
 -- job_take claims the jobs p_ids, which the caller chose and holds locked,
--- for p_actor at p_now: a fresh random token, a lease of p_lease (NULL: each
--- job's own), a new lease generation and one more attempt. The one place a
--- claim is made, for job_claim and job_claim_id.
+-- for p_actor at p_now: a fresh random token, a lease of p_lease (NULL: the
+-- element of the parallel p_kinds/p_leases of the job's kind when it is
+-- above zero, else the job's own), a new lease generation and one more
+-- attempt. The one place a claim is made, for job_claim, job_claim_id and
+-- job_claim_queue.
 -- +goose StatementBegin
-CREATE FUNCTION docket.job_take(p_ids bigint[], p_lease interval, p_actor text, p_now timestamptz)
+CREATE FUNCTION docket.job_take(p_ids bigint[], p_lease interval, p_actor text, p_now timestamptz,
+                                p_kinds text[] DEFAULT NULL, p_leases interval[] DEFAULT NULL)
 RETURNS SETOF docket.jobs
 LANGUAGE sql AS $$
     UPDATE docket.jobs j
@@ -910,7 +926,10 @@ LANGUAGE sql AS $$
         claim_token = gen_random_uuid(),
         claimed_by = p_actor,
         claimed_at = p_now,
-        lease_expires_at = p_now + coalesce(p_lease, j.lease),
+        lease_expires_at = p_now + coalesce(
+            p_lease,
+            (SELECT d.lease FROM unnest(p_kinds, p_leases) AS d(kind, lease) WHERE d.kind = j.kind AND d.lease > '0' LIMIT 1),
+            j.lease),
         lease_generation = j.lease_generation + 1,
         attempts = j.attempts + 1,
         updated_at = greatest(j.updated_at, p_now)
@@ -942,10 +961,7 @@ LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
     PERFORM docket.require_project_name(p_project);
-    IF p_queue IS NULL OR NOT docket.valid_queue(p_queue) THEN
-        RAISE EXCEPTION 'invalid queue %: want 1-63 characters of [a-z0-9_-], starting with a letter or digit',
-            coalesce(quote_literal(p_queue), 'NULL') USING ERRCODE = 'DK010';
-    END IF;
+    PERFORM docket.job_require_queue(p_queue);
     PERFORM docket.job_require_batch('claim limit', p_limit, 1000);
     PERFORM docket.job_require_lease(p_lease);
     IF cardinality(p_kinds) IS DISTINCT FROM cardinality(p_schemas) THEN
@@ -1646,19 +1662,14 @@ DECLARE
     v_project text;
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
-    IF p_queue IS NULL OR NOT docket.valid_queue(p_queue) THEN
-        RAISE EXCEPTION 'invalid queue %: want 1-63 characters of [a-z0-9_-], starting with a letter or digit',
-            coalesce(quote_literal(p_queue), 'NULL') USING ERRCODE = 'DK010';
-    END IF;
+    PERFORM docket.job_require_queue(p_queue);
     PERFORM docket.job_require_batch('claim limit', p_limit, 1000);
     IF cardinality(p_kinds) IS DISTINCT FROM cardinality(p_schemas)
        OR (p_leases IS NOT NULL AND cardinality(p_leases) IS DISTINCT FROM cardinality(p_kinds)) THEN
         RAISE EXCEPTION 'invalid decoders: kinds, schemas and leases must be parallel arrays of one length'
             USING ERRCODE = 'DK010';
     END IF;
-    IF EXISTS (SELECT 1 FROM unnest(p_leases) l WHERE l <> '0' AND (l < '1 second' OR l > '24 hours')) THEN
-        RAISE EXCEPTION 'invalid lease: a claim holds a job 1 second .. 24 hours' USING ERRCODE = 'DK010';
-    END IF;
+    PERFORM docket.job_require_lease(nullif(l, '0')) FROM unnest(p_leases) l;
     SELECT array_agg(g.project ORDER BY random()) INTO v_projects
     FROM docket.grants g WHERE g.principal = p_actor AND g.capability = 'job.claim';
     -- One index range per project, in an order that changes from claim to
@@ -1677,20 +1688,7 @@ BEGIN
     IF cardinality(v_ids) = 0 THEN
         RETURN;
     END IF;
-    RETURN QUERY
-    UPDATE docket.jobs j
-    SET state = 'claimed',
-        claim_token = gen_random_uuid(),
-        claimed_by = p_actor,
-        claimed_at = p_now,
-        lease_expires_at = p_now + coalesce(
-            (SELECT d.lease FROM unnest(p_kinds, p_leases) AS d(kind, lease) WHERE d.kind = j.kind AND d.lease > '0' LIMIT 1),
-            j.lease),
-        lease_generation = j.lease_generation + 1,
-        attempts = j.attempts + 1,
-        updated_at = greatest(j.updated_at, p_now)
-    WHERE j.id = ANY (v_ids)
-    RETURNING j.*;
+    RETURN QUERY SELECT * FROM docket.job_take(v_ids, NULL, p_actor, p_now, p_kinds, p_leases);
 END
 $$;
 -- +goose StatementEnd
@@ -1754,10 +1752,11 @@ DROP FUNCTION IF EXISTS docket.job_renew(bigint,uuid,interval,text,timestamp wit
 DROP FUNCTION IF EXISTS docket.job_lock_held(text,bigint,uuid,timestamp with time zone);
 DROP FUNCTION IF EXISTS docket.job_claim_id(bigint,interval,text[],integer[],text,timestamp with time zone);
 DROP FUNCTION IF EXISTS docket.job_claim(text,text,integer,interval,text[],integer[],text,timestamp with time zone);
-DROP FUNCTION IF EXISTS docket.job_take(bigint[],interval,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS docket.job_take(bigint[],interval,text,timestamp with time zone,text[],interval[]);
 DROP FUNCTION IF EXISTS docket.job_enqueue_one(text,text,timestamp with time zone,text,text,smallint,jsonb,integer,text,timestamp with time zone,integer,boolean,boolean,interval,interval,interval,double precision,jsonb,text[],text,bigint,bigint,text);
 DROP FUNCTION IF EXISTS docket.job_enqueue_many(text,text,timestamp with time zone,text[],text[],smallint[],jsonb[],integer[],text[],timestamp with time zone[],integer[],boolean[],boolean[],interval[],interval[],interval[],double precision[],jsonb[],jsonb[],text[],bigint[],bigint[],text[]);
 DROP FUNCTION IF EXISTS docket.job_resolve_duplicate(text,text,text,jsonb,integer);
+DROP FUNCTION IF EXISTS docket.job_require_queue(text);
 DROP FUNCTION IF EXISTS docket.job_require_spec(integer,text,text,jsonb,integer);
 DROP FUNCTION IF EXISTS docket.job_require_lease(interval);
 DROP FUNCTION IF EXISTS docket.job_require_batch(text,integer,integer);
