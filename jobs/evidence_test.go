@@ -145,7 +145,7 @@ func TestARebuiltHistoryIsCaughtByExportedHeads(t *testing.T) {
 	// the rewritten event on, hashes and all.
 	asOwner(t, e, []string{"docket.job_events"}, `
 		WITH RECURSIVE chain AS (
-			SELECT e.job_id, e.seq, e.prev_hash,
+			SELECT e.job_id, e.seq, e.prev_hash::bytea,
 			       docket.job_event_hash(e.prev_hash, e.job_id, e.seq, e.from_state, e.to_state,
 			           CASE WHEN e.to_state = 'succeeded' THEN 'svc:someone-else' ELSE e.actor END,
 			           e.at, e.attempt, e.detail, e.lease_until, e.outcome) AS hash

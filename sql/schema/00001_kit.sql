@@ -60,11 +60,17 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 RETURN length(p_capability) <= 64
    AND p_capability ~ '^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*){1,3}$';
 
+-- The require_* functions refuse what they are given or return nothing.
+-- They are STABLE, not IMMUTABLE, though they read nothing: a call of an
+-- IMMUTABLE function with constant arguments is evaluated while planning, so
+-- a plpgsql statement calling it with its variables would get a custom plan
+-- cheaper than the generic one, and be planned again at every call.
+
 -- require_principal refuses (DK010) a null or malformed principal, naming
 -- what the argument is for (actor, principal, …) in the message.
 -- +goose StatementBegin
 CREATE FUNCTION docket.require_principal(p_what text, p_value text) RETURNS void
-LANGUAGE plpgsql IMMUTABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
 BEGIN
     IF p_value IS NULL OR NOT docket.valid_principal(p_value) THEN
         RAISE EXCEPTION 'invalid % %: want kind:name, e.g. svc:billing', p_what, coalesce(quote_literal(p_value), 'NULL')
@@ -77,7 +83,7 @@ $$;
 -- require_project_name refuses (DK010) a null or malformed project name.
 -- +goose StatementBegin
 CREATE FUNCTION docket.require_project_name(p_value text) RETURNS void
-LANGUAGE plpgsql IMMUTABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
 BEGIN
     IF p_value IS NULL OR NOT docket.valid_project_name(p_value) THEN
         RAISE EXCEPTION 'invalid project name %: want 1-63 characters of [a-z0-9._-], starting with a letter or digit',
@@ -92,7 +98,7 @@ $$;
 -- field, the value (cut to 80 characters) and the rule.
 -- +goose StatementBegin
 CREATE FUNCTION docket.require_valid(p_ok boolean, p_field text, p_value text, p_rule text) RETURNS void
-LANGUAGE plpgsql IMMUTABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
 BEGIN
     IF p_ok IS NOT TRUE THEN
         RAISE EXCEPTION 'invalid %: %: want %', p_field,
@@ -180,17 +186,33 @@ $$;
 
 -- session_is_owner reports whether the session's login role is (or is a
 -- member of) the owner of schema docket, or a superuser.
+--
+-- The checks every call makes (this, session_is_operator, may_act_as,
+-- grant_check) are plpgsql rather than SQL functions: Postgres cannot inline
+-- an SQL function whose body holds a subquery, and then parses and plans its
+-- body again in every statement that calls it, while plpgsql keeps the plan
+-- for the session.
+-- +goose StatementBegin
 CREATE FUNCTION docket.session_is_owner() RETURNS boolean
-LANGUAGE sql STABLE
-RETURN (SELECT pg_has_role(session_user, n.nspowner, 'MEMBER') FROM pg_namespace n WHERE n.nspname = 'docket');
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT pg_has_role(session_user, n.nspowner, 'MEMBER') FROM pg_namespace n WHERE n.nspname = 'docket');
+END
+$$;
+-- +goose StatementEnd
 
 -- session_is_operator reports whether the session's login role is the owner
 -- or a member of docket_operator.
+-- +goose StatementBegin
 CREATE FUNCTION docket.session_is_operator() RETURNS boolean
-LANGUAGE sql STABLE
-RETURN docket.session_is_owner()
-    OR (EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'docket_operator')
-        AND pg_has_role(session_user, 'docket_operator', 'MEMBER'));
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN docket.session_is_owner()
+        OR (EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'docket_operator')
+            AND pg_has_role(session_user, 'docket_operator', 'MEMBER'));
+END
+$$;
+-- +goose StatementEnd
 
 -- require_operator refuses (DK009) op unless the session's login role is the
 -- owner or a member of docket_operator.

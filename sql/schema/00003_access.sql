@@ -81,14 +81,20 @@ CREATE TRIGGER actor_bindings_record
 -- p_principal: a binding names the principal or its kind, or it is the
 -- owner (asked second: a binding is one index probe, the owner's role
 -- membership a catalog walk).
+-- plpgsql, as session_is_owner is, so its plan is kept for the session.
+-- +goose StatementBegin
 CREATE FUNCTION docket.may_act_as(p_principal text) RETURNS boolean
-LANGUAGE sql STABLE
-RETURN EXISTS (
-        SELECT 1 FROM docket.actor_bindings b
-        WHERE b.role = session_user
-          AND b.principal IN (p_principal, split_part(p_principal, ':', 1) || ':*')
-    )
-    OR docket.session_is_owner();
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN EXISTS (
+            SELECT 1 FROM docket.actor_bindings b
+            WHERE b.role = session_user
+              AND b.principal IN (p_principal, split_part(p_principal, ':', 1) || ':*')
+        )
+        OR docket.session_is_owner();
+END
+$$;
+-- +goose StatementEnd
 
 -- actor_bind lets login role p_role act as p_principal (or, for "kind:*",
 -- every principal of that kind), on behalf of p_actor at p_now. Returns true
@@ -311,13 +317,19 @@ $$;
 -- grant_check reports whether p_principal holds p_capability on p_project by an
 -- explicit grant. It never raises: malformed or unknown input holds nothing, so
 -- a caller learns no more from a refusal than from an absent grant.
+-- plpgsql, as session_is_owner is, so its plan is kept for the session.
+-- +goose StatementBegin
 CREATE FUNCTION docket.grant_check(p_principal text, p_project text, p_capability text)
 RETURNS boolean
-LANGUAGE sql STABLE
-RETURN EXISTS (
-    SELECT 1 FROM docket.grants
-    WHERE project = p_project AND capability = p_capability AND principal = p_principal
-);
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN EXISTS (
+        SELECT 1 FROM docket.grants g
+        WHERE g.project = p_project AND g.capability = p_capability AND g.principal = p_principal
+    );
+END
+$$;
+-- +goose StatementEnd
 
 -- The API ---------------------------------------------------------------------
 

@@ -613,7 +613,7 @@ $$;
 -- lane_require_note refuses (DK010) a note over 1000 characters.
 -- +goose StatementBegin
 CREATE FUNCTION docket.lane_require_note(p_note text) RETURNS void
-LANGUAGE plpgsql IMMUTABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
 BEGIN
     IF length(p_note) > 1000 THEN
         RAISE EXCEPTION 'invalid note: % characters, at most 1000', length(p_note) USING ERRCODE = 'DK010';

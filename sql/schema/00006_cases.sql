@@ -638,7 +638,7 @@ $$;
 -- distinct (namespace, value) pairs given as parallel arrays.
 -- +goose StatementBegin
 CREATE FUNCTION docket.case_require_keys(p_namespaces text[], p_values text[]) RETURNS void
-LANGUAGE plpgsql IMMUTABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
 DECLARE
     bad record;
 BEGIN
@@ -681,7 +681,7 @@ RETURN ARRAY(
 -- naming the first two.
 -- +goose StatementBegin
 CREATE FUNCTION docket.case_ambiguous(p_holders bigint[]) RETURNS void
-LANGUAGE plpgsql IMMUTABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RAISE EXCEPTION 'keys point at two different open cases: % and %', p_holders[1], p_holders[2]
         USING ERRCODE = 'DK011', DETAIL = 'cases ' || array_to_string(p_holders, ', ');
@@ -1226,7 +1226,7 @@ END;
 -- case_require_keys does (DK010).
 -- +goose StatementBegin
 CREATE FUNCTION docket.wait_keys(p_namespaces text[], p_values text[]) RETURNS text[]
-LANGUAGE plpgsql IMMUTABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
 BEGIN
     PERFORM docket.case_require_keys(p_namespaces, p_values);
     RETURN ARRAY(SELECT x.ns || ':' || x.val FROM unnest(p_namespaces, p_values) AS x(ns, val)

@@ -367,7 +367,7 @@ CREATE FUNCTION docket.schedule_require_terms(
     p_job_max_attempts integer, p_catch_up text, p_max_catch_up integer, p_grace interval,
     p_starts_at timestamptz, p_ends_at timestamptz, p_max_occurrences bigint)
 RETURNS void
-LANGUAGE plpgsql IMMUTABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
 BEGIN
     PERFORM docket.require_valid(length(p_cron) BETWEEN 1 AND 200, 'cron', p_cron, 'a cron expression of 1-200 characters');
     PERFORM docket.require_valid(docket.valid_zone_name(p_zone), 'zone', p_zone, 'an IANA time zone name, e.g. Europe/Berlin');
