@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/db"
@@ -231,5 +232,30 @@ func TestAJobNeverFinishesBeforeItWasCreated(t *testing.T) {
 	})
 	require.ErrorIs(t, db.Translate(err, "raw"), db.ErrInvalidArgument, "even past the guard, the row's own check holds")
 	require.ErrorContains(t, err, "jobs_finished_not_before_created")
+	require.Equal(t, before, snapshot(t, e.Pool))
+}
+
+// TestAnEventOfNoJobIsRefused shows the owner's hand-written event of a job
+// that does not exist refused (23503, job_events_job_exists), and nothing
+// written: the check stands for a statement by hand, though the jobs
+// triggers' own inserts skip it.
+func TestAnEventOfNoJobIsRefused(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	evSucceeded(t, e)
+	before := snapshot(t, e.Pool)
+	err := db.WithTx(ctx, e.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT docket.set_context('user:ana', $1)`, mRawAt); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO docket.job_events (job_id, seq, from_state, to_state, actor, at, attempt, outcome, prev_hash, hash)
+			SELECT 999999, 1, NULL, 'queued', 'user:ana', $1, 0, sha256(''), sha256(''), sha256('')`, mRawAt)
+		return err
+	})
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "23503", pgErr.Code)
+	require.Equal(t, "job_events_job_exists", pgErr.ConstraintName)
 	require.Equal(t, before, snapshot(t, e.Pool))
 }
