@@ -74,6 +74,11 @@ type Job struct {
 	CreatedAt        time.Time
 	UpdatedAt        time.Time
 	FinishedAt       time.Time // zero unless terminal
+	// OutcomeToken is the token of the claim whose holder finished the job
+	// (completed or failed it); the zero UUID when no holder did. A worker
+	// that lost the reply to its completion reads it to learn whether its
+	// outcome was recorded.
+	OutcomeToken uuid.UUID
 }
 
 // Lease is what a claim hands its holder: the job and the token that proves
@@ -160,6 +165,9 @@ func fromRow(r *dbsqlc.DocketJob) Job {
 	}
 	if r.CaseID != nil {
 		j.CaseID = *r.CaseID
+	}
+	if r.OutcomeToken != nil {
+		j.OutcomeToken = *r.OutcomeToken
 	}
 	if r.ClaimToken != nil {
 		j.ClaimToken = *r.ClaimToken

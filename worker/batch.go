@@ -19,10 +19,6 @@ import (
 // are {"queue": QUEUE}, and it runs in River queue QUEUE.
 const BatchKind = "docket.batch"
 
-// SweepQueue is the River queue the worker's sweeps run in. It is reserved:
-// a worker refuses it as a job queue.
-const SweepQueue = "docket-sweeps"
-
 // Batching shapes the worker's batches: each claims a queue's due jobs in
 // one statement, runs their handlers at once, and records their successes
 // in one statement, in the transaction that claims the next ones.
@@ -124,6 +120,7 @@ type outcome struct {
 	job     jobs.Job
 	success *jobs.Completion // a success without writes, for the batch to record
 	event   Event            // the success's event, to emit once recorded
+	until   time.Time        // when the success's lease expires: it is held until recorded or then
 }
 
 // batch is one running batch's state.
@@ -183,13 +180,22 @@ func (w *Client) runBatch(ctx context.Context, q *queueState) error {
 			if err != nil {
 				failures++
 				w.emit(Event{Type: EventError, Err: err})
-				w.log.WarnContext(ctx, "docket worker: a batch could not reach the database; trying again", "queue", q.name, "err", err)
+				if failures == 1 {
+					w.log.WarnContext(ctx, "docket worker: a batch could not reach the database; holding its outcomes and trying again",
+						"queue", q.name, "held", len(b.pending), "running", b.inflight, "err", err)
+				}
+				for _, j := range claimed { // a claim in doubt, read back and held
+					b.start(j)
+				}
 				b.settleAlone()
-				if failures >= 5 && b.inflight == 0 {
+				if failures >= 5 && b.inflight == 0 && len(b.pending) == 0 {
 					return fmt.Errorf("batch of queue %s: %w", q.name, err)
 				}
-				b.pause(time.Duration(failures) * 100 * time.Millisecond)
+				b.pause(min(time.Duration(failures)*100*time.Millisecond, holdMaxRetry))
 				continue
+			}
+			if failures > 0 {
+				w.log.WarnContext(ctx, "docket worker: a batch reached the database again", "queue", q.name, "failed_tries", failures)
 			}
 			failures = 0
 			if len(claimed) > 0 {
@@ -243,7 +249,10 @@ func (b *batch) freeSlots() int {
 
 // commit records the pending successes and claims up to free jobs, in one
 // transaction: one commit for both. It gives back the slots it took but did
-// not fill.
+// not fill. When the commit's outcome is in doubt (the connection was lost
+// at COMMIT), the jobs it claimed are read back: those held under its
+// tokens are the batch's, and run; the successes stay pending, to be
+// recorded again (a quiet no-op when they were).
 func (b *batch) commit(free int) ([]jobs.Job, error) {
 	w := b.w
 	pending := b.pending
@@ -252,8 +261,9 @@ func (b *batch) commit(free int) ([]jobs.Job, error) {
 		completions[i] = *p.success
 	}
 	var (
-		refusals []error
-		claimed  []jobs.Job
+		refusals   []error
+		claimed    []jobs.Job
+		committing bool // the transaction's work is done: an error now is the commit's
 	)
 	// The outcomes are recorded even as the worker stops.
 	ctx := context.WithoutCancel(b.ctx)
@@ -264,33 +274,41 @@ func (b *batch) commit(free int) ([]jobs.Job, error) {
 				return err
 			}
 		}
-		if free == 0 {
-			return nil
+		if free > 0 {
+			// The claim under a savepoint: when Stop began while it ran
+			// (and may have released jobs it would take again), it is
+			// undone and the successes still commit.
+			sp, err := tx.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			if claimed, err = w.store.ClaimQueueTx(ctx, sp, b.q.name, free, w.decoders, w.leases); err != nil {
+				return err
+			}
+			if w.quitting() {
+				claimed = nil
+				if err := sp.Rollback(ctx); err != nil {
+					return err
+				}
+			} else if err := sp.Commit(ctx); err != nil {
+				return err
+			}
 		}
-		// The claim under a savepoint: when Stop began while it ran (and may
-		// have released jobs it would take again), it is undone and the
-		// successes still commit.
-		sp, err := tx.Begin(ctx)
-		if err != nil {
-			return err
-		}
-		if claimed, err = w.store.ClaimQueueTx(ctx, sp, b.q.name, free, w.decoders, w.leases); err != nil {
-			return err
-		}
-		if w.quitting() {
-			claimed = nil
-			return sp.Rollback(ctx)
-		}
-		return sp.Commit(ctx)
+		committing = true
+		return nil
 	})
 	if err != nil {
-		claimed = nil // rolled back with the transaction
+		if committing && !definite(err) && len(claimed) > 0 {
+			claimed = b.heldClaims(claimed)
+		} else {
+			claimed = nil // rolled back with the transaction
+		}
 	}
 	for range free - len(claimed) {
 		<-b.q.slots
 	}
 	if err != nil {
-		return nil, err
+		return claimed, err
 	}
 	for i, p := range pending {
 		w.settled(p, refusals[i])
@@ -299,21 +317,55 @@ func (b *batch) commit(free int) ([]jobs.Job, error) {
 	return claimed, nil
 }
 
+// heldClaims reads back jobs whose claim's commit is in doubt and returns
+// those the claim holds: claimed under the token it was given. It tries
+// while their leases last; a job it cannot read is not run (its lease
+// expires and the sweep moves it on, as after a crash).
+func (b *batch) heldClaims(claimed []jobs.Job) []jobs.Job {
+	w := b.w
+	held := claimed[:0]
+	for _, j := range claimed {
+		var got jobs.Job
+		err := w.hold(b.ctx, j, j.LeaseExpiresAt, "claim read back", func(tctx context.Context) error {
+			var err error
+			got, err = w.jobs.Get(tctx, j.ID)
+			return err
+		})
+		if err == nil && got.State == jobs.Claimed && got.ClaimToken == j.ClaimToken {
+			held = append(held, j)
+		}
+	}
+	w.log.WarnContext(b.ctx, "docket worker: a claim's commit was in doubt; read its jobs back", "queue", b.q.name,
+		"claimed", len(claimed), "held", len(held))
+	return held
+}
+
 // settleAlone records each pending success in a transaction of its own,
 // after the batch's transaction failed: a success already recorded is then
-// a quiet no-op.
+// a quiet no-op. Those it cannot record stay pending, held for the next
+// try, until their leases expire or the worker stops hard.
 func (b *batch) settleAlone() {
+	held := b.pending[:0]
+	var abandoned []int64
 	for _, p := range b.pending {
 		_, err := b.w.jobs.Complete(context.WithoutCancel(b.ctx), p.success.Lease, p.success.Result, nil)
-		if err != nil && !isRefusal(err) {
-			p.event.Type, p.event.Err = EventError, err
+		switch {
+		case err == nil || permanent(err):
+			b.w.settled(p, err)
+		case !b.w.cfg.Clock.Now().Before(p.until) || b.ctx.Err() != nil:
+			p.event.Type, p.event.Err = EventError, errors.Join(errAbandoned, err)
 			b.w.emit(p.event)
-			b.w.log.WarnContext(b.ctx, "docket worker: recording a success failed; the lease will expire", "job", p.job.ID, "err", err)
-			continue
+			abandoned = append(abandoned, p.job.ID)
+		default:
+			held = append(held, p)
 		}
-		b.w.settled(p, err)
 	}
-	b.pending = nil
+	if len(abandoned) > 0 {
+		b.w.log.WarnContext(b.ctx, "docket worker: abandoned successes the database did not take before their leases expired",
+			"queue", b.q.name, "jobs", len(abandoned), "first", abandoned[:min(len(abandoned), 10)],
+			"next", "the lease sweep moves them on (uncertain, or queued again when repeatable)")
+	}
+	b.pending = held
 }
 
 // settled emits the event of a recorded success, or of its refusal.

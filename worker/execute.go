@@ -20,7 +20,8 @@ func (w *Client) run(ctx context.Context, j jobs.Job) outcome {
 	h := w.cfg.Registry.lookup(j.Kind)
 	if h == nil {
 		// Not reachable: the claim names only the registry's kinds.
-		w.fail(ctx, j, Event{JobID: j.ID, Kind: j.Kind, Attempt: j.Attempts}, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "no handler for kind " + j.Kind})
+		w.fail(ctx, j, Event{JobID: j.ID, Kind: j.Kind, Attempt: j.Attempts}, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "no handler for kind " + j.Kind},
+			j.LeaseExpiresAt)
 		return outcome{job: j}
 	}
 	lease := j.Lease()
@@ -51,7 +52,7 @@ func (w *Client) run(ctx context.Context, j jobs.Job) outcome {
 		return outcome{job: j}
 	}
 	if err != nil && w.stopping.Load() && ctx.Err() != nil {
-		w.release(ctx, j, base)
+		w.release(ctx, j, base, beat.leaseUntil())
 		return outcome{job: j}
 	}
 	if err != nil {
@@ -62,13 +63,13 @@ func (w *Client) run(ctx context.Context, j jobs.Job) outcome {
 		if h.opts.Revision != "" {
 			f.Diagnostic = "[" + h.opts.Revision + "] " + f.Diagnostic
 		}
-		w.fail(ctx, j, base, f)
+		w.fail(ctx, j, base, f, beat.leaseUntil())
 		return outcome{job: j}
 	}
 	if res.WritesFunc == nil {
-		return outcome{job: j, success: &jobs.Completion{Lease: lease, Result: res.Value}, event: base}
+		return outcome{job: j, success: &jobs.Completion{Lease: lease, Result: res.Value}, event: base, until: beat.leaseUntil()}
 	}
-	w.succeedWithWrites(ctx, j, res, base)
+	w.succeedWithWrites(ctx, j, res, base, beat.leaseUntil())
 	return outcome{job: j}
 }
 
@@ -84,22 +85,90 @@ func callHandler(ctx context.Context, h *handler, j jobs.Job) (res Result, err e
 }
 
 // succeedWithWrites records success with the handler's writes, in a
-// transaction of their own: both commit or neither does.
-func (w *Client) succeedWithWrites(ctx context.Context, j jobs.Job, res Result, e Event) {
+// transaction of their own: both commit or neither does. When the
+// transaction fails for any reason but a refusal or the writes' own error,
+// the success is held (see hold): each further try first renews the lease,
+// which locks the job and is refused once the job has moved on, so the
+// writes run again only while the job is still this lease's, and never
+// after an earlier try committed. A refused renewal is then resolved by
+// reading the job back: succeeded under this lease means an earlier try's
+// commit, whose reply was lost, went through. A completion in doubt is never
+// turned into a failure, so a job that must not run twice is not run again.
+func (w *Client) succeedWithWrites(ctx context.Context, j jobs.Job, res Result, e Event, until time.Time) {
 	settle := context.WithoutCancel(ctx) // the outcome is recorded even as the worker stops
-	_, err := w.jobs.Complete(settle, j.Lease(), res.Value, func(tx pgx.Tx) error { return res.WritesFunc(settle, tx) })
+	lease := j.Lease()
+	_, err := w.jobs.Complete(settle, lease, res.Value, func(tx pgx.Tx) error { return writesOf(res.WritesFunc(settle, tx)) })
+	if err != nil && !isRefusal(err) && !isWritesError(err) {
+		d := j.LeaseExpiresAt.Sub(j.ClaimedAt)
+		err = w.hold(ctx, j, until, "success with writes", func(tctx context.Context) error {
+			return db.WithTx(tctx, w.pool, func(tx pgx.Tx) error {
+				if _, err := w.jobs.RenewTx(tctx, tx, lease, d); err != nil {
+					return err
+				}
+				if err := writesOf(res.WritesFunc(tctx, tx)); err != nil {
+					return err
+				}
+				_, err := w.jobs.CompleteTx(tctx, tx, lease, res.Value)
+				return err
+			})
+		})
+		if isRefusal(err) && w.recordedBy(settle, j, lease) {
+			err = nil
+		}
+	}
 	switch {
 	case err == nil:
 		e.Type, e.State = EventSucceeded, string(jobs.Succeeded)
 	case isRefusal(err):
 		e.Type, e.Err = EventLeaseLost, err
-		w.log.WarnContext(ctx, "docket worker: success refused", "job", j.ID, "kind", j.Kind, "err", err)
-	default:
-		// The writes failed: the attempt failed, retryably.
-		w.fail(ctx, j, e, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "completion writes: " + err.Error()})
+		w.log.WarnContext(ctx, "docket worker: success refused", "job", j.ID, "kind", j.Kind, "generation", j.LeaseGeneration, "err", err)
+	case isWritesError(err):
+		// The writes failed (the database refused them, or they are the
+		// handler's own error): the attempt failed, retryably.
+		w.fail(ctx, j, e, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "completion writes: " + err.Error()}, until)
 		return
+	default:
+		e.Type, e.Err = EventError, err // abandoned: hold logged it
 	}
 	w.emit(e)
+}
+
+// recordedBy reports whether job j has succeeded under lease: an earlier
+// completion committed though its reply was lost. A read that fails
+// reports false: the lease sweep then settles the job.
+func (w *Client) recordedBy(ctx context.Context, j jobs.Job, lease jobs.Lease) bool {
+	got, err := w.jobs.Get(ctx, j.ID)
+	if err != nil {
+		w.log.WarnContext(ctx, "docket worker: reading back a job whose completion was in doubt failed", "job", j.ID, "err", err)
+		return false
+	}
+	return got.State == jobs.Succeeded && got.OutcomeToken == lease.Token
+}
+
+// writesError is the error of a handler's completion writes that trying
+// again would not mend: the database refused a statement, or the handler's
+// own code failed. A connection lost while they ran is not one.
+type writesError struct{ err error }
+
+func (e *writesError) Error() string { return e.err.Error() }
+func (e *writesError) Unwrap() error { return e.err }
+
+// writesOf marks err, returned by a handler's WritesFunc, as a writesError
+// unless it is a connection lost (or another error that leaves nothing
+// decided), which the caller tries again.
+func writesOf(err error) error {
+	if err == nil {
+		return nil
+	}
+	if definite(err) || !connectionLost(err) {
+		return &writesError{err: err}
+	}
+	return err
+}
+
+func isWritesError(err error) bool {
+	var we *writesError
+	return errors.As(err, &we)
 }
 
 // isRefusal reports whether err is the job store refusing an outcome (the
@@ -108,11 +177,17 @@ func isRefusal(err error) bool {
 	return errors.Is(err, db.ErrStaleClaim) || errors.Is(err, db.ErrTerminal) || errors.Is(err, db.ErrNotFound)
 }
 
-// fail records a failed attempt. A job queued again for a retry wakes the
+// fail records a failed attempt, holding the failure (see hold) while its
+// lease, expiring at until, lasts. A job queued again for a retry wakes the
 // workers of its queue when its wait is over (the notification, or the
 // poll).
-func (w *Client) fail(ctx context.Context, j jobs.Job, e Event, f jobs.Failure) {
-	after, err := w.jobs.Fail(context.WithoutCancel(ctx), j.Lease(), f)
+func (w *Client) fail(ctx context.Context, j jobs.Job, e Event, f jobs.Failure, until time.Time) {
+	var after jobs.Job
+	err := w.hold(ctx, j, until, "failure", func(tctx context.Context) error {
+		var err error
+		after, err = w.jobs.Fail(tctx, j.Lease(), f)
+		return err
+	})
 	switch {
 	case err == nil:
 		e.Type, e.State, e.Err = EventFailed, string(after.State), errors.New(f.Diagnostic)
@@ -120,19 +195,26 @@ func (w *Client) fail(ctx context.Context, j jobs.Job, e Event, f jobs.Failure) 
 			"class", f.Class, "state", after.State, "diagnostic", f.Diagnostic)
 	case isRefusal(err):
 		e.Type, e.Err = EventLeaseLost, err
+		w.log.WarnContext(ctx, "docket worker: failure refused", "job", j.ID, "kind", j.Kind, "generation", j.LeaseGeneration, "err", err)
 	default:
-		e.Type, e.Err = EventError, err
-		w.log.WarnContext(ctx, "docket worker: recording a failure failed; the lease will expire", "job", j.ID, "err", err)
+		e.Type, e.Err = EventError, err // abandoned: hold logged it
 	}
 	w.emit(e)
 }
 
 // release gives back the lease of a handler cancelled by Stop: the job is
-// queued again with its attempt counted.
-func (w *Client) release(ctx context.Context, j jobs.Job, e Event) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.ReleaseTimeout)
-	defer cancel()
-	after, err := w.jobs.Release(rctx, j.Lease(), time.Time{}, "worker stopped while the handler ran")
+// queued again with its attempt counted. It holds the release (see hold)
+// for up to [Config.ReleaseTimeout], or until the lease expires at until.
+func (w *Client) release(ctx context.Context, j jobs.Job, e Event, until time.Time) {
+	until = minTime(until, w.cfg.Clock.Now().Add(w.cfg.ReleaseTimeout))
+	var after jobs.Job
+	// Stop's cancellation is why this runs: the release is held for its own
+	// bound, not the batch's context.
+	err := w.hold(context.WithoutCancel(ctx), j, until, "release", func(tctx context.Context) error {
+		var err error
+		after, err = w.jobs.Release(tctx, j.Lease(), time.Time{}, "worker stopped while the handler ran")
+		return err
+	})
 	switch {
 	case err == nil:
 		e.Type, e.State = EventReleased, string(after.State)
@@ -140,10 +222,16 @@ func (w *Client) release(ctx context.Context, j jobs.Job, e Event) {
 	case isRefusal(err):
 		e.Type, e.Err = EventLeaseLost, err
 	default:
-		e.Type, e.Err = EventError, err
-		w.log.WarnContext(ctx, "docket worker: releasing a lease failed; it will expire", "job", j.ID, "err", err)
+		e.Type, e.Err = EventError, err // abandoned: hold logged it
 	}
 	w.emit(e)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 var (

@@ -11,11 +11,12 @@ import (
 
 // beat is one running handler's heartbeat.
 type beat struct {
-	once sync.Once
-	quit chan struct{}
-	done chan struct{}
-	mu   sync.Mutex
-	lost error // the refusal that ended the lease, once lost
+	once  sync.Once
+	quit  chan struct{}
+	done  chan struct{}
+	mu    sync.Mutex
+	lost  error     // the refusal that ended the lease, once lost
+	until time.Time // when the lease expires, as of its last renewal
 }
 
 // heartbeat renews lease every Heartbeat fraction of j's lease while the
@@ -23,7 +24,7 @@ type beat struct {
 // lease expired or was taken over) cancels the handler with errLeaseLost; a
 // renewal that fails to reach the database is tried again at the next beat.
 func (w *Client) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, lease jobs.Lease, j jobs.Job) *beat {
-	b := &beat{quit: make(chan struct{}), done: make(chan struct{})}
+	b := &beat{quit: make(chan struct{}), done: make(chan struct{}), until: j.LeaseExpiresAt}
 	d := j.LeaseDuration
 	if !j.LeaseExpiresAt.IsZero() && !j.ClaimedAt.IsZero() {
 		d = j.LeaseExpiresAt.Sub(j.ClaimedAt) // the lease the claim took
@@ -42,9 +43,12 @@ func (w *Client) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 				return
 			case <-t.C:
 			}
-			_, err := w.jobs.Renew(ctx, lease, d)
+			renewed, err := w.jobs.Renew(ctx, lease, d)
 			switch {
 			case err == nil:
+				b.mu.Lock()
+				b.until = renewed.LeaseExpiresAt
+				b.mu.Unlock()
 			case isRefusal(err):
 				b.mu.Lock()
 				b.lost = err
@@ -73,4 +77,12 @@ func (b *beat) lostErr() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.lost
+}
+
+// leaseUntil is when the lease expires, as of its last renewal: until then
+// an outcome the worker failed to record is still its to record.
+func (b *beat) leaseUntil() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.until
 }

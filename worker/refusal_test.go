@@ -229,7 +229,6 @@ func TestNewClientRefusesInvalidRunConfig(t *testing.T) {
 		{"actor without a kind", e.Pool, with(func(c *worker.Config) { c.Actor = "app" }), "actor"},
 		{"actor with a space", e.Pool, with(func(c *worker.Config) { c.Actor = "svc:my app" }), "actor"},
 		{"no queues", e.Pool, with(func(c *worker.Config) { c.Queues = map[string]int{} }), "queues"},
-		{"the sweeps' queue", e.Pool, with(queues(worker.SweepQueue, 1)), worker.SweepQueue},
 		{"queue with a doubled underscore", e.Pool, with(queues("a__b", 1)), "a__b"},
 		{"queue with a trailing hyphen", e.Pool, with(queues("a-", 1)), `"a-"`},
 		{"queue with a trailing underscore", e.Pool, with(queues("a_", 1)), `"a_"`},

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
@@ -16,8 +15,8 @@ import (
 
 // Sweep is a periodic, bounded pass over something due: expired leases,
 // breached deadlines, expired waits. Packages add their own
-// to [Config.Sweeps]; the worker runs each as a River periodic job, on the
-// elected leader only, one batch per run, in a transaction of its own.
+// to [Config.Sweeps]; every running worker runs each on its own timer, one
+// batch per run, in a transaction of its own.
 type Sweep struct {
 	// Name identifies the sweep in logs, events and [Client.Sweep]:
 	// lowercase letters, digits, '.', '_' and '-', at most 63 characters.
@@ -103,7 +102,7 @@ func (w *Client) Sweep(ctx context.Context, name string) (int, error) {
 		return err
 	})
 	if err != nil {
-		if !(w.stopping.Load() && ctx.Err() != nil) { // a stop that cut the run short is no failure
+		if !(w.quitting() && ctx.Err() != nil) { // a stop that cut the run short is no failure
 			w.emit(Event{Type: EventError, Sweep: name, Err: err})
 		}
 		return 0, fmt.Errorf("sweep %s: %w", name, err)
@@ -112,29 +111,26 @@ func (w *Client) Sweep(ctx context.Context, name string) (int, error) {
 	return moved, nil
 }
 
-// sweepArgs are a sweep run's River args.
-type sweepArgs struct {
-	Name string `json:"name"`
-}
-
-func (sweepArgs) Kind() string { return "docket.sweep" }
-
-// sweepWorker is River's worker for sweep runs.
-type sweepWorker struct {
-	river.WorkerDefaults[sweepArgs]
-	w *Client
-}
-
-// Work runs one batch of the named sweep. A failed run is not retried by
-// River: the next period runs it again.
-func (s *sweepWorker) Work(ctx context.Context, rj *river.Job[sweepArgs]) error {
-	moved, err := s.w.Sweep(ctx, rj.Args.Name)
-	if err != nil {
-		s.w.log.WarnContext(ctx, "docket worker: sweep failed", "sweep", rj.Args.Name, "err", err)
-		return river.JobCancel(err)
+// sweepLoop runs sweep s every s.Every, the first one period after Start,
+// until ctx ends (Stop). Every worker process sweeps on its own clock: a sweep's items are
+// taken with FOR UPDATE SKIP LOCKED, so processes sweeping at once move
+// each item once, and work a dead process held is swept by the others
+// within one period of its lease's end, whoever leads River.
+func (w *Client) sweepLoop(ctx context.Context, s Sweep) {
+	t := time.NewTicker(s.Every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		moved, err := w.Sweep(ctx, s.Name)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			w.log.WarnContext(ctx, "docket worker: sweep failed; trying again next period", "sweep", s.Name, "err", err)
+		case moved > 0:
+			w.log.DebugContext(ctx, "docket worker: sweep", "sweep", s.Name, "moved", moved)
+		}
 	}
-	if moved > 0 {
-		s.w.log.DebugContext(ctx, "docket worker: sweep", "sweep", rj.Args.Name, "moved", moved)
-	}
-	return nil
 }

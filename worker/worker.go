@@ -44,7 +44,7 @@ type Config struct {
 	// may run at once for it in this process: 1..10000. Defaults to
 	// {"default": 100}. They run in batches of up to Batch.Max, each a River
 	// job of the River queue of that name, so a queue must also be a valid
-	// River queue name (see [RiverQueue]); [SweepQueue] is reserved.
+	// River queue name (see [RiverQueue]).
 	Queues map[string]int
 	// Clock gives the instants the worker passes to the database. Defaults
 	// to [db.SystemClock].
@@ -120,7 +120,8 @@ type Client struct {
 	queueStates map[string]*queueState
 	wakeCancel  context.CancelFunc
 	wakeDone    chan struct{}
-	listening   chan struct{} // closed once the worker listens for new jobs
+	sweepsDone  sync.WaitGroup // the sweep loops, ended by quit
+	listening   chan struct{}  // closed once the worker listens for new jobs
 	listenOnce  sync.Once
 
 	quit     chan struct{} // closed when Stop begins: batches claim no more
@@ -201,27 +202,15 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if err := river.AddWorkerSafely(workers, &batchWorker{w: w}); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	if err := river.AddWorkerSafely(workers, &sweepWorker{w: w}); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	queues := map[string]river.QueueConfig{SweepQueue: {MaxWorkers: 2}}
+	queues := map[string]river.QueueConfig{}
 	for q, st := range w.queueStates {
 		queues[q] = river.QueueConfig{MaxWorkers: st.maxBatches}
-	}
-	var periodic []*river.PeriodicJob
-	for _, s := range w.sweeps {
-		name, every := s.Name, s.Every
-		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(every),
-			func() (river.JobArgs, *river.InsertOpts) {
-				return sweepArgs{Name: name}, &river.InsertOpts{Queue: SweepQueue, MaxAttempts: 1}
-			}, &river.PeriodicJobOpts{ID: "docket.sweep." + name, RunOnStart: true}))
 	}
 	rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Schema:               db.Schema,
 		Logger:               riverLogger(cfg.Logger),
 		Queues:               queues,
 		Workers:              workers,
-		PeriodicJobs:         periodic,
 		JobTimeout:           -1, // handlers are bounded by their own Timeout and lease
 		RescueStuckJobsAfter: jobs.MaxLease + time.Hour,
 		MaxAttempts:          batchMaxAttempts,
@@ -272,9 +261,6 @@ func (cfg Config) withDefaults() (Config, error) {
 		return bad("no queues: give Config.Queues at least one")
 	}
 	for q, n := range cfg.Queues {
-		if q == SweepQueue {
-			return bad("queue %q is reserved for the worker's sweeps", q)
-		}
 		if !jobs.ValidQueue(q) || !RiverQueue(q) {
 			return bad("queue %q: want letters and digits separated by single underscores or hyphens, at most 63 characters", q)
 		}
@@ -367,6 +353,13 @@ func (w *Client) Start(ctx context.Context) error {
 		defer close(w.wakeDone)
 		w.wake(wctx)
 	}()
+	for _, s := range w.sweeps {
+		w.sweepsDone.Add(1)
+		go func() {
+			defer w.sweepsDone.Done()
+			w.sweepLoop(wctx, s)
+		}()
+	}
 	for _, q := range w.queueStates {
 		w.moreBatches(q) // a batch per queue from the start: whatever is due runs at once
 	}
@@ -390,6 +383,7 @@ func (w *Client) Stop(ctx context.Context) error {
 		close(w.quit)
 		w.wakeCancel()
 		<-w.wakeDone
+		w.sweepsDone.Wait()
 		err = w.river.Stop(ctx)
 		if err != nil {
 			w.stopping.Store(true)
