@@ -38,10 +38,15 @@
 // job whose payload schema no handler decodes is never claimed: it stays
 // queued, listed in docket.jobs_undecodable.
 //
-// Sweeps run as River periodic jobs on the elected leader, each a bounded
+// Every running worker runs the sweeps on its own timers, each run a bounded
 // batch in a transaction of its own, safe with several processes: expired
 // leases ([SweepLeases]), and those other packages add through
 // [Config.Sweeps].
+//
+// An outcome the worker knows (a success, a failure, a release) whose write
+// fails for any reason but a refusal is held and tried again against the
+// same lease until it is recorded or the lease has expired; a completion in
+// doubt is resolved by reading the job back, and never turned into a retry.
 //
 // [Client.Stop] stops claiming, waits for running handlers until its context
 // ends, then cancels them and gives their leases back (attempts kept), so no
