@@ -99,6 +99,9 @@ func (w *Client) succeedWithWrites(ctx context.Context, j jobs.Job, res Result, 
 	lease := j.Lease()
 	_, err := w.jobs.Complete(settle, lease, res.Value, func(tx pgx.Tx) error { return writesOf(res.WritesFunc(settle, tx)) })
 	if err != nil && !isRefusal(err) && !isWritesError(err) {
+		w.log.WarnContext(ctx, "docket worker: recording a success with writes failed; holding it and trying again under the same lease",
+			"job", j.ID, "kind", j.Kind, "generation", j.LeaseGeneration, "lease_until", until, "err", err)
+		w.emit(Event{Type: EventError, JobID: j.ID, Kind: j.Kind, Attempt: j.Attempts, Err: err})
 		d := j.LeaseExpiresAt.Sub(j.ClaimedAt)
 		err = w.hold(ctx, j, until, "success with writes", func(tctx context.Context) error {
 			return db.WithTx(tctx, w.pool, func(tx pgx.Tx) error {

@@ -1,0 +1,82 @@
+// Package faults is docket's fault suite: a worker runs a few thousand jobs
+// while the test breaks what it stands on, and then checks that every job
+// still ends as docket promises. It has tests only.
+//
+// Each scenario starts a PostgreSQL cluster of its own from local binaries
+// (internal/pgserver's Cluster: never the server of DOCKET_TEST_DATABASE_URL,
+// which others share), migrates the docket schema into it, gives the
+// application a login role in docket_app bound to its actor, and enqueues
+// the workload. The worker runs in a child process (the test binary run
+// again, selected by an environment variable), on the system clock, so that
+// leases really expire and the test can kill it. The waits poll the database
+// with a deadline; nothing sleeps to let time pass but an outage itself.
+//
+// # The workload
+//
+// Non-repeatable jobs with 3 s leases. Each handler works 10-50 ms, writes a
+// row outside its completion (faults.outside, on a connection of its own,
+// keyed by job and attempt: the "outside effect") and returns a success
+// whose writes add a row inside the completion transaction (faults.inside).
+// It says on its standard output when it starts, the "started" marker.
+//
+// # The scenarios
+//
+// Faults strike mid-run, once a quarter of the jobs have succeeded.
+//
+//  1. restart: Postgres restarted mid-run with an immediate shutdown
+//     (SIGQUIT to the postmaster, as pg_ctl -m immediate) on the same data
+//     directory and port.
+//  2. kill: the worker process SIGKILLed mid-run, and a new one started.
+//  3. terminate: the worker's connections ended with pg_terminate_backend,
+//     every 250 ms for 5 s.
+//  4. outage: Postgres stopped (fast shutdown) for 5 s, then started again.
+//  5. stop-in-outage: a second into an outage, the worker is sent SIGTERM
+//     (it calls Stop) and must exit within 15 s; Postgres returns once it
+//     has exited (and the outage has lasted 5 s), and a new worker runs the
+//     rest.
+//  6. cut-writes and cut-commit: one job in 50 has its connection cut inside
+//     its completion transaction, once: a trigger on faults.inside (a
+//     deferred constraint trigger, for the cut at COMMIT) records in a
+//     session of its own (dblink) that it fired, then calls
+//     pg_terminate_backend(pg_backend_pid()).
+//
+// After the fault, and once every job has settled, each scenario checks:
+//
+//   - no job lost: every job ended succeeded or uncertain, and while the
+//     suite waited no job stayed claimed longer than its lease, the sweep
+//     period and a slack after the fault cleared;
+//   - completion writes exactly once: one faults.inside row for each
+//     succeeded job, of its last attempt, and none for any other job;
+//   - no non-repeatable job run twice: no job has outside rows of two
+//     attempts;
+//   - no job uncertain whose handler provably never started (no outside
+//     row, no started marker): a failure where the worker process survives
+//     (terminate, outage, cut-writes, cut-commit), a count otherwise;
+//   - every job's history verifies (docket.job_verify);
+//   - in the cut scenarios, every cut completion the worker tried again was
+//     logged at WARN naming its job; in stop-in-outage, the worker exited
+//     in time; in all, the race detector found nothing in the worker.
+//
+// TestChecksFindBreakage shows the checks are not vacuous: it breaks by hand,
+// one job for each, what they look for, and each finds its job.
+//
+// Each scenario logs its jobs by final state, its recovery (fault to the
+// first success after it; fault to a second with half the successes of a
+// second before it), its uncertain jobs and how many of them had run, and
+// the worker's warnings; TestFaults logs a table of all of them at the end.
+//
+// # Running
+//
+//	go test -race -count=1 ./integration/faults/          # bounded: 3,000 jobs a scenario, 5 s outages
+//	go test -race -count=1 -v ./integration/faults/       # the same, showing the reports
+//	go test -race -count=1 -v -timeout 60m ./integration/faults/ -docket.faults.long
+//	DOCKET_FAULTS_LONG=1 go test -race -count=1 -timeout 60m ./...
+//
+// The long form runs 20,000 jobs a scenario with 20 s outages, and adds
+// chaos: five faults over one run of 20,000 jobs, alternating an immediate
+// restart of Postgres and a SIGKILL of the worker. go test -short skips the
+// suite, and so does a machine without PostgreSQL server binaries (initdb,
+// postgres; the packaged ones under /usr/lib/postgresql/*/bin are found).
+// The cut scenarios need the dblink extension (postgresql-contrib) and skip
+// without it.
+package faults

@@ -1,0 +1,298 @@
+//go:build unix
+
+package faults
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-dev/docket/internal/pgserver"
+)
+
+// scenario is one fault and what the suite expects of the run it hits.
+type scenario struct {
+	name string
+	// strict makes an uncertain job whose handler never started a failure:
+	// the worker process survives the fault, so it knows what it claimed.
+	strict bool
+	// prepare, when not nil, readies the database once the jobs are
+	// enqueued, before a worker runs: for a fault that is there from the
+	// start. It returns a report of what the fault did, for the end.
+	prepare func(r *rig) (report func() string)
+	// faults are the instants, as fractions of the workload succeeded, at
+	// which to inject the fault.
+	faults []float64
+	// inject injects the i-th fault, the run's workers being r.children,
+	// and returns when the fault has cleared.
+	inject func(r *rig, i int, f form) injected
+}
+
+// injected is what an inject did.
+type injected struct {
+	what string
+	// effective is when the fault took hold: Postgres down, the worker
+	// dead, the first connections ended. A success recorded before it was
+	// under way before the fault.
+	effective time.Time
+	notes     []string // anything more for the report
+}
+
+// span is one fault injected into a run.
+type span struct {
+	what                      string
+	since                     time.Time // the previous fault cleared, or the first worker started
+	began, effective, cleared time.Time
+}
+
+// scenarios are the suite's scenarios in the form f.
+func scenarios(f form) []scenario {
+	mid := []float64{0.25}
+	out := []scenario{
+		{name: "restart", faults: mid, inject: restartPostgres},
+		{name: "kill", faults: mid, inject: killWorker},
+		{name: "terminate", strict: true, faults: mid, inject: terminateBackends},
+		{name: "outage", strict: true, faults: mid, inject: outage},
+		{name: "stop-in-outage", faults: mid, inject: stopInOutage},
+		{name: "cut-writes", strict: true, prepare: cutWrites(
+			"CREATE TRIGGER inside_cut AFTER INSERT ON faults.inside FOR EACH ROW")},
+		{name: "cut-commit", strict: true, prepare: cutWrites(
+			"CREATE CONSTRAINT TRIGGER inside_cut AFTER INSERT ON faults.inside DEFERRABLE INITIALLY DEFERRED FOR EACH ROW")},
+	}
+	if f.long {
+		out = append(out, scenario{name: "chaos", faults: []float64{1.0 / 6, 2.0 / 6, 3.0 / 6, 4.0 / 6, 5.0 / 6}, inject: chaos})
+	}
+	return out
+}
+
+// runLimit bounds the wait for a share of the workload to succeed.
+const runLimit = 5 * time.Minute
+
+// run runs the scenario on a cluster of its own, checks the outcome, logs
+// its report and adds it to table, also when the test stops early.
+func (sc scenario) run(t *testing.T, f form, table *summary) {
+	res := result{name: sc.name, jobs: f.jobs}
+	defer func() {
+		res.skipped = t.Skipped()
+		if t.Failed() && len(res.failed) == 0 {
+			res.failed = []string{"stopped early: see the log"}
+		}
+		table.add(res)
+	}()
+	r := newRig(t)
+	ids := r.enqueue(f.jobs)
+	var report func() string
+	if sc.prepare != nil {
+		report = sc.prepare(r)
+	}
+	r.startWorker()
+	r.cleared = time.Now()
+	var spans []span
+	for i, share := range sc.faults {
+		r.waitSucceeded(int(share*float64(len(ids))), runLimit)
+		s := span{since: r.cleared, began: time.Now()}
+		in := sc.inject(r, i, f)
+		s.cleared = time.Now()
+		s.effective = in.effective
+		s.what = fmt.Sprintf("fault %d at %.0f%%, %s", i+1, share*100, in.what)
+		spans = append(spans, s)
+		res.notes = append(res.notes, in.notes...)
+		r.cleared = s.cleared
+	}
+	r.settle()
+	for _, c := range r.children {
+		select {
+		case <-c.done:
+		default:
+			c.terminate(stopBound)
+		}
+	}
+
+	res.verdict = r.check(startedAny(r.children))
+	successes := r.successes()
+	for _, s := range spans {
+		res.recoveries = append(res.recoveries, measure(s, successes))
+	}
+	if report != nil {
+		res.notes = append(res.notes, report())
+	}
+	res.events, res.warns = tally(r.children)
+	for _, c := range r.children {
+		if c.races > 0 {
+			r.fail(checkRaces, "worker %s: the race detector reported %d data races:\n%s", c.name, c.races, c.stderrTail())
+		}
+	}
+	r.judge(res.verdict, len(ids), sc.strict)
+	res.failed = r.failed
+	res.log(t.Logf)
+}
+
+// restartPostgres crashes Postgres with an immediate shutdown and starts it
+// again on the same data directory and port at once.
+func restartPostgres(r *rig, _ int, _ form) injected {
+	r.t.Helper()
+	ctx := r.t.Context()
+	require.NoError(r.t, r.cluster.Stop(ctx, pgserver.ImmediateShutdown))
+	down := time.Now()
+	require.NoError(r.t, r.cluster.Start(ctx))
+	return injected{what: "Postgres: immediate shutdown, started again", effective: down}
+}
+
+// killWorker SIGKILLs the running worker process and starts a new one.
+func killWorker(r *rig, _ int, _ form) injected {
+	r.t.Helper()
+	victim := r.children[len(r.children)-1]
+	victim.kill()
+	dead := time.Now()
+	next := r.startWorker()
+	return injected{what: fmt.Sprintf("worker %s SIGKILLed, %s started", victim.name, next.name), effective: dead}
+}
+
+// terminateBackends ends every connection of app's login with
+// pg_terminate_backend, every 250 ms for 5 s.
+func terminateBackends(r *rig, _ int, _ form) injected {
+	r.t.Helper()
+	const every, lasting = 250 * time.Millisecond, 5 * time.Second
+	var first time.Time
+	total, rounds := 0, 0
+	for end := time.Now().Add(lasting); time.Now().Before(end); time.Sleep(every) {
+		var n int
+		require.NoError(r.t, r.owner.QueryRow(r.t.Context(), `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
+			FROM pg_stat_activity WHERE usename = $1`, r.login.Role).Scan(&n))
+		if rounds == 0 {
+			first = time.Now()
+		}
+		total += n
+		rounds++
+	}
+	return injected{what: fmt.Sprintf("%d backends of the worker ended in %d rounds over %v", total, rounds, lasting), effective: first}
+}
+
+// outage stops Postgres (fast shutdown) for the form's outage, then starts
+// it again.
+func outage(r *rig, _ int, f form) injected {
+	r.t.Helper()
+	ctx := r.t.Context()
+	require.NoError(r.t, r.cluster.Stop(ctx, pgserver.FastShutdown))
+	down := time.Now()
+	time.Sleep(f.outage) // the outage itself
+	require.NoError(r.t, r.cluster.Start(ctx))
+	return injected{what: fmt.Sprintf("Postgres stopped (fast shutdown) for %v", f.outage), effective: down}
+}
+
+// stopInOutage stops Postgres, asks the worker to stop once it has seen the
+// outage for a second, and checks that it exits within stopBound; Postgres
+// returns after the outage or once the worker has exited, whichever is
+// later, and a new worker runs the rest.
+func stopInOutage(r *rig, _ int, f form) injected {
+	r.t.Helper()
+	ctx := r.t.Context()
+	require.NoError(r.t, r.cluster.Stop(ctx, pgserver.FastShutdown))
+	down := time.Now()
+	time.Sleep(time.Second) // the worker meets the outage
+	victim := r.children[len(r.children)-1]
+	took, said, ok := victim.terminate(stopBound)
+	if !ok {
+		r.fail(checkStopBound, "worker %s did not exit within %v of SIGTERM; killed it:\n%s", victim.name, stopBound, victim.stderrTail())
+	}
+	if rest := f.outage - time.Since(down); rest > 0 {
+		time.Sleep(rest) // the rest of the outage
+	}
+	outage := time.Since(down)
+	require.NoError(r.t, r.cluster.Start(ctx))
+	next := r.startWorker()
+	return injected{
+		what: fmt.Sprintf("Postgres stopped (fast shutdown) for %v, worker %s sent SIGTERM after 1 s, %s started after",
+			outage.Round(time.Millisecond), victim.name, next.name),
+		effective: down,
+		notes: []string{fmt.Sprintf("stop during the outage: %s exited %v after SIGTERM (bound %v); it said %q",
+			victim.name, took.Round(time.Millisecond), stopBound, said)},
+	}
+}
+
+// chaos alternates an immediate restart of Postgres (even faults) and a
+// SIGKILL of the worker (odd ones).
+func chaos(r *rig, i int, f form) injected {
+	if i%2 == 0 {
+		return restartPostgres(r, i, f)
+	}
+	return killWorker(r, i, f)
+}
+
+// cutWrites returns a prepare that cuts, once each, the connection of every
+// job whose id is a multiple of cutEvery inside its completion transaction:
+// a trigger on the completion's row in faults.inside, made by create,
+// records in a session of its own (so that the record outlives the cut)
+// that it fired, then ends its own backend. A constraint trigger
+// DEFERRABLE INITIALLY DEFERRED runs at COMMIT: the cut is then in the commit
+// itself. It skips the test if the dblink extension is not installed.
+func cutWrites(create string) func(r *rig) func() string {
+	return func(r *rig) func() string {
+		r.t.Helper()
+		ctx := r.t.Context()
+		var available bool
+		require.NoError(r.t, r.owner.QueryRow(ctx,
+			"SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'dblink')").Scan(&available))
+		if !available {
+			r.t.Skip("the cut scenarios record their cuts through the dblink extension, which is not installed (postgresql-contrib)")
+		}
+		_, err := r.owner.Exec(ctx, `
+			CREATE EXTENSION dblink SCHEMA faults;
+			-- Cuts the connection of a job planned in faults.cuts, once: the
+			-- record that it fired is committed by a session of its own, so
+			-- the next try of the same completion goes through.
+			CREATE FUNCTION faults.cut() RETURNS trigger
+			LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
+			BEGIN
+			    IF EXISTS (SELECT 1 FROM faults.cuts WHERE job_id = NEW.job_id AND fired_at IS NULL) THEN
+			        PERFORM faults.dblink_exec(
+			            format('host=127.0.0.1 port=%s dbname=%s user=%s', current_setting('port'), current_database(), current_user),
+			            format('UPDATE faults.cuts SET fired_at = clock_timestamp() WHERE job_id = %s', NEW.job_id));
+			        PERFORM pg_terminate_backend(pg_backend_pid());
+			    END IF;
+			    RETURN NULL;
+			END
+			$$;
+			`+create+` EXECUTE FUNCTION faults.cut();`)
+		require.NoError(r.t, err)
+		_, err = r.owner.Exec(ctx, "INSERT INTO faults.cuts (job_id) SELECT id FROM docket.jobs WHERE id % $1 = 0", cutEvery)
+		require.NoError(r.t, err)
+		return r.cutsFired
+	}
+}
+
+// cutsFired reports how many of the planned cuts fired. It fails the test
+// if none did, and for each cut completion no worker warned of: a held
+// outcome retried is logged at WARN.
+func (r *rig) cutsFired() string {
+	r.t.Helper()
+	rows, err := r.owner.Query(r.t.Context(), "SELECT job_id, fired_at IS NOT NULL FROM faults.cuts ORDER BY job_id")
+	require.NoError(r.t, err)
+	warned := warnedAny(r.children)
+	var planned, fired int
+	var silent []int64
+	var id int64
+	var cut bool
+	_, err = pgx.ForEachRow(rows, []any{&id, &cut}, func() error {
+		planned++
+		if cut {
+			fired++
+			if !warned[id] {
+				silent = append(silent, id)
+			}
+		}
+		return nil
+	})
+	require.NoError(r.t, err)
+	if fired == 0 {
+		r.fail(checkCut, "no completion was cut: %d planned", planned)
+	}
+	if len(silent) > 0 {
+		r.fail(checkWarned, "%d of the %d cut completions were tried again with no warning naming their job, e.g. %v",
+			len(silent), fired, silent[:min(examples, len(silent))])
+	}
+	return fmt.Sprintf("completion connections cut: %d of %d planned; %d retried without a warning", fired, planned, len(silent))
+}
