@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
@@ -256,10 +257,7 @@ func (b *batch) freeSlots() int {
 func (b *batch) commit(free int) ([]jobs.Job, error) {
 	w := b.w
 	pending := b.pending
-	completions := make([]jobs.Completion, len(pending))
-	for i, p := range pending {
-		completions[i] = *p.success
-	}
+	completions := completionsOf(pending)
 	var (
 		refusals   []error
 		claimed    []jobs.Job
@@ -317,21 +315,42 @@ func (b *batch) commit(free int) ([]jobs.Job, error) {
 	return claimed, nil
 }
 
-// heldClaims reads back jobs whose claim's commit is in doubt and returns
-// those the claim holds: claimed under the token it was given. It tries
-// while their leases last; a job it cannot read is not run (its lease
-// expires and the sweep moves it on, as after a crash).
+// completionsOf is what recording the successes pending takes.
+func completionsOf(pending []outcome) []jobs.Completion {
+	out := make([]jobs.Completion, len(pending))
+	for i, p := range pending {
+		out[i] = *p.success
+	}
+	return out
+}
+
+// heldClaims reads back jobs whose claim's commit is in doubt, in one read,
+// and returns those the claim holds: claimed under the token it was given.
+// It tries while their leases last; jobs it cannot read are not run (their
+// leases expire and the sweep moves them on, as after a crash).
 func (b *batch) heldClaims(claimed []jobs.Job) []jobs.Job {
 	w := b.w
+	ids := make([]int64, len(claimed))
+	until := claimed[0].LeaseExpiresAt
+	for i, j := range claimed {
+		ids[i] = j.ID
+		until = minTime(until, j.LeaseExpiresAt)
+	}
+	var got []jobs.Job
+	_ = w.hold(b.ctx, claimed[0], until, "claim read back", func(tctx context.Context) error {
+		var err error
+		got, err = w.jobs.GetMany(tctx, ids)
+		return err
+	})
+	token := make(map[int64]uuid.UUID, len(got))
+	for _, g := range got {
+		if g.State == jobs.Claimed {
+			token[g.ID] = g.ClaimToken
+		}
+	}
 	held := claimed[:0]
 	for _, j := range claimed {
-		var got jobs.Job
-		err := w.hold(b.ctx, j, j.LeaseExpiresAt, "claim read back", func(tctx context.Context) error {
-			var err error
-			got, err = w.jobs.Get(tctx, j.ID)
-			return err
-		})
-		if err == nil && got.State == jobs.Claimed && got.ClaimToken == j.ClaimToken {
+		if token[j.ID] == j.ClaimToken {
 			held = append(held, j)
 		}
 	}
@@ -340,30 +359,49 @@ func (b *batch) heldClaims(claimed []jobs.Job) []jobs.Job {
 	return held
 }
 
-// settleAlone records each pending success in a transaction of its own,
-// after the batch's transaction failed: a success already recorded is then
-// a quiet no-op. Those it cannot record stay pending, held for the next
-// try, until their leases expire or the worker stops hard.
+// settleAlone records the pending successes in a transaction of their own,
+// after the batch's transaction failed (a success already recorded is a
+// quiet no-op): in one statement, or each alone when something in the batch
+// refuses the whole of it (a result over the bound, say), so the others are
+// recorded. Those it cannot record stay pending, held for the next try,
+// until their leases expire or the worker stops hard.
 func (b *batch) settleAlone() {
+	if len(b.pending) == 0 {
+		return
+	}
+	w := b.w
+	ctx := context.WithoutCancel(b.ctx)
+	errs := make([]error, len(b.pending)) // per success: nil, a refusal, or why it is not recorded yet
+	refusals, err := w.jobs.CompleteMany(ctx, completionsOf(b.pending))
+	switch {
+	case err == nil:
+		copy(errs, refusals)
+	case permanent(err):
+		for i, p := range b.pending {
+			_, errs[i] = w.jobs.Complete(ctx, p.success.Lease, p.success.Result, nil)
+		}
+	default:
+		for i := range errs {
+			errs[i] = err
+		}
+	}
 	held := b.pending[:0]
 	var abandoned []int64
-	for _, p := range b.pending {
-		_, err := b.w.jobs.Complete(context.WithoutCancel(b.ctx), p.success.Lease, p.success.Result, nil)
+	for i, p := range b.pending {
 		switch {
-		case err == nil || permanent(err):
-			b.w.settled(p, err)
-		case !b.w.cfg.Clock.Now().Before(p.until) || b.ctx.Err() != nil:
-			p.event.Type, p.event.Err = EventError, errors.Join(errAbandoned, err)
-			b.w.emit(p.event)
+		case errs[i] == nil || permanent(errs[i]):
+			w.settled(p, errs[i])
+		case w.gone(b.ctx, p.until) != "":
+			p.event.Type, p.event.Err = EventError, errors.Join(errAbandoned, errs[i])
+			w.emit(p.event)
 			abandoned = append(abandoned, p.job.ID)
 		default:
 			held = append(held, p)
 		}
 	}
 	if len(abandoned) > 0 {
-		b.w.log.WarnContext(b.ctx, "docket worker: abandoned successes the database did not take before their leases expired",
-			"queue", b.q.name, "jobs", len(abandoned), "first", abandoned[:min(len(abandoned), 10)],
-			"next", "the lease sweep moves them on (uncertain, or queued again when repeatable)")
+		w.log.WarnContext(b.ctx, "docket worker: abandoned successes the database did not take before their leases expired",
+			"queue", b.q.name, "jobs", len(abandoned), "first", abandoned[:min(len(abandoned), 10)], "next", afterGone)
 	}
 	b.pending = held
 }

@@ -95,29 +95,26 @@ func callHandler(ctx context.Context, h *handler, j jobs.Job) (res Result, err e
 // commit, whose reply was lost, went through. A completion in doubt is never
 // turned into a failure, so a job that must not run twice is not run again.
 func (w *Client) succeedWithWrites(ctx context.Context, j jobs.Job, res Result, e Event, until time.Time) {
-	settle := context.WithoutCancel(ctx) // the outcome is recorded even as the worker stops
 	lease := j.Lease()
-	_, err := w.jobs.Complete(settle, lease, res.Value, func(tx pgx.Tx) error { return writesOf(res.WritesFunc(settle, tx)) })
-	if err != nil && !isRefusal(err) && !isWritesError(err) {
-		w.log.WarnContext(ctx, "docket worker: recording a success with writes failed; holding it and trying again under the same lease",
-			"job", j.ID, "kind", j.Kind, "generation", j.LeaseGeneration, "lease_until", until, "err", err)
-		w.emit(Event{Type: EventError, JobID: j.ID, Kind: j.Kind, Attempt: j.Attempts, Err: err})
-		d := j.LeaseExpiresAt.Sub(j.ClaimedAt)
-		err = w.hold(ctx, j, until, "success with writes", func(tctx context.Context) error {
-			return db.WithTx(tctx, w.pool, func(tx pgx.Tx) error {
+	d := j.LeaseExpiresAt.Sub(j.ClaimedAt)
+	tries := 0
+	err := w.hold(ctx, j, until, "success with writes", func(tctx context.Context) error {
+		tries++
+		return db.WithTx(tctx, w.pool, func(tx pgx.Tx) error {
+			if tries > 1 {
 				if _, err := w.jobs.RenewTx(tctx, tx, lease, d); err != nil {
 					return err
 				}
-				if err := writesOf(res.WritesFunc(tctx, tx)); err != nil {
-					return err
-				}
-				_, err := w.jobs.CompleteTx(tctx, tx, lease, res.Value)
+			}
+			if err := writesOf(res.WritesFunc(tctx, tx)); err != nil {
 				return err
-			})
+			}
+			_, err := w.jobs.CompleteTx(tctx, tx, lease, res.Value)
+			return err
 		})
-		if isRefusal(err) && w.recordedBy(settle, j, lease) {
-			err = nil
-		}
+	})
+	if isRefusal(err) && tries > 1 && w.recordedBy(context.WithoutCancel(ctx), j, lease) {
+		err = nil
 	}
 	switch {
 	case err == nil:
@@ -163,7 +160,7 @@ func writesOf(err error) error {
 	if err == nil {
 		return nil
 	}
-	if definite(err) || !connectionLost(err) {
+	if !connectionLost(err) {
 		return &writesError{err: err}
 	}
 	return err

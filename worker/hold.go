@@ -22,22 +22,40 @@ import (
 // the worker died.
 
 // holdFirstRetry and holdMaxRetry bound the waits between tries of a held
-// outcome; holdTry bounds one try, so a connection that hangs is not waited
-// on for the whole lease.
+// outcome. One try may take what is left of the lease (a try after it could
+// not record anything), and at least holdMinTry.
 const (
 	holdFirstRetry = 100 * time.Millisecond
 	holdMaxRetry   = 2 * time.Second
-	holdTry        = 10 * time.Second
+	holdMinTry     = time.Second
 )
 
 // errAbandoned marks an outcome the worker gave up recording.
 var errAbandoned = errors.New("worker: outcome abandoned")
 
 // permanent reports whether err will not go away by trying again: the
-// store refused the outcome, or refused the worker (an argument or a grant).
+// store refused the outcome, or refused the worker (an argument or a
+// grant), or a handler's completion writes failed of themselves.
 func permanent(err error) bool {
-	return isRefusal(err) || errors.Is(err, db.ErrInvalidArgument) || errors.Is(err, db.ErrNotPermitted)
+	return isRefusal(err) || errors.Is(err, db.ErrInvalidArgument) || errors.Is(err, db.ErrNotPermitted) || isWritesError(err)
 }
+
+// gone says why an outcome held under a lease expiring at until can no
+// longer be recorded, or is "" while it can: the lease has expired by the
+// worker's clock, or the worker stopped hard (ctx, a batch's, ends only
+// then).
+func (w *Client) gone(ctx context.Context, until time.Time) string {
+	switch {
+	case ctx.Err() != nil:
+		return "the worker stopped"
+	case !w.cfg.Clock.Now().Before(until):
+		return "its lease has expired"
+	}
+	return ""
+}
+
+// afterGone is what happens to a job whose outcome was abandoned.
+const afterGone = "the lease sweep moves it on (uncertain, or queued again when repeatable)"
 
 // definite reports whether err says for certain that a transaction did not
 // commit: the server answered with an error (a failed statement, or a
@@ -58,13 +76,15 @@ func definite(err error) bool {
 // hold runs write, the recording of what for job j, until it returns nil or
 // a permanent error, or until the lease (expiring at until) is gone or the
 // worker is stopped hard, and returns the last error: nil when recorded, a
-// refusal, or one wrapping errAbandoned. It logs the first failure and the
-// end at WARN, naming the job, its lease generation and what happens next.
+// refusal, or one wrapping errAbandoned. ctx is the batch's: it ends only
+// when the worker stops hard. It logs the first failure and the end at WARN,
+// naming the job, its lease generation and what happens next, and emits an
+// EventError for the first failure.
 func (w *Client) hold(ctx context.Context, j jobs.Job, until time.Time, what string, write func(context.Context) error) error {
 	settle := context.WithoutCancel(ctx) // recorded even as the worker stops, until it stops hard
 	wait := holdFirstRetry
 	for tries := 1; ; tries++ {
-		tctx, cancel := context.WithTimeout(settle, holdTry)
+		tctx, cancel := context.WithTimeout(settle, max(until.Sub(w.cfg.Clock.Now()), holdMinTry))
 		err := write(tctx)
 		cancel()
 		switch {
@@ -77,16 +97,9 @@ func (w *Client) hold(ctx context.Context, j jobs.Job, until time.Time, what str
 		case permanent(err):
 			return err
 		}
-		now := w.cfg.Clock.Now()
-		hard := ctx.Err() != nil // the batch's context ends only with a hard stop
-		if !now.Before(until) || hard {
-			next := "the lease sweep moves it on (uncertain, or queued again when repeatable)"
-			why := "its lease has expired"
-			if hard {
-				why = "the worker stopped"
-			}
+		if why := w.gone(ctx, until); why != "" {
 			w.log.WarnContext(ctx, "docket worker: abandoned an outcome: "+why, "job", j.ID, "kind", j.Kind,
-				"generation", j.LeaseGeneration, "outcome", what, "tries", tries, "next", next, "err", err)
+				"generation", j.LeaseGeneration, "outcome", what, "tries", tries, "next", afterGone, "err", err)
 			return errors.Join(errAbandoned, err)
 		}
 		if tries == 1 {
@@ -94,11 +107,11 @@ func (w *Client) hold(ctx context.Context, j jobs.Job, until time.Time, what str
 				"job", j.ID, "kind", j.Kind, "generation", j.LeaseGeneration, "outcome", what, "lease_until", until, "err", err)
 			w.emit(Event{Type: EventError, JobID: j.ID, Kind: j.Kind, Attempt: j.Attempts, Err: err})
 		}
-		t := time.NewTimer(min(wait, until.Sub(now)))
+		t := time.NewTimer(min(wait, until.Sub(w.cfg.Clock.Now())))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			// A hard stop: one last try, then the check above abandons.
+			// A hard stop: one last try, then gone abandons.
 		}
 		t.Stop()
 		wait = min(2*wait, holdMaxRetry)
