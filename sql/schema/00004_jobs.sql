@@ -1162,26 +1162,43 @@ END
 $$;
 -- +goose StatementEnd
 
--- job_settled_outcome decides a holder's finishing call on a job that is
--- already terminal. Only the holder whose claim finished the job (p_token is
--- its outcome_token) is answered about the outcome: the same outcome again
--- (p_outcome is the state the call would end in) is a quiet no-op returning
--- the job, another outcome is DK014. Anyone else's token is a stale claim
--- (DK002), a job cancelled or settled under its holder included.
+-- job_settled_code decides a holder's finishing call on a job that is no
+-- longer held under its token. Only the holder whose claim finished the job
+-- (p_token is its outcome_token) is answered about the outcome: the same
+-- outcome again (p_outcome, and for a success p_outcome_result, is what the
+-- job holds) is a quiet no-op, NULL; another outcome is DK014. Anyone else's
+-- token is a stale claim, DK002 (a job cancelled, settled or taken over
+-- under its holder included). A code, not a refusal, so a batch can decide
+-- every element in one statement.
+CREATE FUNCTION docket.job_settled_code(p_outcome_token uuid, p_state text, p_result jsonb, p_token uuid,
+                                        p_outcome text, p_outcome_result jsonb)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE
+    WHEN p_outcome_token IS NULL OR p_token IS DISTINCT FROM p_outcome_token THEN 'DK002'
+    WHEN p_state = p_outcome AND (p_outcome <> 'succeeded' OR p_result IS NOT DISTINCT FROM p_outcome_result) THEN NULL
+    ELSE 'DK014'
+END;
+
+-- job_settled_outcome refuses, or answers with the job, a holder's
+-- finishing call on job v, which is no longer held under p_token, as
+-- job_settled_code decides.
 -- +goose StatementBegin
 CREATE FUNCTION docket.job_settled_outcome(p_op text, v docket.jobs, p_token uuid, p_outcome text, p_result jsonb)
 RETURNS docket.jobs
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF v.outcome_token IS NULL OR p_token IS DISTINCT FROM v.outcome_token THEN
+    CASE docket.job_settled_code(v.outcome_token, v.state, v.result, p_token, p_outcome, p_result)
+    WHEN 'DK002' THEN
         RAISE EXCEPTION 'job %: cannot %: it is %, and the token does not hold the claim that finished it', v.id, p_op, v.state
             USING ERRCODE = 'DK002';
-    ELSIF v.state = p_outcome AND (p_outcome <> 'succeeded' OR v.result IS NOT DISTINCT FROM p_result) THEN
+    WHEN 'DK014' THEN
+        RAISE EXCEPTION '%', format('job %s already finished %s%s: it cannot %s', v.id, v.state,
+            CASE WHEN v.state = 'succeeded' AND p_outcome = 'succeeded' THEN ' with another result' ELSE '' END, p_op)
+            USING ERRCODE = 'DK014';
+    ELSE
         RETURN v;
-    END IF;
-    RAISE EXCEPTION '%', format('job %s already finished %s%s: it cannot %s', v.id, v.state,
-        CASE WHEN v.state = 'succeeded' AND p_outcome = 'succeeded' THEN ' with another result' ELSE '' END, p_op)
-        USING ERRCODE = 'DK014';
+    END CASE;
 END
 $$;
 -- +goose StatementEnd
@@ -1281,9 +1298,8 @@ BEGIN
            CASE
                WHEN x.id = ANY (v_done) THEN NULL
                WHEN j.id IS NULL THEN 'P0002'
-               WHEN j.outcome_token IS NULL OR j.outcome_token <> x.token THEN 'DK002'
-               WHEN j.state = 'succeeded' AND j.result IS NOT DISTINCT FROM nullif(x.result, 'null'::jsonb) THEN NULL
-               ELSE 'DK014'
+               ELSE docket.job_settled_code(j.outcome_token, j.state, j.result, x.token, 'succeeded',
+                                            nullif(x.result, 'null'::jsonb))
            END
     FROM unnest(p_ids, p_tokens, p_results) WITH ORDINALITY AS x(id, token, result, i)
     LEFT JOIN docket.jobs j ON j.id = x.id
@@ -1784,6 +1800,7 @@ DROP FUNCTION IF EXISTS docket.job_fail(bigint,uuid,text,text,interval,text,time
 DROP FUNCTION IF EXISTS docket.job_complete_many(bigint[],uuid[],jsonb[],text,timestamp with time zone);
 DROP FUNCTION IF EXISTS docket.job_complete(bigint,uuid,jsonb,text,timestamp with time zone);
 DROP FUNCTION IF EXISTS docket.job_settled_outcome(text,docket.jobs,uuid,text,jsonb);
+DROP FUNCTION IF EXISTS docket.job_settled_code(uuid,text,jsonb,uuid,text,jsonb);
 DROP FUNCTION IF EXISTS docket.job_release(bigint,uuid,timestamp with time zone,text,text,timestamp with time zone);
 DROP FUNCTION IF EXISTS docket.job_renew(bigint,uuid,interval,text,timestamp with time zone);
 DROP FUNCTION IF EXISTS docket.job_lock_held(text,bigint,uuid,timestamp with time zone);
