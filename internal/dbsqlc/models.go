@@ -97,19 +97,6 @@ type DocketCaseReopened struct {
 	Taken     bool
 }
 
-type DocketCaseState struct {
-	State    string
-	Initial  bool
-	Terminal bool
-	Meaning  string
-}
-
-type DocketCaseTransition struct {
-	FromState string
-	ToState   string
-	Meaning   *string
-}
-
 // Open cases that still owe something: how many obligations are pending and when the next falls due.
 type DocketCasesOpenWithObligation struct {
 	ID        int64
@@ -258,19 +245,6 @@ type DocketJobEvent struct {
 	Hash       []byte
 }
 
-type DocketJobState struct {
-	State    string
-	Initial  bool
-	Terminal bool
-	Meaning  string
-}
-
-type DocketJobTransition struct {
-	FromState string
-	ToState   string
-	Meaning   *string
-}
-
 // Jobs that ran out of attempts, latest first.
 type DocketJobsDead struct {
 	ID          int64
@@ -395,32 +369,6 @@ type DocketLaneEvent struct {
 	Detail    *string
 }
 
-type DocketLaneReviewState struct {
-	State    string
-	Initial  bool
-	Terminal bool
-	Meaning  string
-}
-
-type DocketLaneReviewTransition struct {
-	FromState string
-	ToState   string
-	Meaning   *string
-}
-
-type DocketLaneState struct {
-	State    string
-	Initial  bool
-	Terminal bool
-	Meaning  string
-}
-
-type DocketLaneTransition struct {
-	FromState string
-	ToState   string
-	Meaning   *string
-}
-
 // Lanes submitted for review, waiting for their conductor's verdict, longest waiting first.
 type DocketLanesAwaitingReview struct {
 	ID        int64
@@ -518,13 +466,6 @@ type DocketMessageDelivered struct {
 	DeadLetterReason  *string
 }
 
-type DocketMessageState struct {
-	State    string
-	Initial  bool
-	Terminal bool
-	Meaning  string
-}
-
 type DocketMessageStored struct {
 	Duplicate        bool
 	ID               int64
@@ -540,12 +481,6 @@ type DocketMessageStored struct {
 	ConsumedBy       *int64
 	SettledAt        *time.Time
 	DeadLetterReason *string
-}
-
-type DocketMessageTransition struct {
-	FromState string
-	ToState   string
-	Meaning   *string
 }
 
 // Messages no wait has claimed yet, oldest first; the dead-letter sweep moves those older than its horizon.
@@ -595,19 +530,6 @@ type DocketObligation struct {
 	ResolvedBy              *string
 }
 
-type DocketObligationState struct {
-	State    string
-	Initial  bool
-	Terminal bool
-	Meaning  string
-}
-
-type DocketObligationTransition struct {
-	FromState string
-	ToState   string
-	Meaning   *string
-}
-
 // Pending obligations, soonest due first. Due at instant T: WHERE due_at <= T; the breach sweep moves them.
 type DocketObligationsDue struct {
 	ID             int64
@@ -639,19 +561,6 @@ type DocketProjectEvent struct {
 	ToState   string
 	Actor     string
 	At        time.Time
-}
-
-type DocketProjectState struct {
-	State    string
-	Initial  bool
-	Terminal bool
-	Meaning  string
-}
-
-type DocketProjectTransition struct {
-	FromState string
-	ToState   string
-	Meaning   *string
 }
 
 // A group of lanes in one project under one conductor. Never changed, never deleted.
@@ -726,19 +635,6 @@ type DocketScheduleSkip struct {
 	Skipped    int64
 	First      interface{}
 	Last       interface{}
-}
-
-type DocketScheduleState struct {
-	State    string
-	Initial  bool
-	Terminal bool
-	Meaning  string
-}
-
-type DocketScheduleTransition struct {
-	FromState string
-	ToState   string
-	Meaning   *string
 }
 
 // Active schedules, soonest due first. Due at instant T: WHERE next_due_at <= T; the schedule sweep runs them.
@@ -832,19 +728,6 @@ type DocketWaitRegistered struct {
 	CreatedAt              time.Time
 	SettledAt              *time.Time
 	SettledBy              *string
-}
-
-type DocketWaitState struct {
-	State    string
-	Initial  bool
-	Terminal bool
-	Meaning  string
-}
-
-type DocketWaitTransition struct {
-	FromState string
-	ToState   string
-	Meaning   *string
 }
 
 // Waits no message has satisfied, soonest deadline first. Due at instant T: WHERE deadline <= T; the expiry sweep moves them.

@@ -253,13 +253,14 @@ END
 $$;
 -- +goose StatementEnd
 
--- context_actor returns the actor set by set_context in this transaction.
--- Refuses with DK010 when none is set, so no change goes unattributed.
+-- context_value returns setting p_name of the change context set_context
+-- made in this transaction. Refuses with DK010 when none is set, so no change
+-- goes unattributed and storage never reads the wall clock.
 -- +goose StatementBegin
-CREATE FUNCTION docket.context_actor() RETURNS text
+CREATE FUNCTION docket.context_value(p_name text) RETURNS text
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    v text := nullif(current_setting('docket.actor', true), '');
+    v text := nullif(current_setting(p_name, true), '');
 BEGIN
     IF v IS NULL THEN
         RAISE EXCEPTION 'no change context: call docket.set_context(actor, now) in this transaction first'
@@ -270,22 +271,15 @@ END
 $$;
 -- +goose StatementEnd
 
--- context_now returns the instant set by set_context in this transaction.
--- Refuses with DK010 when none is set: storage never reads the wall clock.
--- +goose StatementBegin
+-- context_actor and context_now are the actor and the instant set by
+-- set_context in this transaction (see context_value).
+CREATE FUNCTION docket.context_actor() RETURNS text
+LANGUAGE sql STABLE
+RETURN docket.context_value('docket.actor');
+
 CREATE FUNCTION docket.context_now() RETURNS timestamptz
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v text := nullif(current_setting('docket.now', true), '');
-BEGIN
-    IF v IS NULL THEN
-        RAISE EXCEPTION 'no change context: call docket.set_context(actor, now) in this transaction first'
-            USING ERRCODE = 'DK010';
-    END IF;
-    RETURN v::timestamptz;
-END
-$$;
--- +goose StatementEnd
+LANGUAGE sql STABLE
+RETURN docket.context_value('docket.now')::timestamptz;
 
 -- refuse_change is the trigger body of every change docket never allows:
 -- updating or deleting an append-only record, deleting a row that is retired
@@ -320,8 +314,8 @@ $$;
 
 -- Every state machine of docket is declared here, as rows: its states (which
 -- a row may be born in, which it never leaves) and its moves. Each aggregate
--- inserts its own machine's rows and a view of them by the machine's name
--- (docket.job_states, docket.job_transitions, ...). A guard says only what is
+-- inserts its own machine's rows, and machine_views makes views of them by
+-- the machine's name (docket.job_states, docket.job_transitions, ...). A guard says only what is
 -- particular to its machine; what every guard asks is answered by the kit:
 --
 --   machine_birth(machine, subject, state)      refuses a birth outside an initial state
@@ -391,11 +385,32 @@ CREATE TRIGGER refuse_machine_change
     BEFORE INSERT OR UPDATE OR DELETE ON docket.machine_transitions
     FOR EACH STATEMENT EXECUTE FUNCTION docket.refuse_machine_change();
 
+-- machine_views creates the views of machine p_machine's rows, by its name:
+-- docket.<machine>_states and docket.<machine>_transitions. Each aggregate
+-- calls it once it has inserted its machine's rows.
+-- +goose StatementBegin
+CREATE FUNCTION docket.machine_views(p_machine text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE format('CREATE VIEW docket.%I AS SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = %L',
+                   p_machine || '_states', p_machine);
+    EXECUTE format('CREATE VIEW docket.%I AS SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = %L',
+                   p_machine || '_transitions', p_machine);
+END
+$$;
+-- +goose StatementEnd
+
 -- machine_terminal reports whether p_state is a terminal state of machine
--- p_machine (false for a state the machine does not have).
+-- p_machine (false for a state the machine does not have). plpgsql, as
+-- session_is_owner is, so its plan is kept for the session.
+-- +goose StatementBegin
 CREATE FUNCTION docket.machine_terminal(p_machine text, p_state text) RETURNS boolean
-LANGUAGE sql STABLE PARALLEL SAFE
-RETURN coalesce((SELECT s.terminal FROM docket.machine_states s WHERE s.machine = p_machine AND s.state = p_state), false);
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN coalesce((SELECT s.terminal FROM docket.machine_states s WHERE s.machine = p_machine AND s.state = p_state), false);
+END
+$$;
+-- +goose StatementEnd
 
 -- machine_birth refuses (DK001) a row of machine p_machine, named p_subject
 -- in the message, born in p_state: a state that is not one of the machine's
@@ -588,11 +603,13 @@ DROP FUNCTION IF EXISTS docket.refuse_immutable();
 DROP FUNCTION IF EXISTS docket.machine_move(text,text,text,text,boolean);
 DROP FUNCTION IF EXISTS docket.machine_birth(text,text,text);
 DROP FUNCTION IF EXISTS docket.machine_terminal(text,text);
+DROP FUNCTION IF EXISTS docket.machine_views(text);
 DROP FUNCTION IF EXISTS docket.refuse_machine_change();
 DROP FUNCTION IF EXISTS docket.refuse_truncate();
 DROP FUNCTION IF EXISTS docket.refuse_change();
 DROP FUNCTION IF EXISTS docket.context_now();
 DROP FUNCTION IF EXISTS docket.context_actor();
+DROP FUNCTION IF EXISTS docket.context_value(text);
 DROP FUNCTION IF EXISTS docket.set_context(text,timestamp with time zone);
 DROP FUNCTION IF EXISTS docket.require_operator(text);
 DROP FUNCTION IF EXISTS docket.session_is_operator();

@@ -29,17 +29,13 @@ SELECT 'project', * FROM (VALUES
     ('archived', false, false, 'takes no new work; what it holds goes on'),
     ('retired', false, true, 'never changes again')) v;
 
-CREATE VIEW docket.project_states AS
-SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'project';
-
 INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
 SELECT 'project', from_state, to_state, NULL FROM (VALUES
     ('active', 'archived'),
     ('archived', 'active'),
     ('archived', 'retired')) v (from_state, to_state);
 
-CREATE VIEW docket.project_transitions AS
-SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'project';
+SELECT docket.machine_views('project');
 
 CREATE TABLE docket.projects (
     id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -167,9 +167,6 @@ SELECT 'job', * FROM (VALUES
     ('uncertain', false, false, 'its worker may or may not have done the work: reconcile or cancel'),
     ('cancelled', false, true, 'withdrawn before it finished')) v;
 
-CREATE VIEW docket.job_states AS
-SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'job';
-
 INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
 SELECT 'job', * FROM (VALUES
     ('queued', 'claimed', 'claim'),
@@ -186,8 +183,7 @@ SELECT 'job', * FROM (VALUES
     ('uncertain', 'queued', 'reconciled: run it again'),
     ('uncertain', 'cancelled', 'cancel')) v;
 
-CREATE VIEW docket.job_transitions AS
-SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'job';
+SELECT docket.machine_views('job');
 
 -- Jobs ----------------------------------------------------------------------
 

@@ -86,9 +86,6 @@ SELECT 'lane', * FROM (VALUES
     ('failed', false, true, 'the work will not be finished'),
     ('cancelled', false, true, 'withdrawn before it finished')) v;
 
-CREATE VIEW docket.lane_states AS
-SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'lane';
-
 INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
 SELECT 'lane', from_state, to_state, NULL FROM (VALUES
     ('open', 'in_progress'),
@@ -97,8 +94,7 @@ SELECT 'lane', from_state, to_state, NULL FROM (VALUES
     ('in_progress', 'failed'),
     ('in_progress', 'cancelled')) v (from_state, to_state);
 
-CREATE VIEW docket.lane_transitions AS
-SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'lane';
+SELECT docket.machine_views('lane');
 
 INSERT INTO docket.machines (name, subject, meaning) VALUES
     ('lane_review', 'docket.lanes.review', 'a lanes review');
@@ -110,9 +106,6 @@ SELECT 'lane_review', * FROM (VALUES
     ('approved', false, true, 'approved by the conductor: final'),
     ('changes_requested', false, false, 'the conductor asked for changes; submit again')) v;
 
-CREATE VIEW docket.lane_review_states AS
-SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'lane_review';
-
 INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
 SELECT 'lane_review', from_state, to_state, NULL FROM (VALUES
     ('none', 'submitted'),
@@ -120,8 +113,7 @@ SELECT 'lane_review', from_state, to_state, NULL FROM (VALUES
     ('submitted', 'changes_requested'),
     ('changes_requested', 'submitted')) v (from_state, to_state);
 
-CREATE VIEW docket.lane_review_transitions AS
-SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'lane_review';
+SELECT docket.machine_views('lane_review');
 
 -- Quorums ---------------------------------------------------------------------
 

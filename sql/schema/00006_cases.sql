@@ -87,16 +87,12 @@ SELECT 'case', * FROM (VALUES
     ('open', true, false, 'the matter is live: its keys correlate, its state is written, it may owe things'),
     ('closed', false, false, 'the matter is settled: it owes nothing and holds no keys; it may be reopened')) v;
 
-CREATE VIEW docket.case_states AS
-SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'case';
-
 INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
 SELECT 'case', from_state, to_state, NULL FROM (VALUES
     ('open', 'closed'),
     ('closed', 'open')) v (from_state, to_state);
 
-CREATE VIEW docket.case_transitions AS
-SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'case';
+SELECT docket.machine_views('case');
 
 INSERT INTO docket.machines (name, subject, meaning) VALUES
     ('obligation', 'docket.obligations.state', 'what a case owes: pending until met, breached or withdrawn');
@@ -108,17 +104,13 @@ SELECT 'obligation', * FROM (VALUES
     ('breached', false, true, 'its deadline passed unmet; its escalation was enqueued'),
     ('withdrawn', false, true, 'no longer owed')) v;
 
-CREATE VIEW docket.obligation_states AS
-SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'obligation';
-
 INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
 SELECT 'obligation', from_state, to_state, NULL FROM (VALUES
     ('pending', 'met'),
     ('pending', 'breached'),
     ('pending', 'withdrawn')) v (from_state, to_state);
 
-CREATE VIEW docket.obligation_transitions AS
-SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'obligation';
+SELECT docket.machine_views('obligation');
 
 -- Cases -------------------------------------------------------------------------
 
@@ -1251,16 +1243,12 @@ SELECT 'message', * FROM (VALUES
     ('consumed', false, true, 'a wait claimed it and its continuation was enqueued'),
     ('dead_lettered', false, true, 'no wait will claim it: unclaimed past the horizon, or its addressee closed')) v;
 
-CREATE VIEW docket.message_states AS
-SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'message';
-
 INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
 SELECT 'message', from_state, to_state, NULL FROM (VALUES
     ('buffered', 'consumed'),
     ('buffered', 'dead_lettered')) v (from_state, to_state);
 
-CREATE VIEW docket.message_transitions AS
-SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'message';
+SELECT docket.machine_views('message');
 
 INSERT INTO docket.machines (name, subject, meaning) VALUES
     ('wait', 'docket.waits.status', 'a durable wait: waiting until satisfied, expired or withdrawn');
@@ -1272,17 +1260,13 @@ SELECT 'wait', * FROM (VALUES
     ('expired', false, true, 'its deadline passed first; its timeout continuation (if any) was enqueued'),
     ('withdrawn', false, true, 'no longer waited for: withdrawn, or its case closed')) v;
 
-CREATE VIEW docket.wait_states AS
-SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'wait';
-
 INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
 SELECT 'wait', from_state, to_state, NULL FROM (VALUES
     ('waiting', 'satisfied'),
     ('waiting', 'expired'),
     ('waiting', 'withdrawn')) v (from_state, to_state);
 
-CREATE VIEW docket.wait_transitions AS
-SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'wait';
+SELECT docket.machine_views('wait');
 
 -- Messages ---------------------------------------------------------------------
 

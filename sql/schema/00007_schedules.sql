@@ -60,9 +60,6 @@ SELECT 'schedule', * FROM (VALUES
     ('paused', false, false, 'nothing is materialized; the cursor is kept, and resuming applies the catch-up policy'),
     ('finished', false, true, 'past its end or its last occurrence, or finished by hand; kept with its history')) v;
 
-CREATE VIEW docket.schedule_states AS
-SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'schedule';
-
 INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
 SELECT 'schedule', from_state, to_state, NULL FROM (VALUES
     ('active', 'paused'),
@@ -70,8 +67,7 @@ SELECT 'schedule', from_state, to_state, NULL FROM (VALUES
     ('active', 'finished'),
     ('paused', 'finished')) v (from_state, to_state);
 
-CREATE VIEW docket.schedule_transitions AS
-SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'schedule';
+SELECT docket.machine_views('schedule');
 
 -- Schedules -------------------------------------------------------------------------
 
