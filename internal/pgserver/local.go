@@ -138,7 +138,7 @@ func (l *localPostgres) run(ctx context.Context, data string, cred *syscall.Cred
 	}
 	l.url = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 	l.log = &tailBuffer{max: 64 << 10}
-	l.cmd = exec.Command(filepath.Join(l.binDir, "postgres"),
+	cmd := exec.Command(filepath.Join(l.binDir, "postgres"),
 		"-D", data,
 		"-p", strconv.Itoa(port),
 		"-k", l.dir,
@@ -151,12 +151,21 @@ func (l *localPostgres) run(ctx context.Context, data string, cred *syscall.Cred
 		// postgres killed with this process leaves nothing behind that
 		// removing its directory does not remove.
 		"-c", "dynamic_shared_memory_type=mmap")
-	l.cmd.Dir = l.dir
-	l.cmd.Env = childEnv()
-	l.cmd.Stdout = l.log
-	l.cmd.Stderr = l.log
-	l.cmd.SysProcAttr = childProcAttr(cred)
-	l.exited = make(chan struct{})
+	cmd.Dir = l.dir
+	cmd.Env = childEnv()
+	cmd.SysProcAttr = childProcAttr(cred)
+	if err := l.spawn(ctx, cmd); err != nil {
+		return fmt.Errorf("local postgres: %w", err)
+	}
+	return nil
+}
+
+// spawn starts cmd as the server, its output going to l.log, and waits until
+// it accepts connections. On failure the process is gone and the error holds
+// the tail of its output.
+func (l *localPostgres) spawn(ctx context.Context, cmd *exec.Cmd) error {
+	cmd.Stdout, cmd.Stderr = l.log, l.log
+	exited := make(chan struct{})
 	started := make(chan error)
 	go func() {
 		// Pdeathsig fires when the thread that started the child exits, not
@@ -164,21 +173,21 @@ func (l *localPostgres) run(ctx context.Context, data string, cred *syscall.Cred
 		// to it, so pin this goroutine to its thread until the child is gone.
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		if err := l.cmd.Start(); err != nil {
+		if err := cmd.Start(); err != nil {
 			started <- err
 			return
 		}
 		started <- nil
-		l.waitErr = l.cmd.Wait()
-		close(l.exited)
+		l.waitErr = cmd.Wait()
+		close(exited)
 	}()
 	if err := <-started; err != nil {
-		return fmt.Errorf("local postgres: %w", err)
+		return err
 	}
-
+	l.cmd, l.exited = cmd, exited
 	if err := l.waitReady(ctx); err != nil {
 		l.kill()
-		return fmt.Errorf("local postgres: %w\n%s", err, lastLines(l.log.Bytes(), 20))
+		return fmt.Errorf("%w\n%s", err, lastLines(l.log.Bytes(), 20))
 	}
 	return nil
 }

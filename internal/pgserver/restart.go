@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
-	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -176,37 +175,15 @@ func (c *Cluster) Close(ctx context.Context) error {
 
 // rerun starts postgres again with the command line, environment and
 // credential of its last start, after that process has exited, and waits
-// until it accepts connections. On failure the new process is gone and the
-// error holds the tail of its output.
+// until it accepts connections.
 func (l *localPostgres) rerun(ctx context.Context) error {
 	<-l.exited
 	prev := l.cmd
 	attr := *prev.SysProcAttr
 	cmd := exec.Command(prev.Path, prev.Args[1:]...)
-	cmd.Dir, cmd.Env = prev.Dir, prev.Env
-	cmd.Stdout, cmd.Stderr = l.log, l.log
-	cmd.SysProcAttr = &attr
-	exited := make(chan struct{})
-	started := make(chan error)
-	go func() {
-		// As in run: the child's death signal follows this thread.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		l.waitErr = cmd.Wait()
-		close(exited)
-	}()
-	if err := <-started; err != nil {
+	cmd.Dir, cmd.Env, cmd.SysProcAttr = prev.Dir, prev.Env, &attr
+	if err := l.spawn(ctx, cmd); err != nil {
 		return fmt.Errorf("local postgres: restart: %w", err)
-	}
-	l.cmd, l.exited = cmd, exited
-	if err := l.waitReady(ctx); err != nil {
-		l.kill()
-		return fmt.Errorf("local postgres: restart: %w\n%s", err, lastLines(l.log.Bytes(), 20))
 	}
 	return nil
 }
