@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -70,7 +69,8 @@ func newRig(t *testing.T) *rig {
 	require.NoError(t, err)
 	_, err = admin.Exec(ctx, "CREATE DATABASE "+database)
 	require.NoError(t, errors.Join(err, admin.Close(ctx)))
-	ownerURL := withDatabase(t, cluster.AdminURL(), database)
+	ownerURL, err := cluster.URL(database)
+	require.NoError(t, err)
 	r.owner, err = db.Open(ctx, ownerURL)
 	require.NoError(t, err)
 	t.Cleanup(r.owner.Close)
@@ -134,15 +134,6 @@ GRANT USAGE ON SCHEMA faults TO docket_app;
 GRANT SELECT, INSERT ON faults.outside, faults.inside TO docket_app;
 GRANT SELECT ON faults.cuts TO docket_app;
 `
-
-// withDatabase returns raw, a postgres URL, naming database name instead.
-func withDatabase(t *testing.T, raw, name string) string {
-	t.Helper()
-	u, err := url.Parse(raw)
-	require.NoError(t, err)
-	u.Path = "/" + name
-	return u.String()
-}
 
 // loginURL is the URL app's workers log in with, with room in their pools
 // for every handler's completion transaction to wait its turn briefly.

@@ -14,28 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// ShutdownMode is how [Cluster.Stop] stops the server.
-type ShutdownMode int
-
-const (
-	// FastShutdown (SIGINT) disconnects every session, rolls back their open
-	// transactions and writes a checkpoint before the server exits: a
-	// planned outage.
-	FastShutdown ShutdownMode = iota
-	// ImmediateShutdown (SIGQUIT, pg_ctl -m immediate) ends every server
-	// process at once, without a checkpoint: what a crash of the server
-	// looks like to its clients. The next start runs crash recovery.
-	ImmediateShutdown
-)
-
-// String names the mode as pg_ctl -m does.
-func (m ShutdownMode) String() string {
-	if m == ImmediateShutdown {
-		return "immediate"
-	}
-	return "fast"
-}
-
 // Cluster is a throw-away local server, started as [StartLocal] starts one,
 // that its owner may stop (cleanly or as a crash) and start again on the same
 // data directory and port, so its URLs stay valid across restarts: for tests
@@ -89,6 +67,9 @@ func durableCommits(ctx context.Context, url string) error {
 // superuser (trust authentication, no password). It stays valid across
 // restarts.
 func (c *Cluster) AdminURL() string { return c.l.url }
+
+// URL returns the URL of database name on the cluster, as its superuser.
+func (c *Cluster) URL(name string) (string, error) { return withDatabase(c.l.url, name) }
 
 // Running reports whether the server is running: started, not stopped
 // since, and its postmaster has not exited.

@@ -4,23 +4,6 @@ package pgserver
 
 import "context"
 
-// ShutdownMode is how [Cluster.Stop] stops the server.
-type ShutdownMode int
-
-// The shutdown modes; see the unix build.
-const (
-	FastShutdown ShutdownMode = iota
-	ImmediateShutdown
-)
-
-// String names the mode as pg_ctl -m does.
-func (m ShutdownMode) String() string {
-	if m == ImmediateShutdown {
-		return "immediate"
-	}
-	return "fast"
-}
-
 // Cluster is never started on this platform.
 type Cluster struct{}
 
@@ -29,6 +12,9 @@ func StartCluster(context.Context) (*Cluster, error) { return nil, ErrNoLocalBin
 
 // AdminURL returns "".
 func (*Cluster) AdminURL() string { return "" }
+
+// URL returns ErrNoLocalBinaries.
+func (*Cluster) URL(string) (string, error) { return "", ErrNoLocalBinaries }
 
 // Running returns false.
 func (*Cluster) Running() bool { return false }
