@@ -700,26 +700,12 @@ func TestConcurrentClaimQueueBatchesNeverShareAJob(t *testing.T) {
 		now := e.Clock.Now()
 
 		answers := make([][]jobs.Job, claimants)
-		errs := make([]error, claimants)
-		txs := make([]pgx.Tx, claimants)
-		beginErrs := make([]error, claimants)
-		commitErrs := make([]error, claimants)
-		ccRace(claimants,
-			func(i int) { txs[i], beginErrs[i] = wide.Begin(ctx) },
-			func(i int) {
-				if beginErrs[i] != nil {
-					return
-				}
-				answers[i], errs[i] = store.ClaimQueueTx(ctx, txs[i], queue, limit, nil, nil)
-				if errs[i] != nil {
-					_ = txs[i].Rollback(ctx)
-					return
-				}
-				commitErrs[i] = txs[i].Commit(ctx)
-			})
-		require.NoError(t, errors.Join(beginErrs...), "round %d: begin", round)
+		errs := ccTxRaceN(t, wide, claimants, func(i int, tx pgx.Tx) error {
+			var err error
+			answers[i], err = store.ClaimQueueTx(ctx, tx, queue, limit, nil, nil)
+			return err
+		})
 		require.NoError(t, errors.Join(errs...), "round %d: claim", round)
-		require.NoError(t, errors.Join(commitErrs...), "round %d: commit", round)
 
 		owner := map[int64]int{}
 		tokens := map[uuid.UUID]bool{}

@@ -79,18 +79,24 @@ func ccRace(n int, ready, fire func(i int)) {
 	done.Wait()
 }
 
-// ccTxRace is ccRace where each goroutine runs fn in a transaction of its own
-// on pool, begun before the release: committed when fn returns nil, else
-// rolled back. It returns fn's error per goroutine, and fails t on any begin
-// or commit error.
+// ccTxRace is ccTxRaceN with ccRacers goroutines.
 func ccTxRace(t *testing.T, pool *pgxpool.Pool, fn func(i int, tx pgx.Tx) error) []error {
 	t.Helper()
+	return ccTxRaceN(t, pool, ccRacers, fn)
+}
+
+// ccTxRaceN is ccRace where each of n goroutines runs fn in a transaction of
+// its own on pool, begun before the release: committed when fn returns nil,
+// else rolled back. It returns fn's error per goroutine, and fails t on any
+// begin or commit error.
+func ccTxRaceN(t *testing.T, pool *pgxpool.Pool, n int, fn func(i int, tx pgx.Tx) error) []error {
+	t.Helper()
 	ctx := t.Context()
-	txs := make([]pgx.Tx, ccRacers)
-	beginErrs := make([]error, ccRacers)
-	commitErrs := make([]error, ccRacers)
-	errs := make([]error, ccRacers)
-	ccRace(ccRacers,
+	txs := make([]pgx.Tx, n)
+	beginErrs := make([]error, n)
+	commitErrs := make([]error, n)
+	errs := make([]error, n)
+	ccRace(n,
 		func(i int) { txs[i], beginErrs[i] = pool.Begin(ctx) },
 		func(i int) {
 			if beginErrs[i] != nil {
@@ -418,25 +424,11 @@ func TestBatchClaims(t *testing.T) {
 			ids := enqueueN(t, e, queue, total)
 
 			answers := make([][]jobs.Job, claimants)
-			errs := make([]error, claimants)
-			txs := make([]pgx.Tx, claimants)
-			beginErrs := make([]error, claimants)
-			commitErrs := make([]error, claimants)
-			ccRace(claimants,
-				func(i int) { txs[i], beginErrs[i] = wide.Begin(ctx) },
-				func(i int) {
-					if beginErrs[i] != nil {
-						return
-					}
-					answers[i], errs[i] = e.client.ClaimTx(ctx, txs[i], queue, jobs.ClaimOptions{Limit: limit})
-					if errs[i] != nil {
-						_ = txs[i].Rollback(ctx)
-						return
-					}
-					commitErrs[i] = txs[i].Commit(ctx)
-				})
-			require.NoError(t, errors.Join(beginErrs...))
-			require.NoError(t, errors.Join(commitErrs...))
+			errs := ccTxRaceN(t, wide, claimants, func(i int, tx pgx.Tx) error {
+				var err error
+				answers[i], err = e.client.ClaimTx(ctx, tx, queue, jobs.ClaimOptions{Limit: limit})
+				return err
+			})
 
 			owner := map[int64]int{}
 			for i := range claimants {

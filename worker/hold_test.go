@@ -183,9 +183,12 @@ func TestOutcomesAreHeldThroughAnOutage(t *testing.T) {
 	require.EqualValues(t, 3, runs.Load(), "each handler ran once")
 }
 
-// TestEveryWorkerSweeps runs two workers with a short sweep period: each
-// sweeps on its own timer (not only River's leader), and an expired lease
-// they both see is moved on once.
+// TestEveryWorkerSweeps runs two workers with a short sweep period, both
+// sweeping, and shows an expired lease they both see moved on once (their
+// sweeps skip what the other holds locked). That a dead worker's leases are
+// swept in time whoever led River is shown by the fault suite's kill
+// scenario (integration/faults), which kills the worker that led and starts
+// another, which must not wait for the dead leader's term to end.
 func TestEveryWorkerSweeps(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
