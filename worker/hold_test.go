@@ -1,8 +1,13 @@
 package worker_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -138,9 +143,11 @@ func outage(t *testing.T, e env) (end func()) {
 }
 
 // TestOutcomesAreHeldThroughAnOutage has the database refuse a batch's
-// successes and a failure for a while: the worker holds both and records
+// successes and two failures for a while: the worker holds them and records
 // them when it can, instead of leaving the jobs to expire into uncertain
-// though it knew what happened. Each handler runs once.
+// though it knew what happened. Each handler runs once, and the logs tell
+// the spell as one: a warning when the first outcome is held, and one that
+// sums up the spell when the last is recorded, not a line per job.
 func TestOutcomesAreHeldThroughAnOutage(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -159,28 +166,64 @@ func TestOutcomesAreHeldThroughAnOutage(t *testing.T) {
 	require.NoError(t, err)
 	ok2, err := e.client.Enqueue(ctx, invoiceSpec(t, 2, ""))
 	require.NoError(t, err)
-	bad, err := e.client.Enqueue(ctx, invoiceSpec(t, 3, "fail"))
+	bad1, err := e.client.Enqueue(ctx, invoiceSpec(t, 3, "fail"))
+	require.NoError(t, err)
+	bad2, err := e.client.Enqueue(ctx, invoiceSpec(t, 4, "fail"))
 	require.NoError(t, err)
 	rec := newRecorder()
-	startWorker(t, e, reg, rec, nil)
+	logs := &lockedBuffer{}
+	startWorker(t, e, reg, rec, func(c *worker.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
 	// Every outcome failed to be recorded at least once, and is held.
-	rec.waitN(t, 3, func(ev worker.Event) bool { return ev.Type == worker.EventError })
-	rec.waitN(t, 1, is(worker.EventError, bad.Job.ID))
-	for _, id := range []int64{ok1.Job.ID, ok2.Job.ID, bad.Job.ID} {
+	rec.waitN(t, 4, func(ev worker.Event) bool { return ev.Type == worker.EventError })
+	rec.waitN(t, 1, is(worker.EventError, bad1.Job.ID))
+	rec.waitN(t, 1, is(worker.EventError, bad2.Job.ID))
+	for _, id := range []int64{ok1.Job.ID, ok2.Job.ID, bad1.Job.ID, bad2.Job.ID} {
 		require.Equal(t, jobs.Claimed, jobState(t, e.Pool, id), "nothing recorded during the outage")
 	}
 	end()
 	rec.waitN(t, 1, is(worker.EventSucceeded, ok1.Job.ID))
 	rec.waitN(t, 1, is(worker.EventSucceeded, ok2.Job.ID))
-	rec.waitN(t, 1, is(worker.EventFailed, bad.Job.ID))
+	rec.waitN(t, 1, is(worker.EventFailed, bad1.Job.ID))
+	rec.waitN(t, 1, is(worker.EventFailed, bad2.Job.ID))
 	require.Equal(t, jobs.Succeeded, jobState(t, e.Pool, ok1.Job.ID))
 	require.Equal(t, jobs.Succeeded, jobState(t, e.Pool, ok2.Job.ID))
-	failed, err := e.client.Jobs().Get(ctx, bad.Job.ID)
-	require.NoError(t, err)
-	require.Equal(t, jobs.Queued, failed.State, "a retryable failure, recorded late")
-	require.Equal(t, 1, failed.Attempts)
-	require.Contains(t, failed.Diagnostic, "the gateway said no")
-	require.EqualValues(t, 3, runs.Load(), "each handler ran once")
+	for _, id := range []int64{bad1.Job.ID, bad2.Job.ID} {
+		failed, err := e.client.Jobs().Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, jobs.Queued, failed.State, "a retryable failure, recorded late")
+		require.Equal(t, 1, failed.Attempts)
+		require.Contains(t, failed.Diagnostic, "the gateway said no")
+	}
+	require.EqualValues(t, 4, runs.Load(), "each handler ran once")
+
+	// The failures were held in one spell: one warning opened it, one
+	// summed it up, naming both jobs.
+	out := logs.String()
+	require.Equal(t, 1, strings.Count(out, "recording an outcome failed"), out)
+	require.Equal(t, 1, strings.Count(out, "held outcomes settled"), out)
+	require.Contains(t, out, "held=2 recorded=2 refused=0 abandoned=0", out)
+	require.Contains(t, out, fmt.Sprint(bad1.Job.ID), out)
+	require.Contains(t, out, fmt.Sprint(bad2.Job.ID), out)
+}
+
+// lockedBuffer is a bytes.Buffer a worker's goroutines may log into.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // TestEveryWorkerSweeps runs two workers with a short sweep period, both

@@ -116,6 +116,7 @@ type Client struct {
 	leases   map[string]time.Duration // the handlers' leases, by kind
 	queues   []string
 	sweeps   map[string]Sweep
+	held     holding // the outcomes held now, for the logs
 
 	queueStates map[string]*queueState
 	wakeCancel  context.CancelFunc

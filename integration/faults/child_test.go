@@ -290,10 +290,12 @@ func (c *child) readStdout(stdout io.Reader) {
 }
 
 // logMessage finds the level and message of a warning or error in slog's
-// text lines, and logJob the job it names.
+// text lines, logJob the job it names, and logJobs the jobs a summary of
+// held outcomes names.
 var (
 	logMessage = regexp.MustCompile(`level=(WARN|ERROR) msg=("(?:[^"\\]|\\.)*"|\S+)`)
 	logJob     = regexp.MustCompile(` job=(\d+)`)
+	logJobs    = regexp.MustCompile(` jobs="?\[([\d ]*)\]`)
 )
 
 // tailLines is how much of a worker's standard error a failure shows.
@@ -314,6 +316,12 @@ func (c *child) readStderr(stderr io.Reader) {
 			if j := logJob.FindStringSubmatch(line); j != nil {
 				id, _ := strconv.ParseInt(j[1], 10, 64)
 				c.warned[id] = true
+			}
+			if j := logJobs.FindStringSubmatch(line); j != nil {
+				for _, f := range strings.Fields(j[1]) {
+					id, _ := strconv.ParseInt(f, 10, 64)
+					c.warned[id] = true
+				}
 			}
 		}
 		if strings.Contains(line, "WARNING: DATA RACE") {
