@@ -42,6 +42,13 @@ const (
 	// occurrences (enqueuing their jobs also needs [JobCreate]).
 	ScheduleSweep Capability = "schedule.sweep"
 
+	// RetentionManage sets how long the project's finished work is kept,
+	// and reads it.
+	RetentionManage Capability = "retention.manage"
+	// RetentionPrune lets the prune sweep remove the project's finished work
+	// past its retention horizons.
+	RetentionPrune Capability = "retention.prune"
+
 	// QuorumCreate creates quorums in the project, naming their conductor.
 	QuorumCreate Capability = "quorum.create"
 

@@ -2,9 +2,11 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -74,6 +76,9 @@ func (c *Client) Clock() db.Clock { return c.clock }
 // Get returns job id, or [db.ErrNotFound] when there is none or the actor
 // holds no job capability (job.create, job.claim, job.cancel,
 // job.reconcile) on its project: a job the actor may not see is not there.
+// A job a prune removed is not there either: its error is then also a
+// [*PrunedError] naming the prune (errors.As), when the actor may see the
+// jobs of the prune's project.
 func (c *Client) Get(ctx context.Context, id int64) (Job, error) {
 	return c.get(ctx, c.pool, id)
 }
@@ -87,11 +92,35 @@ func (c *Client) GetTx(ctx context.Context, tx pgx.Tx, id int64) (Job, error) {
 // get is [Client.Get] on q: the client's pool or the caller's transaction.
 func (c *Client) get(ctx context.Context, q db.DBTX, id int64) (Job, error) {
 	row, err := queries.JobGet(ctx, q, id, string(c.actor))
+	if errors.Is(err, pgx.ErrNoRows) {
+		if p, perr := queries.JobPruned(ctx, q, id, string(c.actor)); perr == nil {
+			return Job{}, &PrunedError{Job: id, Prune: p.ID, Project: p.Project, At: p.At.UTC(), By: access.Actor(p.Actor)}
+		}
+	}
 	if err != nil {
 		return Job{}, db.Translate(err, "job.get", "job", id)
 	}
 	return fromRow(row), nil
 }
+
+// PrunedError is the error of reading a job a prune removed (see
+// docs/retention.md): which prune, when, and by whom. It is
+// [db.ErrNotFound] too: the job is not there.
+type PrunedError struct {
+	Job     int64
+	Prune   int64 // the docket.prunes row that records the removal
+	Project string
+	At      time.Time
+	By      access.Actor
+}
+
+func (e *PrunedError) Error() string {
+	return fmt.Sprintf("job.get: job %d was pruned at %s by prune %d (project %s, by %s): not found",
+		e.Job, e.At.Format(time.RFC3339), e.Prune, e.Project, e.By)
+}
+
+// Is makes a PrunedError [db.ErrNotFound].
+func (e *PrunedError) Is(target error) bool { return target == db.ErrNotFound }
 
 // GetMany returns the jobs of ids in id order, leaving out those Get would
 // answer [db.ErrNotFound] for: one round trip for a batch of reads. It refuses more than

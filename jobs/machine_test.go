@@ -896,7 +896,7 @@ func TestMachineVerify(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
 		id, _ := mRetriedThenSucceeded(t, e)
-		behindTheTriggers(t, e, "docket.job_events", "job_events_append_only",
+		behindTheTriggers(t, e, "docket.job_events", "job_events_refuse_delete",
 			`DELETE FROM docket.job_events WHERE job_id = $1 AND seq = 3`, id)
 		v, err := e.client.Verify(t.Context(), id)
 		require.NoError(t, err)

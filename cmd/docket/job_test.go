@@ -11,6 +11,7 @@ import (
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
+	"github.com/docket-dev/docket/retention"
 )
 
 func TestJobCommands(t *testing.T) {
@@ -94,4 +95,41 @@ func TestJobCommands(t *testing.T) {
 		{"job", "reconcile", "--result", "{", "1", "succeeded"},
 		{"job", "sweep", "--limit", "20000"},
 	})
+}
+
+// TestJobShowOfAPrunedJob: job show of a job a prune removed says so, and
+// names the prune, on one line with exit 1.
+func TestJobShowOfAPrunedJob(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	c := setup(t,
+		testkit.Grants(app, project, access.JobCreate, access.JobClaim),
+		testkit.Grants(ana, project, access.JobCancel, access.RetentionManage, access.RetentionPrune))
+	c.Clock.Set(time.Now().UTC().Add(-48 * time.Hour))
+	jc, err := jobs.NewClient(c.Pool, jobs.Config{Project: project, Actor: app, Clock: c.Clock})
+	require.NoError(t, err)
+	e, err := jc.Enqueue(ctx, jobs.Spec{Kind: "billing.invoice", Payload: []byte(`1`)})
+	require.NoError(t, err)
+	_, err = jc.Cancel(ctx, e.Job.ID, "not needed")
+	require.Error(t, err, "app holds no job.cancel")
+	anaJobs, err := jobs.NewClient(c.Pool, jobs.Config{Project: project, Actor: ana, Clock: c.Clock})
+	require.NoError(t, err)
+	_, err = anaJobs.Cancel(ctx, e.Job.ID, "not needed")
+	require.NoError(t, err)
+	c.Clock.Set(time.Now().UTC())
+	rc, err := retention.NewClient(c.Pool, retention.Config{Actor: ana, Clock: c.Clock})
+	require.NoError(t, err)
+	p := retention.Defaults
+	p.SucceededJobs = 24 * time.Hour
+	_, err = rc.Set(ctx, project, p)
+	require.NoError(t, err)
+	ps, err := rc.Prune(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+
+	args := []string{"--as", string(ana), "job", "show", fmt.Sprint(e.Job.ID)}
+	r := c.run(t, args...)
+	requireRefused(t, r, exitError, args)
+	require.Contains(t, r.stderr, fmt.Sprintf("job %d was pruned at ", e.Job.ID))
+	require.Contains(t, r.stderr, fmt.Sprintf("by prune %d (project acme, by user:ana)", ps[0].ID))
 }

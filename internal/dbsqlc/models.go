@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Which login role (session_user) may act as which principal; "kind:*" binds every principal of a kind. Changed only by docket.actor_bind and docket.actor_unbind.
@@ -563,6 +564,35 @@ type DocketProjectEvent struct {
 	At        time.Time
 }
 
+// Append-only evidence of every prune: what it removed (id ranges, counts by state, a digest over the removed jobs' chain heads) and what it kept because it did not verify.
+type DocketPrune struct {
+	ID              int64
+	Project         string
+	Xid             pgtype.Uint64
+	Actor           string
+	At              time.Time
+	Horizons        json.RawMessage
+	Jobs            int32
+	JobIds          pgtype.Multirange[pgtype.Range[pgtype.Int8]]
+	JobStates       json.RawMessage
+	JobEvents       int32
+	FinishedFrom    *time.Time
+	FinishedTo      *time.Time
+	JobsDigest      interface{}
+	Cases           int32
+	CaseIds         pgtype.Multirange[pgtype.Range[pgtype.Int8]]
+	CaseEvents      int32
+	CaseKeys        int32
+	Obligations     int32
+	Timers          int32
+	Waits           int32
+	Messages        int32
+	MessageIds      pgtype.Multirange[pgtype.Range[pgtype.Int8]]
+	Occurrences     int32
+	KeptUnverified  int32
+	FirstUnverified *int64
+}
+
 // A group of lanes in one project under one conductor. Never changed, never deleted.
 type DocketQuorum struct {
 	ID        int64
@@ -571,6 +601,40 @@ type DocketQuorum struct {
 	Conductor string
 	CreatedBy string
 	CreatedAt time.Time
+}
+
+// The retention horizons every project keeps now (NULL: forever); explicit false where the defaults apply.
+type DocketRetention struct {
+	Project       string
+	Explicit      interface{}
+	JobsSucceeded interface{}
+	JobsFailed    interface{}
+	Messages      interface{}
+	Occurrences   interface{}
+	Cases         interface{}
+	UpdatedBy     *string
+	UpdatedAt     *time.Time
+}
+
+type DocketRetentionEvent struct {
+	ID       int64
+	Project  string
+	Previous json.RawMessage
+	Horizons json.RawMessage
+	Actor    string
+	At       time.Time
+}
+
+// A project's retention horizons (NULL: kept forever); a project without a row keeps docket.retention_defaults(). Changes are in docket.retention_events.
+type DocketRetentionPolicy struct {
+	Project       string
+	JobsSucceeded *time.Duration
+	JobsFailed    *time.Duration
+	Messages      *time.Duration
+	Occurrences   *time.Duration
+	Cases         *time.Duration
+	UpdatedBy     string
+	UpdatedAt     time.Time
 }
 
 // Recurring jobs: a cron expression in a zone, the job each occurrence enqueues, catch-up policy, bounds and cursor.

@@ -1,0 +1,729 @@
+-- +goose Up
+-- Retention: how long a project's finished work stays, the one path by which
+-- anything docket writes is deleted (the prune), and the evidence each prune
+-- leaves of what it removed.
+--
+--   * docket.retention_policies holds a project's horizons; a project without
+--     a row keeps docket.retention_defaults(). A NULL horizon keeps forever.
+--     Every change is in docket.retention_events.
+--   * docket.prune_run(limit, actor, now) removes, in one transaction, up to
+--     limit items past their horizons in the projects where the actor holds
+--     retention.prune: finished jobs that belong to no case, with their
+--     events (and the schedule occurrences that enqueued them); closed cases
+--     with everything bound to them (keys, obligations, timers, waits,
+--     messages, jobs and all their events); dead-lettered messages no case
+--     ever took. It never removes an uncertain or unfinished job, a job of a
+--     lane that is not finished, or a case that still has one.
+--   * Before it deletes anything, a prune verifies each job's chain and
+--     records, append-only in docket.prunes, what it is about to remove: the
+--     ids (as ranges), counts by state, and a digest over the removed jobs'
+--     chain heads. The delete-refusing triggers admit a delete only in a
+--     transaction that recorded a prune, which only prune_run does.
+--   * The hot tables get storage settings for their churn (see below).
+
+INSERT INTO docket.capabilities (name, description) VALUES
+    ('retention.manage', 'set how long the project''s finished work is kept, and read it'),
+    ('retention.prune', 'remove the project''s finished work past its retention horizons (the prune sweep)');
+
+-- Horizons ---------------------------------------------------------------------
+
+-- valid_horizon: a horizon is NULL (keep forever) or 1 second to 36,500 days.
+CREATE FUNCTION docket.valid_horizon(p_horizon interval) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN p_horizon IS NULL OR (p_horizon >= interval '1 second' AND p_horizon <= interval '36500 days');
+
+CREATE TABLE docket.retention_policies (
+    project        text PRIMARY KEY REFERENCES docket.projects (name),
+    -- How long after it finished a succeeded or cancelled job stays.
+    jobs_succeeded interval CONSTRAINT retention_policies_jobs_succeeded_valid CHECK (docket.valid_horizon(jobs_succeeded)),
+    -- How long after it finished a failed or dead job stays.
+    jobs_failed    interval CONSTRAINT retention_policies_jobs_failed_valid CHECK (docket.valid_horizon(jobs_failed)),
+    -- How long after it was dead-lettered a message no case took stays.
+    messages       interval CONSTRAINT retention_policies_messages_valid CHECK (docket.valid_horizon(messages)),
+    -- How long after it was due a schedule occurrence stays (its job stays
+    -- as long, whatever the job horizons say).
+    occurrences    interval CONSTRAINT retention_policies_occurrences_valid CHECK (docket.valid_horizon(occurrences)),
+    -- How long after it closed a case stays, with everything bound to it.
+    cases          interval CONSTRAINT retention_policies_cases_valid CHECK (docket.valid_horizon(cases)),
+    updated_by     docket.principal NOT NULL,
+    updated_at     timestamptz NOT NULL
+);
+
+COMMENT ON TABLE docket.retention_policies IS
+    'A project''s retention horizons (NULL: kept forever); a project without a row keeps docket.retention_defaults(). Changes are in docket.retention_events.';
+
+CREATE TABLE docket.retention_events (
+    id       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    project  text NOT NULL REFERENCES docket.projects (name),
+    -- The horizons before (NULL: the defaults applied) and after.
+    previous jsonb,
+    horizons jsonb NOT NULL,
+    actor    text NOT NULL,
+    at       timestamptz NOT NULL
+);
+
+CREATE INDEX retention_events_project_idx ON docket.retention_events (project, id);
+
+CREATE TRIGGER retention_events_append_only
+    BEFORE UPDATE OR DELETE ON docket.retention_events
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
+
+CREATE TRIGGER retention_policies_refuse_delete
+    BEFORE DELETE ON docket.retention_policies
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('a retention policy is replaced, never removed');
+
+CREATE TRIGGER retention_policies_columns_immutable
+    BEFORE UPDATE OF project ON docket.retention_policies
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
+
+-- horizon_micros is a horizon in microseconds, 0 for one kept forever.
+CREATE FUNCTION docket.horizon_micros(p_horizon interval) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN coalesce((extract(epoch FROM p_horizon) * 1000000)::bigint, 0);
+
+-- retention_defaults are the horizons of a project that set none.
+CREATE FUNCTION docket.retention_defaults(
+    OUT jobs_succeeded interval, OUT jobs_failed interval, OUT messages interval,
+    OUT occurrences interval, OUT cases interval)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN ROW(interval '168 hours', interval '720 hours', interval '720 hours', interval '720 hours', interval '2160 hours');
+
+-- horizons_json is a policy's horizons as JSON, each in microseconds, or
+-- null for one kept forever.
+CREATE FUNCTION docket.horizons_json(p_jobs_succeeded interval, p_jobs_failed interval, p_messages interval,
+                                     p_occurrences interval, p_cases interval) RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN jsonb_build_object('jobs_succeeded', nullif(docket.horizon_micros(p_jobs_succeeded), 0),
+                          'jobs_failed', nullif(docket.horizon_micros(p_jobs_failed), 0),
+                          'messages', nullif(docket.horizon_micros(p_messages), 0),
+                          'occurrences', nullif(docket.horizon_micros(p_occurrences), 0),
+                          'cases', nullif(docket.horizon_micros(p_cases), 0));
+
+-- retention_policies_record appends the retention_events row of every change
+-- of a policy, whoever writes it, attributed to the change context.
+-- +goose StatementBegin
+CREATE FUNCTION docket.retention_policies_record() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO docket.retention_events (project, previous, horizons, actor, at)
+    VALUES (NEW.project,
+            CASE WHEN TG_OP = 'UPDATE'
+                 THEN docket.horizons_json(OLD.jobs_succeeded, OLD.jobs_failed, OLD.messages, OLD.occurrences, OLD.cases) END,
+            docket.horizons_json(NEW.jobs_succeeded, NEW.jobs_failed, NEW.messages, NEW.occurrences, NEW.cases),
+            docket.context_actor(), docket.context_now());
+    RETURN NULL;
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER retention_policies_record
+    AFTER INSERT OR UPDATE ON docket.retention_policies
+    FOR EACH ROW EXECUTE FUNCTION docket.retention_policies_record();
+
+-- The horizons each project keeps now: its policy, or the defaults.
+CREATE VIEW docket.retention AS
+SELECT p.name AS project, r.project IS NOT NULL AS explicit,
+       CASE WHEN r.project IS NULL THEN d.jobs_succeeded ELSE r.jobs_succeeded END AS jobs_succeeded,
+       CASE WHEN r.project IS NULL THEN d.jobs_failed ELSE r.jobs_failed END AS jobs_failed,
+       CASE WHEN r.project IS NULL THEN d.messages ELSE r.messages END AS messages,
+       CASE WHEN r.project IS NULL THEN d.occurrences ELSE r.occurrences END AS occurrences,
+       CASE WHEN r.project IS NULL THEN d.cases ELSE r.cases END AS cases,
+       r.updated_by, r.updated_at
+FROM docket.projects p
+CROSS JOIN docket.retention_defaults() d
+LEFT JOIN docket.retention_policies r ON r.project = p.name;
+
+COMMENT ON VIEW docket.retention IS
+    'The retention horizons every project keeps now (NULL: forever); explicit false where the defaults apply.';
+
+-- retention_set replaces the horizons of project p_project with those given
+-- (NULL: keep forever), on behalf of p_actor at p_now, and returns them.
+-- Refuses, writing nothing: a malformed project or actor, or a horizon
+-- outside 1 second .. 36,500 days (DK010); an unknown project or an actor
+-- without retention.manage on it (DK009).
+-- +goose StatementBegin
+CREATE FUNCTION docket.retention_set(p_project text, p_jobs_succeeded interval, p_jobs_failed interval,
+                                     p_messages interval, p_occurrences interval, p_cases interval,
+                                     p_actor text, p_now timestamptz)
+RETURNS SETOF docket.retention
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.require_project_name(p_project);
+    IF NOT (docket.valid_horizon(p_jobs_succeeded) AND docket.valid_horizon(p_jobs_failed) AND docket.valid_horizon(p_messages)
+            AND docket.valid_horizon(p_occurrences) AND docket.valid_horizon(p_cases)) THEN
+        RAISE EXCEPTION 'invalid retention horizons %: each is 1 second to 36500 days, or NULL to keep forever',
+            docket.horizons_json(p_jobs_succeeded, p_jobs_failed, p_messages, p_occurrences, p_cases)
+            USING ERRCODE = 'DK010';
+    END IF;
+    IF NOT docket.grant_check(p_actor, p_project, 'retention.manage') THEN
+        RAISE EXCEPTION '% may not set the retention of project %: it needs retention.manage there', p_actor, p_project
+            USING ERRCODE = 'DK009';
+    END IF;
+    INSERT INTO docket.retention_policies AS r (project, jobs_succeeded, jobs_failed, messages, occurrences, cases, updated_by, updated_at)
+    VALUES (p_project, p_jobs_succeeded, p_jobs_failed, p_messages, p_occurrences, p_cases, p_actor, p_now)
+    ON CONFLICT (project) DO UPDATE
+    SET jobs_succeeded = EXCLUDED.jobs_succeeded, jobs_failed = EXCLUDED.jobs_failed, messages = EXCLUDED.messages,
+        occurrences = EXCLUDED.occurrences, cases = EXCLUDED.cases,
+        updated_by = EXCLUDED.updated_by, updated_at = greatest(r.updated_at, EXCLUDED.updated_at);
+    RETURN QUERY SELECT * FROM docket.retention WHERE project = p_project;
+END
+$$;
+-- +goose StatementEnd
+
+-- retention_get returns the horizons project p_project keeps, when p_actor
+-- holds retention.manage or retention.prune there; no row otherwise.
+-- +goose StatementBegin
+CREATE FUNCTION docket.retention_get(p_project text, p_actor text)
+RETURNS SETOF docket.retention
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY SELECT * FROM docket.retention r
+    WHERE r.project = p_project
+      AND (docket.grant_check(p_actor, p_project, 'retention.manage') OR docket.grant_check(p_actor, p_project, 'retention.prune'));
+END
+$$;
+-- +goose StatementEnd
+
+-- Prunes -----------------------------------------------------------------------
+
+-- One row per project a prune removed something from (or kept something of
+-- that did not verify), written before anything is deleted. Append-only.
+CREATE TABLE docket.prunes (
+    id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    project          text NOT NULL REFERENCES docket.projects (name),
+    -- The transaction that pruned: the delete-refusing triggers admit deletes
+    -- in it, and in no other.
+    xid              xid8 NOT NULL,
+    actor            docket.principal NOT NULL,
+    at               timestamptz NOT NULL,
+    -- The horizons it applied (docket.horizons_json).
+    horizons         jsonb NOT NULL,
+    -- The jobs it removed (those of its cases too), as id ranges; how many,
+    -- by state; their events; when the first and the last of them finished.
+    jobs             integer NOT NULL CONSTRAINT prunes_jobs_nonnegative CHECK (jobs >= 0),
+    job_ids          int8multirange NOT NULL,
+    job_states       jsonb NOT NULL,
+    job_events       integer NOT NULL CONSTRAINT prunes_job_events_nonnegative CHECK (job_events >= 0),
+    finished_from    timestamptz,
+    finished_to      timestamptz,
+    -- docket.prune_digest over the removed jobs' chain heads; NULL when none.
+    jobs_digest      docket.sha256,
+    -- The closed cases it removed, with what was bound to them.
+    cases            integer NOT NULL CONSTRAINT prunes_cases_nonnegative CHECK (cases >= 0),
+    case_ids         int8multirange NOT NULL,
+    case_events      integer NOT NULL,
+    case_keys        integer NOT NULL,
+    obligations      integer NOT NULL,
+    timers           integer NOT NULL,
+    waits            integer NOT NULL,
+    -- Messages: those of its cases and dead-lettered ones no case took.
+    messages         integer NOT NULL,
+    message_ids      int8multirange NOT NULL,
+    occurrences      integer NOT NULL,
+    -- Jobs past their horizon kept because their history did not verify
+    -- (docket.job_verify tells why); the first of them.
+    kept_unverified  integer NOT NULL,
+    first_unverified bigint,
+    CONSTRAINT prunes_digest_iff_jobs CHECK ((jobs > 0) = (jobs_digest IS NOT NULL))
+);
+
+COMMENT ON TABLE docket.prunes IS
+    'Append-only evidence of every prune: what it removed (id ranges, counts by state, a digest over the removed jobs'' chain heads) and what it kept because it did not verify.';
+
+CREATE INDEX prunes_xid_idx ON docket.prunes (xid);
+CREATE INDEX prunes_project_idx ON docket.prunes (project, id);
+CREATE INDEX prunes_job_ids_idx ON docket.prunes USING gist (job_ids);
+CREATE INDEX prunes_case_ids_idx ON docket.prunes USING gist (case_ids);
+
+CREATE TRIGGER prunes_append_only
+    BEFORE UPDATE OR DELETE ON docket.prunes
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
+
+-- pruning reports whether the current transaction recorded a prune: the
+-- deletes of docket's records are admitted in it alone. No role but the
+-- owner may write docket.prunes, and only prune_run does.
+-- +goose StatementBegin
+CREATE FUNCTION docket.pruning() RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM docket.prunes WHERE xid = pg_current_xact_id_if_assigned());
+END
+$$;
+-- +goose StatementEnd
+
+-- prune_digest is the digest a prune records over the chain heads of the jobs
+-- it removed: sha256 of the text
+--     ID:EVENTS:HEAD\n  for each job in ascending id
+-- where EVENTS is the number of its events and HEAD the hex hash of its last
+-- one, so an auditor holding a copy of the removed histories can recompute it
+-- in any language. The arrays are parallel; their order does not matter.
+CREATE FUNCTION docket.prune_digest(p_ids bigint[], p_events integer[], p_heads bytea[]) RETURNS bytea
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN (SELECT sha256(convert_to(string_agg(h.id || ':' || h.events || ':' || encode(h.head, 'hex') || E'\n', '' ORDER BY h.id), 'UTF8'))
+        FROM unnest(p_ids, p_events, p_heads) h (id, events, head));
+
+-- job_heads verifies the chains of jobs p_ids, set-based, as job_verify does
+-- one: consecutive seq from 1, each event hashing to its contents and
+-- chained to the one before, and the job now holding what its last event
+-- recorded. It returns one row per job: whether it verified, its events and
+-- its chain head.
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_heads(p_ids bigint[])
+RETURNS TABLE (job_id bigint, ok boolean, events integer, head bytea)
+LANGUAGE sql STABLE AS $$
+    WITH e AS (
+        SELECT e.job_id, e.seq, e.hash, e.to_state, e.attempt, e.outcome,
+               e.seq = row_number() OVER w
+               AND e.prev_hash = coalesce(lag(e.hash) OVER w, decode(repeat('00', 32), 'hex'))
+               AND e.hash = docket.job_event_hash(e.prev_hash, e.job_id, e.seq, e.from_state, e.to_state, e.actor, e.at,
+                                                  e.attempt, e.detail, e.lease_until, e.outcome) AS linked,
+               lead(e.seq) OVER w IS NULL AS last
+        FROM docket.job_events e
+        WHERE e.job_id = ANY (p_ids)
+        WINDOW w AS (PARTITION BY e.job_id ORDER BY e.seq)
+    ), chains AS (
+        SELECT e.job_id, bool_and(e.linked) AS linked, count(*)::integer AS events,
+               (array_agg(e.hash) FILTER (WHERE e.last))[1] AS head,
+               (array_agg(e.to_state::text) FILTER (WHERE e.last))[1] AS to_state,
+               (array_agg(e.attempt) FILTER (WHERE e.last))[1] AS attempt,
+               (array_agg(e.outcome::bytea) FILTER (WHERE e.last))[1] AS outcome
+        FROM e GROUP BY e.job_id
+    )
+    SELECT j.id,
+           coalesce(c.linked AND c.to_state = j.state AND c.attempt = j.attempts
+                    AND c.outcome = docket.job_outcome(j.state, j.result, j.diagnostic, j.claimed_by, j.claim_token,
+                                                       j.lease_generation, j.attempts), false),
+           coalesce(c.events, 0), c.head
+    FROM docket.jobs j
+    LEFT JOIN chains c ON c.job_id = j.id
+    WHERE j.id = ANY (p_ids);
+$$;
+-- +goose StatementEnd
+
+-- prune_verify reports whether chain heads given by an auditor (parallel
+-- arrays: job id, number of events, hash of the last event) are those prune
+-- p_prune removed: the same jobs, and the digest it recorded. It returns the
+-- prune's project (NULL: no such prune, or one p_actor may not read: it needs
+-- a job capability or retention.manage on the project) and the verdict.
+-- +goose StatementBegin
+CREATE FUNCTION docket.prune_verify(p_prune bigint, p_ids bigint[], p_events integer[], p_heads bytea[], p_actor text)
+RETURNS TABLE (project text, ok boolean, problem text)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    p docket.prunes;
+    given int8multirange;
+BEGIN
+    SELECT * INTO p FROM docket.prunes x WHERE x.id = p_prune
+      AND (docket.job_visible(p_actor, x.project) OR docket.grant_check(p_actor, x.project, 'retention.manage'));
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF cardinality(p_ids) IS DISTINCT FROM cardinality(p_events) OR cardinality(p_ids) IS DISTINCT FROM cardinality(p_heads) THEN
+        RETURN QUERY SELECT p.project, false, 'the ids, event counts and heads given differ in length';
+        RETURN;
+    END IF;
+    SELECT coalesce(range_agg(int8range(i, i, '[]')), '{}') INTO given FROM unnest(p_ids) i;
+    IF (SELECT count(DISTINCT i) FROM unnest(p_ids) i) <> cardinality(p_ids) THEN
+        RETURN QUERY SELECT p.project, false, 'a job id is given twice';
+    ELSIF cardinality(p_ids) <> p.jobs OR given <> p.job_ids THEN
+        RETURN QUERY SELECT p.project, false, format('the prune removed %s jobs (%s); %s were given (%s)', p.jobs, p.job_ids, cardinality(p_ids), given);
+    ELSIF p.jobs = 0 THEN
+        RETURN QUERY SELECT p.project, true, NULL::text;
+    ELSIF docket.prune_digest(p_ids, p_events, p_heads) <> p.jobs_digest THEN
+        RETURN QUERY SELECT p.project, false, 'the chain heads given do not hash to the digest the prune recorded';
+    ELSE
+        RETURN QUERY SELECT p.project, true, NULL::text;
+    END IF;
+END
+$$;
+-- +goose StatementEnd
+
+-- job_pruned returns the prune that removed job p_id, when p_actor may read
+-- the jobs of its project; no row otherwise.
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_pruned(p_id bigint, p_actor text)
+RETURNS SETOF docket.prunes
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY SELECT * FROM docket.prunes p
+    WHERE p.job_ids @> p_id AND docket.job_visible(p_actor, p.project)
+    ORDER BY p.id LIMIT 1;
+END
+$$;
+-- +goose StatementEnd
+
+-- The indexes a prune scans by: finished jobs of no case by state and end,
+-- closed cases by closing, dead-lettered messages of no case by settling.
+CREATE INDEX jobs_finished_idx ON docket.jobs (project, state, finished_at, id)
+    WHERE finished_at IS NOT NULL AND case_id IS NULL;
+CREATE INDEX cases_closed_idx ON docket.cases (project, closed_at, id) WHERE status = 'closed';
+CREATE INDEX messages_unclaimed_dead_idx ON docket.messages (project, settled_at, id)
+    WHERE status = 'dead_lettered' AND addressee IS NULL AND consumed_by IS NULL;
+-- The references to jobs a delete of jobs checks (without them, each removed
+-- job would scan these tables).
+CREATE INDEX waits_continuation_job_idx ON docket.waits (continuation_job_id) WHERE continuation_job_id IS NOT NULL;
+CREATE INDEX obligations_escalation_job_idx ON docket.obligations (escalation_job_id) WHERE escalation_job_id IS NOT NULL;
+CREATE INDEX schedule_occurrences_job_idx ON docket.schedule_occurrences (job_id);
+
+-- ids_ranges is a set of ids as the fewest ranges that cover exactly them.
+CREATE FUNCTION docket.ids_ranges(p_ids bigint[]) RETURNS int8multirange
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN (SELECT coalesce(range_agg(int8range(i, i, '[]')), '{}') FROM unnest(p_ids) i);
+
+-- prune_run removes, in the current transaction, up to p_limit items past
+-- their projects' horizons at p_now, on behalf of p_actor, in the projects
+-- where p_actor holds retention.prune, oldest first; an item is a job, a
+-- closed case (counted with its jobs) or a message. It returns one
+-- docket.prunes row per project it removed something from, or kept
+-- something of that did not verify. What it removes:
+--   * finished jobs that belong to no case: succeeded and cancelled ones
+--     finished jobs_succeeded ago, failed and dead ones jobs_failed ago, of
+--     no lane or of a finished lane, with their events; a job a schedule
+--     occurrence enqueued only once the occurrence is occurrences old, and
+--     the occurrence with it;
+--   * closed cases closed cases ago whose jobs are all finished and of no
+--     lane still open, with their events, keys, obligations, timers, waits,
+--     messages, and their jobs with their events;
+--   * dead-lettered messages of no case, messages ago.
+-- A job whose history does not verify is kept, with its case; the prune
+-- counts it. Items another transaction holds are skipped (SKIP LOCKED), so
+-- prunes may run at once in several processes and remove each item once.
+-- Refuses: a malformed actor, a limit outside 1..10000 (DK010).
+-- +goose StatementBegin
+CREATE FUNCTION docket.prune_run(p_limit integer, p_actor text, p_now timestamptz)
+RETURNS SETOF docket.prunes
+LANGUAGE plpgsql AS $$
+DECLARE
+    pr record;
+    st text;
+    left_ integer := p_limit;
+    v_jobs bigint[];
+    v_more bigint[];
+    v_cases bigint[];
+    v_case bigint;
+    v_case_jobs bigint[];
+    v_msgs bigint[];
+    v_bad bigint[];
+    v_ids bigint[];
+    v_events integer[];
+    v_heads bytea[];
+    v_states jsonb;
+    v_from timestamptz;
+    v_to timestamptz;
+    n_events integer;
+    n_case_events integer;
+    n_keys integer;
+    n_obligations integer;
+    n_timers integer;
+    n_waits integer;
+    n_msgs integer;
+    n_occ integer;
+    rec docket.prunes;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.job_require_batch('prune limit', p_limit, 10000);
+    FOR pr IN
+        SELECT r.* FROM docket.retention r
+        WHERE docket.grant_check(p_actor, r.project, 'retention.prune')
+        ORDER BY r.project
+    LOOP
+        EXIT WHEN left_ <= 0;
+        v_jobs := '{}';
+        v_bad := '{}';
+        v_cases := '{}';
+        v_msgs := '{}';
+
+        -- Finished jobs of no case, by state, oldest first.
+        FOREACH st IN ARRAY ARRAY['succeeded', 'cancelled', 'failed', 'dead'] LOOP
+            CONTINUE WHEN (CASE WHEN st IN ('succeeded', 'cancelled') THEN pr.jobs_succeeded ELSE pr.jobs_failed END) IS NULL;
+            EXIT WHEN left_ - cardinality(v_jobs) <= 0;
+            SELECT coalesce(array_agg(x.id), '{}') INTO v_more FROM (
+                SELECT j.id FROM docket.jobs j
+                WHERE j.project = pr.project AND j.state = st AND j.finished_at IS NOT NULL AND j.case_id IS NULL
+                  AND j.finished_at <= p_now - CASE WHEN st IN ('succeeded', 'cancelled') THEN pr.jobs_succeeded ELSE pr.jobs_failed END
+                  AND (j.lane_id IS NULL OR EXISTS (
+                          SELECT 1 FROM docket.lanes l WHERE l.id = j.lane_id AND docket.machine_terminal('lane', l.state)))
+                  AND NOT EXISTS (
+                          SELECT 1 FROM docket.schedule_occurrences o WHERE o.job_id = j.id
+                          AND (pr.occurrences IS NULL OR o.due_at > p_now - pr.occurrences))
+                ORDER BY j.finished_at, j.id
+                LIMIT left_ - cardinality(v_jobs)
+                FOR UPDATE OF j SKIP LOCKED) x;
+            v_jobs := v_jobs || v_more;
+        END LOOP;
+
+        -- Closed cases, oldest closing first, whose jobs are all finished and
+        -- of no open lane; each counts with its jobs against the limit.
+        IF pr.cases IS NOT NULL AND left_ - cardinality(v_jobs) > 0 THEN
+            FOR v_case IN
+                SELECT c.id FROM docket.cases c
+                WHERE c.project = pr.project AND c.status = 'closed' AND c.closed_at <= p_now - pr.cases
+                  AND NOT EXISTS (SELECT 1 FROM docket.jobs j WHERE j.case_id = c.id
+                                  AND (j.finished_at IS NULL
+                                       OR (j.lane_id IS NOT NULL AND EXISTS (
+                                               SELECT 1 FROM docket.lanes l WHERE l.id = j.lane_id
+                                               AND NOT docket.machine_terminal('lane', l.state)))))
+                  AND NOT EXISTS (SELECT 1 FROM docket.waits w WHERE w.case_id = c.id AND w.status = 'waiting')
+                  AND NOT EXISTS (SELECT 1 FROM docket.obligations o WHERE o.case_id = c.id AND o.state = 'pending')
+                  AND NOT EXISTS (SELECT 1 FROM docket.messages m WHERE m.addressee = c.id AND m.status = 'buffered')
+                ORDER BY c.closed_at, c.id
+                LIMIT left_ - cardinality(v_jobs)
+                FOR UPDATE OF c SKIP LOCKED
+            LOOP
+                SELECT coalesce(array_agg(j.id ORDER BY j.id), '{}') INTO v_case_jobs FROM (
+                    SELECT j.id FROM docket.jobs j WHERE j.case_id = v_case FOR UPDATE) j;
+                EXIT WHEN cardinality(v_cases) > 0 AND cardinality(v_jobs) + cardinality(v_cases) + cardinality(v_case_jobs) >= left_;
+                -- A case with a job whose history does not verify is kept whole.
+                IF EXISTS (SELECT 1 FROM docket.job_heads(v_case_jobs) h WHERE NOT h.ok) THEN
+                    v_bad := v_bad || (SELECT array_agg(h.job_id ORDER BY h.job_id) FROM docket.job_heads(v_case_jobs) h WHERE NOT h.ok);
+                    CONTINUE;
+                END IF;
+                v_cases := v_cases || v_case;
+                v_jobs := v_jobs || v_case_jobs;
+            END LOOP;
+        END IF;
+
+        -- Dead-lettered messages no case took.
+        IF pr.messages IS NOT NULL AND left_ - cardinality(v_jobs) - cardinality(v_cases) > 0 THEN
+            SELECT coalesce(array_agg(x.id), '{}') INTO v_msgs FROM (
+                SELECT m.id FROM docket.messages m
+                WHERE m.project = pr.project AND m.status = 'dead_lettered' AND m.addressee IS NULL AND m.consumed_by IS NULL
+                  AND m.settled_at <= p_now - pr.messages
+                ORDER BY m.settled_at, m.id
+                LIMIT left_ - cardinality(v_jobs) - cardinality(v_cases)
+                FOR UPDATE OF m SKIP LOCKED) x;
+        END IF;
+
+        -- Verify every job's chain; keep those that do not verify (and, for a
+        -- free job, only it; a case's were dealt with above).
+        SELECT coalesce(array_agg(h.job_id ORDER BY h.job_id) FILTER (WHERE h.ok), '{}'),
+               coalesce(array_agg(h.events ORDER BY h.job_id) FILTER (WHERE h.ok), '{}'),
+               coalesce(array_agg(h.head ORDER BY h.job_id) FILTER (WHERE h.ok), '{}'),
+               v_bad || coalesce(array_agg(h.job_id ORDER BY h.job_id) FILTER (WHERE NOT h.ok), '{}')
+        INTO v_ids, v_events, v_heads, v_bad
+        FROM docket.job_heads(v_jobs) h;
+        v_jobs := v_ids;
+
+        CONTINUE WHEN cardinality(v_jobs) = 0 AND cardinality(v_cases) = 0 AND cardinality(v_msgs) = 0 AND cardinality(v_bad) = 0;
+
+        SELECT coalesce(jsonb_object_agg(s.state, s.n), '{}'), min(s.first), max(s.last)
+        INTO v_states, v_from, v_to
+        FROM (SELECT j.state::text AS state, count(*) AS n, min(j.finished_at) AS first, max(j.finished_at) AS last
+              FROM docket.jobs j WHERE j.id = ANY (v_jobs) GROUP BY j.state) s;
+        SELECT coalesce(sum(e), 0)::integer INTO n_events FROM unnest(v_events) e;
+        SELECT count(*)::integer INTO n_case_events FROM docket.case_events WHERE case_id = ANY (v_cases);
+        SELECT count(*)::integer INTO n_keys FROM docket.case_keys WHERE case_id = ANY (v_cases);
+        SELECT count(*)::integer INTO n_obligations FROM docket.obligations WHERE case_id = ANY (v_cases);
+        SELECT count(*)::integer INTO n_timers FROM docket.timers WHERE case_id = ANY (v_cases);
+        SELECT count(*)::integer INTO n_waits FROM docket.waits WHERE case_id = ANY (v_cases);
+        SELECT v_msgs || coalesce(array_agg(m.id), '{}') INTO v_msgs FROM docket.messages m
+        WHERE m.addressee = ANY (v_cases)
+           OR m.consumed_by IN (SELECT w.id FROM docket.waits w WHERE w.case_id = ANY (v_cases));
+        SELECT count(*)::integer INTO n_occ FROM docket.schedule_occurrences WHERE job_id = ANY (v_jobs);
+
+        -- The record first: it admits the deletes that follow.
+        INSERT INTO docket.prunes (project, xid, actor, at, horizons, jobs, job_ids, job_states, job_events,
+                                   finished_from, finished_to, jobs_digest, cases, case_ids, case_events, case_keys,
+                                   obligations, timers, waits, messages, message_ids, occurrences,
+                                   kept_unverified, first_unverified)
+        VALUES (pr.project, pg_current_xact_id(), p_actor, p_now,
+                docket.horizons_json(pr.jobs_succeeded, pr.jobs_failed, pr.messages, pr.occurrences, pr.cases),
+                cardinality(v_jobs), docket.ids_ranges(v_jobs), v_states, n_events, v_from, v_to,
+                CASE WHEN cardinality(v_jobs) > 0 THEN docket.prune_digest(v_ids, v_events, v_heads) END,
+                cardinality(v_cases), docket.ids_ranges(v_cases), n_case_events, n_keys, n_obligations, n_timers,
+                n_waits, cardinality(v_msgs), docket.ids_ranges(v_msgs), n_occ,
+                cardinality(v_bad), (SELECT min(b) FROM unnest(v_bad) b))
+        RETURNING * INTO rec;
+
+        DELETE FROM docket.job_events WHERE job_id = ANY (v_jobs);
+        DELETE FROM docket.case_events WHERE case_id = ANY (v_cases);
+        DELETE FROM docket.case_keys WHERE case_id = ANY (v_cases);
+        DELETE FROM docket.obligations WHERE case_id = ANY (v_cases);
+        DELETE FROM docket.timers WHERE case_id = ANY (v_cases);
+        -- Messages and waits name each other: one statement removes both, and
+        -- the references are checked at its end.
+        WITH w AS (DELETE FROM docket.waits WHERE case_id = ANY (v_cases) RETURNING id)
+        DELETE FROM docket.messages WHERE id = ANY (v_msgs);
+        DELETE FROM docket.schedule_occurrences WHERE job_id = ANY (v_jobs);
+        DELETE FROM docket.jobs WHERE id = ANY (v_jobs);
+        DELETE FROM docket.cases WHERE id = ANY (v_cases);
+
+        left_ := left_ - cardinality(v_jobs) - cardinality(v_cases) - cardinality(v_msgs);
+        RETURN NEXT rec;
+    END LOOP;
+END
+$$;
+-- +goose StatementEnd
+
+-- The delete-refusing triggers admit the deletes of a prune, and nothing else.
+DROP TRIGGER jobs_refuse_delete ON docket.jobs;
+CREATE TRIGGER jobs_refuse_delete
+    BEFORE DELETE ON docket.jobs
+    FOR EACH ROW WHEN (NOT docket.pruning())
+    EXECUTE FUNCTION docket.refuse_change('jobs are kept with their history until a prune removes them past their retention: cancel a job instead');
+
+DROP TRIGGER job_events_append_only ON docket.job_events;
+CREATE TRIGGER job_events_append_only
+    BEFORE UPDATE ON docket.job_events
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
+CREATE TRIGGER job_events_refuse_delete
+    BEFORE DELETE ON docket.job_events
+    FOR EACH ROW WHEN (NOT docket.pruning())
+    EXECUTE FUNCTION docket.refuse_change('events are removed only with their job, by a prune');
+
+DROP TRIGGER cases_refuse_delete ON docket.cases;
+CREATE TRIGGER cases_refuse_delete
+    BEFORE DELETE ON docket.cases
+    FOR EACH ROW WHEN (NOT docket.pruning())
+    EXECUTE FUNCTION docket.refuse_change('cases are kept with their history until a prune removes them past their retention: close a case instead');
+
+DROP TRIGGER case_keys_refuse_delete ON docket.case_keys;
+CREATE TRIGGER case_keys_refuse_delete
+    BEFORE DELETE ON docket.case_keys
+    FOR EACH ROW WHEN (NOT docket.pruning())
+    EXECUTE FUNCTION docket.refuse_change('case keys are kept: closing the case releases them');
+
+DROP TRIGGER obligations_refuse_delete ON docket.obligations;
+CREATE TRIGGER obligations_refuse_delete
+    BEFORE DELETE ON docket.obligations
+    FOR EACH ROW WHEN (NOT docket.pruning())
+    EXECUTE FUNCTION docket.refuse_change('obligations are kept: withdraw one instead');
+
+DROP TRIGGER case_events_append_only ON docket.case_events;
+CREATE TRIGGER case_events_append_only
+    BEFORE UPDATE ON docket.case_events
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
+CREATE TRIGGER case_events_refuse_delete
+    BEFORE DELETE ON docket.case_events
+    FOR EACH ROW WHEN (NOT docket.pruning())
+    EXECUTE FUNCTION docket.refuse_change('events are removed only with their case, by a prune');
+
+DROP TRIGGER messages_refuse_delete ON docket.messages;
+CREATE TRIGGER messages_refuse_delete
+    BEFORE DELETE ON docket.messages
+    FOR EACH ROW WHEN (NOT docket.pruning())
+    EXECUTE FUNCTION docket.refuse_change('messages are kept: a message no wait will claim is dead-lettered');
+
+DROP TRIGGER waits_refuse_delete ON docket.waits;
+CREATE TRIGGER waits_refuse_delete
+    BEFORE DELETE ON docket.waits
+    FOR EACH ROW WHEN (NOT docket.pruning())
+    EXECUTE FUNCTION docket.refuse_change('waits are kept: withdraw one instead');
+
+DROP TRIGGER timers_refuse_delete ON docket.timers;
+CREATE TRIGGER timers_refuse_delete
+    BEFORE DELETE ON docket.timers
+    FOR EACH ROW WHEN (NOT docket.pruning())
+    EXECUTE FUNCTION docket.refuse_change('timers are kept: closing the case cancels the ones not fired');
+
+DROP TRIGGER schedule_occurrences_append_only ON docket.schedule_occurrences;
+CREATE TRIGGER schedule_occurrences_append_only
+    BEFORE UPDATE ON docket.schedule_occurrences
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
+CREATE TRIGGER schedule_occurrences_refuse_delete
+    BEFORE DELETE ON docket.schedule_occurrences
+    FOR EACH ROW WHEN (NOT docket.pruning())
+    EXECUTE FUNCTION docket.refuse_change('occurrences are removed only with their job, by a prune');
+
+-- Storage ----------------------------------------------------------------------
+-- docket.jobs is updated two or three times in its life and then deleted by
+-- the prune: leave room on each page so an update that changes no indexed
+-- column stays on its page (a HOT update, no index writes), and vacuum it
+-- after 2% of it changed rather than Postgres's 20%, so the space a prune
+-- frees is reused before the table grows. The event and evidence tables
+-- are insert-only until pruned: vacuum them after 5% new rows (to keep their
+-- visibility maps current for index-only scans) and after 2% deleted.
+ALTER TABLE docket.jobs SET (fillfactor = 80,
+    autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02,
+    autovacuum_vacuum_insert_scale_factor = 0.05);
+ALTER TABLE docket.job_events SET (autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.05,
+    autovacuum_vacuum_insert_scale_factor = 0.05);
+ALTER TABLE docket.messages SET (fillfactor = 90, autovacuum_vacuum_scale_factor = 0.05);
+ALTER TABLE docket.waits SET (fillfactor = 90, autovacuum_vacuum_scale_factor = 0.05);
+ALTER TABLE docket.cases SET (fillfactor = 90, autovacuum_vacuum_scale_factor = 0.05);
+ALTER TABLE docket.case_events SET (autovacuum_vacuum_scale_factor = 0.05, autovacuum_vacuum_insert_scale_factor = 0.05);
+
+INSERT INTO docket.api_functions (name, role) VALUES
+    ('retention_set', 'app'), ('retention_get', 'app'), ('prune_run', 'app'), ('prune_verify', 'app'),
+    ('job_pruned', 'app');
+
+SELECT docket.apply_privileges();
+
+-- +goose Down
+ALTER TABLE docket.jobs RESET (fillfactor, autovacuum_vacuum_scale_factor, autovacuum_analyze_scale_factor,
+    autovacuum_vacuum_insert_scale_factor);
+ALTER TABLE docket.job_events RESET (autovacuum_vacuum_scale_factor, autovacuum_analyze_scale_factor,
+    autovacuum_vacuum_insert_scale_factor);
+ALTER TABLE docket.messages RESET (fillfactor, autovacuum_vacuum_scale_factor);
+ALTER TABLE docket.waits RESET (fillfactor, autovacuum_vacuum_scale_factor);
+ALTER TABLE docket.cases RESET (fillfactor, autovacuum_vacuum_scale_factor);
+ALTER TABLE docket.case_events RESET (autovacuum_vacuum_scale_factor, autovacuum_vacuum_insert_scale_factor);
+
+DROP TRIGGER jobs_refuse_delete ON docket.jobs;
+CREATE TRIGGER jobs_refuse_delete
+    BEFORE DELETE ON docket.jobs
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('jobs are kept with their history: cancel a job instead');
+DROP TRIGGER job_events_refuse_delete ON docket.job_events;
+DROP TRIGGER job_events_append_only ON docket.job_events;
+CREATE TRIGGER job_events_append_only
+    BEFORE UPDATE OR DELETE ON docket.job_events
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
+DROP TRIGGER cases_refuse_delete ON docket.cases;
+CREATE TRIGGER cases_refuse_delete
+    BEFORE DELETE ON docket.cases
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('cases are kept with their history: close a case instead');
+DROP TRIGGER case_keys_refuse_delete ON docket.case_keys;
+CREATE TRIGGER case_keys_refuse_delete
+    BEFORE DELETE ON docket.case_keys
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('case keys are kept: closing the case releases them');
+DROP TRIGGER obligations_refuse_delete ON docket.obligations;
+CREATE TRIGGER obligations_refuse_delete
+    BEFORE DELETE ON docket.obligations
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('obligations are kept: withdraw one instead');
+DROP TRIGGER case_events_refuse_delete ON docket.case_events;
+DROP TRIGGER case_events_append_only ON docket.case_events;
+CREATE TRIGGER case_events_append_only
+    BEFORE UPDATE OR DELETE ON docket.case_events
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
+DROP TRIGGER messages_refuse_delete ON docket.messages;
+CREATE TRIGGER messages_refuse_delete
+    BEFORE DELETE ON docket.messages
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('messages are kept: a message no wait will claim is dead-lettered');
+DROP TRIGGER waits_refuse_delete ON docket.waits;
+CREATE TRIGGER waits_refuse_delete
+    BEFORE DELETE ON docket.waits
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('waits are kept: withdraw one instead');
+DROP TRIGGER timers_refuse_delete ON docket.timers;
+CREATE TRIGGER timers_refuse_delete
+    BEFORE DELETE ON docket.timers
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('timers are kept: closing the case cancels the ones not fired');
+DROP TRIGGER schedule_occurrences_refuse_delete ON docket.schedule_occurrences;
+DROP TRIGGER schedule_occurrences_append_only ON docket.schedule_occurrences;
+CREATE TRIGGER schedule_occurrences_append_only
+    BEFORE UPDATE OR DELETE ON docket.schedule_occurrences
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
+
+DROP INDEX docket.jobs_finished_idx, docket.cases_closed_idx, docket.messages_unclaimed_dead_idx,
+    docket.waits_continuation_job_idx, docket.obligations_escalation_job_idx, docket.schedule_occurrences_job_idx;
+
+DELETE FROM docket.api_functions WHERE name IN ('retention_set', 'retention_get', 'prune_run', 'prune_verify', 'job_pruned');
+DROP FUNCTION docket.prune_run(integer, text, timestamptz);
+DROP FUNCTION docket.job_pruned(bigint, text);
+DROP FUNCTION docket.prune_verify(bigint, bigint[], integer[], bytea[], text);
+DROP FUNCTION docket.job_heads(bigint[]);
+DROP FUNCTION docket.prune_digest(bigint[], integer[], bytea[]);
+DROP FUNCTION docket.ids_ranges(bigint[]);
+DROP TABLE docket.prunes;
+DROP FUNCTION docket.pruning();
+DROP FUNCTION docket.retention_get(text, text);
+DROP FUNCTION docket.retention_set(text, interval, interval, interval, interval, interval, text, timestamptz);
+DROP VIEW docket.retention;
+DROP TABLE docket.retention_events, docket.retention_policies;
+DROP FUNCTION docket.retention_policies_record();
+DROP FUNCTION docket.horizons_json(interval, interval, interval, interval, interval);
+DROP FUNCTION docket.retention_defaults();
+DROP FUNCTION docket.valid_horizon(interval);
+DROP FUNCTION docket.horizon_micros(interval);
+DELETE FROM docket.capabilities c WHERE c.name IN ('retention.manage', 'retention.prune')
+    AND NOT EXISTS (SELECT 1 FROM docket.grants g WHERE g.capability = c.name);
