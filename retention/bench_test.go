@@ -127,4 +127,3 @@ func BenchmarkPruneClaimLatency(b *testing.B) {
 	b.ReportMetric(pct(pruning, 0.99), "pruning_p99_ms")
 	b.ReportMetric(float64(len(pruning))/float64(b.N), "claims_during_prune")
 }
-

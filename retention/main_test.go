@@ -28,7 +28,6 @@ const project, other = testkit.Acme, testkit.Other
 const ops, app, sam = testkit.Ops, testkit.App, testkit.Sam
 const pruner, keeper access.Actor = "worker:pruner", "user:keeper"
 
-
 var grants = testkit.Join(
 	testkit.Grants(app, project, access.JobCreate, access.JobClaim, access.JobCancel, access.CaseAdmit,
 		access.MessageDeliver, access.QuorumCreate, access.ScheduleManage),
