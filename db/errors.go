@@ -31,8 +31,10 @@ var (
 	// ErrAlreadyAnswered (DK007): a task was settled first by another answer or
 	// by expiry.
 	ErrAlreadyAnswered = errors.New("already answered")
-	// DK008 is reserved for four-eyes (an actor excluded from a human task);
-	// nothing raises it yet, so it has no sentinel.
+	// ErrExcludedActor (DK008): four eyes: the actor may not claim or answer
+	// this human task (it proposed it, admitted its case, or acts for
+	// someone in it).
+	ErrExcludedActor = errors.New("excluded actor")
 
 	// ErrNotPermitted (DK009): the actor lacks the role or grant.
 	ErrNotPermitted = errors.New("not permitted")
@@ -85,6 +87,7 @@ var Catalogue = []CodeInfo{
 	{"DK005", "ErrCaseClosed", ErrCaseClosed},
 	{"DK006", "ErrObligationsOutstanding", ErrObligationsOutstanding},
 	{"DK007", "ErrAlreadyAnswered", ErrAlreadyAnswered},
+	{"DK008", "ErrExcludedActor", ErrExcludedActor},
 	{"DK009", "ErrNotPermitted", ErrNotPermitted},
 	{"DK010", "ErrInvalidArgument", ErrInvalidArgument},
 	{"DK011", "ErrAmbiguousCorrelation", ErrAmbiguousCorrelation},

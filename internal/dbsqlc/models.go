@@ -716,6 +716,117 @@ type DocketSchedulesDue struct {
 	EndsAt         *time.Time
 }
 
+// Human tasks: what a reviewer needs, who may take it, who may not (four eyes), its deadline and declared expiry policy; status moves along docket.task_transitions.
+type DocketTask struct {
+	ID             int64
+	CaseID         int64
+	Project        string
+	Key            string
+	Title          string
+	Summary        string
+	Proposal       json.RawMessage
+	Evidence       json.RawMessage
+	Decisions      []string
+	Audience       []string
+	AudienceCaps   []string
+	Proposer       string
+	ActingFor      []string
+	Excluded       []string
+	Deadline       time.Time
+	OnExpiry       string
+	EscalateTo     []string
+	EscalateCaps   []string
+	EscalateFor    *time.Duration
+	AutoDecision   *string
+	WaitID         int64
+	Status         string
+	ClaimedBy      *string
+	ClaimToken     *uuid.UUID
+	ClaimedAt      *time.Time
+	ClaimExpiresAt *time.Time
+	Decision       *string
+	DecidedBy      *string
+	Automatic      bool
+	Note           *string
+	SettledAt      *time.Time
+	OpenedBy       string
+	OpenedAt       time.Time
+	UpdatedAt      time.Time
+	EscalatedAt    *time.Time
+}
+
+// Per project: undecided tasks, unclaimed and claimed, escalated, those the expiry sweep still owes, and the next deadline.
+type DocketTaskBacklog struct {
+	Project        string
+	Pending        int64
+	Unclaimed      int64
+	Claimed        int64
+	Escalated      int64
+	AwaitingExpiry int64
+	NextDeadline   interface{}
+}
+
+// Append-only history of every task: opening, claims and releases, escalation, the decision (and whether it was automatic, signed by whom), withdrawal.
+type DocketTaskEvent struct {
+	ID     int64
+	TaskID int64
+	What   string
+	Actor  string
+	At     time.Time
+	Detail json.RawMessage
+}
+
+type DocketTaskOpened struct {
+	Created        bool
+	ID             int64
+	CaseID         int64
+	Project        string
+	Key            string
+	Title          string
+	Summary        string
+	Proposal       json.RawMessage
+	Evidence       json.RawMessage
+	Decisions      []string
+	Audience       []string
+	AudienceCaps   []string
+	Proposer       string
+	ActingFor      []string
+	Excluded       []string
+	Deadline       time.Time
+	OnExpiry       string
+	EscalateTo     []string
+	EscalateCaps   []string
+	EscalateFor    *time.Duration
+	AutoDecision   *string
+	WaitID         int64
+	Status         string
+	ClaimedBy      *string
+	ClaimToken     *uuid.UUID
+	ClaimedAt      *time.Time
+	ClaimExpiresAt *time.Time
+	Decision       *string
+	DecidedBy      *string
+	Automatic      bool
+	Note           *string
+	SettledAt      *time.Time
+	OpenedBy       string
+	OpenedAt       time.Time
+	UpdatedAt      time.Time
+	EscalatedAt    *time.Time
+}
+
+// Tasks whose expiry policy has not fired, soonest deadline first. Due at instant T: WHERE deadline <= T.
+type DocketTasksAwaitingExpiry struct {
+	ID        int64
+	Project   string
+	CaseID    int64
+	Key       string
+	Title     string
+	Deadline  time.Time
+	OnExpiry  string
+	ClaimedBy *string
+}
+
 // Durable timers: each is a job of its case available at wake_at; the job's state says whether it fired.
 type DocketTimer struct {
 	ID        int64

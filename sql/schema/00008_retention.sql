@@ -371,6 +371,27 @@ CREATE FUNCTION docket.ids_ranges(p_ids bigint[]) RETURNS int8multirange
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN (SELECT coalesce(range_agg(int8range(i, i, '[]')), '{}') FROM unnest(p_ids) i);
 
+-- prune_case_parts deletes, for a prune, what is bound to cases p_cases
+-- but their jobs (the caller deletes those, and the cases, after): their
+-- state history, keys, obligations, timers, waits, and messages p_msgs
+-- (theirs, and the dead letters the prune takes). Each part of docket that
+-- binds rows to a case adds its own here, ahead of what they refer to.
+-- +goose StatementBegin
+CREATE FUNCTION docket.prune_case_parts(p_cases bigint[], p_msgs bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM docket.case_events WHERE case_id = ANY (p_cases);
+    DELETE FROM docket.case_keys WHERE case_id = ANY (p_cases);
+    DELETE FROM docket.obligations WHERE case_id = ANY (p_cases);
+    DELETE FROM docket.timers WHERE case_id = ANY (p_cases);
+    -- Messages and waits name each other: one statement removes both, and
+    -- the references are checked at its end.
+    WITH w AS (DELETE FROM docket.waits WHERE case_id = ANY (p_cases) RETURNING id)
+    DELETE FROM docket.messages WHERE id = ANY (p_msgs);
+END
+$$;
+-- +goose StatementEnd
+
 -- prune_run removes, in the current transaction, up to p_limit items past
 -- their projects' horizons at p_now, on behalf of p_actor, in the projects
 -- where p_actor holds retention.prune, oldest first; an item is a job, a
@@ -537,14 +558,7 @@ BEGIN
         RETURNING * INTO rec;
 
         DELETE FROM docket.job_events WHERE job_id = ANY (v_jobs);
-        DELETE FROM docket.case_events WHERE case_id = ANY (v_cases);
-        DELETE FROM docket.case_keys WHERE case_id = ANY (v_cases);
-        DELETE FROM docket.obligations WHERE case_id = ANY (v_cases);
-        DELETE FROM docket.timers WHERE case_id = ANY (v_cases);
-        -- Messages and waits name each other: one statement removes both, and
-        -- the references are checked at its end.
-        WITH w AS (DELETE FROM docket.waits WHERE case_id = ANY (v_cases) RETURNING id)
-        DELETE FROM docket.messages WHERE id = ANY (v_msgs);
+        PERFORM docket.prune_case_parts(v_cases, v_msgs);
         DELETE FROM docket.schedule_occurrences WHERE job_id = ANY (v_jobs);
         DELETE FROM docket.jobs WHERE id = ANY (v_jobs);
         DELETE FROM docket.cases WHERE id = ANY (v_cases);
@@ -709,6 +723,7 @@ DROP INDEX docket.jobs_finished_idx, docket.cases_closed_idx, docket.messages_un
 
 DELETE FROM docket.api_functions WHERE name IN ('retention_set', 'retention_get', 'prune_run', 'prune_verify', 'job_pruned');
 DROP FUNCTION docket.prune_run(integer, text, timestamptz);
+DROP FUNCTION docket.prune_case_parts(bigint[], bigint[]);
 DROP FUNCTION docket.job_pruned(bigint, text);
 DROP FUNCTION docket.prune_verify(bigint, bigint[], integer[], bytea[], text);
 DROP FUNCTION docket.job_heads(bigint[]);
