@@ -80,8 +80,8 @@ func (e env) admit(t testing.TB, key string) cases.Case {
 func spec(e env, key string) tasks.Spec {
 	return tasks.Spec{
 		Key: key, Title: "Release payment " + key, Summary: "A supplier asks for 4,200 EUR.",
-		Proposal: json.RawMessage(`{"amount_minor": 420000, "currency": "EUR"}`),
-		Evidence: json.RawMessage(`{"invoice": "INV-1"}`),
+		Proposal:  json.RawMessage(`{"amount_minor": 420000, "currency": "EUR"}`),
+		Evidence:  json.RawMessage(`{"invoice": "INV-1"}`),
 		Decisions: []string{"approve", "reject"}, AudienceCapabilities: []access.Capability{access.TaskReview},
 		Proposer: pat, ActingFor: []access.Actor{root}, Deadline: e.Clock.Now().Add(24 * time.Hour),
 		Expiry:       tasks.Escalate([]access.Actor{boss}, nil, 48*time.Hour),
