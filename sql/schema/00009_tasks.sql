@@ -36,24 +36,71 @@ SELECT docket.machine_views('task');
 
 -- Bounds ------------------------------------------------------------------------------
 
+-- The bounds of a task's lists. plpgsql, not SQL: an SQL function with a
+-- subquery is never inlined, and a CHECK calling one would plan its body
+-- again in every statement that writes a task; a plpgsql body is planned
+-- once per session.
+
 -- valid_principals: 0..64 well-formed principals, distinct.
+-- +goose StatementBegin
 CREATE FUNCTION docket.valid_principals(p text[]) RETURNS boolean
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN p IS NOT NULL AND cardinality(p) <= 64
-   AND (SELECT bool_and(docket.valid_principal(x)) AND count(DISTINCT x) = count(*) FROM unnest(p) x) IS NOT FALSE;
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    x text;
+BEGIN
+    IF p IS NULL OR cardinality(p) > 64 OR array_position(p, NULL) IS NOT NULL THEN
+        RETURN false;
+    END IF;
+    FOREACH x IN ARRAY p LOOP
+        IF NOT docket.valid_principal(x) THEN
+            RETURN false;
+        END IF;
+    END LOOP;
+    RETURN cardinality(p) = 0 OR cardinality(ARRAY(SELECT DISTINCT unnest(p))) = cardinality(p);
+END
+$$;
+-- +goose StatementEnd
 
 -- valid_capabilities: 0..16 well-formed capability names, distinct.
+-- +goose StatementBegin
 CREATE FUNCTION docket.valid_capabilities(p text[]) RETURNS boolean
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN p IS NOT NULL AND cardinality(p) <= 16
-   AND (SELECT bool_and(docket.valid_capability(x)) AND count(DISTINCT x) = count(*) FROM unnest(p) x) IS NOT FALSE;
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    x text;
+BEGIN
+    IF p IS NULL OR cardinality(p) > 16 OR array_position(p, NULL) IS NOT NULL THEN
+        RETURN false;
+    END IF;
+    FOREACH x IN ARRAY p LOOP
+        IF NOT docket.valid_capability(x) THEN
+            RETURN false;
+        END IF;
+    END LOOP;
+    RETURN cardinality(p) = 0 OR cardinality(ARRAY(SELECT DISTINCT unnest(p))) = cardinality(p);
+END
+$$;
+-- +goose StatementEnd
 
 -- valid_decisions: 1..16 decisions, each 1-63 characters of [a-z0-9._-]
 -- starting with a letter, distinct.
+-- +goose StatementBegin
 CREATE FUNCTION docket.valid_decisions(p text[]) RETURNS boolean
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN p IS NOT NULL AND cardinality(p) BETWEEN 1 AND 16
-   AND (SELECT bool_and(x ~ '^[a-z][a-z0-9._-]{0,62}$') AND count(DISTINCT x) = count(*) FROM unnest(p) x);
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    x text;
+BEGIN
+    IF p IS NULL OR cardinality(p) NOT BETWEEN 1 AND 16 OR array_position(p, NULL) IS NOT NULL THEN
+        RETURN false;
+    END IF;
+    FOREACH x IN ARRAY p LOOP
+        IF x !~ '^[a-z][a-z0-9._-]{0,62}$' THEN
+            RETURN false;
+        END IF;
+    END LOOP;
+    RETURN cardinality(ARRAY(SELECT DISTINCT unnest(p))) = cardinality(p);
+END
+$$;
+-- +goose StatementEnd
 
 -- Tasks -------------------------------------------------------------------------------
 
@@ -692,30 +739,31 @@ RETURNS SETOF docket.tasks
 LANGUAGE plpgsql AS $$
 DECLARE
     v docket.tasks;
+    v_ids bigint[];
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
     PERFORM docket.job_require_batch('sweep batch', p_limit, 10000);
-    FOR v IN
-        SELECT * FROM docket.tasks t
+    SELECT coalesce(array_agg(t.id), '{}') INTO v_ids FROM (
+        SELECT t.id FROM docket.tasks t
         WHERE t.status = 'pending' AND t.deadline <= p_now
           AND docket.grant_check(p_actor, t.project, 'case.sweep') AND docket.grant_check(p_actor, t.project, 'job.create')
         ORDER BY t.deadline, t.id
         LIMIT p_limit
-        FOR NO KEY UPDATE SKIP LOCKED
-    LOOP
-        IF v.on_expiry = 'escalate' THEN
-            UPDATE docket.tasks
-            SET status = 'escalated', claimed_by = NULL, claim_token = NULL, claimed_at = NULL, claim_expires_at = NULL,
-                audience = ARRAY(SELECT DISTINCT x FROM unnest(audience || escalate_to) x ORDER BY x),
-                audience_caps = ARRAY(SELECT DISTINCT x FROM unnest(audience_caps || escalate_caps) x ORDER BY x),
-                deadline = greatest(p_now, deadline) + escalate_for,
-                escalated_at = greatest(p_now, updated_at), updated_at = greatest(p_now, updated_at)
-            WHERE id = v.id
-            RETURNING * INTO v;
-        ELSE
-            v := docket.task_settle(v, v.auto_decision, format('decided automatically at its deadline %s, as its opening by %s signed',
-                                                               v.deadline, v.opened_by), true, p_actor, p_now);
-        END IF;
+        FOR NO KEY UPDATE SKIP LOCKED) t;
+    -- Escalations in one statement.
+    RETURN QUERY
+    UPDATE docket.tasks
+    SET status = 'escalated', claimed_by = NULL, claim_token = NULL, claimed_at = NULL, claim_expires_at = NULL,
+        audience = ARRAY(SELECT DISTINCT x FROM unnest(audience || escalate_to) x ORDER BY x),
+        audience_caps = ARRAY(SELECT DISTINCT x FROM unnest(audience_caps || escalate_caps) x ORDER BY x),
+        deadline = greatest(p_now, deadline) + escalate_for,
+        escalated_at = greatest(p_now, updated_at), updated_at = greatest(p_now, updated_at)
+    WHERE id = ANY (v_ids) AND on_expiry = 'escalate'
+    RETURNING *;
+    -- Automatic decisions, each delivered to its wait.
+    FOR v IN SELECT * FROM docket.tasks WHERE id = ANY (v_ids) AND on_expiry = 'decide' ORDER BY deadline, id LOOP
+        v := docket.task_settle(v, v.auto_decision, format('decided automatically at its deadline %s, as its opening by %s signed',
+                                                           v.deadline, v.opened_by), true, p_actor, p_now);
         RETURN NEXT v;
     END LOOP;
 END
