@@ -8,11 +8,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/cases"
 	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/lanes"
 	"github.com/docket-dev/docket/retention"
+	"github.com/docket-dev/docket/tasks"
 	"github.com/docket-dev/docket/worker"
 )
 
@@ -208,4 +210,46 @@ func TestTheSweepPrunesDeadLettersAndJobs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "the dead letter, two hours after it was dead-lettered")
 	require.Zero(t, rows(t, e, "docket.messages", "id = $1", d.ID))
+}
+
+// TestAClosedCasesTasksGoWithIt prunes a closed case's human task, decided
+// and withdrawn alike, with its history.
+func TestAClosedCasesTasksGoWithIt(t *testing.T) {
+	t.Parallel()
+	e := setup(t, hours(1, 1, 1))
+	ctx := t.Context()
+	const rita access.Actor = "user:rita"
+	e.Allow(t, testkit.Grants(rita, project, access.TaskReview)...)
+	a, err := e.cases.Admit(ctx, cases.Admission{Project: project, Kind: "payment.release", Keys: []cases.Key{{Namespace: "payment", Value: "P-1"}}})
+	require.NoError(t, err)
+	tc, err := tasks.NewClient(e.API, tasks.Config{Actor: app, Clock: e.Clock})
+	require.NoError(t, err)
+	var ids []int64
+	for _, key := range []string{"decided", "withdrawn"} {
+		o, err := tc.Open(ctx, a.ID, tasks.Spec{Key: key, Title: "Release", Decisions: []string{"approve", "reject"},
+			AudienceCapabilities: []access.Capability{access.TaskReview}, Proposer: "user:pat",
+			Deadline: e.Clock.Now().Add(time.Hour), Expiry: tasks.DecideAutomatically("reject"),
+			Continuation: cases.Continuation{Kind: "payment.decided"}})
+		require.NoError(t, err)
+		ids = append(ids, o.ID)
+	}
+	rc, err := tasks.NewClient(e.API, tasks.Config{Actor: rita, Clock: e.Clock})
+	require.NoError(t, err)
+	d, err := rc.Decide(ctx, ids[0], "approve", "")
+	require.NoError(t, err)
+	var job int64
+	require.NoError(t, e.Pool.QueryRow(ctx, "SELECT continuation_job_id FROM docket.waits WHERE id = $1", d.WaitID).Scan(&job))
+	run(t, e, job, jobs.Succeeded)
+	_, err = e.cases.Close(ctx, a.ID)
+	require.NoError(t, err)
+	require.Equal(t, 2, rows(t, e, "docket.tasks", "case_id = $1", a.ID))
+
+	e.Clock.Advance(2 * time.Hour)
+	ps, err := e.pruner.Prune(ctx, 100)
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+	require.Equal(t, 1, ps[0].Cases)
+	require.Zero(t, rows(t, e, "docket.tasks", "case_id = $1", a.ID))
+	require.Zero(t, rows(t, e, "docket.task_events", "task_id = ANY ($1)", ids))
+	require.Zero(t, rows(t, e, "docket.cases", "id = $1", a.ID))
 }
