@@ -62,6 +62,19 @@ commands:
                                   list the schedules of a project you may see, by name
   schedules preview ID | CRON ZONE [--count N] [--from T]
                                   the next occurrences: local time, fold, UTC instant
+  tasks PROJECT [--mine] [--limit N]
+                                  the tasks you may take now and those you hold,
+                                  soonest deadline first (--mine: only those you hold)
+  task show ID                    a task: what is to be decided, who may not answer
+                                  it (four eyes), its claim, decision and history
+  serve --project P[,P...] [--addr HOST:PORT] [--auth-header H] [--dev-principal P]
+                                  a web worklist of those projects at --addr (default
+                                  127.0.0.1:8080) for reviewers an auth proxy signs in:
+                                  header H (default X-Forwarded-User) with value U acts
+                                  as user:U, always; without it, 401. Reach it only through the proxy; its login must
+                                  be bound to those principals (actor bind ROLE 'user:*').
+                                  --dev-principal P signs everybody in as P: for
+                                  development only, never behind a real proxy
   version                         build, schema and River versions
   demo [--orders N]               run a small order service on docket and show
                                   what became of its jobs (without a database
@@ -139,6 +152,12 @@ func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Write
 		action, err = c.deadLetters(rest)
 	case "schedules":
 		action, err = c.schedules(rest)
+	case "tasks":
+		action, err = c.tasksCmd(rest)
+	case "task":
+		action, err = c.taskCmd(rest)
+	case "serve":
+		action, err = c.serve(rest)
 	default:
 		return c.usageError(fmt.Errorf("unknown command %q", cmd))
 	}

@@ -203,7 +203,9 @@ CREATE TABLE docket.task_events (
                  what IN ('opened', 'claimed', 'released', 'escalated', 'decided', 'withdrawn')),
     actor    text NOT NULL,
     at       timestamptz NOT NULL,
-    detail   jsonb CONSTRAINT task_events_detail_bounded CHECK (docket.json_size(detail) <= 4096)
+    -- Room for a note of 2000 characters written out as JSON, escapes and
+    -- all, beside the rest.
+    detail   jsonb CONSTRAINT task_events_detail_bounded CHECK (docket.json_size(detail) <= 32768)
 );
 
 COMMENT ON TABLE docket.task_events IS
@@ -567,7 +569,7 @@ CREATE FUNCTION docket.task_require_taker(v docket.tasks, p_actor text, p_what t
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     IF NOT docket.task_is_pending(v.status) THEN
-        RAISE EXCEPTION 'task % was % first: it cannot be %', v.id, v.status, p_what
+        RAISE EXCEPTION 'task % was % first: nobody may % it now', v.id, v.status, p_what
             USING ERRCODE = 'DK007', DETAIL = 'status ' || v.status || coalesce(', decision ' || v.decision, '');
     END IF;
     IF p_actor = ANY (v.excluded) THEN
@@ -772,13 +774,33 @@ $$;
 
 -- Reads ----------------------------------------------------------------------------------
 
--- task_get returns task p_id when p_actor may read it; no row otherwise.
+-- task_masked is task v as p_actor reads it: a claim's token is its
+-- holder's alone.
+-- +goose StatementBegin
+CREATE FUNCTION docket.task_masked(v docket.tasks, p_actor text) RETURNS docket.tasks
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF v.claimed_by IS DISTINCT FROM p_actor THEN
+        v.claim_token := NULL;
+    END IF;
+    RETURN v;
+END
+$$;
+-- +goose StatementEnd
+
+-- task_get returns task p_id when p_actor may read it (a claim's token only
+-- to its holder); no row otherwise.
 -- +goose StatementBegin
 CREATE FUNCTION docket.task_get(p_id bigint, p_actor text) RETURNS SETOF docket.tasks
 LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v docket.tasks;
 BEGIN
-    RETURN QUERY SELECT * FROM docket.tasks t
+    SELECT * INTO v FROM docket.tasks t
     WHERE t.id = p_id AND docket.task_visible(t.audience, t.audience_caps, t.project, p_actor);
+    IF FOUND THEN
+        RETURN NEXT docket.task_masked(v, p_actor);
+    END IF;
 END
 $$;
 -- +goose StatementEnd
@@ -794,7 +816,7 @@ RETURNS SETOF docket.tasks
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     PERFORM docket.job_require_batch('worklist limit', p_limit, 1000);
-    RETURN QUERY SELECT * FROM docket.tasks t
+    RETURN QUERY SELECT (docket.task_masked(t, p_actor)).* FROM docket.tasks t
     WHERE t.project = p_project AND docket.task_is_pending(t.status)
       AND (t.deadline, t.id) > (coalesce(p_after_deadline, '-infinity'), coalesce(p_after_id, 0))
       AND (t.claimed_by = p_actor AND t.claim_expires_at > p_now
@@ -853,6 +875,7 @@ DROP FUNCTION docket.task_backlog_of(text, text);
 DROP FUNCTION docket.task_history(bigint, text);
 DROP FUNCTION docket.task_worklist(text, text, timestamptz, boolean, timestamptz, bigint, integer);
 DROP FUNCTION docket.task_get(bigint, text);
+DROP FUNCTION docket.task_masked(docket.tasks, text);
 DROP FUNCTION docket.task_expire_due(integer, text, timestamptz);
 DROP FUNCTION docket.task_decide(bigint, text, text, text, timestamptz);
 DROP FUNCTION docket.task_settle(docket.tasks, text, text, boolean, text, timestamptz);
