@@ -49,6 +49,10 @@ const (
 	// past its retention horizons.
 	RetentionPrune Capability = "retention.prune"
 
+	// PlanRun starts, replans and cancels runs of plans in the project
+	// (starting also needs [JobCreate]), and reads them.
+	PlanRun Capability = "plan.run"
+
 	// QuorumCreate creates quorums in the project, naming their conductor.
 	QuorumCreate Capability = "quorum.create"
 

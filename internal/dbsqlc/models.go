@@ -545,6 +545,34 @@ type DocketObligationsDue struct {
 	CreatedAt      time.Time
 }
 
+// Frozen plans, each its canonical text under its sha256 digest: never changed, never deleted while a run names it.
+type DocketPlan struct {
+	ID        int64
+	Project   string
+	Digest    string
+	Canonical string
+	Steps     int32
+	CreatedBy string
+	CreatedAt time.Time
+}
+
+type DocketPlanDep struct {
+	PlanID  int64
+	StepID  string
+	AfterID string
+}
+
+type DocketPlanStep struct {
+	PlanID       int64
+	StepID       string
+	Kind         string
+	Args         json.RawMessage
+	After        []string
+	Terminal     bool
+	Compensation *string
+	Trusted      bool
+}
+
 // A tenant of docket: grants, jobs, lanes and cases belong to exactly one project. Status moves only along docket.project_transitions.
 type DocketProject struct {
 	ID        int64
@@ -635,6 +663,57 @@ type DocketRetentionPolicy struct {
 	Cases         *time.Duration
 	UpdatedBy     string
 	UpdatedAt     time.Time
+}
+
+// Runs of plans: input and its trust, status along docket.run_transitions, the version of the plan it runs (all versions in docket.run_versions).
+type DocketRun struct {
+	ID            int64
+	Project       string
+	PlanID        int64
+	Version       int32
+	CaseID        *int64
+	Input         json.RawMessage
+	InputTrusted  bool
+	Status        string
+	ReplanLimit   int32
+	UntrustedRead *string
+	Admitted      int32
+	Applied       int32
+	Output        json.RawMessage
+	Failure       *string
+	CreatedBy     string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	FinishedAt    *time.Time
+}
+
+// The steps a run admitted, in ready order: arguments and trust, job, outcome and compensation; state along docket.run_step_transitions.
+type DocketRunStep struct {
+	RunID             int64
+	StepID            string
+	Version           int32
+	Kind              string
+	State             string
+	ReadySeq          int32
+	Args              json.RawMessage
+	Trusted           bool
+	JobID             *int64
+	Result            json.RawMessage
+	Compensation      *string
+	CompensationJobID *int64
+	Reason            *string
+	AdmittedAt        time.Time
+	UpdatedAt         time.Time
+}
+
+type DocketRunVersion struct {
+	RunID       int64
+	Version     int32
+	PlanID      int64
+	Predecessor *int64
+	Reason      *string
+	Actor       string
+	At          time.Time
 }
 
 // Recurring jobs: a cron expression in a zone, the job each occurrence enqueues, catch-up policy, bounds and cursor.

@@ -371,6 +371,13 @@ CREATE FUNCTION docket.ids_ranges(p_ids bigint[]) RETURNS int8multirange
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN (SELECT coalesce(range_agg(int8range(i, i, '[]')), '{}') FROM unnest(p_ids) i);
 
+-- prune_keeps_job reports whether a prune must keep finished job j whatever
+-- its age, because something kept refers to it. Each part of docket that
+-- refers to jobs from rows of its own adds its rule here.
+CREATE FUNCTION docket.prune_keeps_job(j docket.jobs) RETURNS boolean
+LANGUAGE sql STABLE
+RETURN false;
+
 -- prune_case_parts deletes, for a prune, what is bound to cases p_cases
 -- but their jobs (the caller deletes those, and the cases, after): their
 -- state history, keys, obligations, timers, waits, and messages p_msgs
@@ -465,6 +472,7 @@ BEGIN
                   AND j.finished_at <= p_now - CASE WHEN st IN ('succeeded', 'cancelled') THEN pr.jobs_succeeded ELSE pr.jobs_failed END
                   AND (j.lane_id IS NULL OR EXISTS (
                           SELECT 1 FROM docket.lanes l WHERE l.id = j.lane_id AND docket.machine_terminal('lane', l.state)))
+                  AND NOT docket.prune_keeps_job(j)
                   AND NOT EXISTS (
                           SELECT 1 FROM docket.schedule_occurrences o WHERE o.job_id = j.id
                           AND (pr.occurrences IS NULL OR o.due_at > p_now - pr.occurrences))
@@ -724,6 +732,7 @@ DROP INDEX docket.jobs_finished_idx, docket.cases_closed_idx, docket.messages_un
 DELETE FROM docket.api_functions WHERE name IN ('retention_set', 'retention_get', 'prune_run', 'prune_verify', 'job_pruned');
 DROP FUNCTION docket.prune_run(integer, text, timestamptz);
 DROP FUNCTION docket.prune_case_parts(bigint[], bigint[]);
+DROP FUNCTION docket.prune_keeps_job(docket.jobs);
 DROP FUNCTION docket.job_pruned(bigint, text);
 DROP FUNCTION docket.prune_verify(bigint, bigint[], integer[], bytea[], text);
 DROP FUNCTION docket.job_heads(bigint[]);

@@ -1,0 +1,22 @@
+-- name: RunStart :one
+SELECT * FROM docket.run_start(@project::text, @digest::text, @canonical::text, @input::jsonb, @input_trusted::boolean,
+    @case_id::bigint, @replan_limit::integer, @actor::text, @now::timestamptz);
+
+-- name: RunReplan :one
+SELECT * FROM docket.run_replan(@id::bigint, @predecessor::text, @digest::text, @canonical::text, @reason::text,
+    @actor::text, @now::timestamptz);
+
+-- name: RunCancel :one
+SELECT * FROM docket.run_cancel(@id::bigint, @reason::text, @actor::text, @now::timestamptz);
+
+-- name: RunGet :one
+SELECT r.*, p.digest::text AS digest FROM docket.run_get(@id::bigint, @actor::text) r JOIN docket.plans p ON p.id = r.plan_id;
+
+-- name: RunSteps :many
+SELECT * FROM docket.run_steps_of(@id::bigint, @actor::text);
+
+-- name: RunVersions :many
+SELECT version::integer AS version, digest::text AS digest, canonical::text AS canonical,
+       coalesce(predecessor, '')::text AS predecessor, coalesce(reason, '')::text AS reason, actor::text AS actor,
+       at::timestamptz AS at
+FROM docket.run_versions_of(@id::bigint, @actor::text);

@@ -1,0 +1,993 @@
+-- +goose Up
+-- Plans: frozen, content-addressed job graphs, and their runs.
+--
+--   * docket.plans holds a plan as its canonical text (the Go package plans
+--     defines the form) under its sha256 digest, immutably; docket.plan_steps
+--     and docket.plan_deps are that text taken apart, for the ready set.
+--   * docket.runs is a run of a plan: its input and the input's trust label,
+--     its status, the version of its plan it runs (docket.run_versions keeps
+--     every version, each naming its predecessor and why it replaced it).
+--   * docket.run_steps is a step a run admitted: its assembled arguments and
+--     their trust, its job, its outcome, its compensation. Steps are admitted
+--     and their outcomes applied in ready order (ready_seq), whatever order
+--     their jobs finish in: that order is the run's recorded order, and an
+--     unwind compensates in its reverse.
+--   * A job of a run moving to an end (jobs_advance_runs) records its step's
+--     outcome and applies what can be applied, in the job's transaction.
+SET LOCAL docket.migrating = 'on';
+
+INSERT INTO docket.capabilities (name, description) VALUES
+    ('plan.run', 'start, replan and cancel runs of plans in the project (with job.create), and read them');
+
+INSERT INTO docket.machines (name, subject, meaning) VALUES
+    ('run', 'docket.runs.status', 'a run of a plan: running until its terminal steps succeeded, or unwound'),
+    ('run_step', 'docket.run_steps.state', 'a step a run admitted: its job, its outcome, its compensation');
+
+INSERT INTO docket.machine_states (machine, state, initial, terminal, meaning)
+SELECT 'run', * FROM (VALUES
+    ('running', true, false, 'admitting and applying steps in ready order'),
+    ('unwinding', false, false, 'a step failed, was refused or cancelled, or the run was cancelled: compensating completed steps in reverse of their recorded order'),
+    ('succeeded', false, true, 'every terminal step succeeded; the output is the lowest terminal step''s result'),
+    ('compensated', false, true, 'unwound: every completed step with a compensation was compensated'),
+    ('failed', false, true, 'a compensation failed: what remains is an operator''s')) v;
+
+INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
+SELECT 'run', from_state, to_state, NULL FROM (VALUES
+    ('running', 'succeeded'),
+    ('running', 'unwinding'),
+    ('unwinding', 'compensated'),
+    ('unwinding', 'failed')) v (from_state, to_state);
+
+INSERT INTO docket.machine_states (machine, state, initial, terminal, meaning)
+SELECT 'run_step', * FROM (VALUES
+    ('admitted', true, false, 'its job is enqueued'),
+    ('refused', true, false, 'it required trusted input and would not get it; its job was never enqueued'),
+    ('succeeded', false, false, 'its job succeeded; its result is recorded'),
+    ('failed', false, true, 'its job failed for good (failed or dead)'),
+    ('uncertain', false, false, 'its job''s holder vanished: it may have acted'),
+    ('cancelled', false, true, 'its job was cancelled before it ran'),
+    ('compensating', false, false, 'its compensation job is enqueued'),
+    ('compensated', false, true, 'its compensation succeeded'),
+    ('compensation_failed', false, true, 'its compensation did not succeed')) v;
+
+INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
+SELECT 'run_step', from_state, to_state, NULL FROM (VALUES
+    ('admitted', 'succeeded'),
+    ('admitted', 'failed'),
+    ('admitted', 'uncertain'),
+    ('admitted', 'cancelled'),
+    ('succeeded', 'compensating'),
+    ('uncertain', 'compensating'),
+    ('uncertain', 'succeeded'),
+    ('compensating', 'compensated'),
+    ('compensating', 'compensation_failed')) v (from_state, to_state);
+
+SELECT docket.machine_views('run');
+SELECT docket.machine_views('run_step');
+
+-- Plans ----------------------------------------------------------------------------------
+
+-- valid_step_id: 1-63 characters of [a-z0-9._-], starting with a letter.
+CREATE FUNCTION docket.valid_step_id(p text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN p ~ '^[a-z][a-z0-9._-]{0,62}$';
+
+CREATE TABLE docket.plans (
+    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    project    text NOT NULL REFERENCES docket.projects (name),
+    -- sha256 of canonical, lowercase hex.
+    digest     text NOT NULL CONSTRAINT plans_digest_hex CHECK (digest ~ '^[0-9a-f]{64}$'),
+    canonical  text NOT NULL CONSTRAINT plans_canonical_bounded CHECK (length(canonical) <= 16777216),
+    steps      integer NOT NULL CONSTRAINT plans_steps_range CHECK (steps BETWEEN 1 AND 10000),
+    created_by docket.principal NOT NULL,
+    created_at timestamptz NOT NULL,
+    CONSTRAINT plans_project_digest_key UNIQUE (project, digest),
+    CONSTRAINT plans_digest_of_canonical CHECK (encode(sha256(convert_to(canonical, 'UTF8')), 'hex') = digest)
+);
+
+COMMENT ON TABLE docket.plans IS
+    'Frozen plans, each its canonical text under its sha256 digest: never changed, never deleted while a run names it.';
+
+CREATE TABLE docket.plan_steps (
+    plan_id      bigint NOT NULL REFERENCES docket.plans (id),
+    step_id      text NOT NULL CONSTRAINT plan_steps_id_valid CHECK (docket.valid_step_id(step_id)),
+    kind         docket.job_kind NOT NULL,
+    -- [{"name": ..., "source": {"kind": step|path|input|const, "step", "path", "value"}}]
+    args         jsonb NOT NULL,
+    after        text[] NOT NULL,
+    terminal     boolean NOT NULL,
+    compensation docket.job_kind,
+    trusted      boolean NOT NULL,
+    PRIMARY KEY (plan_id, step_id)
+);
+
+-- plan_deps: step_id runs after after_id; the successors of a step are one
+-- range scan of plan_deps_after_idx.
+CREATE TABLE docket.plan_deps (
+    plan_id  bigint NOT NULL,
+    step_id  text NOT NULL,
+    after_id text NOT NULL,
+    PRIMARY KEY (plan_id, step_id, after_id),
+    FOREIGN KEY (plan_id, step_id) REFERENCES docket.plan_steps (plan_id, step_id),
+    FOREIGN KEY (plan_id, after_id) REFERENCES docket.plan_steps (plan_id, step_id)
+);
+
+CREATE INDEX plan_deps_after_idx ON docket.plan_deps (plan_id, after_id, step_id);
+
+CREATE TRIGGER plans_frozen BEFORE UPDATE OR DELETE ON docket.plans
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('a plan is frozen: a replan stores a successor');
+CREATE TRIGGER plan_steps_frozen BEFORE UPDATE OR DELETE ON docket.plan_steps
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('a plan is frozen: a replan stores a successor');
+CREATE TRIGGER plan_deps_frozen BEFORE UPDATE OR DELETE ON docket.plan_deps
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('a plan is frozen: a replan stores a successor');
+
+-- plan_store stores plan text p_canonical under digest p_digest in project
+-- p_project, once (content-addressed: storing it again returns the same id),
+-- taking its steps apart, and checks what every writer must hold to: the
+-- digest is the text's, steps are unique and well formed, every predecessor
+-- and every argument's source step exists, sources are predecessors
+-- (transitively), there is no cycle and there is a terminal step. The Go
+-- package plans reports every problem at once before it gets here; this
+-- refuses (DK010) with the first, naming the step.
+-- +goose StatementBegin
+CREATE FUNCTION docket.plan_store(p_project text, p_digest text, p_canonical text, p_actor text, p_now timestamptz)
+RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_id bigint;
+    v_doc jsonb;
+    bad record;
+    v_n integer;
+    v_reached integer;
+BEGIN
+    SELECT id INTO v_id FROM docket.plans WHERE project = p_project AND digest = p_digest;
+    IF FOUND THEN
+        RETURN v_id;
+    END IF;
+    PERFORM docket.require_valid(p_digest ~ '^[0-9a-f]{64}$' AND encode(sha256(convert_to(p_canonical, 'UTF8')), 'hex') = p_digest,
+        'plan digest', p_digest, 'the sha256 of the plan''s canonical text');
+    BEGIN
+        v_doc := p_canonical::jsonb;
+    EXCEPTION WHEN invalid_text_representation THEN
+        RAISE EXCEPTION 'invalid plan: its canonical text is not JSON' USING ERRCODE = 'DK010';
+    END;
+    v_n := jsonb_array_length(v_doc -> 'steps');
+    PERFORM docket.require_valid(v_n BETWEEN 1 AND 10000, 'plan steps', v_n::text, '1 to 10000 steps');
+    INSERT INTO docket.plans (project, digest, canonical, steps, created_by, created_at)
+    VALUES (p_project, p_digest, p_canonical, v_n, p_actor, p_now)
+    ON CONFLICT (project, digest) DO NOTHING
+    RETURNING id INTO v_id;
+    IF v_id IS NULL THEN
+        SELECT id INTO v_id FROM docket.plans WHERE project = p_project AND digest = p_digest;
+        RETURN v_id;
+    END IF;
+    BEGIN
+        INSERT INTO docket.plan_steps (plan_id, step_id, kind, args, after, terminal, compensation, trusted)
+        SELECT v_id, s ->> 'id', s ->> 'kind', coalesce(s -> 'args', '[]'),
+               ARRAY(SELECT jsonb_array_elements_text(coalesce(s -> 'after', '[]'))),
+               coalesce((s ->> 'terminal')::boolean, false), nullif(s ->> 'compensation', ''),
+               coalesce((s ->> 'trusted')::boolean, false)
+        FROM jsonb_array_elements(v_doc -> 'steps') s;
+    EXCEPTION
+        WHEN unique_violation THEN
+            RAISE EXCEPTION 'invalid plan: a step id is used twice' USING ERRCODE = 'DK010';
+        WHEN check_violation OR not_null_violation THEN
+            RAISE EXCEPTION 'invalid plan: a step id or kind is malformed or missing (%)', SQLERRM USING ERRCODE = 'DK010';
+    END;
+    SELECT s.step_id, a INTO bad FROM docket.plan_steps s, unnest(s.after) a
+    WHERE s.plan_id = v_id AND NOT EXISTS (SELECT 1 FROM docket.plan_steps x WHERE x.plan_id = v_id AND x.step_id = a)
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'invalid plan: step %: unknown predecessor %', bad.step_id, bad.a USING ERRCODE = 'DK010';
+    END IF;
+    INSERT INTO docket.plan_deps (plan_id, step_id, after_id)
+    SELECT DISTINCT v_id, s.step_id, a FROM docket.plan_steps s, unnest(s.after) a WHERE s.plan_id = v_id;
+    -- No cycle: Kahn's order reaches every step.
+    v_reached := docket.plan_reachable(v_id);
+    IF v_reached < v_n THEN
+        RAISE EXCEPTION 'invalid plan: % of its % steps are on or behind a cycle', v_n - v_reached, v_n USING ERRCODE = 'DK010';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM docket.plan_steps WHERE plan_id = v_id AND terminal) THEN
+        RAISE EXCEPTION 'invalid plan: no terminal step' USING ERRCODE = 'DK010';
+    END IF;
+    -- Every argument's source step is a predecessor, transitively.
+    SELECT s.step_id, a -> 'source' ->> 'step' AS src INTO bad
+    FROM docket.plan_steps s, jsonb_array_elements(s.args) a
+    WHERE s.plan_id = v_id AND a -> 'source' ->> 'kind' IN ('step', 'path')
+      AND NOT docket.plan_precedes(v_id, a -> 'source' ->> 'step', s.step_id)
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'invalid plan: step %: argument sourced from %, which is not a predecessor', bad.step_id, coalesce(bad.src, 'NULL')
+            USING ERRCODE = 'DK010';
+    END IF;
+    RETURN v_id;
+END
+$$;
+-- +goose StatementEnd
+
+-- plan_reachable counts the steps of plan p_plan that Kahn's algorithm
+-- orders: all of them exactly when the plan has no cycle. Steps are
+-- numbered by id and edges kept in arrays, which plpgsql updates in place:
+-- linear in steps and edges.
+-- +goose StatementBegin
+CREATE FUNCTION docket.plan_reachable(p_plan bigint) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_n integer;
+    v_src integer[];
+    v_dst integer[];
+    v_start integer[];
+    v_indeg integer[];
+    v_queue integer[];
+    v_head integer := 1;
+    v_count integer := 0;
+    u integer;
+    e integer;
+BEGIN
+    SELECT count(*) INTO v_n FROM docket.plan_steps WHERE plan_id = p_plan;
+    WITH o AS (SELECT step_id, row_number() OVER (ORDER BY step_id)::integer AS i FROM docket.plan_steps WHERE plan_id = p_plan)
+    SELECT coalesce(array_agg(a.i ORDER BY a.i, b.i), '{}'), coalesce(array_agg(b.i ORDER BY a.i, b.i), '{}') INTO v_src, v_dst
+    FROM docket.plan_deps d JOIN o a ON a.step_id = d.after_id JOIN o b ON b.step_id = d.step_id
+    WHERE d.plan_id = p_plan;
+    v_indeg := array_fill(0, ARRAY[v_n]);
+    v_start := array_fill(0, ARRAY[v_n + 1]);
+    FOR e IN 1 .. cardinality(v_src) LOOP
+        v_indeg[v_dst[e]] := v_indeg[v_dst[e]] + 1;
+    END LOOP;
+    -- v_start[u] is the first edge out of u; edges are sorted by source.
+    FOR u IN 1 .. v_n + 1 LOOP
+        v_start[u] := cardinality(v_src) + 1;
+    END LOOP;
+    FOR e IN REVERSE cardinality(v_src) .. 1 LOOP
+        v_start[v_src[e]] := e;
+    END LOOP;
+    FOR u IN REVERSE v_n .. 1 LOOP
+        IF v_start[u] > v_start[u + 1] THEN
+            v_start[u] := v_start[u + 1];
+        END IF;
+    END LOOP;
+    v_queue := '{}';
+    FOR u IN 1 .. v_n LOOP
+        IF v_indeg[u] = 0 THEN
+            v_queue := v_queue || u;
+        END IF;
+    END LOOP;
+    WHILE v_head <= cardinality(v_queue) LOOP
+        u := v_queue[v_head];
+        v_head := v_head + 1;
+        v_count := v_count + 1;
+        FOR e IN v_start[u] .. v_start[u + 1] - 1 LOOP
+            v_indeg[v_dst[e]] := v_indeg[v_dst[e]] - 1;
+            IF v_indeg[v_dst[e]] = 0 THEN
+                v_queue := v_queue || v_dst[e];
+            END IF;
+        END LOOP;
+    END LOOP;
+    RETURN v_count;
+END
+$$;
+-- +goose StatementEnd
+
+-- plan_precedes reports whether step p_from precedes step p_to in plan
+-- p_plan: p_to runs after p_from, directly or through other steps.
+-- +goose StatementBegin
+CREATE FUNCTION docket.plan_precedes(p_plan bigint, p_from text, p_to text) RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN EXISTS (
+        WITH RECURSIVE up (step_id) AS (
+            SELECT d.after_id FROM docket.plan_deps d WHERE d.plan_id = p_plan AND d.step_id = p_to
+            UNION
+            SELECT d.after_id FROM docket.plan_deps d JOIN up ON d.plan_id = p_plan AND d.step_id = up.step_id
+        )
+        SELECT 1 FROM up WHERE step_id = p_from);
+END
+$$;
+-- +goose StatementEnd
+
+-- Runs -------------------------------------------------------------------------------------
+
+CREATE TABLE docket.runs (
+    id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    project        text NOT NULL REFERENCES docket.projects (name),
+    -- The plan it runs now, and which version of its plan that is.
+    plan_id        bigint NOT NULL REFERENCES docket.plans (id),
+    version        integer NOT NULL DEFAULT 1 CONSTRAINT runs_version_positive CHECK (version >= 1),
+    case_id        bigint,
+    input          jsonb NOT NULL CONSTRAINT runs_input_bounded CHECK (docket.json_size(input) <= 65536),
+    input_trusted  boolean NOT NULL,
+    status         text NOT NULL DEFAULT 'running',
+    replan_limit   integer NOT NULL CONSTRAINT runs_replan_limit_range CHECK (replan_limit BETWEEN 0 AND 100),
+    -- The first untrusted value a step was admitted with: after it, no replan.
+    untrusted_read text,
+    -- Steps admitted so far (the last ready_seq), and applied in ready order.
+    admitted       integer NOT NULL DEFAULT 0,
+    applied        integer NOT NULL DEFAULT 0,
+    output         jsonb,
+    -- Why it unwound.
+    failure        text CONSTRAINT runs_failure_bounded CHECK (length(failure) <= 2000),
+    created_by     docket.principal NOT NULL,
+    created_at     timestamptz NOT NULL,
+    updated_at     timestamptz NOT NULL,
+    finished_at    timestamptz,
+    CONSTRAINT runs_case_fkey FOREIGN KEY (case_id, project) REFERENCES docket.cases (id, project),
+    CONSTRAINT runs_applied_admitted CHECK (applied BETWEEN 0 AND admitted),
+    CONSTRAINT runs_finished_iff_terminal CHECK ((status IN ('succeeded', 'compensated', 'failed')) = (finished_at IS NOT NULL)),
+    CONSTRAINT runs_output_only_succeeded CHECK (output IS NULL OR status = 'succeeded')
+);
+
+COMMENT ON TABLE docket.runs IS
+    'Runs of plans: input and its trust, status along docket.run_transitions, the version of the plan it runs (all versions in docket.run_versions).';
+
+CREATE INDEX runs_project_idx ON docket.runs (project, id);
+CREATE INDEX runs_case_idx ON docket.runs (case_id, id) WHERE case_id IS NOT NULL;
+
+CREATE TABLE docket.run_versions (
+    run_id      bigint NOT NULL REFERENCES docket.runs (id),
+    version     integer NOT NULL,
+    plan_id     bigint NOT NULL REFERENCES docket.plans (id),
+    -- The plan it replaced and why; NULL for the first.
+    predecessor bigint REFERENCES docket.plans (id),
+    reason      text CONSTRAINT run_versions_reason_bounded CHECK (length(reason) BETWEEN 1 AND 2000),
+    actor       text NOT NULL,
+    at          timestamptz NOT NULL,
+    PRIMARY KEY (run_id, version),
+    CONSTRAINT run_versions_successor_whole CHECK ((version = 1) = (predecessor IS NULL) AND (version = 1) = (reason IS NULL))
+);
+
+CREATE TRIGGER run_versions_append_only BEFORE UPDATE OR DELETE ON docket.run_versions
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
+
+CREATE TABLE docket.run_steps (
+    run_id            bigint NOT NULL REFERENCES docket.runs (id),
+    step_id           text NOT NULL,
+    -- The plan version it was admitted under, and its kind then.
+    version           integer NOT NULL,
+    kind              docket.job_kind NOT NULL,
+    state             text NOT NULL,
+    -- Its place in ready order: admission and result application follow it.
+    ready_seq         integer NOT NULL,
+    args              jsonb NOT NULL,
+    trusted           boolean NOT NULL,
+    job_id            bigint REFERENCES docket.jobs (id),
+    result            jsonb,
+    compensation      docket.job_kind,
+    compensation_job_id bigint REFERENCES docket.jobs (id),
+    reason            text CONSTRAINT run_steps_reason_bounded CHECK (length(reason) <= 2000),
+    admitted_at       timestamptz NOT NULL,
+    updated_at        timestamptz NOT NULL,
+    PRIMARY KEY (run_id, step_id),
+    CONSTRAINT run_steps_ready_seq_key UNIQUE (run_id, ready_seq),
+    CONSTRAINT run_steps_job_key UNIQUE (job_id),
+    CONSTRAINT run_steps_compensation_job_key UNIQUE (compensation_job_id),
+    CONSTRAINT run_steps_job_iff_admitted CHECK ((job_id IS NULL) = (state = 'refused'))
+);
+
+COMMENT ON TABLE docket.run_steps IS
+    'The steps a run admitted, in ready order: arguments and trust, job, outcome and compensation; state along docket.run_step_transitions.';
+
+-- A job of a run carries its run in its params ({"run_id": ..}), which never
+-- change: the trigger that advances runs fires only for such jobs.
+-- jobs_run_check refuses (23503) a job naming a run that is not its project's.
+-- +goose StatementBegin
+CREATE FUNCTION docket.jobs_run_check() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM docket.runs r WHERE r.id = (NEW.params ->> 'run_id')::bigint AND r.project = NEW.project) THEN
+        RAISE EXCEPTION 'job of run %: no such run in project %', NEW.params ->> 'run_id', NEW.project
+            USING ERRCODE = '23503', CONSTRAINT = 'jobs_run_fkey', TABLE = 'jobs', SCHEMA = 'docket';
+    END IF;
+    RETURN NEW;
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER jobs_run_check
+    BEFORE INSERT ON docket.jobs
+    FOR EACH ROW WHEN (NEW.params IS NOT NULL AND NEW.params ? 'run_id')
+    EXECUTE FUNCTION docket.jobs_run_check();
+
+-- A prune keeps the jobs of runs: runs are kept with their history.
+CREATE OR REPLACE FUNCTION docket.prune_keeps_job(j docket.jobs) RETURNS boolean
+LANGUAGE sql STABLE
+RETURN j.params IS NOT NULL AND j.params ? 'run_id';
+
+-- Guards ---------------------------------------------------------------------------------------
+
+-- +goose StatementBegin
+CREATE FUNCTION docket.runs_guard() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        PERFORM docket.machine_birth('run', 'run', NEW.status);
+        RETURN NEW;
+    END IF;
+    IF NEW IS NOT DISTINCT FROM OLD THEN
+        RETURN NEW;
+    END IF;
+    PERFORM docket.machine_move('run', 'run ' || OLD.id, OLD.status, NEW.status);
+    RETURN NEW;
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER runs_columns_immutable
+    BEFORE UPDATE OF id, project, case_id, input, input_trusted, replan_limit, created_by, created_at ON docket.runs
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
+CREATE TRIGGER runs_guard BEFORE INSERT OR UPDATE ON docket.runs
+    FOR EACH ROW EXECUTE FUNCTION docket.runs_guard();
+CREATE TRIGGER runs_refuse_delete BEFORE DELETE ON docket.runs
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('runs are kept with their history');
+
+-- +goose StatementBegin
+CREATE FUNCTION docket.run_steps_guard() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        PERFORM docket.machine_birth('run_step', 'run step ' || NEW.step_id, NEW.state);
+        RETURN NEW;
+    END IF;
+    IF NEW IS NOT DISTINCT FROM OLD THEN
+        RETURN NEW;
+    END IF;
+    PERFORM docket.machine_move('run_step', 'run ' || OLD.run_id || ' step ' || OLD.step_id, OLD.state, NEW.state);
+    RETURN NEW;
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER run_steps_columns_immutable
+    BEFORE UPDATE OF run_id, step_id, version, kind, ready_seq, args, trusted, job_id, compensation, admitted_at ON docket.run_steps
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
+CREATE TRIGGER run_steps_guard BEFORE INSERT OR UPDATE ON docket.run_steps
+    FOR EACH ROW EXECUTE FUNCTION docket.run_steps_guard();
+CREATE TRIGGER run_steps_refuse_delete BEFORE DELETE ON docket.run_steps
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('run steps are kept with their run');
+
+-- The engine ------------------------------------------------------------------------------------
+
+-- run_enqueue enqueues a job of run r: kind p_kind with payload p_payload, as
+-- the change context's actor (the run's starter held job.create; the plan
+-- authorizes its steps), under key p_key, and returns its id.
+-- +goose StatementBegin
+CREATE FUNCTION docket.run_enqueue(r docket.runs, p_kind text, p_payload jsonb, p_params jsonb, p_key text) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_id bigint;
+    v_now timestamptz := docket.context_now();
+BEGIN
+    INSERT INTO docket.jobs AS j (project, kind, payload, params, case_id, idempotency_key, available_at,
+                                  created_by, created_at, updated_at)
+    VALUES (r.project, p_kind, p_payload, p_params || jsonb_build_object('run_id', r.id), r.case_id, p_key, v_now,
+            docket.context_actor(), v_now, v_now)
+    RETURNING j.id INTO v_id;
+    RETURN v_id;
+END
+$$;
+-- +goose StatementEnd
+
+-- run_arg is the value and trust of one argument a (from a plan step's args)
+-- for run r: a predecessor's result or a path in it, a path in the input,
+-- or a constant; and, when untrusted, the source to name.
+-- +goose StatementBegin
+CREATE FUNCTION docket.run_arg(r docket.runs, a jsonb, OUT value jsonb, OUT trusted boolean, OUT source text)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    src jsonb := a -> 'source';
+    v_path text[] := ARRAY(SELECT jsonb_array_elements_text(coalesce(src -> 'path', '[]')));
+    st docket.run_steps;
+BEGIN
+    CASE src ->> 'kind'
+    WHEN 'const' THEN
+        value := src -> 'value';
+        trusted := true;
+    WHEN 'input' THEN
+        value := r.input #> v_path;
+        trusted := r.input_trusted;
+        source := 'the run''s input' || CASE WHEN cardinality(v_path) > 0 THEN ' at ' || array_to_string(v_path, '.') ELSE '' END;
+    ELSE
+        SELECT * INTO st FROM docket.run_steps WHERE run_id = r.id AND step_id = src ->> 'step';
+        value := CASE WHEN src ->> 'kind' = 'path' THEN st.result #> v_path ELSE st.result END;
+        trusted := st.trusted;
+        source := 'step ' || (src ->> 'step') || CASE WHEN src ->> 'kind' = 'path' THEN ' at ' || array_to_string(v_path, '.') ELSE '' END;
+    END CASE;
+    value := coalesce(value, 'null');
+END
+$$;
+-- +goose StatementEnd
+
+-- run_admit admits step p_step of run r (its predecessors all applied): it
+-- assembles the arguments, joins their trust labels (a step downstream of
+-- anything untrusted is untrusted), and enqueues its job -- or, if the step
+-- requires trusted input and would not get it, records it refused, naming
+-- the source. Returns the admitted step.
+-- +goose StatementBegin
+CREATE FUNCTION docket.run_admit(r docket.runs, p_step text) RETURNS docket.run_steps
+LANGUAGE plpgsql AS $$
+DECLARE
+    ps docket.plan_steps;
+    a jsonb;
+    av record;
+    v_payload jsonb := '{}';
+    v_trusted boolean := true;
+    v_untrusted text;
+    v_job bigint;
+    v_seq integer;
+    st docket.run_steps;
+    v_now timestamptz := docket.context_now();
+BEGIN
+    SELECT * INTO STRICT ps FROM docket.plan_steps WHERE plan_id = r.plan_id AND step_id = p_step;
+    FOR a IN SELECT * FROM jsonb_array_elements(ps.args) LOOP
+        av := docket.run_arg(r, a);
+        v_payload := v_payload || jsonb_build_object(a ->> 'name', av.value);
+        IF NOT av.trusted THEN
+            v_trusted := false;
+            v_untrusted := coalesce(v_untrusted, format('argument %s from %s', a ->> 'name', av.source));
+        END IF;
+    END LOOP;
+    -- Downstream of anything untrusted is untrusted, data or not.
+    IF v_trusted AND EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.step_id = ANY (ps.after) AND NOT s.trusted) THEN
+        v_trusted := false;
+        v_untrusted := (SELECT format('predecessor %s, which is untrusted', min(s.step_id)) FROM docket.run_steps s
+                        WHERE s.run_id = r.id AND s.step_id = ANY (ps.after) AND NOT s.trusted);
+    END IF;
+    UPDATE docket.runs SET admitted = admitted + 1,
+        untrusted_read = coalesce(untrusted_read, CASE WHEN NOT v_trusted THEN format('step %s: %s', p_step, v_untrusted) END)
+    WHERE id = r.id
+    RETURNING admitted INTO v_seq;
+    IF ps.trusted AND NOT v_trusted THEN
+        INSERT INTO docket.run_steps (run_id, step_id, version, kind, state, ready_seq, args, trusted, compensation, reason,
+                                      admitted_at, updated_at)
+        VALUES (r.id, p_step, r.version, ps.kind, 'refused', v_seq, v_payload, false, ps.compensation,
+                format('step %s requires trusted input and would get untrusted %s', p_step, v_untrusted), v_now, v_now)
+        RETURNING * INTO st;
+        RETURN st;
+    END IF;
+    v_job := docket.run_enqueue(r, ps.kind, v_payload,
+        jsonb_build_object('run_id', r.id, 'step', p_step, 'version', r.version, 'trusted', v_trusted),
+        format('run:%s:%s', r.id, p_step));
+    INSERT INTO docket.run_steps (run_id, step_id, version, kind, state, ready_seq, args, trusted, job_id, compensation,
+                                  admitted_at, updated_at)
+    VALUES (r.id, p_step, r.version, ps.kind, 'admitted', v_seq, v_payload, v_trusted, v_job, ps.compensation, v_now, v_now)
+    RETURNING * INTO st;
+    RETURN st;
+END
+$$;
+-- +goose StatementEnd
+
+-- run_admit_ready admits, in ascending step id, the steps of run p_run's
+-- plan not yet admitted whose predecessors are all applied and succeeded:
+-- those of p_after (the successors of a step just applied), or, when
+-- p_after is NULL, every step of the plan (a start or a replan).
+-- +goose StatementBegin
+CREATE FUNCTION docket.run_admit_ready(p_run bigint, p_after text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    r docket.runs;
+    s text;
+BEGIN
+    SELECT * INTO r FROM docket.runs WHERE id = p_run;
+    FOR s IN
+        SELECT c.step_id FROM docket.plan_steps c
+        WHERE c.plan_id = r.plan_id
+          AND (p_after IS NULL OR c.step_id IN (SELECT d.step_id FROM docket.plan_deps d WHERE d.plan_id = r.plan_id AND d.after_id = p_after))
+          AND NOT EXISTS (SELECT 1 FROM docket.run_steps x WHERE x.run_id = r.id AND x.step_id = c.step_id)
+          AND NOT EXISTS (
+              SELECT 1 FROM docket.plan_deps d
+              LEFT JOIN docket.run_steps p ON p.run_id = r.id AND p.step_id = d.after_id
+              WHERE d.plan_id = r.plan_id AND d.step_id = c.step_id
+                AND (p.step_id IS NULL OR p.state <> 'succeeded' OR p.ready_seq > r.applied))
+        ORDER BY c.step_id
+    LOOP
+        PERFORM docket.run_admit(r, s);
+        SELECT * INTO r FROM docket.runs WHERE id = p_run;
+    END LOOP;
+END
+$$;
+-- +goose StatementEnd
+
+-- run_apply applies, in ready order, the outcomes of run p_run's steps that
+-- have one: a success admits its successors; anything else begins the
+-- unwind. It stops at the first step still running. A running run whose
+-- terminal steps have all succeeded and been applied has succeeded. An
+-- unwinding run with no step left running compensates.
+-- +goose StatementBegin
+CREATE FUNCTION docket.run_apply(p_run bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    r docket.runs;
+    st docket.run_steps;
+    v_now timestamptz := docket.context_now();
+BEGIN
+    SELECT * INTO r FROM docket.runs WHERE id = p_run FOR UPDATE;
+    WHILE r.status = 'running' LOOP
+        SELECT * INTO st FROM docket.run_steps WHERE run_id = r.id AND ready_seq = r.applied + 1;
+        EXIT WHEN NOT FOUND OR st.state = 'admitted';
+        UPDATE docket.runs SET applied = applied + 1, updated_at = greatest(updated_at, v_now) WHERE id = r.id RETURNING * INTO r;
+        IF st.state = 'succeeded' THEN
+            PERFORM docket.run_admit_ready(r.id, st.step_id);
+            SELECT * INTO r FROM docket.runs WHERE id = p_run;
+        ELSE
+            UPDATE docket.runs SET status = 'unwinding', updated_at = greatest(updated_at, v_now),
+                failure = left(format('step %s %s%s', st.step_id, st.state, coalesce(': ' || st.reason, '')), 2000)
+            WHERE id = r.id RETURNING * INTO r;
+        END IF;
+    END LOOP;
+    IF r.status = 'running' AND NOT EXISTS (
+        SELECT 1 FROM docket.plan_steps t WHERE t.plan_id = r.plan_id AND t.terminal
+          AND NOT EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.step_id = t.step_id
+                          AND s.state = 'succeeded' AND s.ready_seq <= r.applied)) THEN
+        UPDATE docket.runs
+        SET status = 'succeeded', finished_at = greatest(updated_at, v_now), updated_at = greatest(updated_at, v_now),
+            output = (SELECT s.result FROM docket.run_steps s JOIN docket.plan_steps t ON t.plan_id = r.plan_id AND t.step_id = s.step_id
+                      WHERE s.run_id = r.id AND t.terminal ORDER BY s.step_id LIMIT 1)
+        WHERE id = r.id;
+    ELSIF r.status = 'unwinding' THEN
+        PERFORM docket.run_unwind(r.id);
+    END IF;
+END
+$$;
+-- +goose StatementEnd
+
+-- run_unwind moves run p_run's unwind on: once no admitted step is still
+-- running, it compensates the completed steps (succeeded, or uncertain:
+-- they may have acted) that name a compensation, one at a time, in reverse
+-- of ready order: the next is enqueued when the one before succeeded. When
+-- none is left the run is compensated; a compensation that did not succeed
+-- leaves it failed.
+-- +goose StatementBegin
+CREATE FUNCTION docket.run_unwind(p_run bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    r docket.runs;
+    st docket.run_steps;
+    v_now timestamptz := docket.context_now();
+BEGIN
+    SELECT * INTO r FROM docket.runs WHERE id = p_run FOR UPDATE;
+    IF r.status <> 'unwinding' THEN
+        RETURN;
+    END IF;
+    IF EXISTS (SELECT 1 FROM docket.run_steps WHERE run_id = r.id AND state IN ('admitted', 'compensating')) THEN
+        RETURN;
+    END IF;
+    IF EXISTS (SELECT 1 FROM docket.run_steps WHERE run_id = r.id AND state = 'compensation_failed') THEN
+        UPDATE docket.runs SET status = 'failed', finished_at = greatest(updated_at, v_now), updated_at = greatest(updated_at, v_now)
+        WHERE id = r.id;
+        RETURN;
+    END IF;
+    SELECT * INTO st FROM docket.run_steps
+    WHERE run_id = r.id AND state IN ('succeeded', 'uncertain') AND compensation IS NOT NULL
+    ORDER BY ready_seq DESC LIMIT 1;
+    IF NOT FOUND THEN
+        UPDATE docket.runs SET status = 'compensated', finished_at = greatest(updated_at, v_now), updated_at = greatest(updated_at, v_now)
+        WHERE id = r.id;
+        RETURN;
+    END IF;
+    UPDATE docket.run_steps
+    SET state = 'compensating', updated_at = greatest(updated_at, v_now),
+        compensation_job_id = docket.run_enqueue(r, st.compensation,
+            jsonb_build_object('args', st.args, 'result', st.result, 'step', st.step_id, 'outcome', st.state),
+            jsonb_build_object('run_id', r.id, 'step', st.step_id, 'compensates', st.kind),
+            format('run:%s:%s:compensate', r.id, st.step_id))
+    WHERE run_id = r.id AND step_id = st.step_id;
+END
+$$;
+-- +goose StatementEnd
+
+-- jobs_advance_runs records, when a job of a run moves to an end, its step's
+-- outcome (or its compensation's) and moves the run on, in the job's own
+-- transaction: a success records the result, a failure, death or
+-- cancellation fails the step, an uncertain job leaves it uncertain. The
+-- run row's lock orders two completions of one run: no step is admitted
+-- twice.
+-- +goose StatementBegin
+CREATE FUNCTION docket.jobs_advance_runs() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    st docket.run_steps;
+    v_now timestamptz := docket.context_now();
+BEGIN
+    PERFORM 1 FROM docket.runs WHERE id = (NEW.params ->> 'run_id')::bigint FOR UPDATE;
+    SELECT * INTO st FROM docket.run_steps WHERE job_id = NEW.id;
+    IF FOUND THEN
+        IF st.state = 'admitted' AND NEW.state = 'succeeded' OR st.state = 'uncertain' AND NEW.state = 'succeeded' THEN
+            UPDATE docket.run_steps SET state = 'succeeded', result = NEW.result, updated_at = greatest(updated_at, v_now)
+            WHERE run_id = st.run_id AND step_id = st.step_id;
+        ELSIF st.state = 'admitted' AND NEW.state IN ('failed', 'dead') THEN
+            UPDATE docket.run_steps SET state = 'failed', reason = left(NEW.diagnostic, 2000), updated_at = greatest(updated_at, v_now)
+            WHERE run_id = st.run_id AND step_id = st.step_id;
+        ELSIF st.state = 'admitted' AND NEW.state = 'cancelled' THEN
+            UPDATE docket.run_steps SET state = 'cancelled', reason = left(NEW.diagnostic, 2000), updated_at = greatest(updated_at, v_now)
+            WHERE run_id = st.run_id AND step_id = st.step_id;
+        ELSIF st.state = 'admitted' AND NEW.state = 'uncertain' THEN
+            UPDATE docket.run_steps SET state = 'uncertain', reason = 'its job''s holder vanished', updated_at = greatest(updated_at, v_now)
+            WHERE run_id = st.run_id AND step_id = st.step_id;
+        ELSE
+            RETURN NULL;
+        END IF;
+        PERFORM docket.run_apply(st.run_id);
+        PERFORM docket.run_unwind(st.run_id);
+        RETURN NULL;
+    END IF;
+    SELECT * INTO st FROM docket.run_steps WHERE compensation_job_id = NEW.id;
+    IF FOUND AND st.state = 'compensating' THEN
+        IF NEW.state = 'succeeded' THEN
+            UPDATE docket.run_steps SET state = 'compensated', updated_at = greatest(updated_at, v_now)
+            WHERE run_id = st.run_id AND step_id = st.step_id;
+        ELSIF NEW.state IN ('failed', 'dead', 'cancelled', 'uncertain') THEN
+            UPDATE docket.run_steps SET state = 'compensation_failed', reason = left(coalesce(NEW.diagnostic, NEW.state), 2000),
+                updated_at = greatest(updated_at, v_now)
+            WHERE run_id = st.run_id AND step_id = st.step_id;
+        ELSE
+            RETURN NULL;
+        END IF;
+        PERFORM docket.run_unwind(st.run_id);
+    END IF;
+    RETURN NULL;
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER jobs_advance_runs
+    AFTER UPDATE OF state ON docket.jobs
+    FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state AND NEW.state IN ('succeeded', 'failed', 'dead', 'cancelled', 'uncertain')
+                       AND NEW.params IS NOT NULL AND NEW.params ? 'run_id')
+    EXECUTE FUNCTION docket.jobs_advance_runs();
+
+-- The API ----------------------------------------------------------------------------------------
+
+-- run_start stores plan p_canonical (digest p_digest) in p_project, once,
+-- and starts a run of it with input p_input (trusted as p_input_trusted
+-- says), of case p_case_id (0: none), allowing p_replan_limit replans, on
+-- behalf of p_actor at p_now: its first steps (those after no other) are
+-- admitted in ascending id. Returns the run.
+-- Refuses, writing nothing: a plan that does not hold (DK010, naming the
+-- step), malformed input (DK010); an actor without plan.run and job.create
+-- on the project (DK009); a case not of the project (P0002), or closed
+-- (DK005).
+-- +goose StatementBegin
+CREATE FUNCTION docket.run_start(p_project text, p_digest text, p_canonical text, p_input jsonb, p_input_trusted boolean,
+                                 p_case_id bigint, p_replan_limit integer, p_actor text, p_now timestamptz)
+RETURNS docket.runs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_plan bigint;
+    r docket.runs;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.require_project_name(p_project);
+    IF NOT (docket.grant_check(p_actor, p_project, 'plan.run') AND docket.grant_check(p_actor, p_project, 'job.create')) THEN
+        RAISE EXCEPTION '% may not run plans in project %: it needs explicit plan.run and job.create grants', p_actor, p_project
+            USING ERRCODE = 'DK009';
+    END IF;
+    PERFORM docket.require_valid(p_input IS NOT NULL AND docket.json_size(p_input) <= 65536, 'run input',
+        left(p_input::text, 64), 'JSON of at most 65536 characters');
+    PERFORM docket.require_valid(p_replan_limit BETWEEN 0 AND 100, 'replan limit', p_replan_limit::text, '0 to 100');
+    IF nullif(p_case_id, 0) IS NOT NULL THEN
+        IF NOT EXISTS (SELECT 1 FROM docket.cases WHERE id = p_case_id AND project = p_project) THEN
+            RAISE EXCEPTION 'case % does not exist in project %', p_case_id, p_project USING ERRCODE = 'P0002';
+        END IF;
+        IF (SELECT status FROM docket.cases WHERE id = p_case_id FOR SHARE) <> 'open' THEN
+            RAISE EXCEPTION 'case % is closed: it cannot start a run', p_case_id USING ERRCODE = 'DK005';
+        END IF;
+    END IF;
+    v_plan := docket.plan_store(p_project, p_digest, p_canonical, p_actor, p_now);
+    INSERT INTO docket.runs (project, plan_id, case_id, input, input_trusted, replan_limit, created_by, created_at, updated_at)
+    VALUES (p_project, v_plan, nullif(p_case_id, 0), p_input, p_input_trusted, p_replan_limit, p_actor, p_now, p_now)
+    RETURNING * INTO r;
+    INSERT INTO docket.run_versions (run_id, version, plan_id, actor, at) VALUES (r.id, 1, v_plan, p_actor, p_now);
+    PERFORM docket.run_admit_ready(r.id, NULL);
+    PERFORM docket.run_apply(r.id);
+    SELECT * INTO r FROM docket.runs WHERE id = r.id;
+    RETURN r;
+END
+$$;
+-- +goose StatementEnd
+
+-- run_authorize returns run p_id locked for p_actor holding plan.run on its
+-- project; P0002 otherwise, in the same words for a run that does not exist.
+-- +goose StatementBegin
+CREATE FUNCTION docket.run_authorize(p_id bigint, p_actor text) RETURNS docket.runs
+LANGUAGE plpgsql AS $$
+DECLARE
+    r docket.runs;
+BEGIN
+    SELECT * INTO r FROM docket.runs WHERE id = p_id;
+    IF NOT FOUND OR NOT docket.grant_check(p_actor, r.project, 'plan.run') THEN
+        RAISE EXCEPTION 'run % does not exist (or % holds no plan.run on its project)', coalesce(p_id::text, 'NULL'), p_actor
+            USING ERRCODE = 'P0002';
+    END IF;
+    SELECT * INTO r FROM docket.runs WHERE id = p_id FOR UPDATE;
+    RETURN r;
+END
+$$;
+-- +goose StatementEnd
+
+-- run_replan replaces the plan run p_run runs with a successor (p_digest,
+-- p_canonical) that names the plan it replaces (p_predecessor, its digest)
+-- and why (p_reason), on behalf of p_actor at p_now, and returns the run.
+-- Both versions stay on record. Refuses, writing nothing: no reason, a
+-- predecessor that is not the plan the run runs now (DK010, naming both);
+-- a run past its replan limit (DK010); a run that has admitted an
+-- untrusted value (DK010, naming the source); a run that is not running
+-- (DK014); a completed step the successor carries over changed, or a
+-- started step whose kind it changed (DK010, naming the step); a plan that
+-- does not hold (DK010).
+-- +goose StatementBegin
+CREATE FUNCTION docket.run_replan(p_run bigint, p_predecessor text, p_digest text, p_canonical text, p_reason text,
+                                  p_actor text, p_now timestamptz)
+RETURNS docket.runs
+LANGUAGE plpgsql AS $$
+DECLARE
+    r docket.runs;
+    v_current text;
+    v_plan bigint;
+    bad record;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    r := docket.run_authorize(p_run, p_actor);
+    IF p_reason IS NULL OR length(btrim(p_reason)) = 0 OR length(p_reason) > 2000 THEN
+        RAISE EXCEPTION 'run %: a replan needs a reason (1-2000 characters)', r.id USING ERRCODE = 'DK010';
+    END IF;
+    SELECT digest INTO v_current FROM docket.plans WHERE id = r.plan_id;
+    IF p_predecessor IS DISTINCT FROM v_current THEN
+        RAISE EXCEPTION 'run %: the successor names predecessor %, but the run runs plan %', r.id, coalesce(p_predecessor, 'none'), v_current
+            USING ERRCODE = 'DK010';
+    END IF;
+    IF r.status <> 'running' THEN
+        RAISE EXCEPTION 'run % is %: it cannot be replanned', r.id, r.status USING ERRCODE = 'DK014';
+    END IF;
+    IF r.version - 1 >= r.replan_limit THEN
+        RAISE EXCEPTION 'run %: its replan limit of % is reached', r.id, r.replan_limit USING ERRCODE = 'DK010';
+    END IF;
+    IF r.untrusted_read IS NOT NULL THEN
+        RAISE EXCEPTION 'run %: no replan once an untrusted value has been read (%)', r.id, r.untrusted_read USING ERRCODE = 'DK010';
+    END IF;
+    v_plan := docket.plan_store(r.project, p_digest, p_canonical, p_actor, p_now);
+    -- A completed step is carried over unchanged or not at all; a started
+    -- step keeps its kind.
+    SELECT s.step_id, s.state INTO bad FROM docket.run_steps s
+    JOIN docket.plan_steps o ON o.plan_id = r.plan_id AND o.step_id = s.step_id
+    JOIN docket.plan_steps n ON n.plan_id = v_plan AND n.step_id = s.step_id
+    WHERE s.run_id = r.id
+      AND (s.state <> 'admitted' AND (o.kind, o.args, o.after, o.terminal, o.compensation, o.trusted)
+                                     IS DISTINCT FROM (n.kind, n.args, n.after, n.terminal, n.compensation, n.trusted)
+           OR s.state = 'admitted' AND o.kind IS DISTINCT FROM n.kind)
+    ORDER BY s.step_id LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'run %: step % is %: %', r.id, bad.step_id, bad.state,
+            CASE WHEN bad.state = 'admitted' THEN 'a started step keeps its kind'
+                 ELSE 'a completed step is carried over unchanged or not at all' END
+            USING ERRCODE = 'DK010';
+    END IF;
+    UPDATE docket.runs SET plan_id = v_plan, version = version + 1, updated_at = greatest(updated_at, p_now)
+    WHERE id = r.id RETURNING * INTO r;
+    INSERT INTO docket.run_versions (run_id, version, plan_id, predecessor, reason, actor, at)
+    VALUES (r.id, r.version, v_plan, (SELECT plan_id FROM docket.run_versions WHERE run_id = r.id AND version = r.version - 1),
+            p_reason, p_actor, p_now);
+    PERFORM docket.run_admit_ready(r.id, NULL);
+    PERFORM docket.run_apply(r.id);
+    SELECT * INTO r FROM docket.runs WHERE id = r.id;
+    RETURN r;
+END
+$$;
+-- +goose StatementEnd
+
+-- run_cancel cancels run p_run on behalf of p_actor at p_now: the steps not
+-- started (queued jobs) are cancelled, and the run unwinds once those
+-- running have finished. Cancelling a run that is not running is a no-op.
+-- +goose StatementBegin
+CREATE FUNCTION docket.run_cancel(p_run bigint, p_reason text, p_actor text, p_now timestamptz)
+RETURNS docket.runs
+LANGUAGE plpgsql AS $$
+DECLARE
+    r docket.runs;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    r := docket.run_authorize(p_run, p_actor);
+    IF r.status <> 'running' THEN
+        RETURN r;
+    END IF;
+    UPDATE docket.runs SET status = 'unwinding', updated_at = greatest(updated_at, p_now),
+        failure = left(format('cancelled by %s%s', p_actor, coalesce(': ' || nullif(p_reason, ''), '')), 2000)
+    WHERE id = r.id;
+    UPDATE docket.jobs j
+    SET state = 'cancelled', diagnostic = left(format('cancelled: run %s was cancelled', r.id), 2000),
+        finished_at = greatest(j.updated_at, p_now), updated_at = greatest(j.updated_at, p_now)
+    FROM docket.run_steps s
+    WHERE s.run_id = r.id AND s.state = 'admitted' AND j.id = s.job_id AND j.state = 'queued';
+    PERFORM docket.run_unwind(r.id);
+    SELECT * INTO r FROM docket.runs WHERE id = r.id;
+    RETURN r;
+END
+$$;
+-- +goose StatementEnd
+
+-- Reads ------------------------------------------------------------------------------------------
+
+-- run_get returns run p_id when p_actor holds plan.run, case.admit or
+-- case.view on its project.
+-- +goose StatementBegin
+CREATE FUNCTION docket.run_get(p_id bigint, p_actor text) RETURNS SETOF docket.runs
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY SELECT * FROM docket.runs r
+    WHERE r.id = p_id AND (docket.grant_check(p_actor, r.project, 'plan.run') OR docket.grant_check(p_actor, r.project, 'case.admit')
+                           OR docket.grant_check(p_actor, r.project, 'case.view'));
+END
+$$;
+-- +goose StatementEnd
+
+-- run_steps_of returns the admitted steps of run p_id in ready order, when
+-- p_actor may read the run.
+-- +goose StatementBegin
+CREATE FUNCTION docket.run_steps_of(p_id bigint, p_actor text) RETURNS SETOF docket.run_steps
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM docket.run_get(p_id, p_actor)) THEN
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT * FROM docket.run_steps WHERE run_id = p_id ORDER BY ready_seq;
+END
+$$;
+-- +goose StatementEnd
+
+-- run_versions_of returns every version of run p_id's plan, oldest first,
+-- with its digest and canonical text, when p_actor may read the run.
+-- +goose StatementBegin
+CREATE FUNCTION docket.run_versions_of(p_id bigint, p_actor text)
+RETURNS TABLE (version integer, digest text, canonical text, predecessor text, reason text, actor text, at timestamptz)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM docket.run_get(p_id, p_actor)) THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT v.version, p.digest, p.canonical, q.digest, v.reason, v.actor, v.at
+    FROM docket.run_versions v JOIN docket.plans p ON p.id = v.plan_id LEFT JOIN docket.plans q ON q.id = v.predecessor
+    WHERE v.run_id = p_id ORDER BY v.version;
+END
+$$;
+-- +goose StatementEnd
+
+INSERT INTO docket.api_functions (name, role) VALUES
+    ('run_start', 'app'), ('run_replan', 'app'), ('run_cancel', 'app'), ('run_get', 'app'), ('run_steps_of', 'app'),
+    ('run_versions_of', 'app');
+
+SELECT docket.apply_privileges();
+
+-- +goose Down
+SET LOCAL docket.migrating = 'on';
+DELETE FROM docket.api_functions WHERE name IN ('run_start', 'run_replan', 'run_cancel', 'run_get', 'run_steps_of', 'run_versions_of');
+DROP FUNCTION docket.run_versions_of(bigint, text);
+DROP FUNCTION docket.run_steps_of(bigint, text);
+DROP FUNCTION docket.run_get(bigint, text);
+DROP FUNCTION docket.run_cancel(bigint, text, text, timestamptz);
+DROP FUNCTION docket.run_replan(bigint, text, text, text, text, text, timestamptz);
+DROP FUNCTION docket.run_authorize(bigint, text);
+DROP FUNCTION docket.run_start(text, text, text, jsonb, boolean, bigint, integer, text, timestamptz);
+DROP TRIGGER jobs_advance_runs ON docket.jobs;
+DROP FUNCTION docket.jobs_advance_runs();
+DROP FUNCTION docket.run_unwind(bigint);
+DROP FUNCTION docket.run_apply(bigint);
+DROP FUNCTION docket.run_admit_ready(bigint, text);
+DROP FUNCTION docket.run_admit(docket.runs, text);
+DROP FUNCTION docket.run_arg(docket.runs, jsonb);
+DROP FUNCTION docket.run_enqueue(docket.runs, text, jsonb, jsonb, text);
+DROP TRIGGER jobs_run_check ON docket.jobs;
+DROP FUNCTION docket.jobs_run_check();
+CREATE OR REPLACE FUNCTION docket.prune_keeps_job(j docket.jobs) RETURNS boolean
+LANGUAGE sql STABLE
+RETURN false;
+DROP TABLE docket.run_steps, docket.run_versions, docket.runs, docket.plan_deps, docket.plan_steps, docket.plans;
+DROP FUNCTION docket.runs_guard();
+DROP FUNCTION docket.run_steps_guard();
+DROP FUNCTION docket.plan_precedes(bigint, text, text);
+DROP FUNCTION docket.plan_reachable(bigint);
+DROP FUNCTION docket.plan_store(text, text, text, text, timestamptz);
+DROP FUNCTION docket.valid_step_id(text);
+DROP VIEW IF EXISTS docket.run_states, docket.run_transitions, docket.run_step_states, docket.run_step_transitions;
+DELETE FROM docket.machine_transitions WHERE machine IN ('run', 'run_step');
+DELETE FROM docket.machine_states WHERE machine IN ('run', 'run_step');
+DELETE FROM docket.machines WHERE name IN ('run', 'run_step');
+DELETE FROM docket.capabilities c WHERE c.name = 'plan.run' AND NOT EXISTS (SELECT 1 FROM docket.grants g WHERE g.capability = c.name);
