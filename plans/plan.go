@@ -37,6 +37,10 @@ type Step struct {
 	// Trusted requires every argument to be trusted; the step is refused,
 	// naming the source, if it would not be.
 	Trusted bool `json:"trusted"`
+	// Repeatable declares the step's job safe to run again after its
+	// worker was lost (see jobs.Spec.Repeatable): its lease's expiry queues
+	// it again instead of leaving it uncertain, which would unwind the run.
+	Repeatable bool `json:"repeatable"`
 }
 
 // Arg is one named argument of a step and where its value comes from.

@@ -571,6 +571,7 @@ type DocketPlanStep struct {
 	Terminal     bool
 	Compensation *string
 	Trusted      bool
+	Repeatable   bool
 }
 
 // A tenant of docket: grants, jobs, lanes and cases belong to exactly one project. Status moves only along docket.project_transitions.

@@ -98,6 +98,7 @@ CREATE TABLE docket.plan_steps (
     terminal     boolean NOT NULL,
     compensation docket.job_kind,
     trusted      boolean NOT NULL,
+    repeatable   boolean NOT NULL,
     PRIMARY KEY (plan_id, step_id)
 );
 
@@ -162,11 +163,11 @@ BEGIN
         RETURN v_id;
     END IF;
     BEGIN
-        INSERT INTO docket.plan_steps (plan_id, step_id, kind, args, after, terminal, compensation, trusted)
+        INSERT INTO docket.plan_steps (plan_id, step_id, kind, args, after, terminal, compensation, trusted, repeatable)
         SELECT v_id, s ->> 'id', s ->> 'kind', coalesce(s -> 'args', '[]'),
                ARRAY(SELECT jsonb_array_elements_text(coalesce(s -> 'after', '[]'))),
                coalesce((s ->> 'terminal')::boolean, false), nullif(s ->> 'compensation', ''),
-               coalesce((s ->> 'trusted')::boolean, false)
+               coalesce((s ->> 'trusted')::boolean, false), coalesce((s ->> 'repeatable')::boolean, false)
         FROM jsonb_array_elements(v_doc -> 'steps') s;
     EXCEPTION
         WHEN unique_violation THEN
@@ -450,15 +451,16 @@ CREATE TRIGGER run_steps_refuse_delete BEFORE DELETE ON docket.run_steps
 -- the change context's actor (the run's starter held job.create; the plan
 -- authorizes its steps), under key p_key, and returns its id.
 -- +goose StatementBegin
-CREATE FUNCTION docket.run_enqueue(r docket.runs, p_kind text, p_payload jsonb, p_params jsonb, p_key text) RETURNS bigint
+CREATE FUNCTION docket.run_enqueue(r docket.runs, p_kind text, p_payload jsonb, p_params jsonb, p_key text,
+                                   p_repeatable boolean DEFAULT false) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     v_id bigint;
     v_now timestamptz := docket.context_now();
 BEGIN
-    INSERT INTO docket.jobs AS j (project, kind, payload, params, case_id, idempotency_key, available_at,
+    INSERT INTO docket.jobs AS j (project, kind, payload, params, case_id, idempotency_key, repeatable, available_at,
                                   created_by, created_at, updated_at)
-    VALUES (r.project, p_kind, p_payload, p_params || jsonb_build_object('run_id', r.id), r.case_id, p_key, v_now,
+    VALUES (r.project, p_kind, p_payload, p_params || jsonb_build_object('run_id', r.id), r.case_id, p_key, p_repeatable, v_now,
             docket.context_actor(), v_now, v_now)
     RETURNING j.id INTO v_id;
     RETURN v_id;
@@ -545,7 +547,7 @@ BEGIN
     END IF;
     v_job := docket.run_enqueue(r, ps.kind, v_payload,
         jsonb_build_object('run_id', r.id, 'step', p_step, 'version', r.version, 'trusted', v_trusted),
-        format('run:%s:%s', r.id, p_step));
+        format('run:%s:%s', r.id, p_step), ps.repeatable);
     INSERT INTO docket.run_steps (run_id, step_id, version, kind, state, ready_seq, args, trusted, job_id, compensation,
                                   admitted_at, updated_at)
     VALUES (r.id, p_step, r.version, ps.kind, 'admitted', v_seq, v_payload, v_trusted, v_job, ps.compensation, v_now, v_now)
@@ -850,8 +852,8 @@ BEGIN
     JOIN docket.plan_steps o ON o.plan_id = r.plan_id AND o.step_id = s.step_id
     JOIN docket.plan_steps n ON n.plan_id = v_plan AND n.step_id = s.step_id
     WHERE s.run_id = r.id
-      AND (s.state <> 'admitted' AND (o.kind, o.args, o.after, o.terminal, o.compensation, o.trusted)
-                                     IS DISTINCT FROM (n.kind, n.args, n.after, n.terminal, n.compensation, n.trusted)
+      AND (s.state <> 'admitted' AND (o.kind, o.args, o.after, o.terminal, o.compensation, o.trusted, o.repeatable)
+                                     IS DISTINCT FROM (n.kind, n.args, n.after, n.terminal, n.compensation, n.trusted, n.repeatable)
            OR s.state = 'admitted' AND o.kind IS DISTINCT FROM n.kind)
     ORDER BY s.step_id LIMIT 1;
     IF FOUND THEN
@@ -973,7 +975,7 @@ DROP FUNCTION docket.run_apply(bigint);
 DROP FUNCTION docket.run_admit_ready(bigint, text);
 DROP FUNCTION docket.run_admit(docket.runs, text);
 DROP FUNCTION docket.run_arg(docket.runs, jsonb);
-DROP FUNCTION docket.run_enqueue(docket.runs, text, jsonb, jsonb, text);
+DROP FUNCTION docket.run_enqueue(docket.runs, text, jsonb, jsonb, text, boolean);
 DROP TRIGGER jobs_run_check ON docket.jobs;
 DROP FUNCTION docket.jobs_run_check();
 CREATE OR REPLACE FUNCTION docket.prune_keeps_job(j docket.jobs) RETURNS boolean
