@@ -557,6 +557,21 @@ END
 $$;
 -- +goose StatementEnd
 
+-- run_deps_met reports whether every predecessor of step p_step in run r's
+-- plan has succeeded and been applied.
+-- +goose StatementBegin
+CREATE FUNCTION docket.run_deps_met(r docket.runs, p_step text) RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN NOT EXISTS (
+        SELECT 1 FROM docket.plan_deps d
+        LEFT JOIN docket.run_steps p ON p.run_id = r.id AND p.step_id = d.after_id
+        WHERE d.plan_id = r.plan_id AND d.step_id = p_step
+          AND (p.step_id IS NULL OR p.state <> 'succeeded' OR p.ready_seq > r.applied));
+END
+$$;
+-- +goose StatementEnd
+
 -- run_admit_ready admits, in ascending step id, the steps of run p_run's
 -- plan not yet admitted whose predecessors are all applied and succeeded:
 -- those of p_after (the successors of a step just applied), or, when
@@ -566,21 +581,23 @@ CREATE FUNCTION docket.run_admit_ready(p_run bigint, p_after text) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     r docket.runs;
+    v_ready text[];
     s text;
 BEGIN
     SELECT * INTO r FROM docket.runs WHERE id = p_run;
-    FOR s IN
-        SELECT c.step_id FROM docket.plan_steps c
+    IF p_after IS NULL THEN
+        SELECT coalesce(array_agg(c.step_id ORDER BY c.step_id), '{}') INTO v_ready FROM docket.plan_steps c
         WHERE c.plan_id = r.plan_id
-          AND (p_after IS NULL OR c.step_id IN (SELECT d.step_id FROM docket.plan_deps d WHERE d.plan_id = r.plan_id AND d.after_id = p_after))
           AND NOT EXISTS (SELECT 1 FROM docket.run_steps x WHERE x.run_id = r.id AND x.step_id = c.step_id)
-          AND NOT EXISTS (
-              SELECT 1 FROM docket.plan_deps d
-              LEFT JOIN docket.run_steps p ON p.run_id = r.id AND p.step_id = d.after_id
-              WHERE d.plan_id = r.plan_id AND d.step_id = c.step_id
-                AND (p.step_id IS NULL OR p.state <> 'succeeded' OR p.ready_seq > r.applied))
-        ORDER BY c.step_id
-    LOOP
+          AND docket.run_deps_met(r, c.step_id);
+    ELSE
+        -- The successors of p_after: one range scan of plan_deps_after_idx.
+        SELECT coalesce(array_agg(d.step_id ORDER BY d.step_id), '{}') INTO v_ready FROM docket.plan_deps d
+        WHERE d.plan_id = r.plan_id AND d.after_id = p_after
+          AND NOT EXISTS (SELECT 1 FROM docket.run_steps x WHERE x.run_id = r.id AND x.step_id = d.step_id)
+          AND docket.run_deps_met(r, d.step_id);
+    END IF;
+    FOREACH s IN ARRAY v_ready LOOP
         PERFORM docket.run_admit(r, s);
         SELECT * INTO r FROM docket.runs WHERE id = p_run;
     END LOOP;
@@ -833,7 +850,7 @@ BEGIN
     END IF;
     SELECT digest INTO v_current FROM docket.plans WHERE id = r.plan_id;
     IF p_predecessor IS DISTINCT FROM v_current THEN
-        RAISE EXCEPTION 'run %: the successor names predecessor %, but the run runs plan %', r.id, coalesce(p_predecessor, 'none'), v_current
+        RAISE EXCEPTION 'run %: the successor names predecessor %, but the run runs plan %', r.id, coalesce(nullif(p_predecessor, ''), 'none'), v_current
             USING ERRCODE = 'DK010';
     END IF;
     IF r.status <> 'running' THEN
@@ -973,6 +990,7 @@ DROP FUNCTION docket.jobs_advance_runs();
 DROP FUNCTION docket.run_unwind(bigint);
 DROP FUNCTION docket.run_apply(bigint);
 DROP FUNCTION docket.run_admit_ready(bigint, text);
+DROP FUNCTION docket.run_deps_met(docket.runs, text);
 DROP FUNCTION docket.run_admit(docket.runs, text);
 DROP FUNCTION docket.run_arg(docket.runs, jsonb);
 DROP FUNCTION docket.run_enqueue(docket.runs, text, jsonb, jsonb, text, boolean);
