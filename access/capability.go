@@ -49,6 +49,9 @@ const (
 	// past its retention horizons.
 	RetentionPrune Capability = "retention.prune"
 
+	// BatchRun opens and resumes batches in the project and admits their
+	// items (with [PlanRun] and [JobCreate]), and reads them.
+	BatchRun Capability = "batch.run"
 	// PlanRun starts, replans and cancels runs of plans in the project
 	// (starting also needs [JobCreate]), and reads them.
 	PlanRun Capability = "plan.run"

@@ -47,7 +47,7 @@ func TestEveryMachineIsHeldByTheKit(t *testing.T) {
 	for i, m := range ms {
 		names[i] = m.name
 	}
-	require.Equal(t, []string{"case", "job", "lane", "lane_review", "message", "obligation", "project", "run", "run_step", "schedule", "task", "wait"}, names)
+	require.Equal(t, []string{"batch", "batch_item", "case", "job", "lane", "lane_review", "message", "obligation", "project", "run", "run_step", "schedule", "task", "wait"}, names)
 
 	for _, m := range ms {
 		t.Run(m.name, func(t *testing.T) {

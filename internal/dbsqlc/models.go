@@ -36,6 +36,51 @@ type DocketApiFunction struct {
 	Role string
 }
 
+// Batches: one frozen plan over many items, the cursor (contiguous settled prefix) and the census counts. No succeeded status: a completed batch has its counts.
+type DocketBatch struct {
+	ID          int64
+	Project     string
+	Name        string
+	PlanID      int64
+	Status      string
+	LastKey     *string
+	Cursor      *string
+	SourceDone  bool
+	Items       int64
+	InFlight    int64
+	Succeeded   int64
+	Failed      int64
+	Quarantined int64
+	CreatedBy   string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	FinishedAt  *time.Time
+}
+
+// The items of batches in byte order of their keys, each with the run reserved for it when it was admitted.
+type DocketBatchItem struct {
+	BatchID    int64
+	Key        string
+	Status     string
+	RunID      *int64
+	Trusted    bool
+	Reason     *string
+	AdmittedAt time.Time
+	SettledAt  *time.Time
+}
+
+type DocketBatchItemAdmitted struct {
+	ReservedNow bool
+	BatchID     int64
+	Key         string
+	Status      string
+	RunID       *int64
+	Trusted     bool
+	Reason      *string
+	AdmittedAt  time.Time
+	SettledAt   *time.Time
+}
+
 type DocketCapability struct {
 	Name        string
 	Description string

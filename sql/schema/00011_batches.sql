@@ -1,0 +1,435 @@
+-- +goose Up
+-- Batches: one frozen plan over many items. A batch records the plan
+-- digest it was opened with; each item is a run of that plan, reserved
+-- (its run started, its run id recorded) in the transaction that admits
+-- it, so a crash leaves it reserved with a known run and resuming never
+-- starts another. Items arrive in strictly increasing byte order of their
+-- keys; the cursor is the contiguous terminal prefix. Counts are
+-- maintained on the batch row as items settle, never counted.
+SET LOCAL docket.migrating = 'on';
+
+INSERT INTO docket.capabilities (name, description) VALUES
+    ('batch.run', 'open and resume batches in the project and admit their items (with plan.run and job.create), and read them');
+
+INSERT INTO docket.machines (name, subject, meaning) VALUES
+    ('batch', 'docket.batches.status', 'a batch: running until its source was read to its end and every item settled'),
+    ('batch_item', 'docket.batch_items.status', 'an item of a batch: reserved with its run until the run ends');
+
+INSERT INTO docket.machine_states (machine, state, initial, terminal, meaning)
+SELECT 'batch', * FROM (VALUES
+    ('running', true, false, 'items are admitted or in flight, or the source was not read to its end'),
+    ('completed', false, true, 'the source was read to its end and every item settled: see the counts')) v;
+INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
+VALUES ('batch', 'running', 'completed', NULL);
+
+INSERT INTO docket.machine_states (machine, state, initial, terminal, meaning)
+SELECT 'batch_item', * FROM (VALUES
+    ('reserved', true, false, 'its run is started and has not ended'),
+    ('quarantined', true, false, 'refused at admission (its input): no run was started'),
+    ('succeeded', false, true, 'its run succeeded'),
+    ('failed', false, true, 'its run unwound (compensated) or failed')) v;
+INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
+SELECT 'batch_item', f, t, NULL FROM (VALUES ('reserved', 'succeeded'), ('reserved', 'failed')) v (f, t);
+
+SELECT docket.machine_views('batch');
+SELECT docket.machine_views('batch_item');
+
+CREATE TABLE docket.batches (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    project     text NOT NULL REFERENCES docket.projects (name),
+    -- The caller's name for the batch, unique in the project.
+    name        text NOT NULL CONSTRAINT batches_name_valid CHECK (docket.valid_case_key_value(name)),
+    -- The plan every item runs: the only witness to what the batch was opened as.
+    plan_id     bigint NOT NULL REFERENCES docket.plans (id),
+    status      text NOT NULL DEFAULT 'running',
+    -- The greatest key admitted, and the cursor: the greatest key such
+    -- that it and every key before it is settled (NULL: none yet).
+    last_key    text COLLATE "C",
+    cursor      text COLLATE "C",
+    -- Whether the source was read to its end.
+    source_done boolean NOT NULL DEFAULT false,
+    -- The census, maintained as items are admitted and settle.
+    items       bigint NOT NULL DEFAULT 0,
+    in_flight   bigint NOT NULL DEFAULT 0,
+    succeeded   bigint NOT NULL DEFAULT 0,
+    failed      bigint NOT NULL DEFAULT 0,
+    quarantined bigint NOT NULL DEFAULT 0,
+    created_by  docket.principal NOT NULL,
+    created_at  timestamptz NOT NULL,
+    updated_at  timestamptz NOT NULL,
+    finished_at timestamptz,
+    CONSTRAINT batches_project_name_key UNIQUE (project, name),
+    CONSTRAINT batches_census CHECK (items = in_flight + succeeded + failed + quarantined AND in_flight >= 0
+        AND succeeded >= 0 AND failed >= 0 AND quarantined >= 0),
+    CONSTRAINT batches_completed CHECK ((status = 'completed') = (finished_at IS NOT NULL)
+        AND (status <> 'completed' OR (source_done AND in_flight = 0)))
+);
+
+COMMENT ON TABLE docket.batches IS
+    'Batches: one frozen plan over many items, the cursor (contiguous settled prefix) and the census counts. No succeeded status: a completed batch has its counts.';
+
+CREATE TABLE docket.batch_items (
+    batch_id  bigint NOT NULL REFERENCES docket.batches (id),
+    key       text COLLATE "C" NOT NULL CONSTRAINT batch_items_key_valid CHECK (docket.valid_case_key_value(key)),
+    status    text NOT NULL,
+    -- The item's run, reserved when the item was admitted.
+    run_id    bigint UNIQUE REFERENCES docket.runs (id),
+    trusted   boolean NOT NULL,
+    reason    text CONSTRAINT batch_items_reason_bounded CHECK (length(reason) <= 2000),
+    admitted_at timestamptz NOT NULL,
+    settled_at  timestamptz,
+    PRIMARY KEY (batch_id, key),
+    CONSTRAINT batch_items_run_iff_not_quarantined CHECK ((run_id IS NULL) = (status = 'quarantined'))
+);
+
+COMMENT ON TABLE docket.batch_items IS
+    'The items of batches in byte order of their keys, each with the run reserved for it when it was admitted.';
+
+-- Items nobody is finished with: what needs a person, oldest key first.
+CREATE INDEX batch_items_attention_idx ON docket.batch_items (batch_id, key) WHERE status <> 'succeeded';
+
+-- +goose StatementBegin
+CREATE FUNCTION docket.batches_guard() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        PERFORM docket.machine_birth('batch', 'batch ' || NEW.name, NEW.status);
+        RETURN NEW;
+    END IF;
+    IF NEW IS NOT DISTINCT FROM OLD THEN
+        RETURN NEW;
+    END IF;
+    PERFORM docket.machine_move('batch', 'batch ' || OLD.id, OLD.status, NEW.status);
+    IF NEW.last_key < OLD.last_key OR NEW.cursor < OLD.cursor OR NEW.cursor > NEW.last_key THEN
+        RAISE EXCEPTION 'batch %: keys and the cursor only move forward, the cursor never past the last key', OLD.id
+            USING ERRCODE = 'DK015';
+    END IF;
+    RETURN NEW;
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER batches_columns_immutable
+    BEFORE UPDATE OF id, project, name, plan_id, created_by, created_at ON docket.batches
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
+CREATE TRIGGER batches_guard BEFORE INSERT OR UPDATE ON docket.batches
+    FOR EACH ROW EXECUTE FUNCTION docket.batches_guard();
+CREATE TRIGGER batches_refuse_delete BEFORE DELETE ON docket.batches
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('batches are kept with their items');
+
+-- +goose StatementBegin
+CREATE FUNCTION docket.batch_items_guard() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        PERFORM docket.machine_birth('batch_item', 'item ' || NEW.key, NEW.status);
+        RETURN NEW;
+    END IF;
+    IF NEW IS NOT DISTINCT FROM OLD THEN
+        RETURN NEW;
+    END IF;
+    PERFORM docket.machine_move('batch_item', 'batch ' || OLD.batch_id || ' item ' || OLD.key, OLD.status, NEW.status);
+    RETURN NEW;
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER batch_items_columns_immutable
+    BEFORE UPDATE OF batch_id, key, run_id, trusted, admitted_at ON docket.batch_items
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
+CREATE TRIGGER batch_items_guard BEFORE INSERT OR UPDATE ON docket.batch_items
+    FOR EACH ROW EXECUTE FUNCTION docket.batch_items_guard();
+CREATE TRIGGER batch_items_refuse_delete BEFORE DELETE ON docket.batch_items
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('items are kept with their batch');
+
+-- batch_advance moves batch p_batch's cursor over the items settled after
+-- it, and completes the batch when its source was read to its end and no
+-- item is in flight. The caller holds the batch row.
+-- +goose StatementBegin
+CREATE FUNCTION docket.batch_advance(p_batch bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    b docket.batches;
+    v_first text COLLATE "C";
+    v_cursor text COLLATE "C";
+    v_now timestamptz := docket.context_now();
+BEGIN
+    SELECT * INTO b FROM docket.batches WHERE id = p_batch;
+    -- The first item after the cursor nobody has settled, and the last
+    -- settled one before it.
+    SELECT i.key INTO v_first FROM docket.batch_items i
+    WHERE i.batch_id = b.id AND i.status = 'reserved' AND (b.cursor IS NULL OR i.key > b.cursor)
+    ORDER BY i.key LIMIT 1;
+    SELECT i.key INTO v_cursor FROM docket.batch_items i
+    WHERE i.batch_id = b.id AND (v_first IS NULL OR i.key < v_first)
+    ORDER BY i.key DESC LIMIT 1;
+    UPDATE docket.batches
+    SET cursor = coalesce(v_cursor, cursor), updated_at = greatest(updated_at, v_now),
+        status = CASE WHEN source_done AND in_flight = 0 THEN 'completed' ELSE status END,
+        finished_at = CASE WHEN source_done AND in_flight = 0 THEN greatest(updated_at, v_now) END
+    WHERE id = b.id;
+END
+$$;
+-- +goose StatementEnd
+
+-- The reserved partial index keeps the first unsettled item one probe away.
+CREATE INDEX batch_items_reserved_idx ON docket.batch_items (batch_id, key) WHERE status = 'reserved';
+
+-- runs_settle_batch_items settles the item of a run that ended: succeeded,
+-- or failed (compensated or failed), and moves its batch on.
+-- +goose StatementBegin
+CREATE FUNCTION docket.runs_settle_batch_items() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    it docket.batch_items;
+    v_now timestamptz := docket.context_now();
+    v_ok boolean := NEW.status = 'succeeded';
+BEGIN
+    SELECT * INTO it FROM docket.batch_items WHERE run_id = NEW.id;
+    IF NOT FOUND OR it.status <> 'reserved' THEN
+        RETURN NULL;
+    END IF;
+    PERFORM 1 FROM docket.batches WHERE id = it.batch_id FOR UPDATE;
+    UPDATE docket.batch_items
+    SET status = CASE WHEN v_ok THEN 'succeeded' ELSE 'failed' END, settled_at = greatest(admitted_at, v_now),
+        reason = CASE WHEN v_ok THEN NULL ELSE left(format('run %s %s%s', NEW.id, NEW.status, coalesce(': ' || NEW.failure, '')), 2000) END
+    WHERE batch_id = it.batch_id AND key = it.key;
+    UPDATE docket.batches
+    SET in_flight = in_flight - 1, succeeded = succeeded + v_ok::int, failed = failed + (NOT v_ok)::int
+    WHERE id = it.batch_id;
+    PERFORM docket.batch_advance(it.batch_id);
+    RETURN NULL;
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER runs_settle_batch_items
+    AFTER UPDATE OF status ON docket.runs
+    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status AND NEW.status IN ('succeeded', 'compensated', 'failed'))
+    EXECUTE FUNCTION docket.runs_settle_batch_items();
+
+-- The API ---------------------------------------------------------------------------------
+
+-- batch_open opens batch p_name of p_project over plan (p_digest,
+-- p_canonical), or resumes it: opening again the batch of that name with
+-- the same plan returns it; with another plan it is refused naming both
+-- digests (DK010). Refuses (DK009) an actor without batch.run, plan.run and
+-- job.create on the project.
+-- +goose StatementBegin
+CREATE FUNCTION docket.batch_open(p_project text, p_name text, p_digest text, p_canonical text, p_actor text, p_now timestamptz)
+RETURNS docket.batches
+LANGUAGE plpgsql AS $$
+DECLARE
+    b docket.batches;
+    v_digest text;
+    v_plan bigint;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.require_project_name(p_project);
+    PERFORM docket.require_valid(docket.valid_case_key_value(p_name), 'batch name', p_name, '1-255 characters, no control characters');
+    IF NOT (docket.grant_check(p_actor, p_project, 'batch.run') AND docket.grant_check(p_actor, p_project, 'plan.run')
+            AND docket.grant_check(p_actor, p_project, 'job.create')) THEN
+        RAISE EXCEPTION '% may not run batches in project %: it needs explicit batch.run, plan.run and job.create grants', p_actor, p_project
+            USING ERRCODE = 'DK009';
+    END IF;
+    SELECT * INTO b FROM docket.batches WHERE project = p_project AND name = p_name;
+    IF FOUND THEN
+        SELECT digest INTO v_digest FROM docket.plans WHERE id = b.plan_id;
+        IF v_digest IS DISTINCT FROM p_digest THEN
+            RAISE EXCEPTION 'batch % was opened with plan %; it cannot resume with plan %', p_name, v_digest, p_digest
+                USING ERRCODE = 'DK010';
+        END IF;
+        RETURN b;
+    END IF;
+    v_plan := docket.plan_store(p_project, p_digest, p_canonical, p_actor, p_now);
+    INSERT INTO docket.batches (project, name, plan_id, created_by, created_at, updated_at)
+    VALUES (p_project, p_name, v_plan, p_actor, p_now, p_now)
+    ON CONFLICT (project, name) DO NOTHING
+    RETURNING * INTO b;
+    IF NOT FOUND THEN
+        RETURN docket.batch_open(p_project, p_name, p_digest, p_canonical, p_actor, p_now);
+    END IF;
+    RETURN b;
+END
+$$;
+-- +goose StatementEnd
+
+-- batch_lock returns batch p_id locked for p_actor holding batch.run on its
+-- project; P0002 otherwise, in the same words for one that does not exist.
+-- +goose StatementBegin
+CREATE FUNCTION docket.batch_lock(p_id bigint, p_actor text) RETURNS docket.batches
+LANGUAGE plpgsql AS $$
+DECLARE
+    b docket.batches;
+BEGIN
+    SELECT * INTO b FROM docket.batches WHERE id = p_id;
+    IF NOT FOUND OR NOT docket.grant_check(p_actor, b.project, 'batch.run') THEN
+        RAISE EXCEPTION 'batch % does not exist (or % holds no batch.run on its project)', coalesce(p_id::text, 'NULL'), p_actor
+            USING ERRCODE = 'P0002';
+    END IF;
+    SELECT * INTO b FROM docket.batches WHERE id = p_id FOR UPDATE;
+    RETURN b;
+END
+$$;
+-- +goose StatementEnd
+
+-- batch_item_admitted is a row batch_admit returns: an item, and whether
+-- this call reserved it (false: it was reserved before, and this is a
+-- resume offering it again).
+CREATE VIEW docket.batch_item_admitted AS
+SELECT false AS reserved_now, i.* FROM docket.batch_items i WHERE false;
+
+-- batch_admit admits a page of items to batch p_batch, on behalf of p_actor
+-- at p_now: keys p_keys in strictly increasing byte order, inputs
+-- p_inputs, trust labels p_trusted (an item is untrusted unless its source
+-- vouches for it), and whether the page ends the source (p_last). A key at
+-- or before the batch's last key must be one it has (a resume offering it
+-- again returns the item and its run, reserving nothing); a new key must
+-- come after the last. Each new item is reserved with a run of the batch's
+-- plan, started in this transaction; an item whose input the run would
+-- refuse (over 64 KiB) is quarantined with the reason, the others go on. Refuses,
+-- writing nothing: parallel arrays of different lengths, more than 1000
+-- items, a key out of order or a new key inside what was admitted (DK010,
+-- naming the key); a batch the actor may not run (P0002); a completed batch
+-- (DK014).
+-- +goose StatementBegin
+CREATE FUNCTION docket.batch_admit(p_batch bigint, p_keys text[], p_inputs jsonb[], p_trusted boolean[], p_last boolean,
+                                   p_actor text, p_now timestamptz)
+RETURNS SETOF docket.batch_item_admitted
+LANGUAGE plpgsql AS $$
+DECLARE
+    b docket.batches;
+    p docket.plans;
+    i integer;
+    k text COLLATE "C";
+    prev text COLLATE "C";
+    it docket.batch_items;
+    r docket.runs;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    b := docket.batch_lock(p_batch, p_actor);
+    PERFORM docket.require_valid(cardinality(p_keys) IS NOT DISTINCT FROM cardinality(p_inputs)
+        AND cardinality(p_keys) IS NOT DISTINCT FROM cardinality(p_trusted), 'page', '', 'keys, inputs and trust labels of one length');
+    PERFORM docket.job_require_batch('page', greatest(cardinality(p_keys), 1), 1000);
+    IF b.status = 'completed' THEN
+        RAISE EXCEPTION 'batch % is completed: it admits nothing more', b.id USING ERRCODE = 'DK014';
+    END IF;
+    SELECT * INTO p FROM docket.plans WHERE id = b.plan_id;
+    FOR i IN 1 .. coalesce(cardinality(p_keys), 0) LOOP
+        k := p_keys[i];
+        IF k IS NULL OR NOT docket.valid_case_key_value(k) THEN
+            RAISE EXCEPTION 'batch %: item key % is malformed: 1-255 characters, no control characters', b.id, coalesce(k, 'NULL')
+                USING ERRCODE = 'DK010';
+        END IF;
+        IF prev IS NOT NULL AND k <= prev THEN
+            RAISE EXCEPTION 'batch %: the page is out of order at key % (after %): keys come in strictly increasing byte order', b.id, k, prev
+                USING ERRCODE = 'DK010';
+        END IF;
+        prev := k;
+        IF b.last_key IS NOT NULL AND k <= b.last_key THEN
+            SELECT * INTO it FROM docket.batch_items WHERE batch_id = b.id AND key = k;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'batch %: key % comes before the last key admitted (%) and was never admitted: the source is out of order',
+                    b.id, k, b.last_key USING ERRCODE = 'DK010';
+            END IF;
+            RETURN QUERY SELECT false, (it).*;
+            CONTINUE;
+        END IF;
+        -- Reserve: the run first, its id recorded with the item. An input
+        -- the run would refuse quarantines the item instead.
+        IF p_inputs[i] IS NOT NULL AND docket.json_size(p_inputs[i]) > 65536 THEN
+            INSERT INTO docket.batch_items (batch_id, key, status, trusted, reason, admitted_at, settled_at)
+            VALUES (b.id, k, 'quarantined', coalesce(p_trusted[i], false),
+                    format('refused at admission: its input is %s characters of JSON, over 65536', docket.json_size(p_inputs[i])), p_now, p_now)
+            RETURNING * INTO it;
+            UPDATE docket.batches SET last_key = k, items = items + 1, quarantined = quarantined + 1 WHERE id = b.id RETURNING * INTO b;
+            RETURN QUERY SELECT true, (it).*;
+            CONTINUE;
+        END IF;
+        r := docket.run_start(b.project, p.digest, p.canonical, coalesce(p_inputs[i], '{}'), coalesce(p_trusted[i], false),
+                              0, 0, p_actor, p_now);
+        INSERT INTO docket.batch_items (batch_id, key, status, run_id, trusted, admitted_at)
+        VALUES (b.id, k, 'reserved', r.id, coalesce(p_trusted[i], false), p_now)
+        RETURNING * INTO it;
+        UPDATE docket.batches SET last_key = k, items = items + 1, in_flight = in_flight + 1 WHERE id = b.id RETURNING * INTO b;
+        -- A run can end within its start (its first steps all refused):
+        -- settle its item now, as the trigger would have.
+        SELECT * INTO r FROM docket.runs WHERE id = r.id;
+        IF r.status IN ('succeeded', 'compensated', 'failed') THEN
+            UPDATE docket.batch_items
+            SET status = CASE WHEN r.status = 'succeeded' THEN 'succeeded' ELSE 'failed' END, settled_at = p_now,
+                reason = CASE WHEN r.status <> 'succeeded' THEN left(format('run %s %s%s', r.id, r.status, coalesce(': ' || r.failure, '')), 2000) END
+            WHERE batch_id = b.id AND key = k
+            RETURNING * INTO it;
+            UPDATE docket.batches SET in_flight = in_flight - 1, succeeded = succeeded + (r.status = 'succeeded')::int,
+                failed = failed + (r.status <> 'succeeded')::int
+            WHERE id = b.id RETURNING * INTO b;
+        END IF;
+        RETURN QUERY SELECT true, (it).*;
+    END LOOP;
+    UPDATE docket.batches SET source_done = source_done OR coalesce(p_last, false), updated_at = greatest(updated_at, p_now)
+    WHERE id = b.id;
+    PERFORM docket.batch_advance(b.id);
+END
+$$;
+-- +goose StatementEnd
+
+-- batch_get returns batch p_id with its plan's digest, when p_actor holds
+-- batch.run, case.admit or case.view on its project.
+-- +goose StatementBegin
+CREATE FUNCTION docket.batch_get(p_id bigint, p_actor text) RETURNS SETOF docket.batches
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY SELECT * FROM docket.batches b
+    WHERE b.id = p_id AND (docket.grant_check(p_actor, b.project, 'batch.run') OR docket.grant_check(p_actor, b.project, 'case.view'));
+END
+$$;
+-- +goose StatementEnd
+
+-- batch_items_needing_attention returns up to p_limit (1..1000) items of
+-- batch p_id nobody is finished with -- failed, quarantined, and reserved
+-- with no outcome yet -- oldest key first, after key p_after, from
+-- batch_items_attention_idx; none when p_actor may not read the batch.
+-- +goose StatementBegin
+CREATE FUNCTION docket.batch_items_needing_attention(p_id bigint, p_after text, p_limit integer, p_actor text)
+RETURNS SETOF docket.batch_items
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    PERFORM docket.job_require_batch('limit', p_limit, 1000);
+    IF NOT EXISTS (SELECT 1 FROM docket.batch_get(p_id, p_actor)) THEN
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT * FROM docket.batch_items i
+    WHERE i.batch_id = p_id AND i.status <> 'succeeded' AND (p_after IS NULL OR i.key > p_after COLLATE "C")
+    ORDER BY i.key LIMIT p_limit;
+END
+$$;
+-- +goose StatementEnd
+
+-- A prune keeps the jobs of runs, and so of items; batches are kept whole.
+
+INSERT INTO docket.api_functions (name, role) VALUES
+    ('batch_open', 'app'), ('batch_admit', 'app'), ('batch_get', 'app'), ('batch_items_needing_attention', 'app');
+
+SELECT docket.apply_privileges();
+
+-- +goose Down
+SET LOCAL docket.migrating = 'on';
+DELETE FROM docket.api_functions WHERE name IN ('batch_open', 'batch_admit', 'batch_get', 'batch_items_needing_attention');
+DROP FUNCTION docket.batch_items_needing_attention(bigint, text, integer, text);
+DROP FUNCTION docket.batch_get(bigint, text);
+DROP FUNCTION docket.batch_admit(bigint, text[], jsonb[], boolean[], boolean, text, timestamptz);
+DROP VIEW docket.batch_item_admitted;
+DROP FUNCTION docket.batch_lock(bigint, text);
+DROP FUNCTION docket.batch_open(text, text, text, text, text, timestamptz);
+DROP TRIGGER runs_settle_batch_items ON docket.runs;
+DROP FUNCTION docket.runs_settle_batch_items();
+DROP TABLE docket.batch_items, docket.batches;
+DROP FUNCTION docket.batch_advance(bigint);
+DROP FUNCTION docket.batch_items_guard();
+DROP FUNCTION docket.batches_guard();
+DROP VIEW IF EXISTS docket.batch_states, docket.batch_transitions, docket.batch_item_states, docket.batch_item_transitions;
+DELETE FROM docket.machine_transitions WHERE machine IN ('batch', 'batch_item');
+DELETE FROM docket.machine_states WHERE machine IN ('batch', 'batch_item');
+DELETE FROM docket.machines WHERE name IN ('batch', 'batch_item');
+DELETE FROM docket.capabilities c WHERE c.name = 'batch.run' AND NOT EXISTS (SELECT 1 FROM docket.grants g WHERE g.capability = c.name);
