@@ -67,6 +67,9 @@ commands:
                                   soonest deadline first (--mine: only those you hold)
   task show ID                    a task: what is to be decided, who may not answer
                                   it (four eyes), its claim, decision and history
+  plans show RUN [--json]         a run of a plan: its status, trust and failure, its
+                                  plan's graph with each step's state, arguments'
+                                  sources and compensation, and its plan's versions
   serve --project P[,P...] [--addr HOST:PORT] [--auth-header H] [--dev-principal P]
                                   a web worklist of those projects at --addr (default
                                   127.0.0.1:8080) for reviewers an auth proxy signs in:
@@ -156,6 +159,8 @@ func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Write
 		action, err = c.tasksCmd(rest)
 	case "task":
 		action, err = c.taskCmd(rest)
+	case "plans":
+		action, err = c.plansCmd(rest)
 	case "serve":
 		action, err = c.serve(rest)
 	default:
