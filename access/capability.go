@@ -49,6 +49,9 @@ const (
 	// past its retention horizons.
 	RetentionPrune Capability = "retention.prune"
 
+	// BudgetManage sets the project's spend quotas and raises the ceilings
+	// of its runs (with [PlanRun]).
+	BudgetManage Capability = "budget.manage"
 	// BatchRun opens and resumes batches in the project and admits their
 	// items (with [PlanRun] and [JobCreate]), and reads them.
 	BatchRun Capability = "batch.run"

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/budgets"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/internal/dbsqlc"
 	"github.com/docket-dev/docket/internal/newclient"
@@ -22,6 +23,7 @@ type Status string
 
 const (
 	Running     Status = "running"
+	Exhausted   Status = "exhausted" // a ceiling was reached: see package budgets
 	Unwinding   Status = "unwinding"
 	Succeeded   Status = "succeeded"
 	Compensated Status = "compensated"
@@ -97,6 +99,10 @@ type Start struct {
 	// ReplanLimit is how many times the run may be replanned: 0 ..
 	// [MaxReplans].
 	ReplanLimit int
+	// Budget is the run's ceilings (the zero value: none); a money ceiling
+	// reserves the run's worst case in the project's quota at start. See
+	// package budgets.
+	Budget budgets.Budget
 }
 
 // Run is a run as stored, with the digest of the plan it runs now.
@@ -113,7 +119,12 @@ type Run struct {
 	UntrustedRead string // the first untrusted value a step was admitted with
 	Output        json.RawMessage
 	Failure       string // why it unwound
-	CreatedBy     access.Actor
+	// Budget is its ceilings; Spent what its steps reported; Exhausted why
+	// it is exhausted ("" while it is not).
+	Budget    budgets.Budget
+	Spent     budgets.Spent
+	Exhausted string
+	CreatedBy access.Actor
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 	FinishedAt    *time.Time
@@ -155,15 +166,33 @@ func (c *Client) start(ctx context.Context, q db.DBTX, s Start) (Run, error) {
 	if s.ReplanLimit < 0 || s.ReplanLimit > MaxReplans {
 		return Run{}, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("invalid replan limit %d: want 0..%d", s.ReplanLimit, MaxReplans))
 	}
-	canonical := Canonical(s.Plan)
-	r, err := queries.RunStart(ctx, q, dbsqlc.RunStartParams{
-		Project: s.Project, Digest: Digest(s.Plan), Canonical: string(canonical), Input: input, InputTrusted: s.InputTrusted,
-		CaseID: s.CaseID, ReplanLimit: int32(s.ReplanLimit), Actor: string(c.actor), Now: c.clock.Now(),
-	})
-	if err != nil {
-		return Run{}, db.Translate(err, op, "project", s.Project)
+	if err := s.Budget.Validate(); err != nil {
+		return Run{}, err
 	}
-	return c.get(ctx, q, r.ID)
+	canonical := Canonical(s.Plan)
+	var id int64
+	if s.Budget.Zero() {
+		r, err := queries.RunStart(ctx, q, dbsqlc.RunStartParams{
+			Project: s.Project, Digest: Digest(s.Plan), Canonical: string(canonical), Input: input, InputTrusted: s.InputTrusted,
+			CaseID: s.CaseID, ReplanLimit: int32(s.ReplanLimit), Actor: string(c.actor), Now: c.clock.Now(),
+		})
+		if err != nil {
+			return Run{}, db.Translate(err, op, "project", s.Project)
+		}
+		id = r.ID
+	} else {
+		steps, effects, money, currency, call, parallel := s.Budget.Args()
+		r, err := queries.RunStartBudgeted(ctx, q, dbsqlc.RunStartBudgetedParams{
+			Project: s.Project, Digest: Digest(s.Plan), Canonical: string(canonical), Input: input, InputTrusted: s.InputTrusted,
+			CaseID: s.CaseID, ReplanLimit: int32(s.ReplanLimit), MaxSteps: steps, MaxEffects: effects, MaxMoney: money,
+			Currency: currency, MaxCall: call, MaxParallel: parallel, Actor: string(c.actor), Now: c.clock.Now(),
+		})
+		if err != nil {
+			return Run{}, db.Translate(err, op, "project", s.Project)
+		}
+		id = r.ID
+	}
+	return c.get(ctx, q, id)
 }
 
 // Replan replaces the plan run id runs, in its own transaction. See
@@ -241,6 +270,11 @@ func (c *Client) get(ctx context.Context, q db.DBTX, id int64) (Run, error) {
 	if r.Failure != nil {
 		out.Failure = *r.Failure
 	}
+	if r.Exhausted != nil {
+		out.Exhausted = *r.Exhausted
+	}
+	out.Budget = budgets.FromRow(r.MaxSteps, r.MaxEffects, r.MaxMoney, r.Currency, r.MaxCall, r.MaxParallel)
+	out.Spent = budgets.Spent{Effects: r.SpentEffects, Money: r.SpentMoney}
 	return out, nil
 }
 

@@ -81,6 +81,24 @@ type DocketBatchItemAdmitted struct {
 	SettledAt   *time.Time
 }
 
+type DocketBudgetQuota struct {
+	Project   string
+	Currency  string
+	Period    time.Duration
+	Anchor    time.Time
+	Amount    int64
+	UpdatedBy string
+	UpdatedAt time.Time
+}
+
+type DocketBudgetReservation struct {
+	RunID       int64
+	Project     string
+	Currency    string
+	PeriodStart time.Time
+	Amount      int64
+}
+
 type DocketCapability struct {
 	Name        string
 	Description string
@@ -731,6 +749,24 @@ type DocketRun struct {
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 	FinishedAt    *time.Time
+	MaxSteps      *int32
+	MaxEffects    *int64
+	MaxMoney      *int64
+	Currency      *string
+	MaxCall       *int64
+	MaxParallel   *int32
+	SpentEffects  int64
+	SpentMoney    int64
+	Exhausted     *string
+}
+
+type DocketRunBudgetEvent struct {
+	ID     int64
+	RunID  int64
+	What   string
+	Detail json.RawMessage
+	Actor  string
+	At     time.Time
 }
 
 // The steps a run admitted, in ready order: arguments and trust, job, outcome and compensation; state along docket.run_step_transitions.
@@ -750,6 +786,8 @@ type DocketRunStep struct {
 	Reason            *string
 	AdmittedAt        time.Time
 	UpdatedAt         time.Time
+	SpentEffects      *int64
+	SpentMoney        *int64
 }
 
 type DocketRunVersion struct {

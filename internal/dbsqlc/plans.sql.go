@@ -11,8 +11,79 @@ import (
 	"time"
 )
 
+const budgetQuotaSet = `-- name: BudgetQuotaSet :one
+SELECT project, currency, period, anchor, amount, updated_by, updated_at FROM docket.budget_quota_set($1::text, $2::text, $3::interval, $4::timestamptz, $5::bigint,
+    $6::text, $7::timestamptz)
+`
+
+type BudgetQuotaSetParams struct {
+	Project  string
+	Currency string
+	Period   time.Duration
+	Anchor   time.Time
+	Amount   int64
+	Actor    string
+	Now      time.Time
+}
+
+func (q *Queries) BudgetQuotaSet(ctx context.Context, db DBTX, arg BudgetQuotaSetParams) (*DocketBudgetQuota, error) {
+	row := db.QueryRow(ctx, budgetQuotaSet,
+		arg.Project,
+		arg.Currency,
+		arg.Period,
+		arg.Anchor,
+		arg.Amount,
+		arg.Actor,
+		arg.Now,
+	)
+	var i DocketBudgetQuota
+	err := row.Scan(
+		&i.Project,
+		&i.Currency,
+		&i.Period,
+		&i.Anchor,
+		&i.Amount,
+		&i.UpdatedBy,
+		&i.UpdatedAt,
+	)
+	return &i, err
+}
+
+const runBudgetEvents = `-- name: RunBudgetEvents :many
+SELECT e.id, e.run_id, e.what, e.detail, e.actor, e.at FROM docket.run_budget_events e
+WHERE e.run_id = $1::bigint AND EXISTS (SELECT 1 FROM docket.run_get($1::bigint, $2::text))
+ORDER BY e.id
+`
+
+func (q *Queries) RunBudgetEvents(ctx context.Context, db DBTX, iD int64, actor string) ([]*DocketRunBudgetEvent, error) {
+	rows, err := db.Query(ctx, runBudgetEvents, iD, actor)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*DocketRunBudgetEvent{}
+	for rows.Next() {
+		var i DocketRunBudgetEvent
+		if err := rows.Scan(
+			&i.ID,
+			&i.RunID,
+			&i.What,
+			&i.Detail,
+			&i.Actor,
+			&i.At,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const runCancel = `-- name: RunCancel :one
-SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at FROM docket.run_cancel($1::bigint, $2::text, $3::text, $4::timestamptz)
+SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted FROM docket.run_cancel($1::bigint, $2::text, $3::text, $4::timestamptz)
 `
 
 func (q *Queries) RunCancel(ctx context.Context, db DBTX, iD int64, reason string, actor string, now time.Time) (*DocketRun, error) {
@@ -42,12 +113,21 @@ func (q *Queries) RunCancel(ctx context.Context, db DBTX, iD int64, reason strin
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.MaxSteps,
+		&i.MaxEffects,
+		&i.MaxMoney,
+		&i.Currency,
+		&i.MaxCall,
+		&i.MaxParallel,
+		&i.SpentEffects,
+		&i.SpentMoney,
+		&i.Exhausted,
 	)
 	return &i, err
 }
 
 const runGet = `-- name: RunGet :one
-SELECT r.id, r.project, r.plan_id, r.version, r.case_id, r.input, r.input_trusted, r.status, r.replan_limit, r.untrusted_read, r.admitted, r.applied, r.output, r.failure, r.created_by, r.created_at, r.updated_at, r.finished_at, p.digest::text AS digest FROM docket.run_get($1::bigint, $2::text) r JOIN docket.plans p ON p.id = r.plan_id
+SELECT r.id, r.project, r.plan_id, r.version, r.case_id, r.input, r.input_trusted, r.status, r.replan_limit, r.untrusted_read, r.admitted, r.applied, r.output, r.failure, r.created_by, r.created_at, r.updated_at, r.finished_at, r.max_steps, r.max_effects, r.max_money, r.currency, r.max_call, r.max_parallel, r.spent_effects, r.spent_money, r.exhausted, p.digest::text AS digest FROM docket.run_get($1::bigint, $2::text) r JOIN docket.plans p ON p.id = r.plan_id
 `
 
 type RunGetRow struct {
@@ -69,6 +149,15 @@ type RunGetRow struct {
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 	FinishedAt    *time.Time
+	MaxSteps      *int32
+	MaxEffects    *int64
+	MaxMoney      *int64
+	Currency      *string
+	MaxCall       *int64
+	MaxParallel   *int32
+	SpentEffects  int64
+	SpentMoney    int64
+	Exhausted     *string
 	Digest        string
 }
 
@@ -94,13 +183,22 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, iD int64, actor string) (
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.MaxSteps,
+		&i.MaxEffects,
+		&i.MaxMoney,
+		&i.Currency,
+		&i.MaxCall,
+		&i.MaxParallel,
+		&i.SpentEffects,
+		&i.SpentMoney,
+		&i.Exhausted,
 		&i.Digest,
 	)
 	return &i, err
 }
 
 const runReplan = `-- name: RunReplan :one
-SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at FROM docket.run_replan($1::bigint, $2::text, $3::text, $4::text, $5::text,
+SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted FROM docket.run_replan($1::bigint, $2::text, $3::text, $4::text, $5::text,
     $6::text, $7::timestamptz)
 `
 
@@ -144,12 +242,79 @@ func (q *Queries) RunReplan(ctx context.Context, db DBTX, arg RunReplanParams) (
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.MaxSteps,
+		&i.MaxEffects,
+		&i.MaxMoney,
+		&i.Currency,
+		&i.MaxCall,
+		&i.MaxParallel,
+		&i.SpentEffects,
+		&i.SpentMoney,
+		&i.Exhausted,
+	)
+	return &i, err
+}
+
+const runResume = `-- name: RunResume :one
+SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted FROM docket.run_resume($1::bigint, $2::integer, $3::bigint,
+    $4::bigint, $5::integer, $6::text, $7::timestamptz)
+`
+
+type RunResumeParams struct {
+	ID          int64
+	MaxSteps    *int32
+	MaxEffects  *int64
+	MaxMoney    *int64
+	MaxParallel *int32
+	Actor       string
+	Now         time.Time
+}
+
+func (q *Queries) RunResume(ctx context.Context, db DBTX, arg RunResumeParams) (*DocketRun, error) {
+	row := db.QueryRow(ctx, runResume,
+		arg.ID,
+		arg.MaxSteps,
+		arg.MaxEffects,
+		arg.MaxMoney,
+		arg.MaxParallel,
+		arg.Actor,
+		arg.Now,
+	)
+	var i DocketRun
+	err := row.Scan(
+		&i.ID,
+		&i.Project,
+		&i.PlanID,
+		&i.Version,
+		&i.CaseID,
+		&i.Input,
+		&i.InputTrusted,
+		&i.Status,
+		&i.ReplanLimit,
+		&i.UntrustedRead,
+		&i.Admitted,
+		&i.Applied,
+		&i.Output,
+		&i.Failure,
+		&i.CreatedBy,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.FinishedAt,
+		&i.MaxSteps,
+		&i.MaxEffects,
+		&i.MaxMoney,
+		&i.Currency,
+		&i.MaxCall,
+		&i.MaxParallel,
+		&i.SpentEffects,
+		&i.SpentMoney,
+		&i.Exhausted,
 	)
 	return &i, err
 }
 
 const runStart = `-- name: RunStart :one
-SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at FROM docket.run_start($1::text, $2::text, $3::text, $4::jsonb, $5::boolean,
+SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted FROM docket.run_start($1::text, $2::text, $3::text, $4::jsonb, $5::boolean,
     $6::bigint, $7::integer, $8::text, $9::timestamptz)
 `
 
@@ -197,12 +362,97 @@ func (q *Queries) RunStart(ctx context.Context, db DBTX, arg RunStartParams) (*D
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.MaxSteps,
+		&i.MaxEffects,
+		&i.MaxMoney,
+		&i.Currency,
+		&i.MaxCall,
+		&i.MaxParallel,
+		&i.SpentEffects,
+		&i.SpentMoney,
+		&i.Exhausted,
+	)
+	return &i, err
+}
+
+const runStartBudgeted = `-- name: RunStartBudgeted :one
+SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted FROM docket.run_start($1::text, $2::text, $3::text, $4::jsonb, $5::boolean,
+    $6::bigint, $7::integer, $8::integer, $9::bigint,
+    $10::bigint, $11::text, $12::bigint, $13::integer,
+    $14::text, $15::timestamptz)
+`
+
+type RunStartBudgetedParams struct {
+	Project      string
+	Digest       string
+	Canonical    string
+	Input        json.RawMessage
+	InputTrusted bool
+	CaseID       int64
+	ReplanLimit  int32
+	MaxSteps     *int32
+	MaxEffects   *int64
+	MaxMoney     *int64
+	Currency     *string
+	MaxCall      *int64
+	MaxParallel  *int32
+	Actor        string
+	Now          time.Time
+}
+
+func (q *Queries) RunStartBudgeted(ctx context.Context, db DBTX, arg RunStartBudgetedParams) (*DocketRun, error) {
+	row := db.QueryRow(ctx, runStartBudgeted,
+		arg.Project,
+		arg.Digest,
+		arg.Canonical,
+		arg.Input,
+		arg.InputTrusted,
+		arg.CaseID,
+		arg.ReplanLimit,
+		arg.MaxSteps,
+		arg.MaxEffects,
+		arg.MaxMoney,
+		arg.Currency,
+		arg.MaxCall,
+		arg.MaxParallel,
+		arg.Actor,
+		arg.Now,
+	)
+	var i DocketRun
+	err := row.Scan(
+		&i.ID,
+		&i.Project,
+		&i.PlanID,
+		&i.Version,
+		&i.CaseID,
+		&i.Input,
+		&i.InputTrusted,
+		&i.Status,
+		&i.ReplanLimit,
+		&i.UntrustedRead,
+		&i.Admitted,
+		&i.Applied,
+		&i.Output,
+		&i.Failure,
+		&i.CreatedBy,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.FinishedAt,
+		&i.MaxSteps,
+		&i.MaxEffects,
+		&i.MaxMoney,
+		&i.Currency,
+		&i.MaxCall,
+		&i.MaxParallel,
+		&i.SpentEffects,
+		&i.SpentMoney,
+		&i.Exhausted,
 	)
 	return &i, err
 }
 
 const runSteps = `-- name: RunSteps :many
-SELECT run_id, step_id, version, kind, state, ready_seq, args, trusted, job_id, result, compensation, compensation_job_id, reason, admitted_at, updated_at FROM docket.run_steps_of($1::bigint, $2::text)
+SELECT run_id, step_id, version, kind, state, ready_seq, args, trusted, job_id, result, compensation, compensation_job_id, reason, admitted_at, updated_at, spent_effects, spent_money FROM docket.run_steps_of($1::bigint, $2::text)
 `
 
 func (q *Queries) RunSteps(ctx context.Context, db DBTX, iD int64, actor string) ([]*DocketRunStep, error) {
@@ -230,6 +480,8 @@ func (q *Queries) RunSteps(ctx context.Context, db DBTX, iD int64, actor string)
 			&i.Reason,
 			&i.AdmittedAt,
 			&i.UpdatedAt,
+			&i.SpentEffects,
+			&i.SpentMoney,
 		); err != nil {
 			return nil, err
 		}

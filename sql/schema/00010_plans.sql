@@ -557,6 +557,31 @@ END
 $$;
 -- +goose StatementEnd
 
+-- The hooks by which budgets (a later migration) hold a run: run_gate says
+-- whether run r may admit a step now (and records why not, when a ceiling
+-- is reached); run_after_apply runs after outcomes were applied;
+-- run_step_spent records what a step's job reported it spent. Here they
+-- hold nothing.
+CREATE FUNCTION docket.run_gate(r docket.runs) RETURNS boolean
+LANGUAGE sql STABLE
+RETURN true;
+
+-- +goose StatementBegin
+CREATE FUNCTION docket.run_after_apply(p_run bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+END
+$$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE FUNCTION docket.run_step_spent(p_run bigint, p_step text, p_result jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+END
+$$;
+-- +goose StatementEnd
+
 -- run_deps_met reports whether every predecessor of step p_step in run r's
 -- plan has succeeded and been applied.
 -- +goose StatementBegin
@@ -598,6 +623,7 @@ BEGIN
           AND docket.run_deps_met(r, d.step_id);
     END IF;
     FOREACH s IN ARRAY v_ready LOOP
+        EXIT WHEN r.status <> 'running' OR NOT docket.run_gate(r);
         PERFORM docket.run_admit(r, s);
         SELECT * INTO r FROM docket.runs WHERE id = p_run;
     END LOOP;
@@ -619,7 +645,7 @@ DECLARE
     v_now timestamptz := docket.context_now();
 BEGIN
     SELECT * INTO r FROM docket.runs WHERE id = p_run FOR UPDATE;
-    WHILE r.status = 'running' LOOP
+    WHILE r.status IN ('running', 'exhausted') LOOP
         SELECT * INTO st FROM docket.run_steps WHERE run_id = r.id AND ready_seq = r.applied + 1;
         EXIT WHEN NOT FOUND OR st.state = 'admitted';
         UPDATE docket.runs SET applied = applied + 1, updated_at = greatest(updated_at, v_now) WHERE id = r.id RETURNING * INTO r;
@@ -632,7 +658,9 @@ BEGIN
             WHERE id = r.id RETURNING * INTO r;
         END IF;
     END LOOP;
-    IF r.status = 'running' AND NOT EXISTS (
+    PERFORM docket.run_after_apply(r.id);
+    SELECT * INTO r FROM docket.runs WHERE id = p_run;
+    IF r.status IN ('running', 'exhausted') AND NOT EXISTS (
         SELECT 1 FROM docket.plan_steps t WHERE t.plan_id = r.plan_id AND t.terminal
           AND NOT EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.step_id = t.step_id
                           AND s.state = 'succeeded' AND s.ready_seq <= r.applied)) THEN
@@ -712,6 +740,7 @@ BEGIN
         IF st.state = 'admitted' AND NEW.state = 'succeeded' OR st.state = 'uncertain' AND NEW.state = 'succeeded' THEN
             UPDATE docket.run_steps SET state = 'succeeded', result = NEW.result, updated_at = greatest(updated_at, v_now)
             WHERE run_id = st.run_id AND step_id = st.step_id;
+            PERFORM docket.run_step_spent(st.run_id, st.step_id, NEW.result);
         ELSIF st.state = 'admitted' AND NEW.state IN ('failed', 'dead') THEN
             UPDATE docket.run_steps SET state = 'failed', reason = left(NEW.diagnostic, 2000), updated_at = greatest(updated_at, v_now)
             WHERE run_id = st.run_id AND step_id = st.step_id;
@@ -991,6 +1020,9 @@ DROP FUNCTION docket.run_unwind(bigint);
 DROP FUNCTION docket.run_apply(bigint);
 DROP FUNCTION docket.run_admit_ready(bigint, text);
 DROP FUNCTION docket.run_deps_met(docket.runs, text);
+DROP FUNCTION docket.run_gate(docket.runs);
+DROP FUNCTION docket.run_after_apply(bigint);
+DROP FUNCTION docket.run_step_spent(bigint, text, jsonb);
 DROP FUNCTION docket.run_admit(docket.runs, text);
 DROP FUNCTION docket.run_arg(docket.runs, jsonb);
 DROP FUNCTION docket.run_enqueue(docket.runs, text, jsonb, jsonb, text, boolean);
