@@ -97,6 +97,9 @@ func serve(raw string) error {
 	if err := worker.HandleResult(reg, workKind, h.run, worker.HandlerOptions{Lease: lease}); err != nil {
 		return err
 	}
+	if err := h.handlePlanSteps(reg); err != nil {
+		return err
+	}
 	w, err := worker.NewClient(pool, worker.Config{
 		Actor: app, Registry: reg, Deployment: "faults-" + spec.Name,
 		Queues:         map[string]int{jobs.DefaultQueue: handlers},

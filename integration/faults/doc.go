@@ -39,6 +39,11 @@
 //     deferred constraint trigger, for the cut at COMMIT) records in a
 //     session of its own (dblink) that it fired, then calls
 //     pg_terminate_backend(pg_backend_pid()).
+//  7. plan-kill: runs of a plan that fans out and in (root, 20 leaves, a
+//     join; every step repeatable) instead of the workload, the worker
+//     SIGKILLed mid-run among the completions that advance the runs, and a
+//     new one started; its own checks (plans_test.go) add that every run
+//     succeeded with all its results and no step was enqueued twice.
 //
 // After the fault, and once every job has settled, each scenario checks:
 //

@@ -29,6 +29,9 @@ type scenario struct {
 	// inject injects the i-th fault, the run's workers being r.children,
 	// and returns when the fault has cleared.
 	inject func(r *rig, i int, f form) injected
+	// play, when not nil, runs the whole scenario instead, with a workload
+	// of its own, into the report it is given.
+	play func(t *testing.T, f form, res *result)
 }
 
 // injected is what an inject did.
@@ -61,6 +64,7 @@ func scenarios(f form) []scenario {
 			"CREATE TRIGGER inside_cut AFTER INSERT ON faults.inside FOR EACH ROW")},
 		{name: "cut-commit", strict: true, prepare: cutWrites(
 			"CREATE CONSTRAINT TRIGGER inside_cut AFTER INSERT ON faults.inside DEFERRABLE INITIALLY DEFERRED FOR EACH ROW")},
+		{name: "plan-kill", play: planKill},
 	}
 	if f.long {
 		out = append(out, scenario{name: "chaos", faults: []float64{1.0 / 6, 2.0 / 6, 3.0 / 6, 4.0 / 6, 5.0 / 6}, inject: chaos})
@@ -82,6 +86,10 @@ func (sc scenario) run(t *testing.T, f form, table *summary) {
 		}
 		table.add(res)
 	}()
+	if sc.play != nil {
+		sc.play(t, f, &res)
+		return
+	}
 	r := newRig(t)
 	ids := r.enqueue(f.jobs)
 	var report func() string
