@@ -121,13 +121,13 @@ type Run struct {
 	Failure       string // why it unwound
 	// Budget is its ceilings; Spent what its steps reported; Exhausted why
 	// it is exhausted ("" while it is not).
-	Budget    budgets.Budget
-	Spent     budgets.Spent
-	Exhausted string
-	CreatedBy access.Actor
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
-	FinishedAt    *time.Time
+	Budget     budgets.Budget
+	Spent      budgets.Spent
+	Exhausted  string
+	CreatedBy  access.Actor
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	FinishedAt *time.Time
 }
 
 // Start validates s.Plan, stores it (once: content-addressed) and starts a
