@@ -721,66 +721,93 @@ END
 $$;
 -- +goose StatementEnd
 
--- jobs_advance_runs records, when a job of a run moves to an end, its step's
--- outcome (or its compensation's) and moves the run on, in the job's own
--- transaction: a success records the result, a failure, death or
--- cancellation fails the step, an uncertain job leaves it uncertain. The
--- run row's lock orders two completions of one run: no step is admitted
--- twice.
+-- run_job_ended records, for job p_id of run p_run that moved to p_state
+-- (with p_result or p_diagnostic), its step's outcome (or its
+-- compensation's) and moves the run on: a success records the result, a
+-- failure, death or cancellation fails the step, an uncertain job leaves
+-- it uncertain. The run row's lock orders two completions of one run: no
+-- step is admitted twice.
 -- +goose StatementBegin
-CREATE FUNCTION docket.jobs_advance_runs() RETURNS trigger
+CREATE FUNCTION docket.run_job_ended(p_id bigint, p_state text, p_result jsonb, p_diagnostic text, p_run bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     st docket.run_steps;
     v_now timestamptz := docket.context_now();
 BEGIN
-    PERFORM 1 FROM docket.runs WHERE id = (NEW.params ->> 'run_id')::bigint FOR UPDATE;
-    SELECT * INTO st FROM docket.run_steps WHERE job_id = NEW.id;
+    PERFORM 1 FROM docket.runs WHERE id = p_run FOR UPDATE;
+    SELECT * INTO st FROM docket.run_steps WHERE job_id = p_id;
     IF FOUND THEN
-        IF st.state = 'admitted' AND NEW.state = 'succeeded' OR st.state = 'uncertain' AND NEW.state = 'succeeded' THEN
-            UPDATE docket.run_steps SET state = 'succeeded', result = NEW.result, updated_at = greatest(updated_at, v_now)
+        IF st.state = 'admitted' AND p_state = 'succeeded' OR st.state = 'uncertain' AND p_state = 'succeeded' THEN
+            UPDATE docket.run_steps SET state = 'succeeded', result = p_result, updated_at = greatest(updated_at, v_now)
             WHERE run_id = st.run_id AND step_id = st.step_id;
-            PERFORM docket.run_step_spent(st.run_id, st.step_id, NEW.result);
-        ELSIF st.state = 'admitted' AND NEW.state IN ('failed', 'dead') THEN
-            UPDATE docket.run_steps SET state = 'failed', reason = left(NEW.diagnostic, 2000), updated_at = greatest(updated_at, v_now)
+            PERFORM docket.run_step_spent(st.run_id, st.step_id, p_result);
+        ELSIF st.state = 'admitted' AND p_state IN ('failed', 'dead') THEN
+            UPDATE docket.run_steps SET state = 'failed', reason = left(p_diagnostic, 2000), updated_at = greatest(updated_at, v_now)
             WHERE run_id = st.run_id AND step_id = st.step_id;
-        ELSIF st.state = 'admitted' AND NEW.state = 'cancelled' THEN
-            UPDATE docket.run_steps SET state = 'cancelled', reason = left(NEW.diagnostic, 2000), updated_at = greatest(updated_at, v_now)
+        ELSIF st.state = 'admitted' AND p_state = 'cancelled' THEN
+            UPDATE docket.run_steps SET state = 'cancelled', reason = left(p_diagnostic, 2000), updated_at = greatest(updated_at, v_now)
             WHERE run_id = st.run_id AND step_id = st.step_id;
-        ELSIF st.state = 'admitted' AND NEW.state = 'uncertain' THEN
+        ELSIF st.state = 'admitted' AND p_state = 'uncertain' THEN
             UPDATE docket.run_steps SET state = 'uncertain', reason = 'its job''s holder vanished', updated_at = greatest(updated_at, v_now)
             WHERE run_id = st.run_id AND step_id = st.step_id;
         ELSE
-            RETURN NULL;
+            RETURN;
         END IF;
         PERFORM docket.run_apply(st.run_id);
         PERFORM docket.run_unwind(st.run_id);
-        RETURN NULL;
+        RETURN;
     END IF;
-    SELECT * INTO st FROM docket.run_steps WHERE compensation_job_id = NEW.id;
+    SELECT * INTO st FROM docket.run_steps WHERE compensation_job_id = p_id;
     IF FOUND AND st.state = 'compensating' THEN
-        IF NEW.state = 'succeeded' THEN
+        IF p_state = 'succeeded' THEN
             UPDATE docket.run_steps SET state = 'compensated', updated_at = greatest(updated_at, v_now)
             WHERE run_id = st.run_id AND step_id = st.step_id;
-        ELSIF NEW.state IN ('failed', 'dead', 'cancelled', 'uncertain') THEN
-            UPDATE docket.run_steps SET state = 'compensation_failed', reason = left(coalesce(NEW.diagnostic, NEW.state), 2000),
+        ELSIF p_state IN ('failed', 'dead', 'cancelled', 'uncertain') THEN
+            UPDATE docket.run_steps SET state = 'compensation_failed', reason = left(coalesce(p_diagnostic, p_state), 2000),
                 updated_at = greatest(updated_at, v_now)
             WHERE run_id = st.run_id AND step_id = st.step_id;
         ELSE
-            RETURN NULL;
+            RETURN;
         END IF;
         PERFORM docket.run_unwind(st.run_id);
     END IF;
+    RETURN;
+END
+$$;
+-- +goose StatementEnd
+
+-- jobs_advance_runs runs after every UPDATE of jobs, once per statement:
+-- for the jobs of runs it moved to an end, it calls run_job_ended in order
+-- of run and job, so a statement that ends jobs of several runs (a batch's
+-- completion) takes their runs' locks in one order, and two such
+-- statements never wait for each other in a circle.
+-- +goose StatementBegin
+CREATE FUNCTION docket.jobs_advance_runs() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    j record;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM new_jobs n WHERE n.params ? 'run_id') THEN
+        RETURN NULL;
+    END IF;
+    FOR j IN
+        SELECT n.id, n.state, n.result, n.diagnostic, (n.params ->> 'run_id')::bigint AS run_id
+        FROM new_jobs n JOIN old_jobs o ON o.id = n.id
+        WHERE n.params ? 'run_id' AND o.state IS DISTINCT FROM n.state
+          AND n.state IN ('succeeded', 'failed', 'dead', 'cancelled', 'uncertain')
+        ORDER BY 5, 1
+    LOOP
+        PERFORM docket.run_job_ended(j.id, j.state, j.result, j.diagnostic, j.run_id);
+    END LOOP;
     RETURN NULL;
 END
 $$;
 -- +goose StatementEnd
 
 CREATE TRIGGER jobs_advance_runs
-    AFTER UPDATE OF state ON docket.jobs
-    FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state AND NEW.state IN ('succeeded', 'failed', 'dead', 'cancelled', 'uncertain')
-                       AND NEW.params IS NOT NULL AND NEW.params ? 'run_id')
-    EXECUTE FUNCTION docket.jobs_advance_runs();
+    AFTER UPDATE ON docket.jobs
+    REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION docket.jobs_advance_runs();
 
 -- The API ----------------------------------------------------------------------------------------
 
@@ -1016,6 +1043,7 @@ DROP FUNCTION docket.run_authorize(bigint, text);
 DROP FUNCTION docket.run_start(text, text, text, jsonb, boolean, bigint, integer, text, timestamptz);
 DROP TRIGGER jobs_advance_runs ON docket.jobs;
 DROP FUNCTION docket.jobs_advance_runs();
+DROP FUNCTION docket.run_job_ended(bigint, text, jsonb, text, bigint);
 DROP FUNCTION docket.run_unwind(bigint);
 DROP FUNCTION docket.run_apply(bigint);
 DROP FUNCTION docket.run_admit_ready(bigint, text);
