@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/budgets"
 	"github.com/docket-dev/docket/plans"
 )
 
@@ -183,6 +184,13 @@ func writeRunText(out io.Writer, v runView) error {
 	fmt.Fprintf(w, "version\t%d of %d\n", r.Version, len(v.versions))
 	fmt.Fprintf(w, "input\t%s (%d bytes of JSON; --json shows it)\n", trustText(r.InputTrusted), len(r.Input))
 	fmt.Fprintf(w, "replan limit\t%d (%d used)\n", r.ReplanLimit, r.Version-1)
+	if !r.Budget.Zero() {
+		fmt.Fprintf(w, "budget\t%s\n", budgetText(r.Budget))
+		fmt.Fprintf(w, "spent\t%s\n", spentText(r.Budget, r.Spent))
+	}
+	if r.Exhausted != "" {
+		fmt.Fprintf(w, "exhausted\t%s\n", printable(r.Exhausted))
+	}
 	if r.UntrustedRead != "" {
 		fmt.Fprintf(w, "untrusted read\t%s\n", printable(r.UntrustedRead))
 	}
@@ -353,7 +361,8 @@ func writeStep(b *bytes.Buffer, n *planNode, r plans.Run, arrow bool) {
 // headState is the state a step's line opens with: where the run has it,
 // or, once its compensation has started, the outcome of its own job (the
 // compensation's state follows the compensation kind). A step not admitted
-// is waiting while the run runs, and not run once it no longer admits.
+// is waiting while the run runs, held while its budget is exhausted (a
+// resume may admit it), and not run once it no longer admits.
 func headState(n *planNode, r plans.Run) string {
 	if n.run == nil {
 		return notAdmitted(r)
@@ -364,8 +373,40 @@ func headState(n *planNode, r plans.Run) string {
 	return string(n.run.State)
 }
 
+// budgetText lists the ceilings b sets, money in minor units of its
+// currency.
+func budgetText(b budgets.Budget) string {
+	var parts []string
+	if b.MaxSteps > 0 {
+		parts = append(parts, fmt.Sprintf("steps %d", b.MaxSteps))
+	}
+	if b.MaxEffects > 0 {
+		parts = append(parts, fmt.Sprintf("effects %d", b.MaxEffects))
+	}
+	if b.MaxMoney.Currency != "" {
+		parts = append(parts, fmt.Sprintf("money %d %s", b.MaxMoney.Amount, b.MaxMoney.Currency))
+	}
+	if b.MaxCall > 0 {
+		parts = append(parts, fmt.Sprintf("max call %d %s", b.MaxCall, b.MaxMoney.Currency))
+	}
+	if b.MaxParallel > 0 {
+		parts = append(parts, fmt.Sprintf("max in flight %d", b.MaxParallel))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// spentText is what a run's steps reported they spent, money in its
+// budget's currency when it has one.
+func spentText(b budgets.Budget, s budgets.Spent) string {
+	money := strconv.FormatInt(s.Money, 10)
+	if b.MaxMoney.Currency != "" {
+		money += " " + b.MaxMoney.Currency
+	}
+	return fmt.Sprintf("effects %d, money %s", s.Effects, money)
+}
+
 // stateName is where the run has a step, as [plans.RunStep] says, or
-// waiting or not run when it has not admitted it.
+// waiting, held or not run when it has not admitted it (see headState).
 func stateName(n *planNode, r plans.Run) string {
 	if n.run == nil {
 		return notAdmitted(r)
@@ -374,8 +415,11 @@ func stateName(n *planNode, r plans.Run) string {
 }
 
 func notAdmitted(r plans.Run) string {
-	if r.Status == plans.Running {
+	switch r.Status {
+	case plans.Running:
 		return "waiting"
+	case plans.Exhausted:
+		return "held"
 	}
 	return "not run"
 }
@@ -540,10 +584,28 @@ type (
 		UntrustedRead string          `json:"untrusted_read,omitempty"`
 		Output        json.RawMessage `json:"output,omitempty"`
 		Failure       string          `json:"failure,omitempty"`
+		Budget        *budgetJSON     `json:"budget,omitempty"`
 		CreatedBy     access.Actor    `json:"created_by"`
 		CreatedAt     time.Time       `json:"created_at"`
 		UpdatedAt     time.Time       `json:"updated_at"`
 		FinishedAt    *time.Time      `json:"finished_at"`
+	}
+	// budgetJSON is a run's ceilings (those it sets), what its steps
+	// reported they spent, and why it is exhausted, if it is. Money is in
+	// minor units of currency.
+	budgetJSON struct {
+		MaxSteps    int       `json:"max_steps,omitempty"`
+		MaxEffects  int64     `json:"max_effects,omitempty"`
+		MaxMoney    int64     `json:"max_money,omitempty"`
+		Currency    string    `json:"currency,omitempty"`
+		MaxCall     int64     `json:"max_call,omitempty"`
+		MaxParallel int       `json:"max_parallel,omitempty"`
+		Spent       spentJSON `json:"spent"`
+		Exhausted   string    `json:"exhausted,omitempty"`
+	}
+	spentJSON struct {
+		Effects int64 `json:"effects"`
+		Money   int64 `json:"money"`
 	}
 	stepJSON struct {
 		Step              string          `json:"step"`
@@ -572,9 +634,7 @@ type (
 	}
 )
 
-// writeRunJSON prints v as one indented JSON document. Characters that
-// could drive a terminal (C1 controls, DEL, bidirectional formatting) are
-// escaped as \u sequences, which only strings can hold.
+// writeRunJSON prints v as one indented JSON document (see writeSafeJSON).
 func writeRunJSON(out io.Writer, v runView) error {
 	g, err := graphOf(v)
 	if err != nil {
@@ -593,6 +653,11 @@ func writeRunJSON(out io.Writer, v runView) error {
 	if doc.Levels == nil {
 		doc.Levels = [][]string{}
 	}
+	if b := r.Budget; !b.Zero() {
+		doc.Run.Budget = &budgetJSON{MaxSteps: b.MaxSteps, MaxEffects: b.MaxEffects, MaxMoney: b.MaxMoney.Amount,
+			Currency: b.MaxMoney.Currency, MaxCall: b.MaxCall, MaxParallel: b.MaxParallel,
+			Spent: spentJSON{Effects: r.Spent.Effects, Money: r.Spent.Money}, Exhausted: r.Exhausted}
+	}
 	for i, s := range v.steps {
 		doc.Steps[i] = stepJSON{Step: s.StepID, Version: s.Version, Kind: s.Kind, State: s.State, ReadySeq: s.ReadySeq,
 			Args: s.Args, Trusted: s.Trusted, JobID: s.JobID, Result: s.Result, Compensation: s.Compensation,
@@ -602,6 +667,13 @@ func writeRunJSON(out io.Writer, v runView) error {
 		doc.Versions[i] = versionJSON{Version: ver.Version, Digest: ver.Digest, Predecessor: ver.Predecessor,
 			Reason: ver.Reason, Actor: ver.Actor, At: ver.At, Plan: ver.Plan}
 	}
+	return writeSafeJSON(out, doc)
+}
+
+// writeSafeJSON prints doc as one indented JSON document. Characters that
+// could drive a terminal (C1 controls, DEL, bidirectional formatting) are
+// escaped as \u sequences, which only strings can hold.
+func writeSafeJSON(out io.Writer, doc any) error {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
@@ -616,6 +688,6 @@ func writeRunJSON(out io.Writer, v runView) error {
 			safe.WriteRune(c)
 		}
 	}
-	_, err = out.Write(safe.Bytes())
+	_, err := out.Write(safe.Bytes())
 	return err
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/budgets"
 	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/plans"
@@ -173,6 +174,7 @@ func TestPlansShowADiamond(t *testing.T) {
 	require.NotContains(t, r.stdout, "!untrusted")
 	require.NotContains(t, r.stdout, "untrusted read")
 	require.NotContains(t, r.stdout, "failure")
+	require.NotContains(t, r.stdout, "budget", "a run without ceilings shows none")
 	require.NotContains(t, r.stdout, "\u202e")
 	// The graph lists each level in ready order, levels in turn.
 	require.Regexp(t, `(?s)level 0.*\] a .*level 1.*\] b .*\] c .*level 2.*\] d `, r.stdout)
@@ -382,6 +384,84 @@ func TestPlansShowADroppedStep(t *testing.T) {
 		`2\s+\S{12}\s+\S{12}\s+y is done elsewhere\s+svc:app\s+\S+`,
 	)
 	require.NotContains(t, r.stdout, "] y ")
+}
+
+// TestPlansShowAnExhaustedRun: a chain of two steps under a ceiling of one
+// step: its first step's job, claimed and completed by hand, reports what
+// it spent, and the run is exhausted before the second is admitted. plans
+// show prints the ceilings, the spend and why, and the second step held.
+func TestPlansShowAnExhaustedRun(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	h, cl := setupPlans(t)
+	jc, err := jobs.NewClient(h.API, jobs.Config{Project: project, Actor: app, Clock: h.Clock})
+	require.NoError(t, err)
+	chain := plans.Plan{Steps: []plans.Step{
+		{ID: "s00", Kind: "t.pay"},
+		{ID: "s01", Kind: "t.pay", After: []string{"s00"}, Terminal: true},
+	}}
+	run, err := cl.Start(ctx, plans.Start{Project: project, Plan: chain, InputTrusted: true, Budget: budgets.Budget{MaxSteps: 1}})
+	require.NoError(t, err)
+	steps, err := cl.Steps(ctx, run.ID)
+	require.NoError(t, err)
+	require.Len(t, steps, 1)
+	j, ok, err := jc.ClaimID(ctx, steps[0].JobID, jobs.ClaimOptions{})
+	require.NoError(t, err)
+	require.True(t, ok)
+	res, err := budgets.Report(map[string]string{"step": "s00"}, budgets.Spent{Effects: 2, Money: 150})
+	require.NoError(t, err)
+	_, err = jc.Complete(ctx, j.Lease(), res, nil)
+	require.NoError(t, err)
+	run, err = cl.Get(ctx, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, plans.Exhausted, run.Status)
+
+	id := fmt.Sprint(run.ID)
+	r := h.as(t, app, "plans", "show", id)
+	require.Equal(t, 0, r.code, r.stderr)
+	t.Logf("plans show %s:\n%s", id, r.stdout)
+	requireLines(t, r.stdout,
+		`status\s+exhausted`,
+		`budget\s+steps 1`,
+		`spent\s+effects 2, money 150`,
+		`exhausted\s+steps: 1 of 1 admitted`,
+		`finished\s+-`,
+		`  \[succeeded\] s00  \(t\.pay\)  job \d+`,
+		`  \[held\] s01  \(t\.pay\) after s00  terminal`,
+	)
+
+	r = h.as(t, app, "plans", "show", "--json", id)
+	require.Equal(t, 0, r.code, r.stderr)
+	var doc struct {
+		Run struct {
+			Status string          `json:"status"`
+			Budget json.RawMessage `json:"budget"`
+		} `json:"run"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &doc), r.stdout)
+	require.Equal(t, "exhausted", doc.Run.Status)
+	require.JSONEq(t, `{"max_steps": 1, "spent": {"effects": 2, "money": 150}, "exhausted": "steps: 1 of 1 admitted"}`,
+		string(doc.Run.Budget))
+
+	// Every ceiling a run may set, in its currency; a run still running
+	// is not exhausted.
+	all, err := cl.Start(ctx, plans.Start{Project: project, Plan: chain, InputTrusted: true, Budget: budgets.Budget{MaxSteps: 5,
+		MaxEffects: 7, MaxMoney: budgets.Money{Amount: 1000, Currency: "EUR"}, MaxCall: 100, MaxParallel: 2}})
+	require.NoError(t, err)
+	r = h.as(t, app, "plans", "show", fmt.Sprint(all.ID))
+	require.Equal(t, 0, r.code, r.stderr)
+	requireLines(t, r.stdout,
+		`status\s+running`,
+		`budget\s+steps 5, effects 7, money 1000 EUR, max call 100 EUR, max in flight 2`,
+		`spent\s+effects 0, money 0 EUR`,
+		`  \[waiting\] s01  \(t\.pay\) after s00  terminal`,
+	)
+	require.NotContains(t, r.stdout, "exhausted")
+	r = h.as(t, app, "plans", "show", "--json", fmt.Sprint(all.ID))
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &doc), r.stdout)
+	require.JSONEq(t, `{"max_steps": 5, "max_effects": 7, "max_money": 1000, "currency": "EUR", "max_call": 100,
+		"max_parallel": 2, "spent": {"effects": 0, "money": 0}}`, string(doc.Run.Budget))
 }
 
 // TestPlansUsage: a wrong command line exits 2 before connecting.

@@ -67,9 +67,14 @@ commands:
                                   soonest deadline first (--mine: only those you hold)
   task show ID                    a task: what is to be decided, who may not answer
                                   it (four eyes), its claim, decision and history
-  plans show RUN [--json]         a run of a plan: its status, trust and failure, its
-                                  plan's graph with each step's state, arguments'
-                                  sources and compensation, and its plan's versions
+  plans show RUN [--json]         a run of a plan: its status, budget, trust and
+                                  failure, its plan's graph with each step's state,
+                                  arguments' sources and compensation, and its
+                                  plan's versions
+  batches show ID [--limit N] [--after KEY] [--json]
+                                  a batch: its plan, source, cursor and census, and
+                                  its items failed, quarantined or in flight, oldest
+                                  key first (--limit default 20)
   serve --project P[,P...] [--addr HOST:PORT] [--auth-header H] [--dev-principal P]
                                   a web worklist of those projects at --addr (default
                                   127.0.0.1:8080) for reviewers an auth proxy signs in:
@@ -161,6 +166,8 @@ func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Write
 		action, err = c.taskCmd(rest)
 	case "plans":
 		action, err = c.plansCmd(rest)
+	case "batches":
+		action, err = c.batchesCmd(rest)
 	case "serve":
 		action, err = c.serve(rest)
 	default:

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/batches"
+)
+
+const batchesUsage = "batches needs a subcommand: show ID [--limit N] [--after KEY] [--json]"
+
+// batchesShowLimit is how many items needing attention batches show lists
+// unless told.
+const batchesShowLimit = 20
+
+func (c *cli) batchesCmd(args []string) (dbAction, error) {
+	if len(args) == 0 {
+		return nil, usagef(batchesUsage)
+	}
+	sub, rest := args[0], args[1:]
+	fs := flag.NewFlagSet("batches "+sub, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	switch sub {
+	case "show":
+		limit := fs.Int("limit", batchesShowLimit, "at most this many items needing attention, oldest key first")
+		after := fs.String("after", "", "only items whose key sorts after this one (the last key of the previous page)")
+		asJSON := fs.Bool("json", false, "print a JSON document of the batch, its census and the items")
+		id, err := idArg(fs, rest, "batches show needs ID", "batch")
+		if err != nil {
+			return nil, err
+		}
+		if *limit < 1 || *limit > batches.MaxPage {
+			return nil, usagef("batches show --limit must be 1..%d", batches.MaxPage)
+		}
+		return func(ctx context.Context, pool *pgxpool.Pool) error {
+			v, err := c.readBatch(ctx, pool, id, *after, *limit)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return writeBatchJSON(c.stdout, v)
+			}
+			return writeBatchText(c.stdout, v)
+		}, nil
+	}
+	return nil, usagef("unknown batches subcommand %q; %s", sub, batchesUsage)
+}
+
+// batchView is what batches show reads of a batch, from one snapshot.
+type batchView struct {
+	report batches.Report
+	items  []batches.Admitted
+	// more says items needing attention follow the page; next is the
+	// command that lists them.
+	more bool
+	next string
+}
+
+// readBatch reads batch id and a page of its items needing attention in
+// one read-only repeatable-read transaction, so that the census and the
+// items agree. When the page is full, one probe past it says whether more
+// follow.
+func (c *cli) readBatch(ctx context.Context, pool *pgxpool.Pool, id int64, after string, limit int) (batchView, error) {
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return batchView{}, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	cl, err := batches.NewClient(tx, batches.Config{Actor: c.actor, Clock: c.clock})
+	if err != nil {
+		return batchView{}, err
+	}
+	var v batchView
+	if v.report, err = cl.Get(ctx, id); err != nil {
+		return batchView{}, err
+	}
+	if v.items, err = cl.NeedingAttention(ctx, id, after, limit); err != nil {
+		return batchView{}, err
+	}
+	if len(v.items) == limit {
+		last := v.items[len(v.items)-1].Key
+		rest, err := cl.NeedingAttention(ctx, id, last, 1)
+		if err != nil {
+			return batchView{}, err
+		}
+		if v.more = len(rest) > 0; v.more {
+			v.next = fmt.Sprintf("docket batches show %d --after %s", id, shellWord(last))
+			if limit != batchesShowLimit {
+				v.next += fmt.Sprintf(" --limit %d", limit)
+			}
+		}
+	}
+	return v, nil
+}
+
+// writeBatchText prints the batch, its census and the items needing
+// attention.
+func writeBatchText(out io.Writer, v batchView) error {
+	r := v.report
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "batch\t%d\n", r.ID)
+	fmt.Fprintf(w, "project\t%s\n", r.Project)
+	fmt.Fprintf(w, "name\t%s\n", printable(r.Name))
+	fmt.Fprintf(w, "status\t%s\n", r.Status)
+	fmt.Fprintf(w, "plan\t%s\n", shortDigest(r.Digest))
+	fmt.Fprintf(w, "digest\t%s\n", r.Digest)
+	source := "not read to its end"
+	if r.SourceDone {
+		source = "read to its end"
+	}
+	fmt.Fprintf(w, "source\t%s\n", source)
+	fmt.Fprintf(w, "last key\t%s\n", dash(printable(r.LastKey)))
+	fmt.Fprintf(w, "cursor\t%s\n", dash(printable(r.Cursor)))
+	fmt.Fprintf(w, "created\t%s by %s\n", r.CreatedAt.Format(time.RFC3339Nano), r.CreatedBy)
+	finished := "-"
+	if r.FinishedAt != nil {
+		finished = r.FinishedAt.UTC().Format(time.RFC3339Nano)
+	}
+	fmt.Fprintf(w, "finished\t%s\n", finished)
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "items\t%d\n", r.Items)
+	fmt.Fprintf(w, "in flight\t%d\n", r.InFlight)
+	fmt.Fprintf(w, "succeeded\t%d\n", r.Succeeded)
+	fmt.Fprintf(w, "failed\t%d\n", r.Failed)
+	fmt.Fprintf(w, "quarantined\t%d\n", r.Quarantined)
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	attention := "no"
+	if r.NeedsAttention() {
+		attention = "yes"
+	}
+	fmt.Fprintf(out, "needs attention: %s\n\n", attention)
+
+	if len(v.items) == 0 {
+		_, err := fmt.Fprintln(out, "no item is failed, quarantined or in flight")
+		return err
+	}
+	fmt.Fprintln(out, "items failed, quarantined or in flight, oldest key first:")
+	w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "KEY\tSTATUS\tRUN\tREASON")
+	for _, it := range v.items {
+		run := "-"
+		if it.RunID != 0 {
+			run = fmt.Sprint(it.RunID)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", printable(it.Key), it.Status, run, dash(printable(it.Reason)))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if v.more {
+		_, err := fmt.Fprintf(out, "… and more: %s\n", v.next)
+		return err
+	}
+	return nil
+}
+
+// shellWord is s as one word of a POSIX shell command line: itself when
+// plain, else single-quoted, else, when it holds characters a terminal
+// would act on or that printable would replace, as a $'…' word with them
+// escaped.
+func shellWord(s string) string {
+	plain := s != ""
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.,:/@%+=", r)) {
+			plain = false
+			break
+		}
+	}
+	switch {
+	case plain:
+		return s
+	case printable(s) == s:
+		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	}
+	var b strings.Builder
+	b.WriteString("$'")
+	for _, r := range s {
+		switch {
+		case r == '\'' || r == '\\':
+			b.WriteString(`\` + string(r))
+		case unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || unicode.IsSpace(r) && r != ' ':
+			if r > 0xffff {
+				fmt.Fprintf(&b, `\U%08x`, r)
+			} else {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteString("'")
+	return b.String()
+}
+
+// The JSON document of batches show --json.
+type (
+	batchDoc struct {
+		Batch  batchJSON  `json:"batch"`
+		Census censusJSON `json:"census"`
+		// Items are the page of items failed, quarantined or in flight,
+		// oldest key first; More says others follow, from after the last.
+		Items []itemJSON `json:"items"`
+		More  bool       `json:"more"`
+	}
+	batchJSON struct {
+		ID         int64          `json:"id"`
+		Project    string         `json:"project"`
+		Name       string         `json:"name"`
+		Digest     string         `json:"digest"`
+		Status     batches.Status `json:"status"`
+		SourceDone bool           `json:"source_done"`
+		LastKey    string         `json:"last_key,omitempty"`
+		Cursor     string         `json:"cursor,omitempty"`
+		CreatedBy  access.Actor   `json:"created_by"`
+		CreatedAt  time.Time      `json:"created_at"`
+		FinishedAt *time.Time     `json:"finished_at"`
+	}
+	censusJSON struct {
+		Items          int  `json:"items"`
+		InFlight       int  `json:"in_flight"`
+		Succeeded      int  `json:"succeeded"`
+		Failed         int  `json:"failed"`
+		Quarantined    int  `json:"quarantined"`
+		NeedsAttention bool `json:"needs_attention"`
+	}
+	itemJSON struct {
+		Key        string             `json:"key"`
+		Status     batches.ItemStatus `json:"status"`
+		RunID      int64              `json:"run_id,omitempty"`
+		Trusted    bool               `json:"trusted"`
+		Reason     string             `json:"reason,omitempty"`
+		AdmittedAt time.Time          `json:"admitted_at"`
+		SettledAt  *time.Time         `json:"settled_at"`
+	}
+)
+
+// writeBatchJSON prints v as one indented JSON document (see
+// writeSafeJSON).
+func writeBatchJSON(out io.Writer, v batchView) error {
+	r := v.report
+	doc := batchDoc{
+		Batch: batchJSON{ID: r.ID, Project: r.Project, Name: r.Name, Digest: r.Digest, Status: r.Status, SourceDone: r.SourceDone,
+			LastKey: r.LastKey, Cursor: r.Cursor, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, FinishedAt: utcPtr(r.FinishedAt)},
+		Census: censusJSON{Items: r.Items, InFlight: r.InFlight, Succeeded: r.Succeeded, Failed: r.Failed,
+			Quarantined: r.Quarantined, NeedsAttention: r.NeedsAttention()},
+		Items: make([]itemJSON, len(v.items)),
+		More:  v.more,
+	}
+	for i, it := range v.items {
+		doc.Items[i] = itemJSON{Key: it.Key, Status: it.Status, RunID: it.RunID, Trusted: it.Trusted, Reason: it.Reason,
+			AdmittedAt: it.AdmittedAt, SettledAt: utcPtr(it.SettledAt)}
+	}
+	return writeSafeJSON(out, doc)
+}
