@@ -650,13 +650,14 @@ CREATE TRIGGER schedule_occurrences_refuse_delete
 
 -- Storage ----------------------------------------------------------------------
 -- docket.jobs is updated two or three times in its life and then deleted by
--- the prune: leave room on each page so an update that changes no indexed
--- column stays on its page (a HOT update, no index writes), and vacuum it
--- after 2% of it changed rather than Postgres's 20%, so the space a prune
--- frees is reused before the table grows. The event and evidence tables
--- are insert-only until pruned: vacuum them after 5% new rows (to keep their
--- visibility maps current for index-only scans) and after 2% deleted.
-ALTER TABLE docket.jobs SET (fillfactor = 80,
+-- the prune: vacuum it after 2% of it changed rather than Postgres's 20%, so
+-- the space a prune frees is reused before the table grows. No fillfactor:
+-- every claim and completion changes an indexed column (state, in the
+-- partial indexes), so no update of a job is HOT and room left on its page
+-- would only cost heap. The event and evidence tables are insert-only until
+-- pruned: vacuum them after 5% new rows (to keep their visibility maps
+-- current for index-only scans) and after 2% deleted.
+ALTER TABLE docket.jobs SET (
     autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02,
     autovacuum_vacuum_insert_scale_factor = 0.05);
 ALTER TABLE docket.job_events SET (autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.05,
@@ -673,7 +674,7 @@ INSERT INTO docket.api_functions (name, role) VALUES
 SELECT docket.apply_privileges();
 
 -- +goose Down
-ALTER TABLE docket.jobs RESET (fillfactor, autovacuum_vacuum_scale_factor, autovacuum_analyze_scale_factor,
+ALTER TABLE docket.jobs RESET (autovacuum_vacuum_scale_factor, autovacuum_analyze_scale_factor,
     autovacuum_vacuum_insert_scale_factor);
 ALTER TABLE docket.job_events RESET (autovacuum_vacuum_scale_factor, autovacuum_analyze_scale_factor,
     autovacuum_vacuum_insert_scale_factor);
