@@ -100,6 +100,9 @@ func serve(raw string) error {
 	if err := h.handlePlanSteps(reg); err != nil {
 		return err
 	}
+	if err := h.handleBatchSteps(reg); err != nil {
+		return err
+	}
 	w, err := worker.NewClient(pool, worker.Config{
 		Actor: app, Registry: reg, Deployment: "faults-" + spec.Name,
 		Queues:         map[string]int{jobs.DefaultQueue: handlers},

@@ -44,6 +44,17 @@
 //     SIGKILLed mid-run among the completions that advance the runs, and a
 //     new one started; its own checks (plans_test.go) add that every run
 //     succeeded with all its results and no step was enqueued twice.
+//  8. batch-kill: a batch (package batches) of a three-step plan over 500
+//     items (5,000 in the long form), fed in windowed passes of 100 new
+//     items, the worker SIGKILLed mid-batch and a new one started (twice in
+//     the long form), and the feeder crashed: a pass cancelled while it
+//     admits a page, the feeding resumed from the cursor by a fresh client.
+//  9. batch-100k (long form only): 100,000 items of that plan through two
+//     workers, no fault, for the throughput and the cost of reading the
+//     census at 1,000 and at 100,000 items. Both batch scenarios check
+//     (batches_test.go) that the census is exact and agreed with the items
+//     at every sample, the cursor is at the last key, every item has one
+//     run of its own that succeeded, and no step was enqueued twice.
 //
 // After the fault, and once every job has settled, each scenario checks:
 //
@@ -74,14 +85,16 @@
 //
 //	go test -race -count=1 ./integration/faults/          # bounded: 3,000 jobs a scenario, 5 s outages
 //	go test -race -count=1 -v ./integration/faults/       # the same, showing the reports
-//	go test -race -count=1 -v -timeout 60m ./integration/faults/ -docket.faults.long
-//	DOCKET_FAULTS_LONG=1 go test -race -count=1 -timeout 60m ./...
+//	go test -race -count=1 -v -timeout 120m ./integration/faults/ -docket.faults.long
+//	DOCKET_FAULTS_LONG=1 go test -race -count=1 -timeout 120m ./...
 //
 // The long form runs 20,000 jobs a scenario with 20 s outages, and adds
 // chaos: five faults over one run of 20,000 jobs, alternating an immediate
-// restart of Postgres and a SIGKILL of the worker. go test -short skips the
-// suite, and so does a machine without PostgreSQL server binaries (initdb,
-// postgres; the packaged ones under /usr/lib/postgresql/*/bin are found).
+// restart of Postgres and a SIGKILL of the worker, and batch-100k, whose
+// 300,000 jobs take about a quarter of an hour on two cores. go test -short
+// skips the suite, and so does a machine without PostgreSQL server binaries
+// (initdb, postgres; the packaged ones under /usr/lib/postgresql/*/bin are
+// found).
 // The cut scenarios need the dblink extension (postgresql-contrib) and skip
 // without it.
 package faults

@@ -65,6 +65,8 @@ func scenarios(f form) []scenario {
 		{name: "cut-commit", strict: true, prepare: cutWrites(
 			"CREATE CONSTRAINT TRIGGER inside_cut AFTER INSERT ON faults.inside DEFERRABLE INITIALLY DEFERRED FOR EACH ROW")},
 		{name: "plan-kill", play: planKill},
+		{name: "batch-kill", play: batchKill},
+		{name: "batch-100k", play: batch100k},
 	}
 	if f.long {
 		out = append(out, scenario{name: "chaos", faults: []float64{1.0 / 6, 2.0 / 6, 3.0 / 6, 4.0 / 6, 5.0 / 6}, inject: chaos})
