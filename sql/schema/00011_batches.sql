@@ -254,8 +254,11 @@ END
 $$;
 -- +goose StatementEnd
 
--- batch_lock returns batch p_id locked for p_actor holding batch.run on its
--- project; P0002 otherwise, in the same words for one that does not exist.
+-- batch_lock returns batch p_id for p_actor holding batch.run on its
+-- project, holding the batch's admission lock (a transaction advisory
+-- lock: admissions of one batch take turns, while the runs' ends, which
+-- update the batch row's counts, do not wait for a page being admitted);
+-- P0002 otherwise, in the same words for one that does not exist.
 -- +goose StatementBegin
 CREATE FUNCTION docket.batch_lock(p_id bigint, p_actor text) RETURNS docket.batches
 LANGUAGE plpgsql AS $$
@@ -267,7 +270,8 @@ BEGIN
         RAISE EXCEPTION 'batch % does not exist (or % holds no batch.run on its project)', coalesce(p_id::text, 'NULL'), p_actor
             USING ERRCODE = 'P0002';
     END IF;
-    SELECT * INTO b FROM docket.batches WHERE id = p_id FOR UPDATE;
+    PERFORM pg_advisory_xact_lock(1650553971, hashtext(p_id::text));
+    SELECT * INTO b FROM docket.batches WHERE id = p_id;
     RETURN b;
 END
 $$;
@@ -303,8 +307,14 @@ DECLARE
     i integer;
     k text COLLATE "C";
     prev text COLLATE "C";
+    v_last text COLLATE "C";
     it docket.batch_items;
     r docket.runs;
+    n_items integer := 0;
+    n_flight integer := 0;
+    n_quarantined integer := 0;
+    n_succeeded integer := 0;
+    n_failed integer := 0;
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
     b := docket.batch_lock(p_batch, p_actor);
@@ -315,6 +325,7 @@ BEGIN
         RAISE EXCEPTION 'batch % is completed: it admits nothing more', b.id USING ERRCODE = 'DK014';
     END IF;
     SELECT * INTO p FROM docket.plans WHERE id = b.plan_id;
+    v_last := b.last_key;
     FOR i IN 1 .. coalesce(cardinality(p_keys), 0) LOOP
         k := p_keys[i];
         IF k IS NULL OR NOT docket.valid_case_key_value(k) THEN
@@ -326,15 +337,17 @@ BEGIN
                 USING ERRCODE = 'DK010';
         END IF;
         prev := k;
-        IF b.last_key IS NOT NULL AND k <= b.last_key THEN
+        IF v_last IS NOT NULL AND k <= v_last THEN
             SELECT * INTO it FROM docket.batch_items WHERE batch_id = b.id AND key = k;
             IF NOT FOUND THEN
                 RAISE EXCEPTION 'batch %: key % comes before the last key admitted (%) and was never admitted: the source is out of order',
-                    b.id, k, b.last_key USING ERRCODE = 'DK010';
+                    b.id, k, v_last USING ERRCODE = 'DK010';
             END IF;
             RETURN QUERY SELECT false, (it).*;
             CONTINUE;
         END IF;
+        v_last := k;
+        n_items := n_items + 1;
         -- Reserve: the run first, its id recorded with the item. An input
         -- the run would refuse quarantines the item instead.
         IF p_inputs[i] IS NOT NULL AND docket.json_size(p_inputs[i]) > 65536 THEN
@@ -342,7 +355,7 @@ BEGIN
             VALUES (b.id, k, 'quarantined', coalesce(p_trusted[i], false),
                     format('refused at admission: its input is %s characters of JSON, over 65536', docket.json_size(p_inputs[i])), p_now, p_now)
             RETURNING * INTO it;
-            UPDATE docket.batches SET last_key = k, items = items + 1, quarantined = quarantined + 1 WHERE id = b.id RETURNING * INTO b;
+            n_quarantined := n_quarantined + 1;
             RETURN QUERY SELECT true, (it).*;
             CONTINUE;
         END IF;
@@ -351,7 +364,6 @@ BEGIN
         INSERT INTO docket.batch_items (batch_id, key, status, run_id, trusted, admitted_at)
         VALUES (b.id, k, 'reserved', r.id, coalesce(p_trusted[i], false), p_now)
         RETURNING * INTO it;
-        UPDATE docket.batches SET last_key = k, items = items + 1, in_flight = in_flight + 1 WHERE id = b.id RETURNING * INTO b;
         -- A run can end within its start (its first steps all refused):
         -- settle its item now, as the trigger would have.
         SELECT * INTO r FROM docket.runs WHERE id = r.id;
@@ -361,13 +373,22 @@ BEGIN
                 reason = CASE WHEN r.status <> 'succeeded' THEN left(format('run %s %s%s', r.id, r.status, coalesce(': ' || r.failure, '')), 2000) END
             WHERE batch_id = b.id AND key = k
             RETURNING * INTO it;
-            UPDATE docket.batches SET in_flight = in_flight - 1, succeeded = succeeded + (r.status = 'succeeded')::int,
-                failed = failed + (r.status <> 'succeeded')::int
-            WHERE id = b.id RETURNING * INTO b;
+            IF r.status = 'succeeded' THEN
+                n_succeeded := n_succeeded + 1;
+            ELSE
+                n_failed := n_failed + 1;
+            END IF;
+        ELSE
+            n_flight := n_flight + 1;
         END IF;
         RETURN QUERY SELECT true, (it).*;
     END LOOP;
-    UPDATE docket.batches SET source_done = source_done OR coalesce(p_last, false), updated_at = greatest(updated_at, p_now)
+    -- The batch row once, at the end: the runs' ends update it too, and
+    -- wait for it only this long.
+    UPDATE docket.batches
+    SET last_key = v_last, items = items + n_items, in_flight = in_flight + n_flight, quarantined = quarantined + n_quarantined,
+        succeeded = succeeded + n_succeeded, failed = failed + n_failed,
+        source_done = source_done OR coalesce(p_last, false), updated_at = greatest(updated_at, p_now)
     WHERE id = b.id;
     PERFORM docket.batch_advance(b.id);
 END
