@@ -950,7 +950,8 @@ $$;
 
 -- run_cancel cancels run p_run on behalf of p_actor at p_now: the steps not
 -- started (queued jobs) are cancelled, and the run unwinds once those
--- running have finished. Cancelling a run that is not running is a no-op.
+-- running have finished. Cancelling a run that is not running (or
+-- exhausted) is a no-op.
 -- +goose StatementBegin
 CREATE FUNCTION docket.run_cancel(p_run bigint, p_reason text, p_actor text, p_now timestamptz)
 RETURNS docket.runs
@@ -960,7 +961,8 @@ DECLARE
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
     r := docket.run_authorize(p_run, p_actor);
-    IF r.status <> 'running' THEN
+    -- exhausted: the state budgets add, a run stopped at a ceiling.
+    IF r.status NOT IN ('running', 'exhausted') THEN
         RETURN r;
     END IF;
     UPDATE docket.runs SET status = 'unwinding', updated_at = greatest(updated_at, p_now),

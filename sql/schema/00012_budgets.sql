@@ -296,7 +296,7 @@ BEGIN
     UPDATE docket.runs
     SET max_steps = coalesce(p_max_steps, max_steps), max_effects = coalesce(p_max_effects, max_effects),
         max_money = coalesce(p_max_money, max_money), max_parallel = coalesce(p_max_parallel, max_parallel),
-        status = 'running', exhausted = NULL, updated_at = greatest(updated_at, p_now)
+        status = 'running', updated_at = greatest(updated_at, p_now)
     WHERE id = r.id
     RETURNING * INTO r;
     INSERT INTO docket.run_budget_events (run_id, what, detail, actor, at)
@@ -347,34 +347,23 @@ END
 $$;
 -- +goose StatementEnd
 
--- run_cancel cancels an exhausted run too: it unwinds, and can no longer
--- resume.
+-- runs_leave_exhausted clears why a run was exhausted as it leaves that
+-- state, by any route (a resume, a cancel, its last steps succeeding).
 -- +goose StatementBegin
-CREATE OR REPLACE FUNCTION docket.run_cancel(p_run bigint, p_reason text, p_actor text, p_now timestamptz)
-RETURNS docket.runs
+CREATE FUNCTION docket.runs_leave_exhausted() RETURNS trigger
 LANGUAGE plpgsql AS $$
-DECLARE
-    r docket.runs;
 BEGIN
-    PERFORM docket.set_context(p_actor, p_now);
-    r := docket.run_authorize(p_run, p_actor);
-    IF r.status NOT IN ('running', 'exhausted') THEN
-        RETURN r;
-    END IF;
-    UPDATE docket.runs SET status = 'unwinding', exhausted = NULL, updated_at = greatest(updated_at, p_now),
-        failure = left(format('cancelled by %s%s', p_actor, coalesce(': ' || nullif(p_reason, ''), '')), 2000)
-    WHERE id = r.id;
-    UPDATE docket.jobs j
-    SET state = 'cancelled', diagnostic = left(format('cancelled: run %s was cancelled', r.id), 2000),
-        finished_at = greatest(j.updated_at, p_now), updated_at = greatest(j.updated_at, p_now)
-    FROM docket.run_steps s
-    WHERE s.run_id = r.id AND s.state = 'admitted' AND j.id = s.job_id AND j.state = 'queued';
-    PERFORM docket.run_unwind(r.id);
-    SELECT * INTO r FROM docket.runs WHERE id = r.id;
-    RETURN r;
+    NEW.exhausted := NULL;
+    RETURN NEW;
 END
 $$;
 -- +goose StatementEnd
+
+CREATE TRIGGER runs_leave_exhausted
+    BEFORE UPDATE OF status ON docket.runs
+    FOR EACH ROW WHEN (OLD.status = 'exhausted' AND NEW.status <> 'exhausted')
+    EXECUTE FUNCTION docket.runs_leave_exhausted();
+
 
 INSERT INTO docket.api_functions (name, role) VALUES ('run_resume', 'app'), ('budget_quota_set', 'app');
 
@@ -382,32 +371,8 @@ SELECT docket.apply_privileges();
 
 -- +goose Down
 SET LOCAL docket.migrating = 'on';
--- +goose StatementBegin
-CREATE OR REPLACE FUNCTION docket.run_cancel(p_run bigint, p_reason text, p_actor text, p_now timestamptz)
-RETURNS docket.runs
-LANGUAGE plpgsql AS $$
-DECLARE
-    r docket.runs;
-BEGIN
-    PERFORM docket.set_context(p_actor, p_now);
-    r := docket.run_authorize(p_run, p_actor);
-    IF r.status <> 'running' THEN
-        RETURN r;
-    END IF;
-    UPDATE docket.runs SET status = 'unwinding', updated_at = greatest(updated_at, p_now),
-        failure = left(format('cancelled by %s%s', p_actor, coalesce(': ' || nullif(p_reason, ''), '')), 2000)
-    WHERE id = r.id;
-    UPDATE docket.jobs j
-    SET state = 'cancelled', diagnostic = left(format('cancelled: run %s was cancelled', r.id), 2000),
-        finished_at = greatest(j.updated_at, p_now), updated_at = greatest(j.updated_at, p_now)
-    FROM docket.run_steps s
-    WHERE s.run_id = r.id AND s.state = 'admitted' AND j.id = s.job_id AND j.state = 'queued';
-    PERFORM docket.run_unwind(r.id);
-    SELECT * INTO r FROM docket.runs WHERE id = r.id;
-    RETURN r;
-END
-$$;
--- +goose StatementEnd
+DROP TRIGGER runs_leave_exhausted ON docket.runs;
+DROP FUNCTION docket.runs_leave_exhausted();
 DELETE FROM docket.api_functions WHERE name IN ('run_resume', 'budget_quota_set');
 DROP FUNCTION docket.budget_quota_set(text, text, interval, timestamptz, bigint, text, timestamptz);
 DROP FUNCTION docket.run_resume(bigint, integer, bigint, bigint, integer, text, timestamptz);
