@@ -11,21 +11,21 @@ import (
 	"github.com/docket-dev/docket/access"
 )
 
-const actorUsage = "actor needs a subcommand: bind ROLE PRINCIPAL, unbind ROLE PRINCIPAL, list [ROLE]"
-
 // actorCmd binds login roles to the principals they may act as, unbinds
 // them, and lists the bindings.
 func (c *cli) actorCmd(args []string) (dbAction, error) {
-	if len(args) == 0 {
-		return nil, usagef(actorUsage)
+	sub, rest, err := c.sub("actor", args)
+	if err != nil {
+		return nil, err
 	}
-	sub, rest := args[0], args[1:]
+	fs := c.flags("actor " + sub)
 	switch sub {
 	case "bind", "unbind":
-		if len(rest) != 2 {
-			return nil, usagef("actor %s needs ROLE PRINCIPAL", sub)
+		pos, err := c.parse(fs, rest, "ROLE", "PRINCIPAL")
+		if err != nil {
+			return nil, err
 		}
-		role, principal := rest[0], access.Actor(rest[1])
+		role, principal := pos[0], access.Actor(pos[1])
 		return func(ctx context.Context, pool *pgxpool.Pool) error {
 			ac, err := c.accessClient(pool)
 			if err != nil {
@@ -55,13 +55,12 @@ func (c *cli) actorCmd(args []string) (dbAction, error) {
 			return nil
 		}, nil
 	case "list":
-		if len(rest) > 1 {
-			return nil, usagef("actor list takes at most one ROLE")
+		format := outputFlag(fs)
+		pos, err := c.parse(fs, rest, "[ROLE]")
+		if err != nil {
+			return nil, err
 		}
-		role := ""
-		if len(rest) == 1 {
-			role = rest[0]
-		}
+		role := pos[0]
 		return func(ctx context.Context, pool *pgxpool.Pool) error {
 			ac, err := c.accessClient(pool)
 			if err != nil {
@@ -71,6 +70,9 @@ func (c *cli) actorCmd(args []string) (dbAction, error) {
 			if err != nil {
 				return err
 			}
+			if *format == formatJSON {
+				return writeSafeJSON(c.stdout, bindingsDoc{Bindings: mapSlice(list, bindingOf)})
+			}
 			w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ROLE\tPRINCIPAL\tBOUND BY\tBOUND AT")
 			for _, b := range list {
@@ -79,5 +81,5 @@ func (c *cli) actorCmd(args []string) (dbAction, error) {
 			return w.Flush()
 		}, nil
 	}
-	return nil, usagef("unknown actor subcommand %q; %s", sub, actorUsage)
+	return nil, usageOf(fs, "no such subcommand")
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -17,43 +16,40 @@ import (
 	"github.com/docket-dev/docket/batches"
 )
 
-const batchesUsage = "batches needs a subcommand: show ID [--limit N] [--after KEY] [--json]"
-
 // batchesShowLimit is how many items needing attention batches show lists
 // unless told.
 const batchesShowLimit = 20
 
 func (c *cli) batchesCmd(args []string) (dbAction, error) {
-	if len(args) == 0 {
-		return nil, usagef(batchesUsage)
+	sub, rest, err := c.sub("batches", args)
+	if err != nil {
+		return nil, err
 	}
-	sub, rest := args[0], args[1:]
-	fs := flag.NewFlagSet("batches "+sub, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := c.flags("batches " + sub)
 	switch sub {
 	case "show":
-		limit := fs.Int("limit", batchesShowLimit, "at most this many items needing attention, oldest key first")
-		after := fs.String("after", "", "only items whose key sorts after this one (the last key of the previous page)")
-		asJSON := fs.Bool("json", false, "print a JSON document of the batch, its census and the items")
-		id, err := idArg(fs, rest, "batches show needs ID", "batch")
+		limit := fs.Int("limit", batchesShowLimit, "at most `N` items needing attention, oldest key first")
+		after := fs.String("after", "", "only items whose key sorts after this `KEY` (the last key of the previous page)")
+		format := outputFlag(fs)
+		id, err := c.idArg(fs, rest, "batch")
 		if err != nil {
 			return nil, err
 		}
-		if *limit < 1 || *limit > batches.MaxPage {
-			return nil, usagef("batches show --limit must be 1..%d", batches.MaxPage)
+		if err := badLimit(fs, "limit", *limit, batches.MaxPage); err != nil {
+			return nil, err
 		}
 		return func(ctx context.Context, pool *pgxpool.Pool) error {
 			v, err := c.readBatch(ctx, pool, id, *after, *limit)
 			if err != nil {
 				return err
 			}
-			if *asJSON {
+			if *format == formatJSON {
 				return writeBatchJSON(c.stdout, v)
 			}
 			return writeBatchText(c.stdout, v)
 		}, nil
 	}
-	return nil, usagef("unknown batches subcommand %q; %s", sub, batchesUsage)
+	return nil, usageOf(fs, "no such subcommand")
 }
 
 // batchView is what batches show reads of a batch, from one snapshot.

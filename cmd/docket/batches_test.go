@@ -231,7 +231,7 @@ func TestBatchesShow(t *testing.T) {
 		require.NotContains(t, r.stderr, "nightly")
 	}
 	r = e.as(t, sam, "batches", "show", id)
-	require.Equal(t, fmt.Sprintf("docket batches: batch.get batch=%s: not found\n", id), r.stderr)
+	require.Equal(t, fmt.Sprintf("docket batches show: batch.get batch=%s: not found\n", id), r.stderr)
 }
 
 // TestBatchesShowAllWell: a batch whose every item succeeded needs no
@@ -316,5 +316,5 @@ func TestBatchesUsage(t *testing.T) {
 		{"batches", "show", "--frob", "1"},
 	})
 	r := docket(t, unreachable, "help")
-	require.Contains(t, r.stdout, "batches show ID [--limit N] [--after KEY] [--json]")
+	require.Contains(t, r.stdout, "batches show ID [--limit N] [--after KEY] [-o json]")
 }

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"text/tabwriter"
 	"time"
 
@@ -13,44 +11,43 @@ import (
 	"github.com/docket-dev/docket/cases"
 )
 
-const casesUsage = "cases needs a subcommand: list PROJECT, show ID"
-
 func (c *cli) cases(args []string) (dbAction, error) {
-	if len(args) == 0 {
-		return nil, usagef(casesUsage)
+	sub, rest, err := c.sub("cases", args)
+	if err != nil {
+		return nil, err
 	}
-	sub, rest := args[0], args[1:]
-	fs := flag.NewFlagSet("cases "+sub, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := c.flags("cases " + sub)
 	switch sub {
 	case "list":
-		status := fs.String("status", "", "only cases with this status (open or closed)")
-		limit := fs.Int("limit", 50, "at most this many, oldest first")
-		after := fs.Int64("after", 0, "only cases with a larger id (the last id of the previous page)")
-		project, err := listArgs(fs, rest, "cases list", "cases list needs PROJECT", limit, after)
+		status := fs.String("status", "", "only cases with this `STATUS`: "+joinStates(cases.Statuses))
+		limit := fs.Int("limit", 50, "at most `N` cases, oldest first")
+		after := fs.Int64("after", 0, "only cases with a larger `ID` (the last id of the previous page)")
+		format := outputFlag(fs)
+		project, err := c.listArgs(fs, rest, limit, after)
 		if err == nil {
-			err = checkOneOf("cases list", "status", *status, cases.Statuses)
+			err = checkOneOf(fs, "status", *status, cases.Statuses)
 		}
 		if err != nil {
 			return nil, err
 		}
 		f := cases.Filter{Project: project, Status: cases.Status(*status), After: *after, Limit: *limit}
-		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.casesList(ctx, pool, f) }, nil
+		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.casesList(ctx, pool, f, *format) }, nil
 	case "show":
-		id, err := idArg(fs, rest, "cases show needs ID", "case")
+		format := outputFlag(fs)
+		id, err := c.idArg(fs, rest, "case")
 		if err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.casesShow(ctx, pool, id) }, nil
+		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.casesShow(ctx, pool, id, *format) }, nil
 	}
-	return nil, usagef("unknown cases subcommand %q; %s", sub, casesUsage)
+	return nil, usageOf(fs, "no such subcommand")
 }
 
 func (c *cli) caseClient(pool *pgxpool.Pool) (*cases.Client, error) {
 	return cases.NewClient(pool, cases.Config{Actor: c.actor, Clock: c.clock})
 }
 
-func (c *cli) casesList(ctx context.Context, pool *pgxpool.Pool, f cases.Filter) error {
+func (c *cli) casesList(ctx context.Context, pool *pgxpool.Pool, f cases.Filter, format string) error {
 	cl, err := c.caseClient(pool)
 	if err != nil {
 		return err
@@ -58,6 +55,9 @@ func (c *cli) casesList(ctx context.Context, pool *pgxpool.Pool, f cases.Filter)
 	list, err := cl.List(ctx, f)
 	if err != nil {
 		return err
+	}
+	if format == formatJSON {
+		return writeSafeJSON(c.stdout, caseListDoc{Cases: mapSlice(list, caseOf)})
 	}
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tKIND\tSTATUS\tVERSION\tCREATED AT\tUPDATED AT")
@@ -68,7 +68,7 @@ func (c *cli) casesList(ctx context.Context, pool *pgxpool.Pool, f cases.Filter)
 	return w.Flush()
 }
 
-func (c *cli) casesShow(ctx context.Context, pool *pgxpool.Pool, id int64) error {
+func (c *cli) casesShow(ctx context.Context, pool *pgxpool.Pool, id int64, format string) error {
 	cl, err := c.caseClient(pool)
 	if err != nil {
 		return err
@@ -76,6 +76,22 @@ func (c *cli) casesShow(ctx context.Context, pool *pgxpool.Pool, id int64) error
 	k, err := cl.Get(ctx, id)
 	if err != nil {
 		return err
+	}
+	keys, err := cl.Keys(ctx, id)
+	if err != nil {
+		return err
+	}
+	obs, err := cl.Obligations(ctx, id)
+	if err != nil {
+		return err
+	}
+	events, err := cl.History(ctx, id)
+	if err != nil {
+		return err
+	}
+	if format == formatJSON {
+		return writeSafeJSON(c.stdout, caseShowDoc{Case: caseOf(k), Keys: mapSlice(keys, keyClaimOf),
+			Obligations: mapSlice(obs, obligationOf), History: mapSlice(events, caseEventOf)})
 	}
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "case\t%d\n", k.ID)
@@ -92,10 +108,6 @@ func (c *cli) casesShow(ctx context.Context, pool *pgxpool.Pool, id int64) error
 		return err
 	}
 
-	keys, err := cl.Keys(ctx, id)
-	if err != nil {
-		return err
-	}
 	fmt.Fprintln(c.stdout)
 	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "NAMESPACE\tVALUE\tCLAIMED AT\tRELEASED AT")
@@ -110,10 +122,6 @@ func (c *cli) casesShow(ctx context.Context, pool *pgxpool.Pool, id int64) error
 		return err
 	}
 
-	obs, err := cl.Obligations(ctx, id)
-	if err != nil {
-		return err
-	}
 	fmt.Fprintln(c.stdout)
 	if len(obs) == 0 {
 		fmt.Fprintln(c.stdout, "no obligations")
@@ -135,10 +143,6 @@ func (c *cli) casesShow(ctx context.Context, pool *pgxpool.Pool, id int64) error
 		}
 	}
 
-	events, err := cl.History(ctx, id)
-	if err != nil {
-		return err
-	}
 	fmt.Fprintln(c.stdout)
 	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "AT\tWHAT\tFROM\tTO\tACTOR\tDETAIL")

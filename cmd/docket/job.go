@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -15,22 +13,23 @@ import (
 	"github.com/docket-dev/docket/jobs"
 )
 
-const jobUsage = "job needs a subcommand: list PROJECT, show ID, cancel ID, reconcile ID OUTCOME, sweep"
-
 func (c *cli) job(args []string) (dbAction, error) {
-	if len(args) == 0 {
-		return nil, usagef(jobUsage)
+	sub, rest, err := c.sub("job", args)
+	if err != nil {
+		return nil, err
 	}
-	sub, rest := args[0], args[1:]
-	fs := flag.NewFlagSet("job "+sub, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := c.flags("job " + sub)
 	switch sub {
 	case "list":
-		state := fs.String("state", "", "only jobs in this state")
-		kind := fs.String("kind", "", "only jobs of this kind")
-		queue := fs.String("queue", "", "only jobs of this queue")
-		limit := fs.Int("limit", 50, "at most this many, newest first")
-		project, err := listArgs(fs, rest, "job list", "job list needs PROJECT", limit, nil)
+		state := fs.String("state", "", "only jobs in this `STATE`: "+joinStates(jobs.States))
+		kind := fs.String("kind", "", "only jobs of this `KIND`")
+		queue := fs.String("queue", "", "only jobs of this `QUEUE`")
+		limit := fs.Int("limit", 50, "at most `N` jobs, newest first")
+		format := outputFlag(fs)
+		project, err := c.listArgs(fs, rest, limit, nil)
+		if err == nil {
+			err = checkOneOf(fs, "state", *state, jobs.States)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -43,6 +42,9 @@ func (c *cli) job(args []string) (dbAction, error) {
 			if err != nil {
 				return err
 			}
+			if *format == formatJSON {
+				return writeSafeJSON(c.stdout, jobListDoc{Project: project, Jobs: mapSlice(list, jobOf)})
+			}
 			w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tKIND\tQUEUE\tSTATE\tATTEMPTS\tAVAILABLE AT\tUPDATED AT")
 			for _, j := range list {
@@ -52,14 +54,15 @@ func (c *cli) job(args []string) (dbAction, error) {
 			return w.Flush()
 		}, nil
 	case "show":
-		id, err := jobID(fs, rest, "job show needs ID")
+		format := outputFlag(fs)
+		id, err := c.idArg(fs, rest, "job")
 		if err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.jobShow(ctx, pool, id) }, nil
+		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.jobShow(ctx, pool, id, *format) }, nil
 	case "cancel":
-		reason := fs.String("reason", "", "why, kept as the job's diagnostic")
-		id, err := jobID(fs, rest, "job cancel needs ID")
+		reason := fs.String("reason", "", "why, kept as the job's diagnostic (`TEXT`)")
+		id, err := c.idArg(fs, rest, "job")
 		if err != nil {
 			return nil, err
 		}
@@ -69,26 +72,24 @@ func (c *cli) job(args []string) (dbAction, error) {
 			})
 		}, nil
 	case "reconcile":
-		note := fs.String("note", "", "what was found out, kept as the job's diagnostic")
-		result := fs.String("result", "", "a JSON result, with outcome succeeded")
-		if err := fs.Parse(rest); err != nil {
-			return nil, usagef("job reconcile: %v", err)
+		note := fs.String("note", "", "what was found out, kept as the job's diagnostic (`TEXT`)")
+		result := fs.String("result", "", "the job's result, a `JSON` document, with outcome succeeded")
+		pos, err := c.parse(fs, rest, "ID", "OUTCOME")
+		if err != nil {
+			return nil, err
 		}
-		if fs.NArg() != 2 {
-			return nil, usagef("job reconcile needs ID and an outcome: succeeded, failed or queued")
+		id, err := positiveID(fs, "ID", pos[0], "job")
+		if err != nil {
+			return nil, err
 		}
-		id, err := strconv.ParseInt(fs.Arg(0), 10, 64)
-		if err != nil || id < 1 {
-			return nil, usagef("job reconcile: %q is not a job id", fs.Arg(0))
-		}
-		outcome := jobs.Outcome(fs.Arg(1))
+		outcome := jobs.Outcome(pos[1])
 		if outcome != jobs.DidSucceed && outcome != jobs.DidFail && outcome != jobs.RunAgain {
-			return nil, usagef("job reconcile: outcome %q: want succeeded, failed or queued", fs.Arg(1))
+			return nil, usageOf(fs, "OUTCOME %q: want succeeded, failed or queued", pos[1])
 		}
 		var res json.RawMessage
 		if *result != "" {
 			if !json.Valid([]byte(*result)) {
-				return nil, usagef("job reconcile --result is not valid JSON")
+				return nil, usageOf(fs, "--result %q: not a JSON document", *result)
 			}
 			res = json.RawMessage(*result)
 		}
@@ -98,12 +99,12 @@ func (c *cli) job(args []string) (dbAction, error) {
 			})
 		}, nil
 	case "sweep":
-		limit := fs.Int("limit", 1000, "at most this many expired leases")
-		if err := fs.Parse(rest); err != nil || fs.NArg() != 0 {
-			return nil, usagef("job sweep takes only --limit N")
+		limit := fs.Int("limit", 1000, "at most `N` expired leases")
+		if _, err := c.parse(fs, rest); err != nil {
+			return nil, err
 		}
-		if *limit < 1 || *limit > jobs.MaxSweepBatch {
-			return nil, usagef("job sweep --limit must be 1..%d", jobs.MaxSweepBatch)
+		if err := badLimit(fs, "limit", *limit, jobs.MaxSweepBatch); err != nil {
+			return nil, err
 		}
 		return func(ctx context.Context, pool *pgxpool.Pool) error {
 			cl, err := c.jobClient(pool, "")
@@ -121,7 +122,7 @@ func (c *cli) job(args []string) (dbAction, error) {
 			return nil
 		}, nil
 	}
-	return nil, usagef("unknown job subcommand %q; %s", sub, jobUsage)
+	return nil, usageOf(fs, "no such subcommand")
 }
 
 func (c *cli) jobClient(pool *pgxpool.Pool, project string) (*jobs.Client, error) {
@@ -143,7 +144,7 @@ func (c *cli) jobChange(ctx context.Context, pool *pgxpool.Pool, id int64, chang
 	return nil
 }
 
-func (c *cli) jobShow(ctx context.Context, pool *pgxpool.Pool, id int64) error {
+func (c *cli) jobShow(ctx context.Context, pool *pgxpool.Pool, id int64, format string) error {
 	cl, err := c.jobClient(pool, "")
 	if err != nil {
 		return err
@@ -152,6 +153,30 @@ func (c *cli) jobShow(ctx context.Context, pool *pgxpool.Pool, id int64) error {
 	if err != nil {
 		return err
 	}
+	events, err := cl.History(ctx, id)
+	if err != nil {
+		return err
+	}
+	v, err := cl.Verify(ctx, id)
+	if err != nil {
+		return err
+	}
+	if format == formatJSON {
+		doc := jobShowDoc{Job: jobDetailOf(j), History: mapSlice(events, jobEventOf),
+			Verification: verificationJSON{OK: v.OK, Events: v.Events, BadSeq: v.BadSeq, Problem: v.Problem}}
+		if err := writeSafeJSON(c.stdout, doc); err != nil {
+			return err
+		}
+	} else if err := c.jobShowText(j, events, v); err != nil {
+		return err
+	}
+	if v.OK {
+		return nil
+	}
+	return fmt.Errorf("job %d: history does not verify at event %d: %s", id, v.BadSeq, v.Problem)
+}
+
+func (c *cli) jobShowText(j jobs.Job, events []jobs.Event, v jobs.Verification) error {
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "job\t%d\n", j.ID)
 	fmt.Fprintf(w, "project\t%s\n", j.Project)
@@ -173,10 +198,6 @@ func (c *cli) jobShow(ctx context.Context, pool *pgxpool.Pool, id int64) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	events, err := cl.History(ctx, id)
-	if err != nil {
-		return err
-	}
 	fmt.Fprintln(c.stdout)
 	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "SEQ\tAT\tFROM\tTO\tACTOR\tATTEMPT\tDETAIL")
@@ -190,58 +211,18 @@ func (c *cli) jobShow(ctx context.Context, pool *pgxpool.Pool, id int64) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	v, err := cl.Verify(ctx, id)
-	if err != nil {
-		return err
-	}
 	if v.OK {
 		fmt.Fprintf(c.stdout, "\nhistory verified: %d events, hash chain intact\n", v.Events)
-		return nil
 	}
-	return fmt.Errorf("job %d: history does not verify at event %d: %s", id, v.BadSeq, v.Problem)
+	return nil
 }
 
-func oneArg(fs *flag.FlagSet, args []string, msg string) (string, error) {
-	pos, err := positionals(fs, args)
-	if err != nil {
-		return "", usagef("%s: %v", msg, err)
-	}
-	if len(pos) != 1 || pos[0] == "" {
-		return "", usagef("%s", msg)
-	}
-	return pos[0], nil
-}
-
-// positionals parses args with fs, its flags before, between or after the
-// positional arguments, and returns the positional ones in order.
-func positionals(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-}
-
-func jobID(fs *flag.FlagSet, args []string, msg string) (int64, error) {
-	return idArg(fs, args, msg, "job")
-}
-
-// idArg parses the one positional argument as the id of a noun (job, lane,
-// case); msg is the usage error when it is missing.
-func idArg(fs *flag.FlagSet, args []string, msg, noun string) (int64, error) {
-	s, err := oneArg(fs, args, msg)
+// idArg parses the one positional argument ID of the command fs is named
+// for as the id of a noun (job, lane, case...).
+func (c *cli) idArg(fs *flag.FlagSet, args []string, noun string) (int64, error) {
+	pos, err := c.parse(fs, args, "ID")
 	if err != nil {
 		return 0, err
 	}
-	id, perr := strconv.ParseInt(s, 10, 64)
-	if perr != nil || id < 1 {
-		return 0, usagef("%s: %q is not a %s id", msg, s, noun)
-	}
-	return id, nil
+	return positiveID(fs, "ID", pos[0], noun)
 }

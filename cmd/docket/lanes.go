@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -15,53 +13,52 @@ import (
 	"github.com/docket-dev/docket/lanes"
 )
 
-const lanesUsage = "lanes needs a subcommand: list PROJECT, show ID"
-
 // lanesShowJobs is how many of a lane's jobs lanes show prints.
 const lanesShowJobs = 50
 
 func (c *cli) lanes(args []string) (dbAction, error) {
-	if len(args) == 0 {
-		return nil, usagef(lanesUsage)
+	sub, rest, err := c.sub("lanes", args)
+	if err != nil {
+		return nil, err
 	}
-	sub, rest := args[0], args[1:]
-	fs := flag.NewFlagSet("lanes "+sub, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := c.flags("lanes " + sub)
 	switch sub {
 	case "list":
-		quorum := fs.String("quorum", "", "only lanes of this quorum (its name)")
-		state := fs.String("state", "", "only lanes in this execution state")
-		review := fs.String("review", "", "only lanes with this review state")
-		limit := fs.Int("limit", 50, "at most this many, oldest first")
-		after := fs.Int64("after", 0, "only lanes with a larger id (the last id of the previous page)")
-		project, err := listArgs(fs, rest, "lanes list", "lanes list needs PROJECT", limit, after)
+		quorum := fs.String("quorum", "", "only lanes of this quorum (its `NAME`)")
+		state := fs.String("state", "", "only lanes in this execution `STATE`: "+joinStates(lanes.States))
+		review := fs.String("review", "", "only lanes with this `REVIEW` state: "+joinStates(lanes.Reviews))
+		limit := fs.Int("limit", 50, "at most `N` lanes, oldest first")
+		after := fs.Int64("after", 0, "only lanes with a larger `ID` (the last id of the previous page)")
+		format := outputFlag(fs)
+		project, err := c.listArgs(fs, rest, limit, after)
 		if err == nil {
-			err = checkOneOf("lanes list", "state", *state, lanes.States)
+			err = checkOneOf(fs, "state", *state, lanes.States)
 		}
 		if err == nil {
-			err = checkOneOf("lanes list", "review", *review, lanes.Reviews)
+			err = checkOneOf(fs, "review", *review, lanes.Reviews)
 		}
 		if err != nil {
 			return nil, err
 		}
 		f := lanes.Filter{Project: project, Quorum: *quorum, State: lanes.State(*state), Review: lanes.Review(*review),
 			After: *after, Limit: *limit}
-		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.lanesList(ctx, pool, f) }, nil
+		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.lanesList(ctx, pool, f, *format) }, nil
 	case "show":
-		id, err := idArg(fs, rest, "lanes show needs ID", "lane")
+		format := outputFlag(fs)
+		id, err := c.idArg(fs, rest, "lane")
 		if err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.lanesShow(ctx, pool, id) }, nil
+		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.lanesShow(ctx, pool, id, *format) }, nil
 	}
-	return nil, usagef("unknown lanes subcommand %q; %s", sub, lanesUsage)
+	return nil, usageOf(fs, "no such subcommand")
 }
 
 func (c *cli) laneClient(pool *pgxpool.Pool) (*lanes.Client, error) {
 	return lanes.NewClient(pool, lanes.Config{Actor: c.actor, Clock: c.clock})
 }
 
-func (c *cli) lanesList(ctx context.Context, pool *pgxpool.Pool, f lanes.Filter) error {
+func (c *cli) lanesList(ctx context.Context, pool *pgxpool.Pool, f lanes.Filter, format string) error {
 	cl, err := c.laneClient(pool)
 	if err != nil {
 		return err
@@ -69,6 +66,9 @@ func (c *cli) lanesList(ctx context.Context, pool *pgxpool.Pool, f lanes.Filter)
 	list, err := cl.List(ctx, f)
 	if err != nil {
 		return err
+	}
+	if format == formatJSON {
+		return writeSafeJSON(c.stdout, laneListDoc{Lanes: mapSlice(list, laneOf)})
 	}
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tQUORUM\tNAME\tBRANCH\tASSIGNEE\tSTATE\tREVIEW\tMERGED\tUPDATED AT")
@@ -83,7 +83,7 @@ func (c *cli) lanesList(ctx context.Context, pool *pgxpool.Pool, f lanes.Filter)
 	return w.Flush()
 }
 
-func (c *cli) lanesShow(ctx context.Context, pool *pgxpool.Pool, id int64) error {
+func (c *cli) lanesShow(ctx context.Context, pool *pgxpool.Pool, id int64, format string) error {
 	cl, err := c.laneClient(pool)
 	if err != nil {
 		return err
@@ -91,6 +91,22 @@ func (c *cli) lanesShow(ctx context.Context, pool *pgxpool.Pool, id int64) error
 	l, err := cl.Get(ctx, id)
 	if err != nil {
 		return err
+	}
+	events, err := cl.History(ctx, id)
+	if err != nil {
+		return err
+	}
+	jobs, err := cl.Jobs(ctx, id, lanes.Page{Limit: lanesShowJobs + 1})
+	if err != nil {
+		return err
+	}
+	more := len(jobs) > lanesShowJobs
+	if more {
+		jobs = jobs[:lanesShowJobs]
+	}
+	if format == formatJSON {
+		return writeSafeJSON(c.stdout, laneShowDoc{Lane: laneOf(l), History: mapSlice(events, laneEventOf),
+			Jobs: mapSlice(jobs, laneJobOf), MoreJobs: more})
 	}
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "lane\t%d\n", l.ID)
@@ -119,10 +135,6 @@ func (c *cli) lanesShow(ctx context.Context, pool *pgxpool.Pool, id int64) error
 		return err
 	}
 
-	events, err := cl.History(ctx, id)
-	if err != nil {
-		return err
-	}
 	fmt.Fprintln(c.stdout)
 	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "AT\tAXIS\tFROM\tTO\tACTOR\tDETAIL")
@@ -133,18 +145,10 @@ func (c *cli) lanesShow(ctx context.Context, pool *pgxpool.Pool, id int64) error
 		return err
 	}
 
-	jobs, err := cl.Jobs(ctx, id, lanes.Page{Limit: lanesShowJobs + 1})
-	if err != nil {
-		return err
-	}
 	fmt.Fprintln(c.stdout)
 	if len(jobs) == 0 {
 		fmt.Fprintln(c.stdout, "no jobs")
 		return nil
-	}
-	more := len(jobs) > lanesShowJobs
-	if more {
-		jobs = jobs[:lanesShowJobs]
 	}
 	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "JOB\tKIND\tQUEUE\tSTATE\tATTEMPTS\tUPDATED AT")

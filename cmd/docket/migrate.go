@@ -1,23 +1,43 @@
 package main
 
 import (
+	"bufio"
 	"context"
-	"flag"
 	"fmt"
-	"io"
+	"io/fs"
 	"log/slog"
+	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/pressly/goose/v3"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/sql/schema"
 )
 
 func (c *cli) migrate(args []string) (dbAction, error) {
-	if len(args) > 0 && args[0] == "down" {
-		return c.migrateDown(args[1:])
-	}
+	c.needsSchema = false
 	if len(args) > 0 {
-		return nil, usagef("migrate takes no arguments, or \"down --to N\"")
+		switch args[0] {
+		case "down":
+			return c.migrateDown(args[1:])
+		case "sql":
+			return nil, c.migrateSQL(args[1:])
+		case "help":
+			c.printGroupHelp("migrate")
+			return nil, errHelp
+		}
+	}
+	fs := c.flags("migrate")
+	dry := fs.Bool("dry-run", false, "list the migrations it would apply, and change nothing")
+	if _, err := c.parse(fs, args); err != nil {
+		return nil, err
+	}
+	if *dry {
+		return c.migrateUpDry, nil
 	}
 	return c.migrateUp, nil
 }
@@ -35,15 +55,64 @@ func (c *cli) migrateUp(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
-func (c *cli) migrateDown(args []string) (dbAction, error) {
-	fs := flag.NewFlagSet("migrate down", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	to := fs.Int64("to", -1, "target version")
-	if err := fs.Parse(args); err != nil {
-		return nil, usageErr{err}
+// migrateUpDry lists the migrations migrate would apply, in order.
+func (c *cli) migrateUpDry(ctx context.Context, pool *pgxpool.Pool) error {
+	s, err := db.MigrationStatus(ctx, pool)
+	if err != nil {
+		return err
 	}
-	if *to < 0 || fs.NArg() > 0 {
-		return nil, usagef("migrate down needs --to N (0 removes every docket table)")
+	if s.Ahead() {
+		return fmt.Errorf("%w: docket schema version %d of %d, River's %d of %d; migrate would refuse it",
+			db.ErrSchemaTooNew, s.Version, s.Latest, s.RiverVersion, s.RiverLatest)
+	}
+	todo := pending(s)
+	for _, m := range todo {
+		fmt.Fprintf(c.stdout, "would apply %s\n", m)
+	}
+	if len(todo) == 0 {
+		fmt.Fprintf(c.stdout, "nothing to apply: docket schema at version %d, River schema at version %d\n", s.Version, s.RiverVersion)
+		return nil
+	}
+	fmt.Fprintf(c.stdout, "%s pending; nothing changed (--dry-run)\n", count(len(todo), "migration"))
+	return nil
+}
+
+func (c *cli) migrateDown(args []string) (dbAction, error) {
+	fs := c.flags("migrate down")
+	to := fs.Int64("to", -1, "the docket schema version `N` to roll back to (0 removes every docket table)")
+	dry := fs.Bool("dry-run", false, "list the migrations it would roll back, and change nothing")
+	if _, err := c.parse(fs, args); err != nil {
+		return nil, err
+	}
+	latest := db.LatestVersion()
+	switch {
+	case *to == -1:
+		return nil, usageOf(fs, "missing --to N (0 removes every docket table)")
+	case *to < 0 || *to > latest:
+		return nil, usageOf(fs, "--to %d: want a version 0..%d", *to, latest)
+	}
+	if *dry {
+		return func(ctx context.Context, pool *pgxpool.Pool) error {
+			s, err := db.MigrationStatus(ctx, pool)
+			if err != nil {
+				return err
+			}
+			var undo []migration
+			for _, m := range slices.Backward(docketMigrations()) {
+				if m.version > *to && m.version <= s.Version {
+					undo = append(undo, m)
+				}
+			}
+			for _, m := range undo {
+				fmt.Fprintf(c.stdout, "would roll back %s\n", m)
+			}
+			if len(undo) == 0 {
+				fmt.Fprintf(c.stdout, "nothing to roll back: docket schema at version %d\n", s.Version)
+				return nil
+			}
+			fmt.Fprintf(c.stdout, "%s to roll back; nothing changed (--dry-run)\n", count(len(undo), "migration"))
+			return nil
+		}, nil
 	}
 	return func(ctx context.Context, pool *pgxpool.Pool) error {
 		if err := db.MigrateDownTo(ctx, pool, *to); err != nil {
@@ -52,4 +121,163 @@ func (c *cli) migrateDown(args []string) (dbAction, error) {
 		fmt.Fprintf(c.stdout, "docket schema at version %d\n", *to)
 		return nil
 	}, nil
+}
+
+// migrateSQL prints the SQL of every migration, as migrate applies them,
+// or, with --down, as rolling them all back would.
+func (c *cli) migrateSQL(args []string) error {
+	fs := c.flags("migrate sql")
+	down := fs.Bool("down", false, "print the rollbacks, newest first, instead")
+	if _, err := c.parse(fs, args); err != nil {
+		return err
+	}
+	river, docket := riverMigrations(), docketMigrations()
+	w := bufio.NewWriter(c.stdout)
+	fmt.Fprintf(w, "-- docket migrate sql%s: the schema changes of docket schema version %d (fingerprint %s)\n",
+		map[bool]string{true: " --down"}[*down], db.LatestVersion(), db.SchemaFingerprint())
+	if *down {
+		fmt.Fprint(w, "-- docket's migrations rolled back, newest first, then River's. Each runs in a transaction of its\n"+
+			"-- own and deletes the row that recorded it.\n")
+		for _, m := range slices.Backward(docket) {
+			writeMigration(w, m, fmt.Sprintf("DELETE FROM %s WHERE version_id = %d;", gooseVersionTable, m.version), true)
+		}
+		for _, m := range slices.Backward(river) {
+			writeMigration(w, m, fmt.Sprintf("DELETE FROM %s.river_migration WHERE version = %d;", db.Schema, m.version), true)
+		}
+		return w.Flush()
+	}
+	fmt.Fprintf(w, "-- River's migrations first, then docket's, in the order docket migrate applies them. Each runs\n"+
+		"-- in a transaction of its own and records itself where docket migrate would (%s.river_migration,\n"+
+		"-- %s), so that docket status and docket migrate agree with what ran.\n\n", db.Schema, gooseVersionTable)
+	fmt.Fprintf(w, "CREATE SCHEMA IF NOT EXISTS %s;\n", db.Schema)
+	for _, m := range river {
+		record := fmt.Sprintf("INSERT INTO %s.river_migration (line, version) VALUES ('main', %d);", db.Schema, m.version)
+		if m.version < riverLineColumnAdded {
+			record = fmt.Sprintf("INSERT INTO %s.river_migration (version) VALUES (%d);", db.Schema, m.version)
+		}
+		writeMigration(w, m, record, false)
+	}
+	fmt.Fprintf(w, "\n-- goose's version table, where docket records its own migrations\nBEGIN;\n%s;\n"+
+		"INSERT INTO %s (version_id, is_applied) SELECT 0, true WHERE NOT EXISTS (SELECT 1 FROM %[2]s);\nCOMMIT;\n",
+		gooseVersionTableDDL, gooseVersionTable)
+	for _, m := range docket {
+		writeMigration(w, m, fmt.Sprintf("INSERT INTO %s (version_id, is_applied) VALUES (%d, true);", gooseVersionTable, m.version), false)
+	}
+	return w.Flush()
+}
+
+// writeMigration prints migration m's SQL in a transaction with record,
+// which records it applied or, down, rolled back.
+func writeMigration(w *bufio.Writer, m migration, record string, down bool) {
+	sql := m.up
+	if down {
+		sql = m.down
+	}
+	fmt.Fprintf(w, "\n-- %s\nBEGIN;\n", m)
+	if down {
+		fmt.Fprintln(w, record)
+	}
+	fmt.Fprintln(w, strings.TrimSpace(sql))
+	if !down {
+		fmt.Fprintln(w, record)
+	}
+	fmt.Fprintln(w, "COMMIT;")
+}
+
+// The bookkeeping of the migrators, as their own code does it: goose's
+// version table (the Postgres dialect's), and the River version whose
+// migration adds river_migration's line column.
+const (
+	gooseVersionTable    = db.Schema + ".goose_db_version"
+	gooseVersionTableDDL = `CREATE TABLE IF NOT EXISTS ` + gooseVersionTable + ` (
+	id integer PRIMARY KEY GENERATED BY DEFAULT AS IDENTITY,
+	version_id bigint NOT NULL,
+	is_applied boolean NOT NULL,
+	tstamp timestamp NOT NULL DEFAULT now()
+)`
+	riverLineColumnAdded = 5
+)
+
+// migration is one migration of River's or docket's line.
+type migration struct {
+	line     string // "River" or "docket"
+	version  int64
+	name     string
+	up, down string
+}
+
+func (m migration) String() string {
+	return fmt.Sprintf("%s migration %d (%s)", m.line, m.version, m.name)
+}
+
+// pending lists the migrations a database at s lacks, in the order migrate
+// applies them.
+func pending(s db.Status) []migration {
+	var out []migration
+	for _, m := range riverMigrations() {
+		if m.version > int64(s.RiverVersion) {
+			out = append(out, m)
+		}
+	}
+	for _, m := range docketMigrations() {
+		if m.version > s.Version {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// riverMigrations are River's migrations, their SQL aimed at docket's
+// schema as db.Migrate has River apply them.
+func riverMigrations() []migration {
+	m, err := rivermigrate.New(riverpgxv5.New(nil), &rivermigrate.Config{Schema: db.Schema, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		panic(err) // the driver and the line are River's own
+	}
+	var out []migration
+	schemaPrefix := db.Schema + "."
+	for _, v := range m.AllVersions() {
+		out = append(out, migration{line: "River", version: int64(v.Version), name: v.Name,
+			up:   strings.ReplaceAll(v.SQLUp, "/* TEMPLATE: schema */", schemaPrefix),
+			down: strings.ReplaceAll(v.SQLDown, "/* TEMPLATE: schema */", schemaPrefix)})
+	}
+	return out
+}
+
+// docketMigrations are docket's goose migrations, in order, each split into
+// its up and down SQL without goose's annotations.
+func docketMigrations() []migration {
+	names, err := fs.Glob(schema.FS, "*.sql")
+	if err != nil {
+		panic(err) // the pattern is a constant
+	}
+	slices.Sort(names)
+	var out []migration
+	for _, name := range names {
+		v, err := goose.NumericComponent(name)
+		if err != nil {
+			panic(fmt.Sprintf("embedded migration %s: %v", name, err))
+		}
+		text, err := fs.ReadFile(schema.FS, name)
+		if err != nil {
+			panic(err)
+		}
+		var up, down strings.Builder
+		section := new(strings.Builder) // before -- +goose Up: the file's header comment, left out
+		for line := range strings.Lines(string(text)) {
+			switch annotation := strings.TrimSpace(line); {
+			case annotation == "-- +goose Up":
+				section = &up
+				continue
+			case annotation == "-- +goose Down":
+				section = &down
+				continue
+			case strings.HasPrefix(annotation, "-- +goose"):
+				continue
+			}
+			section.WriteString(line)
+		}
+		out = append(out, migration{line: "docket", version: v, name: name, up: up.String(), down: down.String()})
+	}
+	return out
 }

@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -24,8 +23,6 @@ import (
 	"github.com/docket-dev/docket/plans"
 )
 
-const plansUsage = "plans needs a subcommand: show RUN [--json]"
-
 // How much of a large graph plans show draws: the steps of one level, and
 // the names in one list (predecessors, successors, arguments), before it
 // counts the rest.
@@ -42,16 +39,19 @@ const (
 )
 
 func (c *cli) plansCmd(args []string) (dbAction, error) {
-	if len(args) == 0 {
-		return nil, usagef(plansUsage)
+	sub, rest, err := c.sub("plans", args)
+	if err != nil {
+		return nil, err
 	}
-	sub, rest := args[0], args[1:]
-	fs := flag.NewFlagSet("plans "+sub, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := c.flags("plans " + sub)
 	switch sub {
 	case "show":
-		asJSON := fs.Bool("json", false, "print a JSON document of the run, its steps and its plan's versions")
-		id, err := idArg(fs, rest, "plans show needs RUN", "run")
+		format := outputFlag(fs)
+		pos, err := c.parse(fs, rest, "RUN")
+		if err != nil {
+			return nil, err
+		}
+		id, err := positiveID(fs, "RUN", pos[0], "run")
 		if err != nil {
 			return nil, err
 		}
@@ -60,13 +60,13 @@ func (c *cli) plansCmd(args []string) (dbAction, error) {
 			if err != nil {
 				return err
 			}
-			if *asJSON {
+			if *format == formatJSON {
 				return writeRunJSON(c.stdout, v)
 			}
 			return writeRunText(c.stdout, v)
 		}, nil
 	}
-	return nil, usagef("unknown plans subcommand %q; %s", sub, plansUsage)
+	return nil, usageOf(fs, "no such subcommand")
 }
 
 // runView is what plans show reads of a run, from one snapshot.

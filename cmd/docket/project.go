@@ -20,24 +20,24 @@ var statusBySubcommand = map[string]projects.Status{
 }
 
 func (c *cli) project(args []string) (dbAction, error) {
-	if len(args) == 0 {
-		return nil, usagef("project needs a subcommand: create, list, archive, activate, retire")
+	sub, rest, err := c.sub("project", args)
+	if err != nil {
+		return nil, err
 	}
-	sub, rest := args[0], args[1:]
+	fs := c.flags("project " + sub)
 	if sub == "list" {
-		if len(rest) > 0 {
-			return nil, usagef("project list takes no arguments")
+		format := outputFlag(fs)
+		if _, err := c.parse(fs, rest); err != nil {
+			return nil, err
 		}
-		return c.projectList, nil
+		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.projectList(ctx, pool, *format) }, nil
 	}
 	status, isMove := statusBySubcommand[sub]
-	if sub != "create" && !isMove {
-		return nil, usagef("unknown project subcommand %q", sub)
+	pos, err := c.parse(fs, rest, "NAME")
+	if err != nil {
+		return nil, err
 	}
-	if len(rest) != 1 {
-		return nil, usagef("project %s needs exactly one project name", sub)
-	}
-	name := rest[0]
+	name := pos[0]
 	return func(ctx context.Context, pool *pgxpool.Pool) error {
 		var p projects.Project
 		pc, err := c.projectClient(pool)
@@ -57,35 +57,42 @@ func (c *cli) project(args []string) (dbAction, error) {
 	}, nil
 }
 
-func (c *cli) projectList(ctx context.Context, pool *pgxpool.Pool) error {
-	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "PROJECT\tSTATUS\tCREATED BY\tCREATED AT")
+func (c *cli) projectList(ctx context.Context, pool *pgxpool.Pool, format string) error {
 	pc, err := c.projectClient(pool)
 	if err != nil {
 		return err
 	}
+	var all []projects.Project
 	after := ""
 	for {
 		page, err := pc.List(ctx, projects.Filter{After: after, Limit: db.MaxPage})
 		if err != nil {
 			return err
 		}
-		for _, p := range page {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", p.Name, p.Status, p.CreatedBy, p.CreatedAt.Format(time.RFC3339))
-		}
+		all = append(all, page...)
 		if len(page) < db.MaxPage {
 			break
 		}
 		after = page[len(page)-1].Name
 	}
+	if format == formatJSON {
+		return writeSafeJSON(c.stdout, projectListDoc{Projects: mapSlice(all, projectOf)})
+	}
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "PROJECT\tSTATUS\tCREATED BY\tCREATED AT")
+	for _, p := range all {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", p.Name, p.Status, p.CreatedBy, p.CreatedAt.Format(time.RFC3339))
+	}
 	return w.Flush()
 }
 
 func (c *cli) grant(cmd string, args []string) (dbAction, error) {
-	if len(args) != 3 {
-		return nil, usagef("%s needs PRINCIPAL PROJECT CAPABILITY", cmd)
+	fs := c.flags(cmd)
+	pos, err := c.parse(fs, args, "PRINCIPAL", "PROJECT", "CAPABILITY")
+	if err != nil {
+		return nil, err
 	}
-	g := access.Grant{Principal: access.Actor(args[0]), Project: args[1], Capability: access.Capability(args[2])}
+	g := access.Grant{Principal: access.Actor(pos[0]), Project: pos[1], Capability: access.Capability(pos[2])}
 	if cmd == "revoke" {
 		return func(ctx context.Context, pool *pgxpool.Pool) error {
 			ac, err := c.accessClient(pool)
@@ -123,10 +130,13 @@ func (c *cli) grant(cmd string, args []string) (dbAction, error) {
 }
 
 func (c *cli) grants(args []string) (dbAction, error) {
-	if len(args) != 1 {
-		return nil, usagef("grants needs PROJECT")
+	fs := c.flags("grants")
+	format := outputFlag(fs)
+	pos, err := c.parse(fs, args, "PROJECT")
+	if err != nil {
+		return nil, err
 	}
-	project := args[0]
+	project := pos[0]
 	return func(ctx context.Context, pool *pgxpool.Pool) error {
 		ac, err := c.accessClient(pool)
 		if err != nil {
@@ -135,6 +145,9 @@ func (c *cli) grants(args []string) (dbAction, error) {
 		list, err := ac.List(ctx, project)
 		if err != nil {
 			return err
+		}
+		if *format == formatJSON {
+			return writeSafeJSON(c.stdout, grantsDoc{Project: project, Grants: mapSlice(list, grantOf)})
 		}
 		w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "PRINCIPAL\tCAPABILITY\tGRANTED BY\tGRANTED AT")

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/docket-dev/docket/access"
@@ -18,79 +19,11 @@ import (
 
 // Exit codes.
 const (
-	exitOK    = 0
-	exitError = 1 // the command ran and failed
-	exitUsage = 2 // the command line was wrong
+	exitOK     = 0
+	exitError  = 1 // the command ran and failed
+	exitUsage  = 2 // the command line was wrong
+	exitBehind = 3 // status --check: a migration is pending
 )
-
-const usage = `usage: docket [--database-url URL] COMMAND [ARGS]
-
-commands:
-  migrate                         apply River's and docket's migrations (idempotent)
-  migrate down --to N             roll docket's migrations back to version N
-  status                          schema versions, docket's group roles, row counts per table
-  project create NAME             create an active project
-  project list                    list projects
-  project archive|activate|retire NAME
-                                  move a project along its status machine
-  grant PRINCIPAL PROJECT CAPABILITY
-                                  grant a capability on a project
-  revoke PRINCIPAL PROJECT CAPABILITY
-                                  revoke it
-  grants PROJECT                  list the grants on a project
-  actor bind|unbind ROLE PRINCIPAL
-                                  let a login role act as a principal (or kind:*), or no longer
-  actor list [ROLE]               the bindings of a login role, or all of them
-  job list PROJECT [--state S] [--kind K] [--queue Q] [--limit N]
-                                  list a project's jobs, newest first
-  job show ID                     a job, its history, and whether the history verifies
-  job cancel ID [--reason TEXT]   cancel a queued, claimed or uncertain job
-  job reconcile ID succeeded|failed|queued [--note TEXT] [--result JSON]
-                                  settle an uncertain job
-  job sweep [--limit N]           move expired leases on (queued, dead or uncertain)
-  lanes list PROJECT [--quorum Q] [--state S] [--review R] [--limit N] [--after ID]
-                                  list the lanes of a project you may see, oldest first
-  lanes show ID                   a lane, its history and its jobs
-  cases list PROJECT [--status S] [--limit N] [--after ID]
-                                  list the cases of a project you may see, oldest first
-  cases show ID                   a case, its keys, obligations and history
-  waits PROJECT [--case ID] [--limit N]
-                                  waiting waits you may see, soonest deadline first
-  dead-letters PROJECT [--limit N]
-                                  messages no wait will claim, newest first (no payloads)
-  schedules list PROJECT [--limit N] [--after NAME]
-                                  list the schedules of a project you may see, by name
-  schedules preview ID | CRON ZONE [--count N] [--from T]
-                                  the next occurrences: local time, fold, UTC instant
-  tasks PROJECT [--mine] [--limit N]
-                                  the tasks you may take now and those you hold,
-                                  soonest deadline first (--mine: only those you hold)
-  task show ID                    a task: what is to be decided, who may not answer
-                                  it (four eyes), its claim, decision and history
-  plans show RUN [--json]         a run of a plan: its status, budget, trust and
-                                  failure, its plan's graph with each step's state,
-                                  arguments' sources and compensation, and its
-                                  plan's versions
-  batches show ID [--limit N] [--after KEY] [--json]
-                                  a batch: its plan, source, cursor and census, and
-                                  its items failed, quarantined or in flight, oldest
-                                  key first (--limit default 20)
-  serve --project P[,P...] [--addr HOST:PORT] [--auth-header H] [--dev-principal P]
-                                  a web worklist of those projects at --addr (default
-                                  127.0.0.1:8080) for reviewers an auth proxy signs in:
-                                  header H (default X-Forwarded-User) with value U acts
-                                  as user:U, always; without it, 401. Reach it only through the proxy; its login must
-                                  be bound to those principals (actor bind ROLE 'user:*').
-                                  --dev-principal P signs everybody in as P: for
-                                  development only, never behind a real proxy
-  version                         build, schema and River versions
-  demo [--orders N]               run a small order service on docket and show
-                                  what became of its jobs (without a database
-                                  URL: a scratch database, found as tests do)
-
-The database URL comes from --database-url, else DOCKET_DATABASE_URL, else
-DATABASE_URL. Changes are recorded as made by --as ACTOR (default user:$USER).
-`
 
 // env reads an environment variable; tests pass their own.
 type env func(string) string
@@ -99,126 +32,223 @@ type env func(string) string
 type cli struct {
 	stdout, stderr io.Writer
 	url            string
+	as             string // --as, before the environment's defaults
 	actor          access.Actor
 	clock          db.Clock
+	needsSchema    bool // the command's action needs docket's schema current
 }
 
 // run executes the command line args and returns the exit code. Errors are
 // printed to stderr as one line.
 func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Writer) int {
-	c := &cli{stdout: stdout, stderr: stderr, clock: db.SystemClock{}}
-	fs := flag.NewFlagSet("docket", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&c.url, "database-url", "", "Postgres URL")
-	as := fs.String("as", "", "actor recorded for changes")
-	if err := fs.Parse(args); err != nil {
-		return c.usageError(err)
+	c := &cli{stdout: stdout, stderr: stderr, clock: db.SystemClock{}, needsSchema: true}
+	cmd, rest, err := c.command(args)
+	if err == nil && cmd == "help" {
+		if err = c.help(rest); err == nil {
+			cmd, rest = rest[0], append(slices.Clone(rest[1:]), "--help")
+		}
 	}
-	args = fs.Args()
-	if len(args) == 0 {
-		return c.usageError(errors.New("no command"))
+	var action dbAction
+	if err == nil {
+		action, err = c.dispatch(ctx, cmd, rest, getenv)
 	}
-	if c.url == "" {
-		c.url = firstNonEmpty(getenv("DOCKET_DATABASE_URL"), getenv("DATABASE_URL"))
-	}
-	c.actor = access.Actor(firstNonEmpty(*as, getenv("DOCKET_ACTOR"), defaultActor(getenv)))
-
-	cmd, rest := args[0], args[1:]
-	var (
-		action dbAction
-		err    error
-	)
-	switch cmd {
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return exitOK
-	case "version":
-		err = c.version(rest)
-	case "migrate":
-		action, err = c.migrate(rest)
-	case "status":
-		action, err = c.status(rest)
-	case "project":
-		action, err = c.project(rest)
-	case "grant", "revoke":
-		action, err = c.grant(cmd, rest)
-	case "grants":
-		action, err = c.grants(rest)
-	case "actor":
-		action, err = c.actorCmd(rest)
-	case "job":
-		action, err = c.job(rest)
-	case "demo":
-		err = c.demo(ctx, rest)
-	case "lanes":
-		action, err = c.lanes(rest)
-	case "cases":
-		action, err = c.cases(rest)
-	case "waits":
-		action, err = c.waits(rest)
-	case "dead-letters":
-		action, err = c.deadLetters(rest)
-	case "schedules":
-		action, err = c.schedules(rest)
-	case "tasks":
-		action, err = c.tasksCmd(rest)
-	case "task":
-		action, err = c.taskCmd(rest)
-	case "plans":
-		action, err = c.plansCmd(rest)
-	case "batches":
-		action, err = c.batchesCmd(rest)
-	case "serve":
-		action, err = c.serve(rest)
-	default:
-		return c.usageError(fmt.Errorf("unknown command %q", cmd))
-	}
+	c.resolve(getenv)
 	if err == nil && action != nil {
 		err = c.withPool(ctx, action)
 	}
-	var ue usageErr
-	if errors.As(err, &ue) {
+	var (
+		ue usageErr
+		ce codeErr
+	)
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errHelp):
+		return exitOK
+	case errors.As(err, &ue):
 		return c.usageError(ue)
+	case errors.As(err, &ce):
+		fmt.Fprintf(stderr, "docket %s: %s\n", commandName(cmd, rest), oneLine(err.Error()))
+		return ce.code
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "docket %s: %s\n", cmd, oneLine(err.Error()))
-		return exitError
-	}
-	return exitOK
+	fmt.Fprintf(stderr, "docket %s: %s\n", commandName(cmd, rest), oneLine(err.Error()))
+	return exitError
 }
 
-// usageErr is a wrong command line, answered with exit code 2.
-type usageErr struct{ error }
-
-func usagef(format string, args ...any) error { return usageErr{fmt.Errorf(format, args...)} }
-
-// listArgs reads the PROJECT of list command cmd from rest, refusing its
-// absence with usage, and checks the command's --limit and, when it pages
-// by id, its --after.
-func listArgs(fs *flag.FlagSet, rest []string, cmd, usage string, limit *int, after *int64) (string, error) {
-	project, err := oneArg(fs, rest, usage)
+// command reads the global flags before the command, and the command.
+func (c *cli) command(args []string) (string, []string, error) {
+	args, err := c.leadingGlobals("docket", args)
 	switch {
 	case err != nil:
-		return "", err
-	case *limit < 1 || *limit > db.MaxPage:
-		return "", usagef("%s --limit must be 1..%d", cmd, db.MaxPage)
-	case after != nil && *after < 0:
-		return "", usagef("%s --after must not be negative", cmd)
+		return "", nil, err
+	case len(args) == 0:
+		return "", nil, usagef("no command")
+	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help":
+		c.printUsage()
+		return "", nil, errHelp
+	case strings.HasPrefix(args[0], "-"):
+		return "", nil, usagef("unknown flag %s before the command (the global flags are --%s and --%s)", args[0], flagURL, flagAs)
 	}
-	return project, nil
+	return args[0], args[1:], nil
 }
 
-// checkOneOf refuses a value v of cmd's filter flag that is not empty and
-// not one of known.
-func checkOneOf[T ~string](cmd, flag, v string, known []T) error {
+// dispatch runs the command cmd with its arguments rest: those that need
+// no database now, the others returning the action to run on one.
+func (c *cli) dispatch(ctx context.Context, cmd string, rest []string, getenv env) (dbAction, error) {
+	switch cmd {
+	case "help": // help help
+		c.printHelp(c.flags("help"))
+		return nil, errHelp
+	case "version":
+		return nil, c.version(rest)
+	case "migrate":
+		return c.migrate(rest)
+	case "status":
+		return c.status(rest)
+	case "project":
+		return c.project(rest)
+	case "grant", "revoke":
+		return c.grant(cmd, rest)
+	case "grants":
+		return c.grants(rest)
+	case "actor":
+		return c.actorCmd(rest)
+	case "job":
+		return c.job(rest)
+	case "demo":
+		rest, err := c.foreign(cmd, rest)
+		if err != nil {
+			return nil, err
+		}
+		c.resolve(getenv)
+		c.needsSchema = false // it migrates
+		return nil, c.demo(ctx, rest)
+	case "lanes":
+		return c.lanes(rest)
+	case "cases":
+		return c.cases(rest)
+	case "waits":
+		return c.waits(rest)
+	case "dead-letters":
+		return c.deadLetters(rest)
+	case "schedules":
+		return c.schedules(rest)
+	case "tasks":
+		return c.tasksCmd(rest)
+	case "task":
+		return c.taskCmd(rest)
+	case "plans":
+		return c.plansCmd(rest)
+	case "batches":
+		return c.batchesCmd(rest)
+	case "serve":
+		return c.serve(rest)
+	}
+	return nil, usagef("unknown command %q", cmd)
+}
+
+// foreign reads the global flags and -h or --help anywhere in the command
+// line of a command that parses its own flags with package flag, and
+// returns the rest for it.
+func (c *cli) foreign(cmd string, args []string) ([]string, error) {
+	fs := c.flags(cmd)
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			rest = append(rest, args[i:]...)
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
+		switch {
+		case !strings.HasPrefix(a, "-"):
+			rest = append(rest, a)
+		case name == "h" || name == "help":
+			c.printHelp(fs)
+			return nil, errHelp
+		case name == flagURL || name == flagAs:
+			if !hasValue {
+				if i+1 == len(args) {
+					return nil, usageOf(fs, "--%s needs a value", name)
+				}
+				i++
+				value = args[i]
+			}
+			_ = fs.Set(name, value)
+		default:
+			rest = append(rest, a)
+		}
+	}
+	return rest, nil
+}
+
+// resolve fills in the database URL and the actor from the environment
+// where the command line left them out.
+func (c *cli) resolve(getenv env) {
+	if c.url == "" {
+		c.url = firstNonEmpty(getenv("DOCKET_DATABASE_URL"), getenv("DATABASE_URL"))
+	}
+	c.actor = access.Actor(firstNonEmpty(c.as, getenv("DOCKET_ACTOR"), defaultActor(getenv)))
+}
+
+// commandName is the command and, for a group, its subcommand, for
+// messages.
+func commandName(cmd string, rest []string) string {
+	if len(rest) > 0 && len(subcommands(cmd)) > 0 {
+		if _, ok := helpOf(cmd + " " + rest[0]); ok {
+			return cmd + " " + rest[0]
+		}
+	}
+	return cmd
+}
+
+// usageErr is a wrong command line, answered with exit code 2; cmd names
+// the command, when known.
+type usageErr struct {
+	cmd string
+	error
+}
+
+// usagef is a wrong command line of no command in particular.
+func usagef(format string, args ...any) error { return usageErr{error: fmt.Errorf(format, args...)} }
+
+// codeErr is a failure answered with its own exit code.
+type codeErr struct {
+	code int
+	error
+}
+
+// listArgs reads the PROJECT of a list command from rest, and checks its
+// --limit and, when it pages by id, its --after.
+func (c *cli) listArgs(fs *flag.FlagSet, rest []string, limit *int, after *int64) (string, error) {
+	pos, err := c.parse(fs, rest, "PROJECT")
+	if err != nil {
+		return "", err
+	}
+	if err := badLimit(fs, "limit", *limit, db.MaxPage); err != nil {
+		return "", err
+	}
+	if after != nil && *after < 0 {
+		return "", usageOf(fs, "--after %d: want an id, 0 or more", *after)
+	}
+	return pos[0], nil
+}
+
+// checkOneOf refuses a value v of the filter flag name of the command fs is
+// named for that is not empty and not one of known.
+func checkOneOf[T ~string](fs *flag.FlagSet, name, v string, known []T) error {
 	if v != "" && !slices.Contains(known, T(v)) {
-		return usagef("%s --%s %q: want one of %s", cmd, flag, v, joinStates(known))
+		return usageOf(fs, "--%s %q: want one of %s", name, v, joinStates(known))
 	}
 	return nil
 }
 
-func (c *cli) usageError(err error) int {
-	fmt.Fprintf(c.stderr, "docket: %s (run \"docket help\" for usage)\n", oneLine(err.Error()))
+func (c *cli) usageError(err usageErr) int {
+	if err.cmd == "" || err.cmd == "docket" {
+		fmt.Fprintf(c.stderr, "docket: %s (run \"docket help\" for usage)\n", oneLine(err.Error()))
+	} else {
+		fmt.Fprintf(c.stderr, "docket %s: %s (run \"docket help %s\")\n", err.cmd, oneLine(err.Error()), err.cmd)
+	}
 	return exitUsage
 }
 
@@ -235,7 +265,56 @@ func (c *cli) withPool(ctx context.Context, fn dbAction) error {
 		return err
 	}
 	defer pool.Close()
-	return fn(ctx, pool)
+	if c.needsSchema {
+		if err := requireSchema(ctx, pool); err != nil {
+			return err
+		}
+	}
+	return schemaHint(pool, fn(ctx, pool))
+}
+
+// requireSchema refuses a database whose docket or River schema is behind
+// this build's, or absent, with a sentence saying to migrate it. A login
+// that may not read the version tables passes: schemaHint words what then
+// fails for want of the schema.
+func requireSchema(ctx context.Context, pool *pgxpool.Pool) error {
+	s, err := db.MigrationStatus(ctx, pool)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case s.Version == 0:
+		return fmt.Errorf("the database at %s has no docket schema; run \"docket migrate\"", where(pool))
+	case s.Version < s.Latest || s.RiverVersion < s.RiverLatest:
+		return fmt.Errorf("the database at %s is behind: docket schema version %d of %d, River's %d of %d; run \"docket migrate\"",
+			where(pool), s.Version, s.Latest, s.RiverVersion, s.RiverLatest)
+	}
+	return nil
+}
+
+// schemaHint words an error for want of a table, function or schema as
+// what it most likely means: a database not migrated to this build.
+func schemaHint(pool *pgxpool.Pool, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "42P01", "42883", "3F000": // undefined table, undefined function, invalid schema name
+			return fmt.Errorf("the database at %s has no docket schema (or is behind this build's): %s; run \"docket migrate\"",
+				where(pool), pgErr.Message)
+		}
+	}
+	return err
+}
+
+// where names the database behind pool as HOST:PORT/DB, never with its
+// password.
+func where(pool *pgxpool.Pool) string {
+	cc := pool.Config().ConnConfig
+	return fmt.Sprintf("%s:%d/%s", cc.Host, cc.Port, cc.Database)
 }
 
 func defaultActor(getenv env) string {

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"text/tabwriter"
 	"time"
 
@@ -13,68 +11,66 @@ import (
 	"github.com/docket-dev/docket/schedules"
 )
 
-const schedulesUsage = "schedules needs a subcommand: list PROJECT, preview ID | preview CRON ZONE"
-
 func (c *cli) schedules(args []string) (dbAction, error) {
-	if len(args) == 0 {
-		return nil, usagef(schedulesUsage)
+	sub, rest, err := c.sub("schedules", args)
+	if err != nil {
+		return nil, err
 	}
-	sub, rest := args[0], args[1:]
-	fs := flag.NewFlagSet("schedules "+sub, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := c.flags("schedules " + sub)
 	switch sub {
 	case "list":
-		limit := fs.Int("limit", 100, "at most this many, by name")
-		after := fs.String("after", "", "only schedules whose name sorts after this one")
-		project, err := listArgs(fs, rest, "schedules list", "schedules list needs PROJECT", limit, nil)
+		limit := fs.Int("limit", 100, "at most `N` schedules, by name")
+		after := fs.String("after", "", "only schedules whose name sorts after this `NAME`")
+		format := outputFlag(fs)
+		project, err := c.listArgs(fs, rest, limit, nil)
 		if err != nil {
 			return nil, err
 		}
 		f := schedules.Filter{Project: project, After: *after, Limit: *limit}
-		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.schedulesList(ctx, pool, f) }, nil
+		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.schedulesList(ctx, pool, f, *format) }, nil
 	case "preview":
-		count := fs.Int("count", 10, "how many occurrences")
-		from := fs.String("from", "", "occurrences after this instant (RFC 3339; default now), for CRON ZONE")
-		pos, err := positionals(fs, rest)
+		count := fs.Int("count", 10, "how many occurrences (`N`)")
+		from := fs.String("from", "", "occurrences after this instant `T` (RFC 3339; default now), for CRON ZONE")
+		format := outputFlag(fs)
+		pos, err := c.parse(fs, rest, "ID|CRON", "[ZONE]")
 		if err != nil {
-			return nil, usagef("schedules preview: %v", err)
+			return nil, err
 		}
-		if *count < 1 || *count > schedules.MaxPreview {
-			return nil, usagef("schedules preview --count must be 1..%d", schedules.MaxPreview)
+		if err := badLimit(fs, "count", *count, schedules.MaxPreview); err != nil {
+			return nil, err
 		}
-		switch len(pos) {
-		case 1:
-			id, err := idArg(fs, pos, "schedules preview needs ID", "schedule")
+		if pos[1] == "" {
+			id, err := positiveID(fs, "ID", pos[0], "schedule")
 			if err != nil {
 				return nil, err
 			}
 			n := *count
-			return func(ctx context.Context, pool *pgxpool.Pool) error { return c.schedulesPreviewID(ctx, pool, id, n) }, nil
-		case 2:
-			after := c.clock.Now()
-			if *from != "" {
-				t, err := time.Parse(time.RFC3339, *from)
-				if err != nil {
-					return nil, usagef("schedules preview --from %q: want an RFC 3339 instant", *from)
-				}
-				after = t
-			}
-			occ, err := schedules.Preview(pos[0], pos[1], after, *count)
-			if err != nil {
-				return nil, err
-			}
-			return nil, c.printOccurrences(occ, pos[1])
+			return func(ctx context.Context, pool *pgxpool.Pool) error {
+				return c.schedulesPreviewID(ctx, pool, id, n, *format)
+			}, nil
 		}
-		return nil, usagef("schedules preview needs ID, or CRON ZONE")
+		after := c.clock.Now()
+		if *from != "" {
+			t, err := time.Parse(time.RFC3339, *from)
+			if err != nil {
+				return nil, usageOf(fs, "--from %q: want an RFC 3339 instant such as 2026-03-29T00:00:00Z", *from)
+			}
+			after = t
+		}
+		occ, err := schedules.Preview(pos[0], pos[1], after, *count)
+		if err != nil {
+			return nil, err
+		}
+		return nil, c.printOccurrences(occ, pos[1], *format)
 	}
-	return nil, usagef("unknown schedules subcommand %q; %s", sub, schedulesUsage)
+	return nil, usageOf(fs, "no such subcommand")
 }
 
 func (c *cli) scheduleClient(pool *pgxpool.Pool) (*schedules.Client, error) {
 	return schedules.NewClient(pool, schedules.Config{Actor: c.actor, Clock: c.clock})
 }
 
-func (c *cli) schedulesList(ctx context.Context, pool *pgxpool.Pool, f schedules.Filter) error {
+func (c *cli) schedulesList(ctx context.Context, pool *pgxpool.Pool, f schedules.Filter, format string) error {
 	cl, err := c.scheduleClient(pool)
 	if err != nil {
 		return err
@@ -82,6 +78,9 @@ func (c *cli) schedulesList(ctx context.Context, pool *pgxpool.Pool, f schedules
 	list, err := cl.List(ctx, f)
 	if err != nil {
 		return err
+	}
+	if format == formatJSON {
+		return writeSafeJSON(c.stdout, scheduleListDoc{Schedules: mapSlice(list, scheduleOf)})
 	}
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tNAME\tCRON\tZONE\tSTATUS\tCATCH-UP\tRUNS\tNEXT DUE")
@@ -95,7 +94,7 @@ func (c *cli) schedulesList(ctx context.Context, pool *pgxpool.Pool, f schedules
 	return w.Flush()
 }
 
-func (c *cli) schedulesPreviewID(ctx context.Context, pool *pgxpool.Pool, id int64, n int) error {
+func (c *cli) schedulesPreviewID(ctx context.Context, pool *pgxpool.Pool, id int64, n int, format string) error {
 	cl, err := c.scheduleClient(pool)
 	if err != nil {
 		return err
@@ -108,10 +107,13 @@ func (c *cli) schedulesPreviewID(ctx context.Context, pool *pgxpool.Pool, id int
 	if err != nil {
 		return err
 	}
-	return c.printOccurrences(occ, s.Zone)
+	return c.printOccurrences(occ, s.Zone, format)
 }
 
-func (c *cli) printOccurrences(occ []schedules.Occurrence, zone string) error {
+func (c *cli) printOccurrences(occ []schedules.Occurrence, zone, format string) error {
+	if format == formatJSON {
+		return writeSafeJSON(c.stdout, previewDoc{Zone: zone, Occurrences: mapSlice(occ, occurrenceOf)})
+	}
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "LOCAL (%s)\tFOLD\tUTC\n", zone)
 	for _, o := range occ {

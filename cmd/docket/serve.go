@@ -8,10 +8,8 @@ import (
 	"embed"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"html/template"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -29,8 +27,6 @@ import (
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/tasks"
 )
-
-const serveUsage = "serve --project P[,P...] [--addr HOST:PORT] [--auth-header H] [--dev-principal P]"
 
 // Bounds of docket serve.
 const (
@@ -65,29 +61,25 @@ var taskIDPattern = regexp.MustCompile(`^[1-9][0-9]{0,18}$`)
 
 // serve runs the web worklist until interrupted.
 func (c *cli) serve(args []string) (dbAction, error) {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	addr := fs.String("addr", "127.0.0.1:8080", "the address to listen at")
+	fs := c.flags("serve")
+	addr := fs.String("addr", "127.0.0.1:8080", "the address to listen at (`HOST:PORT`)")
 	var projects projectList
-	fs.Var(&projects, "project", "a project whose worklist it serves (repeatable, or a comma list)")
-	header := fs.String("auth-header", defaultAuthHeader, "the auth proxy's header naming the signed-in user")
-	dev := fs.String("dev-principal", "", "sign everybody in as this principal: for development only")
-	if err := fs.Parse(args); err != nil {
-		return nil, usagef("serve: %v", err)
-	}
-	if fs.NArg() != 0 {
-		return nil, usagef("serve takes flags only: %s", serveUsage)
+	fs.Var(&projects, "project", "a project whose worklist it serves (`P`; repeatable, or a comma list)")
+	header := fs.String("auth-header", defaultAuthHeader, "the auth proxy's header naming the signed-in user (`H`)")
+	dev := fs.String("dev-principal", "", "sign everybody in as this principal `P`: for development only")
+	if _, err := c.parse(fs, args); err != nil {
+		return nil, err
 	}
 	if *header == "" {
-		return nil, usagef("serve --auth-header needs a header name, e.g. %s", defaultAuthHeader)
+		return nil, usageOf(fs, "--auth-header \"\": want a header name, e.g. %s", defaultAuthHeader)
 	}
 	if _, _, err := net.SplitHostPort(*addr); err != nil {
-		return nil, usagef("serve --addr %q: want HOST:PORT, e.g. 127.0.0.1:8080", *addr)
+		return nil, usageOf(fs, "--addr %q: want HOST:PORT, e.g. 127.0.0.1:8080", *addr)
 	}
 	cfg := serveConfig{Projects: projects, AuthHeader: *header, DevPrincipal: access.Actor(*dev), Clock: c.clock,
 		Logger: slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))}
 	if err := cfg.check(); err != nil {
-		return nil, usagef("serve: %v", err)
+		return nil, usageOf(fs, "%v", err)
 	}
 	return func(ctx context.Context, pool *pgxpool.Pool) error {
 		h, err := newServeHandler(pool, cfg)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -13,43 +14,87 @@ import (
 )
 
 func (c *cli) status(args []string) (dbAction, error) {
-	if len(args) > 0 {
-		return nil, usagef("status takes no arguments")
+	c.needsSchema = false
+	fs := c.flags("status")
+	check := fs.Bool("check", false, "print only the versions; exit 3 when a migration is pending")
+	format := outputFlag(fs)
+	if _, err := c.parse(fs, args); err != nil {
+		return nil, err
 	}
-	return c.printStatus, nil
+	return func(ctx context.Context, pool *pgxpool.Pool) error { return c.printStatus(ctx, pool, *check, *format) }, nil
 }
 
-func (c *cli) printStatus(ctx context.Context, pool *pgxpool.Pool) error {
+func (c *cli) printStatus(ctx context.Context, pool *pgxpool.Pool, check bool, format string) error {
 	s, err := db.MigrationStatus(ctx, pool)
 	if err != nil {
 		return err
 	}
+	todo := pending(s)
+	doc := statusDoc{Docket: versionPair{s.Version, s.Latest}, River: versionPair{int64(s.RiverVersion), int64(s.RiverLatest)},
+		State: "current", Pending: make([]migrationJSON, len(todo))}
+	for i, m := range todo {
+		doc.Pending[i] = migrationJSON{Line: strings.ToLower(m.line), Version: m.version, Name: m.name}
+	}
 	state := "current"
 	switch {
 	case s.Ahead():
-		state = "newer than this build: upgrade docket"
+		doc.State, state = "ahead", "newer than this build: upgrade docket"
 	case !s.Current():
-		state = "behind: run docket migrate"
+		doc.State, state = "behind", "behind: run docket migrate"
+	}
+	var behind error
+	if check && len(todo) > 0 {
+		names := make([]string, len(todo))
+		for i, m := range todo {
+			names[i] = m.String()
+		}
+		behind = codeErr{exitBehind, fmt.Errorf("%s pending: %s; run \"docket migrate\"", count(len(todo), "migration"),
+			strings.Join(names, ", "))}
+	}
+	if !check {
+		missing, err := missingRoles(ctx, pool)
+		if err != nil {
+			return err
+		}
+		counts, err := tableCounts(ctx, pool)
+		if err != nil {
+			return err
+		}
+		doc.Roles = &rolesJSON{Present: []string{}, Missing: strings0(missing)}
+		for _, r := range groupRoles {
+			if !slices.Contains(missing, r) {
+				doc.Roles.Present = append(doc.Roles.Present, r)
+			}
+		}
+		doc.Tables = make([]tableJSON, len(counts))
+		for i, tc := range counts {
+			doc.Tables[i] = tableJSON{Table: db.Schema + "." + tc.table, Rows: tc.rows}
+		}
+	}
+	if format == formatJSON {
+		if err := writeSafeJSON(c.stdout, doc); err != nil {
+			return err
+		}
+		return behind
 	}
 	fmt.Fprintf(c.stdout, "docket schema: version %d of %d\n", s.Version, s.Latest)
 	fmt.Fprintf(c.stdout, "River schema:  version %d of %d\n", s.RiverVersion, s.RiverLatest)
 	fmt.Fprintf(c.stdout, "state:         %s\n", state)
-	if err := c.printRoles(ctx, pool); err != nil {
-		return err
+	if check {
+		for _, m := range todo {
+			fmt.Fprintf(c.stdout, "pending:       %s\n", m)
+		}
+		return behind
 	}
-
-	counts, err := tableCounts(ctx, pool)
-	if err != nil {
-		return err
-	}
-	if len(counts) == 0 {
+	c.printRoles(doc.Roles.Missing)
+	if len(doc.Tables) == 0 {
 		return nil
 	}
 	fmt.Fprintln(c.stdout)
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TABLE\tROWS")
-	for _, tc := range counts {
-		fmt.Fprintf(w, "%s.%s\t%d\n", db.Schema, tc.table, tc.rows)
+	for _, tc := range doc.Tables {
+		fmt.Fprintf(w, "%s\t%d\n", tc.Table, tc.Rows)
 	}
 	return w.Flush()
 }
@@ -92,25 +137,29 @@ func tableCounts(ctx context.Context, q *pgxpool.Pool) ([]tableCount, error) {
 // groupRoles are the roles docket's trust model grants to login roles.
 var groupRoles = []string{"docket_app", "docket_operator", "docket_reader"}
 
-// printRoles says which of docket's group roles exist, and what a DBA runs
-// for those that do not.
-func (c *cli) printRoles(ctx context.Context, pool *pgxpool.Pool) error {
+// missingRoles lists which of docket's group roles do not exist.
+func missingRoles(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
 	rows, err := pool.Query(ctx, `SELECT r FROM unnest($1::text[]) r WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r) ORDER BY r`, groupRoles)
 	if err != nil {
-		return fmt.Errorf("roles: %w", err)
+		return nil, fmt.Errorf("roles: %w", err)
 	}
 	missing, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return fmt.Errorf("roles: %w", err)
+		return nil, fmt.Errorf("roles: %w", err)
 	}
+	return missing, nil
+}
+
+// printRoles says which of docket's group roles exist, and what a DBA runs
+// for those missing.
+func (c *cli) printRoles(missing []string) {
 	if len(missing) == 0 {
 		fmt.Fprintf(c.stdout, "roles:         %s\n", strings.Join(groupRoles, ", "))
-		return nil
+		return
 	}
 	fmt.Fprintf(c.stdout, "roles:         missing %s: a DBA runs", strings.Join(missing, ", "))
 	for _, r := range missing {
 		fmt.Fprintf(c.stdout, " CREATE ROLE %s NOLOGIN;", r)
 	}
 	fmt.Fprintln(c.stdout, " then, as the schema owner, SELECT docket.apply_privileges(); (docs/security.md)")
-	return nil
 }

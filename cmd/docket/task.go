@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,19 +13,14 @@ import (
 	"github.com/docket-dev/docket/tasks"
 )
 
-const (
-	tasksUsage = "tasks needs PROJECT: tasks PROJECT [--mine] [--limit N]"
-	taskUsage  = "task needs a subcommand: show ID"
-)
-
 // tasksCmd lists a project's worklist as the actor sees it: the tasks it
 // may take now and those it holds, soonest deadline first.
 func (c *cli) tasksCmd(args []string) (dbAction, error) {
-	fs := flag.NewFlagSet("tasks", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := c.flags("tasks")
 	mine := fs.Bool("mine", false, "only the tasks you hold")
-	limit := fs.Int("limit", 100, "at most this many, soonest deadline first")
-	project, err := listArgs(fs, args, "tasks", tasksUsage, limit, nil)
+	limit := fs.Int("limit", 100, "at most `N` tasks, soonest deadline first")
+	format := outputFlag(fs)
+	project, err := c.listArgs(fs, args, limit, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -41,6 +34,10 @@ func (c *cli) tasksCmd(args []string) (dbAction, error) {
 			return err
 		}
 		now := c.clock.Now()
+		if *format == formatJSON {
+			return writeSafeJSON(c.stdout, taskListDoc{Project: project,
+				Tasks: mapSlice(list, func(t tasks.Task) taskJSON { return taskOf(t, now) })})
+		}
 		w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "ID\tTITLE\tSTATUS\tDEADLINE\tCLAIMED BY")
 		for _, t := range list {
@@ -56,21 +53,21 @@ func (c *cli) tasksCmd(args []string) (dbAction, error) {
 
 // taskCmd shows one task.
 func (c *cli) taskCmd(args []string) (dbAction, error) {
-	if len(args) == 0 {
-		return nil, usagef(taskUsage)
+	sub, rest, err := c.sub("task", args)
+	if err != nil {
+		return nil, err
 	}
-	sub, rest := args[0], args[1:]
-	fs := flag.NewFlagSet("task "+sub, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := c.flags("task " + sub)
 	switch sub {
 	case "show":
-		id, err := idArg(fs, rest, "task show needs ID", "task")
+		format := outputFlag(fs)
+		id, err := c.idArg(fs, rest, "task")
 		if err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.taskShow(ctx, pool, id) }, nil
+		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.taskShow(ctx, pool, id, *format) }, nil
 	}
-	return nil, usagef("unknown task subcommand %q; %s", sub, taskUsage)
+	return nil, usageOf(fs, "no such subcommand")
 }
 
 func (c *cli) taskClient(pool *pgxpool.Pool) (*tasks.Client, error) {
@@ -78,7 +75,7 @@ func (c *cli) taskClient(pool *pgxpool.Pool) (*tasks.Client, error) {
 }
 
 // taskShow prints a task's fields, then its history.
-func (c *cli) taskShow(ctx context.Context, pool *pgxpool.Pool, id int64) error {
+func (c *cli) taskShow(ctx context.Context, pool *pgxpool.Pool, id int64, format string) error {
 	cl, err := c.taskClient(pool)
 	if err != nil {
 		return err
@@ -92,6 +89,9 @@ func (c *cli) taskShow(ctx context.Context, pool *pgxpool.Pool, id int64) error 
 		return err
 	}
 	now := c.clock.Now()
+	if format == formatJSON {
+		return writeSafeJSON(c.stdout, taskShowDoc{Task: taskDetailOf(t, now), History: mapSlice(events, taskEventOf)})
+	}
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "task\t%d\n", t.ID)
 	fmt.Fprintf(w, "project\t%s\n", t.Project)

@@ -8,8 +8,10 @@ import (
 )
 
 func (c *cli) version(args []string) error {
-	if len(args) > 0 {
-		return usagef("version takes no arguments")
+	fs := c.flags("version")
+	format := outputFlag(fs)
+	if _, err := c.parse(fs, args); err != nil {
+		return err
 	}
 	build := "(devel)"
 	river := "unknown"
@@ -22,6 +24,10 @@ func (c *cli) version(args []string) error {
 				river = dep.Version
 			}
 		}
+	}
+	if *format == formatJSON {
+		return writeSafeJSON(c.stdout, versionDoc{Docket: build, SchemaVersion: db.LatestVersion(),
+			SchemaFingerprint: db.SchemaFingerprint(), River: river, RiverSchemaVersion: db.RiverLatestVersion()})
 	}
 	fmt.Fprintf(c.stdout, "docket %s\n", build)
 	fmt.Fprintf(c.stdout, "docket schema version %d (fingerprint %s)\n", db.LatestVersion(), db.SchemaFingerprint())

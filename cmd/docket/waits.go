@@ -5,7 +5,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -16,26 +15,21 @@ import (
 	"github.com/docket-dev/docket/cases"
 )
 
-const (
-	waitsUsage       = "waits needs PROJECT: waits PROJECT [--case ID] [--limit N]"
-	deadLettersUsage = "dead-letters needs PROJECT: dead-letters PROJECT [--limit N]"
-)
-
 // waits lists the waiting waits of a project, or every wait of one of its
 // cases, soonest deadline first.
 func (c *cli) waits(args []string) (dbAction, error) {
-	fs := flag.NewFlagSet("waits", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	caseID := fs.Int64("case", 0, "every wait of this case, whatever its status")
-	limit := fs.Int("limit", 50, "at most this many, soonest deadline first")
-	project, err := listArgs(fs, args, "waits", waitsUsage, limit, nil)
+	fs := c.flags("waits")
+	caseID := fs.Int64("case", 0, "every wait of this case (its `ID`), whatever its status")
+	limit := fs.Int("limit", 50, "at most `N` waits, soonest deadline first")
+	format := outputFlag(fs)
+	project, err := c.listArgs(fs, args, limit, nil)
 	if err != nil {
 		return nil, err
 	}
 	byCase := false
 	fs.Visit(func(f *flag.Flag) { byCase = byCase || f.Name == "case" })
 	if byCase && *caseID < 1 {
-		return nil, usagef("waits --case %d is not a case id", *caseID)
+		return nil, usageOf(fs, "--case %d: want a positive case id", *caseID)
 	}
 	return func(ctx context.Context, pool *pgxpool.Pool) error {
 		cl, err := c.caseClient(pool)
@@ -62,6 +56,9 @@ func (c *cli) waits(args []string) (dbAction, error) {
 			if err != nil {
 				return err
 			}
+		}
+		if *format == formatJSON {
+			return writeSafeJSON(c.stdout, waitsDoc{Project: project, Waits: mapSlice(list, waitOf)})
 		}
 		return c.waitsTable(list)
 	}, nil
@@ -90,10 +87,10 @@ func (c *cli) waitsTable(list []cases.Wait) error {
 // each, the keys it was filed under and why no wait will claim it. Never the
 // payload: it is the counterparty's.
 func (c *cli) deadLetters(args []string) (dbAction, error) {
-	fs := flag.NewFlagSet("dead-letters", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	limit := fs.Int("limit", 50, "at most this many, newest first")
-	project, err := listArgs(fs, args, "dead-letters", deadLettersUsage, limit, nil)
+	fs := c.flags("dead-letters")
+	limit := fs.Int("limit", 50, "at most `N` dead letters, newest first")
+	format := outputFlag(fs)
+	project, err := c.listArgs(fs, args, limit, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +102,9 @@ func (c *cli) deadLetters(args []string) (dbAction, error) {
 		list, err := cl.DeadLetters(ctx, cases.DeadLetterFilter{Project: project, Limit: *limit})
 		if err != nil {
 			return err
+		}
+		if *format == formatJSON {
+			return writeSafeJSON(c.stdout, deadLettersDoc{Project: project, DeadLetters: mapSlice(list, deadLetterOf)})
 		}
 		now := c.clock.Now()
 		w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)

@@ -1,0 +1,96 @@
+package main
+
+// helps are docket's commands, in the order its usage lists them.
+var helps = []cmdHelp{
+	{"migrate", "[--dry-run]", "apply River's and docket's migrations (idempotent)",
+		"Brings the database to the schema this build knows: River's migration line into schema docket first, then " +
+			"docket's own migrations. It is idempotent and safe to run from several processes at once. --dry-run lists " +
+			"the migrations it would apply and changes nothing. See also migrate down and migrate sql."},
+	{"migrate down", "--to N [--dry-run]", "roll docket's migrations back to version N",
+		"Rolls docket's own migrations back, newest first, until the database is at version N (0 removes every docket " +
+			"table; River's tables stay). --dry-run lists the migrations it would roll back and changes nothing."},
+	{"migrate sql", "[--down]", "print the SQL of every migration, River's first",
+		"Prints the SQL of every migration this build knows, in the order migrate applies them: River's, then " +
+			"docket's, each headed by a comment naming it and wrapped in its own transaction, with the statements that " +
+			"record it as applied, so that docket status and docket migrate agree afterwards. For teams whose own " +
+			"migration tool runs the schema changes. --down prints the rollbacks instead, in the reverse order. Needs no " +
+			"database."},
+	{"status", "[--check] [-o json]", "schema versions, docket's group roles, row counts per table",
+		"Says at which version docket's and River's schemas are against this build, which of docket's group roles " +
+			"exist, and how many rows each docket table holds. --check prints only the versions and exits 3 when a " +
+			"migration is pending or the database was never migrated, naming them, 0 when none is, 1 when the " +
+			"database cannot be read."},
+	{"version", "[-o json]", "build, schema and River versions",
+		"Prints this build's version, the docket schema version and fingerprint it migrates to, and River's. Needs no " +
+			"database."},
+	{"project create", "NAME", "create an active project", "Creates project NAME, active, recorded as made by --as."},
+	{"project list", "[-o json]", "list projects", "Lists every project with its status, by name."},
+	{"project archive", "NAME", "archive a project", "Moves project NAME to archived: it takes no new work."},
+	{"project activate", "NAME", "make a project active again", "Moves project NAME back to active."},
+	{"project retire", "NAME", "retire a project for good", "Moves archived project NAME to retired, for good."},
+	{"grant", "PRINCIPAL PROJECT CAPABILITY", "grant a capability on a project",
+		"Grants CAPABILITY (e.g. job.create) on PROJECT to PRINCIPAL (e.g. svc:billing), recorded as given by --as."},
+	{"revoke", "PRINCIPAL PROJECT CAPABILITY", "revoke it", "Revokes CAPABILITY on PROJECT from PRINCIPAL."},
+	{"grants", "PROJECT [-o json]", "list the grants on a project",
+		"Lists the grants on PROJECT: who holds which capability, given by whom, when."},
+	{"actor bind", "ROLE PRINCIPAL", "let a login role act as a principal (or kind:*)",
+		"Lets Postgres login role ROLE act as PRINCIPAL, or as every principal of a kind with kind:* (e.g. user:*)."},
+	{"actor unbind", "ROLE PRINCIPAL", "no longer", "Removes the binding of login role ROLE to PRINCIPAL."},
+	{"actor list", "[ROLE] [-o json]", "the bindings of a login role, or all of them",
+		"Lists the principals login role ROLE may act as, or every binding."},
+	{"job list", "PROJECT [--state S] [--kind K] [--queue Q] [--limit N] [-o json]", "list a project's jobs, newest first",
+		"Lists the jobs of PROJECT you may see, newest first, filtered by state, kind and queue."},
+	{"job show", "ID [-o json]", "a job, its history, and whether the history verifies",
+		"Shows job ID, its history of transitions, and whether the history's hash chain verifies; exits 1 when it " +
+			"does not."},
+	{"job cancel", "ID [--reason TEXT]", "cancel a queued, claimed or uncertain job",
+		"Cancels job ID, keeping --reason as its diagnostic."},
+	{"job reconcile", "ID succeeded|failed|queued [--note TEXT] [--result JSON]", "settle an uncertain job",
+		"Settles uncertain job ID after finding out what became of its run: succeeded (with --result), failed, or " +
+			"queued to run again."},
+	{"job sweep", "[--limit N]", "move expired leases on (queued, dead or uncertain)",
+		"Moves the jobs whose lease expired on, as a worker's sweep does: to queued, dead or uncertain."},
+	{"lanes list", "PROJECT [--quorum Q] [--state S] [--review R] [--limit N] [--after ID] [-o json]",
+		"list the lanes of a project you may see, oldest first",
+		"Lists the lanes of PROJECT you may see, oldest first; --after pages on from the last id of the previous page."},
+	{"lanes show", "ID [-o json]", "a lane, its history and its jobs", "Shows lane ID, its history and its first jobs."},
+	{"cases list", "PROJECT [--status S] [--limit N] [--after ID] [-o json]",
+		"list the cases of a project you may see, oldest first",
+		"Lists the cases of PROJECT you may see, oldest first; --after pages on from the last id of the previous page."},
+	{"cases show", "ID [-o json]", "a case, its keys, obligations and history",
+		"Shows case ID with its keys, obligations and history. Its state is the application's and is not printed."},
+	{"waits", "PROJECT [--case ID] [--limit N] [-o json]", "waiting waits you may see, soonest deadline first",
+		"Lists the waiting waits of PROJECT you may see, soonest deadline first, or with --case every wait of that " +
+			"case whatever its status."},
+	{"dead-letters", "PROJECT [--limit N] [-o json]", "messages no wait will claim, newest first (no payloads)",
+		"Lists the messages of PROJECT no wait will claim, newest first: who sent each, its keys and why. Never its " +
+			"payload, which is the sender's."},
+	{"schedules list", "PROJECT [--limit N] [--after NAME] [-o json]", "list the schedules of a project you may see, by name",
+		"Lists the schedules of PROJECT you may see, by name, with their next due instant."},
+	{"schedules preview", "ID | CRON ZONE [--count N] [--from T] [-o json]", "the next occurrences: local time, fold, UTC instant",
+		"Shows the next occurrences of schedule ID, or of a cron expression in a time zone (no database needed): " +
+			"the local time, its fold (1 for the second of a repeated hour) and the UTC instant."},
+	{"tasks", "PROJECT [--mine] [--limit N] [-o json]", "the tasks you may take now and those you hold",
+		"Lists the tasks of PROJECT you may take now and those you hold, soonest deadline first; --mine only those " +
+			"you hold."},
+	{"task show", "ID [-o json]", "a task, who may not answer it, its claim, decision and history",
+		"Shows task ID: what is to be decided, who may take it and who may not answer it (four eyes), its claim, " +
+			"decision and history."},
+	{"plans show", "RUN [-o json]", "a run of a plan: status, budget, graph, versions",
+		"Shows run RUN of a plan: its status, budget, trust and failure, its plan's graph with each step's state, " +
+			"arguments' sources and compensation, and its plan's versions."},
+	{"batches show", "ID [--limit N] [--after KEY] [-o json]", "a batch: plan, source, census, items needing attention",
+		"Shows batch ID: its plan, source, cursor and census, and its items failed, quarantined or in flight, oldest " +
+			"key first; --after pages on from the last key of the previous page."},
+	{"serve", "--project P[,P...] [--addr HOST:PORT] [--auth-header H] [--dev-principal P]",
+		"a web worklist of those projects for reviewers an auth proxy signs in",
+		"Serves a web worklist of the projects at --addr for reviewers an auth proxy signs in: header H with value " +
+			"U acts as user:U, always; without it, 401. Reach it only through the proxy; its login must be bound to " +
+			"those principals (actor bind ROLE 'user:*'). --dev-principal P signs everybody in as P: for development " +
+			"only, never behind a real proxy."},
+	{"demo", "[--orders N]", "run a small order service on docket and show what became of its jobs",
+		"Runs a small order service on docket and shows what became of its jobs. Without a database URL it makes a " +
+			"scratch database, found as tests do."},
+	{"help", "[COMMAND [SUBCOMMAND]]", "this list, or a command's usage",
+		"Prints the usage of docket, or of a command."},
+}
