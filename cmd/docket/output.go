@@ -57,8 +57,8 @@ type (
 		River   versionPair     `json:"river"`
 		State   string          `json:"state"`
 		Pending []migrationJSON `json:"pending"`
-		Roles   *rolesJSON      `json:"roles,omitempty"`
-		Tables  []tableJSON     `json:"tables,omitempty"`
+		Roles   *rolesJSON      `json:"roles"`
+		Tables  []tableJSON     `json:"tables"`
 	}
 	versionPair struct {
 		Version int64 `json:"version"`
@@ -150,10 +150,10 @@ type (
 		Attempts        int          `json:"attempts"`
 		MaxAttempts     int          `json:"max_attempts"`
 		AvailableAt     time.Time    `json:"available_at"`
-		LaneID          int64        `json:"lane_id,omitempty"`
-		CaseID          int64        `json:"case_id,omitempty"`
-		IdempotencyKey  string       `json:"idempotency_key,omitempty"`
-		ClaimedBy       access.Actor `json:"claimed_by,omitempty"`
+		LaneID          int64        `json:"lane_id"`
+		CaseID          int64        `json:"case_id"`
+		IdempotencyKey  string       `json:"idempotency_key"`
+		ClaimedBy       access.Actor `json:"claimed_by"`
 		LeaseExpiresAt  *time.Time   `json:"lease_expires_at"`
 		LeaseGeneration int64        `json:"lease_generation"`
 		CreatedBy       access.Actor `json:"created_by"`
@@ -168,7 +168,7 @@ type (
 		Params           json.RawMessage `json:"params"`
 		Result           json.RawMessage `json:"result"`
 		Diagnostic       string          `json:"diagnostic"`
-		CompensationKind string          `json:"compensation_kind,omitempty"`
+		CompensationKind string          `json:"compensation_kind"`
 		External         bool            `json:"external"`
 		Repeatable       bool            `json:"repeatable"`
 	}
@@ -189,8 +189,8 @@ type (
 	verificationJSON struct {
 		OK      bool   `json:"ok"`
 		Events  int    `json:"events"`
-		BadSeq  int    `json:"bad_seq,omitempty"`
-		Problem string `json:"problem,omitempty"`
+		BadSeq  int    `json:"bad_seq"`
+		Problem string `json:"problem"`
 	}
 )
 
@@ -230,9 +230,9 @@ type (
 		DependsOn   []int64      `json:"depends_on"`
 		State       lanes.State  `json:"state"`
 		Review      lanes.Review `json:"review"`
-		MergeCommit string       `json:"merge_commit,omitempty"`
+		MergeCommit string       `json:"merge_commit"`
 		MergedAt    *time.Time   `json:"merged_at"`
-		MergedBy    access.Actor `json:"merged_by,omitempty"`
+		MergedBy    access.Actor `json:"merged_by"`
 		CreatedBy   access.Actor `json:"created_by"`
 		CreatedAt   time.Time    `json:"created_at"`
 		UpdatedAt   time.Time    `json:"updated_at"`
@@ -324,13 +324,13 @@ type (
 		State           cases.ObligationState `json:"state"`
 		Due             time.Time             `json:"due"`
 		Rule            string                `json:"rule"`
-		CalendarDigest  string                `json:"calendar_digest,omitempty"`
-		EscalationKind  string                `json:"escalation_kind,omitempty"`
-		EscalationJobID int64                 `json:"escalation_job_id,omitempty"`
+		CalendarDigest  string                `json:"calendar_digest"`
+		EscalationKind  string                `json:"escalation_kind"`
+		EscalationJobID int64                 `json:"escalation_job_id"`
 		CreatedBy       access.Actor          `json:"created_by"`
 		CreatedAt       time.Time             `json:"created_at"`
 		ResolvedAt      *time.Time            `json:"resolved_at"`
-		ResolvedBy      access.Actor          `json:"resolved_by,omitempty"`
+		ResolvedBy      access.Actor          `json:"resolved_by"`
 	}
 	caseEventJSON struct {
 		At     time.Time       `json:"at"`
@@ -354,13 +354,13 @@ type (
 		Deadline          time.Time        `json:"deadline"`
 		Status            cases.WaitStatus `json:"status"`
 		OnArrival         string           `json:"on_arrival"`
-		OnTimeout         string           `json:"on_timeout,omitempty"`
-		SatisfiedBy       int64            `json:"satisfied_by,omitempty"`
-		ContinuationJobID int64            `json:"continuation_job_id,omitempty"`
+		OnTimeout         string           `json:"on_timeout"`
+		SatisfiedBy       int64            `json:"satisfied_by"`
+		ContinuationJobID int64            `json:"continuation_job_id"`
 		CreatedBy         access.Actor     `json:"created_by"`
 		CreatedAt         time.Time        `json:"created_at"`
 		SettledAt         *time.Time       `json:"settled_at"`
-		SettledBy         access.Actor     `json:"settled_by,omitempty"`
+		SettledBy         access.Actor     `json:"settled_by"`
 	}
 
 	deadLettersDoc struct {
@@ -374,7 +374,7 @@ type (
 		Producer       string    `json:"producer"`
 		MessageID      string    `json:"message_id"`
 		Keys           []keyJSON `json:"keys"`
-		Addressee      int64     `json:"addressee,omitempty"`
+		Addressee      int64     `json:"addressee"`
 		Reason         string    `json:"reason"`
 		ArrivedAt      time.Time `json:"arrived_at"`
 		DeadLetteredAt time.Time `json:"dead_lettered_at"`
@@ -442,7 +442,7 @@ type (
 		GraceSeconds   float64           `json:"grace_seconds"`
 		Start          time.Time         `json:"start"`
 		End            *time.Time        `json:"end"`
-		MaxOccurrences int64             `json:"max_occurrences,omitempty"`
+		MaxOccurrences int64             `json:"max_occurrences"`
 		Runs           int64             `json:"runs"`
 		Status         schedules.Status  `json:"status"`
 		Cursor         *time.Time        `json:"cursor"`
@@ -493,7 +493,7 @@ type (
 		Title     string       `json:"title"`
 		Status    tasks.Status `json:"status"`
 		Deadline  time.Time    `json:"deadline"`
-		ClaimedBy access.Actor `json:"claimed_by,omitempty"`
+		ClaimedBy access.Actor `json:"claimed_by"`
 		ClaimedTo *time.Time   `json:"claimed_until"`
 	}
 	taskDetailJSON struct {
@@ -508,11 +508,11 @@ type (
 		ActingFor    []access.Actor      `json:"acting_for"`
 		Excluded     []access.Actor      `json:"excluded"`
 		Expiry       expiryJSON          `json:"expiry"`
-		WaitID       int64               `json:"wait_id,omitempty"`
-		Decision     string              `json:"decision,omitempty"`
-		DecidedBy    access.Actor        `json:"decided_by,omitempty"`
+		WaitID       int64               `json:"wait_id"`
+		Decision     string              `json:"decision"`
+		DecidedBy    access.Actor        `json:"decided_by"`
 		Automatic    bool                `json:"automatic"`
-		Note         string              `json:"note,omitempty"`
+		Note         string              `json:"note"`
 		SettledAt    *time.Time          `json:"settled_at"`
 		EscalatedAt  *time.Time          `json:"escalated_at"`
 		OpenedBy     access.Actor        `json:"opened_by"`
@@ -523,10 +523,10 @@ type (
 	// (Decision), or escalate to principals and holders of capabilities,
 	// then be due ThenDueSeconds later.
 	expiryJSON struct {
-		Decision       string              `json:"decision,omitempty"`
+		Decision       string              `json:"decision"`
 		EscalateTo     []access.Actor      `json:"escalate_to"`
 		EscalateCaps   []access.Capability `json:"escalate_caps"`
-		ThenDueSeconds float64             `json:"then_due_seconds,omitempty"`
+		ThenDueSeconds float64             `json:"then_due_seconds"`
 	}
 	taskShowDoc struct {
 		Task    taskDetailJSON  `json:"task"`
