@@ -81,9 +81,9 @@ var aliases = map[string]string{"o": "output", "json": "output"}
 // (-f or --f, with their value as the next argument or after "=") before,
 // between and after the positional arguments, until "--". An argument that
 // looks like a negative number and names no flag is positional. want names
-// the positional arguments, an optional one in brackets ("[ROLE]"), a last
-// one that repeats with "..." ("ID..."); parse refuses too few or too many
-// and returns them in order, "" for an optional one left out. -h, -help and
+// the positional arguments, an optional one in brackets ("[ROLE]"); parse
+// refuses too few or too many and returns them in order, "" for an optional
+// one left out. -h, -help and
 // --help print the command's usage to stdout and return errHelp.
 func (c *cli) parse(fs *flag.FlagSet, args []string, want ...string) ([]string, error) {
 	var pos []string
@@ -108,7 +108,7 @@ func (c *cli) parse(fs *flag.FlagSet, args []string, want ...string) ([]string, 
 				pos = append(pos, a)
 				continue
 			}
-			return nil, usageOf(fs, "unknown flag %s", a)
+			return nil, usageOf(fs, "unknown flag %s", flagText(name))
 		}
 		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() && !hasValue {
 			value, hasValue = "true", true
@@ -137,17 +137,16 @@ func flagText(name string) string {
 
 // positionals checks the positional arguments pos against want (see parse).
 func positionals(fs *flag.FlagSet, pos, want []string) ([]string, error) {
-	required, repeats := 0, false
+	required := 0
 	for i, w := range want {
 		if !strings.HasPrefix(w, "[") {
 			required = i + 1
 		}
-		repeats = strings.HasSuffix(w, "...")
 	}
 	if len(pos) < required {
 		return nil, usageOf(fs, "missing %s", strings.Join(want[len(pos):required], " "))
 	}
-	if len(pos) > len(want) && !repeats {
+	if len(pos) > len(want) {
 		if len(want) == 0 {
 			return nil, usageOf(fs, "unexpected argument %q: %s takes none", pos[len(want)], fs.Name())
 		}

@@ -3,10 +3,13 @@
 //
 // Usage:
 //
-//	docket [--database-url URL] COMMAND [ARGS]
+//	docket COMMAND [ARGS] [flags]
 //
-// The database URL comes from --database-url, else DOCKET_DATABASE_URL, else
-// DATABASE_URL. Run "docket help" for the commands.
+// Flags go before or after the arguments; the global ones, --database-url
+// and --as, anywhere on the line. The database URL comes from
+// --database-url, else DOCKET_DATABASE_URL, else DATABASE_URL. Run "docket
+// help" for the commands and "docket COMMAND --help" for one's flags; the
+// read commands print JSON with -o json (docs/operators.md).
 package main
 
 import (

@@ -56,22 +56,17 @@ func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Write
 	if err == nil && action != nil {
 		err = c.withPool(ctx, action)
 	}
-	var (
-		ue usageErr
-		ce codeErr
-	)
+	var ue usageErr
 	switch {
-	case err == nil:
-		return exitOK
-	case errors.Is(err, errHelp):
+	case err == nil || errors.Is(err, errHelp):
 		return exitOK
 	case errors.As(err, &ue):
 		return c.usageError(ue)
-	case errors.As(err, &ce):
-		fmt.Fprintf(stderr, "docket %s: %s\n", commandName(cmd, rest), oneLine(err.Error()))
-		return ce.code
 	}
 	fmt.Fprintf(stderr, "docket %s: %s\n", commandName(cmd, rest), oneLine(err.Error()))
+	if ce := (codeErr{}); errors.As(err, &ce) {
+		return ce.code
+	}
 	return exitError
 }
 
@@ -194,10 +189,16 @@ func (c *cli) resolve(getenv env) {
 // commandName is the command and, for a group, its subcommand, for
 // messages.
 func commandName(cmd string, rest []string) string {
-	if len(rest) > 0 && len(subcommands(cmd)) > 0 {
-		if _, ok := helpOf(cmd + " " + rest[0]); ok {
-			return cmd + " " + rest[0]
+	for i := 0; i < len(rest); i++ {
+		name := strings.TrimLeft(rest[i], "-")
+		if name == flagURL || name == flagAs {
+			i++ // and its value
+			continue
 		}
+		if _, ok := helpOf(cmd + " " + rest[i]); ok {
+			return cmd + " " + rest[i]
+		}
+		break
 	}
 	return cmd
 }
