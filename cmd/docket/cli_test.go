@@ -10,8 +10,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/integration/pgtest"
+	"github.com/docket-dev/docket/internal/testkit"
 )
 
 // Every command and subcommand prints its usage on -h, --help and "docket
@@ -317,4 +319,20 @@ func TestUnmigratedDatabase(t *testing.T) {
 	requireRefused(t, r, exitError, nil)
 	require.Contains(t, r.stderr, "is behind: docket schema version 9 of "+itoa(latest))
 	require.Contains(t, r.stderr, `run "docket migrate"`)
+}
+
+// The schema check lets through every login of docket's group roles, even
+// one that may not read the version tables.
+func TestSchemaCheckLetsEveryRoleThrough(t *testing.T) {
+	t.Parallel()
+	h := setup(t, testkit.Grants(vic, project, access.CaseView))
+	for _, role := range []string{testkit.AppRole, testkit.OperatorRole, testkit.ReaderRole} {
+		l := h.Login(t, role, vic)
+		r := docket(t, dbEnv(l.URL), "--as", string(vic), "cases", "list", project)
+		require.NotContains(t, r.stderr, "docket schema", role)
+		require.NotContains(t, r.stderr, "is behind", role)
+		if role != testkit.ReaderRole { // a reader reads the views, not the API
+			require.Equal(t, exitOK, r.code, "%s: %s", role, r.stderr)
+		}
+	}
 }
