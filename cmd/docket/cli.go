@@ -42,7 +42,7 @@ const (
 func outputFlag(fs *flag.FlagSet) *string {
 	format := formatText
 	v := formatValue{&format}
-	fs.Var(v, "output", "the output `FORMAT`: text or json (docs/operators.md lists the JSON fields)")
+	fs.Var(v, "output", "the output `FORMAT`, text or json; --json is short for --output json")
 	fs.Var(v, "o", "short for --output")
 	fs.BoolFunc("json", "short for --output json", func(s string) error {
 		on, err := strconv.ParseBool(s)
@@ -108,7 +108,9 @@ func (c *cli) parse(fs *flag.FlagSet, args []string, want ...string) ([]string, 
 				pos = append(pos, a)
 				continue
 			}
-			return nil, usageOf(fs, "unknown flag %s", flagText(name))
+			var names []string
+			fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+			return nil, usageOf(fs, "unknown flag %s%s", flagText(name), didYouMean(name, names, flagText))
 		}
 		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() && !hasValue {
 			value, hasValue = "true", true
@@ -232,9 +234,6 @@ func (c *cli) printHelp(fs *flag.FlagSet) {
 		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
 			usage += fmt.Sprintf(" (default %s)", f.DefValue)
 		}
-		if f.Name == "output" {
-			usage += "; --json is short for --output json"
-		}
 		lines = append(lines, [2]string{head, usage})
 	})
 	if len(lines) > 0 {
@@ -307,7 +306,8 @@ func (c *cli) sub(group string, args []string) (string, []string, error) {
 		return "", nil, errHelp
 	}
 	if _, ok := helpOf(group + " " + sub); !ok {
-		return "", nil, usageErr{cmd: group, error: fmt.Errorf("unknown subcommand %q: want %s", sub, strings.Join(subcommands(group), ", "))}
+		return "", nil, usageErr{cmd: group, error: fmt.Errorf("unknown subcommand %q%s: want %s", sub,
+			didYouMean(sub, subcommands(group), nil), strings.Join(subcommands(group), ", "))}
 	}
 	return sub, rest, nil
 }
@@ -418,4 +418,44 @@ func helpOf(name string) (cmdHelp, bool) {
 		return cmdHelp{name: name}, false
 	}
 	return helps[i], true
+}
+
+// didYouMean suggests the one of known closest to got, when it is close
+// (at most two edits, fewer than got has characters): ` (did you mean
+// "x"?)`. show spells it, when given.
+func didYouMean(got string, known []string, show func(string) string) string {
+	best, bestD := "", 3
+	for _, k := range known {
+		if d := editDistance(got, k); d < bestD && d < len(got) {
+			best, bestD = k, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	if show != nil {
+		return fmt.Sprintf(" (did you mean %s?)", show(best))
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// editDistance is the Levenshtein distance of a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }

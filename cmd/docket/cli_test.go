@@ -69,6 +69,9 @@ func TestBadInputNamesTheFlagOrArgument(t *testing.T) {
 		want string
 	}{
 		{[]string{"frobnicate"}, `docket: unknown command "frobnicate" (run "docket help" for usage)`},
+		{[]string{"stauts"}, `docket: unknown command "stauts" (did you mean "status"?) (run "docket help" for usage)`},
+		{[]string{"job", "lsit", "acme"}, `docket job: unknown subcommand "lsit" (did you mean "list"?)`},
+		{[]string{"job", "list", "acme", "--limt", "5"}, `docket job list: unknown flag --limt (did you mean --limit?)`},
 		{[]string{"--nope", "status"}, `docket: unknown flag --nope before the command`},
 		{[]string{"--database-url"}, `docket: --database-url needs a value`},
 		{[]string{}, `docket: no command`},

@@ -139,7 +139,13 @@ func (c *cli) dispatch(ctx context.Context, cmd string, rest []string, getenv en
 	case "serve":
 		return c.serve(rest)
 	}
-	return nil, usagef("unknown command %q", cmd)
+	var known []string
+	for _, h := range helps {
+		if name, _, _ := strings.Cut(h.name, " "); !slices.Contains(known, name) {
+			known = append(known, name)
+		}
+	}
+	return nil, usagef("unknown command %q%s", cmd, didYouMean(cmd, known, nil))
 }
 
 // foreign reads the global flags and -h or --help anywhere in the command

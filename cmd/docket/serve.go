@@ -62,10 +62,10 @@ var taskIDPattern = regexp.MustCompile(`^[1-9][0-9]{0,18}$`)
 // serve runs the web worklist until interrupted.
 func (c *cli) serve(args []string) (dbAction, error) {
 	fs := c.flags("serve")
-	addr := fs.String("addr", "127.0.0.1:8080", "the address to listen at (`HOST:PORT`)")
+	addr := fs.String("addr", "127.0.0.1:8080", "listen at `HOST:PORT`")
 	var projects projectList
-	fs.Var(&projects, "project", "a project whose worklist it serves (`P`; repeatable, or a comma list)")
-	header := fs.String("auth-header", defaultAuthHeader, "the auth proxy's header naming the signed-in user (`H`)")
+	fs.Var(&projects, "project", "serve the worklist of project `P` (repeatable, or a comma list)")
+	header := fs.String("auth-header", defaultAuthHeader, "the auth proxy's header `H` naming the signed-in user")
 	dev := fs.String("dev-principal", "", "sign everybody in as this principal `P`: for development only")
 	if _, err := c.parse(fs, args); err != nil {
 		return nil, err
