@@ -165,6 +165,11 @@ type runPage struct {
 	Steps    []plans.RunStep
 	Census   []stepCount
 	Versions []plans.Version
+	// Unadmitted are the steps of the plan's current version the run has
+	// not admitted, in the plan's order, and what that means now (waiting,
+	// held, not run).
+	Unadmitted []plans.Step
+	NotYet     string
 }
 
 // runPage shows a run of a plan: its status, its steps' census and each
@@ -196,6 +201,21 @@ func (c *console) runPage(w http.ResponseWriter, r *http.Request, v visitor, pro
 		p.Budget, p.Spent = budgetText(p.Run.Budget), spentText(p.Run.Budget, p.Run.Spent)
 	}
 	p.Output = dash(outputText(p.Run.Output))
+	admitted := map[string]bool{}
+	for _, s := range p.Steps {
+		admitted[s.StepID] = true
+	}
+	for _, ver := range p.Versions {
+		if ver.Version != p.Run.Version {
+			continue
+		}
+		for _, s := range ver.Plan.Steps {
+			if !admitted[s.ID] {
+				p.Unadmitted = append(p.Unadmitted, s)
+			}
+		}
+	}
+	p.NotYet = notAdmitted(p.Run)
 	for _, s := range p.Steps {
 		i := 0
 		for i < len(p.Census) && p.Census[i].State != s.State {

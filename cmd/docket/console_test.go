@@ -365,7 +365,8 @@ func TestConsolePages(t *testing.T) {
 	require.Contains(t, body, fmt.Sprintf(`<tr id="run-%d" data-status="running">`, seed.run.ID))
 	body = get(fmt.Sprintf("/console/acme/runs/%d", seed.run.ID))
 	requireAll(t, body, `<span class="status" id="status">running</span>`, `<td class="num" data-state="admitted">1</td>`,
-		`<tr id="step-reserve" data-state="admitted">`, "<td>stock.release</td>", seed.run.Digest)
+		`<tr id="step-reserve" data-state="admitted">`, "<td>stock.release</td>", seed.run.Digest,
+		`<tr id="step-charge" data-state="waiting"><td class="num">–</td><td>charge</td><td>billing.charge</td>`, "after reserve")
 	body = get("/console/acme/batches")
 	requireAll(t, body, fmt.Sprintf(`<tr id="batch-%d" data-status="running">`, seed.batch.ID), "nightly-invoices",
 		`<td class="num">2</td><td class="num">2</td><td class="num">0</td>`)
