@@ -23,6 +23,8 @@ type censusCount struct {
 	State jobs.State
 	N     int64
 	Link  string
+	// Capped: the state has more jobs than the census counts.
+	Capped bool
 }
 
 // projectCensus is a project on the console's first page.
@@ -32,7 +34,10 @@ type projectCensus struct {
 	Rows   []censusRow
 	Totals []censusCount
 	Total  int64
-	More   bool
+	// Capped: some state has more jobs than the census counts; Cap is
+	// how many it counts.
+	Capped bool
+	Cap    int
 }
 
 type overviewPage struct {
@@ -45,20 +50,20 @@ type overviewPage struct {
 func (c *console) overview(w http.ResponseWriter, r *http.Request, v visitor) {
 	p := overviewPage{consoleFrame: c.frame(v, "Console", "")}
 	for _, name := range c.cfg.Projects {
-		cells, more, err := jobCensus(r.Context(), c.pool, v.who, name)
+		cells, capped, err := jobCensus(r.Context(), c.pool, v.who, name, consoleCensusCap)
 		if err != nil {
 			c.refuse(w, r, v, "project", err)
 			return
 		}
-		p.Projects = append(p.Projects, censusOf(name, cells, more))
+		p.Projects = append(p.Projects, censusOf(name, cells, capped, consoleCensusCap))
 	}
 	c.render(w, http.StatusOK, "console_overview", p)
 }
 
 // censusOf lays cells out as a table of queues by state, each count linking
-// to the jobs it counts.
-func censusOf(project string, cells []censusCell, more bool) projectCensus {
-	pc := projectCensus{Name: project, States: jobs.States, More: more}
+// to the jobs it counts; the states in capped have more than limit.
+func censusOf(project string, cells []censusCell, capped []jobs.State, limit int) projectCensus {
+	pc := projectCensus{Name: project, States: jobs.States, Capped: len(capped) > 0, Cap: limit}
 	link := func(queue string, state jobs.State) string {
 		q := url.Values{}
 		if queue != "" {
@@ -72,7 +77,7 @@ func censusOf(project string, cells []censusCell, more bool) projectCensus {
 	col := func(s jobs.State) int { return slices.Index(jobs.States, s) }
 	pc.Totals = make([]censusCount, len(jobs.States))
 	for i, s := range jobs.States {
-		pc.Totals[i] = censusCount{State: s, Link: link("", s)}
+		pc.Totals[i] = censusCount{State: s, Link: link("", s), Capped: slices.Contains(capped, s)}
 	}
 	for _, cell := range cells {
 		i := col(cell.State)

@@ -16,8 +16,10 @@ import (
 // each run or batch through its client, as the principal, showing only
 // those the database lets it see.
 
-// consoleCensusGroups bounds the (queue, state) pairs a census reads.
-const consoleCensusGroups = 8 * 200
+// consoleCensusCap is how many jobs of one state the census counts at
+// most, so that it reads a bounded number of rows however large the
+// project.
+const consoleCensusCap = 10000
 
 // censusCell is how many of a project's jobs are in one queue and state.
 type censusCell struct {
@@ -27,31 +29,46 @@ type censusCell struct {
 }
 
 // jobCensus counts project's jobs by queue and state, as who may see them:
-// none when who holds no grant that shows it the project's jobs. more says
-// there were more pairs than consoleCensusGroups.
-func jobCensus(ctx context.Context, q db.DBTX, who access.Actor, project string) (cells []censusCell, more bool, err error) {
+// none when who holds no grant that shows it the project's jobs. It counts
+// at most limit jobs of each state, from the index on (project, state);
+// capped lists the states that have more, whose counts by queue are of the
+// first limit only.
+func jobCensus(ctx context.Context, q db.DBTX, who access.Actor, project string, limit int) (cells []censusCell, capped []jobs.State, err error) {
+	states := make([]string, len(jobs.States))
+	for i, s := range jobs.States {
+		states[i] = string(s)
+	}
 	rows, err := q.Query(ctx, `
-SELECT queue, state, count(*) FROM docket.jobs
-WHERE project = $1 AND docket.job_visible($2, $1)
-GROUP BY queue, state ORDER BY queue, state LIMIT $3`, project, string(who), consoleCensusGroups+1)
+SELECT j.queue, s.state, count(*)
+FROM unnest($3::text[]) AS s(state)
+CROSS JOIN LATERAL (
+    SELECT queue FROM docket.jobs
+    WHERE project = $1 AND state = s.state AND docket.job_visible($2, $1)
+    LIMIT $4
+) j
+GROUP BY j.queue, s.state ORDER BY j.queue, s.state`, project, string(who), states, limit)
 	if err != nil {
-		return nil, false, db.Translate(err, "console.census", "project", project)
+		return nil, nil, db.Translate(err, "console.census", "project", project)
 	}
 	defer rows.Close()
+	total := map[jobs.State]int64{}
 	for rows.Next() {
 		var c censusCell
 		if err := rows.Scan(&c.Queue, &c.State, &c.N); err != nil {
-			return nil, false, db.Translate(err, "console.census", "project", project)
+			return nil, nil, db.Translate(err, "console.census", "project", project)
 		}
 		cells = append(cells, c)
+		total[c.State] += c.N
 	}
 	if err := rows.Err(); err != nil {
-		return nil, false, db.Translate(err, "console.census", "project", project)
+		return nil, nil, db.Translate(err, "console.census", "project", project)
 	}
-	if len(cells) > consoleCensusGroups {
-		return cells[:consoleCensusGroups], true, nil
+	for _, s := range jobs.States {
+		if total[s] >= int64(limit) {
+			capped = append(capped, s)
+		}
 	}
-	return cells, false, nil
+	return cells, capped, nil
 }
 
 // runIDs lists the ids of up to limit of project's runs, newest first,
