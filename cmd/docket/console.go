@@ -40,7 +40,8 @@ const (
 // it sees and may do.
 type console struct {
 	*worklistServer
-	// login is the role serve's pool logs in as.
+	// login is the role serve's pool logs in as, for the server's log
+	// (the pages do not name it).
 	login string
 	// readOnly: the login is a docket_reader member that can call none of
 	// the API's writes. Forms are hidden and every POST is refused before
@@ -108,11 +109,10 @@ type consoleFrame struct {
 	frame
 	Project  string
 	ReadOnly bool
-	Login    string
 }
 
 func (c *console) frame(v visitor, title, project string) consoleFrame {
-	return consoleFrame{frame: v.frame(title), Project: project, ReadOnly: c.readOnly, Login: c.login}
+	return consoleFrame{frame: v.frame(title), Project: project, ReadOnly: c.readOnly}
 }
 
 // inProject serves h with the path's project, and answers a project the
@@ -154,7 +154,7 @@ func (c *console) posted(h func(http.ResponseWriter, *http.Request, visitor)) fu
 				Reason: reason, Heading: "Form refused", Lines: []string{why, "Nothing was changed."}})
 		}
 		if c.readOnly {
-			forged("read-only", "This console runs read-only: its database login ("+c.login+") is a docket_reader member, "+
+			forged("read-only", "This console runs read-only: its database login is a docket_reader member, "+
 				"which may change nothing.")
 			return
 		}
@@ -209,7 +209,7 @@ func (c *console) refuse(w http.ResponseWriter, r *http.Request, v visitor, noun
 	switch {
 	case errors.Is(err, db.ErrNotPermitted) && c.readOnly:
 		p.Status, p.Reason, p.Heading = http.StatusForbidden, "reader-login", "This console cannot read as you"
-		p.Lines = []string{"Its database login (" + c.login + ") is a docket_reader member: it reads docket's views, " +
+		p.Lines = []string{"Its database login is a docket_reader member: it reads docket's views, " +
 			"not the tables and API the console reads through as the person signed in, and the views do not know your grants.",
 			"Ask whoever runs docket serve to give it a docket_app login bound to the principals it signs in."}
 	case errors.Is(err, db.ErrNotFound):

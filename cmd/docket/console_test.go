@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -567,16 +568,20 @@ func TestConsoleReaderLogin(t *testing.T) {
 	t.Parallel()
 	s := setupConsole(t)
 	login := s.Login(t, testkit.ReaderRole, "user:*")
+	var log consoleLog
 	h, err := newServeHandler(login.Pool, serveConfig{Projects: []string{project}, Clock: s.Clock,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+		Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	require.NoError(t, err)
+	require.Contains(t, log.String(), "its database login is a docket_reader member only")
+	require.Contains(t, log.String(), "login="+login.Role)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	o := site{url: srv.URL}.as(t, "ops")
 
 	status, body := o.get("/console/")
 	requireRefusal(t, status, body, http.StatusForbidden, "reader-login")
-	requireAll(t, body, "This console cannot read as you", "("+login.Role+") is a docket_reader member")
+	requireAll(t, body, "This console cannot read as you", "Its database login is a docket_reader member")
+	require.NotContains(t, body, login.Role, "the pages do not name the login")
 	status, body = o.get(jobPath(s.seed.uncertain, ""))
 	requireRefusal(t, status, body, http.StatusForbidden, "reader-login")
 	require.NotContains(t, body, `method="post"`)
@@ -614,4 +619,22 @@ func TestConsoleCensusIsBounded(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, cells)
 	require.Empty(t, capped)
+}
+
+// consoleLog is a log written from the server's goroutines.
+type consoleLog struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *consoleLog) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *consoleLog) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
