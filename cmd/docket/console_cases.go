@@ -54,22 +54,21 @@ func (c *console) caseList(w http.ResponseWriter, r *http.Request, v visitor, pr
 
 // waitRow is a wait as a console table shows it.
 type waitRow struct {
-	ID, CaseID         int64
-	Name               string
-	Status             cases.WaitStatus
-	Keys               string
-	Deadline           time.Time
-	Left               string
-	OnArrival          string
-	OnTimeout          string
-	ContinuationJobID  int64
-	SatisfiedByMessage int64
+	ID, CaseID        int64
+	Name              string
+	Status            cases.WaitStatus
+	Keys              string
+	Deadline          time.Time
+	Left              string
+	OnArrival         string
+	OnTimeout         string
+	ContinuationJobID int64
 }
 
 func (c *console) waitRowOf(x cases.Wait) waitRow {
 	row := waitRow{ID: x.ID, CaseID: x.CaseID, Name: printable(x.Name), Status: x.Status, Keys: joinKeys(x.Keys),
 		Deadline: x.Deadline, Left: "–", OnArrival: x.OnArrival.Kind, OnTimeout: "–",
-		ContinuationJobID: x.ContinuationJobID, SatisfiedByMessage: x.SatisfiedBy}
+		ContinuationJobID: x.ContinuationJobID}
 	if x.Status == cases.Waiting {
 		row.Left = timeLeft(x.Deadline.Sub(c.cfg.Clock.Now()))
 	}

@@ -121,16 +121,16 @@ func jobRowOf(j jobs.Job) jobRow {
 type jobListPage struct {
 	consoleFrame
 	// Which is the list: "jobs", "uncertain" or "dead".
-	Which               string
-	States              []jobs.State
-	State, Queue, Kind  string
-	Jobs                []jobRow
-	Next                string
-	MayReconcile        bool
-	MayCancel           bool
-	Outcomes            []jobs.Outcome
-	MaxNote             int
-	Filtered, Forbidden bool
+	Which              string
+	States             []jobs.State
+	State, Queue, Kind string
+	Jobs               []jobRow
+	Next               string
+	MayReconcile       bool
+	MayCancel          bool
+	Outcomes           []jobs.Outcome
+	MaxNote            int
+	Filtered           bool
 }
 
 // jobList lists a project's jobs newest first, filtered by state, queue
