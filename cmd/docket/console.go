@@ -15,6 +15,7 @@ import (
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/jobs"
 )
 
 // Bounds of the console.
@@ -206,7 +207,13 @@ func (c *console) refuse(w http.ResponseWriter, r *http.Request, v visitor, noun
 	if e, ok := errors.AsType[*db.Error](err); ok && e.Message != "" {
 		message = e.Message
 	}
+	pruned, isPruned := errors.AsType[*jobs.PrunedError](err)
 	switch {
+	case isPruned && slices.Contains(c.cfg.Projects, pruned.Project):
+		p.Status, p.Reason, p.Heading = http.StatusGone, "pruned", "Pruned"
+		p.Lines = []string{fmt.Sprintf("Job %d finished and was removed by prune %d at %s, by %s, past its project's retention horizon.",
+			pruned.Job, pruned.Prune, pruned.At.UTC().Format("2006-01-02 15:04:05 UTC"), pruned.By),
+			"docket.prunes keeps the record of what the prune removed."}
 	case errors.Is(err, db.ErrNotPermitted) && c.readOnly:
 		p.Status, p.Reason, p.Heading = http.StatusForbidden, "reader-login", "This console cannot read as you"
 		p.Lines = []string{"Its database login is a docket_reader member: it reads docket's views, " +

@@ -77,7 +77,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	require.Contains(t, last, "the gateway's log shows it paid")
 	require.Equal(t, "History verified: 4 events, hash chain intact.", text(o, "#verified"))
 	o.Screenshot("reconciled")
-	j, err := s.jobsAs(t, ops).Get(t.Context(), seed.uncertain)
+	j, err := s.consoleJobs(t, ops).Get(t.Context(), seed.uncertain)
 	require.NoError(t, err)
 	require.Equal(t, jobs.Succeeded, j.State)
 	require.Contains(t, j.Diagnostic, "the gateway's log shows it paid")
@@ -139,7 +139,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	resp.Body.Close()
 	requireRefusal(t, resp.StatusCode, string(body), http.StatusForbidden, "not-permitted")
 	require.Equal(t, before, s.snapshot(t), "the forged reconcile changed nothing")
-	j, err = s.jobsAs(t, ops).Get(t.Context(), seed.uncertainMail)
+	j, err = s.consoleJobs(t, ops).Get(t.Context(), seed.uncertainMail)
 	require.NoError(t, err)
 	require.Equal(t, jobs.Uncertain, j.State)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/plans"
+	"github.com/docket-dev/docket/retention"
 	"github.com/docket-dev/docket/schedules"
 )
 
@@ -455,7 +456,7 @@ func TestConsoleActs(t *testing.T) {
 	}
 	status, body := cancel(seed.queued, "the customer withdrew")
 	require.Equal(t, http.StatusSeeOther, status, body)
-	j, err := s.jobsAs(t, ops).Get(t.Context(), seed.queued)
+	j, err := s.consoleJobs(t, ops).Get(t.Context(), seed.queued)
 	require.NoError(t, err)
 	require.Equal(t, jobs.Cancelled, j.State)
 	require.Equal(t, "cancelled: the customer withdrew", j.Diagnostic)
@@ -494,10 +495,11 @@ func TestConsoleActs(t *testing.T) {
 	requireRefusal(t, status, body, http.StatusNotFound, "not-found")
 }
 
-// jobsAs is a jobs client of no project acting as actor.
-func (s consoleSite) jobsAs(t *testing.T, actor access.Actor) *jobs.Client {
+// consoleJobs is a jobs client of no project acting as actor, on the
+// harness's API login and clock.
+func (c harness) consoleJobs(t *testing.T, actor access.Actor) *jobs.Client {
 	t.Helper()
-	cl, err := jobs.NewClient(s.API, jobs.Config{Actor: actor, Clock: s.Clock})
+	cl, err := jobs.NewClient(c.API, jobs.Config{Actor: actor, Clock: c.Clock})
 	require.NoError(t, err)
 	return cl
 }
@@ -556,7 +558,7 @@ func TestConsoleReader(t *testing.T) {
 	resp, body := vicAt.do(http.MethodPost, jobPath(seed.uncertain, "cancel"), strings.NewReader(url.Values{"csrf": {vicAt.token}}.Encode()), nil)
 	requireRefusal(t, resp.StatusCode, body, http.StatusForbidden, "not-permitted")
 	require.Contains(t, body, "The database refused: you do not hold the grant this needs on the job&#39;s project.")
-	j, err := s.jobsAs(t, ops).Get(t.Context(), seed.uncertain)
+	j, err := s.consoleJobs(t, ops).Get(t.Context(), seed.uncertain)
 	require.NoError(t, err)
 	require.Equal(t, jobs.Uncertain, j.State)
 }
@@ -637,4 +639,46 @@ func (b *consoleLog) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestConsolePrunedJob: the page of a job a prune removed says so, and
+// names the prune.
+func TestConsolePrunedJob(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	h := setup(t,
+		testkit.Grants(app, project, access.JobCreate),
+		testkit.Grants(ops, project, access.JobCancel, access.RetentionManage, access.RetentionPrune))
+	jc, err := jobs.NewClient(h.API, jobs.Config{Project: project, Actor: app, Clock: h.Clock})
+	require.NoError(t, err)
+	e, err := jc.Enqueue(ctx, jobs.Spec{Kind: "billing.invoice", Payload: json.RawMessage(`1`)})
+	require.NoError(t, err)
+	_, err = h.consoleJobs(t, ops).Cancel(ctx, e.Job.ID, "not needed")
+	require.NoError(t, err)
+	h.Clock.Advance(48 * time.Hour)
+	rc, err := retention.NewClient(h.API, retention.Config{Actor: ops, Clock: h.Clock})
+	require.NoError(t, err)
+	policy := retention.Defaults
+	policy.SucceededJobs = 24 * time.Hour
+	_, err = rc.Set(ctx, project, policy)
+	require.NoError(t, err)
+	ps, err := rc.Prune(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+
+	status, body := (consoleSite{url: h.serveConsole(t)}).as(t, "ops").get(jobPath(e.Job.ID, ""))
+	requireRefusal(t, status, body, http.StatusGone, "pruned")
+	require.Contains(t, body, fmt.Sprintf("Job %d finished and was removed by prune %d at 2026-11-04 09:00:00 UTC, by user:ops", e.Job.ID, ps[0].ID))
+}
+
+// serveConsole serves docket serve's handler for acme on the harness's API
+// login and clock, and returns its URL.
+func (c harness) serveConsole(t *testing.T) string {
+	t.Helper()
+	handler, err := newServeHandler(c.API, serveConfig{Projects: []string{project}, Clock: c.Clock,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	require.NoError(t, err)
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
