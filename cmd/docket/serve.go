@@ -250,6 +250,9 @@ func newServeHandler(pool db.Pool, cfg serveConfig) (http.Handler, error) {
 	s.mux.HandleFunc("POST /tasks/{id}/claim", s.signedIn(s.posted(s.claim)))
 	s.mux.HandleFunc("POST /tasks/{id}/release", s.signedIn(s.posted(s.release)))
 	s.mux.HandleFunc("POST /tasks/{id}/decide", s.signedIn(s.posted(s.decide)))
+	if err := registerConsole(s); err != nil {
+		return nil, err
+	}
 	s.mux.HandleFunc("GET /static/docket.css", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/css; charset=utf-8")
 		w.Header().Set("Cache-Control", "public, max-age=3600")

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/cases"
+)
+
+func (c *console) cases(v visitor) (*cases.Client, error) {
+	return cases.NewClient(c.pool, cases.Config{Actor: v.who, Clock: c.cfg.Clock})
+}
+
+type caseListPage struct {
+	consoleFrame
+	Statuses []cases.Status
+	Status   string
+	Cases    []cases.Case
+	Next     string
+}
+
+// caseList lists a project's cases the visitor may see, oldest first, a
+// page at a time.
+func (c *console) caseList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
+	status := cases.Status(r.URL.Query().Get("status"))
+	after, err := queryID(r, "after")
+	if err == nil && status != "" && !slices.Contains(cases.Statuses, status) {
+		err = invalid("status", "want one of "+joinStates(cases.Statuses))
+	}
+	var list []cases.Case
+	if err == nil {
+		var cl *cases.Client
+		if cl, err = c.cases(v); err == nil {
+			list, err = cl.List(r.Context(), cases.Filter{Project: project, Status: status, After: after, Limit: consoleRows + 1})
+		}
+	}
+	if err != nil {
+		c.refuse(w, r, v, "case", err)
+		return
+	}
+	p := caseListPage{consoleFrame: c.frame(v, "Cases of "+project, project), Statuses: cases.Statuses, Status: string(status),
+		Cases: list[:min(len(list), consoleRows)]}
+	if len(list) > consoleRows {
+		q := r.URL.Query()
+		q.Set("after", strconv.FormatInt(p.Cases[len(p.Cases)-1].ID, 10))
+		p.Next = pageLink(r.URL.Path, q)
+	}
+	c.render(w, http.StatusOK, "console_cases", p)
+}
+
+// waitRow is a wait as a console table shows it.
+type waitRow struct {
+	ID, CaseID        int64
+	Name              string
+	Status            cases.WaitStatus
+	Keys              string
+	Deadline          time.Time
+	Left              string
+	OnArrival         string
+	OnTimeout         string
+	ContinuationJobID int64
+}
+
+func (c *console) waitRowOf(x cases.Wait) waitRow {
+	row := waitRow{ID: x.ID, CaseID: x.CaseID, Name: printable(x.Name), Status: x.Status, Keys: joinKeys(x.Keys),
+		Deadline: x.Deadline, Left: "–", OnArrival: x.OnArrival.Kind, OnTimeout: "–",
+		ContinuationJobID: x.ContinuationJobID}
+	if x.Status == cases.Waiting {
+		row.Left = timeLeft(x.Deadline.Sub(c.cfg.Clock.Now()))
+	}
+	if x.OnTimeout != nil {
+		row.OnTimeout = x.OnTimeout.Kind
+	}
+	return row
+}
+
+// obligationRow is an obligation as a case's page shows it.
+type obligationRow struct {
+	ID         int64
+	Name       string
+	State      cases.ObligationState
+	Due        time.Time
+	Left       string
+	Rule       string
+	Escalation string
+	JobID      int64
+}
+
+// caseEvent is an event of a case's history, as shown.
+type caseEvent struct {
+	At       time.Time
+	What     cases.EventType
+	From, To string
+	Actor    access.Actor
+	Detail   string
+}
+
+type casePage struct {
+	consoleFrame
+	Case        cases.Case
+	StateBytes  int
+	Keys        []cases.KeyClaim
+	Obligations []obligationRow
+	Waits       []waitRow
+	History     []caseEvent
+	MoreHistory int
+}
+
+// casePage shows a case: its keys, its obligations, its waits and its
+// history; of its state only the size (it is the application's, untrusted).
+func (c *console) casePage(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64) {
+	ctx := r.Context()
+	cl, err := c.cases(v)
+	var k cases.Case
+	if err == nil {
+		k, err = cl.Get(ctx, id)
+	}
+	if err == nil && k.Project != project {
+		err = notFound("case", id)
+	}
+	p := casePage{consoleFrame: c.frame(v, "Case "+strconv.FormatInt(id, 10), project), Case: k, StateBytes: len(k.State)}
+	var obligations []cases.Obligation
+	var waits []cases.Wait
+	var events []cases.Event
+	if err == nil {
+		p.Keys, err = cl.Keys(ctx, id)
+	}
+	if err == nil {
+		obligations, err = cl.Obligations(ctx, id)
+	}
+	if err == nil {
+		waits, err = cl.Waits(ctx, id)
+	}
+	if err == nil {
+		events, err = cl.History(ctx, id)
+	}
+	if err != nil {
+		c.refuse(w, r, v, "case", err)
+		return
+	}
+	now := c.cfg.Clock.Now()
+	for _, o := range obligations {
+		row := obligationRow{ID: o.ID, Name: printable(o.Name), State: o.State, Due: o.Due, Left: "–", Rule: dash(printable(o.Rule)),
+			Escalation: "–", JobID: o.EscalationJobID}
+		if o.State == cases.Pending {
+			row.Left = timeLeft(o.Due.Sub(now))
+		}
+		if o.Escalation != nil {
+			row.Escalation = o.Escalation.Kind
+		}
+		p.Obligations = append(p.Obligations, row)
+	}
+	for _, x := range waits {
+		p.Waits = append(p.Waits, c.waitRowOf(x))
+	}
+	if len(events) > consoleHistoryRows {
+		p.MoreHistory = len(events) - consoleHistoryRows
+		events = events[len(events)-consoleHistoryRows:]
+	}
+	for _, e := range events {
+		p.History = append(p.History, caseEvent{At: e.At, What: e.Type, From: dash(e.From), To: dash(e.To), Actor: e.Actor,
+			Detail: printable(compactJSON(e.Detail))})
+	}
+	c.render(w, http.StatusOK, "console_case", p)
+}
+
+type waitListPage struct {
+	consoleFrame
+	Waits []waitRow
+	Next  string
+}
+
+// waitList lists a project's waiting waits the visitor may see, soonest
+// deadline first, a page at a time (after: the last wait of the page
+// before).
+func (c *console) waitList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
+	ctx := r.Context()
+	after, err := queryID(r, "after")
+	var cl *cases.Client
+	if err == nil {
+		cl, err = c.cases(v)
+	}
+	f := cases.WaitingFilter{Project: project, Limit: consoleRows + 1}
+	if err == nil && after != 0 {
+		var last cases.Wait
+		if last, err = cl.Wait(ctx, after); err == nil {
+			f.After = &last
+		}
+	}
+	var list []cases.Wait
+	if err == nil {
+		list, err = cl.Waiting(ctx, f)
+	}
+	if err != nil {
+		c.refuse(w, r, v, "wait", err)
+		return
+	}
+	p := waitListPage{consoleFrame: c.frame(v, "Waits of "+project, project)}
+	for _, x := range list[:min(len(list), consoleRows)] {
+		p.Waits = append(p.Waits, c.waitRowOf(x))
+	}
+	if len(list) > consoleRows {
+		p.Next = pageLink(r.URL.Path, url.Values{"after": {strconv.FormatInt(p.Waits[len(p.Waits)-1].ID, 10)}})
+	}
+	c.render(w, http.StatusOK, "console_waits", p)
+}
+
+// deadLetterRow is a dead letter as shown: who sent it and the keys it was
+// filed under, never its payload.
+type deadLetterRow struct {
+	ID             int64
+	Producer       string
+	MessageID      string
+	Keys           string
+	Addressee      int64
+	Age            string
+	DeadLetteredAt time.Time
+	Reason         string
+}
+
+type deadLetterPage struct {
+	consoleFrame
+	Letters []deadLetterRow
+	Next    string
+}
+
+// deadLetterList lists a project's dead letters, newest first, a page at a
+// time.
+func (c *console) deadLetterList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
+	before, err := queryID(r, "before")
+	var list []cases.DeadLetter
+	if err == nil {
+		var cl *cases.Client
+		if cl, err = c.cases(v); err == nil {
+			list, err = cl.DeadLetters(r.Context(), cases.DeadLetterFilter{Project: project, Before: before, Limit: consoleRows + 1})
+		}
+	}
+	if err != nil {
+		c.refuse(w, r, v, "dead letter", err)
+		return
+	}
+	p := deadLetterPage{consoleFrame: c.frame(v, "Dead letters of "+project, project)}
+	now := c.cfg.Clock.Now()
+	for _, m := range list[:min(len(list), consoleRows)] {
+		p.Letters = append(p.Letters, deadLetterRow{ID: m.ID, Producer: printable(m.Producer), MessageID: printable(m.MessageID),
+			Keys: joinKeys(m.Keys), Addressee: m.Addressee, Age: span(max(now.Sub(m.ArrivedAt), 0)), DeadLetteredAt: m.DeadLetteredAt,
+			Reason: dash(printable(m.Reason))})
+	}
+	if len(list) > consoleRows {
+		p.Next = pageLink(r.URL.Path, url.Values{"before": {strconv.FormatInt(p.Letters[len(p.Letters)-1].ID, 10)}})
+	}
+	c.render(w, http.StatusOK, "console_dead_letters", p)
+}

@@ -1,0 +1,353 @@
+package main
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/jobs"
+)
+
+// censusRow is one queue of a project's census: its count in each state,
+// in the order of jobs.States.
+type censusRow struct {
+	Queue  string
+	Counts []censusCount
+	Total  int64
+}
+
+type censusCount struct {
+	State jobs.State
+	N     int64
+	Link  string
+	// Capped: the state has more jobs than the census counts.
+	Capped bool
+}
+
+// projectCensus is a project on the console's first page.
+type projectCensus struct {
+	Name   string
+	States []jobs.State
+	Rows   []censusRow
+	Totals []censusCount
+	Total  int64
+	// Capped: some state has more jobs than the census counts; Cap is
+	// how many it counts.
+	Capped bool
+	Cap    int
+}
+
+type overviewPage struct {
+	consoleFrame
+	Projects []projectCensus
+}
+
+// overview shows, for each project served, its jobs by queue and state, and
+// links to the rest of the console.
+func (c *console) overview(w http.ResponseWriter, r *http.Request, v visitor) {
+	p := overviewPage{consoleFrame: c.frame(v, "Console", "")}
+	for _, name := range c.cfg.Projects {
+		cells, capped, err := jobCensus(r.Context(), c.pool, v.who, name, consoleCensusCap)
+		if err != nil {
+			c.refuse(w, r, v, "project", err)
+			return
+		}
+		p.Projects = append(p.Projects, censusOf(name, cells, capped, consoleCensusCap))
+	}
+	c.render(w, http.StatusOK, "console_overview", p)
+}
+
+// censusOf lays cells out as a table of queues by state, each count linking
+// to the jobs it counts; the states in capped have more than limit.
+func censusOf(project string, cells []censusCell, capped []jobs.State, limit int) projectCensus {
+	pc := projectCensus{Name: project, States: jobs.States, Capped: len(capped) > 0, Cap: limit}
+	link := func(queue string, state jobs.State) string {
+		q := url.Values{}
+		if queue != "" {
+			q.Set("queue", queue)
+		}
+		if state != "" {
+			q.Set("state", string(state))
+		}
+		return pageLink(consolePath(project, "jobs"), q)
+	}
+	col := func(s jobs.State) int { return slices.Index(jobs.States, s) }
+	pc.Totals = make([]censusCount, len(jobs.States))
+	for i, s := range jobs.States {
+		pc.Totals[i] = censusCount{State: s, Link: link("", s), Capped: slices.Contains(capped, s)}
+	}
+	for _, cell := range cells {
+		i := col(cell.State)
+		if i < 0 {
+			continue
+		}
+		if len(pc.Rows) == 0 || pc.Rows[len(pc.Rows)-1].Queue != cell.Queue {
+			row := censusRow{Queue: cell.Queue, Counts: make([]censusCount, len(jobs.States))}
+			for j, s := range jobs.States {
+				row.Counts[j] = censusCount{State: s, Link: link(cell.Queue, s)}
+			}
+			pc.Rows = append(pc.Rows, row)
+		}
+		row := &pc.Rows[len(pc.Rows)-1]
+		row.Counts[i].N += cell.N
+		row.Total += cell.N
+		pc.Totals[i].N += cell.N
+		pc.Total += cell.N
+	}
+	return pc
+}
+
+// jobRow is a job in a console list.
+type jobRow struct {
+	ID          int64
+	Kind        string
+	Queue       string
+	State       jobs.State
+	Attempts    string
+	AvailableAt time.Time
+	UpdatedAt   time.Time
+	Diagnostic  string
+}
+
+func jobRowOf(j jobs.Job) jobRow {
+	return jobRow{ID: j.ID, Kind: j.Kind, Queue: j.Queue, State: j.State,
+		Attempts:    strconv.Itoa(j.Attempts) + "/" + strconv.Itoa(j.MaxAttempts),
+		AvailableAt: j.AvailableAt, UpdatedAt: j.UpdatedAt, Diagnostic: cut(printable(j.Diagnostic), 300)}
+}
+
+type jobListPage struct {
+	consoleFrame
+	// Which is the list: "jobs", "uncertain" or "dead".
+	Which              string
+	States             []jobs.State
+	State, Queue, Kind string
+	Jobs               []jobRow
+	Next               string
+	MayReconcile       bool
+	MayCancel          bool
+	Outcomes           []jobs.Outcome
+	MaxNote            int
+	Filtered           bool
+}
+
+// jobList lists a project's jobs newest first, filtered by state, queue
+// and kind, a page at a time.
+func (c *console) jobList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
+	q := r.URL.Query()
+	state := jobs.State(q.Get("state"))
+	if state != "" && !slices.Contains(jobs.States, state) {
+		c.refuse(w, r, v, "job", invalid("state", "want one of "+joinStates(jobs.States)))
+		return
+	}
+	queue, err := queryText(r, "queue", 200)
+	if err == nil && queue != "" && !jobs.ValidQueue(queue) {
+		err = invalid("queue", "not a queue name")
+	}
+	kind, kerr := queryText(r, "kind", 200)
+	if err == nil {
+		err = kerr
+	}
+	if err == nil && kind != "" && !jobs.ValidKind(kind) {
+		err = invalid("kind", "not a job kind")
+	}
+	if err != nil {
+		c.refuse(w, r, v, "job", err)
+		return
+	}
+	p := jobListPage{consoleFrame: c.frame(v, "Jobs of "+project, project), Which: "jobs", States: jobs.States,
+		State: string(state), Queue: queue, Kind: kind, Filtered: state != "" || queue != "" || kind != ""}
+	c.listJobs(w, r, v, project, jobs.Filter{State: state, Queue: queue, Kind: kind}, &p)
+}
+
+// uncertainList lists a project's uncertain jobs, with the forms to
+// reconcile or cancel each when the visitor holds the grants.
+func (c *console) uncertainList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
+	p := jobListPage{consoleFrame: c.frame(v, "Uncertain jobs of "+project, project), Which: "uncertain",
+		Outcomes: []jobs.Outcome{jobs.DidSucceed, jobs.DidFail, jobs.RunAgain}, MaxNote: consoleMaxNote}
+	var err error
+	if p.MayReconcile, err = c.may(r.Context(), v, project, access.JobReconcile); err == nil {
+		p.MayCancel, err = c.may(r.Context(), v, project, access.JobCancel)
+	}
+	if err != nil {
+		c.refuse(w, r, v, "job", err)
+		return
+	}
+	c.listJobs(w, r, v, project, jobs.Filter{State: jobs.Uncertain}, &p)
+}
+
+// deadList lists a project's dead jobs: their attempts ran out.
+func (c *console) deadList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
+	p := jobListPage{consoleFrame: c.frame(v, "Dead jobs of "+project, project), Which: "dead"}
+	c.listJobs(w, r, v, project, jobs.Filter{State: jobs.Dead}, &p)
+}
+
+// listJobs reads the page of f the query's before names into p and renders
+// it.
+func (c *console) listJobs(w http.ResponseWriter, r *http.Request, v visitor, project string, f jobs.Filter, p *jobListPage) {
+	before, err := queryID(r, "before")
+	if err != nil {
+		c.refuse(w, r, v, "job", err)
+		return
+	}
+	cl, err := jobs.NewClient(c.pool, jobs.Config{Project: project, Actor: v.who, Clock: c.cfg.Clock})
+	if err == nil {
+		f.Before, f.Limit = before, consoleRows+1
+		var list []jobs.Job
+		if list, err = cl.List(r.Context(), f); err == nil {
+			for _, j := range list[:min(len(list), consoleRows)] {
+				p.Jobs = append(p.Jobs, jobRowOf(j))
+			}
+			if len(list) > consoleRows {
+				q := r.URL.Query()
+				q.Set("before", strconv.FormatInt(p.Jobs[len(p.Jobs)-1].ID, 10))
+				p.Next = pageLink(r.URL.Path, q)
+			}
+		}
+	}
+	if err != nil {
+		c.refuse(w, r, v, "job", err)
+		return
+	}
+	c.render(w, http.StatusOK, "console_jobs", p)
+}
+
+// jobEvent is an event of a job's history, as shown.
+type jobEvent struct {
+	Seq      int
+	At       time.Time
+	From, To string
+	Actor    access.Actor
+	Attempt  int
+	Detail   string
+}
+
+type jobPage struct {
+	consoleFrame
+	Job     jobs.Job
+	Payload string
+	History []jobEvent
+	// Verified: the history's hash chain holds; else Problem says where
+	// it breaks.
+	Verified      bool
+	VerifiedCount int
+	Problem       string
+	MayReconcile  bool
+	MayCancel     bool
+	Outcomes      []jobs.Outcome
+	MaxNote       int
+}
+
+// jobPage shows a job, its history and whether the history verifies, with
+// the forms to reconcile or cancel it when it is in a state for them and
+// the visitor holds the grants.
+func (c *console) jobPage(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64) {
+	ctx := r.Context()
+	cl, err := c.jobsByID(v)
+	if err != nil {
+		c.refuse(w, r, v, "job", err)
+		return
+	}
+	j, err := c.jobIn(r, cl, project, id)
+	if err != nil {
+		c.refuse(w, r, v, "job", err)
+		return
+	}
+	events, err := cl.History(ctx, id)
+	if err != nil {
+		c.refuse(w, r, v, "job", err)
+		return
+	}
+	ver, err := cl.Verify(ctx, id)
+	if err != nil {
+		c.refuse(w, r, v, "job", err)
+		return
+	}
+	p := jobPage{consoleFrame: c.frame(v, "Job "+strconv.FormatInt(id, 10), project), Job: j,
+		Payload: cut(prettyJSON(j.Payload), consoleShowPayload), Verified: ver.OK, VerifiedCount: ver.Events,
+		Outcomes: []jobs.Outcome{jobs.DidSucceed, jobs.DidFail, jobs.RunAgain}, MaxNote: consoleMaxNote}
+	if !ver.OK {
+		p.Problem = "does not verify at event " + strconv.Itoa(ver.BadSeq) + ": " + ver.Problem
+	}
+	for _, e := range events {
+		p.History = append(p.History, jobEvent{Seq: e.Seq, At: e.At, From: dash(string(e.From)), To: string(e.To),
+			Actor: e.Actor, Attempt: e.Attempt, Detail: printable(e.Detail)})
+	}
+	if j.State == jobs.Uncertain {
+		if p.MayReconcile, err = c.may(ctx, v, project, access.JobReconcile); err != nil {
+			c.refuse(w, r, v, "job", err)
+			return
+		}
+	}
+	if j.State == jobs.Queued || j.State == jobs.Claimed || j.State == jobs.Uncertain {
+		if p.MayCancel, err = c.may(ctx, v, project, access.JobCancel); err != nil {
+			c.refuse(w, r, v, "job", err)
+			return
+		}
+	}
+	c.render(w, http.StatusOK, "console_job", p)
+}
+
+// jobsByID is a jobs client of no project, acting as the visitor: it works
+// by job id, and the grants decide per job.
+func (c *console) jobsByID(v visitor) (*jobs.Client, error) {
+	return jobs.NewClient(c.pool, jobs.Config{Actor: v.who, Clock: c.cfg.Clock})
+}
+
+// jobIn reads job id as the client's actor, and answers one of another
+// project than the path's as not found.
+func (c *console) jobIn(r *http.Request, cl *jobs.Client, project string, id int64) (jobs.Job, error) {
+	j, err := cl.Get(r.Context(), id)
+	if err != nil {
+		return jobs.Job{}, err
+	}
+	if j.Project != project {
+		return jobs.Job{}, notFound("job", id)
+	}
+	return j, nil
+}
+
+// reconcile settles an uncertain job with the form's outcome and note.
+func (c *console) reconcile(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64) {
+	outcome := jobs.Outcome(r.PostForm.Get("outcome"))
+	note, err := formText(r, "note")
+	if err == nil && !slices.Contains([]jobs.Outcome{jobs.DidSucceed, jobs.DidFail, jobs.RunAgain}, outcome) {
+		err = invalid("outcome", "choose succeeded, failed or queued")
+	}
+	c.change(w, r, v, project, id, err, func(cl *jobs.Client) error {
+		_, err := cl.Reconcile(r.Context(), id, outcome, nil, note)
+		return err
+	})
+}
+
+// cancel withdraws a job with the form's reason.
+func (c *console) cancel(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64) {
+	reason, err := formText(r, "reason")
+	c.change(w, r, v, project, id, err, func(cl *jobs.Client) error {
+		_, err := cl.Cancel(r.Context(), id, reason)
+		return err
+	})
+}
+
+// change makes a change to job id of project, unless the form was refused
+// already (bad), and answers with the job's page.
+func (c *console) change(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64, bad error, do func(*jobs.Client) error) {
+	if bad != nil {
+		c.refuse(w, r, v, "job", bad)
+		return
+	}
+	cl, err := c.jobsByID(v)
+	if err == nil {
+		_, err = c.jobIn(r, cl, project, id)
+	}
+	if err == nil {
+		err = do(cl)
+	}
+	if err != nil {
+		c.refuse(w, r, v, "job", err)
+		return
+	}
+	http.Redirect(w, r, consolePath(project, "jobs", id), http.StatusSeeOther)
+}

@@ -1,0 +1,332 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/docket-dev/docket/batches"
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/plans"
+	"github.com/docket-dev/docket/schedules"
+)
+
+func (c *console) schedules(v visitor) (*schedules.Client, error) {
+	return schedules.NewClient(c.pool, schedules.Config{Actor: v.who, Clock: c.cfg.Clock})
+}
+
+type scheduleListPage struct {
+	consoleFrame
+	Schedules []schedules.Schedule
+	Next      string
+}
+
+// scheduleList lists a project's schedules the visitor may see, by name, a
+// page at a time.
+func (c *console) scheduleList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
+	after, err := queryText(r, "after", 200)
+	var list []schedules.Schedule
+	if err == nil {
+		var cl *schedules.Client
+		if cl, err = c.schedules(v); err == nil {
+			list, err = cl.List(r.Context(), schedules.Filter{Project: project, After: after, Limit: consoleRows + 1})
+		}
+	}
+	if err != nil {
+		c.refuse(w, r, v, "schedule", err)
+		return
+	}
+	p := scheduleListPage{consoleFrame: c.frame(v, "Schedules of "+project, project), Schedules: list[:min(len(list), consoleRows)]}
+	if len(list) > consoleRows {
+		p.Next = pageLink(r.URL.Path, url.Values{"after": {p.Schedules[len(p.Schedules)-1].Name}})
+	}
+	c.render(w, http.StatusOK, "console_schedules", p)
+}
+
+type schedulePage struct {
+	consoleFrame
+	Schedule schedules.Schedule
+	Next     []schedules.Occurrence
+	Runs     []schedules.Run
+	MoreRuns int
+}
+
+// schedulePage shows a schedule, its next runs, in its zone and in UTC,
+// and the runs it made last.
+func (c *console) schedulePage(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64) {
+	ctx := r.Context()
+	cl, err := c.schedules(v)
+	var s schedules.Schedule
+	if err == nil {
+		s, err = cl.Get(ctx, id)
+	}
+	if err == nil && s.Project != project {
+		err = notFound("schedule", id)
+	}
+	p := schedulePage{consoleFrame: c.frame(v, "Schedule "+printable(s.Name), project), Schedule: s}
+	if err == nil {
+		p.Next, err = cl.Preview(ctx, id, consolePreview)
+	}
+	if err == nil {
+		p.Runs, err = cl.Runs(ctx, id)
+	}
+	if err != nil {
+		c.refuse(w, r, v, "schedule", err)
+		return
+	}
+	if len(p.Runs) > consoleRows {
+		p.MoreRuns = len(p.Runs) - consoleRows
+		p.Runs = p.Runs[len(p.Runs)-consoleRows:]
+	}
+	c.render(w, http.StatusOK, "console_schedule", p)
+}
+
+// snapshot runs read in one read-only repeatable-read transaction, so that
+// what it reads agrees with itself.
+func (c *console) snapshot(ctx context.Context, read func(tx pgx.Tx) error) error {
+	tx, err := c.pool.Begin(ctx)
+	if err != nil {
+		return db.Translate(err, "console.read")
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"); err != nil {
+		return db.Translate(err, "console.read")
+	}
+	return read(tx)
+}
+
+type runListPage struct {
+	consoleFrame
+	Runs []plans.Run
+	Next string
+}
+
+// runList lists a project's runs of plans the visitor may see, newest
+// first, a page at a time.
+func (c *console) runList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
+	before, err := queryID(r, "before")
+	if err != nil {
+		c.refuse(w, r, v, "run", err)
+		return
+	}
+	p := runListPage{consoleFrame: c.frame(v, "Runs of "+project, project)}
+	var last int64
+	more := false
+	err = c.snapshot(r.Context(), func(tx pgx.Tx) error {
+		ids, err := runIDs(r.Context(), tx, project, before, consoleRows+1)
+		if err != nil {
+			return err
+		}
+		more = len(ids) > consoleRows
+		cl, err := plans.NewClient(tx, plans.Config{Actor: v.who, Clock: c.cfg.Clock})
+		if err != nil {
+			return err
+		}
+		for _, id := range ids[:min(len(ids), consoleRows)] {
+			last = id
+			run, err := cl.Get(r.Context(), id)
+			switch {
+			case errors.Is(err, db.ErrNotFound):
+				continue
+			case err != nil:
+				return err
+			}
+			p.Runs = append(p.Runs, run)
+		}
+		return nil
+	})
+	if err != nil {
+		c.refuse(w, r, v, "run", err)
+		return
+	}
+	if more && len(p.Runs) > 0 {
+		p.Next = pageLink(r.URL.Path, url.Values{"before": {strconv.FormatInt(last, 10)}})
+	}
+	c.render(w, http.StatusOK, "console_runs", p)
+}
+
+// stepCount is how many of a run's steps are in one state.
+type stepCount struct {
+	State plans.StepState
+	N     int
+}
+
+type runPage struct {
+	consoleFrame
+	Run      plans.Run
+	Budget   string
+	Spent    string
+	Output   string
+	Steps    []plans.RunStep
+	Census   []stepCount
+	Versions []plans.Version
+	// Unadmitted are the steps of the plan's current version the run has
+	// not admitted, in the plan's order, and what that means now (waiting,
+	// held, not run).
+	Unadmitted []plans.Step
+	NotYet     string
+}
+
+// runPage shows a run of a plan: its status, its steps' census and each
+// step with its job and compensation, and its plan's versions.
+func (c *console) runPage(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64) {
+	p := runPage{consoleFrame: c.frame(v, "Run "+strconv.FormatInt(id, 10), project)}
+	err := c.snapshot(r.Context(), func(tx pgx.Tx) error {
+		cl, err := plans.NewClient(tx, plans.Config{Actor: v.who, Clock: c.cfg.Clock})
+		if err != nil {
+			return err
+		}
+		if p.Run, err = cl.Get(r.Context(), id); err != nil {
+			return err
+		}
+		if p.Run.Project != project {
+			return notFound("run", id)
+		}
+		if p.Steps, err = cl.Steps(r.Context(), id); err != nil {
+			return err
+		}
+		p.Versions, err = cl.Versions(r.Context(), id)
+		return err
+	})
+	if err != nil {
+		c.refuse(w, r, v, "run", err)
+		return
+	}
+	if !p.Run.Budget.Zero() {
+		p.Budget, p.Spent = budgetText(p.Run.Budget), spentText(p.Run.Budget, p.Run.Spent)
+	}
+	p.Output = dash(outputText(p.Run.Output))
+	admitted := map[string]bool{}
+	for _, s := range p.Steps {
+		admitted[s.StepID] = true
+	}
+	for _, ver := range p.Versions {
+		if ver.Version != p.Run.Version {
+			continue
+		}
+		for _, s := range ver.Plan.Steps {
+			if !admitted[s.ID] {
+				p.Unadmitted = append(p.Unadmitted, s)
+			}
+		}
+	}
+	p.NotYet = notAdmitted(p.Run)
+	for _, s := range p.Steps {
+		i := 0
+		for i < len(p.Census) && p.Census[i].State != s.State {
+			i++
+		}
+		if i == len(p.Census) {
+			p.Census = append(p.Census, stepCount{State: s.State})
+		}
+		p.Census[i].N++
+	}
+	c.render(w, http.StatusOK, "console_run", p)
+}
+
+type batchListPage struct {
+	consoleFrame
+	Batches []batches.Report
+	Next    string
+}
+
+// batchList lists a project's batches the visitor may see, by name, with
+// their census, a page at a time.
+func (c *console) batchList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
+	after, err := queryText(r, "after", 512)
+	if err != nil {
+		c.refuse(w, r, v, "batch", err)
+		return
+	}
+	p := batchListPage{consoleFrame: c.frame(v, "Batches of "+project, project)}
+	more := false
+	err = c.snapshot(r.Context(), func(tx pgx.Tx) error {
+		ids, err := batchIDs(r.Context(), tx, project, after, consoleRows+1)
+		if err != nil {
+			return err
+		}
+		more = len(ids) > consoleRows
+		cl, err := batches.NewClient(tx, batches.Config{Actor: v.who, Clock: c.cfg.Clock})
+		if err != nil {
+			return err
+		}
+		for _, id := range ids[:min(len(ids), consoleRows)] {
+			b, err := cl.Get(r.Context(), id)
+			switch {
+			case errors.Is(err, db.ErrNotFound):
+				continue
+			case err != nil:
+				return err
+			}
+			p.Batches = append(p.Batches, b)
+		}
+		return nil
+	})
+	if err != nil {
+		c.refuse(w, r, v, "batch", err)
+		return
+	}
+	if more && len(p.Batches) > 0 {
+		p.Next = pageLink(r.URL.Path, url.Values{"after": {p.Batches[len(p.Batches)-1].Name}})
+	}
+	c.render(w, http.StatusOK, "console_batches", p)
+}
+
+// itemRow is an item of a batch nobody is finished with, as shown.
+type itemRow struct {
+	Key        string
+	Status     batches.ItemStatus
+	RunID      int64
+	Reason     string
+	AdmittedAt time.Time
+}
+
+type batchPage struct {
+	consoleFrame
+	Batch batches.Report
+	Items []itemRow
+	Next  string
+}
+
+// batchPage shows a batch, its census and a page of the items nobody is
+// finished with, oldest key first.
+func (c *console) batchPage(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64) {
+	after, err := queryText(r, "after", 512)
+	if err != nil {
+		c.refuse(w, r, v, "batch", err)
+		return
+	}
+	p := batchPage{consoleFrame: c.frame(v, "Batch "+strconv.FormatInt(id, 10), project)}
+	var items []batches.Admitted
+	err = c.snapshot(r.Context(), func(tx pgx.Tx) error {
+		cl, err := batches.NewClient(tx, batches.Config{Actor: v.who, Clock: c.cfg.Clock})
+		if err != nil {
+			return err
+		}
+		if p.Batch, err = cl.Get(r.Context(), id); err != nil {
+			return err
+		}
+		if p.Batch.Project != project {
+			return notFound("batch", id)
+		}
+		items, err = cl.NeedingAttention(r.Context(), id, after, consoleRows+1)
+		return err
+	})
+	if err != nil {
+		c.refuse(w, r, v, "batch", err)
+		return
+	}
+	for _, it := range items[:min(len(items), consoleRows)] {
+		p.Items = append(p.Items, itemRow{Key: printable(it.Key), Status: it.Status, RunID: it.RunID, Reason: dash(printable(it.Reason)),
+			AdmittedAt: it.AdmittedAt})
+	}
+	if len(items) > consoleRows {
+		p.Next = pageLink(r.URL.Path, url.Values{"after": {items[consoleRows-1].Key}})
+	}
+	c.render(w, http.StatusOK, "console_batch", p)
+}
