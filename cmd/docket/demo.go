@@ -248,7 +248,6 @@ func (c *cli) runDemoOn(ctx context.Context, pool *pgxpool.Pool, n int, scratch 
 	return nil
 }
 
-
 // placeOrders places n sample orders one by one, demoPace apart, as they
 // would arrive at a service while its worker runs. It returns the first
 // error of placing one, or ctx's error if ctx ends first.

@@ -155,7 +155,7 @@ type story struct {
 	inbox     *cases.Client // svc:inbox
 	opener    *tasks.Client // svc:switch
 	pat, rita *tasks.Client
-	plans     *plans.Client    // svc:orders
+	plans     *plans.Client     // svc:orders
 	sched     *schedules.Client // svc:switch
 
 	// What the story did, for its closing screen.
@@ -179,21 +179,18 @@ func newStory(c *cli, pool *pgxpool.Pool, project string, clock *demoClock) (*st
 			{args: switchArgs{Document: "DOC-4711", Meter: "51238696781"}},
 			{args: switchArgs{Document: "DOC-4712", Meter: "51238696782"}},
 		}}
-	for _, mk := range []func() error{
-		func() (err error) { s.switching, err = cases.NewClient(pool, cases.Config{Actor: demoSwitch, Clock: clock}); return },
-		func() (err error) { s.inbox, err = cases.NewClient(pool, cases.Config{Actor: demoInbox, Clock: clock}); return },
-		func() (err error) { s.opener, err = tasks.NewClient(pool, tasks.Config{Actor: demoSwitch, Clock: clock}); return },
-		func() (err error) { s.pat, err = tasks.NewClient(pool, tasks.Config{Actor: demoPat, Clock: clock}); return },
-		func() (err error) { s.rita, err = tasks.NewClient(pool, tasks.Config{Actor: demoRita, Clock: clock}); return },
-		func() (err error) { s.plans, err = plans.NewClient(pool, plans.Config{Actor: demoService, Clock: clock}); return },
-		func() (err error) {
-			s.sched, err = schedules.NewClient(pool, schedules.Config{Actor: demoSwitch, Clock: clock})
-			return
-		},
-	} {
-		if err := mk(); err != nil {
-			return nil, err
-		}
+	// NewClient refuses only a malformed actor or a nil pool: errors of
+	// the demo's own making, reported together.
+	var errs [7]error
+	s.switching, errs[0] = cases.NewClient(pool, cases.Config{Actor: demoSwitch, Clock: clock})
+	s.inbox, errs[1] = cases.NewClient(pool, cases.Config{Actor: demoInbox, Clock: clock})
+	s.opener, errs[2] = tasks.NewClient(pool, tasks.Config{Actor: demoSwitch, Clock: clock})
+	s.pat, errs[3] = tasks.NewClient(pool, tasks.Config{Actor: demoPat, Clock: clock})
+	s.rita, errs[4] = tasks.NewClient(pool, tasks.Config{Actor: demoRita, Clock: clock})
+	s.plans, errs[5] = plans.NewClient(pool, plans.Config{Actor: demoService, Clock: clock})
+	s.sched, errs[6] = schedules.NewClient(pool, schedules.Config{Actor: demoSwitch, Clock: clock})
+	if err := errors.Join(errs[:]...); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
