@@ -260,8 +260,11 @@ func (s *story) register(reg *worker.Registry) error {
 // working day after the acknowledgement arrived.
 func (s *story) acknowledged(_ context.Context, j *jobs.Typed[switchArgs]) (worker.Result, error) {
 	wake, err := cases.WakeOf(j.Job)
-	if err != nil || wake.Reason != cases.WakeMessage {
-		return worker.Result{}, worker.Fail(jobs.ClassPermanent, fmt.Errorf("not an acknowledgement: %v", err))
+	if err == nil && wake.Reason != cases.WakeMessage {
+		err = fmt.Errorf("job %d woke for %s, not for a message", j.ID, wake.Reason)
+	}
+	if err != nil {
+		return worker.Result{}, worker.Fail(jobs.ClassPermanent, err)
 	}
 	// From the recorded arrival, never the clock: a retry opens the same task.
 	due, err := s.cal.Resolve(wake.Message.ArrivedAt, demoTaskSpec)
@@ -309,7 +312,8 @@ func (s *story) approved(_ context.Context, j *jobs.Typed[switchArgs]) (worker.R
 	payload, _ := json.Marshal(j.Args)
 	return worker.Result{WritesFunc: func(ctx context.Context, tx pgx.Tx) error {
 		caseID := j.CaseID
-		if err := s.putState(ctx, tx, caseID, map[string]string{"step": d.Decision + "d", "by": string(d.DecidedBy)}); err != nil {
+		step := map[string]string{"approve": "approved", "reject": "rejected"}[d.Decision]
+		if err := s.putState(ctx, tx, caseID, map[string]string{"step": step, "by": string(d.DecidedBy)}); err != nil {
 			return err
 		}
 		if d.Decision != "approve" {
@@ -355,8 +359,9 @@ func (s *story) putState(ctx context.Context, tx pgx.Tx, caseID int64, v any) er
 	return err
 }
 
-// settle waits until the worker has finished every job of the project that
-// is due: what the last step of the story enqueued, and what those enqueued.
+// settle waits until the worker has finished every job of the project: what
+// the last step of the story enqueued, what those enqueued, and their
+// retries. The story enqueues no job due later.
 func (s *story) settle(ctx context.Context) error {
 	timeout := time.NewTimer(demoSettleTimeout)
 	defer timeout.Stop()
@@ -364,8 +369,8 @@ func (s *story) settle(ctx context.Context) error {
 	defer tick.Stop()
 	for {
 		var busy int
-		err := s.pool.QueryRow(ctx, `SELECT count(*) FROM docket.jobs
-			WHERE project = $1 AND (state = 'claimed' OR (state = 'queued' AND available_at <= $2))`, s.project, s.clock.Now()).Scan(&busy)
+		err := s.pool.QueryRow(ctx, `SELECT count(*) FROM docket.jobs WHERE project = $1 AND state IN ('queued', 'claimed')`,
+			s.project).Scan(&busy)
 		if err != nil || busy == 0 {
 			return err
 		}
