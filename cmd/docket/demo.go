@@ -202,7 +202,8 @@ func (c *cli) runDemoOn(ctx context.Context, pool *pgxpool.Pool, n int, scratch 
 			err = errors.Join(err, stop())
 		}
 	}()
-	c.demoStep("worker", "runs every job of the demo as %s; the invoices on a simulated gateway that answers by customer", demoService)
+	c.demoStep("worker", "runs every job of the demo as %s; the invoices charge a simulated gateway\n"+
+		"            that answers by customer", demoService)
 	c.demoStep("clock", "the demo's own: it starts at %s and runs at the wall clock's pace;\n"+
 		"            the demo moves it on to the next moment of its story instead of waiting for deadlines",
 		st.when(clock.Now()))
@@ -242,7 +243,7 @@ func (c *cli) runDemoOn(ctx context.Context, pool *pgxpool.Pool, n int, scratch 
 	if err := stop(); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "\nThe whole story took %.1fs of wall-clock time; the demo's clock went from Thursday to %s.\n",
+	fmt.Fprintf(c.stdout, "\nThe demo took %.1fs of wall-clock time; its clock went from Thursday to %s.\n",
 		time.Since(start).Seconds(), st.at())
 	c.closeDemo(project, inv, st, scratch)
 	return nil
@@ -308,7 +309,7 @@ func (c *cli) demoProject(ctx context.Context, pool *pgxpool.Pool) (string, erro
 	}
 	c.demoStep("project", "%s, where each principal of the demo holds only what it needs:", name)
 	roles := map[access.Actor]string{
-		demoService: "the order service, and the demo's worker",
+		demoService: "the order service, the worker",
 		demoSwitch:  "the supplier switch service",
 		demoInbox:   "the inbound gateway",
 		demoPat:     "asks for supplier switches",
@@ -318,7 +319,7 @@ func (c *cli) demoProject(ctx context.Context, pool *pgxpool.Pool) (string, erro
 	for _, p := range who {
 		role, ok := roles[p]
 		if !ok {
-			role = "you: reads it all, settles uncertain jobs"
+			role = "you: reads it all, reconciles"
 		}
 		t.row(string(p), strings.Join(caps[p], " "), role)
 	}

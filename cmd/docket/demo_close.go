@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // closeDemo prints the closing screen: for each part of the demo, the docket
@@ -14,13 +16,14 @@ import (
 func (c *cli) closeDemo(project string, inv invoiceIDs, s *story, scratch bool) {
 	q := quoteLiteral(project)
 	a, b := s.switches[0], s.switches[1]
-	where := "the docket commands on the database the demo used (from --database-url or\n" +
+	where := "the docket commands on the database the demo used (from --database-url or " +
 		"DOCKET_DATABASE_URL, as for the demo), psql on it as url, here without its password"
 	if scratch {
-		where = "the docket commands and psql on the database the demo used, url (here without its\n" +
+		where = "the docket commands and psql on the database the demo used, url (here without its " +
 			"password), had it been kept"
 	}
-	fmt.Fprintf(c.stdout, "\nWhat an operator runs to read each part: %s:\n\n  url=%s\n", where, psqlURL(c.url))
+	fmt.Fprintf(c.stdout, "\n%s:\n\n  url=%s\n",
+		strings.Join(wrap("What an operator runs to read each part: "+where, demoWidth), "\n"), psqlURL(c.url))
 	parts := []struct {
 		title string
 		lines []string
@@ -81,7 +84,13 @@ func (c *cli) closeDemo(project string, inv invoiceIDs, s *story, scratch bool) 
 func psqlURL(u string) string {
 	p, err := url.Parse(u)
 	if err != nil || (p.Scheme != "postgres" && p.Scheme != "postgresql") {
-		return maskedURL(u)
+		// A key=value connection string: the same, without the password.
+		cfg, err := pgxpool.ParseConfig(u)
+		if err != nil {
+			return "(an unparsable URL)"
+		}
+		cc := cfg.ConnConfig
+		return fmt.Sprintf("host=%s port=%d user=%s dbname=%s", cc.Host, cc.Port, cc.User, cc.Database)
 	}
 	if p.User != nil {
 		p.User = url.User(p.User.Username())

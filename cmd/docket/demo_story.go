@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 	_ "time/tzdata" // the story's zone, Europe/Berlin, on machines without a tz database
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -409,11 +410,42 @@ func (s *story) at() string { return s.when(s.clock.Now()) }
 // when prints t in the story's zone: "Fri 23 Oct 10:15 CEST".
 func (s *story) when(t time.Time) string { return t.In(s.loc).Format("Mon 02 Jan 15:04 MST") }
 
-// line prints one moment of the story: when, then what, with the lines
+// line prints one moment of the story: when, then what, wrapped, the lines
 // after the first indented under it.
 func (s *story) line(when, format string, args ...any) {
-	text := strings.ReplaceAll(fmt.Sprintf(format, args...), "\n", "\n"+strings.Repeat(" ", 25))
-	fmt.Fprintf(s.c.stdout, "  %-21s  %s\n", when, text)
+	lines := wrap(fmt.Sprintf(format, args...), demoWidth-demoIndent)
+	fmt.Fprintf(s.c.stdout, "  %-21s  %s\n", when, strings.Join(lines, "\n"+strings.Repeat(" ", demoIndent)))
+}
+
+// The story's lines are wrapped at demoWidth characters, after the
+// demoIndent of its timeline.
+const demoWidth, demoIndent = 100, 25
+
+// wrap breaks each paragraph of text, a line of its own, into lines of at
+// most width characters where it can.
+func wrap(text string, width int) []string {
+	var out []string
+	for _, para := range strings.Split(text, "\n") {
+		line, n := "", 0
+		for _, w := range strings.Fields(para) {
+			k := utf8.RuneCountInString(w)
+			if n > 0 && n+1+k > width {
+				out = append(out, line)
+				line, n = "", 0
+			}
+			if n > 0 {
+				line, n = line+" ", n+1
+			}
+			line, n = line+w, n+k
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// para prints a paragraph after a blank line, wrapped and indented.
+func (s *story) para(format string, args ...any) {
+	fmt.Fprintf(s.c.stdout, "\n  %s\n", strings.Join(wrap(fmt.Sprintf(format, args...), demoWidth-2), "\n  "))
 }
 
 // section prints a section's title.
@@ -435,7 +467,7 @@ func (s *story) tell(ctx context.Context) error {
 // stock it reserved is released.
 func (s *story) fulfil(ctx context.Context) error {
 	s.clock.moveTo(demoAt(s.loc, 22, 9, 30))
-	s.section("2. A plan with a compensation: order A-1041 is reserved, charged and shipped, and its card is declined")
+	s.section("2. A plan with a compensation: reserve, charge and ship order A-1041, whose card is declined")
 	input := plans.Input
 	p := plans.Plan{Steps: []plans.Step{
 		{ID: "reserve", Kind: kindReserve.Name(), Compensation: kindRelease.Name(), Args: []plans.Arg{
@@ -450,7 +482,7 @@ func (s *story) fulfil(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.line(s.at(), "%s starts run %d of plan %s, reserve → charge → ship:\neach step a job the worker runs, admitted when the steps before it succeeded",
+	s.line(s.at(), "%s starts run %d of plan %s, reserve → charge → ship: each step a job the worker runs, admitted once the steps before it have succeeded.",
 		demoService, run.ID, shortDigest(run.Digest))
 	if err := s.settle(ctx); err != nil {
 		return err
@@ -476,9 +508,8 @@ func (s *story) fulfil(ctx context.Context) error {
 		t.row(st.StepID, st.Kind, string(st.State), fmt.Sprint(st.JobID), comp)
 	}
 	t.flush()
-	fmt.Fprintf(s.c.stdout, "\n  Run %d is %s. The charge failed for good (%s),\n"+
-		"  so the run unwound: the compensations of the steps that had succeeded ran, in reverse order,\n"+
-		"  and released the stock. Ship was never admitted.\n",
+	s.para("Run %d is %s. The charge failed for good (%s), so the run unwound: the compensations "+
+		"of the steps that had succeeded ran, in reverse order, and released the stock. Ship was never admitted.",
 		s.run.ID, s.run.Status, oneLine(s.run.Failure))
 	return nil
 }
@@ -488,8 +519,9 @@ func (s *story) fulfil(ctx context.Context) error {
 func (s *story) request(ctx context.Context) error {
 	s.clock.moveTo(demoAt(s.loc, 22, 10, 0))
 	s.section("3. A supplier switch: each case waits for the supplier's acknowledgement, due in %s", demoAckSpec)
-	s.line(s.at(), "%s asks to switch two meters to Stadtwerke Nord; %s opens a case for each,\n"+
-		"owing an acknowledgement in %s (%s calendar, cut-off 17:00), and waits for it:", demoPat, demoSwitch, demoAckSpec, demoZone)
+	s.line(s.at(), "%s asks to switch two meters to Stadtwerke Nord. For each, %s opens a case "+
+		"that owes an acknowledgement in %s (%s calendar, cut-off 17:00), and waits for it on the document number:",
+		demoPat, demoSwitch, demoAckSpec, demoZone)
 	for _, sw := range s.switches {
 		keys := []cases.Key{{Namespace: "document", Value: sw.args.Document}, {Namespace: "meter", Value: sw.args.Meter}}
 		adm, err := s.switching.Admit(ctx, cases.Admission{Project: s.project, Kind: "supplier.switch", Keys: keys})
@@ -517,14 +549,15 @@ func (s *story) request(ctx context.Context) error {
 		sw.wait = w.Wait
 	}
 	fmt.Fprintln(s.c.stdout)
-	t := newTable(s.c.stdout, "    ", "case", "keys", "wait", "on the keys", "obligation", "due")
+	t := newTable(s.c.stdout, "    ", "case", "keys", "wait", "on", "due")
 	for _, sw := range s.switches {
-		t.row(fmt.Sprint(sw.caseID), "document "+sw.args.Document+", meter "+sw.args.Meter, fmt.Sprintf("%d %s", sw.wait.ID, sw.wait.Name),
-			"document "+sw.args.Document, fmt.Sprintf("%d %s", sw.obligation.ID, sw.obligation.Name), s.when(sw.obligation.Due))
+		t.row(fmt.Sprint(sw.caseID), "document "+sw.args.Document+", meter "+sw.args.Meter, fmt.Sprint(sw.wait.ID),
+			"document "+sw.args.Document, s.when(sw.obligation.Due))
 	}
 	t.flush()
-	fmt.Fprintf(s.c.stdout, "\n  Asked on Thursday before the cut-off: Friday is the first working day, Saturday and Sunday\n"+
-		"  do not count, so the second is Monday, at 17:00. In winter time: the clocks go back on Sunday.\n\n")
+	s.para("Asked on Thursday before the cut-off: Friday is the first working day, Saturday and Sunday " +
+		"do not count, so the second is Monday, at 17:00. In winter time: the clocks go back on Sunday.")
+	fmt.Fprintln(s.c.stdout)
 	return nil
 }
 
@@ -569,9 +602,9 @@ func (s *story) acknowledge(ctx context.Context) error {
 	if sw.task.ID == 0 {
 		return fmt.Errorf("case %d has no approval task", sw.caseID)
 	}
-	s.line(s.at(), "%s delivers %s from %s, filed under document %s only.\n"+
-		"Correlated by that key, it satisfies case %d's wait %d (now %s); in that transaction\n"+
-		"the wait's continuation, job %d %s, was enqueued, and the worker ran it:\n"+
+	s.line(s.at(), "%s delivers %s from %s, filed under document %s only. "+
+		"Correlated by that key, it satisfies case %d's wait %d (now %s), and in that transaction "+
+		"the wait's continuation, job %d %s, is enqueued. The worker ran it: "+
 		"it met obligation %d (now %s) and opened approval task %d, due %s.",
 		demoInbox, d.MessageID, demoSupplier, sw.args.Document, sw.caseID, sw.wait.ID, sw.wait.Status,
 		sw.ackJob, kindAcknowledged.Name(), sw.obligation.ID, sw.obligation.State, sw.task.ID, s.when(sw.task.Deadline))
@@ -588,7 +621,7 @@ func (s *story) approve(ctx context.Context) error {
 	if !errors.Is(err, db.ErrExcludedActor) {
 		return fmt.Errorf("%s claimed the task %s proposed: %v", demoPat, demoPat, err)
 	}
-	s.line(s.at(), "%s, who holds task.review but asked for the switch, claims task %d: refused,\n%s",
+	s.line(s.at(), "%s, who holds task.review but asked for the switch, claims task %d: refused.\n%s",
 		demoPat, sw.task.ID, oneLine(err.Error()))
 	s.clock.moveTo(demoAt(s.loc, 23, 11, 5))
 	if _, err := s.rita.Claim(ctx, sw.task.ID, 30*time.Minute); err != nil {
@@ -625,8 +658,8 @@ func (s *story) approve(ctx context.Context) error {
 	if sw.confirm.ID == 0 {
 		return fmt.Errorf("case %d does not wait for its confirmation", sw.caseID)
 	}
-	s.line(s.at(), "%s decides %s: %q.\n"+
-		"The decision is delivered to the task's wait; its continuation, job %d %s, ran:\n"+
+	s.line(s.at(), "%s decides %s: %q. "+
+		"The decision is delivered to the task's wait, whose continuation, job %d %s, ran: "+
 		"case %d now waits for the switch's confirmation (wait %d), due %s (%s).",
 		t.DecidedBy, t.Decision, t.Note, sw.approveJob, kindApproved.Name(), sw.caseID, sw.confirm.ID, s.when(sw.confirm.Deadline), demoConfirm)
 	return nil
@@ -649,14 +682,15 @@ func (s *story) scheduleReadings(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.line(s.at(), "%s creates schedule %d, %s: %q in %s, to import meter readings\nevery hour. Its next runs:", demoSwitch, sc.ID, sc.Name, sc.Cron, sc.Zone)
+	s.line(s.at(), "%s creates schedule %d, %s, %q in %s, to import meter readings every hour. Its next runs:",
+		demoSwitch, sc.ID, sc.Name, sc.Cron, sc.Zone)
 	fmt.Fprintln(s.c.stdout)
 	t := newTable(s.c.stdout, "    ", "local ("+demoZone+")", "fold", "UTC instant", "")
 	folded := false
 	for _, o := range occ {
 		note := o.At.In(s.loc).Format("MST")
 		if o.Fold == 1 {
-			note += ": the second 02:00, an hour after the first"
+			note += ": 02:00 again, an hour later"
 			folded = true
 		}
 		t.row(o.Local.Format("Mon 02 Jan 15:04"), fmt.Sprint(o.Fold), o.At.Format(time.RFC3339), note)
@@ -669,8 +703,8 @@ func (s *story) scheduleReadings(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(s.c.stdout, "\n  An occurrence is its local time and fold. Hourly means every 60 real minutes, so it runs\n"+
-		"  at both 02:00s. A fixed time runs once: %q at %s (fold %d), then %s.\n",
+	s.para("An occurrence is its local time and fold. Hourly means every 60 real minutes, so it runs at "+
+		"both 02:00s. A fixed time runs once: %q at %s (fold %d), then %s.",
 		demoFixedCron, fixed[0].At.Format(time.RFC3339), fixed[0].Fold, fixed[1].At.Format(time.RFC3339))
 	return nil
 }
@@ -712,19 +746,19 @@ func (s *story) passDeadline(ctx context.Context) error {
 			return err
 		}
 	}
-	s.line(s.at(), "run again: they expire %d wait and breach %d obligation, of case %d. The worker ran\n"+
-		"job %d %s (the wait's timeout: it reminded the supplier) and\n"+
-		"job %d %s (the obligation's escalation: it alerted the switch desk).",
+	s.line(s.at(), "run again: they expire %d wait and breach %d obligation, of case %d. The worker ran "+
+		"job %d %s, the wait's timeout, which reminded the supplier, and "+
+		"job %d %s, the obligation's escalation, which alerted the switch desk.",
 		expired, breached, sw.caseID, sw.wait.ContinuationJobID, kindChase.Name(), sw.obligation.EscalationJobID, kindEscalate.Name())
 	fmt.Fprintln(s.c.stdout)
-	t := newTable(s.c.stdout, "    ", "case", "document", "acknowledgement", "obligation", "due", "then")
+	t := newTable(s.c.stdout, "    ", "case", "acknowledgement", "obligation", "then")
 	for _, sw := range s.switches {
-		ack, then := "none", fmt.Sprintf("supplier chased (job %d), switch desk alerted (job %d)", sw.wait.ContinuationJobID, sw.obligation.EscalationJobID)
+		ack, then := "none", fmt.Sprintf("chased (job %d), escalated (job %d)", sw.wait.ContinuationJobID, sw.obligation.EscalationJobID)
 		if sw.ack.ID != 0 {
 			ack = sw.ack.MessageID + ", " + s.when(sw.ack.ArrivedAt)
-			then = fmt.Sprintf("approved by %s; waits for its confirmation", sw.task.DecidedBy)
+			then = "approved by " + string(sw.task.DecidedBy)
 		}
-		t.row(fmt.Sprint(sw.caseID), sw.args.Document, ack, string(sw.obligation.State), s.when(sw.obligation.Due), then)
+		t.row(fmt.Sprint(sw.caseID), ack, string(sw.obligation.State), then)
 	}
 	t.flush()
 	return nil

@@ -37,41 +37,50 @@ func requireClosingTable(t *testing.T, out string, n int) {
 // after the invoices, on its clock's week of October 2026.
 func requireStory(t *testing.T, out string) {
 	t.Helper()
+	// The prose, its wrapped lines joined again.
+	flat := regexp.MustCompile(`\n\s+`).ReplaceAllString(out, " ")
 	for _, re := range []string{
 		// The plan: the charge fails, and the reservation is compensated.
 		`(?m)^    reserve\s+stock\.reserve\s+compensated\s+\d+\s+stock\.release, job \d+$`,
 		`(?m)^    charge\s+billing\.charge\s+failed\s+\d+\s+-$`,
-		`Run \d+ is compensated\. The charge failed for good \(step charge failed: card declined by the issuer\)`,
-		// The cases, their waits and business-day deadlines: asked on
-		// Thursday, due on Monday at the cut-off, in winter time.
-		`Thu 22 Oct 10:00 CEST  user:pat asks to switch two meters`,
-		`owing an acknowledgement in 2 working days \(Europe/Berlin calendar, cut-off 17:00\)`,
-		`(?m)^    \d+\s+document DOC-4711, meter 51238696781\s+\d+ acknowledgement\s+document DOC-4711\s+\d+ acknowledge\s+Mon 26 Oct 17:00 CET$`,
-		`(?m)^    \d+\s+document DOC-4712, meter 51238696782\s+\d+ acknowledgement\s+document DOC-4712\s+\d+ acknowledge\s+Mon 26 Oct 17:00 CET$`,
-		// The acknowledgement, by its correlation key.
-		`Fri 23 Oct 10:15 CEST  svc:inbox delivers ACK-4711 from supplier:stadtwerke-nord, filed under document DOC-4711 only`,
-		`it satisfies case \d+'s wait \d+ \(now satisfied\)`,
-		`it met obligation \d+ \(now met\) and opened approval task \d+, due Mon 26 Oct 17:00 CET`,
-		// Four eyes: refused to the proposer, decided by a second principal.
-		`user:pat, who holds task\.review but asked for the switch, claims task \d+: refused,\n\s+.*user:pat may not claim task \d+: four eyes.*\[DK008\]`,
-		`user:rita claims task \d+ for 30 minutes`,
-		`user:rita decides approve: "Stadtwerke Nord confirmed the switch date, 1 November"`,
-		`case \d+ now waits for the switch's confirmation \(wait \d+\), due Fri 30 Oct 17:00 CET`,
+		// The cases and their business-day deadlines: asked on Thursday,
+		// due on Monday at the cut-off, in winter time.
+		`(?m)^    \d+\s+document DOC-4711, meter 51238696781\s+\d+\s+document DOC-4711\s+Mon 26 Oct 17:00 CET$`,
+		`(?m)^    \d+\s+document DOC-4712, meter 51238696782\s+\d+\s+document DOC-4712\s+Mon 26 Oct 17:00 CET$`,
 		// The schedule's runs either side of the change, 02:00 twice.
 		`(?m)^    Sun 25 Oct 01:00\s+0\s+2026-10-24T23:00:00Z\s+CEST$`,
 		`(?m)^    Sun 25 Oct 02:00\s+0\s+2026-10-25T00:00:00Z\s+CEST$`,
-		`(?m)^    Sun 25 Oct 02:00\s+1\s+2026-10-25T01:00:00Z\s+CET: the second 02:00`,
+		`(?m)^    Sun 25 Oct 02:00\s+1\s+2026-10-25T01:00:00Z\s+CET: 02:00 again, an hour later$`,
 		`(?m)^    Sun 25 Oct 03:00\s+0\s+2026-10-25T02:00:00Z\s+CET$`,
+		// How the two switches ended.
+		`(?m)^    \d+\s+ACK-4711, Fri 23 Oct 10:15 CEST\s+met\s+approved by user:rita$`,
+		`(?m)^    \d+\s+none\s+breached\s+chased \(job \d+\), escalated \(job \d+\)$`,
+	} {
+		require.Regexp(t, regexp.MustCompile(re), out)
+	}
+	for _, re := range []string{
+		`Run \d+ is compensated\. The charge failed for good \(step charge failed: card declined by the issuer\)`,
+		`Thu 22 Oct 10:00 CEST  user:pat asks to switch two meters to Stadtwerke Nord\. For each, svc:switch opens a case ` +
+			`that owes an acknowledgement in 2 working days \(Europe/Berlin calendar, cut-off 17:00\)`,
+		`Saturday and Sunday do not count, so the second is Monday, at 17:00`,
+		// The acknowledgement, by its correlation key.
+		`Fri 23 Oct 10:15 CEST  svc:inbox delivers ACK-4711 from supplier:stadtwerke-nord, filed under document DOC-4711 only\.`,
+		`it satisfies case \d+'s wait \d+ \(now satisfied\)`,
+		`it met obligation \d+ \(now met\) and opened approval task \d+, due Mon 26 Oct 17:00 CET`,
+		// Four eyes: refused to the proposer, decided by a second principal.
+		`Fri 23 Oct 11:00 CEST  user:pat, who holds task\.review but asked for the switch, claims task \d+: refused\. ` +
+			`task\.claim task=\d+: excluded actor: user:pat may not claim task \d+: four eyes .*\[DK008\]`,
+		`Fri 23 Oct 11:05 CEST  user:rita claims task \d+ for 30 minutes`,
+		`Fri 23 Oct 11:12 CEST  user:rita decides approve: "Stadtwerke Nord confirmed the switch date, 1 November"`,
+		`case \d+ now waits for the switch's confirmation \(wait \d+\), due Fri 30 Oct 17:00 CET`,
+		`Sat 24 Oct 23:30 CEST  svc:switch creates schedule \d+, meter-readings, "0 \* \* \* \*" in Europe/Berlin`,
 		`"30 2 \* \* \*" at 2026-10-25T00:30:00Z \(fold 0\), then 2026-10-26T01:30:00Z`,
 		// The deadline passes on the demo's clock, not before.
 		`Mon 26 Oct 16:59 CET   the wait expiry and breach sweeps, run now: nothing is due yet`,
-		`Mon 26 Oct 17:00 CET   run again: they expire 1 wait and breach 1 obligation`,
-		`job \d+ switch\.chase \(the wait's timeout`,
-		`job \d+ switch\.escalate \(the obligation's escalation`,
-		`(?m)^    \d+\s+DOC-4711\s+ACK-4711, Fri 23 Oct 10:15 CEST\s+met\s+Mon 26 Oct 17:00 CET\s+approved by user:rita`,
-		`(?m)^    \d+\s+DOC-4712\s+none\s+breached\s+Mon 26 Oct 17:00 CET\s+supplier chased`,
+		`Mon 26 Oct 17:00 CET   run again: they expire 1 wait and breach 1 obligation, of case \d+\. ` +
+			`The worker ran job \d+ switch\.chase, the wait's timeout, .* job \d+ switch\.escalate, the obligation's escalation`,
 	} {
-		require.Regexp(t, regexp.MustCompile(re), out)
+		require.Regexp(t, regexp.MustCompile(re), flat)
 	}
 	// Each part, with what reads it.
 	for _, title := range []string{"1. invoices", "2. the plan", "3. the supplier switch", "4. the approval", "5. the schedule", "6. the deadline"} {
@@ -222,5 +231,28 @@ func TestDemoUsage(t *testing.T) {
 		{"demo", "now"},
 	} {
 		requireRefused(t, docket(t, nil, args...), exitUsage, args)
+	}
+}
+
+// The demo's clock starts where it is told and only moves on; psql is
+// shown a URL without its password, wherever the URL carries it.
+func TestDemoClockAndURL(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 10, 22, 7, 0, 0, 0, time.UTC)
+	clock := newDemoClock(start)
+	require.WithinDuration(t, start, clock.Now(), time.Minute)
+	later := start.Add(96 * time.Hour)
+	clock.moveTo(later)
+	require.False(t, clock.Now().Before(later))
+	clock.moveTo(start)
+	require.False(t, clock.Now().Before(later), "the clock never moves back")
+
+	for in, want := range map[string]string{
+		"postgres://u:secret@h:5432/db?sslmode=disable":                   "postgres://u@h:5432/db?sslmode=disable",
+		"postgresql://u@h/db":                                             "postgresql://u@h/db",
+		"postgres://u@h/db?password=secret&sslmode=require&sslpassword=x": "postgres://u@h/db?sslmode=require",
+		"host=h user=u password=secret dbname=db":                         "host=h port=5432 user=u dbname=db",
+	} {
+		require.Equal(t, want, psqlURL(in), in)
 	}
 }
