@@ -204,9 +204,10 @@ func (c *cli) runDemoOn(ctx context.Context, pool *pgxpool.Pool, n int, scratch 
 	}()
 	c.demoStep("worker", "runs every job of the demo as %s; the invoices charge a simulated gateway\n"+
 		"            that answers by customer", demoService)
-	c.demoStep("clock", "the demo's own: it starts at %s and runs at the wall clock's pace;\n"+
-		"            the demo moves it on to the next moment of its story instead of waiting for deadlines",
-		st.when(clock.Now()))
+	c.demoStep("clock", "the demo's own: it starts at %s, in the week the clocks go back in\n"+
+		"            Europe, and runs at the wall clock's pace; the demo moves it on to the next moment\n"+
+		"            of its story, between the worker's jobs, instead of waiting for deadlines",
+		clock.Now().In(st.loc).Format("Mon 02 Jan 2006 15:04 MST"))
 
 	fmt.Fprintf(c.stdout, "\n1. Invoices: %d orders, each written with its invoice job in one transaction\n\n", n)
 	start := time.Now()

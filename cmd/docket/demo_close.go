@@ -57,10 +57,12 @@ func (c *cli) closeDemo(project string, inv invoiceIDs, s *story, scratch bool) 
 			"docket schedules list " + project,
 			fmt.Sprintf(`psql "$url" -c "SELECT id, name, cron, zone, status, next_due_at FROM docket.schedules WHERE id = %d"`, s.schedule.ID),
 		}},
-		{"6. the deadline: the expired wait, the breached obligation, their jobs", []string{
+		{"6. the deadline: the expired wait, the breached obligation, their jobs, the dead letter", []string{
 			fmt.Sprintf("docket cases show %d", b.caseID),
+			"docket dead-letters " + project,
 			fmt.Sprintf(`psql "$url" -c "SELECT id, name, status, deadline, continuation_job_id FROM docket.waits WHERE case_id = %d ORDER BY id"`, b.caseID),
 			fmt.Sprintf(`psql "$url" -c "SELECT id, kind, state, idempotency_key FROM docket.jobs WHERE case_id = %d ORDER BY id"`, b.caseID),
+			fmt.Sprintf(`psql "$url" -c "SELECT producer, message_id, keys, reason FROM docket.messages_dead WHERE project = %s"`, q),
 		}},
 	}
 	if inv.uncertain > 0 {

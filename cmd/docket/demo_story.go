@@ -50,6 +50,7 @@ const (
 	demoSupplier   = "supplier:stadtwerke-nord"
 	demoCron       = "0 * * * *" // hourly: interval-like, so it runs at both 02:00s
 	demoFixedCron  = "30 2 * * *"
+	demoHorizon    = 72 * time.Hour // how long a message no wait claims is held before it is dead-lettered
 	demoPreview    = 6
 	demoSweepEvery = 24 * time.Hour // the story's sweeps run when the demo says, never on their own timer
 	// demoSettleTimeout bounds waiting for the worker to finish the jobs
@@ -163,6 +164,7 @@ type story struct {
 	run      plans.Run
 	steps    []plans.RunStep
 	switches []*switchCase
+	stray    cases.Delivered // a message under a key no case holds
 	schedule schedules.Schedule
 }
 
@@ -199,7 +201,8 @@ func newStory(c *cli, pool *pgxpool.Pool, project string, clock *demoClock) (*st
 // sweeps are the deadline sweeps the story runs itself, when its clock has
 // passed a deadline.
 func (s *story) sweeps() []worker.Sweep {
-	return []worker.Sweep{cases.WaitExpirySweep(demoSweepEvery), cases.BreachSweep(demoSweepEvery)}
+	return []worker.Sweep{cases.WaitExpirySweep(demoSweepEvery), cases.BreachSweep(demoSweepEvery),
+		cases.DeadLetterSweep(demoSweepEvery, demoHorizon)}
 }
 
 // onEvent tells the story the worker did something.
@@ -608,6 +611,22 @@ func (s *story) acknowledge(ctx context.Context) error {
 		"it met obligation %d (now %s) and opened approval task %d, due %s.",
 		demoInbox, d.MessageID, demoSupplier, sw.args.Document, sw.caseID, sw.wait.ID, sw.wait.Status,
 		sw.ackJob, kindAcknowledged.Name(), sw.obligation.ID, sw.obligation.State, sw.task.ID, s.when(sw.task.Deadline))
+
+	// The other acknowledgement, under a mistyped document number.
+	s.clock.moveTo(demoAt(s.loc, 23, 10, 20))
+	if s.stray, err = s.inbox.Deliver(ctx, cases.Delivery{
+		Project: s.project, Producer: demoSupplier, MessageID: "ACK-4721",
+		Keys:    []cases.Key{{Namespace: "document", Value: "DOC-4721"}},
+		Payload: json.RawMessage(`{"accepted": true}`),
+	}); err != nil {
+		return err
+	}
+	if s.stray.Status != cases.Buffered {
+		return fmt.Errorf("message %s is %s, not buffered", s.stray.MessageID, s.stray.Status)
+	}
+	s.line(s.at(), "%s delivers %s, filed under document DOC-4721: a typo for DOC-4712. No case holds "+
+		"that key, so it is buffered (message %d), held for a wait that may yet come, not dropped.",
+		demoInbox, s.stray.MessageID, s.stray.ID)
 	return nil
 }
 
@@ -728,6 +747,13 @@ func (s *story) passDeadline(ctx context.Context) error {
 	if expired, breached, err = s.sweep(ctx); err != nil {
 		return err
 	}
+	dead, err := s.w.Sweep(ctx, cases.SweepDeadLetters)
+	if err != nil {
+		return err
+	}
+	if dead != 1 {
+		return fmt.Errorf("the dead-letter sweep moved %d messages, not %s", dead, s.stray.MessageID)
+	}
 	if err := s.settle(ctx); err != nil {
 		return err
 	}
@@ -748,8 +774,11 @@ func (s *story) passDeadline(ctx context.Context) error {
 	}
 	s.line(s.at(), "run again: they expire %d wait and breach %d obligation, of case %d. The worker ran "+
 		"job %d %s, the wait's timeout, which reminded the supplier, and "+
-		"job %d %s, the obligation's escalation, which alerted the switch desk.",
-		expired, breached, sw.caseID, sw.wait.ContinuationJobID, kindChase.Name(), sw.obligation.EscalationJobID, kindEscalate.Name())
+		"job %d %s, the obligation's escalation, which alerted the switch desk. "+
+		"The dead-letter sweep gives up on %s, which no wait claimed within %d days: a dead letter "+
+		"says a correlation key is wrong somewhere.",
+		expired, breached, sw.caseID, sw.wait.ContinuationJobID, kindChase.Name(), sw.obligation.EscalationJobID, kindEscalate.Name(),
+		s.stray.MessageID, demoHorizon/(24*time.Hour))
 	fmt.Fprintln(s.c.stdout)
 	t := newTable(s.c.stdout, "    ", "case", "acknowledgement", "obligation", "then")
 	for _, sw := range s.switches {

@@ -73,6 +73,9 @@ func requireStory(t *testing.T, out string) {
 		`Fri 23 Oct 11:05 CEST  user:rita claims task \d+ for 30 minutes`,
 		`Fri 23 Oct 11:12 CEST  user:rita decides approve: "Stadtwerke Nord confirmed the switch date, 1 November"`,
 		`case \d+ now waits for the switch's confirmation \(wait \d+\), due Fri 30 Oct 17:00 CET`,
+		`Fri 23 Oct 10:20 CEST  svc:inbox delivers ACK-4721, filed under document DOC-4721: a typo for DOC-4712\. ` +
+			`No case holds that key, so it is buffered \(message \d+\)`,
+		`The dead-letter sweep gives up on ACK-4721, which no wait claimed within 3 days`,
 		`Sat 24 Oct 23:30 CEST  svc:switch creates schedule \d+, meter-readings, "0 \* \* \* \*" in Europe/Berlin`,
 		`"30 2 \* \* \*" at 2026-10-25T00:30:00Z \(fold 0\), then 2026-10-26T01:30:00Z`,
 		// The deadline passes on the demo's clock, not before.
@@ -141,7 +144,7 @@ func TestDemoOnAGivenDatabase(t *testing.T) {
 	require.Empty(t, r.stderr)
 	require.Regexp(t, `(?m)^  project   demo, where each principal of the demo holds only what it needs:$`, r.stdout)
 	require.Regexp(t, `(?m)^              user:ana\s+job\.reconcile case\.view schedule\.view\s+you: reads it all`, r.stdout)
-	require.Contains(t, r.stdout, "clock     the demo's own: it starts at Thu 22 Oct 09:00 CEST")
+	require.Contains(t, r.stdout, "clock     the demo's own: it starts at Thu 22 Oct 2026 09:00 CEST")
 	// Not a terminal: the progress comes as lines, the last one final.
 	require.Regexp(t, `placed 40/40  queued 0  claimed 0  succeeded 28  failed 4  dead 4  uncertain 4\n`, r.stdout)
 	require.NotContains(t, r.stdout, "\r")
@@ -188,6 +191,8 @@ func TestDemoOnAGivenDatabase(t *testing.T) {
 		case "task show":
 			require.Regexp(t, `may not answer\s+.*user:pat.* \(four eyes\)`, s.stdout)
 			require.Regexp(t, `decided\s+approve by user:rita`, s.stdout)
+		case "dead-letters demo":
+			require.Regexp(t, `supplier:stadtwerke-nord\s+ACK-4721\s+document:DOC-4721`, s.stdout)
 		case "schedules preview":
 			require.Regexp(t, `2026-10-25 02:00\s+0\s+2026-10-25T00:00:00Z`, s.stdout)
 			require.Regexp(t, `2026-10-25 02:00\s+1\s+2026-10-25T01:00:00Z`, s.stdout)
