@@ -79,12 +79,12 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 	return c.runDemo(ctx, *n)
 }
 
-// runDemo gets a database, runs the order service on it until every invoice
-// job has settled, and prints what became of them.
+// runDemo gets a database and runs the demo on it: the order service until
+// every invoice job has settled, then the rest of the story.
 func (c *cli) runDemo(ctx context.Context, n int) (err error) {
 	fmt.Fprintf(c.stdout, "docket demo: an order service (examples/orders) places %d orders, each written with its\n"+
-		"invoice job in one transaction, while a worker runs the invoices; then an order is fulfilled by a\n"+
-		"plan, a supplier switch waits for acknowledgements with business-day deadlines and a person\n"+
+		"invoice job in one transaction, while a worker runs the invoices; then an order's fulfilment runs\n"+
+		"as a plan, a supplier switch waits for acknowledgements with business-day deadlines and a person\n"+
 		"approves it, and a schedule runs across the change to winter time.\n\n", n)
 	scratch := c.url == ""
 	if scratch {
@@ -115,9 +115,10 @@ func (c *cli) runDemo(ctx context.Context, n int) (err error) {
 	if err != nil {
 		return err
 	}
-	c.clock = newDemoClock(demoAt(loc, 22, 9, 0))
+	clock := newDemoClock(demoAt(loc, 22, 9, 0))
+	c.clock = clock // for every client of the demo, the order service's included
 	return c.withPool(ctx, func(ctx context.Context, pool *pgxpool.Pool) error {
-		return c.runDemoOn(ctx, pool, n, scratch)
+		return c.runDemoOn(ctx, pool, n, scratch, clock)
 	})
 }
 
@@ -128,9 +129,9 @@ func (c *cli) demoStep(what, format string, args ...any) {
 
 // runDemoOn migrates pool's database, runs the order service there until
 // every invoice job has settled, tells the rest of the story on the same
-// worker, and prints what became of it all. scratch says the database is
-// dropped at the end.
-func (c *cli) runDemoOn(ctx context.Context, pool *pgxpool.Pool, n int, scratch bool) (err error) {
+// worker, and prints what became of it all, on clock. scratch says the
+// database is dropped at the end.
+func (c *cli) runDemoOn(ctx context.Context, pool *pgxpool.Pool, n int, scratch bool, clock *demoClock) (err error) {
 	if err := db.Migrate(ctx, pool); err != nil {
 		return err
 	}
@@ -154,10 +155,6 @@ func (c *cli) runDemoOn(ctx context.Context, pool *pgxpool.Pool, n int, scratch 
 	})
 	if err != nil {
 		return err
-	}
-	clock, ok := c.clock.(*demoClock)
-	if !ok {
-		return errors.New("the demo runs on its own clock")
 	}
 	st, err := newStory(c, pool, project, clock)
 	if err != nil {
