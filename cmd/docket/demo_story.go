@@ -499,6 +499,7 @@ func (s *story) fulfil(ctx context.Context) error {
 	if s.run.Status != plans.Compensated {
 		return fmt.Errorf("run %d is %s, not compensated: %s", run.ID, s.run.Status, s.run.Failure)
 	}
+	fmt.Fprintln(s.c.stdout)
 	t := newTable(s.c.stdout, "    ", "step", "kind", "state", "job", "compensation")
 	for _, st := range s.steps {
 		comp := "-"
