@@ -79,11 +79,13 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 	return c.runDemo(ctx, *n)
 }
 
-// runDemo gets a database, runs the order service on it until every invoice
-// job has settled, and prints what became of them.
+// runDemo gets a database and runs the demo on it: the order service until
+// every invoice job has settled, then the rest of the story.
 func (c *cli) runDemo(ctx context.Context, n int) (err error) {
-	fmt.Fprintf(c.stdout, "docket demo: an order service (examples/orders) places %d orders, each written\n"+
-		"with its invoice job in one transaction, while a worker runs the invoices.\n\n", n)
+	fmt.Fprintf(c.stdout, "docket demo: an order service (examples/orders) places %d orders, each written with its\n"+
+		"invoice job in one transaction, while a worker runs the invoices; then an order's fulfilment runs\n"+
+		"as a plan, a supplier switch waits for acknowledgements with business-day deadlines and a person\n"+
+		"approves it, and a schedule runs across the change to winter time.\n\n", n)
 	scratch := c.url == ""
 	if scratch {
 		// DOCKET_TEST_DATABASE_URL, else a cluster of local binaries; never
@@ -109,8 +111,14 @@ func (c *cli) runDemo(ctx context.Context, n int) (err error) {
 	} else {
 		c.demoStep("postgres", "the database at %s", maskedURL(c.url))
 	}
+	loc, err := time.LoadLocation(demoZone)
+	if err != nil {
+		return err
+	}
+	clock := newDemoClock(demoAt(loc, 22, 9, 0))
+	c.clock = clock // for every client of the demo, the order service's included
 	return c.withPool(ctx, func(ctx context.Context, pool *pgxpool.Pool) error {
-		return c.runDemoOn(ctx, pool, n, scratch)
+		return c.runDemoOn(ctx, pool, n, scratch, clock)
 	})
 }
 
@@ -120,9 +128,10 @@ func (c *cli) demoStep(what, format string, args ...any) {
 }
 
 // runDemoOn migrates pool's database, runs the order service there until
-// every invoice job has settled, and prints what became of them. scratch
-// says the database is dropped at the end.
-func (c *cli) runDemoOn(ctx context.Context, pool *pgxpool.Pool, n int, scratch bool) (err error) {
+// every invoice job has settled, tells the rest of the story on the same
+// worker, and prints what became of it all, on clock. scratch says the
+// database is dropped at the end.
+func (c *cli) runDemoOn(ctx context.Context, pool *pgxpool.Pool, n int, scratch bool, clock *demoClock) (err error) {
 	if err := db.Migrate(ctx, pool); err != nil {
 		return err
 	}
@@ -136,7 +145,6 @@ func (c *cli) runDemoOn(ctx context.Context, pool *pgxpool.Pool, n int, scratch 
 	if err != nil {
 		return err
 	}
-	c.demoStep("project", "%s: %s may create and claim jobs there, %s reconcile them", project, demoService, c.actor)
 
 	if err := orders.Setup(ctx, pool); err != nil {
 		return err
@@ -148,24 +156,34 @@ func (c *cli) runDemoOn(ctx context.Context, pool *pgxpool.Pool, n int, scratch 
 	if err != nil {
 		return err
 	}
+	st, err := newStory(c, pool, project, clock)
+	if err != nil {
+		return err
+	}
 	reg := worker.NewRegistry()
 	if err := svc.Register(reg); err != nil {
+		return err
+	}
+	if err := st.register(reg); err != nil {
 		return err
 	}
 	var lastErr atomic.Pointer[error] // the worker's last error, for a failure message
 	w, err := worker.NewClient(pool, worker.Config{
 		Actor: demoService, Registry: reg, Clock: c.clock, Deployment: "docket-demo",
 		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond, SweepEvery: 100 * time.Millisecond,
+		PollInterval: 50 * time.Millisecond, Sweeps: st.sweeps(),
 		Logger: slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		OnEvent: func(e worker.Event) {
 			if e.Type == worker.EventError {
 				lastErr.Store(&e.Err)
 			}
+			st.onEvent(e)
 		},
 	})
 	if err != nil {
 		return err
 	}
+	st.w = w
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
@@ -181,9 +199,14 @@ func (c *cli) runDemoOn(ctx context.Context, pool *pgxpool.Pool, n int, scratch 
 			err = errors.Join(err, stop())
 		}
 	}()
-	c.demoStep("worker", "runs %s as %s, on a simulated gateway that answers by customer", orders.InvoiceKind.Name(), demoService)
-	fmt.Fprintln(c.stdout)
+	c.demoStep("worker", "runs every job of the demo as %s; the invoices charge a simulated gateway\n"+
+		"            that answers by customer", demoService)
+	c.demoStep("clock", "the demo's own: it starts at %s, in the week the clocks go back in\n"+
+		"            Europe, and runs at the wall clock's pace; the demo moves it on to the next moment\n"+
+		"            of its story, between the worker's jobs, instead of waiting for deadlines",
+		clock.Now().In(st.loc).Format("Mon 02 Jan 2006 15:04 MST"))
 
+	fmt.Fprintf(c.stdout, "\n1. Invoices: %d orders, each written with its invoice job in one transaction\n\n", n)
 	start := time.Now()
 	placeCtx, stopPlacing := context.WithCancel(ctx)
 	placing := make(chan error, 1)
@@ -197,18 +220,31 @@ func (c *cli) runDemoOn(ctx context.Context, pool *pgxpool.Pool, n int, scratch 
 		placing <- placeOrders(placeCtx, svc, n)
 	}()
 
-	counts, err := c.watchDemo(ctx, pool, project, n, start, placing)
-	if err != nil {
-		if werr := lastErr.Load(); werr != nil {
+	withWorkerErr := func(err error) error {
+		if werr := lastErr.Load(); werr != nil && err != nil {
 			err = fmt.Errorf("%w (the worker's last error: %v)", err, *werr)
 		}
 		return err
 	}
+	counts, err := c.watchDemo(ctx, pool, project, n, start, placing)
+	if err != nil {
+		return withWorkerErr(err)
+	}
+	fmt.Fprintf(c.stdout, "\nAll %d invoice jobs settled in %.1fs.\n\n", n, time.Since(start).Seconds())
+	inv, err := c.invoiceOutcomes(ctx, pool, project, n, counts)
+	if err != nil {
+		return err
+	}
+	if err := st.tell(ctx); err != nil {
+		return withWorkerErr(err)
+	}
 	if err := stop(); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "\nAll %d invoice jobs settled in %.1fs.\n\n", n, time.Since(start).Seconds())
-	return c.closeDemo(ctx, pool, project, n, counts, scratch)
+	fmt.Fprintf(c.stdout, "\nThe demo took %.1fs of wall-clock time; its clock went from Thursday to %s.\n",
+		time.Since(start).Seconds(), st.at())
+	c.closeDemo(project, inv, st, scratch)
+	return nil
 }
 
 // placeOrders places n sample orders one by one, demoPace apart, as they
@@ -254,15 +290,38 @@ func (c *cli) demoProject(ctx context.Context, pool *pgxpool.Pool) (string, erro
 		}
 		name = fmt.Sprintf("%s-%d", demoProject, i)
 	}
-	for _, g := range []access.Grant{
+	grants := append([]access.Grant{
 		{Principal: demoService, Project: name, Capability: access.JobCreate},
 		{Principal: demoService, Project: name, Capability: access.JobClaim},
-		{Principal: c.actor, Project: name, Capability: access.JobReconcile},
-	} {
+	}, storyGrants(name, c.actor)...)
+	var who []access.Actor
+	caps := map[access.Actor][]string{}
+	for _, g := range grants {
 		if _, err := ac.Allow(ctx, g); err != nil {
 			return "", err
 		}
+		if caps[g.Principal] == nil {
+			who = append(who, g.Principal)
+		}
+		caps[g.Principal] = append(caps[g.Principal], string(g.Capability))
 	}
+	c.demoStep("project", "%s, where each principal of the demo holds only what it needs:", name)
+	roles := map[access.Actor]string{
+		demoService: "the order service, the worker",
+		demoSwitch:  "the supplier switch service",
+		demoInbox:   "the inbound gateway",
+		demoPat:     "asks for supplier switches",
+		demoRita:    "approves them",
+	}
+	t := newTable(c.stdout, "              ")
+	for _, p := range who {
+		role, ok := roles[p]
+		if !ok {
+			role = "you: reads it all, reconciles"
+		}
+		t.row(string(p), strings.Join(caps[p], " "), role)
+	}
+	t.flush()
 	return name, nil
 }
 
@@ -371,10 +430,26 @@ func (s stateCounts) progress() string {
 	return b.String()
 }
 
-// closeDemo prints the closing table, how the n orders stand, and the SQL an
-// operator would run to see the same.
-func (c *cli) closeDemo(ctx context.Context, pool *pgxpool.Pool, project string, n int, counts stateCounts, scratch bool) error {
-	fmt.Fprintf(c.stdout, "  %-10s %5s %9s  %s\n", "outcome", "jobs", "attempts", "what it means")
+// invoiceIDs are the invoice jobs worth a look after the demo: the first of
+// all, the first dead and the first uncertain one (0: none).
+type invoiceIDs struct{ first, dead, uncertain int64 }
+
+// history is the job whose history is worth a look: the first dead, else
+// the first uncertain, else the first of all.
+func (v invoiceIDs) history() int64 {
+	switch {
+	case v.dead > 0:
+		return v.dead
+	case v.uncertain > 0:
+		return v.uncertain
+	}
+	return v.first
+}
+
+// invoiceOutcomes prints the invoices' closing table and how the n orders
+// stand beside their jobs, and returns the jobs worth a look.
+func (c *cli) invoiceOutcomes(ctx context.Context, pool *pgxpool.Pool, project string, n int, counts stateCounts) (invoiceIDs, error) {
+	t := newTable(c.stdout, "  ", "outcome", "jobs", "attempts", "what it means")
 	for _, st := range settledStates {
 		k := counts.jobs[st.state]
 		if k == 0 && st.state == jobs.Cancelled {
@@ -387,62 +462,24 @@ func (c *cli) closeDemo(ctx context.Context, pool *pgxpool.Pool, project string,
 		case st.state == jobs.Dead:
 			meaning += fmt.Sprintf(" (%d)", demoRetry.MaxAttempts)
 		}
-		fmt.Fprintf(c.stdout, "  %-10s %5d %9d  %s\n", st.state, k, counts.attempts[st.state], meaning)
+		t.row(string(st.state), fmt.Sprintf("%5d", k), fmt.Sprintf("%8d", counts.attempts[st.state]), meaning)
 	}
+	t.flush()
 
-	// How the orders stand beside their jobs, and the jobs worth a look:
-	// the first dead and the first uncertain one, else the first of all.
 	var invoiced, disagree int
-	var history, uncertain, dead int64
+	var v invoiceIDs
 	err := pool.QueryRow(ctx, `
 		SELECT count(*) FILTER (WHERE o.status = 'invoiced'), count(*) FILTER (WHERE (o.status = 'invoiced') <> (j.state = 'succeeded')),
 		       min(j.id), coalesce(min(j.id) FILTER (WHERE j.state = 'uncertain'), 0), coalesce(min(j.id) FILTER (WHERE j.state = 'dead'), 0)
-		FROM shop.orders o JOIN docket.jobs j ON j.id = o.invoice_job WHERE j.project = $1`, project).Scan(&invoiced, &disagree, &history, &uncertain, &dead)
+		FROM shop.orders o JOIN docket.jobs j ON j.id = o.invoice_job WHERE j.project = $1`, project).Scan(&invoiced, &disagree, &v.first, &v.uncertain, &v.dead)
 	if err != nil {
-		return err
+		return v, err
 	}
 	if disagree > 0 {
-		return fmt.Errorf("%d orders disagree with their invoice job about being invoiced", disagree)
+		return v, fmt.Errorf("%d orders disagree with their invoice job about being invoiced", disagree)
 	}
 	fmt.Fprintf(c.stdout, "\n%d of %d orders are invoiced in shop.orders: exactly those whose invoice job succeeded.\n", invoiced, n)
-
-	switch {
-	case dead > 0:
-		history = dead
-	case uncertain > 0:
-		history = uncertain
-	}
-
-	q := quoteLiteral(project)
-	fmt.Fprintf(c.stdout, `
-What an operator runs in psql to see the same:
-
-  -- the table above: jobs and attempts by state
-  SELECT state, count(*), sum(attempts) AS attempts FROM docket.jobs
-  WHERE project = %[1]s GROUP BY state ORDER BY state;
-  -- what waits for a person, and why
-  SELECT id, kind, attempts, diagnostic FROM docket.jobs_uncertain WHERE project = %[1]s;
-  SELECT id, kind, attempts, diagnostic FROM docket.jobs_dead WHERE project = %[1]s;
-  -- one job's hash-chained history
-  SELECT seq, from_state, to_state, actor, attempt, detail FROM docket.job_events
-  WHERE job_id = %[2]d ORDER BY seq;
-  -- orders beside their invoice jobs
-  SELECT o.id, o.customer, o.status, j.state, j.attempts FROM shop.orders o
-  JOIN docket.jobs j ON j.id = o.invoice_job WHERE j.project = %[1]s ORDER BY o.id;
-
-Or with the docket command:
-
-  docket job list --state uncertain %[3]s
-  docket job show %[2]d
-`, q, history, project)
-	if uncertain > 0 {
-		fmt.Fprintf(c.stdout, "  docket job reconcile --note \"the gateway has the charge\" %d succeeded\n", uncertain)
-	}
-	if scratch {
-		fmt.Fprintln(c.stdout, "\nThe scratch database is dropped now. To keep what the demo wrote and run the above,\n"+
-			"give it a database: DOCKET_DATABASE_URL=URL make demo, or docket --database-url URL demo.")
-	}
-	return nil
+	return v, nil
 }
 
 // quoteLiteral quotes s as an SQL string literal.
