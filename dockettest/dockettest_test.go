@@ -265,4 +265,3 @@ func (f *fakeT) fail(msg string) {
 	f.mu.Unlock()
 	runtime.Goexit()
 }
-
