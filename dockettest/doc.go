@@ -23,9 +23,9 @@
 // The assertions read through docket's API with the *jobs.Client they are
 // given, in its project and as its actor: grants decide what they see, as
 // they decide what the application sees, so they work on the pool of an
-// application login (a docket_app member, see docs/security.md) and the
-// actor must hold a job capability on the project (job.view, job.create,
-// job.claim …). A job the actor may not see is not there.
+// application login (a docket_app member, see docs/security.md), and the
+// actor must hold a grant that lets it read the project's jobs (see
+// docs/security.md). A job the actor may not see is not there.
 //
 // # Running one job
 //
