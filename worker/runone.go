@@ -55,7 +55,8 @@ var ErrHandlerPanic = errors.New("worker: the handler panicked")
 // It refuses, changing nothing: a client without handlers, a job of a kind
 // the registry has no handler for, or one for an executor outside docket
 // (External), with [db.ErrInvalidArgument]; a job the actor may not see
-// with [db.ErrNotFound]; a finished job with [db.ErrTerminal]; a job that
+// with [db.ErrNotFound]; a job whose payload schema the registry does not
+// decode with [db.ErrRefusedRevision]; a finished job with [db.ErrTerminal]; a job that
 // is not claimable now (not yet due, held by a live lease, uncertain) with
 // [db.ErrInvalidArgument], saying why; a due job it still could not claim
 // (the actor lacks job.claim on its project, or another claimant holds
@@ -102,11 +103,14 @@ func (w *Client) RunJob(ctx context.Context, id int64) (JobRun, error) {
 		case isRefusal(err):
 			refusal = err
 		default:
+			// Abandoned once the lease expired (hold logged it): the
+			// lease sweep settles the job, as after a crash.
 			o.event.Type, o.event.Err = EventError, err
 			once.emit(o.event)
-			return JobRun{}, fmt.Errorf("%s: job %d: recording its success: %w", op, id, err)
 		}
-		once.settled(o, refusal)
+		if err == nil || refusal != nil {
+			once.settled(o, refusal)
+		}
 	}
 
 	after, err := w.jobs.Get(context.WithoutCancel(ctx), id)

@@ -206,6 +206,10 @@ func TestRunJobRefusals(t *testing.T) {
 	future.AvailableAt = testkit.T0.Add(time.Minute)
 	futureID := enqueue(t, e, future)
 
+	v2, err := jobs.MustKind[Invoice]("billing.invoice", 2).Spec(Invoice{Order: 6})
+	require.NoError(t, err)
+	newer := enqueue(t, e, v2)
+
 	e.Allow(t, testkit.Grants(testkit.Vic, project, access.JobCreate)...)
 	noClaim := newWorker(t, e, mustRegistry(t), nil, func(c *worker.Config) { c.Actor = testkit.Vic })
 	due := enqueue(t, e, invoiceSpec(t, 5, ""))
@@ -223,6 +227,7 @@ func TestRunJobRefusals(t *testing.T) {
 		{"finished", w, done, db.ErrTerminal, "succeeded"},
 		{"no handler for the kind", w, unknownKind, db.ErrInvalidArgument, "billing.other"},
 		{"external", w, externalID, db.ErrInvalidArgument, "External"},
+		{"payload schema not decoded", w, newer, db.ErrRefusedRevision, "schema 2"},
 		{"held", w, held, db.ErrInvalidArgument, "held by a claim of svc:app"},
 		{"not due", w, futureID, db.ErrInvalidArgument, "not due until 2026-11-02T09:01:00Z"},
 		{"no job.claim", noClaim, due, db.ErrNotPermitted, "job.claim"},
