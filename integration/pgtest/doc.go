@@ -66,7 +66,9 @@
 // so applications with different migrations never share a template, and a
 // new version builds a new one. [Options.CleanStaleTemplates] drops the
 // suite's own templates of other fingerprints older than a day when it
-// builds a new one; it never looks at another prefix.
+// builds a new one; it never looks at another prefix. The package
+// functions' suite does so when DOCKET_TEST_CLEAN_TEMPLATES=1
+// ([CleanTemplatesEnv]).
 //
 // Nothing here needs a superuser: the admin role must be allowed to CREATE
 // DATABASE. It owns what it creates, so it may drop it WITH (FORCE) while

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -102,8 +104,21 @@ func MustNew(opts Options) *Suite {
 	return s
 }
 
+// CleanTemplatesEnv names the environment variable that asks the package
+// functions' suite to clean stale templates: set to 1 (or true), the suite
+// of [NewDB], [NewURL], [NewEmptyDB] and [Scratch] runs with
+// [Options.CleanStaleTemplates]. Any other value, or none, leaves them.
+const CleanTemplatesEnv = "DOCKET_TEST_CLEAN_TEMPLATES"
+
 // defaultSuite is the suite of the package functions.
-var defaultSuite = MustNew(Options{})
+var defaultSuite = MustNew(Options{CleanStaleTemplates: cleanTemplatesAsked(os.Getenv(CleanTemplatesEnv))})
+
+// cleanTemplatesAsked reports whether v, the value of [CleanTemplatesEnv],
+// asks for stale templates to be cleaned.
+func cleanTemplatesAsked(v string) bool {
+	ok, err := strconv.ParseBool(v)
+	return err == nil && ok
+}
 
 // Prefix returns the prefix of the suite's database names.
 func (s *Suite) Prefix() string { return s.prefix }

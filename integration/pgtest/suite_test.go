@@ -93,6 +93,13 @@ func TestNewRefusesMalformedOptions(t *testing.T) {
 	require.Len(t, v1.TemplateName(), len("docket_tmpl_")+16)
 }
 
+func TestCleanTemplatesEnvAsksOnlyWhenTrue(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]bool{"": false, "0": false, "no": false, "1": true, "true": true} {
+		require.Equal(t, want, cleanTemplatesAsked(v), "%s=%q", CleanTemplatesEnv, v)
+	}
+}
+
 func TestHashFSFollowsTheFiles(t *testing.T) {
 	t.Parallel()
 	fsys := fstest.MapFS{"001_orders.sql": {Data: []byte("CREATE TABLE orders ()")}, "002_lines.sql": {Data: []byte("CREATE TABLE lines ()")}}
