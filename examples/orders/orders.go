@@ -98,17 +98,34 @@ func NewService(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 	return &Service{pool: pool, client: client, retry: cfg.Retry, gateway: cfg.Gateway, clock: cfg.Clock}, nil
 }
 
-// PlaceOrder writes o and enqueues its invoice job in one transaction: both
-// are committed, or neither is. It refuses an order without a customer or
-// with an amount that is not positive ([db.ErrInvalidArgument]), and returns
-// what [worker.Client.EnqueueTx] refuses, such as [db.ErrNotPermitted] when
-// the service's actor lacks job.create.
+// PlaceOrder writes o and enqueues its invoice job in one transaction of
+// its own: both are committed, or neither is. See [Service.PlaceOrderTx]
+// for what it refuses.
 func (s *Service) PlaceOrder(ctx context.Context, o Order) (Placed, error) {
+	var p Placed
+	err := db.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		p, err = s.PlaceOrderTx(ctx, tx, o)
+		return err
+	})
+	if err != nil {
+		return Placed{}, err
+	}
+	return p, nil
+}
+
+// PlaceOrderTx writes o and enqueues its invoice job in tx, the caller's
+// transaction: committed, the order is placed and its invoice will run;
+// rolled back, neither ever was. It refuses an order without a customer or
+// with an amount that is not positive ([db.ErrInvalidArgument]), and
+// returns what [worker.Client.EnqueueTx] refuses, such as
+// [db.ErrNotPermitted] when the service's actor lacks job.create.
+func (s *Service) PlaceOrderTx(ctx context.Context, tx pgx.Tx, o Order) (Placed, error) {
 	if o.Customer == "" || o.Cents <= 0 {
 		return Placed{}, db.Refuse(db.ErrInvalidArgument, "orders.place", "an order needs a customer and a positive amount")
 	}
 	var p Placed
-	err := db.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err := func() error {
 		err := tx.QueryRow(ctx,
 			"INSERT INTO shop.orders (customer, cents, placed_at) VALUES ($1, $2, $3) RETURNING id",
 			o.Customer, o.Cents, s.clock.Now()).Scan(&p.ID)
@@ -128,7 +145,7 @@ func (s *Service) PlaceOrder(ctx context.Context, o Order) (Placed, error) {
 		p.Job = enq.Job.ID
 		_, err = tx.Exec(ctx, "UPDATE shop.orders SET invoice_job = $2 WHERE id = $1", p.ID, p.Job)
 		return err
-	})
+	}()
 	if err != nil {
 		return Placed{}, fmt.Errorf("orders: place order for %s: %w", o.Customer, err)
 	}

@@ -45,7 +45,36 @@
 // processes sharing a server (go test ./... runs packages in parallel)
 // build it once between them and reuse it in later runs. Each test database
 // is named docket_t_ followed by random hex digits and is dropped WITH
-// (FORCE) in the test's cleanup.
+// (FORCE) in the test's cleanup. Templates of older schemas stay on the
+// server unless a [Suite] is asked to clean them.
+//
+// # Suites: a prefix, the application's migrations, cleaning
+//
+// The package functions use the default options. A [Suite], made once with
+// [New], has its own:
+//
+//	var suite = pgtest.MustNew(pgtest.Options{
+//		Prefix:         "shop_",          // shop_tmpl_…, shop_t_…
+//		Migrate:        shopdb.Migrate,   // the application's tables, in the template
+//		MigrateVersion: shopdb.Version,   // or pgtest.HashFS(shopdb.Migrations)
+//	})
+//
+//	pool := suite.NewDB(t)
+//
+// Suites with different prefixes share a server without touching each
+// other's databases. MigrateVersion goes into the template's fingerprint,
+// so applications with different migrations never share a template, and a
+// new version builds a new one. [Options.CleanStaleTemplates] drops the
+// suite's own templates of other fingerprints older than a day when it
+// builds a new one; it never looks at another prefix. The package
+// functions' suite does so when DOCKET_TEST_CLEAN_TEMPLATES=1
+// ([CleanTemplatesEnv]).
+//
+// Nothing here needs a superuser: the admin role must be allowed to CREATE
+// DATABASE. It owns what it creates, so it may drop it WITH (FORCE) while
+// its own connections are open; connections of other roles (logins a test
+// made) need the admin role to be a member of pg_signal_backend, or the
+// test to close them first.
 //
 // # Use in your own tests
 //

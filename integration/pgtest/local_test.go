@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/internal/pgserver"
@@ -23,5 +24,5 @@ func TestNewDBOnLocalServer(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, srv.Close(context.Background())) })
 	t.Logf("pgtest: using %s", srv)
 
-	checkIsolation(t, 20, srv.newDB)
+	checkIsolation(t, 20, func(t testing.TB) *pgxpool.Pool { return defaultSuite.newDB(t, srv) })
 }

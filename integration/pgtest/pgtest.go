@@ -13,9 +13,6 @@ import (
 	"github.com/docket-dev/docket/internal/pgserver"
 )
 
-// testDBPrefix starts the name of every per-test database.
-const testDBPrefix = "docket_t_"
-
 // dropTimeout bounds dropping a test's database during cleanup.
 const dropTimeout = 30 * time.Second
 
@@ -24,9 +21,12 @@ const dropTimeout = 30 * time.Second
 // t ends, the pool is closed and the database dropped. If no server can be
 // found or any step fails, NewDB stops the test with t.Fatal and so never
 // returns nil.
+//
+// Its databases are named docket_t_…, cloned from docket_tmpl_…; use a
+// [Suite] for other names or the application's own migrations.
 func NewDB(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	return open(t, sharedFor(t).newURL(t, true))
+	return defaultSuite.NewDB(t)
 }
 
 // NewURL is like NewDB but returns the connection URL of the fresh, migrated
@@ -35,7 +35,7 @@ func NewDB(t testing.TB) *pgxpool.Pool {
 // still open. On failure it stops the test with t.Fatal.
 func NewURL(t testing.TB) string {
 	t.Helper()
-	return sharedFor(t).newURL(t, true)
+	return defaultSuite.NewURL(t)
 }
 
 // NewEmptyDB creates a fresh database without the docket schema, cloned from
@@ -44,8 +44,7 @@ func NewURL(t testing.TB) string {
 // database dropped. On failure it stops the test with t.Fatal.
 func NewEmptyDB(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
-	u := sharedFor(t).newURL(t, false)
-	return open(t, u), u
+	return defaultSuite.NewEmptyDB(t)
 }
 
 // Main runs the tests of m and then stops whatever this package started (a
@@ -78,48 +77,49 @@ func sharedFor(t testing.TB) *server {
 	return srv
 }
 
-// newURL creates a database for t, migrated (cloned from the docket
-// template) or empty (cloned from template0), registers dropping it when t
-// ends, and returns its URL. It stops t with t.Fatal on failure.
-func (s *server) newURL(t testing.TB, migrated bool) string {
+// newURL creates a database for t on srv, migrated (cloned from the
+// suite's template) or empty (cloned from template0), registers dropping it
+// when t ends, and returns its URL. It stops t with t.Fatal on failure.
+func (s *Suite) newURL(t testing.TB, srv *server, migrated bool) string {
 	t.Helper()
 	ctx := t.Context()
 	source := "template0"
 	if migrated {
 		var err error
-		if source, err = s.template(ctx); err != nil {
+		if source, err = srv.template(ctx, s); err != nil {
 			t.Fatal(err)
 		}
 	}
-	name, err := s.createDB(ctx, source)
+	name, err := s.createDB(ctx, srv, source)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
 		defer cancel()
-		if err := s.DropDatabase(ctx, name); err != nil {
+		if err := srv.DropDatabase(ctx, name); err != nil {
 			t.Errorf("pgtest: %v", err)
 		}
 	})
-	u, err := s.URL(name)
+	u, err := srv.URL(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return u
 }
 
-// newDB is NewDB on server s.
-func (s *server) newDB(t testing.TB) *pgxpool.Pool {
+// newDB is the suite's NewDB on server srv.
+func (s *Suite) newDB(t testing.TB, srv *server) *pgxpool.Pool {
 	t.Helper()
-	return open(t, s.newURL(t, true))
+	return open(t, s.newURL(t, srv, true))
 }
 
-// createDB creates a database with a new random name as a copy of template
-// and returns the name, or an error naming both databases.
-func (s *server) createDB(ctx context.Context, template string) (string, error) {
-	name := pgserver.RandomName(testDBPrefix)
-	if err := s.CreateDatabase(ctx, name, template); err != nil {
+// createDB creates a database on srv with a new random name of the suite's
+// as a copy of template and returns the name, or an error naming both
+// databases.
+func (s *Suite) createDB(ctx context.Context, srv *server, template string) (string, error) {
+	name := pgserver.RandomName(s.prefix + "t_")
+	if err := srv.CreateDatabase(ctx, name, template); err != nil {
 		return "", fmt.Errorf("pgtest: %w", err)
 	}
 	return name, nil

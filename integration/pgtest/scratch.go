@@ -18,17 +18,19 @@ var scratchDBs struct {
 // TestMain calls [Main]. It returns the error on which [NewDB] would fail a
 // test.
 func Scratch(ctx context.Context, migrated bool) (string, error) {
-	srv, _, err := sharedServer(ctx)
-	if err != nil {
-		return "", err
-	}
+	return defaultSuite.Scratch(ctx, migrated)
+}
+
+// scratch is Scratch of suite s on server srv.
+func (s *Suite) scratch(ctx context.Context, srv *server, migrated bool) (string, error) {
 	source := "template0"
 	if migrated {
-		if source, err = srv.template(ctx); err != nil {
+		var err error
+		if source, err = srv.template(ctx, s); err != nil {
 			return "", err
 		}
 	}
-	name, err := srv.createDB(ctx, source)
+	name, err := s.createDB(ctx, srv, source)
 	if err != nil {
 		return "", err
 	}

@@ -10,13 +10,19 @@ import (
 )
 
 // server is one PostgreSQL server that tests create databases on, with the
-// migrated template built on it.
+// templates built on it, by name.
 type server struct {
 	*pgserver.Server
 
-	tmplOnce sync.Once
-	tmpl     string
-	tmplErr  error
+	mu    sync.Mutex
+	tmpls map[string]*builtTemplate
+}
+
+// builtTemplate is one template's build on a server: done once, with the
+// same answer for every caller.
+type builtTemplate struct {
+	once sync.Once
+	err  error
 }
 
 // close drops the Scratch databases, then closes the admin connections and
