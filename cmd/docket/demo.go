@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -62,20 +61,19 @@ var settledStates = []struct {
 	{jobs.Cancelled, "withdrawn before it finished"},
 }
 
-// demo parses the demo's arguments: [--orders N].
-func (c *cli) demo(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	n := fs.Int("orders", demoOrders, "how many orders to place")
-	if err := fs.Parse(args); err != nil {
-		return usagef("demo: %v", err)
-	}
-	if fs.NArg() > 0 {
-		return usagef("demo takes no arguments but --orders N")
+// demo parses the demo's arguments: [--orders N]. getenv fills in the
+// database URL and actor the command line leaves out, once the global flags
+// among args are read.
+func (c *cli) demo(ctx context.Context, args []string, getenv env) error {
+	fs := c.flags("demo")
+	n := fs.Int("orders", demoOrders, "how many orders to place, 1..1000")
+	if _, err := c.parse(fs, args); err != nil {
+		return err
 	}
 	if *n < 1 || *n > demoMaxOrders {
-		return usagef("demo --orders must be 1..%d", demoMaxOrders)
+		return usageOf(fs, "--orders %d: want 1..%d", *n, demoMaxOrders)
 	}
+	c.resolve(getenv)
 	return c.runDemo(ctx, *n)
 }
 

@@ -416,7 +416,7 @@ func (s *story) when(t time.Time) string { return t.In(s.loc).Format("Mon 02 Jan
 // line prints one moment of the story: when, then what, wrapped, the lines
 // after the first indented under it.
 func (s *story) line(when, format string, args ...any) {
-	lines := wrap(fmt.Sprintf(format, args...), demoWidth-demoIndent)
+	lines := demoWrap(fmt.Sprintf(format, args...), demoWidth-demoIndent)
 	fmt.Fprintf(s.c.stdout, "  %-21s  %s\n", when, strings.Join(lines, "\n"+strings.Repeat(" ", demoIndent)))
 }
 
@@ -424,9 +424,9 @@ func (s *story) line(when, format string, args ...any) {
 // demoIndent of its timeline.
 const demoWidth, demoIndent = 100, 25
 
-// wrap breaks each paragraph of text, a line of its own, into lines of at
+// demoWrap breaks each paragraph of text, a line of its own, into lines of at
 // most width characters where it can.
-func wrap(text string, width int) []string {
+func demoWrap(text string, width int) []string {
 	var out []string
 	for _, para := range strings.Split(text, "\n") {
 		line, n := "", 0
@@ -448,7 +448,7 @@ func wrap(text string, width int) []string {
 
 // para prints a paragraph after a blank line, wrapped and indented.
 func (s *story) para(format string, args ...any) {
-	fmt.Fprintf(s.c.stdout, "\n  %s\n", strings.Join(wrap(fmt.Sprintf(format, args...), demoWidth-2), "\n  "))
+	fmt.Fprintf(s.c.stdout, "\n  %s\n", strings.Join(demoWrap(fmt.Sprintf(format, args...), demoWidth-2), "\n  "))
 }
 
 // section prints a section's title.

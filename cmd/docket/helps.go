@@ -83,14 +83,20 @@ var helps = []cmdHelp{
 		"Shows batch ID: its plan, source, cursor and census, and its items failed, quarantined or in flight, oldest " +
 			"key first; --after pages on from the last key of the previous page."},
 	{"serve", "--project P[,P...] [--addr HOST:PORT] [--auth-header H] [--dev-principal P]",
-		"a web worklist of those projects for reviewers an auth proxy signs in",
-		"Serves a web worklist of the projects at --addr for reviewers an auth proxy signs in: header H with value " +
-			"U acts as user:U, always; without it, 401. Reach it only through the proxy; its login must be bound to " +
-			"those principals (actor bind ROLE 'user:*'). --dev-principal P signs everybody in as P: for development " +
-			"only, never behind a real proxy."},
-	{"demo", "[--orders N]", "run a small order service on docket and show what became of its jobs",
-		"Runs a small order service on docket and shows what became of its jobs. Without a database URL it makes a " +
-			"scratch database, found as tests do."},
+		"a web worklist and console of those projects for people an auth proxy signs in",
+		"Serves, at --addr, a worklist of the projects' tasks and, under /console/, a console of their jobs " +
+			"(by state and queue, each with its verified history; uncertain jobs to reconcile or cancel), cases, " +
+			"waits, dead letters, schedules, plans' runs and batches, for people an auth proxy signs in: header H " +
+			"with value U acts as user:U, always; without it, 401. Everything is read and done as that principal, " +
+			"by its grants. Reach it only through the proxy; its login must be bound to those principals (actor " +
+			"bind ROLE 'user:*'). A login that is only a docket_reader member serves read-only. --dev-principal P " +
+			"signs everybody in as P: for development only, never behind a real proxy."},
+	{"demo", "[--orders N]", "run a small service on docket and show each part of it working",
+		"Runs a small order service on docket and shows what became of its invoice jobs; then an order's " +
+			"fulfilment as a plan whose failed charge is compensated, a supplier switch case waiting for an " +
+			"acknowledgement due in business days, a four-eyes approval task, and a schedule's runs across a " +
+			"change of daylight saving time, all on the demo's own clock; it ends with the docket and psql lines " +
+			"that read each part. Without a database URL it makes a scratch database, found as tests do."},
 	{"help", "[COMMAND [SUBCOMMAND]]", "this list, or a command's usage",
 		"Prints the usage of docket, or of a command."},
 }

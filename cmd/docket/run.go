@@ -111,13 +111,8 @@ func (c *cli) dispatch(ctx context.Context, cmd string, rest []string, getenv en
 	case "job":
 		return c.job(rest)
 	case "demo":
-		rest, err := c.foreign(cmd, rest)
-		if err != nil {
-			return nil, err
-		}
-		c.resolve(getenv)
 		c.needsSchema = false // it migrates
-		return nil, c.demo(ctx, rest)
+		return nil, c.demo(ctx, rest, getenv)
 	case "lanes":
 		return c.lanes(rest)
 	case "cases":
@@ -146,41 +141,6 @@ func (c *cli) dispatch(ctx context.Context, cmd string, rest []string, getenv en
 		}
 	}
 	return nil, usagef("unknown command %q%s", cmd, didYouMean(cmd, known, nil))
-}
-
-// foreign reads the global flags and -h or --help anywhere in the command
-// line of a command that parses its own flags with package flag, and
-// returns the rest for it.
-func (c *cli) foreign(cmd string, args []string) ([]string, error) {
-	fs := c.flags(cmd)
-	var rest []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			rest = append(rest, args[i:]...)
-			break
-		}
-		name, value, hasValue := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
-		switch {
-		case !strings.HasPrefix(a, "-"):
-			rest = append(rest, a)
-		case name == "h" || name == "help":
-			c.printHelp(fs)
-			return nil, errHelp
-		case name == flagURL || name == flagAs:
-			if !hasValue {
-				if i+1 == len(args) {
-					return nil, usageOf(fs, "--%s needs a value", name)
-				}
-				i++
-				value = args[i]
-			}
-			_ = fs.Set(name, value)
-		default:
-			rest = append(rest, a)
-		}
-	}
-	return rest, nil
 }
 
 // resolve fills in the database URL and the actor from the environment
