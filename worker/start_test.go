@@ -147,3 +147,35 @@ func TestCancellingStartsContextStopsTheWorker(t *testing.T) {
 		require.Equal(t, 1+(1-i%2), j.Attempts, "job %d", id)
 	}
 }
+
+// A handler that ignores its cancelled context past the release timeout
+// keeps its lease: the stop by Start's context ends without it, and the
+// Stop after it says what is still running.
+func TestStartContextStopNamesAHandlerPastTheReleaseTimeout(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	stubborn := make(chan struct{})
+	defer close(stubborn)
+	reg := worker.NewRegistry()
+	require.NoError(t, worker.Handle(reg, invoiceKind, func(context.Context, *jobs.Typed[Invoice]) error {
+		<-stubborn // ignores its context
+		return nil
+	}))
+	rec := newRecorder()
+	ids := enqueueInvoices(t, e, 1)
+	w := newWorker(t, e, reg, rec, func(c *worker.Config) { c.ReleaseTimeout = time.Millisecond })
+	life, cancel := context.WithCancel(ctx)
+	require.NoError(t, w.Start(life))
+	rec.waitN(t, 1, is(worker.EventStarted, ids[0]))
+
+	cancel()
+	select {
+	case <-w.Stopped():
+	case <-time.After(waitLimit):
+		t.Fatalf("the worker did not stop within %v of its Start context's end", waitLimit)
+	}
+	err := w.Stop(ctx)
+	require.ErrorContains(t, err, "handlers still running after the release timeout")
+	require.Equal(t, jobs.Claimed, jobState(t, e.Pool, ids[0]), "the stubborn handler's job keeps its lease")
+}

@@ -350,8 +350,9 @@ func (cfg Config) withDefaults() (Config, error) {
 // outcome: a handler that returns an error gives its lease back (the job is
 // queued again, due at once, its attempt counted), one that returns nil
 // succeeds. It waits up to [Config.ReleaseTimeout] for them, then
-// [Client.Stopped] is closed; [Client.Stop] is then a no-op that returns nil
-// at once. For a graceful stop that lets handlers finish, call
+// [Client.Stopped] is closed; [Client.Stop] is then a no-op that returns at
+// once: nil, or the error naming the handlers still running past the
+// release timeout. For a graceful stop that lets handlers finish, call
 // [Client.Stop] and pass Start a context that outlives it.
 func (w *Client) Start(ctx context.Context) error {
 	if !w.runs {
