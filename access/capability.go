@@ -18,7 +18,10 @@ const (
 	JobCancel Capability = "job.cancel" // cancel the project's jobs
 	// JobReconcile settles the project's uncertain jobs.
 	JobReconcile Capability = "job.reconcile"
-	LaneView     Capability = "lane.view" // list and read every lane of the project
+	// JobView reads the project's jobs and their history, and changes
+	// nothing: every other job capability reads them too.
+	JobView  Capability = "job.view"
+	LaneView Capability = "lane.view" // list and read every lane of the project
 	// CaseAdmit admits, correlates, writes, closes and reopens the project's
 	// cases and settles their obligations; it reads them too.
 	CaseAdmit Capability = "case.admit"

@@ -118,7 +118,7 @@ func (c *Client) Open(ctx context.Context, project, name string, p plans.Plan) (
 func (c *Client) Get(ctx context.Context, id int64) (Report, error) {
 	r, err := queries.BatchGet(ctx, c.pool, id, string(c.actor))
 	if err != nil {
-		return Report{}, db.Translate(err, "batch.get", "batch", id)
+		return Report{}, db.TranslateRead(err, "batch.get", "batch", id, string(c.actor))
 	}
 	return Report{ID: r.ID, Project: r.Project, Name: r.Name, Digest: r.Digest, Status: Status(r.Status),
 		LastKey: deref(r.LastKey), Cursor: deref(r.Cursor), SourceDone: r.SourceDone, Items: int(r.Items),

@@ -205,7 +205,7 @@ func (c *Client) MessageTx(ctx context.Context, tx pgx.Tx, id int64) (Message, e
 func (c *Client) message(ctx context.Context, q db.DBTX, id int64) (Message, error) {
 	row, err := queries.MessageGet(ctx, q, id, string(c.actor))
 	if err != nil {
-		return Message{}, db.Translate(err, "message.get", "message", id)
+		return Message{}, db.TranslateRead(err, "message.get", "message", id, string(c.actor))
 	}
 	return fromMessageRow(row), nil
 }

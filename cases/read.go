@@ -32,7 +32,7 @@ func (c *Client) GetTx(ctx context.Context, tx pgx.Tx, id int64) (Case, error) {
 func (c *Client) get(ctx context.Context, q db.DBTX, id int64) (Case, error) {
 	row, err := queries.CaseGet(ctx, q, id, string(c.actor))
 	if err != nil {
-		return Case{}, db.Translate(err, "case.get", "case", id)
+		return Case{}, db.TranslateRead(err, "case.get", "case", id, string(c.actor))
 	}
 	return fromCaseRow(row), nil
 }
@@ -140,7 +140,7 @@ func (c *Client) ObligationTx(ctx context.Context, tx pgx.Tx, id int64) (Obligat
 func (c *Client) obligation(ctx context.Context, q db.DBTX, id int64) (Obligation, error) {
 	row, err := queries.ObligationGet(ctx, q, id, string(c.actor))
 	if err != nil {
-		return Obligation{}, db.Translate(err, "obligation.get", "obligation", id)
+		return Obligation{}, db.TranslateRead(err, "obligation.get", "obligation", id, string(c.actor))
 	}
 	return fromObligationRow(row), nil
 }
@@ -171,7 +171,7 @@ func (c *Client) history(ctx context.Context, q db.DBTX, id int64) ([]Event, err
 		return nil, db.Translate(err, "case.history", "case", id)
 	}
 	if len(rows) == 0 {
-		return nil, db.Refuse(db.ErrNotFound, "case.history", "no such case, or the actor may not read it", "case", id)
+		return nil, db.NotVisible("case.history", "case", id, string(c.actor))
 	}
 	out := make([]Event, len(rows))
 	for i, r := range rows {

@@ -228,7 +228,7 @@ func (c *Client) WaitTx(ctx context.Context, tx pgx.Tx, id int64) (Wait, error) 
 func (c *Client) wait(ctx context.Context, q db.DBTX, id int64) (Wait, error) {
 	row, err := queries.WaitGet(ctx, q, id, string(c.actor))
 	if err != nil {
-		return Wait{}, db.Translate(err, "wait.get", "wait", id)
+		return Wait{}, db.TranslateRead(err, "wait.get", "wait", id, string(c.actor))
 	}
 	return fromWaitRow(row), nil
 }

@@ -148,11 +148,24 @@ type Error struct {
 	Message  string // the database's message
 	// Constraint names the violated constraint, for class 23 errors.
 	Constraint string
-	Err        error // the error as pgx returned it
+	// Actor, on the [ErrNotFound] of a read by id (see [NotVisible]), is who
+	// asked: the thing is not there, or not visible to Actor.
+	Actor string
+	Err   error // the error as pgx returned it
 }
 
 func (e *Error) Error() string {
 	var b strings.Builder
+	if e.Actor != "" && e.Sentinel == ErrNotFound {
+		// The message says it all: "job 42 not found or not visible to user:ana".
+		b.WriteString(e.Op)
+		b.WriteString(": ")
+		b.WriteString(e.Message)
+		if e.Code != "" {
+			fmt.Fprintf(&b, " [%s]", e.Code)
+		}
+		return b.String()
+	}
 	b.WriteString(opWithIDs(e.Op, e.IDs))
 	b.WriteString(": ")
 	b.WriteString(e.Sentinel.Error())
@@ -214,6 +227,30 @@ func opWithIDs(op string, ids []any) string {
 		fmt.Fprintf(&b, " %v=%v", ids[i], ids[i+1])
 	}
 	return b.String()
+}
+
+// NotVisible builds the [ErrNotFound] of a read of noun id on behalf of actor
+// that found nothing, worded "job 42 not found or not visible to user:ana".
+// docket answers an unknown id and one the actor may not read alike, so a
+// reader learns nothing of what it may not see; the message names the actor,
+// whose grants are the first thing to check.
+func NotVisible(op, noun string, id any, actor string) error {
+	return &Error{Op: op, IDs: []any{noun, id}, Sentinel: ErrNotFound, Actor: actor,
+		Message: fmt.Sprintf("%s %v not found or not visible to %s", noun, id, actor)}
+}
+
+// TranslateRead is [Translate] for a read of noun id on behalf of actor: when
+// the read found nothing (no row, or P0002) the error is [NotVisible]'s,
+// still wrapping what pgx returned. Any other error is Translate's.
+func TranslateRead(err error, op, noun string, id any, actor string) error {
+	err = Translate(err, op, noun, id)
+	var e *Error
+	if !errors.As(err, &e) || e.Sentinel != ErrNotFound {
+		return err
+	}
+	nv := NotVisible(op, noun, id, actor).(*Error)
+	nv.Code, nv.Err = e.Code, e.Err
+	return nv
 }
 
 // Refuse builds an [*Error] for a refusal decided in Go before reaching the

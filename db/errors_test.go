@@ -141,3 +141,31 @@ func TestRefuse(t *testing.T) {
 	require.ErrorIs(t, err, db.ErrInvalidArgument)
 	require.Equal(t, "project.list: invalid argument: limit 0 is outside 1..1000", err.Error())
 }
+
+// A read by id that finds nothing says so in words naming the thing and the
+// actor, and is still db.ErrNotFound wrapping what pgx said; any other error
+// keeps Translate's form.
+func TestNotVisible(t *testing.T) {
+	t.Parallel()
+	err := db.NotVisible("case.history", "case", int64(7), "user:ana")
+	require.ErrorIs(t, err, db.ErrNotFound)
+	require.Equal(t, "case.history: case 7 not found or not visible to user:ana", err.Error())
+	var e *db.Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, "user:ana", e.Actor)
+	require.Equal(t, []any{"case", int64(7)}, e.IDs)
+
+	err = db.TranslateRead(pgx.ErrNoRows, "job.get", "job", int64(42), "svc:app")
+	require.ErrorIs(t, err, db.ErrNotFound)
+	require.ErrorIs(t, err, pgx.ErrNoRows)
+	require.Equal(t, "job.get: job 42 not found or not visible to svc:app", err.Error())
+
+	err = db.TranslateRead(&pgconn.PgError{Code: "P0002", Message: "no such task"}, "task.get", "task", int64(3), "user:bo")
+	require.ErrorIs(t, err, db.ErrNotFound)
+	require.Equal(t, "task.get: task 3 not found or not visible to user:bo [P0002]", err.Error())
+
+	err = db.TranslateRead(&pgconn.PgError{Code: "DK010", Message: "bad"}, "task.get", "task", int64(3), "user:bo")
+	require.ErrorIs(t, err, db.ErrInvalidArgument)
+	require.Equal(t, "task.get task=3: invalid argument: bad [DK010]", err.Error())
+	require.NoError(t, db.TranslateRead(nil, "task.get", "task", int64(3), "user:bo"))
+}

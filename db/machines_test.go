@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/integration/pgtest"
 )
@@ -147,4 +148,27 @@ func TestImmutableRefusalNamesTheColumns(t *testing.T) {
 		return err
 	})
 	require.NoError(t, err, "an UPDATE naming immutable columns without changing them passes")
+}
+
+// The capabilities docket.capabilities lists are those package access names,
+// no more and no fewer: a grant of any other is refused.
+func TestCapabilitiesAreTheKnownOnes(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	rows, err := pool.Query(t.Context(), `SELECT name FROM docket.capabilities ORDER BY name`)
+	require.NoError(t, err)
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	known := []access.Capability{
+		access.BatchRun, access.BudgetManage, access.CaseAdmit, access.CaseSweep, access.CaseView, access.GrantManage,
+		access.JobCancel, access.JobClaim, access.JobCreate, access.JobReconcile, access.JobView, access.LaneView,
+		access.MessageDeliver, access.PlanRun, access.QuorumCreate, access.RetentionManage, access.RetentionPrune,
+		access.ScheduleManage, access.ScheduleSweep, access.ScheduleView, access.TaskReview,
+	}
+	want := make([]string, len(known))
+	for i, c := range known {
+		want[i] = string(c)
+	}
+	require.Equal(t, want, names)
+	require.Len(t, names, 21)
 }

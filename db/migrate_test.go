@@ -292,3 +292,39 @@ func TestMigrateWaitingForLockHonoursCancellation(t *testing.T) {
 	require.ErrorIs(t, <-done, context.Canceled)
 	require.Equal(t, before, schemaSnapshot(t, pool))
 }
+
+// Migrating below 13 while job.view is granted keeps the capability and its
+// grant, as every down migration keeps a capability still granted, but the
+// grant reads jobs no more; migrating up again gives it its meaning back.
+func TestJobViewOutlivesItsMigrationWhileGranted(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := pgtest.NewDB(t)
+	const at = "2026-11-02T09:00:00Z"
+	_, err := pool.Exec(ctx, `SELECT docket.project_create('acme', 'user:ana', $1)`, at)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `SELECT docket.grant_add('user:vic', 'acme', 'job.view', 'user:ana', $1)`, at)
+	require.NoError(t, err)
+	visible := func() (known, reads bool) {
+		t.Helper()
+		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM docket.capabilities WHERE name = 'job.view'),
+			docket.job_visible('user:vic', 'acme')`).Scan(&known, &reads))
+		return known, reads
+	}
+	known, reads := visible()
+	require.True(t, known)
+	require.True(t, reads, "job.view reads the project's jobs")
+
+	require.NoError(t, db.MigrateDownTo(ctx, pool, 12))
+	known, reads = visible()
+	require.True(t, known, "a granted capability stays")
+	require.False(t, reads, "below 13, job.view reads nothing")
+
+	require.NoError(t, db.Migrate(ctx, pool))
+	known, reads = visible()
+	require.True(t, known)
+	require.True(t, reads)
+	var grants int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM docket.grants WHERE capability = 'job.view'`).Scan(&grants))
+	require.Equal(t, 1, grants)
+}

@@ -74,8 +74,9 @@ func (c *Client) Actor() access.Actor { return c.actor }
 func (c *Client) Clock() db.Clock { return c.clock }
 
 // Get returns job id, or [db.ErrNotFound] when there is none or the actor
-// holds no job capability (job.create, job.claim, job.cancel,
-// job.reconcile) on its project: a job the actor may not see is not there.
+// holds no job capability (job.view, job.create, job.claim, job.cancel,
+// job.reconcile) on its project: a job the actor may not see is not there,
+// and the error says "job 42 not found or not visible to user:ana".
 // A job a prune removed is not there either: its error is then also a
 // [*PrunedError] naming the prune (errors.As), when the actor may see the
 // jobs of the prune's project.
@@ -98,7 +99,7 @@ func (c *Client) get(ctx context.Context, q db.DBTX, id int64) (Job, error) {
 		}
 	}
 	if err != nil {
-		return Job{}, db.Translate(err, "job.get", "job", id)
+		return Job{}, db.TranslateRead(err, "job.get", "job", id, string(c.actor))
 	}
 	return fromRow(row), nil
 }

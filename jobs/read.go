@@ -24,7 +24,8 @@ type Filter struct {
 }
 
 // List returns the client project's jobs matching f, newest first. It is
-// silently empty for an actor that holds no job capability on the project.
+// silently empty for an actor that holds no job capability on the project
+// (job.view is the one that reads and changes nothing).
 // It refuses a limit outside 1..[db.MaxPage] or an unknown state with
 // [db.ErrInvalidArgument].
 func (c *Client) List(ctx context.Context, f Filter) ([]Job, error) {
@@ -109,7 +110,7 @@ func (c *Client) VerifyTx(ctx context.Context, tx pgx.Tx, id int64) (Verificatio
 func (c *Client) verify(ctx context.Context, q db.DBTX, id int64) (Verification, error) {
 	r, err := queries.JobVerify(ctx, q, id, string(c.actor))
 	if err != nil {
-		return Verification{}, db.Translate(err, "job.verify", "job", id)
+		return Verification{}, db.TranslateRead(err, "job.verify", "job", id, string(c.actor))
 	}
 	return Verification{OK: r.Ok, Events: int(r.Events), BadSeq: int(r.BadSeq), Problem: r.Problem}, nil
 }

@@ -2,6 +2,7 @@ package lanes
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
 
@@ -35,7 +36,7 @@ func (c *Client) GetTx(ctx context.Context, tx pgx.Tx, id int64) (Lane, error) {
 func (c *Client) get(ctx context.Context, q db.DBTX, id int64) (Lane, error) {
 	row, err := queries.LaneGet(ctx, q, id, string(c.actor))
 	if err != nil {
-		return Lane{}, db.Translate(err, "lane.get", "lane", id)
+		return Lane{}, db.TranslateRead(err, "lane.get", "lane", id, string(c.actor))
 	}
 	return fromRow(row), nil
 }
@@ -115,7 +116,7 @@ func (c *Client) history(ctx context.Context, q db.DBTX, id int64) ([]Event, err
 		return nil, db.Translate(err, "lane.history", "lane", id)
 	}
 	if len(rows) == 0 {
-		return nil, db.Refuse(db.ErrNotFound, "lane.history", "no such lane, or the actor may not read it", "lane", id)
+		return nil, db.NotVisible("lane.history", "lane", id, string(c.actor))
 	}
 	out := make([]Event, len(rows))
 	for i, r := range rows {
@@ -174,7 +175,9 @@ func (c *Client) jobs(ctx context.Context, q db.DBTX, id int64, p Page) ([]JobRe
 	if len(rows) == 0 {
 		// Nothing on this page: tell an empty lane from one the actor may
 		// not read.
-		if _, err := c.get(ctx, q, id); err != nil {
+		if _, err := c.get(ctx, q, id); errors.Is(err, db.ErrNotFound) {
+			return nil, db.NotVisible(op, "lane", id, string(c.actor))
+		} else if err != nil {
 			return nil, db.Translate(err, op, "lane", id)
 		}
 		return []JobRef{}, nil

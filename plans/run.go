@@ -254,7 +254,7 @@ func (c *Client) Get(ctx context.Context, id int64) (Run, error) {
 func (c *Client) get(ctx context.Context, q db.DBTX, id int64) (Run, error) {
 	r, err := queries.RunGet(ctx, q, id, string(c.actor))
 	if err != nil {
-		return Run{}, db.Translate(err, "plan.get", "run", id)
+		return Run{}, db.TranslateRead(err, "plan.get", "run", id, string(c.actor))
 	}
 	out := Run{
 		ID: r.ID, Project: r.Project, Digest: r.Digest, Version: int(r.Version), Input: r.Input, InputTrusted: r.InputTrusted,

@@ -39,7 +39,7 @@ func (c *Client) GetTx(ctx context.Context, tx pgx.Tx, id int64) (Schedule, erro
 func (c *Client) get(ctx context.Context, q db.DBTX, id int64) (Schedule, error) {
 	row, err := queries.ScheduleGet(ctx, q, id, string(c.actor))
 	if err != nil {
-		return Schedule{}, db.Translate(err, "schedule.get", "schedule", id)
+		return Schedule{}, db.TranslateRead(err, "schedule.get", "schedule", id, string(c.actor))
 	}
 	return fromRow(row), nil
 }

@@ -29,7 +29,7 @@ func (c *Client) GetTx(ctx context.Context, tx pgx.Tx, id int64) (Task, error) {
 func (c *Client) get(ctx context.Context, q db.DBTX, id int64) (Task, error) {
 	r, err := queries.TaskGet(ctx, q, id, string(c.actor))
 	if err != nil {
-		return Task{}, db.Translate(err, "task.get", "task", id)
+		return Task{}, db.TranslateRead(err, "task.get", "task", id, string(c.actor))
 	}
 	return fromRow(r), nil
 }
@@ -116,7 +116,7 @@ type Backlog struct {
 func (c *Client) Backlog(ctx context.Context, project string) (Backlog, error) {
 	r, err := queries.TaskBacklog(ctx, c.pool, project, string(c.actor))
 	if err != nil {
-		return Backlog{}, db.Translate(err, "task.backlog", "project", project)
+		return Backlog{}, db.TranslateRead(err, "task.backlog", "project", project, string(c.actor))
 	}
 	b := Backlog{Project: r.Project, Pending: int(r.Pending), Unclaimed: int(r.Unclaimed), Claimed: int(r.Claimed),
 		Escalated: int(r.Escalated), AwaitingExpiry: int(r.AwaitingExpiry)}

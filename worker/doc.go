@@ -51,6 +51,9 @@
 // [Client.Stop] stops claiming, waits for running handlers until its context
 // ends, then cancels them and gives their leases back (attempts kept), so no
 // job stays claimed by a worker that stopped.
+// The end of the context passed to [Client.Start] stops the worker hard, as
+// River's does: handlers cancelled at once, then the same release. Start
+// refuses a worker whose actor holds job.claim in no project.
 //
 // The worker writes only job delivery, lease and result facts, and the
 // sweeps' deadline transitions: it never imports the coordination layer

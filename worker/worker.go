@@ -125,10 +125,12 @@ type Client struct {
 	listening   chan struct{}  // closed once the worker listens for new jobs
 	listenOnce  sync.Once
 
-	quit     chan struct{} // closed when Stop begins: batches claim no more
-	stopping atomic.Bool   // Stop's deadline passed: handlers are being cancelled
-	started  atomic.Bool
-	stopOnce sync.Once
+	quit      chan struct{} // closed when the stop begins: batches claim no more
+	stopping  atomic.Bool   // the stop is hard: handlers are being cancelled
+	started   atomic.Bool
+	stopBegun atomic.Bool   // by Stop, or by the end of Start's context
+	stopped   chan struct{} // closed when the stop is over
+	stopErr   error         // what a stop by Start's context left wrong; set before stopped closes
 }
 
 // quitting reports whether Stop has begun.
@@ -173,11 +175,11 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: river: %w", op, err)
 		}
-		return &Client{cfg: cfg, pool: pool, jobs: jc, river: rc, log: log}, nil
+		return &Client{cfg: cfg, pool: pool, jobs: jc, river: rc, log: log, stopped: make(chan struct{})}, nil
 	}
 	w := &Client{cfg: cfg, pool: pool, jobs: jc, store: jobclaim.Of[jobs.Job, jobs.Decoder](jc), runs: true, log: log,
 		decoders: cfg.Registry.decoders(), leases: cfg.Registry.leases(), sweeps: map[string]Sweep{},
-		queueStates: map[string]*queueState{}, listening: make(chan struct{}), quit: make(chan struct{})}
+		queueStates: map[string]*queueState{}, listening: make(chan struct{}), quit: make(chan struct{}), stopped: make(chan struct{})}
 	for q, n := range cfg.Queues {
 		w.queues = append(w.queues, q)
 		w.queueStates[q] = &queueState{name: q, slots: make(chan struct{}, n), maxBatches: (n + cfg.Batch.Max - 1) / cfg.Batch.Max,
@@ -331,21 +333,44 @@ func (cfg Config) withDefaults() (Config, error) {
 	return cfg, nil
 }
 
-// Start records the payload versions the worker decodes in
-// docket.job_decoders, then starts listening for new jobs, running batches
-// and sweeping. ctx bounds only the start; use [Client.Stop] to stop. A
-// worker starts once.
+// Start checks that the worker's actor may claim somewhere, records the
+// payload versions the worker decodes in docket.job_decoders, then starts
+// listening for new jobs, running batches and sweeping. A worker starts
+// once; a Start that returned an error may be tried again.
+//
+// It refuses, starting nothing and writing nothing: a client without
+// handlers ([db.ErrInvalidArgument]); an actor that holds job.claim in no
+// project ([db.ErrNotPermitted], naming the actor: grant it job.claim where
+// its jobs are, then start it). A project granted or revoked after Start
+// counts from the worker's next claim.
+//
+// ctx bounds the start, and then the worker's life, as River's Start does:
+// when ctx is done the worker stops hard. It claims no more, cancels the
+// contexts of the handlers still running and, as each returns, records its
+// outcome: a handler that returns an error gives its lease back (the job is
+// queued again, due at once, its attempt counted), one that returns nil
+// succeeds. It waits up to [Config.ReleaseTimeout] for them, then
+// [Client.Stopped] is closed; [Client.Stop] is then a no-op that returns at
+// once: nil, or the error naming the handlers still running past the
+// release timeout. For a graceful stop that lets handlers finish, call
+// [Client.Stop] and pass Start a context that outlives it.
 func (w *Client) Start(ctx context.Context) error {
 	if !w.runs {
 		return db.Refuse(db.ErrInvalidArgument, "worker.start", "this client has no handler to run: register one with worker.Handle in Config.Registry")
+	}
+	projects, err := w.claimProjects(ctx)
+	if err != nil {
+		return err
 	}
 	if !w.started.CompareAndSwap(false, true) {
 		return errors.New("worker: already started")
 	}
 	if err := w.jobs.RegisterDecoders(ctx, w.cfg.Deployment, w.decoders); err != nil {
+		w.started.Store(false)
 		return fmt.Errorf("worker: register decoders: %w", err)
 	}
 	if err := w.river.Start(context.WithoutCancel(ctx)); err != nil {
+		w.started.Store(false)
 		return fmt.Errorf("worker: start river: %w", err)
 	}
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -365,38 +390,88 @@ func (w *Client) Start(ctx context.Context) error {
 		w.moreBatches(q) // a batch per queue from the start: whatever is due runs at once
 	}
 	w.log.InfoContext(ctx, "docket worker started", "actor", w.cfg.Actor, "queues", w.queues,
-		"kinds", w.cfg.Registry.Kinds(), "deployment", w.cfg.Deployment)
+		"kinds", w.cfg.Registry.Kinds(), "deployment", w.cfg.Deployment, "claims_in", projects)
+	go w.stopWhenDone(ctx)
 	return nil
+}
+
+// stopWhenDone stops the worker hard when ctx, Start's, is done before Stop
+// began.
+func (w *Client) stopWhenDone(ctx context.Context) {
+	select {
+	case <-w.quit:
+		return
+	case <-ctx.Done():
+	}
+	if !w.stopBegun.CompareAndSwap(false, true) {
+		return
+	}
+	lctx := context.WithoutCancel(ctx)
+	w.log.WarnContext(lctx, "docket worker: the context passed to Start is done; stopping, cancelling the running handlers and releasing their leases",
+		"cause", context.Cause(ctx))
+	if err := w.shutdown(lctx, true); err != nil {
+		w.stopErr = err
+		w.log.ErrorContext(lctx, "docket worker: stopping", "err", err)
+	}
+	close(w.stopped)
 }
 
 // Stop stops the worker: it stops claiming, and waits for running handlers
 // until ctx is done. Then it cancels the handlers still running and, as each
 // returns, gives its lease back (the job is queued again, its attempt
-// counted), waiting up to [Config.ReleaseTimeout] for that. After Stop returns nil no job is claimed by this worker. It returns
-// ctx's error when handlers had to be cancelled, and an error naming what
-// is left when some did not return in time.
+// counted), waiting up to [Config.ReleaseTimeout] for that. After Stop
+// returns nil no job is claimed by this worker. It returns ctx's error when
+// handlers had to be cancelled, and an error naming what is left when some
+// did not return in time.
+//
+// Stop of a worker that never started returns nil. Once a stop has begun,
+// by an earlier Stop or because Start's context is done, Stop waits for it
+// to end (or for ctx) and returns nil, or the error naming what a stop by
+// Start's context left running.
 func (w *Client) Stop(ctx context.Context) error {
 	if !w.started.Load() {
 		return nil
 	}
+	if w.stopBegun.CompareAndSwap(false, true) {
+		err := w.shutdown(ctx, false)
+		close(w.stopped)
+		return err
+	}
+	select {
+	case <-w.stopped:
+		return w.stopErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Stopped returns a channel closed once a started worker has stopped, by
+// [Client.Stop] or because the context passed to [Client.Start] is done.
+func (w *Client) Stopped() <-chan struct{} { return w.stopped }
+
+// shutdown stops the worker, once: gracefully until ctx is done, unless
+// hard, then cancelling the handlers still running.
+func (w *Client) shutdown(ctx context.Context, hard bool) error {
+	close(w.quit)
+	w.wakeCancel()
+	<-w.wakeDone
+	w.sweepsDone.Wait()
 	var err error
-	w.stopOnce.Do(func() {
-		close(w.quit)
-		w.wakeCancel()
-		<-w.wakeDone
-		w.sweepsDone.Wait()
+	if !hard {
 		err = w.river.Stop(ctx)
 		if err != nil {
-			w.stopping.Store(true)
 			w.log.WarnContext(ctx, "docket worker: stop deadline passed; cancelling handlers and releasing their leases")
-			hard, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.ReleaseTimeout)
-			defer cancel()
-			if herr := w.river.StopAndCancel(hard); herr != nil {
-				err = fmt.Errorf("worker: handlers still running after the release timeout: %w", herr)
-			}
 		}
-		w.log.InfoContext(ctx, "docket worker stopped")
-	})
+	}
+	if hard || err != nil {
+		w.stopping.Store(true)
+		release, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.ReleaseTimeout)
+		defer cancel()
+		if herr := w.river.StopAndCancel(release); herr != nil {
+			err = fmt.Errorf("worker: handlers still running after the release timeout: %w", herr)
+		}
+	}
+	w.log.InfoContext(ctx, "docket worker stopped")
 	return err
 }
 

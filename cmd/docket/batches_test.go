@@ -231,7 +231,8 @@ func TestBatchesShow(t *testing.T) {
 		require.NotContains(t, r.stderr, "nightly")
 	}
 	r = e.as(t, sam, "batches", "show", id)
-	require.Equal(t, fmt.Sprintf("docket batches show: batch.get batch=%s: not found\n", id), r.stderr)
+	require.Equal(t, fmt.Sprintf("docket batches show: batch.get: batch %s not found or not visible to %s
+", id, sam), r.stderr)
 }
 
 // TestBatchesShowAllWell: a batch whose every item succeeded needs no

@@ -228,6 +228,34 @@ func (q *Queries) JobClaimID(ctx context.Context, db DBTX, arg JobClaimIDParams)
 	return items, nil
 }
 
+const jobClaimProjects = `-- name: JobClaimProjects :many
+SELECT g.project FROM docket.grants g
+WHERE g.principal = $1::text AND g.capability = 'job.claim'
+ORDER BY g.project
+`
+
+// The projects where the actor holds job.claim: where a worker acting as it
+// may claim, renew and sweep jobs.
+func (q *Queries) JobClaimProjects(ctx context.Context, db DBTX, actor string) ([]string, error) {
+	rows, err := db.Query(ctx, jobClaimProjects, actor)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var project string
+		if err := rows.Scan(&project); err != nil {
+			return nil, err
+		}
+		items = append(items, project)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobClaimQueue = `-- name: JobClaimQueue :many
 SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_claim_queue($1::text, $2::integer,
     $3::text[], $4::integer[], $5::interval[],

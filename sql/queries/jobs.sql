@@ -112,3 +112,10 @@ SELECT EXISTS (
     ) d ON true
     WHERE g.principal = @actor::text AND g.capability = 'job.claim'
 )::boolean AS due;
+
+-- name: JobClaimProjects :many
+-- The projects where the actor holds job.claim: where a worker acting as it
+-- may claim, renew and sweep jobs.
+SELECT g.project FROM docket.grants g
+WHERE g.principal = @actor::text AND g.capability = 'job.claim'
+ORDER BY g.project;
