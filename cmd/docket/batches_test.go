@@ -231,8 +231,7 @@ func TestBatchesShow(t *testing.T) {
 		require.NotContains(t, r.stderr, "nightly")
 	}
 	r = e.as(t, sam, "batches", "show", id)
-	require.Equal(t, fmt.Sprintf("docket batches show: batch.get: batch %s not found or not visible to %s
-", id, sam), r.stderr)
+	require.Equal(t, fmt.Sprintf("docket batches show: batch.get: batch %s not found or not visible to %s\n", id, sam), r.stderr)
 }
 
 // TestBatchesShowAllWell: a batch whose every item succeeded needs no

@@ -249,8 +249,7 @@ func TestPlansShowADiamond(t *testing.T) {
 		require.NotContains(t, r.stderr, "t.a")
 	}
 	r = h.as(t, sam, "plans", "show", id)
-	require.Equal(t, fmt.Sprintf("docket plans show: plan.get: run %s not found or not visible to %s
-", id, sam), r.stderr)
+	require.Equal(t, fmt.Sprintf("docket plans show: plan.get: run %s not found or not visible to %s\n", id, sam), r.stderr)
 }
 
 // TestPlansShowAnUnwind: e fails for good after a, read, b and c
