@@ -47,8 +47,17 @@ func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, spec Spec) (Enqueued,
 	return c.enqueue(ctx, tx, spec)
 }
 
-// enqueue is [Client.EnqueueTx] on q: the client's pool or the caller's transaction.
+// enqueue is [Client.EnqueueTx] on q: the client's pool or the caller's
+// transaction.
 func (c *Client) enqueue(ctx context.Context, q db.DBTX, spec Spec) (Enqueued, error) {
+	if c.tel != nil {
+		return c.enqueueObserved(ctx, q, spec)
+	}
+	return c.enqueueOne(ctx, q, spec)
+}
+
+// enqueueOne is [Client.EnqueueTx] on q, unobserved.
+func (c *Client) enqueueOne(ctx context.Context, q db.DBTX, spec Spec) (Enqueued, error) {
 	if err := c.needProject("job.enqueue"); err != nil {
 		return Enqueued{}, err
 	}
@@ -100,6 +109,14 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec) ([]
 
 // enqueueMany is [Client.EnqueueManyTx] on q: the client's pool or the caller's transaction.
 func (c *Client) enqueueMany(ctx context.Context, q db.DBTX, specs []Spec) ([]Receipt, error) {
+	if c.tel != nil {
+		return c.enqueueManyObserved(ctx, q, specs)
+	}
+	return c.enqueueBatch(ctx, q, specs)
+}
+
+// enqueueBatch is [Client.EnqueueManyTx] on q, unobserved.
+func (c *Client) enqueueBatch(ctx context.Context, q db.DBTX, specs []Spec) ([]Receipt, error) {
 	if err := c.needProject("job.enqueue_many"); err != nil {
 		return nil, err
 	}
