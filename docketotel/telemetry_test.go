@@ -273,7 +273,9 @@ func TestMetricsAfterAKnownRun(t *testing.T) {
 	m := collected(rm)
 	job := []attribute.KeyValue{attribute.String("docket.project", project), attribute.String("docket.queue", "default"),
 		attribute.String("docket.job.kind", "shop.order")}
-	with := func(kv ...attribute.KeyValue) []attribute.KeyValue { return append(append([]attribute.KeyValue{}, job...), kv...) }
+	with := func(kv ...attribute.KeyValue) []attribute.KeyValue {
+		return append(append([]attribute.KeyValue{}, job...), kv...)
+	}
 
 	require.Equal(t, int64(9), m.sum(t, "docket.job.enqueued", job...))
 	require.Equal(t, int64(1), m.sum(t, "docket.job.enqueued", attribute.String("docket.queue", "sweepme")))
