@@ -435,3 +435,72 @@ func TestNoProviderWritesNoTrace(t *testing.T) {
 	require.Zero(t, ev.count(worker.EventFailed))
 	require.Zero(t, traceRows(t, e))
 }
+
+// A retryable failure is counted with its class and the state it sent the
+// job to, and its span is an error; a handler cancelled by a hard stop has
+// its lease released, counted, and its span is not an error.
+func TestRetriesAndReleasesAreCounted(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	recorder := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
+	running := make(chan struct{}, 2)
+	reg := worker.NewRegistry()
+	require.NoError(t, worker.Handle(reg, orderKind, func(ctx context.Context, j *jobs.Typed[order]) error {
+		running <- struct{}{}
+		if j.Args.Mode == "stuck" {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return errors.New("the gateway timed out")
+	}, worker.HandlerOptions{}))
+	ev := newEvents()
+	cfg := worker.Config{
+		Project: project, Actor: app, Registry: reg, Clock: e.Clock, Deployment: "test", Logger: testkit.Logger,
+		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
+		SweepEvery: time.Hour, PollInterval: 50 * time.Millisecond, OnEvent: ev.add,
+		TracerProvider: tp, MeterProvider: mp, ReleaseTimeout: waitLimit,
+	}
+	w, err := worker.NewClient(e.API, cfg)
+	require.NoError(t, err)
+	for i, m := range []string{"retry", "stuck"} {
+		_, err := w.Enqueue(ctx, spec(t, i, m))
+		require.NoError(t, err)
+	}
+	require.NoError(t, w.Start(ctx))
+	ev.wait(t, worker.EventFailed, 1)
+	for range 2 {
+		<-running
+	}
+	stop, cancel := context.WithCancel(ctx)
+	cancel() // no grace: the stuck handler is cancelled at once
+	require.ErrorIs(t, w.Stop(stop), context.Canceled)
+	ev.wait(t, worker.EventReleased, 1)
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(ctx, &rm))
+	m := collected(rm)
+	require.Equal(t, int64(2), m.sum(t, "docket.job.started"))
+	require.Equal(t, int64(1), m.sum(t, "docket.job.failed", attribute.String("docket.job.failure_class", "retryable"),
+		attribute.String("docket.job.state", "queued")))
+	require.Equal(t, int64(1), m.sum(t, "docket.job.released"))
+	require.Zero(t, m.sum(t, "docket.job.succeeded"))
+
+	outcomes := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range recorder.Ended() {
+		if s.SpanKind() != trace.SpanKindConsumer {
+			continue
+		}
+		set := attribute.NewSet(s.Attributes()...)
+		v, _ := set.Value("docket.job.outcome")
+		outcomes[v.AsString()] = s
+	}
+	require.Len(t, outcomes, 2)
+	require.Equal(t, "Error", outcomes["failed"].Status().Code.String())
+	require.Equal(t, "the gateway timed out", outcomes["failed"].Status().Description)
+	require.Equal(t, "Unset", outcomes["released"].Status().Code.String())
+	require.Len(t, outcomes["released"].Links(), 1, "enqueued by a traced client, linked")
+}
