@@ -2,10 +2,14 @@ package docketotel_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
@@ -110,4 +114,61 @@ func TestOnlyItsCreatorGivesAJobItsTraceContextWithTheJob(t *testing.T) {
 	hidden, err := as(testkit.Nobody).SpanContexts(ctx, ids)
 	require.NoError(t, err)
 	require.Empty(t, hidden, "an actor who may not read the jobs learns nothing of their traces")
+}
+
+// A traced enqueue stores its span's context with the job it creates, in
+// the statement that creates it, on the pool as in the caller's
+// transaction; a duplicate under an idempotency key keeps the context of
+// the enqueue that created it, and a rolled-back enqueue leaves none.
+func TestTracedEnqueueStoresItsContextOnceWithTheJob(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	recorder := tracetest.NewSpanRecorder()
+	c, err := jobs.NewClient(e.API, jobs.Config{Project: project, Actor: app, Clock: e.Clock,
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))})
+	require.NoError(t, err)
+	keyed := spec(t, 1, "")
+	keyed.IdempotencyKey = "order-1"
+	first, err := c.Enqueue(ctx, keyed)
+	require.NoError(t, err)
+	again, err := c.Enqueue(ctx, keyed)
+	require.NoError(t, err)
+	require.True(t, again.Duplicate)
+	require.Equal(t, first.Job.ID, again.Job.ID)
+	var inTx jobs.Enqueued
+	require.NoError(t, db.WithTx(ctx, e.API, func(tx pgx.Tx) error {
+		inTx, err = c.EnqueueTx(ctx, tx, spec(t, 2, ""))
+		return err
+	}))
+	rolledBack := errors.New("the order was refused")
+	require.ErrorIs(t, db.WithTx(ctx, e.API, func(tx pgx.Tx) error {
+		_, err := c.EnqueueTx(ctx, tx, spec(t, 3, ""))
+		require.NoError(t, err)
+		return rolledBack
+	}), rolledBack)
+	many, err := c.EnqueueMany(ctx, []jobs.Spec{spec(t, 4, ""), keyed})
+	require.NoError(t, err)
+	require.True(t, many[1].Duplicate)
+	require.Equal(t, 3, traceRows(t, e), "the first, the one in a transaction, the new one of the batch")
+
+	spans := map[int64]string{} // job → its enqueue span
+	for _, s := range recorder.Ended() {
+		set := attribute.NewSet(s.Attributes()...)
+		if id, ok := set.Value("docket.job.id"); ok {
+			if dup, _ := set.Value("docket.job.duplicate"); !dup.AsBool() {
+				spans[id.AsInt64()] = s.SpanContext().SpanID().String()
+			}
+		}
+		if n, ok := set.Value("messaging.batch.message_count"); ok {
+			require.Equal(t, int64(2), n.AsInt64())
+			spans[many[0].ID] = s.SpanContext().SpanID().String()
+		}
+	}
+	got, err := c.SpanContexts(ctx, []int64{first.Job.ID, inTx.Job.ID, many[0].ID})
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	for id, sc := range got {
+		require.Equal(t, spans[id], sc.SpanID().String(), "job %d carries the span that created it", id)
+	}
 }

@@ -20,19 +20,18 @@ func init() {
 
 // enqueueObserved is enqueueOne in an enqueue span, counted: when the span
 // is sampled, its context is stored with the job it creates (not with a
-// duplicate, which keeps the context of its own enqueue), in the same
-// transaction, so whoever runs the job can link to it.
+// duplicate, which keeps the context of its own enqueue) by the same
+// statement, so whoever runs the job can link to it.
 func (c *Client) enqueueObserved(ctx context.Context, q db.DBTX, spec Spec) (Enqueued, error) {
 	queue := spec.Resolved(c.clock.Now()).Queue
 	ctx, span := c.startEnqueue(ctx, spec.Kind, queue, 1)
-	var e Enqueued
-	err := c.withTrace(ctx, q, span, func(q db.DBTX) ([]int64, error) {
-		var err error
-		if e, err = c.enqueueOne(ctx, q, spec); err != nil || e.Duplicate {
-			return nil, err
+	var carrier *telemetry.Carrier
+	if span != nil {
+		if cr, ok := telemetry.Inject(span.SpanContext()); ok {
+			carrier = &cr
 		}
-		return []int64{e.Job.ID}, nil
-	})
+	}
+	e, err := c.enqueueOne(ctx, q, spec, carrier)
 	if err == nil {
 		c.tel.Enqueued(ctx, c.project, queue, spec.Kind, 1, e.Duplicate)
 		if span != nil {
@@ -42,6 +41,18 @@ func (c *Client) enqueueObserved(ctx context.Context, q db.DBTX, spec Spec) (Enq
 	}
 	endSpan(span, err)
 	return e, err
+}
+
+// tracedParams is p with the trace context c to store beside the job.
+func tracedParams(p dbsqlc.JobEnqueueOneParams, c telemetry.Carrier) dbsqlc.JobEnqueueOneTracedParams {
+	return dbsqlc.JobEnqueueOneTracedParams{
+		Project: p.Project, Actor: p.Actor, Now: p.Now, Kind: p.Kind, Queue: p.Queue, Priority: p.Priority,
+		Payload: p.Payload, PayloadSchema: p.PayloadSchema, Key: p.Key, AvailableAt: p.AvailableAt,
+		MaxAttempts: p.MaxAttempts, Repeatable: p.Repeatable, External: p.External, Lease: p.Lease,
+		BackoffBase: p.BackoffBase, BackoffCap: p.BackoffCap, BackoffJitter: p.BackoffJitter, Params: p.Params,
+		Inputs: p.Inputs, Output: p.Output, LaneID: p.LaneID, CaseID: p.CaseID, CompensationKind: p.CompensationKind,
+		Traceparent: c.Traceparent, Tracestate: c.Tracestate,
+	}
 }
 
 // enqueueManyObserved is enqueueBatch in one enqueue span, as
@@ -118,9 +129,9 @@ func (c *Client) startEnqueue(ctx context.Context, kind, queue string, n int) (c
 	return c.tel.Tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
 }
 
-// withTrace runs write, which enqueues and returns the ids of the jobs it
-// created, on q, and stores span's context with those jobs in the same
-// transaction. On the client's pool, that takes a transaction of its own;
+// withTrace runs write, which enqueues a batch and returns the ids of the
+// jobs it created, on q, and stores span's context with those jobs in the
+// same transaction, in one more statement. On the client's pool, that takes a transaction of its own;
 // without a sampled span there is nothing to store, and write runs on q as
 // it would untraced.
 func (c *Client) withTrace(ctx context.Context, q db.DBTX, span trace.Span, write func(q db.DBTX) ([]int64, error)) error {

@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -38,6 +39,133 @@ func (q *Queries) JobCensus(ctx context.Context, db DBTX, actor string, now time
 			&i.State,
 			&i.Jobs,
 			&i.Due,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobEnqueueOneTraced = `-- name: JobEnqueueOneTraced :many
+SELECT e.duplicate, e.id, e.project, e.kind, e.queue, e.priority, e.state, e.payload, e.payload_schema, e.params, e.inputs, e.requested_output, e.lane_id, e.case_id, e.idempotency_key, e.compensation_kind, e.external, e.repeatable, e.available_at, e.attempts, e.max_attempts, e.lease, e.backoff_base, e.backoff_cap, e.backoff_jitter, e.lease_generation, e.claim_token, e.claimed_by, e.claimed_at, e.lease_expires_at, e.result, e.diagnostic, e.created_by, e.created_at, e.updated_at, e.finished_at, e.outcome_token FROM docket.job_enqueue_one(
+    $1::text, $2::text, $3::timestamptz,
+    $4::text, $5::text, $6::smallint, $7::jsonb, $8::integer,
+    $9::text, $10::timestamptz, $11::integer, $12::boolean,
+    $13::boolean, $14::interval, $15::interval, $16::interval,
+    $17::float8, $18::jsonb, $19::text[], $20::text,
+    $21::bigint, $22::bigint, $23::text) e
+WHERE CASE WHEN e.duplicate THEN true
+           ELSE docket.job_trace_put(ARRAY[e.id], $24::text, $25::text, $2::text, $3::timestamptz) = 1 END
+`
+
+type JobEnqueueOneTracedParams struct {
+	Project          string
+	Actor            string
+	Now              time.Time
+	Kind             string
+	Queue            string
+	Priority         int16
+	Payload          json.RawMessage
+	PayloadSchema    int32
+	Key              string
+	AvailableAt      time.Time
+	MaxAttempts      int32
+	Repeatable       bool
+	External         bool
+	Lease            time.Duration
+	BackoffBase      time.Duration
+	BackoffCap       time.Duration
+	BackoffJitter    float64
+	Params           json.RawMessage
+	Inputs           []string
+	Output           string
+	LaneID           int64
+	CaseID           int64
+	CompensationKind string
+	Traceparent      string
+	Tracestate       string
+}
+
+// job_enqueue_one, and the trace context stored with the job when it is a
+// new one (a duplicate keeps its own), in one statement: CASE decides the
+// order, so the context is written only after the job is.
+func (q *Queries) JobEnqueueOneTraced(ctx context.Context, db DBTX, arg JobEnqueueOneTracedParams) ([]*DocketJobEnqueued, error) {
+	rows, err := db.Query(ctx, jobEnqueueOneTraced,
+		arg.Project,
+		arg.Actor,
+		arg.Now,
+		arg.Kind,
+		arg.Queue,
+		arg.Priority,
+		arg.Payload,
+		arg.PayloadSchema,
+		arg.Key,
+		arg.AvailableAt,
+		arg.MaxAttempts,
+		arg.Repeatable,
+		arg.External,
+		arg.Lease,
+		arg.BackoffBase,
+		arg.BackoffCap,
+		arg.BackoffJitter,
+		arg.Params,
+		arg.Inputs,
+		arg.Output,
+		arg.LaneID,
+		arg.CaseID,
+		arg.CompensationKind,
+		arg.Traceparent,
+		arg.Tracestate,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*DocketJobEnqueued{}
+	for rows.Next() {
+		var i DocketJobEnqueued
+		if err := rows.Scan(
+			&i.Duplicate,
+			&i.ID,
+			&i.Project,
+			&i.Kind,
+			&i.Queue,
+			&i.Priority,
+			&i.State,
+			&i.Payload,
+			&i.PayloadSchema,
+			&i.Params,
+			&i.Inputs,
+			&i.RequestedOutput,
+			&i.LaneID,
+			&i.CaseID,
+			&i.IdempotencyKey,
+			&i.CompensationKind,
+			&i.External,
+			&i.Repeatable,
+			&i.AvailableAt,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.Lease,
+			&i.BackoffBase,
+			&i.BackoffCap,
+			&i.BackoffJitter,
+			&i.LeaseGeneration,
+			&i.ClaimToken,
+			&i.ClaimedBy,
+			&i.ClaimedAt,
+			&i.LeaseExpiresAt,
+			&i.Result,
+			&i.Diagnostic,
+			&i.CreatedBy,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+			&i.OutcomeToken,
 		); err != nil {
 			return nil, err
 		}
