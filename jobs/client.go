@@ -9,11 +9,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/internal/dbsqlc"
 	"github.com/docket-dev/docket/internal/newclient"
+	"github.com/docket-dev/docket/internal/telemetry"
 )
 
 var queries = dbsqlc.New()
@@ -32,6 +35,14 @@ type Config struct {
 	// Clock gives the instants the client passes to the database. Defaults
 	// to [db.SystemClock].
 	Clock db.Clock
+	// TracerProvider, when not nil, traces every enqueue in a span whose
+	// context is stored with the jobs it creates, for the spans that run
+	// them to link to (see docs/telemetry.md). Nil: no span, and nothing
+	// more is written or allocated.
+	TracerProvider trace.TracerProvider
+	// MeterProvider, when not nil, receives the client's metrics (jobs
+	// enqueued; for a worker, see worker.Config). Nil: none.
+	MeterProvider metric.MeterProvider
 }
 
 // Client enqueues, claims and settles the jobs of one project as one actor.
@@ -45,12 +56,13 @@ type Client struct {
 	project string
 	actor   access.Actor
 	clock   db.Clock
+	tel     *telemetry.Set // nil: telemetry off
 }
 
 // NewClient returns a client on pool. It refuses, with
 // [db.ErrInvalidArgument], a nil pool, a malformed project name (empty is
-// allowed: see [Config]) or a malformed actor.
-// It does not check that the project exists or that the actor holds grants:
+// allowed: see [Config]), a malformed actor, or a MeterProvider that
+// refuses docket's instruments. It does not check that the project exists or that the actor holds grants:
 // the database decides that on each call.
 func NewClient(pool db.Pool, cfg Config) (*Client, error) {
 	clock, err := newclient.Check("jobs.new_client", pool, cfg.Actor.Validate, cfg.Clock)
@@ -61,7 +73,11 @@ func NewClient(pool db.Pool, cfg Config) (*Client, error) {
 		return nil, db.Refuse(db.ErrInvalidArgument, "jobs.new_client",
 			"invalid project name "+quote(cfg.Project)+": want 1-63 characters of [a-z0-9._-], starting with a letter or digit")
 	}
-	return &Client{pool: pool, project: cfg.Project, actor: cfg.Actor, clock: clock}, nil
+	tel, err := telemetry.New(cfg.TracerProvider, cfg.MeterProvider)
+	if err != nil {
+		return nil, db.Refuse(db.ErrInvalidArgument, "jobs.new_client", err.Error())
+	}
+	return &Client{pool: pool, project: cfg.Project, actor: cfg.Actor, clock: clock, tel: tel}, nil
 }
 
 // Project returns the client's project.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/internal/dbsqlc"
+	"github.com/docket-dev/docket/internal/telemetry"
 )
 
 // Enqueued is one job as enqueueing left it: created now, or found under its
@@ -47,8 +48,18 @@ func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, spec Spec) (Enqueued,
 	return c.enqueue(ctx, tx, spec)
 }
 
-// enqueue is [Client.EnqueueTx] on q: the client's pool or the caller's transaction.
+// enqueue is [Client.EnqueueTx] on q: the client's pool or the caller's
+// transaction.
 func (c *Client) enqueue(ctx context.Context, q db.DBTX, spec Spec) (Enqueued, error) {
+	if c.tel != nil {
+		return c.enqueueObserved(ctx, q, spec)
+	}
+	return c.enqueueOne(ctx, q, spec, nil)
+}
+
+// enqueueOne is [Client.EnqueueTx] on q, storing trace with the job when it
+// is not nil (see enqueueObserved).
+func (c *Client) enqueueOne(ctx context.Context, q db.DBTX, spec Spec, trace *telemetry.Carrier) (Enqueued, error) {
 	if err := c.needProject("job.enqueue"); err != nil {
 		return Enqueued{}, err
 	}
@@ -61,7 +72,7 @@ func (c *Client) enqueue(ctx context.Context, q db.DBTX, spec Spec) (Enqueued, e
 	if inputs == nil {
 		inputs = []string{}
 	}
-	rows, err := queries.JobEnqueueOne(ctx, q, dbsqlc.JobEnqueueOneParams{
+	one := dbsqlc.JobEnqueueOneParams{
 		Project: p.Project, Actor: p.Actor, Now: p.Now,
 		Kind: p.Kinds[0], Queue: p.Queues[0], Priority: p.Priorities[0], Payload: p.Payloads[0],
 		PayloadSchema: p.PayloadSchemas[0], Key: p.Keys[0], AvailableAt: p.AvailableAt[0],
@@ -69,7 +80,13 @@ func (c *Client) enqueue(ctx context.Context, q db.DBTX, spec Spec) (Enqueued, e
 		Lease: p.Leases[0], BackoffBase: p.BackoffBase[0], BackoffCap: p.BackoffCap[0],
 		BackoffJitter: p.BackoffJitter[0], Params: p.Params[0], Inputs: inputs, Output: p.Outputs[0],
 		LaneID: p.LaneIds[0], CaseID: p.CaseIds[0], CompensationKind: p.CompensationKinds[0],
-	})
+	}
+	var rows []*dbsqlc.DocketJobEnqueued
+	if trace == nil {
+		rows, err = queries.JobEnqueueOne(ctx, q, one)
+	} else {
+		rows, err = queries.JobEnqueueOneTraced(ctx, q, tracedParams(one, *trace))
+	}
 	if err != nil {
 		return Enqueued{}, db.Translate(err, "job.enqueue", "project", c.project, "kind", spec.Kind)
 	}
@@ -100,6 +117,14 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec) ([]
 
 // enqueueMany is [Client.EnqueueManyTx] on q: the client's pool or the caller's transaction.
 func (c *Client) enqueueMany(ctx context.Context, q db.DBTX, specs []Spec) ([]Receipt, error) {
+	if c.tel != nil {
+		return c.enqueueManyObserved(ctx, q, specs)
+	}
+	return c.enqueueBatch(ctx, q, specs)
+}
+
+// enqueueBatch is [Client.EnqueueManyTx] on q, unobserved.
+func (c *Client) enqueueBatch(ctx context.Context, q db.DBTX, specs []Spec) ([]Receipt, error) {
 	if err := c.needProject("job.enqueue_many"); err != nil {
 		return nil, err
 	}

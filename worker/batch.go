@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/jobs"
@@ -122,6 +123,7 @@ type outcome struct {
 	success *jobs.Completion // a success without writes, for the batch to record
 	event   Event            // the success's event, to emit once recorded
 	until   time.Time        // when the success's lease expires: it is held until recorded or then
+	attempt *attempt         // the success's telemetry, ended once recorded
 }
 
 // batch is one running batch's state.
@@ -131,8 +133,9 @@ type batch struct {
 	ctx      context.Context // River's job context: cancelled only by a hard stop
 	inflight int
 	done     chan outcome
-	pending  []outcome // successes not yet recorded
-	first    time.Time // when the oldest pending success arrived
+	pending  []outcome                   // successes not yet recorded
+	first    time.Time                   // when the oldest pending success arrived
+	links    map[int64]trace.SpanContext // of the jobs claimed and not yet started, when the worker traces
 }
 
 // runBatch is a batch's loop: record what finished and claim what fits, in
@@ -283,6 +286,9 @@ func (b *batch) commit(free int) ([]jobs.Job, error) {
 			if claimed, err = w.store.ClaimQueueTx(ctx, sp, b.q.name, free, w.decoders, w.leases); err != nil {
 				return err
 			}
+			if b.links, err = w.linksOf(ctx, sp, claimed); err != nil {
+				return err
+			}
 			if w.quitting() {
 				claimed = nil
 				if err := sp.Rollback(ctx); err != nil {
@@ -393,6 +399,7 @@ func (b *batch) settleAlone() {
 			w.settled(p, errs[i])
 		case w.gone(b.ctx, p.until) != "":
 			p.event.Type, p.event.Err = EventError, errors.Join(errAbandoned, errs[i])
+			p.attempt.end(p.event, "")
 			w.emit(p.event)
 			abandoned = append(abandoned, p.job.ID)
 		default:
@@ -415,14 +422,16 @@ func (w *Client) settled(p outcome, refusal error) {
 	} else {
 		e.Type, e.State = EventSucceeded, string(jobs.Succeeded)
 	}
+	p.attempt.end(e, "")
 	w.emit(e)
 }
 
 // start runs claimed job j's handler in a goroutine of its own.
 func (b *batch) start(j jobs.Job) {
 	b.inflight++
+	link := b.links[j.ID]
 	go func() {
-		o := b.w.run(b.ctx, j)
+		o := b.w.run(b.ctx, j, link)
 		<-b.q.slots
 		b.done <- o
 	}()

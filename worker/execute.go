@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/jobs"
@@ -15,8 +16,9 @@ import (
 
 // run runs the handler of claimed job j and records its outcome, except a
 // success without writes, which it returns for its batch to record with the
-// others.
-func (w *Client) run(ctx context.Context, j jobs.Job) outcome {
+// others. link is the context of the span that enqueued j, when known.
+func (w *Client) run(ctx context.Context, j jobs.Job, link trace.SpanContext) outcome {
+	ctx, att := w.startAttempt(ctx, j, link)
 	h := w.cfg.Registry.lookup(j.Kind)
 	if h == nil {
 		// Not reachable: the claim names only the registry's kinds.
@@ -39,6 +41,9 @@ func (w *Client) run(ctx context.Context, j jobs.Job) outcome {
 	began := time.Now()
 	res, err := callHandler(hctx, h, j)
 	took := time.Since(began)
+	if att != nil {
+		att.handlerReturned(w.cfg.Clock.Now())
+	}
 	beat.stop()
 	base := Event{JobID: j.ID, Kind: j.Kind, Attempt: j.Attempts, Revision: h.opts.Revision, Duration: took}
 
@@ -48,7 +53,7 @@ func (w *Client) run(ctx context.Context, j jobs.Job) outcome {
 		lost := beat.lostErr()
 		base.Type, base.Err = EventLeaseLost, lost
 		w.log.WarnContext(ctx, "docket worker: lease lost while the handler ran", "job", j.ID, "kind", j.Kind, "err", lost)
-		w.emit(base)
+		w.emitAttempt(ctx, base, "")
 		return outcome{job: j}
 	}
 	if err != nil && w.stopping.Load() && ctx.Err() != nil {
@@ -67,7 +72,7 @@ func (w *Client) run(ctx context.Context, j jobs.Job) outcome {
 		return outcome{job: j}
 	}
 	if res.WritesFunc == nil {
-		return outcome{job: j, success: &jobs.Completion{Lease: lease, Result: res.Value}, event: base, until: beat.leaseUntil()}
+		return outcome{job: j, success: &jobs.Completion{Lease: lease, Result: res.Value}, event: base, until: beat.leaseUntil(), attempt: att}
 	}
 	w.succeedWithWrites(ctx, j, res, base, beat.leaseUntil())
 	return outcome{job: j}
@@ -130,7 +135,7 @@ func (w *Client) succeedWithWrites(ctx context.Context, j jobs.Job, res Result, 
 	default:
 		e.Type, e.Err = EventError, err // abandoned: hold logged it
 	}
-	w.emit(e)
+	w.emitAttempt(ctx, e, "")
 }
 
 // recordedBy reports whether job j has succeeded under lease: an earlier
@@ -199,7 +204,7 @@ func (w *Client) fail(ctx context.Context, j jobs.Job, e Event, f jobs.Failure, 
 	default:
 		e.Type, e.Err = EventError, err // abandoned: hold logged it
 	}
-	w.emit(e)
+	w.emitAttempt(ctx, e, f.Class)
 }
 
 // release gives back the lease of a handler cancelled by Stop: the job is
@@ -224,7 +229,7 @@ func (w *Client) release(ctx context.Context, j jobs.Job, e Event, until time.Ti
 	default:
 		e.Type, e.Err = EventError, err // abandoned: hold logged it
 	}
-	w.emit(e)
+	w.emitAttempt(ctx, e, "")
 }
 
 func minTime(a, b time.Time) time.Time {

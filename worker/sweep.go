@@ -94,6 +94,7 @@ func (w *Client) Sweep(ctx context.Context, name string) (int, error) {
 		return 0, db.Refuse(db.ErrInvalidArgument, "worker.sweep", fmt.Sprintf("no sweep named %q", name))
 	}
 	var moved int
+	began, tel := w.sweepStarted()
 	err := db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
 		run := &SweepRun{Tx: tx, Now: w.cfg.Clock.Now(), Limit: w.cfg.SweepLimit, Actor: w.cfg.Actor, Clock: w.cfg.Clock,
 			Logger: w.log}
@@ -105,8 +106,10 @@ func (w *Client) Sweep(ctx context.Context, name string) (int, error) {
 		if !(w.quitting() && ctx.Err() != nil) { // a stop that cut the run short is no failure
 			w.emit(Event{Type: EventError, Sweep: name, Err: err})
 		}
+		w.sweepEnded(ctx, tel, name, began, 0)
 		return 0, fmt.Errorf("sweep %s: %w", name, err)
 	}
+	w.sweepEnded(ctx, tel, name, began, moved)
 	w.emit(Event{Type: EventSweep, Sweep: name, Count: moved})
 	return moved, nil
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
@@ -93,6 +95,16 @@ type Config struct {
 	// from many goroutines: keep it quick (count, send on a buffered
 	// channel). The hook for metrics.
 	OnEvent func(Event)
+	// TracerProvider, when not nil, traces each enqueue (see
+	// jobs.Config.TracerProvider) and each attempt the worker runs, in a
+	// span linked to the span that enqueued the job; a handler's context
+	// carries its attempt's span. Nil: no span, and nothing more is read,
+	// written or allocated. See docs/telemetry.md.
+	TracerProvider trace.TracerProvider
+	// MeterProvider, when not nil, receives the worker's metrics: attempts
+	// started and their outcomes, waits and run times, lease losses,
+	// sweeps. Nil: none. See docs/telemetry.md.
+	MeterProvider metric.MeterProvider
 }
 
 // Client enqueues jobs for workers and runs the handlers of a [Registry] for
@@ -162,7 +174,8 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	jc, err := jobs.NewClient(pool, jobs.Config{Project: cfg.Project, Actor: cfg.Actor, Clock: cfg.Clock})
+	jc, err := jobs.NewClient(pool, jobs.Config{Project: cfg.Project, Actor: cfg.Actor, Clock: cfg.Clock,
+		TracerProvider: cfg.TracerProvider, MeterProvider: cfg.MeterProvider})
 	if err != nil {
 		return nil, err
 	}

@@ -309,6 +309,13 @@ type DocketJobEvent struct {
 	Hash       []byte
 }
 
+// The trace context of the span that enqueued each traced job (W3C traceparent, tracestate), for the span that runs it to link to. Written once, in the job's own transaction, by docket.job_trace_put.
+type DocketJobTrace struct {
+	JobID       int64
+	Traceparent string
+	Tracestate  *string
+}
+
 // Jobs that ran out of attempts, latest first.
 type DocketJobsDead struct {
 	ID          int64
