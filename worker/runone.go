@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/jobs"
@@ -91,7 +92,15 @@ func (w *Client) RunJob(ctx context.Context, id int64) (JobRun, error) {
 		return JobRun{}, notClaimable(op, before, w.cfg.Clock)
 	}
 
-	o := once.run(ctx, j)
+	// The enqueuing span's context, when the client traces. The job is
+	// claimed by now, so a failure to read it costs the link, not the run.
+	var link trace.SpanContext
+	if once.telemetry().Tracing() {
+		if links, err := once.jobs.SpanContexts(ctx, []int64{id}); err == nil {
+			link = links[id]
+		}
+	}
+	o := once.run(ctx, j, link)
 	if o.success != nil {
 		var refusal error
 		err := once.hold(ctx, j, o.until, "success", func(tctx context.Context) error {
