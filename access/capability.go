@@ -18,6 +18,9 @@ const (
 	JobCancel Capability = "job.cancel" // cancel the project's jobs
 	// JobReconcile settles the project's uncertain jobs.
 	JobReconcile Capability = "job.reconcile"
+	// JobPin pins the project's queued jobs to the handler revisions they
+	// may run under (jobs.Client.Pin).
+	JobPin Capability = "job.pin"
 	// JobView reads the project's jobs and their history, and changes
 	// nothing: every other job capability reads them too.
 	JobView  Capability = "job.view"

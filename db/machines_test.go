@@ -161,7 +161,7 @@ func TestCapabilitiesAreTheKnownOnes(t *testing.T) {
 	require.NoError(t, err)
 	known := []access.Capability{
 		access.BatchRun, access.BudgetManage, access.CaseAdmit, access.CaseSweep, access.CaseView, access.GrantManage,
-		access.JobCancel, access.JobClaim, access.JobCreate, access.JobReconcile, access.JobView, access.LaneView,
+		access.JobCancel, access.JobClaim, access.JobCreate, access.JobPin, access.JobReconcile, access.JobView, access.LaneView,
 		access.MessageDeliver, access.PlanRun, access.QuorumCreate, access.RetentionManage, access.RetentionPrune,
 		access.ScheduleManage, access.ScheduleSweep, access.ScheduleView, access.TaskReview,
 	}
@@ -170,5 +170,5 @@ func TestCapabilitiesAreTheKnownOnes(t *testing.T) {
 		want[i] = string(c)
 	}
 	require.Equal(t, want, names)
-	require.Len(t, names, 21)
+	require.Len(t, names, 22)
 }

@@ -12,10 +12,17 @@ import (
 )
 
 // Decoder names a payload version a claimant can decode: a kind and one of
-// its payload schemas.
+// its payload schemas, and the handler revision it runs for the kind.
 type Decoder struct {
 	Kind   string
 	Schema int
+	// Revision names the claimant's handler code for Kind (a commit, a
+	// release): 1-[MaxRevisionLen] characters, none a space or a control
+	// character; empty names none. Every claim records it, every call on
+	// the lease must come from it, and only a claimant running one of a
+	// pinned job's revisions ([Client.Pin]) is handed that job. The
+	// decoders of one kind name one revision.
+	Revision string
 }
 
 // ClaimOptions shape a claim.
@@ -32,30 +39,39 @@ type ClaimOptions struct {
 	Decoders []Decoder
 }
 
-func (o ClaimOptions) validate(op string) (limit int32, lease *time.Duration, kinds []string, schemas []int32, err error) {
+func (o ClaimOptions) validate(op string) (limit int32, lease *time.Duration, kinds []string, schemas []int32, revisions []string, err error) {
 	if o.Limit == 0 {
 		o.Limit = 1
 	}
 	if o.Limit < 1 || o.Limit > MaxClaimBatch {
-		return 0, nil, nil, nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("limit %d is outside 1..%d", o.Limit, MaxClaimBatch))
+		return 0, nil, nil, nil, nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("limit %d is outside 1..%d", o.Limit, MaxClaimBatch))
 	}
 	if o.Lease != 0 {
 		if o.Lease < MinLease || o.Lease > MaxLease {
-			return 0, nil, nil, nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("lease %v is outside %v .. %v", o.Lease, MinLease, MaxLease))
+			return 0, nil, nil, nil, nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("lease %v is outside %v .. %v", o.Lease, MinLease, MaxLease))
 		}
 		lease = &o.Lease
 	}
 	if len(o.Decoders) > 0 {
 		kinds = make([]string, len(o.Decoders))
 		schemas = make([]int32, len(o.Decoders))
+		revisions = make([]string, len(o.Decoders))
+		byKind := map[string]string{}
 		for i, d := range o.Decoders {
 			if !ValidKind(d.Kind) || d.Schema < 1 || d.Schema > math32 {
-				return 0, nil, nil, nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("invalid decoder %s@%d", d.Kind, d.Schema))
+				return 0, nil, nil, nil, nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("invalid decoder %s@%d", d.Kind, d.Schema))
 			}
-			kinds[i], schemas[i] = d.Kind, int32(d.Schema)
+			if d.Revision != "" && !ValidRevision(d.Revision) {
+				return 0, nil, nil, nil, nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("decoder %s@%d: %s", d.Kind, d.Schema, revisionRule(d.Revision)))
+			}
+			if r, ok := byKind[d.Kind]; ok && r != d.Revision {
+				return 0, nil, nil, nil, nil, db.Refuse(db.ErrInvalidArgument, op, "kind "+d.Kind+" is named with two revisions: a deployment runs one revision of a kind")
+			}
+			byKind[d.Kind] = d.Revision
+			kinds[i], schemas[i], revisions[i] = d.Kind, int32(d.Schema), d.Revision
 		}
 	}
-	return int32(o.Limit), lease, kinds, schemas, nil
+	return int32(o.Limit), lease, kinds, schemas, revisions, nil
 }
 
 // Claim claims up to opts.Limit due jobs of queue in the client's project. See
@@ -90,13 +106,13 @@ func (c *Client) claim(ctx context.Context, q db.DBTX, queue string, opts ClaimO
 	if !ValidQueue(queue) {
 		return nil, db.Refuse(db.ErrInvalidArgument, op, "invalid queue "+quote(queue)+": want 1-63 characters of [a-z0-9_-], starting with a letter or digit")
 	}
-	limit, lease, kinds, schemas, err := opts.validate(op)
+	limit, lease, kinds, schemas, revisions, err := opts.validate(op)
 	if err != nil {
 		return nil, err
 	}
 	rows, err := queries.JobClaim(ctx, q, dbsqlc.JobClaimParams{
 		Project: c.project, Queue: queue, MaxJobs: limit, Lease: lease, Kinds: kinds, Schemas: schemas,
-		Actor: string(c.actor), Now: c.clock.Now(),
+		Actor: string(c.actor), Now: c.clock.Now(), Revisions: revisions,
 	})
 	if err != nil {
 		return nil, db.Translate(err, op, "project", c.project, "queue", queue)
@@ -129,12 +145,12 @@ func (c *Client) ClaimIDTx(ctx context.Context, tx pgx.Tx, id int64, opts ClaimO
 func (c *Client) claimID(ctx context.Context, q db.DBTX, id int64, opts ClaimOptions) (Job, bool, error) {
 	const op = "job.claim_id"
 	opts.Limit = 1
-	_, lease, kinds, schemas, err := opts.validate(op)
+	_, lease, kinds, schemas, revisions, err := opts.validate(op)
 	if err != nil {
 		return Job{}, false, err
 	}
 	rows, err := queries.JobClaimID(ctx, q, dbsqlc.JobClaimIDParams{
-		ID: id, Lease: lease, Kinds: kinds, Schemas: schemas, Actor: string(c.actor), Now: c.clock.Now(),
+		ID: id, Lease: lease, Kinds: kinds, Schemas: schemas, Actor: string(c.actor), Now: c.clock.Now(), Revisions: revisions,
 	})
 	if err != nil {
 		return Job{}, false, db.Translate(err, op, "job", id)
@@ -176,7 +192,7 @@ func (c *Client) renew(ctx context.Context, q db.DBTX, l Lease, d time.Duration)
 		lease = &d
 	}
 	row, err := queries.JobRenew(ctx, q, dbsqlc.JobRenewParams{
-		ID: l.JobID, Token: l.Token, Lease: lease, Actor: string(c.actor), Now: c.clock.Now(),
+		ID: l.JobID, Token: l.Token, Lease: lease, Actor: string(c.actor), Now: c.clock.Now(), Revision: optional(l.Revision),
 	})
 	if err != nil {
 		return Job{}, db.Translate(err, op, "job", l.JobID)
@@ -211,6 +227,7 @@ func (c *Client) release(ctx context.Context, q db.DBTX, l Lease, availableAt ti
 	}
 	row, err := queries.JobRelease(ctx, q, dbsqlc.JobReleaseParams{
 		ID: l.JobID, Token: l.Token, AvailableAt: at, Reason: optional(reason), Actor: string(c.actor), Now: c.clock.Now(),
+		Revision: optional(l.Revision),
 	})
 	if err != nil {
 		return Job{}, db.Translate(err, "job.release", "job", l.JobID)

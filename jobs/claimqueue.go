@@ -31,7 +31,7 @@ func (s store) ClaimQueueTx(ctx context.Context, tx pgx.Tx, queue string, limit 
 	if limit < 1 || limit > MaxClaimBatch {
 		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("limit %d is outside 1..%d", limit, MaxClaimBatch))
 	}
-	max, _, kinds, schemas, err := ClaimOptions{Limit: limit, Decoders: decoders}.validate(op)
+	max, _, kinds, schemas, revisions, err := ClaimOptions{Limit: limit, Decoders: decoders}.validate(op)
 	if err != nil {
 		return nil, err
 	}
@@ -49,6 +49,7 @@ func (s store) ClaimQueueTx(ctx context.Context, tx pgx.Tx, queue string, limit 
 	}
 	rows, err := queries.JobClaimQueue(ctx, tx, dbsqlc.JobClaimQueueParams{
 		Queue: queue, MaxJobs: max, Kinds: kinds, Schemas: schemas, Leases: ls, Actor: string(c.actor), Now: c.clock.Now(),
+		Revisions: revisions,
 	})
 	if err != nil {
 		return nil, db.Translate(err, op, "queue", queue)

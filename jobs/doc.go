@@ -4,7 +4,7 @@
 //
 // A job lives in docket.jobs and moves along docket.job_transitions only:
 //
-//	queued    → claimed | cancelled
+//	queued    → claimed | cancelled | queued (pinned to handler revisions)
 //	claimed   → queued | claimed | succeeded | failed | dead | uncertain | cancelled
 //	uncertain → succeeded | failed | queued | cancelled
 //

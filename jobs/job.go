@@ -13,7 +13,7 @@ import (
 // State is where a job stands. The legal moves between states are the rows of
 // docket.job_transitions:
 //
-//	queued    → claimed | cancelled
+//	queued    → claimed | cancelled | queued (pinned to handler revisions: [Client.Pin])
 //	claimed   → queued | claimed (expired lease taken over) | succeeded | failed | dead | uncertain | cancelled
 //	uncertain → succeeded | failed | queued | cancelled
 //
@@ -79,17 +79,29 @@ type Job struct {
 	// that lost the reply to its completion reads it to learn whether its
 	// outcome was recorded.
 	OutcomeToken uuid.UUID
+	// ClaimedRevision is the handler revision of the job's latest claim (see
+	// [Decoder.Revision]); empty when it was never claimed, or claimed by a
+	// claimant that names no revision. It stays after the claim ends.
+	ClaimedRevision string
+	// Revisions are the handler revisions the job may run under, set by
+	// [Client.Pin]; nil when any may.
+	Revisions []string
 }
 
 // Lease is what a claim hands its holder: the job and the token that proves
 // the claim. [Client.Renew], [Client.Release], [Client.Complete] and
 // [Client.Fail] take it. A token is a capability for this one claim, not a
 // credential: keep it for as long as the claim lasts and no longer.
+//
+// A claim is bound to the handler revision that took it: Revision is passed
+// with every call the lease makes, and a call from another revision is
+// refused with [db.ErrStaleClaim].
 type Lease struct {
 	JobID      int64
 	Token      uuid.UUID
 	Generation int64
 	ExpiresAt  time.Time
+	Revision   string // the claimant's handler revision; empty when it named none
 }
 
 // Lease returns the lease j's current claim holds; the zero Lease when j is
@@ -98,7 +110,8 @@ func (j Job) Lease() Lease {
 	if j.State != Claimed {
 		return Lease{}
 	}
-	return Lease{JobID: j.ID, Token: j.ClaimToken, Generation: j.LeaseGeneration, ExpiresAt: j.LeaseExpiresAt}
+	return Lease{JobID: j.ID, Token: j.ClaimToken, Generation: j.LeaseGeneration, ExpiresAt: j.LeaseExpiresAt,
+		Revision: j.ClaimedRevision}
 }
 
 // Event is one recorded transition of a job. Seq counts from 1; From is empty
@@ -113,6 +126,9 @@ type Event struct {
 	At       time.Time
 	Attempt  int
 	Detail   string
+	// Revision is the handler revision of the claim the event made or
+	// ended; empty for other events. The hash covers it.
+	Revision string
 	PrevHash []byte
 	Hash     []byte
 }
@@ -160,6 +176,10 @@ func fromRow(r *dbsqlc.DocketJob) Job {
 	j.CompensationKind = deref(r.CompensationKind)
 	j.Diagnostic = deref(r.Diagnostic)
 	j.ClaimedBy = access.Actor(deref(r.ClaimedBy))
+	j.ClaimedRevision = deref(r.ClaimedRevision)
+	if r.Revisions != nil {
+		j.Revisions = r.Revisions
+	}
 	if r.LaneID != nil {
 		j.LaneID = *r.LaneID
 	}
@@ -191,6 +211,7 @@ func fromEnqueuedRow(r *dbsqlc.DocketJobEnqueued) Enqueued {
 		LeaseGeneration: r.LeaseGeneration, ClaimToken: r.ClaimToken, ClaimedBy: r.ClaimedBy,
 		ClaimedAt: r.ClaimedAt, LeaseExpiresAt: r.LeaseExpiresAt, Result: r.Result, Diagnostic: r.Diagnostic,
 		CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt,
+		ClaimedRevision: r.ClaimedRevision, Revisions: r.Revisions,
 	})}
 }
 

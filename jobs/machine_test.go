@@ -176,14 +176,16 @@ func mRequireOneMove(t testing.TB, e env, id int64, before []jobs.Event, from, t
 // more lease generation; a terminal state a finished_at; no other state a
 // lease or a result. A move to the state the job is already in is spelled
 // with a new lease generation, the only way to make it a move rather than a
-// non-move (see TestMachineNonMovesRecordNoEvent). A dead job has used every
+// non-move (see TestMachineNonMovesRecordNoEvent), but for queued → queued,
+// which is a pin: a change of the revisions the job may run under. A dead job has used every
 // attempt, so dead → queued and dead → claimed cannot satisfy the CHECKs as
 // well; the guard, a BEFORE trigger, must refuse them first with DK001.
 const mRawMove = `
 UPDATE docket.jobs SET
     state = $2::text,
     attempts = attempts + CASE WHEN $2::text = 'claimed' THEN 1 ELSE 0 END,
-    lease_generation = lease_generation + CASE WHEN $2::text = 'claimed' OR $2::text = state THEN 1 ELSE 0 END,
+    lease_generation = lease_generation + CASE WHEN $2::text = 'claimed' OR ($2::text = state AND state <> 'queued') THEN 1 ELSE 0 END,
+    revisions = CASE WHEN $2::text = 'queued' AND state = 'queued' THEN '{r-raw}'::text[] ELSE revisions END,
     claim_token = CASE WHEN $2::text = 'claimed' THEN gen_random_uuid() END,
     claimed_by = CASE WHEN $2::text = 'claimed' THEN 'user:ana' END,
     claimed_at = CASE WHEN $2::text = 'claimed' THEN $3::timestamptz END,
@@ -334,12 +336,21 @@ func mAPICalls() []mAPICall {
 			return e.client.Reconcile(t.Context(), j.ID, o, nil, "checked the ledger")
 		}
 	}
+	pin := func(t *testing.T, e env, j jobs.Job, _ jobs.Lease) (jobs.Job, error) {
+		got, err := e.client.Pin(t.Context(), []int64{j.ID}, []string{"r1"})
+		if err != nil {
+			return jobs.Job{}, err
+		}
+		return got[0], nil
+	}
 	last := mOpts{maxAttempts: 1}
 	repeatable := mOpts{repeatable: true}
 	sweep := mOpts{ownDB: true}
 	sweepRepeatable := mOpts{repeatable: true, ownDB: true}
 	sweepRepeatableLast := mOpts{repeatable: true, maxAttempts: 1, ownDB: true}
 	return []mAPICall{
+		{"Pin", jobs.Queued, mOpts{}, pin,
+			mByState(wMove, wIllegal, wIllegal, wIllegal, wIllegal, wIllegal, wIllegal)},
 		{"ClaimID", jobs.Claimed, mOpts{}, claimID,
 			mByState(wMove, wNoop, wNoop, wNoop, wNoop, wNoop, wNoop)},
 		{"ClaimIDAfterExpiry", jobs.Claimed, repeatable,
@@ -701,7 +712,7 @@ func TestMachineGoAgreesWithTables(t *testing.T) {
 	require.Equal(t, jobs.Queued, enq.Job.State)
 
 	legal := mLegalPairs(t, e.Pool)
-	require.Len(t, legal, 13)
+	require.Len(t, legal, 14)
 
 	fset := token.NewFileSet()
 	docFile, err := parser.ParseFile(fset, "doc.go", nil, parser.ParseComments)

@@ -16,7 +16,7 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // The cast of every jobs test, from the test kit's: ana administers project
-// acme; app enqueues, claims, cancels and reconciles there; nobody holds no
+// acme; app enqueues, claims, cancels, reconciles and pins there; nobody holds no
 // grant.
 const project, ana, app, nobody = testkit.Acme, testkit.Ana, testkit.App, testkit.Nobody
 
@@ -33,7 +33,7 @@ type env struct {
 func setup(t testing.TB, more ...string) env {
 	t.Helper()
 	k := testkit.Setup(t, ana, append([]string{project}, more...),
-		testkit.Grants(app, project, access.JobCreate, access.JobClaim, access.JobCancel, access.JobReconcile)...)
+		testkit.Grants(app, project, access.JobCreate, access.JobClaim, access.JobCancel, access.JobReconcile, access.JobPin)...)
 	return env{Env: k, client: clientAs(t, k.API, k.Clock, app)}
 }
 

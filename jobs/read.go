@@ -21,6 +21,10 @@ type Filter struct {
 	Before int64
 	// Limit is the page size, 1..[db.MaxPage]. Defaults to [db.DefaultPage].
 	Limit int
+	// Unrunnable keeps only the jobs no worker will claim: pinned
+	// ([Client.Pin]) to handler revisions no registered deployment runs for
+	// their kind and payload schema (docket.jobs_unrunnable).
+	Unrunnable bool
 }
 
 // List returns the client project's jobs matching f, newest first. It is
@@ -50,6 +54,7 @@ func (c *Client) list(ctx context.Context, q db.DBTX, f Filter) ([]Job, error) {
 	}
 	rows, err := queries.JobList(ctx, q, dbsqlc.JobListParams{
 		Project: c.project, Actor: string(c.actor), State: string(f.State), Kind: f.Kind, Queue: f.Queue, BeforeID: f.Before, MaxRows: limit,
+		Unrunnable: f.Unrunnable,
 	})
 	if err != nil {
 		return nil, db.Translate(err, op, "project", c.project)
@@ -80,7 +85,7 @@ func (c *Client) history(ctx context.Context, q db.DBTX, id int64) ([]Event, err
 	for i, r := range rows {
 		out[i] = Event{
 			JobID: r.JobID, Seq: int(r.Seq), To: State(r.ToState), Actor: access.Actor(r.Actor), At: r.At.UTC(),
-			Attempt: int(r.Attempt), Detail: deref(r.Detail), PrevHash: r.PrevHash, Hash: r.Hash,
+			Attempt: int(r.Attempt), Detail: deref(r.Detail), Revision: deref(r.Revision), PrevHash: r.PrevHash, Hash: r.Hash,
 		}
 		if r.FromState != nil {
 			out[i].From = State(*r.FromState)

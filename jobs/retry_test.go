@@ -890,8 +890,8 @@ func TestClaimAndSweepPlansUsePartialIndexes(t *testing.T) {
 	defer conn.Release()
 
 	claimSQL := retryFunctionStatement(t, conn, "job_claim",
-		[]string{"p_project", "p_queue", "p_limit", "p_lease", "p_kinds", "p_schemas", "p_actor", "p_now"})
-	_, err = conn.Exec(ctx, `PREPARE retry_claim (text, text, integer, interval, text[], integer[], text, timestamptz) AS `+claimSQL)
+		[]string{"p_project", "p_queue", "p_limit", "p_lease", "p_kinds", "p_schemas", "p_actor", "p_now", "p_revisions"})
+	_, err = conn.Exec(ctx, `PREPARE retry_claim (text, text, integer, interval, text[], integer[], text, timestamptz, text[]) AS `+claimSQL)
 	require.NoError(t, err)
 	expireSQL := retryFunctionStatement(t, conn, "job_expire_leases", []string{"p_limit", "p_actor", "p_now"})
 	_, err = conn.Exec(ctx, `PREPARE retry_expire (integer, text, timestamptz) AS `+expireSQL)
@@ -907,11 +907,12 @@ func TestClaimAndSweepPlansUsePartialIndexes(t *testing.T) {
 		name, exec string
 		checks     []check
 	}{
-		{"claim 10 of acme/default", `retry_claim('acme', 'default', 10, NULL, NULL, NULL, 'svc:app', ` + at + `)`, claimChecks},
-		{"claim 1 of acme/default", `retry_claim('acme', 'default', 1, NULL, NULL, NULL, 'svc:app', ` + at + `)`, claimChecks},
-		{"claim 1000 of globex/email", `retry_claim('globex', 'email', 1000, '1 minute', NULL, NULL, 'svc:app', ` + at + `)`, claimChecks},
-		{"claim 10 of initech/bulk", `retry_claim('initech', 'bulk', 10, NULL, NULL, NULL, 'svc:app', ` + at + `)`, claimChecks},
-		{"claim 10 of acme/default with decoders", `retry_claim('acme', 'default', 10, NULL, '{billing.invoice,sync.crm}', '{1,1}', 'svc:app', ` + at + `)`, claimChecks},
+		{"claim 10 of acme/default", `retry_claim('acme', 'default', 10, NULL, NULL, NULL, 'svc:app', ` + at + `, NULL)`, claimChecks},
+		{"claim 1 of acme/default", `retry_claim('acme', 'default', 1, NULL, NULL, NULL, 'svc:app', ` + at + `, NULL)`, claimChecks},
+		{"claim 1000 of globex/email", `retry_claim('globex', 'email', 1000, '1 minute', NULL, NULL, 'svc:app', ` + at + `, NULL)`, claimChecks},
+		{"claim 10 of initech/bulk", `retry_claim('initech', 'bulk', 10, NULL, NULL, NULL, 'svc:app', ` + at + `, NULL)`, claimChecks},
+		{"claim 10 of acme/default with decoders", `retry_claim('acme', 'default', 10, NULL, '{billing.invoice,sync.crm}', '{1,1}', 'svc:app', ` + at + `, NULL)`, claimChecks},
+		{"claim 10 of acme/default with decoders and revisions", `retry_claim('acme', 'default', 10, NULL, '{billing.invoice,sync.crm}', '{1,1}', 'svc:app', ` + at + `, '{r1,r2}')`, claimChecks},
 		{"sweep 100", `retry_expire(100, 'svc:sweeper', ` + at + `)`, []check{{"expired", "jobs_lease_expiry_idx"}}},
 		{"sweep 10000", `retry_expire(10000, 'svc:sweeper', ` + at + `)`, []check{{"expired", "jobs_lease_expiry_idx"}}},
 	} {

@@ -60,7 +60,7 @@ func (c *Client) complete(ctx context.Context, q db.DBTX, l Lease, result json.R
 		return Job{}, db.Refuse(db.ErrInvalidArgument, op, "result is not valid JSON", "job", l.JobID)
 	}
 	row, err := queries.JobComplete(ctx, q, dbsqlc.JobCompleteParams{
-		ID: l.JobID, Token: l.Token, Result: result, Actor: string(c.actor), Now: c.clock.Now(),
+		ID: l.JobID, Token: l.Token, Result: result, Actor: string(c.actor), Now: c.clock.Now(), Revision: optional(l.Revision),
 	})
 	if err != nil {
 		return Job{}, db.Translate(err, op, "job", l.JobID)
@@ -110,8 +110,9 @@ func (c *Client) completeMany(ctx context.Context, q db.DBTX, batch []Completion
 	ids := make([]int64, len(batch))
 	tokens := make([]uuid.UUID, len(batch))
 	results := make([]json.RawMessage, len(batch))
+	revisions := make([]string, len(batch))
 	for i, b := range batch {
-		ids[i], tokens[i], results[i] = b.Lease.JobID, b.Lease.Token, json.RawMessage("null")
+		ids[i], tokens[i], results[i], revisions[i] = b.Lease.JobID, b.Lease.Token, json.RawMessage("null"), b.Lease.Revision
 		if b.Result != nil {
 			if !json.Valid(b.Result) {
 				return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("element %d: result is not valid JSON", i), "job", b.Lease.JobID)
@@ -120,7 +121,7 @@ func (c *Client) completeMany(ctx context.Context, q db.DBTX, batch []Completion
 		}
 	}
 	rows, err := queries.JobCompleteMany(ctx, q, dbsqlc.JobCompleteManyParams{
-		Ids: ids, Tokens: tokens, Results: results, Actor: string(c.actor), Now: c.clock.Now(),
+		Ids: ids, Tokens: tokens, Results: results, Actor: string(c.actor), Now: c.clock.Now(), Revisions: revisions,
 	})
 	if err != nil {
 		return nil, db.Translate(err, op)
@@ -211,7 +212,7 @@ func (c *Client) fail(ctx context.Context, q db.DBTX, l Lease, f Failure) (Job, 
 	}
 	row, err := queries.JobFail(ctx, q, dbsqlc.JobFailParams{
 		ID: l.JobID, Token: l.Token, Class: string(f.Class), Diagnostic: optional(f.Diagnostic),
-		RetryAfter: retryAfter, Actor: string(c.actor), Now: c.clock.Now(),
+		RetryAfter: retryAfter, Actor: string(c.actor), Now: c.clock.Now(), Revision: optional(l.Revision),
 	})
 	if err != nil {
 		return Job{}, db.Translate(err, op, "job", l.JobID)
@@ -359,7 +360,7 @@ func (c *Client) registerDecoders(ctx context.Context, q db.DBTX, deployment str
 		return db.Refuse(db.ErrInvalidArgument, op, "invalid deployment name "+quote(deployment)+
 			fmt.Sprintf(": want 1-%d characters of [A-Za-z0-9._:@/-], starting with a letter or digit", maxDeploymentName))
 	}
-	_, _, kinds, schemas, err := ClaimOptions{Decoders: decoders}.validate(op)
+	_, _, kinds, schemas, revisions, err := ClaimOptions{Decoders: decoders}.validate(op)
 	if err != nil {
 		return err
 	}
@@ -367,7 +368,7 @@ func (c *Client) registerDecoders(ctx context.Context, q db.DBTX, deployment str
 		return nil
 	}
 	_, err = queries.JobDecodersRegister(ctx, q, dbsqlc.JobDecodersRegisterParams{
-		Deployment: deployment, Kinds: kinds, Schemas: schemas, Actor: string(c.actor), Now: c.clock.Now(),
+		Deployment: deployment, Kinds: kinds, Schemas: schemas, Actor: string(c.actor), Now: c.clock.Now(), Revisions: revisions,
 	})
 	return db.Translate(err, op, "deployment", deployment)
 }

@@ -123,7 +123,9 @@ func TestHandleRefusesInvalidRegistrations(t *testing.T) {
 		{"schema negative", invoiceKind, false, []worker.HandlerOptions{{Schemas: []int{2, -1}}}, "schema"},
 		{"schema over 32 bits", invoiceKind, false, []worker.HandlerOptions{{Schemas: []int{math.MaxInt32 + 1}}}, "schema"},
 		{"revision of 101 bytes", invoiceKind, false, []worker.HandlerOptions{{Revision: strings.Repeat("r", 101)}}, "revision"},
-		{"revision of 51 two-byte characters", invoiceKind, false, []worker.HandlerOptions{{Revision: strings.Repeat("é", 51)}}, "revision"},
+		{"revision of 101 two-byte characters", invoiceKind, false, []worker.HandlerOptions{{Revision: strings.Repeat("é", 101)}}, "revision"},
+		{"revision with a space", invoiceKind, false, []worker.HandlerOptions{{Revision: "v1 hotfix"}}, "revision"},
+		{"revision with a control character", invoiceKind, false, []worker.HandlerOptions{{Revision: "v1\x00"}}, "revision"},
 	}
 	// register makes a registry holding billing.other, and billing.invoice
 	// too when twice is set.

@@ -56,9 +56,16 @@ type HandlerOptions struct {
 	// schema are never handed to this worker: they stay queued, listed in
 	// docket.jobs_undecodable, for a deployment that knows them.
 	Schemas []int
-	// Revision names the handler's code version (a commit, a release). It is
-	// carried in the worker's logs and events, and in the diagnostic of every
-	// failure, so an operator can tell which code failed.
+	// Revision names the handler's code version (a commit, a release):
+	// 1-100 characters, none a space or a control character (see
+	// [jobs.ValidRevision]); empty names none. It binds: Start records it for
+	// the kind in docket.job_decoders, every claim of the kind's jobs records
+	// it, and the renewals and the outcome of the attempt must come from it
+	// (a lease taken by another revision is refused as stale). A job pinned
+	// to revisions ([jobs.Client.Pin]) that do not include it is never handed
+	// to this worker. It is carried in the worker's logs and events too, and
+	// in the diagnostic of every failure, so an operator can tell which code
+	// failed.
 	Revision string
 }
 
@@ -156,8 +163,9 @@ func (o HandlerOptions) validate(kind string) error {
 			return db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("kind %s: payload schema %d must be a positive 32-bit integer", kind, s))
 		}
 	}
-	if len(o.Revision) > 100 {
-		return db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("kind %s: revision is longer than 100 bytes", kind))
+	if o.Revision != "" && !jobs.ValidRevision(o.Revision) {
+		return db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("kind %s: invalid revision %q: want 1-%d characters, none a space or a control character",
+			kind, o.Revision, jobs.MaxRevisionLen))
 	}
 	return nil
 }
@@ -177,7 +185,7 @@ func (r *Registry) decoders() []jobs.Decoder {
 	var out []jobs.Decoder
 	for _, h := range r.handlers {
 		for _, s := range h.schemas {
-			out = append(out, jobs.Decoder{Kind: h.kind, Schema: s})
+			out = append(out, jobs.Decoder{Kind: h.kind, Schema: s, Revision: h.opts.Revision})
 		}
 	}
 	slices.SortFunc(out, func(a, b jobs.Decoder) int {

@@ -347,7 +347,8 @@ func (cfg Config) withDefaults() (Config, error) {
 }
 
 // Start checks that the worker's actor may claim somewhere, records the
-// payload versions the worker decodes in docket.job_decoders, then starts
+// payload versions the worker decodes, with each kind's handler revision
+// ([HandlerOptions.Revision]), in docket.job_decoders, then starts
 // listening for new jobs, running batches and sweeping. A worker starts
 // once; a Start that returned an error may be tried again.
 //

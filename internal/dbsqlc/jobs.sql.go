@@ -14,7 +14,7 @@ import (
 )
 
 const jobCancel = `-- name: JobCancel :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_cancel($1::bigint, $2::text, $3::text, $4::timestamptz)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.job_cancel($1::bigint, $2::text, $3::text, $4::timestamptz)
 `
 
 func (q *Queries) JobCancel(ctx context.Context, db DBTX, iD int64, reason *string, actor string, now time.Time) (*DocketJob, error) {
@@ -62,25 +62,29 @@ func (q *Queries) JobCancel(ctx context.Context, db DBTX, iD int64, reason *stri
 		&i.UpdatedAt,
 		&i.FinishedAt,
 		&i.OutcomeToken,
+		&i.ClaimedRevision,
+		&i.Revisions,
 	)
 	return &i, err
 }
 
 const jobClaim = `-- name: JobClaim :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_claim($1::text, $2::text, $3::integer, $4::interval,
-    $5::text[], $6::integer[], $7::text, $8::timestamptz)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.job_claim($1::text, $2::text, $3::integer, $4::interval,
+    $5::text[], $6::integer[], $7::text, $8::timestamptz,
+    $9::text[])
 ORDER BY priority, available_at, id
 `
 
 type JobClaimParams struct {
-	Project string
-	Queue   string
-	MaxJobs int32
-	Lease   *time.Duration
-	Kinds   []string
-	Schemas []int32
-	Actor   string
-	Now     time.Time
+	Project   string
+	Queue     string
+	MaxJobs   int32
+	Lease     *time.Duration
+	Kinds     []string
+	Schemas   []int32
+	Actor     string
+	Now       time.Time
+	Revisions []string
 }
 
 // In the order the claim chose them.
@@ -94,6 +98,7 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 		arg.Schemas,
 		arg.Actor,
 		arg.Now,
+		arg.Revisions,
 	)
 	if err != nil {
 		return nil, err
@@ -139,6 +144,8 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 			&i.UpdatedAt,
 			&i.FinishedAt,
 			&i.OutcomeToken,
+			&i.ClaimedRevision,
+			&i.Revisions,
 		); err != nil {
 			return nil, err
 		}
@@ -151,17 +158,19 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 }
 
 const jobClaimID = `-- name: JobClaimID :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_claim_id($1::bigint, $2::interval,
-    $3::text[], $4::integer[], $5::text, $6::timestamptz)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.job_claim_id($1::bigint, $2::interval,
+    $3::text[], $4::integer[], $5::text, $6::timestamptz,
+    $7::text[])
 `
 
 type JobClaimIDParams struct {
-	ID      int64
-	Lease   *time.Duration
-	Kinds   []string
-	Schemas []int32
-	Actor   string
-	Now     time.Time
+	ID        int64
+	Lease     *time.Duration
+	Kinds     []string
+	Schemas   []int32
+	Actor     string
+	Now       time.Time
+	Revisions []string
 }
 
 func (q *Queries) JobClaimID(ctx context.Context, db DBTX, arg JobClaimIDParams) ([]*DocketJob, error) {
@@ -172,6 +181,7 @@ func (q *Queries) JobClaimID(ctx context.Context, db DBTX, arg JobClaimIDParams)
 		arg.Schemas,
 		arg.Actor,
 		arg.Now,
+		arg.Revisions,
 	)
 	if err != nil {
 		return nil, err
@@ -217,6 +227,8 @@ func (q *Queries) JobClaimID(ctx context.Context, db DBTX, arg JobClaimIDParams)
 			&i.UpdatedAt,
 			&i.FinishedAt,
 			&i.OutcomeToken,
+			&i.ClaimedRevision,
+			&i.Revisions,
 		); err != nil {
 			return nil, err
 		}
@@ -257,19 +269,20 @@ func (q *Queries) JobClaimProjects(ctx context.Context, db DBTX, actor string) (
 }
 
 const jobClaimQueue = `-- name: JobClaimQueue :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_claim_queue($1::text, $2::integer,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.job_claim_queue($1::text, $2::integer,
     $3::text[], $4::integer[], $5::interval[],
-    $6::text, $7::timestamptz)
+    $6::text, $7::timestamptz, $8::text[])
 `
 
 type JobClaimQueueParams struct {
-	Queue   string
-	MaxJobs int32
-	Kinds   []string
-	Schemas []int32
-	Leases  []time.Duration
-	Actor   string
-	Now     time.Time
+	Queue     string
+	MaxJobs   int32
+	Kinds     []string
+	Schemas   []int32
+	Leases    []time.Duration
+	Actor     string
+	Now       time.Time
+	Revisions []string
 }
 
 func (q *Queries) JobClaimQueue(ctx context.Context, db DBTX, arg JobClaimQueueParams) ([]*DocketJob, error) {
@@ -281,6 +294,7 @@ func (q *Queries) JobClaimQueue(ctx context.Context, db DBTX, arg JobClaimQueueP
 		arg.Leases,
 		arg.Actor,
 		arg.Now,
+		arg.Revisions,
 	)
 	if err != nil {
 		return nil, err
@@ -326,6 +340,8 @@ func (q *Queries) JobClaimQueue(ctx context.Context, db DBTX, arg JobClaimQueueP
 			&i.UpdatedAt,
 			&i.FinishedAt,
 			&i.OutcomeToken,
+			&i.ClaimedRevision,
+			&i.Revisions,
 		); err != nil {
 			return nil, err
 		}
@@ -338,15 +354,17 @@ func (q *Queries) JobClaimQueue(ctx context.Context, db DBTX, arg JobClaimQueueP
 }
 
 const jobComplete = `-- name: JobComplete :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_complete($1::bigint, $2::uuid, $3::jsonb, $4::text, $5::timestamptz)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.job_complete($1::bigint, $2::uuid, $3::jsonb, $4::text, $5::timestamptz,
+    $6::text)
 `
 
 type JobCompleteParams struct {
-	ID     int64
-	Token  uuid.UUID
-	Result json.RawMessage
-	Actor  string
-	Now    time.Time
+	ID       int64
+	Token    uuid.UUID
+	Result   json.RawMessage
+	Actor    string
+	Now      time.Time
+	Revision *string
 }
 
 func (q *Queries) JobComplete(ctx context.Context, db DBTX, arg JobCompleteParams) (*DocketJob, error) {
@@ -356,6 +374,7 @@ func (q *Queries) JobComplete(ctx context.Context, db DBTX, arg JobCompleteParam
 		arg.Result,
 		arg.Actor,
 		arg.Now,
+		arg.Revision,
 	)
 	var i DocketJob
 	err := row.Scan(
@@ -395,21 +414,25 @@ func (q *Queries) JobComplete(ctx context.Context, db DBTX, arg JobCompleteParam
 		&i.UpdatedAt,
 		&i.FinishedAt,
 		&i.OutcomeToken,
+		&i.ClaimedRevision,
+		&i.Revisions,
 	)
 	return &i, err
 }
 
 const jobCompleteMany = `-- name: JobCompleteMany :many
 SELECT e.id::bigint AS id, coalesce(e.state, '')::text AS state, coalesce(e.refusal, '')::text AS refusal
-FROM docket.job_complete_many($1::bigint[], $2::uuid[], $3::jsonb[], $4::text, $5::timestamptz) e
+FROM docket.job_complete_many($1::bigint[], $2::uuid[], $3::jsonb[], $4::text, $5::timestamptz,
+    $6::text[]) e
 `
 
 type JobCompleteManyParams struct {
-	Ids     []int64
-	Tokens  []uuid.UUID
-	Results []json.RawMessage
-	Actor   string
-	Now     time.Time
+	Ids       []int64
+	Tokens    []uuid.UUID
+	Results   []json.RawMessage
+	Actor     string
+	Now       time.Time
+	Revisions []string
 }
 
 type JobCompleteManyRow struct {
@@ -426,6 +449,7 @@ func (q *Queries) JobCompleteMany(ctx context.Context, db DBTX, arg JobCompleteM
 		arg.Results,
 		arg.Actor,
 		arg.Now,
+		arg.Revisions,
 	)
 	if err != nil {
 		return nil, err
@@ -446,7 +470,8 @@ func (q *Queries) JobCompleteMany(ctx context.Context, db DBTX, arg JobCompleteM
 }
 
 const jobDecodersRegister = `-- name: JobDecodersRegister :one
-SELECT docket.job_decoders_register($1::text, $2::text[], $3::integer[], $4::text, $5::timestamptz) AS registered
+SELECT docket.job_decoders_register($1::text, $2::text[], $3::integer[], $4::text, $5::timestamptz,
+    $6::text[]) AS registered
 `
 
 type JobDecodersRegisterParams struct {
@@ -455,6 +480,7 @@ type JobDecodersRegisterParams struct {
 	Schemas    []int32
 	Actor      string
 	Now        time.Time
+	Revisions  []string
 }
 
 func (q *Queries) JobDecodersRegister(ctx context.Context, db DBTX, arg JobDecodersRegisterParams) (int32, error) {
@@ -464,6 +490,7 @@ func (q *Queries) JobDecodersRegister(ctx context.Context, db DBTX, arg JobDecod
 		arg.Schemas,
 		arg.Actor,
 		arg.Now,
+		arg.Revisions,
 	)
 	var registered int32
 	err := row.Scan(&registered)
@@ -558,7 +585,7 @@ func (q *Queries) JobEnqueueMany(ctx context.Context, db DBTX, arg JobEnqueueMan
 }
 
 const jobEnqueueOne = `-- name: JobEnqueueOne :many
-SELECT duplicate, id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_enqueue_one(
+SELECT duplicate, id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.job_enqueue_one(
     $1::text, $2::text, $3::timestamptz,
     $4::text, $5::text, $6::smallint, $7::jsonb, $8::integer,
     $9::text, $10::timestamptz, $11::integer, $12::boolean,
@@ -664,6 +691,8 @@ func (q *Queries) JobEnqueueOne(ctx context.Context, db DBTX, arg JobEnqueueOneP
 			&i.UpdatedAt,
 			&i.FinishedAt,
 			&i.OutcomeToken,
+			&i.ClaimedRevision,
+			&i.Revisions,
 		); err != nil {
 			return nil, err
 		}
@@ -676,7 +705,7 @@ func (q *Queries) JobEnqueueOne(ctx context.Context, db DBTX, arg JobEnqueueOneP
 }
 
 const jobEvents = `-- name: JobEvents :many
-SELECT e.job_id, e.seq, e.from_state, e.to_state, e.actor, e.at, e.attempt, e.detail, e.lease_until, e.outcome, e.prev_hash, e.hash FROM docket.job_events e
+SELECT e.job_id, e.seq, e.from_state, e.to_state, e.actor, e.at, e.attempt, e.detail, e.lease_until, e.outcome, e.prev_hash, e.hash, e.revision FROM docket.job_events e
 WHERE e.job_id = $1
   AND docket.job_visible($2::text, (SELECT j.project FROM docket.jobs j WHERE j.id = $1))
 ORDER BY e.seq
@@ -705,6 +734,7 @@ func (q *Queries) JobEvents(ctx context.Context, db DBTX, iD int64, actor string
 			&i.Outcome,
 			&i.PrevHash,
 			&i.Hash,
+			&i.Revision,
 		); err != nil {
 			return nil, err
 		}
@@ -717,7 +747,7 @@ func (q *Queries) JobEvents(ctx context.Context, db DBTX, iD int64, actor string
 }
 
 const jobExpireLeases = `-- name: JobExpireLeases :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_expire_leases($1::integer, $2::text, $3::timestamptz)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.job_expire_leases($1::integer, $2::text, $3::timestamptz)
 `
 
 func (q *Queries) JobExpireLeases(ctx context.Context, db DBTX, maxJobs int32, actor string, now time.Time) ([]*DocketJob, error) {
@@ -766,6 +796,8 @@ func (q *Queries) JobExpireLeases(ctx context.Context, db DBTX, maxJobs int32, a
 			&i.UpdatedAt,
 			&i.FinishedAt,
 			&i.OutcomeToken,
+			&i.ClaimedRevision,
+			&i.Revisions,
 		); err != nil {
 			return nil, err
 		}
@@ -778,8 +810,8 @@ func (q *Queries) JobExpireLeases(ctx context.Context, db DBTX, maxJobs int32, a
 }
 
 const jobFail = `-- name: JobFail :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_fail($1::bigint, $2::uuid, $3::text, $4::text,
-    $5::interval, $6::text, $7::timestamptz)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.job_fail($1::bigint, $2::uuid, $3::text, $4::text,
+    $5::interval, $6::text, $7::timestamptz, $8::text)
 `
 
 type JobFailParams struct {
@@ -790,6 +822,7 @@ type JobFailParams struct {
 	RetryAfter *time.Duration
 	Actor      string
 	Now        time.Time
+	Revision   *string
 }
 
 func (q *Queries) JobFail(ctx context.Context, db DBTX, arg JobFailParams) (*DocketJob, error) {
@@ -801,6 +834,7 @@ func (q *Queries) JobFail(ctx context.Context, db DBTX, arg JobFailParams) (*Doc
 		arg.RetryAfter,
 		arg.Actor,
 		arg.Now,
+		arg.Revision,
 	)
 	var i DocketJob
 	err := row.Scan(
@@ -840,12 +874,14 @@ func (q *Queries) JobFail(ctx context.Context, db DBTX, arg JobFailParams) (*Doc
 		&i.UpdatedAt,
 		&i.FinishedAt,
 		&i.OutcomeToken,
+		&i.ClaimedRevision,
+		&i.Revisions,
 	)
 	return &i, err
 }
 
 const jobGet = `-- name: JobGet :one
-SELECT j.id, j.project, j.kind, j.queue, j.priority, j.state, j.payload, j.payload_schema, j.params, j.inputs, j.requested_output, j.lane_id, j.case_id, j.idempotency_key, j.compensation_kind, j.external, j.repeatable, j.available_at, j.attempts, j.max_attempts, j.lease, j.backoff_base, j.backoff_cap, j.backoff_jitter, j.lease_generation, j.claim_token, j.claimed_by, j.claimed_at, j.lease_expires_at, j.result, j.diagnostic, j.created_by, j.created_at, j.updated_at, j.finished_at, j.outcome_token FROM docket.jobs j WHERE j.id = $1 AND docket.job_visible($2::text, j.project)
+SELECT j.id, j.project, j.kind, j.queue, j.priority, j.state, j.payload, j.payload_schema, j.params, j.inputs, j.requested_output, j.lane_id, j.case_id, j.idempotency_key, j.compensation_kind, j.external, j.repeatable, j.available_at, j.attempts, j.max_attempts, j.lease, j.backoff_base, j.backoff_cap, j.backoff_jitter, j.lease_generation, j.claim_token, j.claimed_by, j.claimed_at, j.lease_expires_at, j.result, j.diagnostic, j.created_by, j.created_at, j.updated_at, j.finished_at, j.outcome_token, j.claimed_revision, j.revisions FROM docket.jobs j WHERE j.id = $1 AND docket.job_visible($2::text, j.project)
 `
 
 // No row when the actor may not read the job.
@@ -889,12 +925,14 @@ func (q *Queries) JobGet(ctx context.Context, db DBTX, iD int64, actor string) (
 		&i.UpdatedAt,
 		&i.FinishedAt,
 		&i.OutcomeToken,
+		&i.ClaimedRevision,
+		&i.Revisions,
 	)
 	return &i, err
 }
 
 const jobGetMany = `-- name: JobGetMany :many
-SELECT j.id, j.project, j.kind, j.queue, j.priority, j.state, j.payload, j.payload_schema, j.params, j.inputs, j.requested_output, j.lane_id, j.case_id, j.idempotency_key, j.compensation_kind, j.external, j.repeatable, j.available_at, j.attempts, j.max_attempts, j.lease, j.backoff_base, j.backoff_cap, j.backoff_jitter, j.lease_generation, j.claim_token, j.claimed_by, j.claimed_at, j.lease_expires_at, j.result, j.diagnostic, j.created_by, j.created_at, j.updated_at, j.finished_at, j.outcome_token FROM docket.jobs j
+SELECT j.id, j.project, j.kind, j.queue, j.priority, j.state, j.payload, j.payload_schema, j.params, j.inputs, j.requested_output, j.lane_id, j.case_id, j.idempotency_key, j.compensation_kind, j.external, j.repeatable, j.available_at, j.attempts, j.max_attempts, j.lease, j.backoff_base, j.backoff_cap, j.backoff_jitter, j.lease_generation, j.claim_token, j.claimed_by, j.claimed_at, j.lease_expires_at, j.result, j.diagnostic, j.created_by, j.created_at, j.updated_at, j.finished_at, j.outcome_token, j.claimed_revision, j.revisions FROM docket.jobs j
 WHERE j.id = ANY ($1::bigint[]) AND docket.job_visible($2::text, j.project)
 ORDER BY j.id
 `
@@ -946,6 +984,8 @@ func (q *Queries) JobGetMany(ctx context.Context, db DBTX, ids []int64, actor st
 			&i.UpdatedAt,
 			&i.FinishedAt,
 			&i.OutcomeToken,
+			&i.ClaimedRevision,
+			&i.Revisions,
 		); err != nil {
 			return nil, err
 		}
@@ -958,25 +998,27 @@ func (q *Queries) JobGetMany(ctx context.Context, db DBTX, ids []int64, actor st
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.jobs
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.jobs
 WHERE project = $1::text
   AND docket.job_visible($2::text, $1::text)
   AND ($3::text = '' OR state = $3::text)
   AND ($4::text = '' OR kind = $4::text)
   AND ($5::text = '' OR queue = $5::text)
   AND ($6::bigint = 0 OR id < $6::bigint)
+  AND (NOT $7::boolean OR id IN (SELECT u.id FROM docket.jobs_unrunnable u WHERE u.project = $1::text))
 ORDER BY id DESC
-LIMIT $7::integer
+LIMIT $8::integer
 `
 
 type JobListParams struct {
-	Project  string
-	Actor    string
-	State    string
-	Kind     string
-	Queue    string
-	BeforeID int64
-	MaxRows  int32
+	Project    string
+	Actor      string
+	State      string
+	Kind       string
+	Queue      string
+	BeforeID   int64
+	Unrunnable bool
+	MaxRows    int32
 }
 
 // Newest first, keyset-paginated by id; empty filters match everything.
@@ -988,6 +1030,7 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*D
 		arg.Kind,
 		arg.Queue,
 		arg.BeforeID,
+		arg.Unrunnable,
 		arg.MaxRows,
 	)
 	if err != nil {
@@ -1034,6 +1077,77 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*D
 			&i.UpdatedAt,
 			&i.FinishedAt,
 			&i.OutcomeToken,
+			&i.ClaimedRevision,
+			&i.Revisions,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobPin = `-- name: JobPin :many
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.job_pin($1::bigint[], $2::text[], $3::text, $4::timestamptz)
+`
+
+// By id.
+func (q *Queries) JobPin(ctx context.Context, db DBTX, ids []int64, revisions []string, actor string, now time.Time) ([]*DocketJob, error) {
+	rows, err := db.Query(ctx, jobPin,
+		ids,
+		revisions,
+		actor,
+		now,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*DocketJob{}
+	for rows.Next() {
+		var i DocketJob
+		if err := rows.Scan(
+			&i.ID,
+			&i.Project,
+			&i.Kind,
+			&i.Queue,
+			&i.Priority,
+			&i.State,
+			&i.Payload,
+			&i.PayloadSchema,
+			&i.Params,
+			&i.Inputs,
+			&i.RequestedOutput,
+			&i.LaneID,
+			&i.CaseID,
+			&i.IdempotencyKey,
+			&i.CompensationKind,
+			&i.External,
+			&i.Repeatable,
+			&i.AvailableAt,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.Lease,
+			&i.BackoffBase,
+			&i.BackoffCap,
+			&i.BackoffJitter,
+			&i.LeaseGeneration,
+			&i.ClaimToken,
+			&i.ClaimedBy,
+			&i.ClaimedAt,
+			&i.LeaseExpiresAt,
+			&i.Result,
+			&i.Diagnostic,
+			&i.CreatedBy,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+			&i.OutcomeToken,
+			&i.ClaimedRevision,
+			&i.Revisions,
 		); err != nil {
 			return nil, err
 		}
@@ -1068,7 +1182,7 @@ func (q *Queries) JobQueueDue(ctx context.Context, db DBTX, queue string, now ti
 }
 
 const jobReconcile = `-- name: JobReconcile :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_reconcile($1::bigint, $2::text, $3::jsonb, $4::text,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.job_reconcile($1::bigint, $2::text, $3::jsonb, $4::text,
     $5::text, $6::timestamptz)
 `
 
@@ -1128,13 +1242,15 @@ func (q *Queries) JobReconcile(ctx context.Context, db DBTX, arg JobReconcilePar
 		&i.UpdatedAt,
 		&i.FinishedAt,
 		&i.OutcomeToken,
+		&i.ClaimedRevision,
+		&i.Revisions,
 	)
 	return &i, err
 }
 
 const jobRelease = `-- name: JobRelease :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_release($1::bigint, $2::uuid, $3::timestamptz,
-    $4::text, $5::text, $6::timestamptz)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.job_release($1::bigint, $2::uuid, $3::timestamptz,
+    $4::text, $5::text, $6::timestamptz, $7::text)
 `
 
 type JobReleaseParams struct {
@@ -1144,6 +1260,7 @@ type JobReleaseParams struct {
 	Reason      *string
 	Actor       string
 	Now         time.Time
+	Revision    *string
 }
 
 func (q *Queries) JobRelease(ctx context.Context, db DBTX, arg JobReleaseParams) (*DocketJob, error) {
@@ -1154,6 +1271,7 @@ func (q *Queries) JobRelease(ctx context.Context, db DBTX, arg JobReleaseParams)
 		arg.Reason,
 		arg.Actor,
 		arg.Now,
+		arg.Revision,
 	)
 	var i DocketJob
 	err := row.Scan(
@@ -1193,20 +1311,24 @@ func (q *Queries) JobRelease(ctx context.Context, db DBTX, arg JobReleaseParams)
 		&i.UpdatedAt,
 		&i.FinishedAt,
 		&i.OutcomeToken,
+		&i.ClaimedRevision,
+		&i.Revisions,
 	)
 	return &i, err
 }
 
 const jobRenew = `-- name: JobRenew :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token FROM docket.job_renew($1::bigint, $2::uuid, $3::interval, $4::text, $5::timestamptz)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.job_renew($1::bigint, $2::uuid, $3::interval, $4::text, $5::timestamptz,
+    $6::text)
 `
 
 type JobRenewParams struct {
-	ID    int64
-	Token uuid.UUID
-	Lease *time.Duration
-	Actor string
-	Now   time.Time
+	ID       int64
+	Token    uuid.UUID
+	Lease    *time.Duration
+	Actor    string
+	Now      time.Time
+	Revision *string
 }
 
 func (q *Queries) JobRenew(ctx context.Context, db DBTX, arg JobRenewParams) (*DocketJob, error) {
@@ -1216,6 +1338,7 @@ func (q *Queries) JobRenew(ctx context.Context, db DBTX, arg JobRenewParams) (*D
 		arg.Lease,
 		arg.Actor,
 		arg.Now,
+		arg.Revision,
 	)
 	var i DocketJob
 	err := row.Scan(
@@ -1255,6 +1378,8 @@ func (q *Queries) JobRenew(ctx context.Context, db DBTX, arg JobRenewParams) (*D
 		&i.UpdatedAt,
 		&i.FinishedAt,
 		&i.OutcomeToken,
+		&i.ClaimedRevision,
+		&i.Revisions,
 	)
 	return &i, err
 }

@@ -235,6 +235,10 @@ type DocketJob struct {
 	UpdatedAt        time.Time
 	FinishedAt       *time.Time
 	OutcomeToken     *uuid.UUID
+	// The handler revision of the job's latest claim; NULL when never claimed, or claimed by a claimant naming none.
+	ClaimedRevision *string
+	// The handler revisions the job may run under (docket.job_pin); NULL: any.
+	Revisions []string
 }
 
 // Each job's last event and its hash. Exported where the owner cannot write, it shows later that a history was not rebuilt.
@@ -251,6 +255,8 @@ type DocketJobDecoder struct {
 	Deployment    string
 	RegisteredBy  string
 	RegisteredAt  time.Time
+	// The handler revision the deployment runs for the kind; NULL when it names none.
+	Revision *string
 }
 
 type DocketJobEnqueued struct {
@@ -291,6 +297,8 @@ type DocketJobEnqueued struct {
 	UpdatedAt        time.Time
 	FinishedAt       *time.Time
 	OutcomeToken     *uuid.UUID
+	ClaimedRevision  *string
+	Revisions        []string
 }
 
 // Append-only, hash-chained history of every job transition. docket.job_verify(id) checks a job's chain.
@@ -307,6 +315,8 @@ type DocketJobEvent struct {
 	Outcome    []byte
 	PrevHash   []byte
 	Hash       []byte
+	// The handler revision of the claim the event made or ended; NULL for other events and claimants naming none.
+	Revision *string
 }
 
 // The trace context of the span that enqueued each traced job (W3C traceparent, tracestate), for the span that runs it to link to. Written once, in the job's own transaction, by docket.job_trace_put.
@@ -378,6 +388,19 @@ type DocketJobsUndecodable struct {
 	PayloadSchema int32
 	State         string
 	AvailableAt   time.Time
+}
+
+// Unfinished jobs pinned to handler revisions no registered deployment runs for their kind and payload schema: no worker will claim them. deployed lists the revisions that are.
+type DocketJobsUnrunnable struct {
+	ID            int64
+	Project       string
+	Queue         string
+	Kind          string
+	PayloadSchema int32
+	State         string
+	Revisions     []string
+	AvailableAt   time.Time
+	Deployed      interface{}
 }
 
 // A named stream of work under a quorum. Execution moves along docket.lane_transitions, review along docket.lane_review_transitions; every change is in docket.lane_events.

@@ -11,31 +11,36 @@ SELECT e.ord::integer AS ord, e.duplicate::boolean AS duplicate, e.id::bigint AS
 -- name: JobClaim :many
 -- In the order the claim chose them.
 SELECT * FROM docket.job_claim(@project::text, @queue::text, @max_jobs::integer, sqlc.narg('lease')::interval,
-    sqlc.narg('kinds')::text[], sqlc.narg('schemas')::integer[], @actor::text, @now::timestamptz)
+    sqlc.narg('kinds')::text[], sqlc.narg('schemas')::integer[], @actor::text, @now::timestamptz,
+    sqlc.narg('revisions')::text[])
 ORDER BY priority, available_at, id;
 
 -- name: JobClaimID :many
 SELECT * FROM docket.job_claim_id(@id::bigint, sqlc.narg('lease')::interval,
-    sqlc.narg('kinds')::text[], sqlc.narg('schemas')::integer[], @actor::text, @now::timestamptz);
+    sqlc.narg('kinds')::text[], sqlc.narg('schemas')::integer[], @actor::text, @now::timestamptz,
+    sqlc.narg('revisions')::text[]);
 
 -- name: JobRenew :one
-SELECT * FROM docket.job_renew(@id::bigint, @token::uuid, sqlc.narg('lease')::interval, @actor::text, @now::timestamptz);
+SELECT * FROM docket.job_renew(@id::bigint, @token::uuid, sqlc.narg('lease')::interval, @actor::text, @now::timestamptz,
+    sqlc.narg('revision')::text);
 
 -- name: JobRelease :one
 SELECT * FROM docket.job_release(@id::bigint, @token::uuid, sqlc.narg('available_at')::timestamptz,
-    sqlc.narg('reason')::text, @actor::text, @now::timestamptz);
+    sqlc.narg('reason')::text, @actor::text, @now::timestamptz, sqlc.narg('revision')::text);
 
 -- name: JobComplete :one
-SELECT * FROM docket.job_complete(@id::bigint, @token::uuid, sqlc.narg('result')::jsonb, @actor::text, @now::timestamptz);
+SELECT * FROM docket.job_complete(@id::bigint, @token::uuid, sqlc.narg('result')::jsonb, @actor::text, @now::timestamptz,
+    sqlc.narg('revision')::text);
 
 -- name: JobCompleteMany :many
 -- An unknown job has no state and an element that was not refused has no refusal: both come back empty.
 SELECT e.id::bigint AS id, coalesce(e.state, '')::text AS state, coalesce(e.refusal, '')::text AS refusal
-FROM docket.job_complete_many(@ids::bigint[], @tokens::uuid[], @results::jsonb[], @actor::text, @now::timestamptz) e;
+FROM docket.job_complete_many(@ids::bigint[], @tokens::uuid[], @results::jsonb[], @actor::text, @now::timestamptz,
+    @revisions::text[]) e;
 
 -- name: JobFail :one
 SELECT * FROM docket.job_fail(@id::bigint, @token::uuid, @class::text, sqlc.narg('diagnostic')::text,
-    sqlc.narg('retry_after')::interval, @actor::text, @now::timestamptz);
+    sqlc.narg('retry_after')::interval, @actor::text, @now::timestamptz, sqlc.narg('revision')::text);
 
 -- name: JobCancel :one
 SELECT * FROM docket.job_cancel(@id::bigint, sqlc.narg('reason')::text, @actor::text, @now::timestamptz);
@@ -48,7 +53,8 @@ SELECT * FROM docket.job_reconcile(@id::bigint, @outcome::text, sqlc.narg('resul
 SELECT * FROM docket.job_expire_leases(@max_jobs::integer, @actor::text, @now::timestamptz);
 
 -- name: JobDecodersRegister :one
-SELECT docket.job_decoders_register(@deployment::text, @kinds::text[], @schemas::integer[], @actor::text, @now::timestamptz) AS registered;
+SELECT docket.job_decoders_register(@deployment::text, @kinds::text[], @schemas::integer[], @actor::text, @now::timestamptz,
+    @revisions::text[]) AS registered;
 
 -- name: JobVerify :one
 -- No row when the actor may not read the job.
@@ -75,6 +81,7 @@ WHERE project = @project::text
   AND (@kind::text = '' OR kind = @kind::text)
   AND (@queue::text = '' OR queue = @queue::text)
   AND (@before_id::bigint = 0 OR id < @before_id::bigint)
+  AND (NOT @unrunnable::boolean OR id IN (SELECT u.id FROM docket.jobs_unrunnable u WHERE u.project = @project::text))
 ORDER BY id DESC
 LIMIT @max_rows::integer;
 
@@ -97,7 +104,7 @@ SELECT * FROM docket.job_enqueue_one(
 -- name: JobClaimQueue :many
 SELECT * FROM docket.job_claim_queue(@queue::text, @max_jobs::integer,
     sqlc.narg('kinds')::text[], sqlc.narg('schemas')::integer[], sqlc.narg('leases')::interval[],
-    @actor::text, @now::timestamptz);
+    @actor::text, @now::timestamptz, sqlc.narg('revisions')::text[]);
 
 -- name: JobQueueDue :one
 -- Whether queue has a due job, not for external executors, in a project
@@ -119,3 +126,8 @@ SELECT EXISTS (
 SELECT g.project FROM docket.grants g
 WHERE g.principal = @actor::text AND g.capability = 'job.claim'
 ORDER BY g.project;
+
+-- name: JobPin :many
+-- By id.
+SELECT * FROM docket.job_pin(@ids::bigint[], sqlc.narg('revisions')::text[], @actor::text, @now::timestamptz);
+
