@@ -118,14 +118,14 @@ func (j Job) Lease() Lease {
 // for the creation. Hash is sha256(PrevHash || canonical event): see
 // docket.job_event_hash.
 type Event struct {
-	JobID    int64
-	Seq      int
-	From     State
-	To       State
-	Actor    access.Actor
-	At       time.Time
-	Attempt  int
-	Detail   string
+	JobID   int64
+	Seq     int
+	From    State
+	To      State
+	Actor   access.Actor
+	At      time.Time
+	Attempt int
+	Detail  string
 	// Revision is the handler revision of the claim the event made or
 	// ended; empty for other events. The hash covers it.
 	Revision string

@@ -38,8 +38,9 @@ var helps = []cmdHelp{
 	{"actor unbind", "ROLE PRINCIPAL", "no longer", "Removes the binding of login role ROLE to PRINCIPAL."},
 	{"actor list", "[ROLE] [-o json]", "the bindings of a login role, or all of them",
 		"Lists the principals login role ROLE may act as, or every binding."},
-	{"job list", "PROJECT [--state S] [--kind K] [--queue Q] [--limit N] [-o json]", "list a project's jobs, newest first",
-		"Lists the jobs of PROJECT you may see, newest first, filtered by state, kind and queue."},
+	{"job list", "PROJECT [--state S] [--kind K] [--queue Q] [--unrunnable] [--limit N] [-o json]", "list a project's jobs, newest first",
+		"Lists the jobs of PROJECT you may see, newest first, filtered by state, kind and queue; with --unrunnable, only " +
+			"those pinned to handler revisions no deployment runs, which no worker will claim."},
 	{"job show", "ID [-o json]", "a job, its history, and whether the history verifies",
 		"Shows job ID, its history of transitions, and whether the history's hash chain verifies; exits 1 when it " +
 			"does not."},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -25,6 +26,7 @@ func (c *cli) job(args []string) (dbAction, error) {
 		kind := fs.String("kind", "", "only jobs of this `KIND`")
 		queue := fs.String("queue", "", "only jobs of this `QUEUE`")
 		limit := fs.Int("limit", 50, "at most `N` jobs, newest first")
+		unrunnable := fs.Bool("unrunnable", false, "only jobs pinned to handler revisions no deployment runs")
 		format := outputFlag(fs)
 		project, err := c.listArgs(fs, rest, limit, nil)
 		if err == nil {
@@ -38,7 +40,8 @@ func (c *cli) job(args []string) (dbAction, error) {
 			if err != nil {
 				return err
 			}
-			list, err := cl.List(ctx, jobs.Filter{State: jobs.State(*state), Kind: *kind, Queue: *queue, Limit: *limit})
+			list, err := cl.List(ctx, jobs.Filter{State: jobs.State(*state), Kind: *kind, Queue: *queue, Limit: *limit,
+				Unrunnable: *unrunnable})
 			if err != nil {
 				return err
 			}
@@ -187,6 +190,12 @@ func (c *cli) jobShowText(j jobs.Job, events []jobs.Event, v jobs.Verification) 
 	fmt.Fprintf(w, "available at\t%s\n", j.AvailableAt.Format(time.RFC3339Nano))
 	if j.State == jobs.Claimed {
 		fmt.Fprintf(w, "held by\t%s until %s (lease generation %d)\n", j.ClaimedBy, j.LeaseExpiresAt.Format(time.RFC3339Nano), j.LeaseGeneration)
+	}
+	if j.ClaimedRevision != "" {
+		fmt.Fprintf(w, "claimed by revision\t%s\n", j.ClaimedRevision)
+	}
+	if j.Revisions != nil {
+		fmt.Fprintf(w, "pinned to revisions\t%s\n", strings.Join(j.Revisions, ", "))
 	}
 	if j.IdempotencyKey != "" {
 		fmt.Fprintf(w, "idempotency key\t%s\n", j.IdempotencyKey)

@@ -133,3 +133,34 @@ func TestJobShowOfAPrunedJob(t *testing.T) {
 	require.Contains(t, r.stderr, fmt.Sprintf("job %d was pruned at ", e.Job.ID))
 	require.Contains(t, r.stderr, fmt.Sprintf("by prune %d (project acme, by user:ana)", ps[0].ID))
 }
+
+// job list --unrunnable lists the jobs pinned to handler revisions no
+// deployment runs, and job show names a job's pin.
+func TestJobListUnrunnable(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	c := setup(t, testkit.Grants(app, project, access.JobCreate, access.JobClaim, access.JobPin))
+	jc, err := jobs.NewClient(c.Pool, jobs.Config{Project: project, Actor: app, Clock: c.Clock})
+	require.NoError(t, err)
+	var ids []int64
+	for i := range 2 {
+		e, err := jc.Enqueue(ctx, jobs.Spec{Kind: "billing.invoice", Payload: []byte(fmt.Sprint(i))})
+		require.NoError(t, err)
+		ids = append(ids, e.Job.ID)
+	}
+	require.NoError(t, jc.RegisterDecoders(ctx, "billing@r1", []jobs.Decoder{{Kind: "billing.invoice", Schema: 1, Revision: "r1"}}))
+	_, err = jc.Pin(ctx, ids[:1], []string{"r9"})
+	require.NoError(t, err)
+	_, err = jc.Pin(ctx, ids[1:], []string{"r1"})
+	require.NoError(t, err)
+
+	r := c.as(t, app, "job", "list", "--unrunnable", project)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, 2, strings.Count(r.stdout, "\n"), r.stdout)
+	require.Regexp(t, fmt.Sprintf(`(?m)^%d\s+billing.invoice\s+default\s+queued`, ids[0]), r.stdout)
+
+	r = c.as(t, app, "job", "show", fmt.Sprint(ids[0]))
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `pinned to revisions\s+r9`, r.stdout)
+	require.Regexp(t, `queued\s+queued\s+svc:app\s+0\s+pinned to revisions r9`, r.stdout)
+}

@@ -160,6 +160,8 @@ type (
 		CreatedAt       time.Time    `json:"created_at"`
 		UpdatedAt       time.Time    `json:"updated_at"`
 		FinishedAt      *time.Time   `json:"finished_at"`
+		ClaimedRevision string       `json:"claimed_revision"`
+		Revisions       []string     `json:"revisions"`
 	}
 	jobDetailJSON struct {
 		jobJSON
@@ -178,13 +180,14 @@ type (
 		Verification verificationJSON `json:"verification"`
 	}
 	jobEventJSON struct {
-		Seq     int          `json:"seq"`
-		At      time.Time    `json:"at"`
-		From    jobs.State   `json:"from"`
-		To      jobs.State   `json:"to"`
-		Actor   access.Actor `json:"actor"`
-		Attempt int          `json:"attempt"`
-		Detail  string       `json:"detail"`
+		Seq      int          `json:"seq"`
+		At       time.Time    `json:"at"`
+		From     jobs.State   `json:"from"`
+		To       jobs.State   `json:"to"`
+		Actor    access.Actor `json:"actor"`
+		Attempt  int          `json:"attempt"`
+		Detail   string       `json:"detail"`
+		Revision string       `json:"revision"`
 	}
 	verificationJSON struct {
 		OK      bool   `json:"ok"`
@@ -199,7 +202,8 @@ func jobOf(j jobs.Job) jobJSON {
 		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, AvailableAt: j.AvailableAt.UTC(), LaneID: j.LaneID,
 		CaseID: j.CaseID, IdempotencyKey: j.IdempotencyKey, ClaimedBy: j.ClaimedBy, LeaseExpiresAt: instant(j.LeaseExpiresAt),
 		LeaseGeneration: j.LeaseGeneration, CreatedBy: j.CreatedBy, CreatedAt: j.CreatedAt.UTC(),
-		UpdatedAt: j.UpdatedAt.UTC(), FinishedAt: instant(j.FinishedAt)}
+		UpdatedAt: j.UpdatedAt.UTC(), FinishedAt: instant(j.FinishedAt), ClaimedRevision: j.ClaimedRevision,
+		Revisions: j.Revisions}
 }
 
 func jobDetailOf(j jobs.Job) jobDetailJSON {
@@ -209,7 +213,8 @@ func jobDetailOf(j jobs.Job) jobDetailJSON {
 }
 
 func jobEventOf(e jobs.Event) jobEventJSON {
-	return jobEventJSON{Seq: e.Seq, At: e.At.UTC(), From: e.From, To: e.To, Actor: e.Actor, Attempt: e.Attempt, Detail: e.Detail}
+	return jobEventJSON{Seq: e.Seq, At: e.At.UTC(), From: e.From, To: e.To, Actor: e.Actor, Attempt: e.Attempt, Detail: e.Detail,
+		Revision: e.Revision}
 }
 
 // Lanes.
