@@ -17,7 +17,8 @@ var (
 	// transition table, or the row is in a terminal state.
 	ErrIllegalTransition = errors.New("illegal transition")
 	// ErrStaleClaim (DK002): the token does not hold the current lease
-	// (expired, replaced, released).
+	// (expired, replaced, released), or the caller's handler revision is not
+	// the one that claimed it.
 	ErrStaleClaim = errors.New("stale claim")
 	// ErrIdempotencyConflict (DK003): same idempotency key, different payload.
 	ErrIdempotencyConflict = errors.New("idempotency conflict")
