@@ -37,6 +37,14 @@
 // finished a job hears about its outcome: repeating it is a quiet no-op,
 // another outcome is [db.ErrTerminal].
 //
+// A claim is bound to the handler revision that took it: a claimant names
+// its revision per kind ([Decoder.Revision]), the claim records it
+// ([Job.ClaimedRevision], and each event's [Event.Revision], in the hash),
+// and a call on the lease from another revision is [db.ErrStaleClaim].
+// [Client.Pin] holds queued jobs to the revisions they may run under; a job
+// pinned to revisions no deployment runs is never claimed, and
+// [Filter.Unrunnable] lists it.
+//
 // A retryable failure queues the job again after a backoff from its
 // [RetryPolicy] and makes it dead on its last attempt; a permanent failure
 // fails it; an uncertain failure, or a lease that expired under a lost

@@ -136,3 +136,60 @@ func ExampleRetryPolicy_Backoff() {
 	// 1s 2s 4s 8s 16s 32s 1m0s 1m0s
 	// 3s
 }
+
+// A job pinned to a handler revision runs only under it: a claimant running
+// another revision is not handed it, and the claim records the revision that
+// took it, which every later call on the lease must come from.
+func ExampleClient_Pin() {
+	ctx := context.Background()
+	clock := db.NewFakeClock(time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC))
+	pool := testkit.ExamplePool(ctx, clock, "user:ana", []string{"acme"},
+		testkit.Grants("svc:billing", "acme", access.JobCreate, access.JobClaim, access.JobPin)...)
+	defer pool.Close()
+
+	client, err := jobs.NewClient(pool, jobs.Config{Project: "acme", Actor: "svc:billing", Clock: clock})
+	if err != nil {
+		log.Fatal(err)
+	}
+	spec, err := SendInvoice.Spec(Invoice{Customer: "globex", Cents: 12000})
+	if err != nil {
+		log.Fatal(err)
+	}
+	enq, err := client.Enqueue(ctx, spec)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := client.Pin(ctx, []int64{enq.Job.ID}, []string{"v2.4.1"}); err != nil {
+		log.Fatal(err)
+	}
+	runs := func(revision string) jobs.ClaimOptions {
+		return jobs.ClaimOptions{Decoders: []jobs.Decoder{{Kind: "billing.invoice", Schema: 1, Revision: revision}}}
+	}
+	old, err := client.Claim(ctx, "default", runs("v2.4.0"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("v2.4.0 claimed:", len(old))
+	cur, err := client.Claim(ctx, "default", runs("v2.4.1"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("v2.4.1 claimed:", len(cur), "under", cur[0].ClaimedRevision)
+
+	// The same token from another revision is a stale claim.
+	lease := cur[0].Lease()
+	other := lease
+	other.Revision = "v2.4.0"
+	_, err = client.Complete(ctx, other, nil, nil)
+	fmt.Println("from v2.4.0:", errors.Is(err, db.ErrStaleClaim))
+	done, err := client.Complete(ctx, lease, nil, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("from v2.4.1:", done.State)
+	// Output:
+	// v2.4.0 claimed: 0
+	// v2.4.1 claimed: 1 under v2.4.1
+	// from v2.4.0: true
+	// from v2.4.1: succeeded
+}
