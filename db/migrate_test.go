@@ -328,3 +328,39 @@ func TestJobViewOutlivesItsMigrationWhileGranted(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM docket.grants WHERE capability = 'job.view'`).Scan(&grants))
 	require.Equal(t, 1, grants)
 }
+
+// Migrating below 15 is refused while a history records a handler revision
+// or a pin: without them those events would no longer verify. Told to
+// discard them, it goes down, and up again.
+func TestMigratingBelowRevisionsKeepsHistoriesVerifiable(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := pgtest.NewDB(t)
+	const at = "2026-11-02T09:00:00Z"
+	for _, sql := range []string{
+		`SELECT docket.project_create('acme', 'user:ana', $1)`,
+		`SELECT docket.grant_add('svc:app', 'acme', c, 'user:ana', $1) FROM unnest('{job.create,job.claim}'::text[]) c`,
+		`SELECT docket.job_enqueue_many('acme', 'svc:app', $1, '{a.b}', '{default}', '{1}', '{1}', '{1}', '{""}', '{NULL}',
+			'{5}', '{f}', '{f}', '{5 min}', '{1s}', '{10 min}', '{0.2}', '{null}', '{null}', '{""}', '{0}', '{0}', '{""}')`,
+		`SELECT docket.job_claim('acme', 'default', 1, NULL, '{a.b}', '{1}', 'svc:app', $1, '{r1}')`,
+	} {
+		_, err := pool.Exec(ctx, sql, at)
+		require.NoError(t, err, sql)
+	}
+	before := schemaSnapshot(t, pool)
+	err := db.MigrateDownTo(ctx, pool, 14)
+	require.ErrorContains(t, err, "would break the histories of 1 jobs")
+	status, err := db.MigrationStatus(ctx, pool)
+	require.NoError(t, err)
+	require.Equal(t, int64(15), status.Version)
+	require.Equal(t, before, schemaSnapshot(t, pool))
+
+	cfg := pool.Config().Copy()
+	cfg.ConnConfig.RuntimeParams["docket.discard_revisions"] = "on"
+	discarding, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer discarding.Close()
+	require.NoError(t, db.MigrateDownTo(ctx, discarding, 14))
+	require.NoError(t, db.Migrate(ctx, pool))
+	require.Equal(t, before, schemaSnapshot(t, pool))
+}

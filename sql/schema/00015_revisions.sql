@@ -954,9 +954,28 @@ SELECT docket.apply_privileges();
 
 
 -- +goose Down
--- Down restores the functions as migration 4 (and 8, 13) left them. Pins
--- recorded meanwhile leave queued -> queued events, which job_verify of the
--- older machine reports.
+-- Down restores the functions as migration 4 (and 8, 13) left them. It
+-- refuses while any history holds a revision or a pin: without the column
+-- those events no longer hash to what they recorded, and the older machine
+-- has no queued -> queued move, so the histories would stop verifying. To go
+-- down regardless, discarding that evidence, set docket.discard_revisions to
+-- on in the migrating session (options=-c docket.discard_revisions=on in its
+-- connection URL, or PGOPTIONS).
+-- +goose StatementBegin
+DO $$
+DECLARE
+    n bigint;
+BEGIN
+    SELECT count(DISTINCT job_id) INTO n FROM docket.job_events
+    WHERE revision IS NOT NULL OR (from_state = 'queued' AND to_state = 'queued');
+    IF n > 0 AND current_setting('docket.discard_revisions', true) IS DISTINCT FROM 'on' THEN
+        RAISE EXCEPTION 'migrating below 15 would break the histories of % jobs, which record handler revisions or pins', n
+            USING ERRCODE = 'DK010',
+                  HINT = 'to go down regardless, set docket.discard_revisions = on in the migrating session (options=-c docket.discard_revisions=on)';
+    END IF;
+END
+$$;
+-- +goose StatementEnd
 SET LOCAL docket.migrating = 'on';
 DROP VIEW docket.jobs_unrunnable;
 DELETE FROM docket.api_functions WHERE name = 'job_pin';
