@@ -132,6 +132,25 @@ func TestVerifyDetectsARewrittenRevision(t *testing.T) {
 	require.False(t, v.OK)
 	require.Equal(t, 3, v.BadSeq)
 	require.Contains(t, v.Problem, "altered")
+
+	// The job's own revision and pin, rewritten past the guards, are caught
+	// against what its history recorded.
+	k := claimAs(t, e, "r1")
+	asOwner(t, e, []string{"docket.jobs"}, `UPDATE docket.jobs SET claimed_revision = 'r2' WHERE id = $1`, k.ID)
+	v, err = e.client.Verify(ctx, k.ID)
+	require.NoError(t, err)
+	require.False(t, v.OK)
+	require.Contains(t, v.Problem, "claimed revision r2 is not r1")
+
+	in, err := e.client.Enqueue(ctx, spec(`{"n": 2}`))
+	require.NoError(t, err)
+	_, err = e.client.Pin(ctx, []int64{in.Job.ID}, []string{"r1"})
+	require.NoError(t, err)
+	asOwner(t, e, []string{"docket.jobs"}, `UPDATE docket.jobs SET revisions = '{r1,r2}' WHERE id = $1`, in.Job.ID)
+	v, err = e.client.Verify(ctx, in.Job.ID)
+	require.NoError(t, err)
+	require.False(t, v.OK)
+	require.Contains(t, v.Problem, "pin {r1,r2} is not what its last pin recorded")
 }
 
 // A job pinned to a revision no deployment runs is never claimed, by queue

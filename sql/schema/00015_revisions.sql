@@ -256,7 +256,10 @@ END
 $$;
 -- +goose StatementEnd
 
--- job_verify and job_heads (package retention) hash each event with its revision.
+-- job_verify and job_heads (package retention) hash each event with its
+-- revision. job_verify checks also that the job still holds the revision its
+-- last claim recorded and the pin its last pin recorded, so either rewritten
+-- since, by any means, is reported.
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION docket.job_verify(p_id bigint)
 RETURNS TABLE (ok boolean, events integer, bad_seq integer, problem text)
@@ -272,6 +275,8 @@ DECLARE
     prev_attempt integer := 0;
     drift text := docket.job_machine_drift();
     want bytea;
+    claim_revision text;   -- the revision the last claim recorded
+    pin_detail text;       -- what the last pin recorded
 BEGIN
     SELECT * INTO j FROM docket.jobs WHERE id = p_id;
     IF NOT FOUND THEN
@@ -308,6 +313,11 @@ BEGIN
             RETURN QUERY SELECT false, n, e.seq::integer, format('recorded at %s, before the event before it (%s): time ran backwards', e.at, last.at);
             RETURN;
         END IF;
+        IF e.to_state = 'claimed' THEN
+            claim_revision := e.revision;
+        ELSIF e.from_state = 'queued' AND e.to_state = 'queued' THEN
+            pin_detail := e.detail;
+        END IF;
         prev_hash := e.hash;
         prev_state := e.to_state;
         prev_attempt := e.attempt;
@@ -322,6 +332,14 @@ BEGIN
                                              j.claim_token, j.lease_generation, j.attempts) THEN
         RETURN QUERY SELECT false, n, last.seq::integer, format('the job no longer holds what event %s recorded: its result, diagnostic, holder or token was rewritten',
                                                         last.seq);
+    ELSIF claim_revision IS DISTINCT FROM j.claimed_revision THEN
+        RETURN QUERY SELECT false, n, 0, format('the job''s claimed revision %s is not %s, which its last claim recorded',
+                                                 coalesce(j.claimed_revision, 'NULL'), coalesce(claim_revision, 'NULL'));
+    ELSIF (CASE WHEN j.revisions IS NULL THEN 'unpinned: any revision may run it'
+                ELSE 'pinned to revisions ' || array_to_string(j.revisions, ', ') END)
+          IS DISTINCT FROM coalesce(pin_detail, 'unpinned: any revision may run it') THEN
+        RETURN QUERY SELECT false, n, 0, format('the job''s pin %s is not what its last pin recorded (%s)',
+                                                 coalesce(j.revisions::text, 'NULL'), coalesce(pin_detail, 'no pin'));
     ELSIF drift IS NOT NULL THEN
         RETURN QUERY SELECT false, n, 0, 'the job machine''s tables were changed: ' || drift;
     ELSE
