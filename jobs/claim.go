@@ -85,7 +85,9 @@ func (c *Client) Claim(ctx context.Context, queue string, opts ClaimOptions) ([]
 // attempts left, taken over. Each claimed job has a fresh token, a new lease
 // generation and one more attempt; [Job.Lease] is what the holder keeps. Jobs
 // another claimant has locked are skipped, never waited for, so concurrent
-// claimants get distinct jobs.
+// claimants get distinct jobs. Each claim records the decoders' revision for
+// the job's kind ([Job.ClaimedRevision]); a job pinned to revisions
+// ([Client.Pin]) is handed only to a claimant running one of them.
 //
 // Nothing due is an empty answer, not an error, and so is an actor without
 // the job.claim grant on the project: it learns nothing a claimant with
@@ -132,9 +134,10 @@ func (c *Client) ClaimID(ctx context.Context, id int64, opts ClaimOptions) (Job,
 // may belong to any project. opts.Limit is ignored.
 //
 // It refuses malformed options with [db.ErrInvalidArgument], and a claimable
-// job whose payload schema is not among opts.Decoders with
-// [db.ErrRefusedRevision], leaving it as it was for a deployment that can
-// decode it.
+// job whose payload schema is not among opts.Decoders, or that is pinned
+// ([Client.Pin]) to revisions that do not include the decoders' revision for
+// its kind, with [db.ErrRefusedRevision], leaving it as it was for a
+// deployment that can run it.
 //
 // What it writes commits with tx, or rolls back with it.
 func (c *Client) ClaimIDTx(ctx context.Context, tx pgx.Tx, id int64, opts ClaimOptions) (Job, bool, error) {
@@ -173,8 +176,9 @@ func (c *Client) Renew(ctx context.Context, l Lease, d time.Duration) (Job, erro
 // It refuses, changing nothing: d outside 1 s .. 24 h with
 // [db.ErrInvalidArgument]; an unknown job with [db.ErrNotFound]; a token that
 // no longer holds a live lease (it expired, another claimant took the job
-// over, it was released, completed or cancelled) with [db.ErrStaleClaim]. A
-// holder that gets ErrStaleClaim must stop working on the job.
+// over, it was released, completed or cancelled), or a lease whose Revision
+// is not the one that claimed the job, with [db.ErrStaleClaim]. A holder
+// that gets ErrStaleClaim must stop working on the job.
 //
 // What it writes commits with tx, or rolls back with it.
 func (c *Client) RenewTx(ctx context.Context, tx pgx.Tx, l Lease, d time.Duration) (Job, error) {
@@ -212,7 +216,8 @@ func (c *Client) Release(ctx context.Context, l Lease, availableAt time.Time, re
 // [Dead].
 //
 // It refuses, changing nothing: an unknown job with [db.ErrNotFound]; a token
-// that does not hold a live lease with [db.ErrStaleClaim].
+// that does not hold a live lease, or a lease from another revision than the
+// claim's, with [db.ErrStaleClaim].
 //
 // What it writes commits with tx, or rolls back with it.
 func (c *Client) ReleaseTx(ctx context.Context, tx pgx.Tx, l Lease, availableAt time.Time, reason string) (Job, error) {

@@ -46,7 +46,8 @@ func (c *Client) Complete(ctx context.Context, l Lease, result json.RawMessage, 
 // [MaxPayloadBytes] with [db.ErrInvalidArgument]; an unknown job with
 // [db.ErrNotFound]; a token that does not hold a live lease, and did not
 // hold the claim that finished the job, with [db.ErrStaleClaim] (a job
-// cancelled, settled or taken over under its holder included); the token of
+// cancelled, settled or taken over under its holder included), and so is a
+// lease whose Revision is not the one that claimed the job; the token of
 // the claim that finished the job otherwise (failed, dead, or succeeded with
 // another result) with [db.ErrTerminal].
 func (c *Client) CompleteTx(ctx context.Context, tx pgx.Tx, l Lease, result json.RawMessage) (Job, error) {
@@ -189,7 +190,8 @@ func (c *Client) Fail(ctx context.Context, l Lease, f Failure) (Job, error) {
 // It refuses, changing nothing: an unknown class with [db.ErrInvalidArgument];
 // an unknown job with [db.ErrNotFound]; the finishing holder's token on a job
 // that finished otherwise with [db.ErrTerminal]; any other token that does
-// not hold a live lease with [db.ErrStaleClaim].
+// not hold a live lease, or a lease from another revision than the claim's,
+// with [db.ErrStaleClaim].
 //
 // What it writes commits with tx, or rolls back with it.
 func (c *Client) FailTx(ctx context.Context, tx pgx.Tx, l Lease, f Failure) (Job, error) {
