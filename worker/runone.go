@@ -57,7 +57,8 @@ var ErrHandlerPanic = errors.New("worker: the handler panicked")
 // the registry has no handler for, or one for an executor outside docket
 // (External), with [db.ErrInvalidArgument]; a job the actor may not see
 // with [db.ErrNotFound]; a job whose payload schema the registry does not
-// decode with [db.ErrRefusedRevision]; a finished job with [db.ErrTerminal]; a job that
+// decode, or pinned to revisions that do not include its handler's, with
+// [db.ErrRefusedRevision]; a finished job with [db.ErrTerminal]; a job that
 // is not claimable now (not yet due, held by a live lease, uncertain) with
 // [db.ErrInvalidArgument], saying why; a due job it still could not claim
 // (the actor lacks job.claim on its project, or another claimant holds
