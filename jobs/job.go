@@ -51,7 +51,7 @@ type Job struct {
 	PayloadSchema    int
 	Params           json.RawMessage // nil when none
 	Inputs           []string
-	RequestedOutput  string
+	Output           OutputRef // what the job is asked to produce; zero when nothing
 	LaneID           int64 // 0 when none
 	CaseID           int64 // 0 when none
 	IdempotencyKey   string
@@ -155,7 +155,7 @@ func fromRow(r *dbsqlc.DocketJob) Job {
 			MaxAttempts: int(r.MaxAttempts),
 		},
 	}
-	j.RequestedOutput = deref(r.RequestedOutput)
+	j.Output = OutputRef{Asset: deref(r.RequestedOutput), Kind: deref(r.RequestedKind), Root: deref(r.TargetRoot)}
 	j.IdempotencyKey = deref(r.IdempotencyKey)
 	j.CompensationKind = deref(r.CompensationKind)
 	j.Diagnostic = deref(r.Diagnostic)
@@ -191,6 +191,7 @@ func fromEnqueuedRow(r *dbsqlc.DocketJobEnqueued) Enqueued {
 		LeaseGeneration: r.LeaseGeneration, ClaimToken: r.ClaimToken, ClaimedBy: r.ClaimedBy,
 		ClaimedAt: r.ClaimedAt, LeaseExpiresAt: r.LeaseExpiresAt, Result: r.Result, Diagnostic: r.Diagnostic,
 		CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt,
+		OutcomeToken: r.OutcomeToken, RequestedKind: r.RequestedKind, TargetRoot: r.TargetRoot,
 	})}
 }
 

@@ -71,8 +71,14 @@ func (w *Client) run(ctx context.Context, j jobs.Job, link trace.SpanContext) ou
 		w.fail(ctx, j, base, f, beat.leaseUntil())
 		return outcome{job: j}
 	}
+	if err := jobs.CheckRecord(j, res.Record); err != nil {
+		// The handler's record does not fit the job: a bug of the handler's,
+		// which fails its attempt rather than the completion (or a batch).
+		w.fail(ctx, j, base, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "completion record: " + err.Error()}, beat.leaseUntil())
+		return outcome{job: j}
+	}
 	if res.WritesFunc == nil {
-		return outcome{job: j, success: &jobs.Completion{Lease: lease, Result: res.Value}, event: base, until: beat.leaseUntil(), attempt: att}
+		return outcome{job: j, success: &jobs.Completion{Lease: lease, Result: res.Value, Record: res.Record}, event: base, until: beat.leaseUntil(), attempt: att}
 	}
 	w.succeedWithWrites(ctx, j, res, base, beat.leaseUntil())
 	return outcome{job: j}
@@ -114,7 +120,12 @@ func (w *Client) succeedWithWrites(ctx context.Context, j jobs.Job, res Result, 
 			if err := writesOf(res.WritesFunc(tctx, tx)); err != nil {
 				return err
 			}
-			_, err := w.jobs.CompleteTx(tctx, tx, lease, res.Value)
+			_, err := w.jobs.CompleteWithTx(tctx, tx, jobs.Completion{Lease: lease, Result: res.Value, Record: res.Record})
+			if errors.Is(err, db.ErrInvalidArgument) {
+				// Storage refused the record: as the writes' own failure,
+				// the attempt fails and the writes roll back.
+				return &writesError{err: err}
+			}
 			return err
 		})
 	})

@@ -235,6 +235,8 @@ type DocketJob struct {
 	UpdatedAt        time.Time
 	FinishedAt       *time.Time
 	OutcomeToken     *uuid.UUID
+	RequestedKind    *string
+	TargetRoot       *string
 }
 
 // Each job's last event and its hash. Exported where the owner cannot write, it shows later that a history was not rebuilt.
@@ -243,6 +245,19 @@ type DocketJobChainHead struct {
 	Seq   int32
 	At    time.Time
 	Hash  string
+}
+
+// What the worker that completed each job actually produced and used: output asset, kind and root, its parameters and inputs. Written once, by the claim's holder in the completion's transaction (docket.job_completion_record).
+type DocketJobCompletion struct {
+	JobID       int64
+	OutputAsset string
+	OutputKind  string
+	OutputRoot  *string
+	ParamsUsed  json.RawMessage
+	InputsUsed  []string
+	RecordedBy  string
+	RecordedAt  time.Time
+	ClaimToken  uuid.UUID
 }
 
 type DocketJobDecoder struct {
@@ -291,6 +306,8 @@ type DocketJobEnqueued struct {
 	UpdatedAt        time.Time
 	FinishedAt       *time.Time
 	OutcomeToken     *uuid.UUID
+	RequestedKind    *string
+	TargetRoot       *string
 }
 
 // Append-only, hash-chained history of every job transition. docket.job_verify(id) checks a job's chain.
