@@ -52,8 +52,8 @@ type Job struct {
 	Params           json.RawMessage // nil when none
 	Inputs           []string
 	Output           OutputRef // what the job is asked to produce; zero when nothing
-	LaneID           int64 // 0 when none
-	CaseID           int64 // 0 when none
+	LaneID           int64     // 0 when none
+	CaseID           int64     // 0 when none
 	IdempotencyKey   string
 	CompensationKind string
 	External         bool // run by an executor outside docket's worker

@@ -56,7 +56,9 @@ type CompletionRecord struct {
 // validate refuses, with [db.ErrInvalidArgument], a record the database
 // would refuse for its shape alone.
 func (r *CompletionRecord) validate(op string, id int64) error {
-	bad := func(msg string) error { return db.Refuse(db.ErrInvalidArgument, op, "completion record: "+msg, "job", id) }
+	bad := func(msg string) error {
+		return db.Refuse(db.ErrInvalidArgument, op, "completion record: "+msg, "job", id)
+	}
 	switch {
 	case r.Output.Asset == "" || utf8.RuneCountInString(r.Output.Asset) > MaxOutputLen:
 		return bad(fmt.Sprintf("want an output asset of 1-%d characters", MaxOutputLen))
@@ -94,7 +96,9 @@ func CheckRecord(j Job, r *CompletionRecord) error {
 	if err := r.validate(op, j.ID); err != nil {
 		return err
 	}
-	bad := func(msg string) error { return db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("job %d: %s", j.ID, msg), "job", j.ID) }
+	bad := func(msg string) error {
+		return db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("job %d: %s", j.ID, msg), "job", j.ID)
+	}
 	switch {
 	case j.Output.Asset != "" && r.Output.Asset != j.Output.Asset:
 		return bad(fmt.Sprintf("the completion record's output asset %q is not the requested %q", r.Output.Asset, j.Output.Asset))

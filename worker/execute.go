@@ -71,9 +71,20 @@ func (w *Client) run(ctx context.Context, j jobs.Job, link trace.SpanContext) ou
 		w.fail(ctx, j, base, f, beat.leaseUntil())
 		return outcome{job: j}
 	}
-	if err := jobs.CheckRecord(j, res.Record); err != nil {
-		// The handler's record does not fit the job: a bug of the handler's,
-		// which fails its attempt rather than the completion (or a batch).
+	// A record that does not fit the job is the handler's bug, which fails
+	// its attempt rather than a batch of completions: checked here for a
+	// success the batch records. One with writes is checked by storage in
+	// its own transaction, which then rolls the writes back
+	// (succeedWithWrites); only a missing record is caught here, as storage
+	// would catch it only at commit.
+	var recordErr error
+	switch {
+	case res.WritesFunc == nil:
+		recordErr = jobs.CheckRecord(j, res.Record)
+	case res.Record == nil:
+		recordErr = jobs.CheckRecord(j, nil)
+	}
+	if err := recordErr; err != nil {
 		w.fail(ctx, j, base, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "completion record: " + err.Error()}, beat.leaseUntil())
 		return outcome{job: j}
 	}
