@@ -135,6 +135,10 @@ func TestCompletionRecordsWhatTheWorkerUsedNotTheJobsParams(t *testing.T) {
 	require.Equal(t, string(app), by)
 	require.Equal(t, j.ClaimToken, token)
 
+	// A record is written once: not even the owner edits it.
+	_, err = e.Pool.Exec(ctx, `UPDATE docket.job_completions SET params_used = '{"width": 4000}' WHERE job_id = $1`, j.ID)
+	require.ErrorContains(t, err, "written once")
+
 	// A record that names no parameters stores none: the job's are never copied.
 	j2 := claimed(t, e, render(`{"poster": 43}`))
 	rec := clamped()

@@ -575,6 +575,9 @@ BEGIN
         RAISE EXCEPTION '% may not create jobs in project %: it needs an explicit job.create grant', p_actor, p_project
             USING ERRCODE = 'DK009';
     END IF;
+
+    -- Early, named refusals for the common mistakes; the table's CHECKs
+    -- remain the arbiter.
     SELECT x.i, x.kind, x.queue, x.payload, x.max_attempts INTO bad
     FROM unnest(p_kinds, p_queues, p_payloads, p_max_attempts) WITH ORDINALITY AS x(kind, queue, payload, max_attempts, i)
     WHERE x.kind IS NULL OR NOT docket.valid_job_kind(x.kind)
@@ -585,6 +588,7 @@ BEGIN
     IF FOUND THEN
         PERFORM docket.job_require_spec(bad.i::integer, bad.kind, bad.queue, bad.payload, bad.max_attempts);
     END IF;
+
     v_ids := ARRAY(SELECT nextval('docket.jobs_id_seq') FROM generate_series(1, n));
     WITH inserted AS (
         INSERT INTO docket.jobs AS j (
@@ -612,6 +616,9 @@ BEGIN
     IF v_inserted = n THEN
         RETURN QUERY SELECT x.i::integer, false, x.id FROM unnest(v_ids) WITH ORDINALITY AS x(id, i);
     ELSE
+        -- A statement of its own, so it sees the rows the INSERT made and
+        -- those concurrent enqueues committed; each element not inserted
+        -- names the job that holds its key.
         RETURN QUERY
         SELECT x.i::integer, j.id IS NULL,
                coalesce(j.id, docket.job_resolve_duplicate(p_project, p_kinds[x.i], p_keys[x.i],
