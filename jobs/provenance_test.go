@@ -478,3 +478,36 @@ LIMIT 1000`
 	require.NoError(t, err)
 	require.Len(t, ids, 1)
 }
+
+// TestProvenanceRecipes runs the psql recipes of docs/jobs.md, as the owner
+// would in psql.
+func TestProvenanceRecipes(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	j := claimed(t, e, render(`{"poster": 42}`))
+	_, err := e.client.CompleteWith(ctx, jobs.Completion{Lease: j.Lease(), Record: clamped()}, nil)
+	require.NoError(t, err)
+
+	var producer int64
+	var params json.RawMessage
+	require.NoError(t, e.Pool.QueryRow(ctx, `
+		SELECT c.job_id, c.params_used
+		FROM docket.job_completions c JOIN docket.jobs j ON j.id = c.job_id
+		WHERE c.output_asset = 'poster/42' AND c.output_kind = 'image/png'`).Scan(&producer, &params))
+	require.Equal(t, j.ID, producer)
+	require.JSONEq(t, `{"width": 2048}`, string(params))
+
+	var again int64
+	require.NoError(t, e.Pool.QueryRow(ctx, `
+		SELECT e.id FROM docket.jobs j JOIN docket.job_completions c ON c.job_id = j.id,
+		     docket.job_enqueue_one(j.project, $3, $2, j.kind, j.queue, j.priority, j.payload, j.payload_schema,
+		         '', NULL, j.max_attempts, j.repeatable, j.external, j.lease, j.backoff_base, j.backoff_cap, j.backoff_jitter,
+		         c.params_used, c.inputs_used, j.requested_output, 0, 0, '', j.requested_kind, j.target_root) e
+		WHERE j.id = $1`, j.ID, t0, string(app)).Scan(&again))
+	got, err := e.client.Get(ctx, again)
+	require.NoError(t, err)
+	require.Equal(t, jobs.OutputRef{Asset: "poster/42", Kind: "image/png", Root: "renders"}, got.Output)
+	require.JSONEq(t, `{"width": 2048}`, string(got.Params))
+	require.Equal(t, []string{"src:poster/42", "font:inter"}, got.Inputs)
+}
