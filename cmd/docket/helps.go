@@ -41,8 +41,9 @@ var helps = []cmdHelp{
 	{"job list", "PROJECT [--state S] [--kind K] [--queue Q] [--limit N] [-o json]", "list a project's jobs, newest first",
 		"Lists the jobs of PROJECT you may see, newest first, filtered by state, kind and queue."},
 	{"job show", "ID [-o json]", "a job, its history, and whether the history verifies",
-		"Shows job ID, its history of transitions, and whether the history's hash chain verifies; exits 1 when it " +
-			"does not."},
+		"Shows job ID, its requested output and, once it succeeded, what its completion record says the worker " +
+			"produced and used; its history of transitions, and whether the history's hash chain verifies; exits 1 " +
+			"when it does not."},
 	{"job cancel", "ID [--reason TEXT]", "cancel a queued, claimed or uncertain job",
 		"Cancels job ID, keeping --reason as its diagnostic."},
 	{"job reconcile", "ID succeeded|failed|queued [--note TEXT] [--result JSON]", "settle an uncertain job",
