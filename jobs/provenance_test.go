@@ -160,13 +160,22 @@ func TestCompleteManyRecordsInOneBatch(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	var batch []jobs.Completion
+	var specs []jobs.Spec
 	for i := range 3 {
 		s := render(fmt.Sprintf(`{"poster": %d}`, i))
 		s.Output.Asset = fmt.Sprintf("poster/%d", i)
-		j := claimed(t, e, s)
+		specs = append(specs, s)
+	}
+	receipts, err := e.client.EnqueueMany(ctx, specs)
+	require.NoError(t, err)
+	var batch []jobs.Completion
+	for i, r := range receipts {
+		j, ok, err := e.client.ClaimID(ctx, r.ID, jobs.ClaimOptions{})
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, specs[i].Output, j.Output, "a batch enqueue stores the requested output")
 		rec := clamped()
-		rec.Output.Asset = s.Output.Asset
+		rec.Output.Asset = specs[i].Output.Asset
 		batch = append(batch, jobs.Completion{Lease: j.Lease(), Record: rec})
 	}
 	plain := claimed(t, e, spec(`{"plain": true}`))
