@@ -474,6 +474,7 @@ func TestProducedByPlan(t *testing.T) {
 	_, err = e.Pool.Exec(ctx, `ANALYZE docket.jobs; ANALYZE docket.job_completions`)
 	require.NoError(t, err)
 
+	// JobProducedBy, as sql/queries/provenance.sql has it.
 	const query = `SELECT c.job_id FROM docket.job_completions c
 JOIN docket.jobs j ON j.id = c.job_id
 WHERE c.output_asset = $1::text AND c.output_kind = $2::text
