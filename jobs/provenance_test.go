@@ -409,6 +409,22 @@ func TestProvenanceRefusals(t *testing.T) {
 		refused(t, db.ErrInvalidArgument, func() error { _, err := e.client.ProducedBy(ctx, "poster/42", ""); return err })
 		refused(t, db.ErrInvalidArgument, func() error { _, err := e.client.ProducedBy(ctx, "poster/42", "image png"); return err })
 	})
+	t.Run("insert by hand", func(t *testing.T) {
+		for _, cols := range []string{"requested_kind) VALUES ('acme', 'media.render', '{}', $1, $1, $1, 'svc:app', 'image/png')",
+			"target_root) VALUES ('acme', 'media.render', '{}', $1, $1, $1, 'svc:app', 'renders')"} {
+			var got error
+			refused(t, db.ErrInvalidArgument, func() error {
+				got = db.Translate(testkit.Raw(ctx, e.Pool, ana, t0, `INSERT INTO docket.jobs (project, kind, payload, available_at, created_at,
+					updated_at, created_by, `+cols, t0), "sql")
+				return got
+			})
+			require.ErrorContains(t, got, "names no asset")
+		}
+		refused(t, db.ErrImmutable, func() error {
+			err := testkit.Raw(ctx, e.Pool, ana, t0, `UPDATE docket.jobs SET target_root = 'drafts' WHERE id = $1`, queued.Job.ID)
+			return db.Translate(err, "sql")
+		})
+	})
 	t.Run("enqueue", func(t *testing.T) {
 		// The same key with another requested output is a conflict.
 		s := render(`{"poster": 50}`)

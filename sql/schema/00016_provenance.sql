@@ -42,9 +42,35 @@ CREATE DOMAIN docket.job_target_root AS text CONSTRAINT job_target_root_valid CH
 
 ALTER TABLE docket.jobs
     ADD COLUMN requested_kind docket.job_output_kind,
-    ADD COLUMN target_root docket.job_target_root,
-    ADD CONSTRAINT jobs_request_names_asset CHECK (
-        requested_output IS NOT NULL OR (requested_kind IS NULL AND target_root IS NULL));
+    ADD COLUMN target_root docket.job_target_root;
+
+-- jobs_request_check refuses (a check violation of jobs_request_names_asset)
+-- a job created with a requested kind or target root and no asset. A
+-- statement trigger over the new rows, not a table CHECK, which Postgres
+-- would read again in every UPDATE of a job (see 00004's domains); the
+-- columns never change after the INSERT (jobs_request_immutable).
+-- +goose StatementBegin
+CREATE FUNCTION docket.jobs_request_check() RETURNS trigger
+LANGUAGE plpgsql SET jit = off AS $$
+DECLARE
+    bad bigint;
+BEGIN
+    SELECT n.id INTO bad FROM new_jobs n
+    WHERE n.requested_output IS NULL AND (n.requested_kind IS NOT NULL OR n.target_root IS NOT NULL)
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'job %: a requested output kind or target root names no asset', bad
+            USING ERRCODE = '23514', CONSTRAINT = 'jobs_request_names_asset', TABLE = 'jobs', SCHEMA = 'docket';
+    END IF;
+    RETURN NULL;
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER jobs_request_check
+    AFTER INSERT ON docket.jobs
+    REFERENCING NEW TABLE AS new_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION docket.jobs_request_check();
 
 -- What a job is asked to produce is fixed at enqueue, as its other request
 -- columns are (jobs_columns_immutable).
@@ -403,8 +429,9 @@ BEGIN
         RAISE EXCEPTION 'job %: invalid completion record: want %', bad.id, bad.want USING ERRCODE = 'DK010';
     END IF;
 
-    -- The jobs each element's token holds live, locked as a completion
-    -- locks them, in id order; then the first record that does not match.
+    -- The jobs each element's token holds live, locked as the completion
+    -- that follows locks them (only its holder's calls wait on the lock);
+    -- then the first record that does not match.
     SELECT x.i, x.id, x.asset, x.kind, x.root, j.requested_output, j.requested_kind, j.target_root,
            CASE
                WHEN j.requested_output IS NOT NULL AND x.asset <> j.requested_output THEN 'asset'
@@ -531,7 +558,9 @@ DROP FUNCTION docket.job_require_request(integer, text, text, text);
 DROP FUNCTION docket.job_resolve_duplicate(text, text, text, jsonb, integer, text, text, text);
 DROP VIEW docket.job_enqueued;
 DROP TRIGGER jobs_request_immutable ON docket.jobs;
-ALTER TABLE docket.jobs DROP CONSTRAINT jobs_request_names_asset, DROP COLUMN target_root, DROP COLUMN requested_kind;
+DROP TRIGGER jobs_request_check ON docket.jobs;
+DROP FUNCTION docket.jobs_request_check();
+ALTER TABLE docket.jobs DROP COLUMN target_root, DROP COLUMN requested_kind;
 DROP DOMAIN docket.job_target_root;
 DROP DOMAIN docket.job_output_kind;
 DROP FUNCTION docket.valid_target_root(text);
