@@ -48,7 +48,9 @@ func (c *Client) Complete(ctx context.Context, l Lease, result json.RawMessage, 
 // hold the claim that finished the job, with [db.ErrStaleClaim] (a job
 // cancelled, settled or taken over under its holder included); the token of
 // the claim that finished the job otherwise (failed, dead, or succeeded with
-// another result) with [db.ErrTerminal].
+// another result) with [db.ErrTerminal]. A job that requests an output
+// ([Spec.Output]) is completed with [Client.CompleteWithTx] and its record:
+// completing it here is refused when tx commits ([db.ErrInvalidArgument]).
 func (c *Client) CompleteTx(ctx context.Context, tx pgx.Tx, l Lease, result json.RawMessage) (Job, error) {
 	return c.complete(ctx, tx, l, result)
 }
