@@ -286,8 +286,10 @@ func (c *Client) RerunPlan(ctx context.Context, id int64) (RerunPlan, error) {
 }
 
 // RerunPlanTx reads, in tx, the plan that redoes completed job id as its
-// completion record says it was done. It is a read: it writes nothing and
-// enqueues nothing; enqueueing [RerunPlan.Spec] is the caller's to do.
+// completion record says it was done. It is a read: it sees what tx has
+// written and not yet committed, writes nothing and enqueues nothing, so
+// tx's commit or rollback changes nothing of it; enqueueing
+// [RerunPlan.Spec] is the caller's to do, in a transaction of its choosing.
 //
 // It refuses: an unknown job, or one the actor may not read, with
 // [db.ErrNotFound] ("job 42 not found or not visible to ACTOR"); a job that
@@ -337,7 +339,8 @@ func (c *Client) ProducedBy(ctx context.Context, asset, kind string) ([]int64, e
 }
 
 // ProducedByTx is [Client.ProducedBy] read in tx: it sees what tx has
-// written and not yet committed, and writes nothing itself. It refuses a
+// written and not yet committed, and writes nothing itself, so tx's commit
+// or rollback changes nothing of it. It refuses a
 // malformed asset or kind with [db.ErrInvalidArgument]; an output nobody
 // visible produced is an empty answer.
 func (c *Client) ProducedByTx(ctx context.Context, tx pgx.Tx, asset, kind string) ([]int64, error) {
