@@ -52,6 +52,18 @@
 // repeatable, because the worker may have done the work. An uncertain job
 // waits for [Client.Reconcile] or [Client.Cancel].
 //
+// # Provenance
+//
+// A job may name the output it is asked for ([Spec.Output]: an asset, a
+// representation kind, a logical target root). Its completion then records
+// what the worker actually produced and used, a [CompletionRecord] passed
+// with [Client.CompleteWith] or [Client.CompleteMany]: storage checks it
+// against the request in the completion's transaction and refuses a
+// mismatch with [db.ErrInvalidArgument], so the whole completion rolls back.
+// The job's parameters are never copied onto it. [Client.RerunPlan] reads
+// what it takes to do a completed job again as it was done, and
+// [Client.ProducedBy] which job produced an output; both only read.
+//
 // Execution is at-least-once: a lease gives one holder at a time, not one
 // execution in the world. Handlers with external effects should carry their
 // own idempotency keys. See docs/jobs.md.

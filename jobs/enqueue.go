@@ -42,8 +42,8 @@ func (c *Client) Enqueue(ctx context.Context, spec Spec) (Enqueued, error) {
 // It refuses, writing nothing: a spec that fails [Spec.Validate] with
 // [db.ErrInvalidArgument]; an actor without an explicit job.create grant on
 // the project, or an unknown project, with [db.ErrNotPermitted]; an
-// idempotency key held by a job with another payload with
-// [db.ErrIdempotencyConflict].
+// idempotency key held by a job with another payload or requested output
+// with [db.ErrIdempotencyConflict].
 func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, spec Spec) (Enqueued, error) {
 	return c.enqueue(ctx, tx, spec)
 }
@@ -80,6 +80,7 @@ func (c *Client) enqueueOne(ctx context.Context, q db.DBTX, spec Spec, trace *te
 		Lease: p.Leases[0], BackoffBase: p.BackoffBase[0], BackoffCap: p.BackoffCap[0],
 		BackoffJitter: p.BackoffJitter[0], Params: p.Params[0], Inputs: inputs, Output: p.Outputs[0],
 		LaneID: p.LaneIds[0], CaseID: p.CaseIds[0], CompensationKind: p.CompensationKinds[0],
+		OutputKind: p.OutputKinds[0], Root: p.Roots[0],
 	}
 	var rows []*dbsqlc.DocketJobEnqueued
 	if trace == nil {
@@ -160,6 +161,7 @@ func (c *Client) enqueueParams(now time.Time, specs []Spec) (dbsqlc.JobEnqueueMa
 		BackoffCap: make([]time.Duration, n), BackoffJitter: make([]float64, n), Params: make([]json.RawMessage, n),
 		Inputs: make([]json.RawMessage, n), Outputs: make([]string, n), LaneIds: make([]int64, n),
 		CaseIds: make([]int64, n), CompensationKinds: make([]string, n),
+		OutputKinds: make([]string, n), Roots: make([]string, n),
 	}
 	null := json.RawMessage("null")
 	for i, s := range specs {
@@ -196,7 +198,9 @@ func (c *Client) enqueueParams(now time.Time, specs []Spec) (dbsqlc.JobEnqueueMa
 			}
 			p.Inputs[i] = in
 		}
-		p.Outputs[i] = s.RequestedOutput
+		p.Outputs[i] = s.Output.Asset
+		p.OutputKinds[i] = s.Output.Kind
+		p.Roots[i] = s.Output.Root
 		p.LaneIds[i] = s.LaneID
 		p.CaseIds[i] = s.CaseID
 		p.CompensationKinds[i] = s.CompensationKind

@@ -137,6 +137,53 @@ func ExampleRetryPolicy_Backoff() {
 	// 3s
 }
 
+func ExampleClient_RerunPlan() {
+	ctx := context.Background()
+	clock := db.NewFakeClock(time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC))
+	pool := examplePool(ctx, clock)
+	defer pool.Close()
+	client, err := jobs.NewClient(pool, jobs.Config{Project: "acme", Actor: "svc:billing", Clock: clock})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// A render asked for at 4000 px.
+	enq, err := client.Enqueue(ctx, jobs.Spec{Kind: "media.render", Payload: []byte(`{"poster": 42}`),
+		Output: jobs.OutputRef{Asset: "poster/42", Kind: "image/png", Root: "renders"},
+		Params: []byte(`{"width": 4000}`), Inputs: []string{"src:poster/42"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	j, _, err := client.ClaimID(ctx, enq.Job.ID, jobs.ClaimOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The worker clamps the size to 2048 px, and records that.
+	_, err = client.CompleteWith(ctx, jobs.Completion{Lease: j.Lease(), Record: &jobs.CompletionRecord{
+		Output: jobs.OutputRef{Asset: "poster/42", Kind: "image/png"},
+		Params: []byte(`{"width": 2048}`), Inputs: []string{"src:poster/42"},
+	}}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	plan, err := client.RerunPlan(ctx, j.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(plan.Kind, plan.Output.Asset, plan.Output.Kind, "under", plan.Output.Root)
+	fmt.Println("params:", string(plan.Params), "inputs:", plan.Inputs)
+	producers, err := client.ProducedBy(ctx, "poster/42", "image/png")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("produced by job", producers[0] == j.ID)
+	// Output:
+	// media.render poster/42 image/png under renders
+	// params: {"width": 2048} inputs: [src:poster/42]
+	// produced by job true
+}
+
 // A job pinned to a handler revision runs only under it: a claimant running
 // another revision is not handed it, and the claim records the revision that
 // took it, which every later call on the lease must come from.

@@ -51,9 +51,9 @@ type Job struct {
 	PayloadSchema    int
 	Params           json.RawMessage // nil when none
 	Inputs           []string
-	RequestedOutput  string
-	LaneID           int64 // 0 when none
-	CaseID           int64 // 0 when none
+	Output           OutputRef // what the job is asked to produce; zero when nothing
+	LaneID           int64     // 0 when none
+	CaseID           int64     // 0 when none
 	IdempotencyKey   string
 	CompensationKind string
 	External         bool // run by an executor outside docket's worker
@@ -171,7 +171,7 @@ func fromRow(r *dbsqlc.DocketJob) Job {
 			MaxAttempts: int(r.MaxAttempts),
 		},
 	}
-	j.RequestedOutput = deref(r.RequestedOutput)
+	j.Output = OutputRef{Asset: deref(r.RequestedOutput), Kind: deref(r.RequestedKind), Root: deref(r.TargetRoot)}
 	j.IdempotencyKey = deref(r.IdempotencyKey)
 	j.CompensationKind = deref(r.CompensationKind)
 	j.Diagnostic = deref(r.Diagnostic)
@@ -212,6 +212,7 @@ func fromEnqueuedRow(r *dbsqlc.DocketJobEnqueued) Enqueued {
 		ClaimedAt: r.ClaimedAt, LeaseExpiresAt: r.LeaseExpiresAt, Result: r.Result, Diagnostic: r.Diagnostic,
 		CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt,
 		ClaimedRevision: r.ClaimedRevision, Revisions: r.Revisions,
+		OutcomeToken: r.OutcomeToken, RequestedKind: r.RequestedKind, TargetRoot: r.TargetRoot,
 	})}
 }
 

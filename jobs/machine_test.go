@@ -519,7 +519,7 @@ func TestMachineImmutableColumns(t *testing.T) {
 	s := spec(`{"invoice": 7}`)
 	s.Params = []byte(`{"region": "eu"}`)
 	s.Inputs = []string{"doc:1"}
-	s.RequestedOutput = "receipt"
+	s.Output = jobs.OutputRef{Asset: "receipt", Kind: "application/pdf", Root: "receipts"}
 	s.IdempotencyKey = "invoice-7"
 	s.CompensationKind = "billing.void"
 	s.Retry = jobs.RetryPolicy{MaxAttempts: 3}
@@ -539,6 +539,10 @@ func TestMachineImmutableColumns(t *testing.T) {
 		{"inputs", "'{}'"},
 		{"requested_output", "'invoice'"},
 		{"requested_output", "NULL"},
+		{"requested_kind", "'text/plain'"},
+		{"requested_kind", "NULL"},
+		{"target_root", "'archive'"},
+		{"target_root", "NULL"},
 		{"idempotency_key", "'invoice-8'"},
 		{"idempotency_key", "NULL"},
 		{"compensation_kind", "'billing.refund'"},

@@ -49,7 +49,9 @@ func (c *Client) Complete(ctx context.Context, l Lease, result json.RawMessage, 
 // cancelled, settled or taken over under its holder included), and so is a
 // lease whose Revision is not the one that claimed the job; the token of
 // the claim that finished the job otherwise (failed, dead, or succeeded with
-// another result) with [db.ErrTerminal].
+// another result) with [db.ErrTerminal]. A job that requests an output
+// ([Spec.Output]) is completed with [Client.CompleteWithTx] and its record:
+// completing it here is refused when tx commits ([db.ErrInvalidArgument]).
 func (c *Client) CompleteTx(ctx context.Context, tx pgx.Tx, l Lease, result json.RawMessage) (Job, error) {
 	return c.complete(ctx, tx, l, result)
 }
@@ -69,15 +71,31 @@ func (c *Client) complete(ctx context.Context, q db.DBTX, l Lease, result json.R
 	return fromRow(row), nil
 }
 
-// Completion is one element of [Client.CompleteMany].
+// Completion is one completion: of [Client.CompleteWith], or an element of
+// [Client.CompleteMany].
 type Completion struct {
 	Lease  Lease
 	Result json.RawMessage // nil: none
+	// Record is what the worker produced and used (nil: none stated). A job
+	// that requests an output ([Spec.Output]) needs one.
+	Record *CompletionRecord
 }
 
 // CompleteMany completes a batch of leases in one statement. See
 // [Client.CompleteManyTx].
 func (c *Client) CompleteMany(ctx context.Context, batch []Completion) ([]error, error) {
+	for _, b := range batch {
+		if b.Record != nil {
+			// The records and the completions commit together.
+			var out []error
+			err := c.inTxChecked(ctx, "job.complete_many", func(tx pgx.Tx) error {
+				var err error
+				out, err = c.completeMany(ctx, tx, batch)
+				return err
+			})
+			return out, err
+		}
+	}
 	return c.completeMany(ctx, c.pool, batch)
 }
 
@@ -88,7 +106,13 @@ func (c *Client) CompleteMany(ctx context.Context, batch []Completion) ([]error,
 // [db.ErrTerminal], [db.ErrNotFound]), and that element changed nothing while
 // the others completed. The second result refuses the whole batch, changing
 // nothing: empty or oversized, a job named twice, or a result that is not
-// JSON ([db.ErrInvalidArgument]).
+// JSON ([db.ErrInvalidArgument]); a completion record that
+// [Client.CompleteWithTx] would refuse ([db.ErrInvalidArgument]). The
+// records of the batch are written in one statement before the
+// completions; an element whose token holds no live claim records nothing
+// and is refused as above. A job that requests an output completed without
+// a record is refused when tx commits, with [db.ErrInvalidArgument], and the
+// whole transaction rolls back.
 //
 // What it writes commits with tx, or rolls back with it.
 func (c *Client) CompleteManyTx(ctx context.Context, tx pgx.Tx, batch []Completion) ([]error, error) {
@@ -120,6 +144,9 @@ func (c *Client) completeMany(ctx context.Context, q db.DBTX, batch []Completion
 			}
 			results[i] = b.Result
 		}
+	}
+	if _, err := c.record(ctx, q, op, batch); err != nil {
+		return nil, err
 	}
 	rows, err := queries.JobCompleteMany(ctx, q, dbsqlc.JobCompleteManyParams{
 		Ids: ids, Tokens: tokens, Results: results, Actor: string(c.actor), Now: c.clock.Now(), Revisions: revisions,

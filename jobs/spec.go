@@ -51,9 +51,12 @@ type Spec struct {
 	Params json.RawMessage
 	// Inputs are ordered references to what the job reads (up to 100).
 	Inputs []string
-	// RequestedOutput names what the job is asked to produce (up to 1000
-	// characters).
-	RequestedOutput string
+	// Output names what the job is asked to produce: an asset, and
+	// optionally its representation kind and the logical target root it is
+	// written under. A job that requests an asset must be completed with a
+	// [CompletionRecord] naming it (see [Client.CompleteWith]). The zero
+	// value requests nothing.
+	Output OutputRef
 	// LaneID and CaseID link the job to a lane or a case (0: none). A lane
 	// must be one of the job's project (else enqueueing is refused with
 	// db.ErrMissingReference); it never gates a claim.
@@ -74,7 +77,9 @@ const (
 	MaxKindLen        = 128
 	MaxKeyLen         = 255
 	MaxInputs         = 100
-	MaxOutputLen      = 1000
+	MaxOutputLen      = 1000 // an output asset, in characters
+	MaxOutputKindLen  = 128
+	MaxTargetRootLen  = 200
 	MaxDiagnosticLen  = 4096 // longer diagnostics are cut, marked with …
 	MinLease          = time.Second
 	MaxLease          = 24 * time.Hour
@@ -96,6 +101,8 @@ var (
 	kindPattern       = regexp.MustCompile(`^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*$`)
 	queuePattern      = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 	deploymentPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}$`)
+	outputKindPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+/:-]{0,127}$`)
+	targetRootPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$`)
 )
 
 // ValidKind reports whether kind is a well-formed job kind.
@@ -107,6 +114,15 @@ func ValidKind(kind string) bool {
 // [Client.RegisterDecoders]: 1-200 characters of [A-Za-z0-9._:@/-], starting
 // with a letter or digit.
 func ValidDeployment(name string) bool { return deploymentPattern.MatchString(name) }
+
+// ValidOutputKind reports whether kind is a well-formed representation kind
+// of an output: 1-128 characters of [A-Za-z0-9._+/:-], starting with a
+// letter or digit, e.g. "image/png" or "thumbnail.webp".
+func ValidOutputKind(kind string) bool { return outputKindPattern.MatchString(kind) }
+
+// ValidTargetRoot reports whether root is a well-formed logical target root:
+// 1-200 characters of [A-Za-z0-9._-], starting with a letter or digit.
+func ValidTargetRoot(root string) bool { return targetRootPattern.MatchString(root) }
 
 // ValidQueue reports whether queue is a well-formed queue name.
 func ValidQueue(queue string) bool { return queuePattern.MatchString(queue) }
@@ -176,8 +192,14 @@ func (s Spec) Validate() error {
 		return invalid("kind %s: params must be a JSON object of at most %d bytes", s.Kind, MaxParamsBytes)
 	case len(s.Inputs) > MaxInputs:
 		return invalid("kind %s: %d inputs, over the bound of %d", s.Kind, len(s.Inputs), MaxInputs)
-	case utf8.RuneCountInString(s.RequestedOutput) > MaxOutputLen:
+	case utf8.RuneCountInString(s.Output.Asset) > MaxOutputLen:
 		return invalid("kind %s: requested output is over %d characters", s.Kind, MaxOutputLen)
+	case s.Output.Kind != "" && !ValidOutputKind(s.Output.Kind):
+		return invalid("kind %s: invalid requested output kind %q: want 1-%d characters of [A-Za-z0-9._+/:-], starting with a letter or digit", s.Kind, s.Output.Kind, MaxOutputKindLen)
+	case s.Output.Root != "" && !ValidTargetRoot(s.Output.Root):
+		return invalid("kind %s: invalid target root %q: want 1-%d characters of [A-Za-z0-9._-], starting with a letter or digit", s.Kind, s.Output.Root, MaxTargetRootLen)
+	case s.Output.Asset == "" && (s.Output.Kind != "" || s.Output.Root != ""):
+		return invalid("kind %s: a requested output kind or target root names no asset: set Output.Asset too", s.Kind)
 	case s.LaneID < 0 || s.CaseID < 0:
 		return invalid("kind %s: lane and case ids are positive (0: none)", s.Kind)
 	case s.CompensationKind != "" && !ValidKind(s.CompensationKind):

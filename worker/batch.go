@@ -384,7 +384,7 @@ func (b *batch) settleAlone() {
 		copy(errs, refusals)
 	case permanent(err):
 		for i, p := range b.pending {
-			_, errs[i] = w.jobs.Complete(ctx, p.success.Lease, p.success.Result, nil)
+			_, errs[i] = w.jobs.CompleteWith(ctx, *p.success, nil)
 		}
 	default:
 		for i := range errs {

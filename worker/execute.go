@@ -71,8 +71,25 @@ func (w *Client) run(ctx context.Context, j jobs.Job, link trace.SpanContext) ou
 		w.fail(ctx, j, base, f, beat.leaseUntil())
 		return outcome{job: j}
 	}
+	// A record that does not fit the job is the handler's bug, which fails
+	// its attempt rather than a batch of completions: checked here for a
+	// success the batch records. One with writes is checked by storage in
+	// its own transaction, which then rolls the writes back
+	// (succeedWithWrites); only a missing record is caught here, as storage
+	// would catch it only at commit.
+	var recordErr error
+	switch {
+	case res.WritesFunc == nil:
+		recordErr = jobs.CheckRecord(j, res.Record)
+	case res.Record == nil:
+		recordErr = jobs.CheckRecord(j, nil)
+	}
+	if err := recordErr; err != nil {
+		w.fail(ctx, j, base, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "completion record: " + err.Error()}, beat.leaseUntil())
+		return outcome{job: j}
+	}
 	if res.WritesFunc == nil {
-		return outcome{job: j, success: &jobs.Completion{Lease: lease, Result: res.Value}, event: base, until: beat.leaseUntil(), attempt: att}
+		return outcome{job: j, success: &jobs.Completion{Lease: lease, Result: res.Value, Record: res.Record}, event: base, until: beat.leaseUntil(), attempt: att}
 	}
 	w.succeedWithWrites(ctx, j, res, base, beat.leaseUntil())
 	return outcome{job: j}
@@ -114,7 +131,12 @@ func (w *Client) succeedWithWrites(ctx context.Context, j jobs.Job, res Result, 
 			if err := writesOf(res.WritesFunc(tctx, tx)); err != nil {
 				return err
 			}
-			_, err := w.jobs.CompleteTx(tctx, tx, lease, res.Value)
+			_, err := w.jobs.CompleteWithTx(tctx, tx, jobs.Completion{Lease: lease, Result: res.Value, Record: res.Record})
+			if errors.Is(err, db.ErrInvalidArgument) {
+				// Storage refused the record: as the writes' own failure,
+				// the attempt fails and the writes roll back.
+				return &writesError{err: err}
+			}
 			return err
 		})
 	})

@@ -35,6 +35,14 @@ type Result struct {
 	// it returns an error or the lease was lost, not at all (the attempt then
 	// fails retryably, or stays as the lease's new holder leaves it).
 	WritesFunc func(ctx context.Context, tx pgx.Tx) error
+	// Record, when not nil, states what the attempt produced and used: the
+	// output, and the parameters and inputs the handler actually used
+	// (never copied from the job's). It is stored with the success, in the
+	// same transaction as the writes; a job that requests an output
+	// ([jobs.Spec.Output]) needs one. A record that does not match the
+	// job's request is refused, the writes roll back, and the attempt fails
+	// retryably, as when the writes fail.
+	Record *jobs.CompletionRecord
 }
 
 // HandlerOptions shape how a kind's jobs run. The zero value is ready to use.

@@ -105,7 +105,7 @@ func (w *Client) RunJob(ctx context.Context, id int64) (JobRun, error) {
 	if o.success != nil {
 		var refusal error
 		err := once.hold(ctx, j, o.until, "success", func(tctx context.Context) error {
-			_, err := w.jobs.Complete(tctx, o.success.Lease, o.success.Result, nil)
+			_, err := w.jobs.CompleteWith(tctx, *o.success, nil)
 			return err
 		})
 		switch {

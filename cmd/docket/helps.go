@@ -42,8 +42,9 @@ var helps = []cmdHelp{
 		"Lists the jobs of PROJECT you may see, newest first, filtered by state, kind and queue; with --unrunnable, only " +
 			"those pinned to handler revisions no deployment runs, which no worker will claim."},
 	{"job show", "ID [-o json]", "a job, its history, and whether the history verifies",
-		"Shows job ID, its history of transitions, and whether the history's hash chain verifies; exits 1 when it " +
-			"does not."},
+		"Shows job ID, its requested output and, once it succeeded, what its completion record says the worker " +
+			"produced and used; its history of transitions, and whether the history's hash chain verifies; exits 1 " +
+			"when it does not."},
 	{"job cancel", "ID [--reason TEXT]", "cancel a queued, claimed or uncertain job",
 		"Cancels job ID, keeping --reason as its diagnostic."},
 	{"job reconcile", "ID succeeded|failed|queued [--note TEXT] [--result JSON]", "settle an uncertain job",

@@ -164,13 +164,23 @@ func (c *cli) jobShow(ctx context.Context, pool *pgxpool.Pool, id int64, format 
 	if err != nil {
 		return err
 	}
+	// A succeeded job's completion record, as its re-run plan reads it.
+	var rec *jobs.RerunPlan
+	if j.State == jobs.Succeeded {
+		p, err := cl.RerunPlan(ctx, id)
+		if err != nil {
+			return err
+		}
+		rec = &p
+	}
 	if format == formatJSON {
 		doc := jobShowDoc{Job: jobDetailOf(j), History: mapSlice(events, jobEventOf),
-			Verification: verificationJSON{OK: v.OK, Events: v.Events, BadSeq: v.BadSeq, Problem: v.Problem}}
+			Verification: verificationJSON{OK: v.OK, Events: v.Events, BadSeq: v.BadSeq, Problem: v.Problem},
+			Completion:   completionOf(rec)}
 		if err := writeSafeJSON(c.stdout, doc); err != nil {
 			return err
 		}
-	} else if err := c.jobShowText(j, events, v); err != nil {
+	} else if err := c.jobShowText(j, rec, events, v); err != nil {
 		return err
 	}
 	if v.OK {
@@ -179,7 +189,7 @@ func (c *cli) jobShow(ctx context.Context, pool *pgxpool.Pool, id int64, format 
 	return fmt.Errorf("job %d: history does not verify at event %d: %s", id, v.BadSeq, v.Problem)
 }
 
-func (c *cli) jobShowText(j jobs.Job, events []jobs.Event, v jobs.Verification) error {
+func (c *cli) jobShowText(j jobs.Job, rec *jobs.RerunPlan, events []jobs.Event, v jobs.Verification) error {
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "job\t%d\n", j.ID)
 	fmt.Fprintf(w, "project\t%s\n", j.Project)
@@ -204,6 +214,22 @@ func (c *cli) jobShowText(j jobs.Job, events []jobs.Event, v jobs.Verification) 
 		fmt.Fprintf(w, "diagnostic\t%s\n", oneLine(j.Diagnostic))
 	}
 	fmt.Fprintf(w, "payload\t%s\n", j.Payload)
+	if j.Output.Asset != "" {
+		fmt.Fprintf(w, "requested output\t%s\n", jobOutputText(j.Output))
+	}
+	switch {
+	case rec == nil:
+	case rec.Recorded:
+		fmt.Fprintf(w, "produced\t%s, recorded by %s at %s\n", jobOutputText(rec.Produced), rec.RecordedBy, rec.RecordedAt.Format(time.RFC3339Nano))
+		if rec.Params != nil {
+			fmt.Fprintf(w, "params used\t%s\n", rec.Params)
+		}
+		if len(rec.Inputs) > 0 {
+			fmt.Fprintf(w, "inputs used\t%s\n", strings.Join(rec.Inputs, ", "))
+		}
+	default:
+		fmt.Fprintf(w, "completion record\tnone: a re-run names the kind only\n")
+	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
@@ -224,6 +250,18 @@ func (c *cli) jobShowText(j jobs.Job, events []jobs.Event, v jobs.Verification) 
 		fmt.Fprintf(c.stdout, "\nhistory verified: %d events, hash chain intact\n", v.Events)
 	}
 	return nil
+}
+
+// jobOutputText renders an output as "asset (kind) under root".
+func jobOutputText(o jobs.OutputRef) string {
+	s := o.Asset
+	if o.Kind != "" {
+		s += " (" + o.Kind + ")"
+	}
+	if o.Root != "" {
+		s += " under " + o.Root
+	}
+	return s
 }
 
 // idArg parses the one positional argument ID of the command fs is named

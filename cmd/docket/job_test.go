@@ -164,3 +164,37 @@ func TestJobListUnrunnable(t *testing.T) {
 	require.Regexp(t, `pinned to revisions\s+r9`, r.stdout)
 	require.Regexp(t, `queued\s+queued\s+svc:app\s+0\s+pinned to revisions r9`, r.stdout)
 }
+
+// TestJobShowOfACompletionRecord: job show prints the requested output and
+// what the completion record says the worker produced and used.
+func TestJobShowOfACompletionRecord(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	c := setup(t, testkit.Grants(app, project, access.JobCreate, access.JobClaim), testkit.Grants(ana, project, access.JobCancel))
+	c.Clock.Set(time.Now().UTC().Add(-time.Hour))
+	jc, err := jobs.NewClient(c.Pool, jobs.Config{Project: project, Actor: app, Clock: c.Clock})
+	require.NoError(t, err)
+	out := jobs.OutputRef{Asset: "poster/42", Kind: "image/png", Root: "renders"}
+	e, err := jc.Enqueue(ctx, jobs.Spec{Kind: "media.render", Payload: []byte(`{"poster": 42}`), Output: out,
+		Params: []byte(`{"width": 4000}`), Inputs: []string{"src:poster/42", "font:inter"}})
+	require.NoError(t, err)
+	j, ok, err := jc.ClaimID(ctx, e.Job.ID, jobs.ClaimOptions{})
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, err = jc.CompleteWith(ctx, jobs.Completion{Lease: j.Lease(), Record: &jobs.CompletionRecord{
+		Output: jobs.OutputRef{Asset: "poster/42", Kind: "image/png"}, Params: []byte(`{"width": 2048}`),
+		Inputs: []string{"src:poster/42"}}}, nil)
+	require.NoError(t, err)
+
+	r := c.as(t, ana, "job", "show", fmt.Sprint(j.ID))
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `requested output\s+poster/42 \(image/png\) under renders`, r.stdout)
+	require.Regexp(t, `produced\s+poster/42 \(image/png\) under renders, recorded by svc:app`, r.stdout)
+	require.Regexp(t, `params used\s+\{"width": 2048\}`, r.stdout)
+	require.Regexp(t, `inputs used\s+src:poster/42\n`, r.stdout)
+
+	r = c.as(t, ana, "job", "show", fmt.Sprint(j.ID), "-o", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, `"completion": {`)
+	require.Contains(t, r.stdout, `"width": 2048`)
+}

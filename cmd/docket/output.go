@@ -173,11 +173,30 @@ type (
 		CompensationKind string          `json:"compensation_kind"`
 		External         bool            `json:"external"`
 		Repeatable       bool            `json:"repeatable"`
+		Inputs           []string        `json:"inputs"`
+		Output           outputJSON      `json:"output"`
+	}
+	outputJSON struct {
+		Asset string `json:"asset"`
+		Kind  string `json:"kind"`
+		Root  string `json:"root"`
+	}
+	// completionJSON is a succeeded job's completion record: what its worker
+	// produced and used. Recorded is false for a job completed without one.
+	completionJSON struct {
+		Recorded   bool            `json:"recorded"`
+		Output     outputJSON      `json:"output"`
+		Params     json.RawMessage `json:"params"`
+		Inputs     []string        `json:"inputs"`
+		RecordedBy access.Actor    `json:"recorded_by"`
+		RecordedAt *time.Time      `json:"recorded_at"`
 	}
 	jobShowDoc struct {
 		Job          jobDetailJSON    `json:"job"`
 		History      []jobEventJSON   `json:"history"`
 		Verification verificationJSON `json:"verification"`
+		// Completion is null unless the job succeeded.
+		Completion *completionJSON `json:"completion"`
 	}
 	jobEventJSON struct {
 		Seq      int          `json:"seq"`
@@ -209,7 +228,24 @@ func jobOf(j jobs.Job) jobJSON {
 func jobDetailOf(j jobs.Job) jobDetailJSON {
 	return jobDetailJSON{jobJSON: jobOf(j), PayloadSchema: j.PayloadSchema, Payload: rawOrNull(j.Payload),
 		Params: rawOrNull(j.Params), Result: rawOrNull(j.Result), Diagnostic: j.Diagnostic,
-		CompensationKind: j.CompensationKind, External: j.External, Repeatable: j.Repeatable}
+		CompensationKind: j.CompensationKind, External: j.External, Repeatable: j.Repeatable,
+		Inputs: nonNil(j.Inputs), Output: outputOf(j.Output)}
+}
+
+func outputOf(o jobs.OutputRef) outputJSON {
+	return outputJSON{Asset: o.Asset, Kind: o.Kind, Root: o.Root}
+}
+
+func completionOf(p *jobs.RerunPlan) *completionJSON {
+	if p == nil {
+		return nil
+	}
+	c := &completionJSON{Recorded: p.Recorded, Output: outputOf(p.Produced), Params: rawOrNull(p.Params),
+		Inputs: nonNil(p.Inputs), RecordedBy: p.RecordedBy}
+	if p.Recorded {
+		c.RecordedAt = instant(p.RecordedAt)
+	}
+	return c
 }
 
 func jobEventOf(e jobs.Event) jobEventJSON {

@@ -14,7 +14,7 @@ import (
 )
 
 const jobCancel = `-- name: JobCancel :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.job_cancel($1::bigint, $2::text, $3::text, $4::timestamptz)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.job_cancel($1::bigint, $2::text, $3::text, $4::timestamptz)
 `
 
 func (q *Queries) JobCancel(ctx context.Context, db DBTX, iD int64, reason *string, actor string, now time.Time) (*DocketJob, error) {
@@ -64,12 +64,14 @@ func (q *Queries) JobCancel(ctx context.Context, db DBTX, iD int64, reason *stri
 		&i.OutcomeToken,
 		&i.ClaimedRevision,
 		&i.Revisions,
+		&i.RequestedKind,
+		&i.TargetRoot,
 	)
 	return &i, err
 }
 
 const jobClaim = `-- name: JobClaim :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.job_claim($1::text, $2::text, $3::integer, $4::interval,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.job_claim($1::text, $2::text, $3::integer, $4::interval,
     $5::text[], $6::integer[], $7::text, $8::timestamptz,
     $9::text[])
 ORDER BY priority, available_at, id
@@ -146,6 +148,8 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 			&i.OutcomeToken,
 			&i.ClaimedRevision,
 			&i.Revisions,
+			&i.RequestedKind,
+			&i.TargetRoot,
 		); err != nil {
 			return nil, err
 		}
@@ -158,7 +162,7 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 }
 
 const jobClaimID = `-- name: JobClaimID :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.job_claim_id($1::bigint, $2::interval,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.job_claim_id($1::bigint, $2::interval,
     $3::text[], $4::integer[], $5::text, $6::timestamptz,
     $7::text[])
 `
@@ -229,6 +233,8 @@ func (q *Queries) JobClaimID(ctx context.Context, db DBTX, arg JobClaimIDParams)
 			&i.OutcomeToken,
 			&i.ClaimedRevision,
 			&i.Revisions,
+			&i.RequestedKind,
+			&i.TargetRoot,
 		); err != nil {
 			return nil, err
 		}
@@ -269,7 +275,7 @@ func (q *Queries) JobClaimProjects(ctx context.Context, db DBTX, actor string) (
 }
 
 const jobClaimQueue = `-- name: JobClaimQueue :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.job_claim_queue($1::text, $2::integer,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.job_claim_queue($1::text, $2::integer,
     $3::text[], $4::integer[], $5::interval[],
     $6::text, $7::timestamptz, $8::text[])
 `
@@ -342,6 +348,8 @@ func (q *Queries) JobClaimQueue(ctx context.Context, db DBTX, arg JobClaimQueueP
 			&i.OutcomeToken,
 			&i.ClaimedRevision,
 			&i.Revisions,
+			&i.RequestedKind,
+			&i.TargetRoot,
 		); err != nil {
 			return nil, err
 		}
@@ -354,7 +362,7 @@ func (q *Queries) JobClaimQueue(ctx context.Context, db DBTX, arg JobClaimQueueP
 }
 
 const jobComplete = `-- name: JobComplete :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.job_complete($1::bigint, $2::uuid, $3::jsonb, $4::text, $5::timestamptz,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.job_complete($1::bigint, $2::uuid, $3::jsonb, $4::text, $5::timestamptz,
     $6::text)
 `
 
@@ -416,6 +424,8 @@ func (q *Queries) JobComplete(ctx context.Context, db DBTX, arg JobCompleteParam
 		&i.OutcomeToken,
 		&i.ClaimedRevision,
 		&i.Revisions,
+		&i.RequestedKind,
+		&i.TargetRoot,
 	)
 	return &i, err
 }
@@ -504,7 +514,7 @@ SELECT e.ord::integer AS ord, e.duplicate::boolean AS duplicate, e.id::bigint AS
     $9::text[], $10::timestamptz[], $11::integer[], $12::boolean[],
     $13::boolean[], $14::interval[], $15::interval[], $16::interval[],
     $17::float8[], $18::jsonb[], $19::jsonb[], $20::text[],
-    $21::bigint[], $22::bigint[], $23::text[]) e
+    $21::bigint[], $22::bigint[], $23::text[], $24::text[], $25::text[]) e
 `
 
 type JobEnqueueManyParams struct {
@@ -531,6 +541,8 @@ type JobEnqueueManyParams struct {
 	LaneIds           []int64
 	CaseIds           []int64
 	CompensationKinds []string
+	OutputKinds       []string
+	Roots             []string
 }
 
 type JobEnqueueManyRow struct {
@@ -565,6 +577,8 @@ func (q *Queries) JobEnqueueMany(ctx context.Context, db DBTX, arg JobEnqueueMan
 		arg.LaneIds,
 		arg.CaseIds,
 		arg.CompensationKinds,
+		arg.OutputKinds,
+		arg.Roots,
 	)
 	if err != nil {
 		return nil, err
@@ -585,13 +599,13 @@ func (q *Queries) JobEnqueueMany(ctx context.Context, db DBTX, arg JobEnqueueMan
 }
 
 const jobEnqueueOne = `-- name: JobEnqueueOne :many
-SELECT duplicate, id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.job_enqueue_one(
+SELECT duplicate, id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.job_enqueue_one(
     $1::text, $2::text, $3::timestamptz,
     $4::text, $5::text, $6::smallint, $7::jsonb, $8::integer,
     $9::text, $10::timestamptz, $11::integer, $12::boolean,
     $13::boolean, $14::interval, $15::interval, $16::interval,
     $17::float8, $18::jsonb, $19::text[], $20::text,
-    $21::bigint, $22::bigint, $23::text)
+    $21::bigint, $22::bigint, $23::text, $24::text, $25::text)
 `
 
 type JobEnqueueOneParams struct {
@@ -618,6 +632,8 @@ type JobEnqueueOneParams struct {
 	LaneID           int64
 	CaseID           int64
 	CompensationKind string
+	OutputKind       string
+	Root             string
 }
 
 func (q *Queries) JobEnqueueOne(ctx context.Context, db DBTX, arg JobEnqueueOneParams) ([]*DocketJobEnqueued, error) {
@@ -645,6 +661,8 @@ func (q *Queries) JobEnqueueOne(ctx context.Context, db DBTX, arg JobEnqueueOneP
 		arg.LaneID,
 		arg.CaseID,
 		arg.CompensationKind,
+		arg.OutputKind,
+		arg.Root,
 	)
 	if err != nil {
 		return nil, err
@@ -693,6 +711,8 @@ func (q *Queries) JobEnqueueOne(ctx context.Context, db DBTX, arg JobEnqueueOneP
 			&i.OutcomeToken,
 			&i.ClaimedRevision,
 			&i.Revisions,
+			&i.RequestedKind,
+			&i.TargetRoot,
 		); err != nil {
 			return nil, err
 		}
@@ -747,7 +767,7 @@ func (q *Queries) JobEvents(ctx context.Context, db DBTX, iD int64, actor string
 }
 
 const jobExpireLeases = `-- name: JobExpireLeases :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.job_expire_leases($1::integer, $2::text, $3::timestamptz)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.job_expire_leases($1::integer, $2::text, $3::timestamptz)
 `
 
 func (q *Queries) JobExpireLeases(ctx context.Context, db DBTX, maxJobs int32, actor string, now time.Time) ([]*DocketJob, error) {
@@ -798,6 +818,8 @@ func (q *Queries) JobExpireLeases(ctx context.Context, db DBTX, maxJobs int32, a
 			&i.OutcomeToken,
 			&i.ClaimedRevision,
 			&i.Revisions,
+			&i.RequestedKind,
+			&i.TargetRoot,
 		); err != nil {
 			return nil, err
 		}
@@ -810,7 +832,7 @@ func (q *Queries) JobExpireLeases(ctx context.Context, db DBTX, maxJobs int32, a
 }
 
 const jobFail = `-- name: JobFail :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.job_fail($1::bigint, $2::uuid, $3::text, $4::text,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.job_fail($1::bigint, $2::uuid, $3::text, $4::text,
     $5::interval, $6::text, $7::timestamptz, $8::text)
 `
 
@@ -876,12 +898,14 @@ func (q *Queries) JobFail(ctx context.Context, db DBTX, arg JobFailParams) (*Doc
 		&i.OutcomeToken,
 		&i.ClaimedRevision,
 		&i.Revisions,
+		&i.RequestedKind,
+		&i.TargetRoot,
 	)
 	return &i, err
 }
 
 const jobGet = `-- name: JobGet :one
-SELECT j.id, j.project, j.kind, j.queue, j.priority, j.state, j.payload, j.payload_schema, j.params, j.inputs, j.requested_output, j.lane_id, j.case_id, j.idempotency_key, j.compensation_kind, j.external, j.repeatable, j.available_at, j.attempts, j.max_attempts, j.lease, j.backoff_base, j.backoff_cap, j.backoff_jitter, j.lease_generation, j.claim_token, j.claimed_by, j.claimed_at, j.lease_expires_at, j.result, j.diagnostic, j.created_by, j.created_at, j.updated_at, j.finished_at, j.outcome_token, j.claimed_revision, j.revisions FROM docket.jobs j WHERE j.id = $1 AND docket.job_visible($2::text, j.project)
+SELECT j.id, j.project, j.kind, j.queue, j.priority, j.state, j.payload, j.payload_schema, j.params, j.inputs, j.requested_output, j.lane_id, j.case_id, j.idempotency_key, j.compensation_kind, j.external, j.repeatable, j.available_at, j.attempts, j.max_attempts, j.lease, j.backoff_base, j.backoff_cap, j.backoff_jitter, j.lease_generation, j.claim_token, j.claimed_by, j.claimed_at, j.lease_expires_at, j.result, j.diagnostic, j.created_by, j.created_at, j.updated_at, j.finished_at, j.outcome_token, j.claimed_revision, j.revisions, j.requested_kind, j.target_root FROM docket.jobs j WHERE j.id = $1 AND docket.job_visible($2::text, j.project)
 `
 
 // No row when the actor may not read the job.
@@ -927,12 +951,14 @@ func (q *Queries) JobGet(ctx context.Context, db DBTX, iD int64, actor string) (
 		&i.OutcomeToken,
 		&i.ClaimedRevision,
 		&i.Revisions,
+		&i.RequestedKind,
+		&i.TargetRoot,
 	)
 	return &i, err
 }
 
 const jobGetMany = `-- name: JobGetMany :many
-SELECT j.id, j.project, j.kind, j.queue, j.priority, j.state, j.payload, j.payload_schema, j.params, j.inputs, j.requested_output, j.lane_id, j.case_id, j.idempotency_key, j.compensation_kind, j.external, j.repeatable, j.available_at, j.attempts, j.max_attempts, j.lease, j.backoff_base, j.backoff_cap, j.backoff_jitter, j.lease_generation, j.claim_token, j.claimed_by, j.claimed_at, j.lease_expires_at, j.result, j.diagnostic, j.created_by, j.created_at, j.updated_at, j.finished_at, j.outcome_token, j.claimed_revision, j.revisions FROM docket.jobs j
+SELECT j.id, j.project, j.kind, j.queue, j.priority, j.state, j.payload, j.payload_schema, j.params, j.inputs, j.requested_output, j.lane_id, j.case_id, j.idempotency_key, j.compensation_kind, j.external, j.repeatable, j.available_at, j.attempts, j.max_attempts, j.lease, j.backoff_base, j.backoff_cap, j.backoff_jitter, j.lease_generation, j.claim_token, j.claimed_by, j.claimed_at, j.lease_expires_at, j.result, j.diagnostic, j.created_by, j.created_at, j.updated_at, j.finished_at, j.outcome_token, j.claimed_revision, j.revisions, j.requested_kind, j.target_root FROM docket.jobs j
 WHERE j.id = ANY ($1::bigint[]) AND docket.job_visible($2::text, j.project)
 ORDER BY j.id
 `
@@ -986,6 +1012,8 @@ func (q *Queries) JobGetMany(ctx context.Context, db DBTX, ids []int64, actor st
 			&i.OutcomeToken,
 			&i.ClaimedRevision,
 			&i.Revisions,
+			&i.RequestedKind,
+			&i.TargetRoot,
 		); err != nil {
 			return nil, err
 		}
@@ -998,7 +1026,7 @@ func (q *Queries) JobGetMany(ctx context.Context, db DBTX, ids []int64, actor st
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.jobs
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.jobs
 WHERE project = $1::text
   AND docket.job_visible($2::text, $1::text)
   AND ($3::text = '' OR state = $3::text)
@@ -1079,6 +1107,8 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*D
 			&i.OutcomeToken,
 			&i.ClaimedRevision,
 			&i.Revisions,
+			&i.RequestedKind,
+			&i.TargetRoot,
 		); err != nil {
 			return nil, err
 		}
@@ -1091,7 +1121,7 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*D
 }
 
 const jobPin = `-- name: JobPin :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.job_pin($1::bigint[], $2::text[], $3::text, $4::timestamptz)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.job_pin($1::bigint[], $2::text[], $3::text, $4::timestamptz)
 `
 
 // By id.
@@ -1148,6 +1178,8 @@ func (q *Queries) JobPin(ctx context.Context, db DBTX, ids []int64, revisions []
 			&i.OutcomeToken,
 			&i.ClaimedRevision,
 			&i.Revisions,
+			&i.RequestedKind,
+			&i.TargetRoot,
 		); err != nil {
 			return nil, err
 		}
@@ -1182,7 +1214,7 @@ func (q *Queries) JobQueueDue(ctx context.Context, db DBTX, queue string, now ti
 }
 
 const jobReconcile = `-- name: JobReconcile :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.job_reconcile($1::bigint, $2::text, $3::jsonb, $4::text,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.job_reconcile($1::bigint, $2::text, $3::jsonb, $4::text,
     $5::text, $6::timestamptz)
 `
 
@@ -1244,12 +1276,14 @@ func (q *Queries) JobReconcile(ctx context.Context, db DBTX, arg JobReconcilePar
 		&i.OutcomeToken,
 		&i.ClaimedRevision,
 		&i.Revisions,
+		&i.RequestedKind,
+		&i.TargetRoot,
 	)
 	return &i, err
 }
 
 const jobRelease = `-- name: JobRelease :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.job_release($1::bigint, $2::uuid, $3::timestamptz,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.job_release($1::bigint, $2::uuid, $3::timestamptz,
     $4::text, $5::text, $6::timestamptz, $7::text)
 `
 
@@ -1313,12 +1347,14 @@ func (q *Queries) JobRelease(ctx context.Context, db DBTX, arg JobReleaseParams)
 		&i.OutcomeToken,
 		&i.ClaimedRevision,
 		&i.Revisions,
+		&i.RequestedKind,
+		&i.TargetRoot,
 	)
 	return &i, err
 }
 
 const jobRenew = `-- name: JobRenew :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions FROM docket.job_renew($1::bigint, $2::uuid, $3::interval, $4::text, $5::timestamptz,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.job_renew($1::bigint, $2::uuid, $3::interval, $4::text, $5::timestamptz,
     $6::text)
 `
 
@@ -1380,6 +1416,8 @@ func (q *Queries) JobRenew(ctx context.Context, db DBTX, arg JobRenewParams) (*D
 		&i.OutcomeToken,
 		&i.ClaimedRevision,
 		&i.Revisions,
+		&i.RequestedKind,
+		&i.TargetRoot,
 	)
 	return &i, err
 }

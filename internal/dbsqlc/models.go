@@ -238,7 +238,9 @@ type DocketJob struct {
 	// The handler revision of the job's latest claim; NULL when never claimed, or claimed by a claimant naming none.
 	ClaimedRevision *string
 	// The handler revisions the job may run under (docket.job_pin); NULL: any.
-	Revisions []string
+	Revisions     []string
+	RequestedKind *string
+	TargetRoot    *string
 }
 
 // Each job's last event and its hash. Exported where the owner cannot write, it shows later that a history was not rebuilt.
@@ -247,6 +249,19 @@ type DocketJobChainHead struct {
 	Seq   int32
 	At    time.Time
 	Hash  string
+}
+
+// What the worker that completed each job actually produced and used: output asset, kind and root, its parameters and inputs. Written once, by the claim's holder in the completion's transaction (docket.job_completion_record).
+type DocketJobCompletion struct {
+	JobID       int64
+	OutputAsset string
+	OutputKind  string
+	OutputRoot  *string
+	ParamsUsed  json.RawMessage
+	InputsUsed  []string
+	RecordedBy  string
+	RecordedAt  time.Time
+	ClaimToken  uuid.UUID
 }
 
 type DocketJobDecoder struct {
@@ -299,6 +314,8 @@ type DocketJobEnqueued struct {
 	OutcomeToken     *uuid.UUID
 	ClaimedRevision  *string
 	Revisions        []string
+	RequestedKind    *string
+	TargetRoot       *string
 }
 
 // Append-only, hash-chained history of every job transition. docket.job_verify(id) checks a job's chain.

@@ -51,15 +51,15 @@ func (q *Queries) JobCensus(ctx context.Context, db DBTX, actor string, now time
 }
 
 const jobEnqueueOneTraced = `-- name: JobEnqueueOneTraced :many
-SELECT e.duplicate, e.id, e.project, e.kind, e.queue, e.priority, e.state, e.payload, e.payload_schema, e.params, e.inputs, e.requested_output, e.lane_id, e.case_id, e.idempotency_key, e.compensation_kind, e.external, e.repeatable, e.available_at, e.attempts, e.max_attempts, e.lease, e.backoff_base, e.backoff_cap, e.backoff_jitter, e.lease_generation, e.claim_token, e.claimed_by, e.claimed_at, e.lease_expires_at, e.result, e.diagnostic, e.created_by, e.created_at, e.updated_at, e.finished_at, e.outcome_token, e.claimed_revision, e.revisions FROM docket.job_enqueue_one(
+SELECT e.duplicate, e.id, e.project, e.kind, e.queue, e.priority, e.state, e.payload, e.payload_schema, e.params, e.inputs, e.requested_output, e.lane_id, e.case_id, e.idempotency_key, e.compensation_kind, e.external, e.repeatable, e.available_at, e.attempts, e.max_attempts, e.lease, e.backoff_base, e.backoff_cap, e.backoff_jitter, e.lease_generation, e.claim_token, e.claimed_by, e.claimed_at, e.lease_expires_at, e.result, e.diagnostic, e.created_by, e.created_at, e.updated_at, e.finished_at, e.outcome_token, e.claimed_revision, e.revisions, e.requested_kind, e.target_root FROM docket.job_enqueue_one(
     $1::text, $2::text, $3::timestamptz,
     $4::text, $5::text, $6::smallint, $7::jsonb, $8::integer,
     $9::text, $10::timestamptz, $11::integer, $12::boolean,
     $13::boolean, $14::interval, $15::interval, $16::interval,
     $17::float8, $18::jsonb, $19::text[], $20::text,
-    $21::bigint, $22::bigint, $23::text) e
+    $21::bigint, $22::bigint, $23::text, $24::text, $25::text) e
 WHERE CASE WHEN e.duplicate THEN true
-           ELSE docket.job_trace_put(ARRAY[e.id], $24::text, $25::text, $2::text, $3::timestamptz) = 1 END
+           ELSE docket.job_trace_put(ARRAY[e.id], $26::text, $27::text, $2::text, $3::timestamptz) = 1 END
 `
 
 type JobEnqueueOneTracedParams struct {
@@ -86,6 +86,8 @@ type JobEnqueueOneTracedParams struct {
 	LaneID           int64
 	CaseID           int64
 	CompensationKind string
+	OutputKind       string
+	Root             string
 	Traceparent      string
 	Tracestate       string
 }
@@ -118,6 +120,8 @@ func (q *Queries) JobEnqueueOneTraced(ctx context.Context, db DBTX, arg JobEnque
 		arg.LaneID,
 		arg.CaseID,
 		arg.CompensationKind,
+		arg.OutputKind,
+		arg.Root,
 		arg.Traceparent,
 		arg.Tracestate,
 	)
@@ -168,6 +172,8 @@ func (q *Queries) JobEnqueueOneTraced(ctx context.Context, db DBTX, arg JobEnque
 			&i.OutcomeToken,
 			&i.ClaimedRevision,
 			&i.Revisions,
+			&i.RequestedKind,
+			&i.TargetRoot,
 		); err != nil {
 			return nil, err
 		}

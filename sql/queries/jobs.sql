@@ -6,7 +6,7 @@ SELECT e.ord::integer AS ord, e.duplicate::boolean AS duplicate, e.id::bigint AS
     @keys::text[], @available_at::timestamptz[], @max_attempts::integer[], @repeatable::boolean[],
     @external::boolean[], @leases::interval[], @backoff_base::interval[], @backoff_cap::interval[],
     @backoff_jitter::float8[], @params::jsonb[], @inputs::jsonb[], @outputs::text[],
-    @lane_ids::bigint[], @case_ids::bigint[], @compensation_kinds::text[]) e;
+    @lane_ids::bigint[], @case_ids::bigint[], @compensation_kinds::text[], @output_kinds::text[], @roots::text[]) e;
 
 -- name: JobClaim :many
 -- In the order the claim chose them.
@@ -99,7 +99,7 @@ SELECT * FROM docket.job_enqueue_one(
     @key::text, @available_at::timestamptz, @max_attempts::integer, @repeatable::boolean,
     @external::boolean, @lease::interval, @backoff_base::interval, @backoff_cap::interval,
     @backoff_jitter::float8, @params::jsonb, @inputs::text[], @output::text,
-    @lane_id::bigint, @case_id::bigint, @compensation_kind::text);
+    @lane_id::bigint, @case_id::bigint, @compensation_kind::text, @output_kind::text, @root::text);
 
 -- name: JobClaimQueue :many
 SELECT * FROM docket.job_claim_queue(@queue::text, @max_jobs::integer,
