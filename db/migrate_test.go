@@ -347,6 +347,9 @@ func TestMigratingBelowRevisionsKeepsHistoriesVerifiable(t *testing.T) {
 		_, err := pool.Exec(ctx, sql, at)
 		require.NoError(t, err, sql)
 	}
+	full := schemaSnapshot(t, pool)
+	// The migrations after 15 go first and take nothing the histories need.
+	require.NoError(t, db.MigrateDownTo(ctx, pool, 15))
 	before := schemaSnapshot(t, pool)
 	err := db.MigrateDownTo(ctx, pool, 14)
 	require.ErrorContains(t, err, "would break the histories of 1 jobs")
@@ -362,5 +365,5 @@ func TestMigratingBelowRevisionsKeepsHistoriesVerifiable(t *testing.T) {
 	defer discarding.Close()
 	require.NoError(t, db.MigrateDownTo(ctx, discarding, 14))
 	require.NoError(t, db.Migrate(ctx, pool))
-	require.Equal(t, before, schemaSnapshot(t, pool))
+	require.Equal(t, full, schemaSnapshot(t, pool))
 }
