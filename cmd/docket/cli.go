@@ -81,7 +81,8 @@ var aliases = map[string]string{"o": "output", "json": "output"}
 // (-f or --f, with their value as the next argument or after "=") before,
 // between and after the positional arguments, until "--". An argument that
 // looks like a negative number and names no flag is positional. want names
-// the positional arguments, an optional one in brackets ("[ROLE]"); parse
+// the positional arguments, an optional one in brackets ("[ROLE]"), the last
+// one ending in "..." ("[REVISION...]") taking every argument left; parse
 // refuses too few or too many and returns them in order, "" for an optional
 // one left out. -h, -help and
 // --help print the command's usage to stdout and return errHelp.
@@ -147,6 +148,9 @@ func positionals(fs *flag.FlagSet, pos, want []string) ([]string, error) {
 	}
 	if len(pos) < required {
 		return nil, usageOf(fs, "missing %s", strings.Join(want[len(pos):required], " "))
+	}
+	if len(pos) > len(want) && len(want) > 0 && strings.HasSuffix(strings.TrimSuffix(want[len(want)-1], "]"), "...") {
+		want = append(slices.Clone(want), slices.Repeat(want[len(want)-1:], len(pos)-len(want))...)
 	}
 	if len(pos) > len(want) {
 		if len(want) == 0 {
