@@ -50,6 +50,10 @@ var helps = []cmdHelp{
 	{"job reconcile", "ID succeeded|failed|queued [--note TEXT] [--result JSON]", "settle an uncertain job",
 		"Settles uncertain job ID after finding out what became of its run: succeeded (with --result), failed, or " +
 			"queued to run again."},
+	{"job pin", "ID[,ID...] REVISION... | --unpin ID[,ID...]", "pin queued jobs to the handler revisions they may run under",
+		"Pins the queued jobs ID, comma-separated, to the handler revisions REVISION (up to 8): only a worker running " +
+			"one of them for the job's kind claims it, and none while no deployment runs one (see job list " +
+			"--unrunnable). --unpin lets any revision run them again. Prints each job's pin now; needs job.pin."},
 	{"job sweep", "[--limit N]", "move expired leases on (queued, dead or uncertain)",
 		"Moves the jobs whose lease expired on, as a worker's sweep does: to queued, dead or uncertain."},
 	{"lanes list", "PROJECT [--quorum Q] [--state S] [--review R] [--limit N] [--after ID] [-o json]",

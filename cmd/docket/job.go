@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -101,6 +102,34 @@ func (c *cli) job(args []string) (dbAction, error) {
 				return cl.Reconcile(ctx, id, outcome, res, *note)
 			})
 		}, nil
+	case "pin":
+		unpin := fs.Bool("unpin", false, "unpin the jobs: any revision may run them again")
+		pos, err := c.parse(fs, rest, "ID[,ID...]", "[REVISION...]")
+		if err != nil {
+			return nil, err
+		}
+		ids, revisions, err := pinArgs(fs, pos[0], pos[1:], *unpin)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, pool *pgxpool.Pool) error {
+			cl, err := c.jobClient(pool, "")
+			if err != nil {
+				return err
+			}
+			pinned, err := cl.Pin(ctx, ids, revisions)
+			if err != nil {
+				return err
+			}
+			for _, j := range pinned {
+				if j.Revisions == nil {
+					fmt.Fprintf(c.stdout, "job %d is unpinned: any revision may run it\n", j.ID)
+					continue
+				}
+				fmt.Fprintf(c.stdout, "job %d is pinned to revisions %s\n", j.ID, strings.Join(j.Revisions, ", "))
+			}
+			return nil
+		}, nil
 	case "sweep":
 		limit := fs.Int("limit", 1000, "at most `N` expired leases")
 		if _, err := c.parse(fs, rest); err != nil {
@@ -126,6 +155,45 @@ func (c *cli) job(args []string) (dbAction, error) {
 		}, nil
 	}
 	return nil, usageOf(fs, "no such subcommand")
+}
+
+// pinArgs checks the command line of job pin: the comma-separated job ids
+// list, the revisions revs (none, or "" alone, with unpin).
+func pinArgs(fs *flag.FlagSet, list string, revs []string, unpin bool) ([]int64, []string, error) {
+	parts := strings.Split(list, ",")
+	if len(parts) > jobs.MaxPinBatch {
+		return nil, nil, usageOf(fs, "ID: %d jobs is over %d", len(parts), jobs.MaxPinBatch)
+	}
+	ids := make([]int64, 0, len(parts))
+	for _, p := range parts {
+		id, err := positiveID(fs, "ID", p, "job")
+		if err != nil {
+			return nil, nil, err
+		}
+		if slices.Contains(ids, id) {
+			return nil, nil, usageOf(fs, "ID %d: named twice", id)
+		}
+		ids = append(ids, id)
+	}
+	if revs[0] == "" {
+		revs = nil
+	}
+	switch {
+	case unpin && len(revs) > 0:
+		return nil, nil, usageOf(fs, "REVISION %q: --unpin takes none", revs[0])
+	case unpin:
+		return ids, nil, nil
+	case len(revs) == 0:
+		return nil, nil, usageOf(fs, "missing REVISION (or --unpin)")
+	case len(revs) > jobs.MaxPinRevisions:
+		return nil, nil, usageOf(fs, "REVISION: %d revisions is over %d", len(revs), jobs.MaxPinRevisions)
+	}
+	for _, r := range revs {
+		if !jobs.ValidRevision(r) {
+			return nil, nil, usageOf(fs, "REVISION %q: want 1-%d characters, none a space or a control character", r, jobs.MaxRevisionLen)
+		}
+	}
+	return ids, revs, nil
 }
 
 func (c *cli) jobClient(pool *pgxpool.Pool, project string) (*jobs.Client, error) {

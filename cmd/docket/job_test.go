@@ -198,3 +198,87 @@ func TestJobShowOfACompletionRecord(t *testing.T) {
 	require.Contains(t, r.stdout, `"completion": {`)
 	require.Contains(t, r.stdout, `"width": 2048`)
 }
+
+// job pin pins queued jobs to handler revisions and unpins them, printing
+// each job's pin; job show names it. Refusals change nothing.
+func TestJobPin(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	c := setup(t,
+		testkit.Grants(app, project, access.JobCreate, access.JobClaim),
+		testkit.Grants(ana, project, access.JobPin, access.JobCancel),
+		testkit.Grants("user:bo", project, access.JobCancel))
+	jc, err := jobs.NewClient(c.Pool, jobs.Config{Project: project, Actor: app, Clock: c.Clock})
+	require.NoError(t, err)
+	var ids []int64
+	for i := range 3 {
+		e, err := jc.Enqueue(ctx, jobs.Spec{Kind: "billing.invoice", Payload: []byte(fmt.Sprint(i))})
+		require.NoError(t, err)
+		ids = append(ids, e.Job.ID)
+	}
+	both := fmt.Sprintf("%d,%d", ids[0], ids[1])
+
+	r := c.as(t, ana, "job", "pin", both, "r1", "r2")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, fmt.Sprintf("job %d is pinned to revisions r1, r2\njob %d is pinned to revisions r1, r2\n", ids[0], ids[1]), r.stdout)
+	r = c.as(t, ana, "job", "show", fmt.Sprint(ids[1]))
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `pinned to revisions\s+r1, r2\n`, r.stdout)
+	require.Regexp(t, `queued\s+queued\s+user:ana\s+0\s+pinned to revisions r1, r2`, r.stdout)
+
+	r = c.as(t, ana, "job", "pin", "--unpin", fmt.Sprint(ids[0]))
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, fmt.Sprintf("job %d is unpinned: any revision may run it\n", ids[0]), r.stdout)
+	r = c.as(t, ana, "job", "show", fmt.Sprint(ids[0]))
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NotRegexp(t, `(?m)^pinned to revisions`, r.stdout)
+	require.Regexp(t, `queued\s+queued\s+user:ana\s+0\s+unpinned: any revision may run it`, r.stdout)
+	j, err := jc.Get(ctx, ids[0])
+	require.NoError(t, err)
+	require.Nil(t, j.Revisions)
+	require.Equal(t, jobs.Queued, j.State)
+
+	// Refusals by the database: one line naming why, exit 1, nothing changed.
+	r = c.as(t, ana, "job", "cancel", fmt.Sprint(ids[2]))
+	require.Equal(t, 0, r.code, r.stderr)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--as", "user:bo", "job", "pin", fmt.Sprint(ids[1]), "r9"}, "job.pin"},
+		{[]string{"--as", string(ana), "job", "pin", fmt.Sprint(ids[2]), "r9"}, "cancelled"},
+		{[]string{"--as", string(ana), "job", "pin", fmt.Sprintf("%d,999999", ids[1]), "r9"}, "999999"},
+	} {
+		r := c.run(t, tc.args...)
+		requireRefused(t, r, exitError, tc.args)
+		require.Contains(t, r.stderr, tc.want, "%v", tc.args)
+	}
+	j, err = jc.Get(ctx, ids[1])
+	require.NoError(t, err)
+	require.Equal(t, []string{"r1", "r2"}, j.Revisions, "the refused pins changed nothing")
+
+	// A wrong command line exits 2 before connecting, naming what is wrong.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"job", "pin"}, `docket job pin: missing ID[,ID...]`},
+		{[]string{"job", "pin", "1"}, `docket job pin: missing REVISION (or --unpin)`},
+		{[]string{"job", "pin", "0", "r1"}, `docket job pin: ID "0": want a positive job id`},
+		{[]string{"job", "pin", "1,x", "r1"}, `docket job pin: ID "x": want a positive job id`},
+		{[]string{"job", "pin", "1,,2", "r1"}, `docket job pin: ID "": want a positive job id`},
+		{[]string{"job", "pin", "1,1", "r1"}, `docket job pin: ID 1: named twice`},
+		{[]string{"job", "pin", strings.Repeat("1,", jobs.MaxPinBatch) + "1", "r1"}, `docket job pin: ID: 1001 jobs is over 1000`},
+		{[]string{"job", "pin", "1", "r1", "bad\trev"}, `docket job pin: REVISION "bad\trev": want 1-100 characters`},
+		{[]string{"job", "pin", "1", strings.Repeat("r", 101)}, `docket job pin: REVISION "rrr`},
+		{[]string{"job", "pin", "1", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9"}, `docket job pin: REVISION: 9 revisions is over 8`},
+		{[]string{"job", "pin", "--unpin", "1", "r1"}, `docket job pin: REVISION "r1": --unpin takes none`},
+		{[]string{"job", "pin", "1", "--unpin=maybe"}, `docket job pin: --unpin "maybe": want true or false`},
+	} {
+		r := docket(t, unreachable, tc.args...)
+		require.Equal(t, exitUsage, r.code, "%v: %s", tc.args, r.stderr)
+		require.Empty(t, r.stdout, "%v", tc.args)
+		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "%v: one line: %q", tc.args, r.stderr)
+		require.Contains(t, r.stderr, tc.want, "%v", tc.args)
+	}
+}
