@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/docket-dev/docket/access"
@@ -221,13 +222,36 @@ type jobEvent struct {
 	From, To string
 	Actor    access.Actor
 	Attempt  int
+	Revision string
 	Detail   string
+}
+
+// consoleShowInput is how many characters of each input named by a
+// completion record a job's page shows.
+const consoleShowInput = 300
+
+// jobRecord is a succeeded job's completion record, as shown: what its
+// worker says it produced and used, escaped and cut like the payload.
+type jobRecord struct {
+	Produced   string
+	Params     string
+	Inputs     []string
+	RecordedBy access.Actor
+	RecordedAt time.Time
 }
 
 type jobPage struct {
 	consoleFrame
 	Job     jobs.Job
 	Payload string
+	// Output is the output the job was asked for; empty when none.
+	Output string
+	// Record is a succeeded job's completion record; NoRecord says a
+	// succeeded job has none (it was completed without one, or reconciled).
+	Record   *jobRecord
+	NoRecord bool
+	// Pin is the revisions the job may run under, joined; empty when any may.
+	Pin     string
 	History []jobEvent
 	// Verified: the history's hash chain holds; else Problem says where
 	// it breaks.
@@ -268,12 +292,27 @@ func (c *console) jobPage(w http.ResponseWriter, r *http.Request, v visitor, pro
 	p := jobPage{consoleFrame: c.frame(v, "Job "+strconv.FormatInt(id, 10), project), Job: j,
 		Payload: cut(prettyJSON(j.Payload), consoleShowPayload), Verified: ver.OK, VerifiedCount: ver.Events,
 		Outcomes: []jobs.Outcome{jobs.DidSucceed, jobs.DidFail, jobs.RunAgain}, MaxNote: consoleMaxNote}
+	if j.Output.Asset != "" {
+		p.Output = printable(jobOutputText(j.Output))
+	}
+	if j.Revisions != nil {
+		p.Pin = printable(strings.Join(j.Revisions, ", "))
+	}
+	if j.State == jobs.Succeeded {
+		// The completion record, as the job's re-run plan reads it.
+		plan, err := cl.RerunPlan(ctx, id)
+		if err != nil {
+			c.refuse(w, r, v, "job", err)
+			return
+		}
+		p.Record, p.NoRecord = jobRecordOf(plan), !plan.Recorded
+	}
 	if !ver.OK {
 		p.Problem = "does not verify at event " + strconv.Itoa(ver.BadSeq) + ": " + ver.Problem
 	}
 	for _, e := range events {
 		p.History = append(p.History, jobEvent{Seq: e.Seq, At: e.At, From: dash(string(e.From)), To: string(e.To),
-			Actor: e.Actor, Attempt: e.Attempt, Detail: printable(e.Detail)})
+			Actor: e.Actor, Attempt: e.Attempt, Revision: printable(e.Revision), Detail: printable(e.Detail)})
 	}
 	if j.State == jobs.Uncertain {
 		if p.MayReconcile, err = c.may(ctx, v, project, access.JobReconcile); err != nil {
@@ -288,6 +327,21 @@ func (c *console) jobPage(w http.ResponseWriter, r *http.Request, v visitor, pro
 		}
 	}
 	c.render(w, http.StatusOK, "console_job", p)
+}
+
+// jobRecordOf is the completion record plan carries; nil when it has none.
+func jobRecordOf(plan jobs.RerunPlan) *jobRecord {
+	if !plan.Recorded {
+		return nil
+	}
+	rec := &jobRecord{Produced: printable(jobOutputText(plan.Produced)), RecordedBy: plan.RecordedBy, RecordedAt: plan.RecordedAt}
+	if plan.Params != nil {
+		rec.Params = cut(prettyJSON(plan.Params), consoleShowPayload)
+	}
+	for _, in := range plan.Inputs {
+		rec.Inputs = append(rec.Inputs, cut(printable(in), consoleShowInput))
+	}
+	return rec
 }
 
 // jobsByID is a jobs client of no project, acting as the visitor: it works

@@ -333,6 +333,8 @@ func TestConsolePages(t *testing.T) {
 	require.NotContains(t, body, `id="reconcile"`, "only an uncertain job is reconciled")
 	body = get(jobPath(seed.succeeded, ""))
 	require.NotContains(t, body, `id="act"`, "nothing to do with a finished job")
+	require.Contains(t, body, `<p class="notice" id="no-completion-record">No completion record`, "it was completed without one")
+	require.NotContains(t, body, `id="completion-record"`)
 
 	// A case: its keys, obligations and waits.
 	body = get(fmt.Sprintf("/console/acme/cases/%d", seed.kase.ID))
@@ -669,6 +671,68 @@ func TestConsolePrunedJob(t *testing.T) {
 	status, body := (consoleSite{url: h.serveConsole(t)}).as(t, "ops").get(jobPath(e.Job.ID, ""))
 	requireRefusal(t, status, body, http.StatusGone, "pruned")
 	require.Contains(t, body, fmt.Sprintf("Job %d finished and was removed by prune %d at 2026-11-04 09:00:00 UTC, by user:ops", e.Job.ID, ps[0].ID))
+}
+
+// TestConsoleJobProvenance: a succeeded job's page shows the output it was
+// asked for and its completion record, with the params and inputs the
+// record says its worker used (never the job's own), escaped, the params
+// cut like the payload; the revision that claimed it, in its history too;
+// and a pinned job its pin.
+func TestConsoleJobProvenance(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	h := setup(t,
+		testkit.Grants(app, project, access.JobCreate, access.JobClaim, access.JobPin),
+		testkit.Grants(ops, project, access.JobCancel))
+	jc, err := jobs.NewClient(h.API, jobs.Config{Project: project, Actor: app, Clock: h.Clock})
+	require.NoError(t, err)
+	e, err := jc.Enqueue(ctx, jobs.Spec{Kind: "media.render", Payload: json.RawMessage(`{"poster": 42}`),
+		Output: jobs.OutputRef{Asset: "poster/42", Kind: "image/png", Root: "renders"},
+		Params: json.RawMessage(`{"width": 4000, "asked": "by the job"}`), Inputs: []string{"src:<poster>/42", "src:asked-for", "font:inter"}})
+	require.NoError(t, err)
+	pinned, err := jc.Enqueue(ctx, jobs.Spec{Kind: "media.render", Payload: json.RawMessage(`{"poster": 43}`)})
+	require.NoError(t, err)
+	_, err = jc.Pin(ctx, []int64{e.Job.ID, pinned.Job.ID}, []string{"r7", "r8"})
+	require.NoError(t, err)
+	j, ok, err := jc.ClaimID(ctx, e.Job.ID, jobs.ClaimOptions{Decoders: []jobs.Decoder{{Kind: "media.render", Schema: 1, Revision: "r7"}}})
+	require.NoError(t, err)
+	require.True(t, ok)
+	long := strings.Repeat("x", consoleShowPayload)
+	_, err = jc.CompleteWith(ctx, jobs.Completion{Lease: j.Lease(), Record: &jobs.CompletionRecord{
+		Output: jobs.OutputRef{Asset: "poster/42", Kind: "image/png"},
+		Params: json.RawMessage(`{"width": 2048, "caption": "<i>used</i>", "padding, sorted last": "` + long + `"}`),
+		Inputs: []string{"src:<poster>/42", "font:inter"}}}, nil)
+	require.NoError(t, err)
+
+	o := (consoleSite{url: h.serveConsole(t)}).as(t, "ops")
+	status, body := o.get(jobPath(e.Job.ID, ""))
+	require.Equal(t, http.StatusOK, status, body)
+	requireAll(t, body,
+		`<dd id="requested-output"><code>poster/42 (image/png) under renders</code></dd>`,
+		`<dd id="produced"><code>poster/42 (image/png) under renders</code></dd>`,
+		`<dd id="inputs-used"><code>src:&lt;poster&gt;/42</code>, <code>font:inter</code></dd>`,
+		`&#34;width&#34;: 2048`, `&#34;caption&#34;: &#34;&lt;i&gt;used&lt;/i&gt;&#34;`,
+		`<dd id="claimed-revision"><code>r7</code></dd>`,
+		`<dd id="pin"><code>r7, r8</code>`,
+		`<th>Attempt</th><th>Revision</th><th>Detail</th>`,
+		`<td>queued</td><td>claimed</td><td>svc:app</td><td>1</td><td><code>r7</code></td>`)
+	require.Regexp(t, `<dd id="recorded"><time [^>]*>[^<]*</time> by svc:app</dd>`, body)
+	params := body[strings.Index(body, `<pre id="params-used">`):]
+	params = params[:strings.Index(params, "</pre>")]
+	require.True(t, strings.HasSuffix(params, "…"), "the params are cut like the payload")
+	require.NotContains(t, params, long)
+	require.NotContains(t, body, "<i>used</i>")
+	require.NotContains(t, body, "<poster>")
+	require.NotContains(t, body, "4000", "the job's params are not the record's")
+	require.NotContains(t, body, "asked")
+	require.NotContains(t, body, `id="no-completion-record"`)
+
+	status, body = o.get(jobPath(pinned.Job.ID, ""))
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, `<dd id="pin"><code>r7, r8</code>`)
+	for _, absent := range []string{`id="claimed-revision"`, `id="requested-output"`, `id="completion-record"`, `id="no-completion-record"`} {
+		require.NotContains(t, body, absent, "a queued job has none")
+	}
 }
 
 // serveConsole serves docket serve's handler for acme on the harness's API
