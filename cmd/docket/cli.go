@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // errHelp is returned by a command that printed its usage because it was
@@ -220,7 +221,7 @@ func (c *cli) printHelp(fs *flag.FlagSet) {
 	w := c.stdout
 	fmt.Fprintf(w, "usage: docket %s\n", h.synopsis())
 	if h.about != "" {
-		fmt.Fprintf(w, "\n%s\n", wrap(h.about, 76))
+		fmt.Fprintf(w, "\n%s\n", strings.Join(wrap(h.about, 76), "\n"))
 	}
 	var lines [][2]string
 	fs.VisitAll(func(f *flag.Flag) {
@@ -260,8 +261,7 @@ func printColumns(w io.Writer, lines [][2]string) {
 	}
 	width = min(width, 28)
 	for _, l := range lines {
-		text := wrap(l[1], 76-width-4)
-		text = strings.ReplaceAll(text, "\n", "\n"+strings.Repeat(" ", width+4))
+		text := strings.Join(wrap(l[1], 76-width-4), "\n"+strings.Repeat(" ", width+4))
 		if len(l[0]) > width {
 			fmt.Fprintf(w, "  %s\n  %s  %s\n", l[0], strings.Repeat(" ", width), text)
 			continue
@@ -270,24 +270,26 @@ func printColumns(w io.Writer, lines [][2]string) {
 	}
 }
 
-// wrap breaks s into lines of at most width characters, at spaces.
-func wrap(s string, width int) string {
-	var b strings.Builder
-	n := 0
-	for i, word := range strings.Fields(s) {
-		switch {
-		case i == 0:
-		case n+1+len(word) > width:
-			b.WriteString("\n")
-			n = 0
-		default:
-			b.WriteString(" ")
-			n++
+// wrap breaks each paragraph of text, a line of its own, into lines of at
+// most width characters where it can.
+func wrap(text string, width int) []string {
+	var out []string
+	for _, para := range strings.Split(text, "\n") {
+		line, n := "", 0
+		for _, w := range strings.Fields(para) {
+			k := utf8.RuneCountInString(w)
+			if n > 0 && n+1+k > width {
+				out = append(out, line)
+				line, n = "", 0
+			}
+			if n > 0 {
+				line, n = line+" ", n+1
+			}
+			line, n = line+w, n+k
 		}
-		b.WriteString(word)
-		n += len(word)
+		out = append(out, line)
 	}
-	return b.String()
+	return out
 }
 
 // sub splits the command line of the group command group ("job") into its

@@ -23,7 +23,7 @@ func (c *cli) closeDemo(project string, inv invoiceIDs, s *story, scratch bool) 
 			"password), had it been kept"
 	}
 	fmt.Fprintf(c.stdout, "\n%s:\n\n  url=%s\n",
-		strings.Join(demoWrap("What an operator runs to read each part: "+where, demoWidth), "\n"), psqlURL(c.url))
+		strings.Join(wrap("What an operator runs to read each part: "+where, demoWidth), "\n"), psqlURL(c.url))
 	parts := []struct {
 		title string
 		lines []string

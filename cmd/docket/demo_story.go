@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 	_ "time/tzdata" // the story's zone, Europe/Berlin, on machines without a tz database
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -416,7 +415,7 @@ func (s *story) when(t time.Time) string { return t.In(s.loc).Format("Mon 02 Jan
 // line prints one moment of the story: when, then what, wrapped, the lines
 // after the first indented under it.
 func (s *story) line(when, format string, args ...any) {
-	lines := demoWrap(fmt.Sprintf(format, args...), demoWidth-demoIndent)
+	lines := wrap(fmt.Sprintf(format, args...), demoWidth-demoIndent)
 	fmt.Fprintf(s.c.stdout, "  %-21s  %s\n", when, strings.Join(lines, "\n"+strings.Repeat(" ", demoIndent)))
 }
 
@@ -424,31 +423,9 @@ func (s *story) line(when, format string, args ...any) {
 // demoIndent of its timeline.
 const demoWidth, demoIndent = 100, 25
 
-// demoWrap breaks each paragraph of text, a line of its own, into lines of at
-// most width characters where it can.
-func demoWrap(text string, width int) []string {
-	var out []string
-	for _, para := range strings.Split(text, "\n") {
-		line, n := "", 0
-		for _, w := range strings.Fields(para) {
-			k := utf8.RuneCountInString(w)
-			if n > 0 && n+1+k > width {
-				out = append(out, line)
-				line, n = "", 0
-			}
-			if n > 0 {
-				line, n = line+" ", n+1
-			}
-			line, n = line+w, n+k
-		}
-		out = append(out, line)
-	}
-	return out
-}
-
 // para prints a paragraph after a blank line, wrapped and indented.
 func (s *story) para(format string, args ...any) {
-	fmt.Fprintf(s.c.stdout, "\n  %s\n", strings.Join(demoWrap(fmt.Sprintf(format, args...), demoWidth-2), "\n  "))
+	fmt.Fprintf(s.c.stdout, "\n  %s\n", strings.Join(wrap(fmt.Sprintf(format, args...), demoWidth-2), "\n  "))
 }
 
 // section prints a section's title.
