@@ -1,0 +1,166 @@
+package jobs_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-dev/docket/jobs"
+)
+
+// xactScans returns how many times this transaction has scanned each of the
+// indexes named, by pg_stat_get_xact_numscans: what a statement read, seen
+// from inside its own transaction, with no waiting for statistics to flush.
+func xactScans(t *testing.T, tx pgx.Tx, indexes ...string) map[string]int64 {
+	t.Helper()
+	out := make(map[string]int64, len(indexes))
+	for _, ix := range indexes {
+		var n int64
+		require.NoError(t, tx.QueryRow(t.Context(), `SELECT pg_stat_get_xact_numscans($1::regclass)`, "docket."+ix).Scan(&n))
+		out[ix] = n
+	}
+	return out
+}
+
+// backlogClaimed enqueues n jobs (requesting an output when output is set),
+// ANALYZEs docket.jobs while every one of them is queued, as after a
+// backlog's bulk enqueue, and claims claim of them.
+func backlogClaimed(t *testing.T, e env, n, claim int, output bool) []jobs.Job {
+	t.Helper()
+	ctx := t.Context()
+	specs := make([]jobs.Spec, n)
+	for i := range specs {
+		specs[i] = spec(fmt.Sprintf(`{"n": %d}`, i))
+		if output {
+			specs[i].Output = jobs.OutputRef{Asset: fmt.Sprintf("poster/%d", i), Kind: "image/png"}
+		}
+	}
+	_, err := e.client.EnqueueMany(ctx, specs)
+	require.NoError(t, err)
+	_, err = e.Pool.Exec(ctx, `ANALYZE docket.jobs`)
+	require.NoError(t, err)
+	claimed, err := e.client.Claim(ctx, jobs.DefaultQueue, jobs.ClaimOptions{Limit: claim})
+	require.NoError(t, err)
+	require.Len(t, claimed, claim)
+	return claimed
+}
+
+// inTx runs fn in a transaction of the API login, and commits it.
+func inTx(t *testing.T, pool *pgxpool.Pool, fn func(tx pgx.Tx)) {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	fn(tx)
+	require.NoError(t, tx.Commit(ctx))
+}
+
+// A batch completion finds its jobs by id, whatever the statistics say.
+// Analyzed while a backlog was all queued, docket.jobs looks as if no job
+// were claimed; a completion that named the claimed state would then walk
+// jobs_lease_expiry_idx (every claimed job, and every dead entry that each
+// completion leaves behind) instead of the primary key, and a burn-down would
+// slow as it went. The completion's own transaction shows which it read.
+func TestCompleteManyReadsJobsByIDAfterABacklogsAnalyze(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	claimed := backlogClaimed(t, e, 500, 100, false)
+	batch := make([]jobs.Completion, len(claimed))
+	for i, j := range claimed {
+		batch[i] = jobs.Completion{Lease: j.Lease()}
+	}
+	inTx(t, e.API, func(tx pgx.Tx) {
+		before := xactScans(t, tx, "jobs_lease_expiry_idx")
+		errs, err := e.client.CompleteManyTx(t.Context(), tx, batch)
+		require.NoError(t, err)
+		for i, err := range errs {
+			require.NoError(t, err, "element %d", i)
+		}
+		require.Equal(t, before, xactScans(t, tx, "jobs_lease_expiry_idx"),
+			"a completion read the lease index: it scans every claimed job")
+	})
+}
+
+// The completion records of a batch find their jobs by id as well.
+func TestCompletionRecordsReadJobsByIDAfterABacklogsAnalyze(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	claimed := backlogClaimed(t, e, 300, 50, true)
+	batch := make([]jobs.Completion, len(claimed))
+	for i, j := range claimed {
+		batch[i] = jobs.Completion{Lease: j.Lease(), Record: &jobs.CompletionRecord{Output: j.Output}}
+	}
+	inTx(t, e.API, func(tx pgx.Tx) {
+		before := xactScans(t, tx, "jobs_lease_expiry_idx")
+		errs, err := e.client.CompleteManyTx(t.Context(), tx, batch)
+		require.NoError(t, err)
+		for i, err := range errs {
+			require.NoError(t, err, "element %d", i)
+		}
+		require.Equal(t, before, xactScans(t, tx, "jobs_lease_expiry_idx"),
+			"recording completions read the lease index: it scans every claimed job")
+	})
+	var n int
+	require.NoError(t, e.Pool.QueryRow(t.Context(), `SELECT count(*) FROM docket.job_completions`).Scan(&n))
+	require.Equal(t, len(claimed), n)
+}
+
+// The functions every job row's statements call are inlined by the planner,
+// not called, with the arguments the jobs triggers give them: a call of a SQL function the planner cannot inline is planned
+// again in every statement (the domain checks of a one-job enqueue) or run
+// through the executor once per row (an event's hash).
+func TestHotFunctionsAreInlined(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	for name, expr := range map[string]string{
+		"valid_principal": `docket.valid_principal($1::text)`,
+		// As the jobs triggers call it: the detail and the outcome are
+		// expressions of the row, too dear to evaluate twice.
+		"job_event_hash": `docket.job_event_hash('\x00'::bytea, 1, 2, 'queued', 'claimed', $1::text, '2026-01-01'::timestamptz, 1,
+		                                          (SELECT 'd'::text), '2026-01-02'::timestamptz, (SELECT '\x01'::bytea), $1::text)`,
+	} {
+		var plan string
+		rows, err := e.Pool.Query(t.Context(), `EXPLAIN (VERBOSE, COSTS OFF) SELECT `+expr, "svc:x")
+		require.NoError(t, err)
+		for rows.Next() {
+			var line string
+			require.NoError(t, rows.Scan(&line))
+			plan += line + "\n"
+		}
+		require.NoError(t, rows.Err())
+		require.NotContains(t, plan, name+"(", "%s is called, not inlined:\n%s", name, plan)
+	}
+}
+
+// The chain's digest is the one it always was: job_event_hash, with or
+// without a revision, gives the digest the formula of docs/jobs.md gives, so
+// histories written before a change of its text still verify.
+func TestEventHashIsTheDocumentedFormula(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var same, all int
+	require.NoError(t, e.Pool.QueryRow(t.Context(), `
+		SELECT count(*) FILTER (WHERE docket.job_event_hash(p, i, s, f, t, a, x.at, att, d, l, o, r) = sha256(p || textsend(
+		           CASE WHEN r IS NULL
+		           THEN jsonb_build_array(i, s, f, t, a, (extract(epoch FROM x.at) * 1000000)::bigint, att, d,
+		                                  (extract(epoch FROM l) * 1000000)::bigint, encode(o, 'hex'))
+		           ELSE jsonb_build_array(i, s, f, t, a, (extract(epoch FROM x.at) * 1000000)::bigint, att, d,
+		                                  (extract(epoch FROM l) * 1000000)::bigint, encode(o, 'hex'), r)
+		           END::text))),
+		       count(*)
+		FROM (SELECT sha256(g::text::bytea) AS p, g::bigint AS i, g AS s,
+		             CASE WHEN g % 3 = 0 THEN NULL ELSE 'queued' END AS f, 'claimed' AS t, 'svc:x' || g AS a,
+		             '2026-01-01'::timestamptz + g * interval '1.000001 s' AS at, g % 5 AS att,
+		             CASE WHEN g % 2 = 0 THEN NULL ELSE 'détail "q" \ ' || g END AS d,
+		             CASE WHEN g % 4 = 0 THEN NULL ELSE '2026-03-01'::timestamptz + g * interval '1 ms' END AS l,
+		             CASE WHEN g % 7 = 0 THEN NULL ELSE sha256(('o' || g)::bytea) END AS o,
+		             CASE WHEN g % 2 = 0 THEN NULL ELSE 'v1.' || g || '"é\' END AS r
+		      FROM generate_series(1, 5000) g) x`).Scan(&same, &all))
+	require.Equal(t, all, same, "digests differ from the formula")
+	require.Equal(t, 5000, all)
+}
