@@ -164,3 +164,31 @@ func TestEventHashIsTheDocumentedFormula(t *testing.T) {
 	require.Equal(t, all, same, "digests differ from the formula")
 	require.Equal(t, 5000, all)
 }
+
+// The statements a worker runs per batch keep one plan a session: the claims
+// and the transition trigger force generic plans, so batches of varying size
+// do not make Postgres plan them again at most calls. A CREATE OR REPLACE of
+// one of them drops the setting; this test then names it.
+func TestBatchStatementsKeepTheirPlans(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	rows, err := e.Pool.Query(t.Context(), `
+		SELECT p.proname FROM pg_proc p
+		WHERE p.pronamespace = 'docket'::regnamespace
+		  AND p.proname IN ('jobs_record_update', 'job_claim', 'job_claim_queue')
+		  AND NOT coalesce('plan_cache_mode=force_generic_plan' = ANY (p.proconfig), false)`)
+	require.NoError(t, err)
+	var missing []string
+	for rows.Next() {
+		var name string
+		require.NoError(t, rows.Scan(&name))
+		missing = append(missing, name)
+	}
+	require.NoError(t, rows.Err())
+	require.Empty(t, missing, "functions planning their statements again per call")
+	var n int
+	require.NoError(t, e.Pool.QueryRow(t.Context(), `
+		SELECT count(*) FROM pg_proc p
+		WHERE p.pronamespace = 'docket'::regnamespace AND p.proname IN ('jobs_record_update', 'job_claim', 'job_claim_queue')`).Scan(&n))
+	require.Equal(t, 3, n)
+}

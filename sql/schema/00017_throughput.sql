@@ -241,11 +241,32 @@ END
 $$;
 -- +goose StatementEnd
 
+-- Plans kept, not made again per call. A plpgsql statement with parameters
+-- is planned afresh for its first five calls in a session, and afterwards
+-- whenever its generic plan looks dearer than the custom ones did: the
+-- claims' scans and the event insert of the transition trigger were planned
+-- again at most calls (270 - 600 microseconds each, per batch) when the
+-- batches a session runs vary in size, as a worker's do. Their generic plans
+-- are the plans wanted at every size (the claim index under a LIMIT; a hash
+-- join of the transition tables, then each job's last event by its key). A
+-- CREATE OR REPLACE of these functions drops the setting: set it again.
+ALTER FUNCTION docket.jobs_record_update() SET plan_cache_mode = force_generic_plan;
+ALTER FUNCTION docket.job_claim(text, text, integer, interval, text[], integer[], text, timestamptz, text[])
+    SET plan_cache_mode = force_generic_plan;
+ALTER FUNCTION docket.job_claim_queue(text, integer, text[], integer[], interval[], text, timestamptz, text[])
+    SET plan_cache_mode = force_generic_plan;
+
 -- A replaced function loses SECURITY DEFINER and its search_path: again.
 SELECT docket.apply_privileges();
 
 -- +goose Down
 -- The functions as 00001, 00015 and 00016 made them.
+
+ALTER FUNCTION docket.jobs_record_update() RESET plan_cache_mode;
+ALTER FUNCTION docket.job_claim(text, text, integer, interval, text[], integer[], text, timestamptz, text[])
+    RESET plan_cache_mode;
+ALTER FUNCTION docket.job_claim_queue(text, integer, text[], integer[], interval[], text, timestamptz, text[])
+    RESET plan_cache_mode;
 
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION docket.job_complete_many(p_ids bigint[], p_tokens uuid[], p_results jsonb[], p_actor text, p_now timestamptz,
