@@ -25,9 +25,14 @@ const BatchKind = "docket.batch"
 // one statement, runs their handlers at once, and records their successes
 // in one statement, in the transaction that claims the next ones.
 type Batching struct {
-	// Max is the most jobs one batch holds at once: 1..1000. Defaults to
-	// 100. A queue runs Queues[q]/Max batches at once (rounded up), sharing
-	// its Queues[q] handlers.
+	// Max is the most jobs one batch holds at once: 1..1000. A queue runs
+	// Queues[q]/Max batches at once (rounded up), sharing its Queues[q]
+	// handlers. Left 0, each queue's batches hold half its handlers
+	// (rounded up), at least 100 and at most 1000: a queue of up to 200
+	// handlers runs in batches of 100, one of 1,000 in two of 500. Two large
+	// batches beat many small ones: each statement's fixed cost is shared
+	// by more jobs, and fewer claimers skip each other's locked rows
+	// (docs/worker.md, "Performance").
 	Max int
 	// Window is how long a batch waits for more of its handlers to finish
 	// before it records the successes it has, while others still run: 0 ..
@@ -44,9 +49,6 @@ type Batching struct {
 }
 
 func (b Batching) withDefaults() Batching {
-	if b.Max == 0 {
-		b.Max = 100
-	}
 	switch {
 	case b.Window == 0:
 		b.Window = 2 * time.Millisecond
@@ -57,6 +59,17 @@ func (b Batching) withDefaults() Batching {
 		b.Idle = 30 * time.Second
 	}
 	return b
+}
+
+// defaultBatchMax is the least a batch holds when Batching.Max is left 0.
+const defaultBatchMax = 100
+
+// perQueue is the most jobs one batch of a queue of n handlers holds.
+func (b Batching) perQueue(n int) int {
+	if b.Max > 0 {
+		return b.Max
+	}
+	return min(jobs.MaxClaimBatch, max(defaultBatchMax, (n+1)/2))
 }
 
 // batchLifetime bounds how long one batch claims before it hands on to a
@@ -94,6 +107,7 @@ func (b *batchWorker) Work(ctx context.Context, rj *river.Job[batchArgs]) error 
 type queueState struct {
 	name       string
 	slots      chan struct{} // one per handler that may run at once
+	batchMax   int           // the most jobs one batch of the queue holds
 	maxBatches int
 
 	mu         sync.Mutex
@@ -146,7 +160,7 @@ func (w *Client) runBatch(ctx context.Context, q *queueState) error {
 	q.running++
 	q.insertedAt = time.Time{}
 	q.mu.Unlock()
-	b := &batch{w: w, q: q, ctx: ctx, done: make(chan outcome, w.cfg.Batch.Max)}
+	b := &batch{w: w, q: q, ctx: ctx, done: make(chan outcome, q.batchMax)}
 	began, idleSince := time.Now(), time.Now()
 	var failures int
 	running := true
@@ -172,7 +186,7 @@ func (w *Client) runBatch(ctx context.Context, q *queueState) error {
 		window := !closing && len(b.pending) > 0 && b.inflight > 0 && w.cfg.Batch.Window > 0 &&
 			time.Since(b.first) < w.cfg.Batch.Window && len(b.pending) < b.inflight
 		// Claim when a quarter of the batch is free, or when nothing runs.
-		claim := free > 0 && (b.inflight == 0 || free >= max(1, w.cfg.Batch.Max/4))
+		claim := free > 0 && (b.inflight == 0 || free >= max(1, q.batchMax/4))
 		if !claim {
 			for range free {
 				<-q.slots
@@ -239,7 +253,7 @@ func (w *Client) runBatch(ctx context.Context, q *queueState) error {
 // fill now and returns how many it took.
 func (b *batch) freeSlots() int {
 	n := 0
-	for b.inflight+n < b.w.cfg.Batch.Max {
+	for b.inflight+n < b.q.batchMax {
 		select {
 		case b.q.slots <- struct{}{}:
 			n++

@@ -44,9 +44,9 @@ type Config struct {
 	Registry *Registry
 	// Queues maps each docket queue the worker serves to how many handlers
 	// may run at once for it in this process: 1..10000. Defaults to
-	// {"default": 100}. They run in batches of up to Batch.Max, each a River
-	// job of the River queue of that name, so a queue must also be a valid
-	// River queue name (see [RiverQueue]).
+	// {"default": 100}. They run in batches of up to Batch.Max (see
+	// [Batching]), each a River job of the River queue of that name, so a
+	// queue must also be a valid River queue name (see [RiverQueue]).
 	Queues map[string]int
 	// Clock gives the instants the worker passes to the database. Defaults
 	// to [db.SystemClock].
@@ -195,7 +195,8 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 		queueStates: map[string]*queueState{}, listening: make(chan struct{}), quit: make(chan struct{}), stopped: make(chan struct{})}
 	for q, n := range cfg.Queues {
 		w.queues = append(w.queues, q)
-		w.queueStates[q] = &queueState{name: q, slots: make(chan struct{}, n), maxBatches: (n + cfg.Batch.Max - 1) / cfg.Batch.Max,
+		m := cfg.Batch.perQueue(n)
+		w.queueStates[q] = &queueState{name: q, slots: make(chan struct{}, n), batchMax: m, maxBatches: (n + m - 1) / m,
 			wake: make(chan struct{})}
 	}
 	for _, s := range w.builtinSweeps() {
@@ -307,8 +308,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		return bad("batch window %v is over 100ms", cfg.Batch.Window)
 	}
 	cfg.Batch = cfg.Batch.withDefaults()
-	if b := cfg.Batch; b.Max < 1 || b.Max > jobs.MaxClaimBatch {
-		return bad("batch of %d is outside 1..%d", b.Max, jobs.MaxClaimBatch)
+	if b := cfg.Batch; b.Max < 0 || b.Max > jobs.MaxClaimBatch {
+		return bad("batch of %d is outside 1..%d (0: half the queue's handlers, 100..%d)", b.Max, jobs.MaxClaimBatch, jobs.MaxClaimBatch)
 	}
 	if b := cfg.Batch; b.Idle < 10*time.Millisecond || b.Idle > time.Hour {
 		return bad("batch idle %v is outside 10ms .. 1h", b.Idle)
