@@ -3,28 +3,14 @@ package jobs_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/jobs"
 )
-
-// xactScans returns how many times this transaction has scanned each of the
-// indexes named, by pg_stat_get_xact_numscans: what a statement read, seen
-// from inside its own transaction, with no waiting for statistics to flush.
-func xactScans(t *testing.T, tx pgx.Tx, indexes ...string) map[string]int64 {
-	t.Helper()
-	out := make(map[string]int64, len(indexes))
-	for _, ix := range indexes {
-		var n int64
-		require.NoError(t, tx.QueryRow(t.Context(), `SELECT pg_stat_get_xact_numscans($1::regclass)`, "docket."+ix).Scan(&n))
-		out[ix] = n
-	}
-	return out
-}
 
 // backlogClaimed enqueues n jobs (requesting an output when output is set),
 // ANALYZEs docket.jobs while every one of them is queued, as after a
@@ -49,14 +35,28 @@ func backlogClaimed(t *testing.T, e env, n, claim int, output bool) []jobs.Job {
 	return claimed
 }
 
-// inTx runs fn in a transaction of the API login, and commits it.
-func inTx(t *testing.T, pool *pgxpool.Pool, fn func(tx pgx.Tx)) {
+// requireLeaseIndexUnread completes batch in one transaction of the API
+// login and fails if the completion read jobs_lease_expiry_idx, as its own
+// transaction's statistics (pg_stat_get_xact_numscans) show: no waiting for
+// statistics to flush.
+func requireLeaseIndexUnread(t *testing.T, e env, batch []jobs.Completion) {
 	t.Helper()
 	ctx := t.Context()
-	tx, err := pool.Begin(ctx)
+	tx, err := e.API.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	fn(tx)
+	scans := func() int64 {
+		var n int64
+		require.NoError(t, tx.QueryRow(ctx, `SELECT pg_stat_get_xact_numscans('docket.jobs_lease_expiry_idx'::regclass)`).Scan(&n))
+		return n
+	}
+	before := scans()
+	errs, err := e.client.CompleteManyTx(ctx, tx, batch)
+	require.NoError(t, err)
+	for i, err := range errs {
+		require.NoError(t, err, "element %d", i)
+	}
+	require.Equal(t, before, scans(), "the completion read the lease index: it scans every claimed job")
 	require.NoError(t, tx.Commit(ctx))
 }
 
@@ -65,7 +65,7 @@ func inTx(t *testing.T, pool *pgxpool.Pool, fn func(tx pgx.Tx)) {
 // were claimed; a completion that named the claimed state would then walk
 // jobs_lease_expiry_idx (every claimed job, and every dead entry that each
 // completion leaves behind) instead of the primary key, and a burn-down would
-// slow as it went. The completion's own transaction shows which it read.
+// slow as it went.
 func TestCompleteManyReadsJobsByIDAfterABacklogsAnalyze(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -74,46 +74,29 @@ func TestCompleteManyReadsJobsByIDAfterABacklogsAnalyze(t *testing.T) {
 	for i, j := range claimed {
 		batch[i] = jobs.Completion{Lease: j.Lease()}
 	}
-	inTx(t, e.API, func(tx pgx.Tx) {
-		before := xactScans(t, tx, "jobs_lease_expiry_idx")
-		errs, err := e.client.CompleteManyTx(t.Context(), tx, batch)
-		require.NoError(t, err)
-		for i, err := range errs {
-			require.NoError(t, err, "element %d", i)
-		}
-		require.Equal(t, before, xactScans(t, tx, "jobs_lease_expiry_idx"),
-			"a completion read the lease index: it scans every claimed job")
-	})
+	requireLeaseIndexUnread(t, e, batch)
 }
 
 // The completion records of a batch find their jobs by id as well.
 func TestCompletionRecordsReadJobsByIDAfterABacklogsAnalyze(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	claimed := backlogClaimed(t, e, 300, 50, true)
+	claimed := backlogClaimed(t, e, 500, 100, true)
 	batch := make([]jobs.Completion, len(claimed))
 	for i, j := range claimed {
 		batch[i] = jobs.Completion{Lease: j.Lease(), Record: &jobs.CompletionRecord{Output: j.Output}}
 	}
-	inTx(t, e.API, func(tx pgx.Tx) {
-		before := xactScans(t, tx, "jobs_lease_expiry_idx")
-		errs, err := e.client.CompleteManyTx(t.Context(), tx, batch)
-		require.NoError(t, err)
-		for i, err := range errs {
-			require.NoError(t, err, "element %d", i)
-		}
-		require.Equal(t, before, xactScans(t, tx, "jobs_lease_expiry_idx"),
-			"recording completions read the lease index: it scans every claimed job")
-	})
+	requireLeaseIndexUnread(t, e, batch)
 	var n int
 	require.NoError(t, e.Pool.QueryRow(t.Context(), `SELECT count(*) FROM docket.job_completions`).Scan(&n))
 	require.Equal(t, len(claimed), n)
 }
 
 // The functions every job row's statements call are inlined by the planner,
-// not called, with the arguments the jobs triggers give them: a call of a SQL function the planner cannot inline is planned
-// again in every statement (the domain checks of a one-job enqueue) or run
-// through the executor once per row (an event's hash).
+// not called, with the arguments the jobs triggers give them: a call of a
+// SQL function the planner cannot inline is planned again in every
+// statement (the domain checks of a one-job enqueue) or run through the
+// executor once per row (an event's hash).
 func TestHotFunctionsAreInlined(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -124,15 +107,11 @@ func TestHotFunctionsAreInlined(t *testing.T) {
 		"job_event_hash": `docket.job_event_hash('\x00'::bytea, 1, 2, 'queued', 'claimed', $1::text, '2026-01-01'::timestamptz, 1,
 		                                          (SELECT 'd'::text), '2026-01-02'::timestamptz, (SELECT '\x01'::bytea), $1::text)`,
 	} {
-		var plan string
 		rows, err := e.Pool.Query(t.Context(), `EXPLAIN (VERBOSE, COSTS OFF) SELECT `+expr, "svc:x")
 		require.NoError(t, err)
-		for rows.Next() {
-			var line string
-			require.NoError(t, rows.Scan(&line))
-			plan += line + "\n"
-		}
-		require.NoError(t, rows.Err())
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		plan := strings.Join(lines, "\n")
 		require.NotContains(t, plan, name+"(", "%s is called, not inlined:\n%s", name, plan)
 	}
 }
@@ -173,22 +152,18 @@ func TestBatchStatementsKeepTheirPlans(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	rows, err := e.Pool.Query(t.Context(), `
-		SELECT p.proname FROM pg_proc p
+		SELECT p.proname, coalesce('plan_cache_mode=force_generic_plan' = ANY (p.proconfig), false)
+		FROM pg_proc p
 		WHERE p.pronamespace = 'docket'::regnamespace
-		  AND p.proname IN ('jobs_record_update', 'job_claim', 'job_claim_queue')
-		  AND NOT coalesce('plan_cache_mode=force_generic_plan' = ANY (p.proconfig), false)`)
+		  AND p.proname IN ('jobs_record_update', 'job_claim', 'job_claim_queue')`)
 	require.NoError(t, err)
-	var missing []string
-	for rows.Next() {
+	kept, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
 		var name string
-		require.NoError(t, rows.Scan(&name))
-		missing = append(missing, name)
-	}
-	require.NoError(t, rows.Err())
-	require.Empty(t, missing, "functions planning their statements again per call")
-	var n int
-	require.NoError(t, e.Pool.QueryRow(t.Context(), `
-		SELECT count(*) FROM pg_proc p
-		WHERE p.pronamespace = 'docket'::regnamespace AND p.proname IN ('jobs_record_update', 'job_claim', 'job_claim_queue')`).Scan(&n))
-	require.Equal(t, 3, n)
+		var generic bool
+		err := r.Scan(&name, &generic)
+		return fmt.Sprintf("%s %v", name, generic), err
+	})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"jobs_record_update true", "job_claim true", "job_claim_queue true"}, kept,
+		"functions planning their statements again per call")
 }
