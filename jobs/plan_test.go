@@ -167,3 +167,21 @@ func TestBatchStatementsKeepTheirPlans(t *testing.T) {
 	require.ElementsMatch(t, []string{"jobs_record_update true", "job_claim true", "job_claim_queue true"}, kept,
 		"functions planning their statements again per call")
 }
+
+// A claim and a completion are not HOT updates (the state is in the partial
+// indexes' predicates), so each writes an entry in every index whose
+// predicate its new row version satisfies. Only the primary key may cover
+// every job: an index without a predicate is written by every transition of
+// every job, whatever the job.
+func TestOnlyThePrimaryKeyIndexesEveryJob(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	rows, err := e.Pool.Query(t.Context(), `
+		SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		WHERE i.indrelid = 'docket.jobs'::regclass AND i.indpred IS NULL
+		ORDER BY c.relname`)
+	require.NoError(t, err)
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"jobs_pkey"}, names, "indexes that every transition of every job writes")
+}
