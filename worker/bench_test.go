@@ -10,6 +10,11 @@ package worker_test
 //	docket_jobs/s  jobs per second through the docket worker
 //	river_jobs/s   jobs per second through bare River
 //	ratio          docket_jobs/s / river_jobs/s
+//	*_wal_B/job    WAL written per job, per side
+//	*_go_us/job    CPU time of this test process per job, per side
+//	*_pg_us/job    CPU time of the database server per job, per side, when
+//	               it runs on this machine (Linux, /proc shows its
+//	               processes); not reported otherwise
 //
 // Run it with, for example:
 //
@@ -114,6 +119,17 @@ func BenchmarkBurnDown(b *testing.B) {
 
 	var docketTime, riverTime time.Duration
 	var docketWAL, riverWAL int64
+	// CPU per side: this process's, and the server's where it runs here.
+	var docketSelf, docketServer, riverSelf, riverServer time.Duration
+	serverKnown := true
+	measure := func(self, server *time.Duration, run func()) {
+		before := cpuNow(ctx, pool)
+		run()
+		after := cpuNow(ctx, pool)
+		*self += after.self - before.self
+		*server += after.server - before.server
+		serverKnown = serverKnown && before.serverKnown && after.serverKnown
+	}
 	// walBytes is the WAL Postgres has written so far, for WAL bytes per job.
 	walBytes := func() int64 {
 		var n int64
@@ -151,10 +167,12 @@ func BenchmarkBurnDown(b *testing.B) {
 		})
 		require.NoError(b, err)
 		wal := walBytes()
-		began := time.Now()
-		require.NoError(b, w.Start(ctx))
-		waitAll(b, all)
-		docketTime += time.Since(began)
+		measure(&docketSelf, &docketServer, func() {
+			began := time.Now()
+			require.NoError(b, w.Start(ctx))
+			waitAll(b, all)
+			docketTime += time.Since(began)
+		})
 		docketWAL += walBytes() - wal
 		require.NoError(b, w.Stop(ctx))
 
@@ -178,10 +196,12 @@ func BenchmarkBurnDown(b *testing.B) {
 			return err
 		}))
 		wal = walBytes()
-		began = time.Now()
-		require.NoError(b, rc.Start(ctx))
-		waitAll(b, rall)
-		riverTime += time.Since(began)
+		measure(&riverSelf, &riverServer, func() {
+			began := time.Now()
+			require.NoError(b, rc.Start(ctx))
+			waitAll(b, rall)
+			riverTime += time.Since(began)
+		})
 		riverWAL += walBytes() - wal
 		require.NoError(b, rc.Stop(ctx))
 	}
@@ -192,6 +212,13 @@ func BenchmarkBurnDown(b *testing.B) {
 	b.ReportMetric(d/r, "ratio")
 	b.ReportMetric(float64(docketWAL)/float64(n*b.N), "docket_wal_B/job")
 	b.ReportMetric(float64(riverWAL)/float64(n*b.N), "river_wal_B/job")
+	perJob := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n*b.N) }
+	b.ReportMetric(perJob(docketSelf), "docket_go_us/job")
+	b.ReportMetric(perJob(riverSelf), "river_go_us/job")
+	if serverKnown {
+		b.ReportMetric(perJob(docketServer), "docket_pg_us/job")
+		b.ReportMetric(perJob(riverServer), "river_pg_us/job")
+	}
 }
 
 func waitAll(b *testing.B, all chan struct{}) {
