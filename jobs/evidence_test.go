@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -118,6 +119,7 @@ func TestVerifyJudgesByTheMachineAsMigrated(t *testing.T) {
 	require.Contains(t, v.Problem, "the job machine's tables were changed")
 	require.Contains(t, v.Problem, "transition succeeded -> queued is not the machine's")
 	require.Contains(t, v.Problem, "state succeeded is not initial and not terminal")
+	require.False(t, headsOK(t, e, other.ID), "nor does a prune remove a job it cannot judge")
 }
 
 // TestARebuiltHistoryIsCaughtByExportedHeads shows TRUNCATE of a history
@@ -258,4 +260,100 @@ func TestAnEventOfNoJobIsRefused(t *testing.T) {
 	require.Equal(t, "23503", pgErr.Code)
 	require.Equal(t, "job_events_job_exists", pgErr.ConstraintName)
 	require.Equal(t, before, snapshot(t, e.Pool))
+}
+
+// headsOK says whether docket.job_heads, the check a prune runs before it
+// removes a job, passes job id.
+func headsOK(t *testing.T, e env, id int64) bool {
+	t.Helper()
+	var ok bool
+	require.NoError(t, e.Pool.QueryRow(t.Context(), `SELECT ok FROM docket.job_heads(ARRAY[$1::bigint])`, id).Scan(&ok))
+	return ok
+}
+
+// rehash recomputes job id's chain by hand, as the owner past the guards:
+// every prev_hash and hash made to fit the events as they now read, so that
+// the chain links and only the history's own rules can catch a rewrite.
+func rehash(t *testing.T, e env, id int64) {
+	t.Helper()
+	asOwner(t, e, []string{"docket.job_events"}, fmt.Sprintf(`DO $$
+DECLARE r record; prev bytea := decode(repeat('00', 32), 'hex');
+BEGIN
+    FOR r IN SELECT * FROM docket.job_events WHERE job_id = %d ORDER BY seq LOOP
+        UPDATE docket.job_events SET prev_hash = prev,
+               hash = docket.job_event_hash(prev, r.job_id, r.seq, r.from_state, r.to_state, r.actor, r.at, r.attempt,
+                                            r.detail, r.lease_until, r.outcome, r.revision)
+        WHERE job_id = r.job_id AND seq = r.seq RETURNING hash INTO prev;
+    END LOOP;
+END $$`, id))
+}
+
+// A prune removes only jobs whose history verifies, and it judges as Verify
+// does: each history rewritten by the owner, its chain re-hashed to link,
+// or the job's own revision or pin rewritten, is refused by both
+// docket.job_verify and docket.job_heads, the prune's check.
+func TestChainHeadsRefuseWhatVerifyRefuses(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	require.NoError(t, e.client.RegisterDecoders(ctx, "billing@r1", runs("r1").Decoders))
+	pinned := func() int64 {
+		in, err := e.client.Enqueue(ctx, spec(`{"pinned": 1}`))
+		require.NoError(t, err)
+		_, err = e.client.Pin(ctx, []int64{in.Job.ID}, []string{"r1"})
+		require.NoError(t, err)
+		return in.Job.ID
+	}
+	revised := func() int64 {
+		j := claimAs(t, e, "r1")
+		_, err := e.client.Complete(ctx, j.Lease(), nil, nil)
+		require.NoError(t, err)
+		return j.ID
+	}
+	succeeded := func() int64 { return evSucceeded(t, e).ID }
+	for _, c := range []struct {
+		name    string
+		job     func() int64
+		table   string // the table rewritten
+		rewrite string // of job $1
+		rehash  bool
+		problem string // what Verify says
+	}{
+		{"attempts counted without a claim", succeeded, "docket.job_events",
+			`UPDATE docket.job_events SET attempt = 2 WHERE job_id = $1 AND seq = 2`, true, "attempts count claims only"},
+		{"time running backwards", succeeded, "docket.job_events",
+			`UPDATE docket.job_events SET at = at - interval '1 day' WHERE job_id = $1 AND seq = 3`, true, "time ran backwards"},
+		{"a move from another state than the last", succeeded, "docket.job_events",
+			`UPDATE docket.job_events SET from_state = 'uncertain' WHERE job_id = $1 AND seq = 3`, true, "does not follow the previous to_state"},
+		{"a history that starts elsewhere than queued", succeeded, "docket.job_events",
+			`UPDATE docket.job_events SET to_state = 'claimed' WHERE job_id = $1 AND seq = 1`, true, "not the initial state queued"},
+		{"a move the machine does not have", succeeded, "docket.job_events",
+			`UPDATE docket.job_events SET from_state = CASE seq WHEN 2 THEN 'queued' ELSE 'succeeded' END,
+			        to_state = 'succeeded', attempt = CASE seq WHEN 2 THEN 1 ELSE attempt END
+			 WHERE job_id = $1 AND seq IN (2, 3)`, true, "is not a move of the job machine"},
+		{"the job's claimed revision", revised, "docket.jobs",
+			`UPDATE docket.jobs SET claimed_revision = 'r2' WHERE id = $1`, false, "claimed revision r2 is not r1"},
+		{"the job's pin", pinned, "docket.jobs",
+			`UPDATE docket.jobs SET revisions = '{r1,r2}' WHERE id = $1`, false, "is not what its last pin recorded"},
+		{"an event's contents", succeeded, "docket.job_events",
+			`UPDATE docket.job_events SET actor = 'svc:mallory' WHERE job_id = $1 AND seq = 2`, false, "the row was altered"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			id := c.job()
+			v, err := e.client.Verify(ctx, id)
+			require.NoError(t, err)
+			require.True(t, v.OK, v.Problem)
+			require.True(t, headsOK(t, e, id), "the prune's check refuses a history Verify passes")
+
+			asOwner(t, e, []string{c.table}, c.rewrite, id)
+			if c.rehash {
+				rehash(t, e, id)
+			}
+			v, err = e.client.Verify(ctx, id)
+			require.NoError(t, err)
+			require.False(t, v.OK)
+			require.Contains(t, v.Problem, c.problem)
+			require.False(t, headsOK(t, e, id), "the prune's check passes a history Verify refuses (%s)", v.Problem)
+		})
+	}
 }

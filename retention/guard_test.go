@@ -259,6 +259,36 @@ func TestAJobWhoseHistoryDoesNotVerifyIsKept(t *testing.T) {
 	require.False(t, v.OK, "kept, for an operator to look at")
 }
 
+// TestAJobWhoseRevisionWasRewrittenIsKept rewrites, by hand past the
+// guard, the handler revision a finished job records as claimed under: its
+// chain still links, but the job no longer holds what its last claim
+// recorded, so the prune keeps it as Verify refuses it.
+func TestAJobWhoseRevisionWasRewrittenIsKept(t *testing.T) {
+	t.Parallel()
+	e := setup(t, hours(1, 1, 1))
+	ctx := t.Context()
+	good := finish(t, e, e.jobs, "", jobs.Succeeded)
+	bad := finish(t, e, e.jobs, "", jobs.Succeeded)
+	for _, s := range []string{"ALTER TABLE docket.jobs DISABLE TRIGGER USER",
+		"UPDATE docket.jobs SET claimed_revision = 'v9' WHERE id = " + itoa(bad.ID),
+		"ALTER TABLE docket.jobs ENABLE TRIGGER USER"} {
+		_, err := e.Pool.Exec(ctx, s)
+		require.NoError(t, err)
+	}
+	e.Clock.Advance(2 * time.Hour)
+	ps, err := e.pruner.Prune(ctx, 100)
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+	require.Equal(t, 1, ps[0].Jobs)
+	require.Equal(t, 1, ps[0].KeptUnverified)
+	require.Equal(t, bad.ID, *ps[0].FirstUnverified)
+	requirePruned(t, e, good.ID, ps[0].ID)
+	v, err := e.jobs.Verify(ctx, bad.ID)
+	require.NoError(t, err)
+	require.False(t, v.OK, "kept, for an operator to look at")
+	require.Contains(t, v.Problem, "claimed revision v9")
+}
+
 // TestAScheduledJobStaysAsLongAsItsOccurrence prunes a schedule's job only
 // once its occurrence is past the occurrences horizon, and the occurrence
 // with it.
