@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -503,4 +504,58 @@ func TestRetriesAndReleasesAreCounted(t *testing.T) {
 	require.Equal(t, "the gateway timed out", outcomes["failed"].Status().Description)
 	require.Equal(t, "Unset", outcomes["released"].Status().Code.String())
 	require.Len(t, outcomes["released"].Links(), 1, "enqueued by a traced client, linked")
+}
+
+// Each run of a sweep is an internal span, the root of a trace of its own,
+// named for the sweep, with how many items it moved; the sweep's own spans
+// are its children, and a sweep that fails ends its span with the error.
+func TestASweepRunIsASpan(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	recorder := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
+	refused := errors.New("the ledger is closed")
+	reg := worker.NewRegistry()
+	require.NoError(t, worker.Handle(reg, orderKind, func(context.Context, *jobs.Typed[order]) error { return nil }, worker.HandlerOptions{}))
+	w := startWorker(t, e, reg, newEvents(), func(c *worker.Config) {
+		c.TracerProvider = tp
+		c.Sweeps = []worker.Sweep{
+			{Name: "ledger", Func: func(ctx context.Context, run *worker.SweepRun) (int, error) {
+				_, span := tp.Tracer("test").Start(ctx, "close ledger")
+				span.End()
+				return 2, nil
+			}},
+			{Name: "broken", Func: func(context.Context, *worker.SweepRun) (int, error) { return 0, refused }},
+		}
+	})
+	_, err := w.Sweep(ctx, worker.SweepLeases)
+	require.NoError(t, err)
+	moved, err := w.Sweep(ctx, "ledger")
+	require.NoError(t, err)
+	require.Equal(t, 2, moved)
+	_, err = w.Sweep(ctx, "broken")
+	require.ErrorIs(t, err, refused)
+
+	spans := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range recorder.Ended() {
+		spans[s.Name()] = s
+	}
+	for name, want := range map[string]int{"leases": 0, "ledger": 2, "broken": 0} {
+		s := spans["sweep "+name]
+		require.NotNil(t, s, "a span for sweep %s", name)
+		require.Equal(t, trace.SpanKindInternal, s.SpanKind())
+		require.False(t, s.Parent().IsValid(), "a root")
+		attrs := attribute.NewSet(s.Attributes()...)
+		got, _ := attrs.Value("docket.sweep")
+		require.Equal(t, attribute.StringValue(name), got)
+		got, _ = attrs.Value("docket.sweep.moved")
+		require.Equal(t, attribute.IntValue(want), got, "sweep %s", name)
+	}
+	require.Equal(t, codes.Unset, spans["sweep ledger"].Status().Code)
+	require.Equal(t, codes.Error, spans["sweep broken"].Status().Code)
+	require.Contains(t, spans["sweep broken"].Status().Description, "the ledger is closed")
+	child := spans["close ledger"]
+	require.NotNil(t, child)
+	require.Equal(t, spans["sweep ledger"].SpanContext().SpanID(), child.Parent().SpanID(), "the sweep's own span is its child")
 }

@@ -94,7 +94,7 @@ func (w *Client) Sweep(ctx context.Context, name string) (int, error) {
 		return 0, db.Refuse(db.ErrInvalidArgument, "worker.sweep", fmt.Sprintf("no sweep named %q", name))
 	}
 	var moved int
-	began, tel := w.sweepStarted()
+	ctx, st := w.sweepStarted(ctx, name)
 	err := db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
 		run := &SweepRun{Tx: tx, Now: w.cfg.Clock.Now(), Limit: w.cfg.SweepLimit, Actor: w.cfg.Actor, Clock: w.cfg.Clock,
 			Logger: w.log}
@@ -106,10 +106,11 @@ func (w *Client) Sweep(ctx context.Context, name string) (int, error) {
 		if !(w.quitting() && ctx.Err() != nil) { // a stop that cut the run short is no failure
 			w.emit(Event{Type: EventError, Sweep: name, Err: err})
 		}
-		w.sweepEnded(ctx, tel, name, began, 0)
-		return 0, fmt.Errorf("sweep %s: %w", name, err)
+		err = fmt.Errorf("sweep %s: %w", name, err)
+		w.sweepEnded(ctx, st, 0, err)
+		return 0, err
 	}
-	w.sweepEnded(ctx, tel, name, began, moved)
+	w.sweepEnded(ctx, st, moved, nil)
 	w.emit(Event{Type: EventSweep, Sweep: name, Count: moved})
 	return moved, nil
 }

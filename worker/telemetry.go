@@ -127,23 +127,53 @@ func (w *Client) emitAttempt(ctx context.Context, e Event, class jobs.FailureCla
 	w.emit(e)
 }
 
-// sweepStarted returns the instant a sweep run starts, for sweepEnded: the
-// zero instant, unread, without telemetry.
-func (w *Client) sweepStarted() (time.Time, *telemetry.Set) {
-	tel := w.telemetry()
-	if !tel.Metering() {
-		return time.Time{}, nil
-	}
-	return w.cfg.Clock.Now(), tel
+// sweepTelemetry is one sweep run's telemetry: nil without any.
+type sweepTelemetry struct {
+	tel   *telemetry.Set
+	name  string
+	began time.Time  // on the worker's Clock, when metering
+	span  trace.Span // nil when the worker does not trace
 }
 
-// sweepEnded records a run of sweep name that began at began and moved
-// moved items (failed: it moved none).
-func (w *Client) sweepEnded(ctx context.Context, tel *telemetry.Set, name string, began time.Time, moved int) {
-	if tel == nil {
+// sweepStarted starts the telemetry of a run of sweep name: its start, when
+// the worker meters, and its span, when it traces (an internal span, the
+// root of a trace of its own: no request asked for the sweep). The span is
+// in the context it returns, so the sweep's own spans are its children.
+// Without telemetry it returns ctx and nil, and allocates nothing.
+func (w *Client) sweepStarted(ctx context.Context, name string) (context.Context, *sweepTelemetry) {
+	tel := w.telemetry()
+	if !tel.Metering() && !tel.Tracing() {
+		return ctx, nil
+	}
+	st := &sweepTelemetry{tel: tel, name: name}
+	if tel.Metering() {
+		st.began = w.cfg.Clock.Now()
+	}
+	if tel.Tracing() {
+		ctx, st.span = tel.Tracer.Start(ctx, "sweep "+name, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindInternal),
+			trace.WithAttributes(telemetry.KeySweep.String(name)))
+	}
+	return ctx, st
+}
+
+// sweepEnded records the run st began: it moved moved items, or failed with
+// err (and moved none).
+func (w *Client) sweepEnded(ctx context.Context, st *sweepTelemetry, moved int, err error) {
+	if st == nil {
 		return
 	}
-	tel.Swept(ctx, name, w.cfg.Clock.Now().Sub(began).Seconds(), moved)
+	if st.tel.Metering() {
+		st.tel.Swept(ctx, st.name, w.cfg.Clock.Now().Sub(st.began).Seconds(), moved)
+	}
+	if st.span == nil {
+		return
+	}
+	st.span.SetAttributes(telemetry.KeySweepMoved.Int(moved))
+	if err != nil {
+		st.span.RecordError(err)
+		st.span.SetStatus(codes.Error, err.Error())
+	}
+	st.span.End()
 }
 
 // linksOf reads, in tx, the contexts of the spans that enqueued claimed,

@@ -42,8 +42,11 @@ func TestTelemetryOffAllocatesNothing(t *testing.T) {
 		if links != nil || err != nil {
 			panic("links read")
 		}
-		began, tel := w.sweepStarted()
-		w.sweepEnded(ctx, tel, SweepLeases, began, 3)
+		sctx, st := w.sweepStarted(ctx, SweepLeases)
+		if sctx != ctx || st != nil {
+			panic("telemetry on")
+		}
+		w.sweepEnded(sctx, st, 3, nil)
 	})
 	require.Zero(t, allocs)
 }

@@ -98,7 +98,8 @@ type Config struct {
 	// TracerProvider, when not nil, traces each enqueue (see
 	// jobs.Config.TracerProvider) and each attempt the worker runs, in a
 	// span linked to the span that enqueued the job; a handler's context
-	// carries its attempt's span. Nil: no span, and nothing more is read,
+	// carries its attempt's span. Each sweep run is a span too, whose
+	// context the sweep's Func gets. Nil: no span, and nothing more is read,
 	// written or allocated. See docs/telemetry.md.
 	TracerProvider trace.TracerProvider
 	// MeterProvider, when not nil, receives the worker's metrics: attempts

@@ -52,6 +52,7 @@ const (
 	KeyAttempt      = attribute.Key("docket.job.attempt")
 	KeyDuplicate    = attribute.Key("docket.job.duplicate")
 	KeySweep        = attribute.Key("docket.sweep")
+	KeySweepMoved   = attribute.Key("docket.sweep.moved")
 	KeyOutcome      = attribute.Key("docket.job.outcome")
 
 	// The OpenTelemetry messaging conventions'.
