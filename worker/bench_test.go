@@ -21,6 +21,7 @@ package worker_test
 //	export DOCKET_TEST_DATABASE_URL=$(scripts/pg-local)
 //	go test -run XXX -bench BenchmarkBurnDown -benchtime 1x ./worker/
 //	go test -run XXX -bench BenchmarkBurnDown -benchtime 1x ./worker/ -docket.bench.workers 1000
+//	go test -run XXX -bench BenchmarkBurnDown -benchtime 1x ./worker/ -docket.bench.perf /tmp/burn   # a profile of each side
 
 import (
 	"context"
@@ -51,6 +52,7 @@ var (
 	benchAblate       = flag.String("docket.bench.ablate", "", "for attribution only: comma-separated triggers of docket.jobs to disable in the benchmark's database (jobs_guard, jobs_record_update)")
 	benchInsert       = flag.Bool("docket.bench.insert", false, "BenchmarkBurnDown handlers each INSERT one row (outside the completion), on both sides")
 	benchPollFlag     = flag.Duration("docket.bench.poll", 0, "FetchPollInterval of BenchmarkStartLatency (0: the default)")
+	benchPerf         = flag.String("docket.bench.perf", "", "BenchmarkBurnDown records each side's run with Linux perf (perf record -a -g) into PREFIX.docket.data and PREFIX.river.data")
 )
 
 const (
@@ -122,10 +124,12 @@ func BenchmarkBurnDown(b *testing.B) {
 	// CPU per side: this process's, and the server's where it runs here.
 	var docketSelf, docketServer, riverSelf, riverServer time.Duration
 	serverKnown := true
-	measure := func(self, server *time.Duration, run func()) {
+	measure := func(side string, self, server *time.Duration, run func()) {
+		stop := startProfile(b, side)
 		before := cpuNow(ctx, pool)
 		run()
 		after := cpuNow(ctx, pool)
+		stop()
 		*self += after.self - before.self
 		*server += after.server - before.server
 		serverKnown = serverKnown && before.serverKnown && after.serverKnown
@@ -167,7 +171,7 @@ func BenchmarkBurnDown(b *testing.B) {
 		})
 		require.NoError(b, err)
 		wal := walBytes()
-		measure(&docketSelf, &docketServer, func() {
+		measure("docket", &docketSelf, &docketServer, func() {
 			began := time.Now()
 			require.NoError(b, w.Start(ctx))
 			waitAll(b, all)
@@ -196,7 +200,7 @@ func BenchmarkBurnDown(b *testing.B) {
 			return err
 		}))
 		wal = walBytes()
-		measure(&riverSelf, &riverServer, func() {
+		measure("river", &riverSelf, &riverServer, func() {
 			began := time.Now()
 			require.NoError(b, rc.Start(ctx))
 			waitAll(b, rall)

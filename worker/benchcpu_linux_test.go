@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -94,4 +96,37 @@ func procStat(pid int) (stat, bool) {
 		return v
 	}
 	return stat{ppid: int(n(1)), utime: n(11), stime: n(12), cutime: n(13), cstime: n(14)}, true
+}
+
+// startProfile starts, when -docket.bench.perf names a prefix, a system-wide
+// Linux perf recording (call graphs, 999 Hz) of one side of a burn-down into
+// PREFIX.side.data, and returns what stops it. Read it with, for example,
+// perf report -i PREFIX.docket.data --comm postgres --no-children.
+func startProfile(b *testing.B, side string) (stop func()) {
+	b.Helper()
+	if *benchPerf == "" {
+		return func() {}
+	}
+	out := *benchPerf + "." + side + ".data"
+	cmd := exec.Command("perf", "record", "-a", "-g", "-F", "999", "-o", out)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("-docket.bench.perf needs Linux perf: %v", err)
+	}
+	// perf opens its events after it starts; until its output file exists,
+	// nothing is being recorded.
+	for i := 0; i < 200; i++ {
+		if st, err := os.Stat(out); err == nil && st.Size() > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return func() {
+		if err := cmd.Process.Signal(os.Interrupt); err != nil {
+			b.Errorf("stopping perf: %v", err)
+		}
+		if err := cmd.Wait(); err != nil {
+			b.Logf("perf: %v", err)
+		}
+	}
 }

@@ -4,6 +4,7 @@ package worker_test
 
 import (
 	"context"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,3 +17,10 @@ type cpuUse struct {
 }
 
 func cpuNow(context.Context, *pgxpool.Pool) cpuUse { return cpuUse{} }
+
+func startProfile(b *testing.B, _ string) func() {
+	if *benchPerf != "" {
+		b.Fatal("-docket.bench.perf records with Linux perf: Linux only")
+	}
+	return func() {}
+}
