@@ -6,7 +6,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/docket-dev/docket/db"
@@ -39,7 +38,7 @@ func (c *Client) enqueueObserved(ctx context.Context, q db.DBTX, spec Spec) (Enq
 				telemetry.KeyDuplicate.Bool(e.Duplicate))
 		}
 	}
-	endSpan(span, err)
+	telemetry.EndSpan(span, err)
 	return e, err
 }
 
@@ -97,7 +96,7 @@ func (c *Client) enqueueManyObserved(ctx context.Context, q db.DBTX, specs []Spe
 			c.tel.Enqueued(ctx, c.project, g.queue, g.kind, n, g.duplicate)
 		}
 	}
-	endSpan(span, err)
+	telemetry.EndSpan(span, err)
 	return out, err
 }
 
@@ -158,18 +157,6 @@ func (c *Client) withTrace(ctx context.Context, q db.DBTX, span trace.Span, writ
 		return c.inTx(ctx, func(tx pgx.Tx) error { return put(tx) })
 	}
 	return put(q)
-}
-
-// endSpan ends span, when there is one, with err as its status.
-func endSpan(span trace.Span, err error) {
-	if span == nil {
-		return
-	}
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
-	span.End()
 }
 
 // SpanContexts returns the context of the span that enqueued each of jobs

@@ -225,6 +225,17 @@ func BenchmarkBurnDown(b *testing.B) {
 	}
 }
 
+// cpuUse is the CPU time used so far by this process (self) and, when the
+// database server runs on this machine where /proc shows its processes, by
+// the server: every process of it that is alive plus every one that has
+// exited (its postmaster's reaped children). serverKnown is false when the
+// server's processes are not to be found here, as in a container or on
+// another host, and off Linux.
+type cpuUse struct {
+	self, server time.Duration
+	serverKnown  bool
+}
+
 func waitAll(b *testing.B, all chan struct{}) {
 	b.Helper()
 	select {

@@ -14,17 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// cpuUse is the CPU time used so far by this process (self) and, when the
-// database server runs on this machine where /proc shows its processes, by
-// the server: every process of it that is alive plus every one that has
-// exited (its postmaster's reaped children). serverKnown is false when the
-// server's processes are not to be found here, as in a container or on
-// another host.
-type cpuUse struct {
-	self, server time.Duration
-	serverKnown  bool
-}
-
 // userHZ is the unit of the times in /proc/PID/stat on Linux.
 const userHZ = 100
 

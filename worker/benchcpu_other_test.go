@@ -5,17 +5,11 @@ package worker_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// cpuUse is unmeasured off Linux: BenchmarkBurnDown reports no CPU then.
-type cpuUse struct {
-	self, server time.Duration
-	serverKnown  bool
-}
-
+// cpuNow measures nothing off Linux: BenchmarkBurnDown reports no CPU then.
 func cpuNow(context.Context, *pgxpool.Pool) cpuUse { return cpuUse{} }
 
 func startProfile(b *testing.B, _ string) func() {

@@ -165,15 +165,10 @@ func (w *Client) sweepEnded(ctx context.Context, st *sweepTelemetry, moved int, 
 	if st.tel.Metering() {
 		st.tel.Swept(ctx, st.name, w.cfg.Clock.Now().Sub(st.began).Seconds(), moved)
 	}
-	if st.span == nil {
-		return
+	if st.span != nil {
+		st.span.SetAttributes(telemetry.KeySweepMoved.Int(moved))
+		telemetry.EndSpan(st.span, err)
 	}
-	st.span.SetAttributes(telemetry.KeySweepMoved.Int(moved))
-	if err != nil {
-		st.span.RecordError(err)
-		st.span.SetStatus(codes.Error, err.Error())
-	}
-	st.span.End()
 }
 
 // linksOf reads, in tx, the contexts of the spans that enqueued claimed,

@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -227,6 +228,19 @@ func (s *Set) Swept(ctx context.Context, name string, took float64, moved int) {
 type Carrier struct{ Traceparent, Tracestate string }
 
 var w3c propagation.TraceContext
+
+// EndSpan ends span, when there is one, with err, when not nil, recorded
+// and as its status.
+func EndSpan(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
 
 // Inject returns the carrier of sc, and false when sc is not valid or not
 // sampled: a span nobody records is not worth a row.
