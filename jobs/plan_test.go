@@ -106,6 +106,8 @@ func TestHotFunctionsAreInlined(t *testing.T) {
 		// expressions of the row, too dear to evaluate twice.
 		"job_event_hash": `docket.job_event_hash('\x00'::bytea, 1, 2, 'queued', 'claimed', $1::text, '2026-01-01'::timestamptz, 1,
 		                                          (SELECT 'd'::text), '2026-01-02'::timestamptz, (SELECT '\x01'::bytea), $1::text)`,
+		"job_outcome": `docket.job_outcome('claimed', (SELECT '{"a": 1}'::jsonb), (SELECT 'd'::text), $1::text,
+		                                    gen_random_uuid(), 1, 1)`,
 	} {
 		rows, err := e.Pool.Query(t.Context(), `EXPLAIN (VERBOSE, COSTS OFF) SELECT `+expr, "svc:x")
 		require.NoError(t, err)
@@ -135,12 +137,44 @@ func TestEventHashIsTheDocumentedFormula(t *testing.T) {
 		FROM (SELECT sha256(g::text::bytea) AS p, g::bigint AS i, g AS s,
 		             CASE WHEN g % 3 = 0 THEN NULL ELSE 'queued' END AS f, 'claimed' AS t, 'svc:x' || g AS a,
 		             '2026-01-01'::timestamptz + g * interval '1.000001 s' AS at, g % 5 AS att,
-		             CASE WHEN g % 2 = 0 THEN NULL ELSE 'détail "q" \ ' || g END AS d,
+		             CASE WHEN g % 2 = 0 THEN NULL ELSE 'détail "q" \ ' || chr(1 + g % 31) || chr(128512) || g END AS d,
 		             CASE WHEN g % 4 = 0 THEN NULL ELSE '2026-03-01'::timestamptz + g * interval '1 ms' END AS l,
 		             CASE WHEN g % 7 = 0 THEN NULL ELSE sha256(('o' || g)::bytea) END AS o,
 		             CASE WHEN g % 2 = 0 THEN NULL ELSE 'v1.' || g || '"é\' END AS r
 		      FROM generate_series(1, 5000) g) x`).Scan(&same, &all))
 	require.Equal(t, all, same, "digests differ from the formula")
+	require.Equal(t, 5000, all)
+}
+
+// What a move leaves a job holding is digested as it always was: job_outcome
+// gives the digest the formula of docs/jobs.md gives, for every kind of
+// value a job holds (JSON results of each type, unicode, control characters,
+// quotes and backslashes, NULLs), so histories written before a change of
+// its text still verify.
+func TestOutcomeIsTheDocumentedFormula(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var same, all int
+	require.NoError(t, e.Pool.QueryRow(t.Context(), `
+		SELECT count(*) FILTER (WHERE docket.job_outcome(st, r, d, b, tok, gen, att)
+		                              = sha256(textsend(jsonb_build_array(st, r, d, b, tok, gen, att)::text))),
+		       count(*)
+		FROM (SELECT CASE WHEN g % 11 = 0 THEN NULL ELSE (ARRAY['queued', 'claimed', 'succeeded', 'failed'])[1 + g % 4] END AS st,
+		             CASE g % 6
+		                 WHEN 0 THEN NULL
+		                 WHEN 1 THEN to_jsonb('r "' || chr(1 + g % 31) || '" \ é' || chr(128512) || g)
+		                 WHEN 2 THEN jsonb_build_object('k', g, 'nested', jsonb_build_array(1.50, -0.0, 1e20, 'x', NULL, true))
+		                 WHEN 3 THEN to_jsonb(g * 1.25)
+		                 WHEN 4 THEN 'null'::jsonb
+		                 ELSE jsonb_build_array()
+		             END AS r,
+		             CASE WHEN g % 2 = 0 THEN NULL ELSE 'diag "' || chr(1 + g % 31) || E'\n\t' || g END AS d,
+		             CASE WHEN g % 3 = 0 THEN NULL ELSE 'svc:w' || g END AS b,
+		             CASE WHEN g % 5 = 0 THEN NULL ELSE md5(g::text)::uuid END AS tok,
+		             CASE WHEN g % 7 = 0 THEN NULL ELSE g::bigint * 1000003 END AS gen,
+		             CASE WHEN g % 13 = 0 THEN NULL ELSE g % 101 END AS att
+		      FROM generate_series(1, 5000) g) x`).Scan(&same, &all))
+	require.Equal(t, all, same, "outcome digests differ from the formula")
 	require.Equal(t, 5000, all)
 }
 
