@@ -627,6 +627,71 @@ func TestMachineBirth(t *testing.T) {
 	})
 }
 
+// TestMachineRowRules: the rules that tie a job's columns together hold for
+// a hand-written INSERT or UPDATE as they do for the API. Each statement
+// below breaks exactly one, and is refused with a check violation (23514)
+// naming it, changing nothing. The statement triggers check eight of them,
+// set-based, where table CHECK constraints did before migration 20 (the same
+// refusals); the two that keep time from running backwards in a job's
+// record are CHECKs still.
+func TestMachineRowRules(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	const insert = `
+		INSERT INTO docket.jobs (project, kind, payload, available_at, created_by, created_at, updated_at,
+		                         backoff_cap, requested_kind)
+		VALUES ('acme', 'billing.invoice', '{}', $1::timestamptz, 'user:ana', $1::timestamptz, $1::timestamptz,
+		        $2::interval, $3::text)`
+	for _, c := range []struct {
+		rule string
+		from jobs.State
+		sql  string // $1 the job's id, $2 the change context's instant; or, for INSERT, the insert's arguments
+		args []any
+	}{
+		{"jobs_attempts_range", jobs.Queued, `UPDATE docket.jobs SET attempts = -1 WHERE id = $1`, nil},
+		{"jobs_backoff_cap_range", jobs.Queued, `UPDATE docket.jobs SET backoff_cap = '8 days' WHERE id = $1`, nil},
+		{"jobs_claimed_holds_lease", jobs.Queued,
+			`UPDATE docket.jobs SET claim_token = gen_random_uuid(), claimed_by = 'user:ana', claimed_at = updated_at,
+			        lease_expires_at = updated_at + lease WHERE id = $1`, nil},
+		{"jobs_claimed_holds_lease", jobs.Claimed, `UPDATE docket.jobs SET claimed_by = NULL WHERE id = $1`, nil},
+		{"jobs_finished_not_before_created", jobs.Queued,
+			`UPDATE docket.jobs SET state = 'cancelled', finished_at = created_at - interval '1 day' WHERE id = $1`, nil},
+		{"jobs_lease_after_claim", jobs.Claimed,
+			`UPDATE docket.jobs SET lease_expires_at = claimed_at - interval '1 second' WHERE id = $1`, nil},
+		{"jobs_outcome_token_only_finished", jobs.Queued, `UPDATE docket.jobs SET outcome_token = gen_random_uuid() WHERE id = $1`, nil},
+		{"jobs_queued_has_attempts_left", jobs.Queued, `UPDATE docket.jobs SET attempts = max_attempts WHERE id = $1`, nil},
+		{"jobs_result_only_succeeded", jobs.Queued, `UPDATE docket.jobs SET result = '{"ok": true}' WHERE id = $1`, nil},
+		{"jobs_terminal_finished", jobs.Queued, `UPDATE docket.jobs SET finished_at = updated_at WHERE id = $1`, nil},
+		{"jobs_terminal_finished", jobs.Claimed,
+			`UPDATE docket.jobs SET state = 'succeeded', claim_token = NULL, claimed_by = NULL, claimed_at = NULL,
+			        lease_expires_at = NULL WHERE id = $1`, nil},
+		{"jobs_updated_not_before_created", jobs.Queued,
+			`UPDATE docket.jobs SET updated_at = created_at - interval '1 second' WHERE id = $1`, nil},
+		{"jobs_backoff_cap_range", "", insert, []any{mRawAt, "8 days", nil}},
+		{"jobs_request_names_asset", "", insert, []any{mRawAt, "10 minutes", "image/png"}},
+	} {
+		t.Run(c.rule+"_"+string(c.from), func(t *testing.T) {
+			t.Parallel()
+			var err error
+			if c.from == "" {
+				snap := snapshot(t, e.Pool)
+				err = mOperatorExec(t, e.Pool, mRawAt, c.sql, c.args...)
+				defer func() { require.Equal(t, snap, snapshot(t, e.Pool), "a refused insert adds nothing") }()
+			} else {
+				j, _ := mBuild(t, e, c.from, mOpts{})
+				snap := snapshotOf(t, e.Pool, j.ID)
+				err = mOperatorExec(t, e.Pool, mRawAt, c.sql, j.ID)
+				require.Equal(t, snap, snapshotOf(t, e.Pool, j.ID), "a refused update changes nothing")
+			}
+			mRequireRefused(t, err, db.ErrInvalidArgument, "23514")
+			var de *db.Error
+			require.ErrorAs(t, err, &de)
+			require.Equal(t, c.rule, de.Constraint, "%v", err)
+			require.Contains(t, err.Error(), `violates check constraint "`+c.rule+`"`)
+		})
+	}
+}
+
 // TestMachineAppendOnly: jobs are never deleted and their events never
 // change: DELETE of a job, and UPDATE or DELETE of an event, are refused with
 // DK015 and change nothing.

@@ -1,9 +1,25 @@
 -- +goose Up
--- Each event's digests are computed once, from text built directly, and a
--- new job's rules are checked in one pass. No rule, event, hash or grant
--- check changes: the same rows are refused with the same SQLSTATEs and
--- constraint names, and every digest is byte for byte the one before.
+-- Per-statement and per-event costs of a job's moves that the rules do not
+-- need. No rule, event, hash or grant check changes: the same rows are
+-- refused with the same SQLSTATEs and constraint names, and every digest is
+-- byte for byte the one before.
 --
+--   * Eight of the ten table CHECK constraints of docket.jobs, those that
+--     tie a job's state to its other columns, are checked by the statement
+--     triggers, set-based, in the pass they already make over the rows a
+--     statement wrote. Postgres reads a table's CHECK constraints from their
+--     stored text and plans them again in every INSERT and UPDATE statement:
+--     the ten cost about 85 microseconds of server time per statement, an
+--     eighth of a one-job enqueue, and as much again in every one-job renew,
+--     release, fail or cancel. docket.job_row_rule, inlined into each
+--     trigger's pass, names the first of the eight a row breaks, in the order
+--     Postgres checked them (by name), and the trigger raises 23514 with that
+--     constraint name, as the CHECK did. The two that keep time from running
+--     backwards in a job's record (jobs_finished_not_before_created,
+--     jobs_updated_not_before_created) stay CHECKs, so they hold even for a
+--     writer that disables the triggers.
+--     jobs_request_check, a trigger of its own with one query over the new
+--     jobs, joins jobs_record_insert's pass the same way.
 --   * jobs_record_update's event insert read the outcome digest from a
 --     subquery that the planner flattened, so each event's outcome text and
 --     SHA-256 were computed twice (once for the column, once inside the
@@ -16,9 +32,75 @@
 --     microsecond less per digest. TestEventHashIsTheDocumentedFormula and
 --     TestOutcomeIsTheDocumentedFormula compare them with the documented
 --     jsonb formula.
---   * jobs_request_check, a statement trigger of its own with one query over
---     the new jobs, joins jobs_record_insert's pass over them: one trigger
---     call and one query less per INSERT.
+--   * jobs_record_update runs its wake-up query only when a row was queued
+--     again: a claim or a completion never is, and the query cost about 30
+--     microseconds per statement.
+--
+-- A writer that disables the triggers (the owner, by ALTER TABLE ...
+-- DISABLE TRIGGER, or a superuser's session_replication_role) is held by the
+-- eight rules as it was by the job machine's moves: not at all, and what it
+-- writes is caught as docs/security.md says.
+
+-- job_row_rule names the first rule of docket.jobs that one job row breaks,
+-- NULL when it breaks none. The rules, by name (a rule whose expression is
+-- NULL holds, as a CHECK's does):
+--     jobs_attempts_range               0 <= attempts <= max_attempts
+--     jobs_backoff_cap_range            backoff_base <= backoff_cap <= 7 days
+--     jobs_claimed_holds_lease          a job is claimed exactly when it holds a
+--                                       token, holder, claim instant and lease
+--                                       expiry, all four
+--     jobs_lease_after_claim            lease_expires_at > claimed_at
+--     jobs_outcome_token_only_finished  only a finished job has an outcome token
+--     jobs_queued_has_attempts_left     a queued job has an attempt left
+--     jobs_result_only_succeeded        only a succeeded job has a result
+--     jobs_terminal_finished            a job has finished_at exactly when it
+--                                       is terminal
+-- It takes the columns, not the row, so the planner inlines it and no copy
+-- of the row is built.
+CREATE FUNCTION docket.job_row_rule(p_state text, p_attempts integer, p_max_attempts integer,
+                                    p_backoff_base interval, p_backoff_cap interval,
+                                    p_claim_token uuid, p_claimed_by text, p_claimed_at timestamptz,
+                                    p_lease_expires_at timestamptz, p_result jsonb, p_outcome_token uuid,
+                                    p_finished_at timestamptz)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE
+    WHEN NOT (p_attempts BETWEEN 0 AND p_max_attempts) THEN 'jobs_attempts_range'
+    WHEN NOT (p_backoff_cap >= p_backoff_base AND p_backoff_cap <= '7 days'::interval) THEN 'jobs_backoff_cap_range'
+    WHEN NOT ((p_state = 'claimed') = (p_claim_token IS NOT NULL AND p_claimed_by IS NOT NULL
+                                       AND p_claimed_at IS NOT NULL AND p_lease_expires_at IS NOT NULL))
+        THEN 'jobs_claimed_holds_lease'
+    WHEN NOT (p_lease_expires_at > p_claimed_at) THEN 'jobs_lease_after_claim'
+    WHEN NOT (p_outcome_token IS NULL OR p_finished_at IS NOT NULL) THEN 'jobs_outcome_token_only_finished'
+    WHEN NOT (p_state <> 'queued' OR p_attempts < p_max_attempts) THEN 'jobs_queued_has_attempts_left'
+    WHEN NOT (p_result IS NULL OR p_state = 'succeeded') THEN 'jobs_result_only_succeeded'
+    WHEN NOT ((p_state IN ('succeeded', 'failed', 'dead', 'cancelled')) = (p_finished_at IS NOT NULL))
+        THEN 'jobs_terminal_finished'
+END;
+
+-- job_row_refuse raises the check violation (23514) of rule p_rule, a name
+-- job_row_rule returns or jobs_request_names_asset, for job p_id, in the
+-- words Postgres uses for a CHECK constraint's, and says what the rule asks.
+-- +goose StatementBegin
+CREATE FUNCTION docket.job_row_refuse(p_id bigint, p_rule text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'new row for relation "jobs" violates check constraint "%" (job %: %)', p_rule, p_id, CASE p_rule
+            WHEN 'jobs_attempts_range' THEN 'attempts must be between 0 and max_attempts'
+            WHEN 'jobs_backoff_cap_range' THEN 'backoff_cap must be at least backoff_base and at most 7 days'
+            WHEN 'jobs_claimed_holds_lease' THEN
+                'a job is claimed exactly when it holds a claim token, holder, claim instant and lease expiry, all four'
+            WHEN 'jobs_lease_after_claim' THEN 'a lease expires after its claim'
+            WHEN 'jobs_outcome_token_only_finished' THEN 'only a finished job has an outcome token'
+            WHEN 'jobs_queued_has_attempts_left' THEN 'a queued job has an attempt left'
+            WHEN 'jobs_result_only_succeeded' THEN 'only a succeeded job has a result'
+            WHEN 'jobs_terminal_finished' THEN 'a job has finished_at exactly when it is in a terminal state'
+            WHEN 'jobs_request_names_asset' THEN 'a requested output kind or target root names no asset'
+        END
+        USING ERRCODE = '23514', CONSTRAINT = p_rule, TABLE = 'jobs', SCHEMA = 'docket';
+END
+$$;
+-- +goose StatementEnd
 
 -- The digests, by concatenation: the bytes jsonb_build_array(...)::text made.
 CREATE OR REPLACE FUNCTION docket.job_outcome(p_state text, p_result jsonb, p_diagnostic text, p_claimed_by text,
@@ -59,9 +141,10 @@ LANGUAGE sql STABLE PARALLEL SAFE
 RETURN docket.job_event_hash(p_prev, p_job_id, p_seq, p_from, p_to, p_actor, p_at, p_attempt, p_detail,
                              p_lease_until, p_outcome, NULL::text);
 
--- jobs_record_insert as before (00004), and, first, what jobs_request_check
--- refused (a check violation of jobs_request_names_asset): a job created
--- with a requested kind or target root and no asset.
+-- jobs_record_insert as before (00004), and, first, the rules of each new
+-- row: job_row_rule's, then what jobs_request_check refused (a check
+-- violation of jobs_request_names_asset): a job created with a requested
+-- kind or target root and no asset.
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION docket.jobs_record_insert() RETURNS trigger
 LANGUAGE plpgsql SET jit = off AS $$
@@ -74,17 +157,21 @@ BEGIN
     -- Every rule in one pass: the first job that breaks one, and which.
     SELECT x.* INTO bad FROM (
         SELECT n.id, n.project, n.state, n.attempts, n.lease_generation, n.case_id, n.lane_id, p.status,
-               CASE
-                   WHEN n.requested_output IS NULL AND (n.requested_kind IS NOT NULL OR n.target_root IS NOT NULL)
-                       THEN 'request'
-                   WHEN s.initial IS NOT TRUE OR n.attempts <> 0 OR n.lease_generation <> 0 THEN 'birth'
-                   WHEN p.name IS NULL THEN 'project'
-                   WHEN p.status <> 'active' AND n.case_id IS NULL AND n.lane_id IS NULL THEN 'status'
-                   WHEN n.case_id IS NOT NULL AND NOT EXISTS (
-                       SELECT 1 FROM docket.cases c WHERE c.id = n.case_id AND c.project = n.project) THEN 'case'
-                   WHEN n.lane_id IS NOT NULL AND NOT EXISTS (
-                       SELECT 1 FROM docket.lanes l WHERE l.id = n.lane_id AND l.project = n.project) THEN 'lane'
-               END AS why
+               coalesce(
+                   docket.job_row_rule(n.state, n.attempts, n.max_attempts, n.backoff_base, n.backoff_cap, n.claim_token,
+                                       n.claimed_by, n.claimed_at, n.lease_expires_at, n.result, n.outcome_token,
+                                       n.finished_at),
+                   CASE
+                       WHEN n.requested_output IS NULL AND (n.requested_kind IS NOT NULL OR n.target_root IS NOT NULL)
+                           THEN 'jobs_request_names_asset'
+                       WHEN s.initial IS NOT TRUE OR n.attempts <> 0 OR n.lease_generation <> 0 THEN 'birth'
+                       WHEN p.name IS NULL THEN 'project'
+                       WHEN p.status <> 'active' AND n.case_id IS NULL AND n.lane_id IS NULL THEN 'status'
+                       WHEN n.case_id IS NOT NULL AND NOT EXISTS (
+                           SELECT 1 FROM docket.cases c WHERE c.id = n.case_id AND c.project = n.project) THEN 'case'
+                       WHEN n.lane_id IS NOT NULL AND NOT EXISTS (
+                           SELECT 1 FROM docket.lanes l WHERE l.id = n.lane_id AND l.project = n.project) THEN 'lane'
+                   END) AS why
         FROM new_jobs n
         LEFT JOIN docket.machine_states s ON s.machine = 'job' AND s.state = n.state
         LEFT JOIN docket.projects p ON p.name = n.project
@@ -93,9 +180,6 @@ BEGIN
     LIMIT 1;
     IF FOUND THEN
         CASE bad.why
-        WHEN 'request' THEN
-            RAISE EXCEPTION 'job %: a requested output kind or target root names no asset', bad.id
-                USING ERRCODE = '23514', CONSTRAINT = 'jobs_request_names_asset', TABLE = 'jobs', SCHEMA = 'docket';
         WHEN 'birth' THEN
             RAISE EXCEPTION 'job %: a job is created in an initial state with no attempts and no lease, not % with % attempts and lease generation %',
                 bad.id, bad.state, bad.attempts, bad.lease_generation
@@ -109,9 +193,11 @@ BEGIN
         WHEN 'case' THEN
             RAISE EXCEPTION 'job %: case % of project % does not exist', bad.id, bad.case_id, quote_literal(bad.project)
                 USING ERRCODE = '23503', CONSTRAINT = 'jobs_case_fkey', TABLE = 'jobs', SCHEMA = 'docket';
-        ELSE
+        WHEN 'lane' THEN
             RAISE EXCEPTION 'job %: lane % of project % does not exist', bad.id, bad.lane_id, quote_literal(bad.project)
                 USING ERRCODE = '23503', CONSTRAINT = 'jobs_lane_fkey', TABLE = 'jobs', SCHEMA = 'docket';
+        ELSE
+            PERFORM docket.job_row_refuse(bad.id, bad.why);
         END CASE;
     END IF;
     v_actor := docket.context_actor();
@@ -135,34 +221,42 @@ $$;
 DROP TRIGGER jobs_request_check ON docket.jobs;
 DROP FUNCTION docket.jobs_request_check();
 
--- jobs_record_update as before (00015), with each event's outcome, detail
--- and revision computed once (the OFFSET 0 keeps the planner from copying
--- their expressions into the chain hash's).
+-- jobs_record_update as before (00015), and, first, job_row_rule's rules of
+-- each row the UPDATE wrote; each event's outcome, detail and revision
+-- computed once (the OFFSET 0 keeps the planner from copying their
+-- expressions into the chain hash's); the wake-up query only when a job was
+-- queued again.
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION docket.jobs_record_update() RETURNS trigger
 LANGUAGE plpgsql SET jit = off SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
-    v_actor text;
-    v_at    timestamptz;
-    bad     record;
+    v_actor  text;
+    v_at     timestamptz;
+    v_moved  boolean;
+    v_queued boolean;
+    bad      record;
 BEGIN
     SELECT x.* INTO bad FROM (
         SELECT o.id, o.state AS from_state, n.state AS to_state, o.attempts AS from_attempts, n.attempts AS to_attempts,
                o.lease_generation AS from_generation, n.lease_generation AS to_generation,
-               CASE
-                   WHEN (n.state <> o.state OR n.lease_generation <> o.lease_generation) AND NOT EXISTS (
-                       SELECT 1 FROM docket.machine_transitions t
-                       WHERE t.machine = 'job' AND t.from_state = o.state AND t.to_state = n.state) THEN 'move'
-                   WHEN n.revisions IS DISTINCT FROM o.revisions AND (o.state <> 'queued' OR n.state <> 'queued') THEN 'pin'
-                   WHEN n.claimed_revision IS DISTINCT FROM o.claimed_revision AND n.lease_generation = o.lease_generation THEN 'revision'
-                   WHEN n.state = 'claimed' AND (o.state <> 'claimed' OR n.lease_generation <> o.lease_generation) THEN
-                       CASE
-                           WHEN n.lease_generation <> o.lease_generation + 1 OR n.attempts <> o.attempts + 1 THEN 'claim_counts'
-                           WHEN n.claim_token IS NOT DISTINCT FROM o.claim_token THEN 'claim_token'
-                       END
-                   WHEN n.attempts <> o.attempts OR n.lease_generation <> o.lease_generation THEN 'counts'
-                   WHEN n.state = 'claimed' AND o.state = 'claimed' AND n.claim_token IS DISTINCT FROM o.claim_token THEN 'token'
-               END AS why
+               coalesce(
+                   docket.job_row_rule(n.state, n.attempts, n.max_attempts, n.backoff_base, n.backoff_cap, n.claim_token,
+                                       n.claimed_by, n.claimed_at, n.lease_expires_at, n.result, n.outcome_token,
+                                       n.finished_at),
+                   CASE
+                       WHEN (n.state <> o.state OR n.lease_generation <> o.lease_generation) AND NOT EXISTS (
+                           SELECT 1 FROM docket.machine_transitions t
+                           WHERE t.machine = 'job' AND t.from_state = o.state AND t.to_state = n.state) THEN 'move'
+                       WHEN n.revisions IS DISTINCT FROM o.revisions AND (o.state <> 'queued' OR n.state <> 'queued') THEN 'pin'
+                       WHEN n.claimed_revision IS DISTINCT FROM o.claimed_revision AND n.lease_generation = o.lease_generation THEN 'revision'
+                       WHEN n.state = 'claimed' AND (o.state <> 'claimed' OR n.lease_generation <> o.lease_generation) THEN
+                           CASE
+                               WHEN n.lease_generation <> o.lease_generation + 1 OR n.attempts <> o.attempts + 1 THEN 'claim_counts'
+                               WHEN n.claim_token IS NOT DISTINCT FROM o.claim_token THEN 'claim_token'
+                           END
+                       WHEN n.attempts <> o.attempts OR n.lease_generation <> o.lease_generation THEN 'counts'
+                       WHEN n.state = 'claimed' AND o.state = 'claimed' AND n.claim_token IS DISTINCT FROM o.claim_token THEN 'token'
+                   END) AS why
         FROM old_jobs o JOIN new_jobs n ON n.id = o.id
     ) x
     WHERE x.why IS NOT NULL
@@ -187,15 +281,20 @@ BEGIN
         WHEN 'counts' THEN
             RAISE EXCEPTION 'job %: attempts and lease generation change only by a claim', bad.id
                 USING ERRCODE = 'DK001';
-        ELSE
+        WHEN 'token' THEN
             RAISE EXCEPTION 'job %: a new claim token needs a new lease generation', bad.id
                 USING ERRCODE = 'DK001';
+        ELSE
+            PERFORM docket.job_row_refuse(bad.id, bad.why);
         END CASE;
     END IF;
-    IF NOT EXISTS (
-        SELECT 1 FROM old_jobs o JOIN new_jobs n ON n.id = o.id
-        WHERE n.state <> o.state OR n.lease_generation <> o.lease_generation OR n.revisions IS DISTINCT FROM o.revisions
-    ) THEN
+    -- Whether the statement moved a job (else it records nothing), and
+    -- whether it queued one again (else it wakes no worker).
+    SELECT bool_or(n.state <> o.state OR n.lease_generation <> o.lease_generation OR n.revisions IS DISTINCT FROM o.revisions),
+           bool_or(n.state = 'queued' AND (o.state <> 'queued' OR n.revisions IS DISTINCT FROM o.revisions) AND NOT n.external)
+    INTO v_moved, v_queued
+    FROM old_jobs o JOIN new_jobs n ON n.id = o.id;
+    IF v_moved IS NOT TRUE THEN
         RETURN NULL;
     END IF;
     v_actor := docket.context_actor();
@@ -233,20 +332,46 @@ BEGIN
         OFFSET 0
     ) m;
     -- Wake the workers of each queue that has a job queued again and due.
-    PERFORM pg_notify('docket_jobs', q.queue)
-    FROM (SELECT DISTINCT n.queue FROM old_jobs o JOIN new_jobs n ON n.id = o.id
-          WHERE n.state = 'queued' AND (o.state <> 'queued' OR n.revisions IS DISTINCT FROM o.revisions)
-            AND NOT n.external AND n.available_at <= v_at) q;
+    IF v_queued THEN
+        PERFORM pg_notify('docket_jobs', q.queue)
+        FROM (SELECT DISTINCT n.queue FROM old_jobs o JOIN new_jobs n ON n.id = o.id
+              WHERE n.state = 'queued' AND (o.state <> 'queued' OR n.revisions IS DISTINCT FROM o.revisions)
+                AND NOT n.external AND n.available_at <= v_at) q;
+    END IF;
     RETURN NULL;
 END
 $$;
 -- +goose StatementEnd
 
+ALTER TABLE docket.jobs
+    DROP CONSTRAINT jobs_attempts_range,
+    DROP CONSTRAINT jobs_backoff_cap_range,
+    DROP CONSTRAINT jobs_claimed_holds_lease,
+    DROP CONSTRAINT jobs_lease_after_claim,
+    DROP CONSTRAINT jobs_outcome_token_only_finished,
+    DROP CONSTRAINT jobs_queued_has_attempts_left,
+    DROP CONSTRAINT jobs_result_only_succeeded,
+    DROP CONSTRAINT jobs_terminal_finished;
+
 -- A replaced function loses SECURITY DEFINER and its search_path: again.
 SELECT docket.apply_privileges();
 
 -- +goose Down
--- The triggers and functions as 00004, 00015, 00016 and 00017 made them.
+-- The constraints, triggers and functions as 00004, 00015, 00016 and 00017
+-- made them.
+
+ALTER TABLE docket.jobs
+    ADD CONSTRAINT jobs_attempts_range CHECK (attempts BETWEEN 0 AND max_attempts),
+    ADD CONSTRAINT jobs_queued_has_attempts_left CHECK (state <> 'queued' OR attempts < max_attempts),
+    ADD CONSTRAINT jobs_claimed_holds_lease CHECK (
+        (state = 'claimed') = (claim_token IS NOT NULL AND claimed_by IS NOT NULL
+                               AND claimed_at IS NOT NULL AND lease_expires_at IS NOT NULL)),
+    ADD CONSTRAINT jobs_lease_after_claim CHECK (lease_expires_at > claimed_at),
+    ADD CONSTRAINT jobs_terminal_finished CHECK (
+        (state IN ('succeeded', 'failed', 'dead', 'cancelled')) = (finished_at IS NOT NULL)),
+    ADD CONSTRAINT jobs_result_only_succeeded CHECK (result IS NULL OR state = 'succeeded'),
+    ADD CONSTRAINT jobs_outcome_token_only_finished CHECK (outcome_token IS NULL OR finished_at IS NOT NULL),
+    ADD CONSTRAINT jobs_backoff_cap_range CHECK (backoff_cap >= backoff_base AND backoff_cap <= '7 days');
 
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION docket.jobs_record_update() RETURNS trigger
@@ -457,5 +582,9 @@ LANGUAGE sql STABLE PARALLEL SAFE
 RETURN sha256(textsend(jsonb_build_array(
            p_state, p_result, p_diagnostic, p_claimed_by, p_claim_token, p_lease_generation, p_attempts)::text));
 
+
+DROP FUNCTION docket.job_row_refuse(bigint, text);
+DROP FUNCTION docket.job_row_rule(text, integer, integer, interval, interval, uuid, text, timestamptz, timestamptz,
+                                  jsonb, uuid, timestamptz);
 
 SELECT docket.apply_privileges();
