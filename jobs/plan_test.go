@@ -179,9 +179,11 @@ func TestOutcomeIsTheDocumentedFormula(t *testing.T) {
 }
 
 // The statements a worker runs per batch keep one plan a session: the claims
-// and the transition trigger force generic plans, so batches of varying size
-// do not make Postgres plan them again at most calls. A CREATE OR REPLACE of
-// one of them drops the setting; this test then names it.
+// (and job_take, which every claim calls), the completions and the
+// transition trigger force generic plans, so batches of varying size, or of
+// one job, do not make Postgres plan them again at most calls. A
+// CREATE OR REPLACE of one of them drops the setting; this test then names
+// it.
 func TestBatchStatementsKeepTheirPlans(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -189,7 +191,7 @@ func TestBatchStatementsKeepTheirPlans(t *testing.T) {
 		SELECT p.proname, coalesce('plan_cache_mode=force_generic_plan' = ANY (p.proconfig), false)
 		FROM pg_proc p
 		WHERE p.pronamespace = 'docket'::regnamespace
-		  AND p.proname IN ('jobs_record_update', 'job_claim', 'job_claim_queue')`)
+		  AND p.proname IN ('jobs_record_update', 'job_claim', 'job_claim_queue', 'job_complete_many', 'job_take')`)
 	require.NoError(t, err)
 	kept, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
 		var name string
@@ -198,7 +200,8 @@ func TestBatchStatementsKeepTheirPlans(t *testing.T) {
 		return fmt.Sprintf("%s %v", name, generic), err
 	})
 	require.NoError(t, err)
-	require.ElementsMatch(t, []string{"jobs_record_update true", "job_claim true", "job_claim_queue true"}, kept,
+	require.ElementsMatch(t, []string{"jobs_record_update true", "job_claim true", "job_claim_queue true", "job_complete_many true",
+		"job_take true"}, kept,
 		"functions planning their statements again per call")
 }
 

@@ -35,6 +35,12 @@
 --   * jobs_record_update runs its wake-up query only when a row was queued
 --     again: a claim or a completion never is, and the query cost about 30
 --     microseconds per statement.
+--   * job_complete_many and job_take keep one plan a session, as the claims
+--     and the transition trigger do (00017): with few jobs a call (a claim
+--     by id takes one), Postgres judged their custom plans cheaper than the
+--     generic one and planned the completion's and the take's UPDATE again
+--     at every call (about 100 microseconds each). The generic plans are the
+--     ones wanted at every size: each job by primary key.
 --
 -- A writer that disables the triggers (the owner, by ALTER TABLE ...
 -- DISABLE TRIGGER, or a superuser's session_replication_role) is held by the
@@ -353,12 +359,22 @@ ALTER TABLE docket.jobs
     DROP CONSTRAINT jobs_result_only_succeeded,
     DROP CONSTRAINT jobs_terminal_finished;
 
+ALTER FUNCTION docket.job_complete_many(bigint[], uuid[], jsonb[], text, timestamptz, text[])
+    SET plan_cache_mode = force_generic_plan;
+ALTER FUNCTION docket.job_take(bigint[], interval, text, timestamptz, text[], interval[], text[])
+    SET plan_cache_mode = force_generic_plan;
+
 -- A replaced function loses SECURITY DEFINER and its search_path: again.
 SELECT docket.apply_privileges();
 
 -- +goose Down
 -- The constraints, triggers and functions as 00004, 00015, 00016 and 00017
 -- made them.
+
+ALTER FUNCTION docket.job_complete_many(bigint[], uuid[], jsonb[], text, timestamptz, text[])
+    RESET plan_cache_mode;
+ALTER FUNCTION docket.job_take(bigint[], interval, text, timestamptz, text[], interval[], text[])
+    RESET plan_cache_mode;
 
 ALTER TABLE docket.jobs
     ADD CONSTRAINT jobs_attempts_range CHECK (attempts BETWEEN 0 AND max_attempts),
