@@ -442,7 +442,8 @@ func (w *Client) settled(p outcome, refusal error) {
 	w.emit(e)
 }
 
-// start runs claimed job j's handler in a goroutine of its own.
+// start runs claimed job j's handler on one of the batch's runners: one idle
+// between jobs, or a new one.
 func (b *batch) start(j jobs.Job) {
 	b.inflight++
 	c := claimedJob{job: j, link: b.links[j.ID]}
