@@ -148,6 +148,7 @@ type batch struct {
 	inflight int
 	done     chan outcome
 	work     chan claimedJob             // to a runner idle between jobs; closed when the batch ends
+	runners  sync.WaitGroup              // the batch's runners, which end with it
 	pending  []outcome                   // successes not yet recorded
 	first    time.Time                   // when the oldest pending success arrived
 	links    map[int64]trace.SpanContext // of the jobs claimed and not yet started, when the worker traces
@@ -162,7 +163,10 @@ func (w *Client) runBatch(ctx context.Context, q *queueState) error {
 	q.insertedAt = time.Time{}
 	q.mu.Unlock()
 	b := &batch{w: w, q: q, ctx: ctx, done: make(chan outcome, q.batchMax), work: make(chan claimedJob)}
-	defer close(b.work) // the batch returns with nothing running: its idle runners end
+	defer func() {
+		close(b.work) // the batch returns with nothing running: its runners are idle, and end
+		b.runners.Wait()
+	}()
 	began, idleSince := time.Now(), time.Now()
 	var failures int
 	running := true
@@ -450,6 +454,7 @@ func (b *batch) start(j jobs.Job) {
 	select {
 	case b.work <- c: // a runner between jobs takes it
 	default:
+		b.runners.Add(1)
 		go b.runner(c)
 	}
 }
@@ -467,6 +472,7 @@ type claimedJob struct {
 // handler's calls deepen, again for every job, which cost the worker about
 // a tenth of its CPU in a burn-down of no-op jobs.
 func (b *batch) runner(c claimedJob) {
+	defer b.runners.Done()
 	for {
 		o := b.w.run(b.ctx, c.job, c.link)
 		<-b.q.slots

@@ -1,11 +1,15 @@
 package worker_test
 
 // The edges of a batch's loop: a notification that arrives while it claims,
-// a commit that fails after a claim, and a Stop that races a claim.
+// a commit that fails after a claim, and a Stop that races a claim; and the
+// goroutines a batch runs its handlers on.
 
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -144,4 +148,43 @@ func TestStopClaimsNothingAfterItsReleases(t *testing.T) {
 		}
 		require.Equal(t, inFlight, rec.count(is(worker.EventStarted, 0)), "round %d: no handler started after the stop", round)
 	}
+}
+
+// A batch runs its handlers on goroutines it keeps between jobs, and they
+// end with it: 300 jobs through 10 handlers run on a few goroutines, not one
+// each, and none of the batch's is left once the worker has stopped. Not
+// parallel: it reads every goroutine of the test process, and the other
+// tests' workers run batches too.
+func TestABatchKeepsItsHandlerGoroutines(t *testing.T) {
+	e := setup(t)
+	var mu sync.Mutex
+	ranOn := map[string]bool{}
+	reg := worker.NewRegistry()
+	require.NoError(t, worker.Handle(reg, invoiceKind, func(ctx context.Context, j *jobs.Typed[Invoice]) error {
+		mu.Lock()
+		ranOn[goroutineID()] = true
+		mu.Unlock()
+		return nil
+	}))
+	const jobCount, handlers = 300, 10
+	enqueueInvoices(t, e, jobCount)
+	rec := newRecorder()
+	w := newWorker(t, e, reg, rec, func(cfg *worker.Config) { cfg.Queues = map[string]int{"default": handlers} })
+	require.NoError(t, w.Start(t.Context()))
+	rec.waitN(t, jobCount, is(worker.EventSucceeded, 0))
+	require.NoError(t, w.Stop(t.Context()))
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.LessOrEqual(t, len(ranOn), 3*handlers, "handlers ran on %d goroutines for %d jobs", len(ranOn), jobCount)
+	buf := make([]byte, 8<<20)
+	stacks := string(buf[:runtime.Stack(buf, true)])
+	require.NotContains(t, stacks, "worker.(*batch).runner", "a batch's runner outlived the worker")
+}
+
+// goroutineID is the calling goroutine's number, as its stack trace gives it.
+func goroutineID() string {
+	buf := make([]byte, 64)
+	line := string(buf[:runtime.Stack(buf, false)])
+	return strings.Fields(line)[1] // "goroutine 123 [running]:"
 }
