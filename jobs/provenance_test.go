@@ -6,6 +6,7 @@ package jobs_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -110,6 +111,44 @@ func TestCompletionWithAnotherKindIsRefusedAndItsWritesRollBack(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, jobs.Succeeded, got.State)
 	require.Equal(t, 1, posters())
+}
+
+// Complete with writes, of a job that requests an output, has no record to
+// give: the refusal at commit is the documented db.ErrInvalidArgument, not
+// the commit's raw error, and neither the writes nor the completion stay.
+// CompleteMany, whose statement commits alone, says the same.
+func TestCompleteWithWritesWithoutARecordIsRefusedAsInvalid(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	posters := writesTable(t, e)
+	j := claimed(t, e, render(`{"poster": 42}`))
+	before := provSnapshot(t, e.Pool)
+
+	_, err := e.client.Complete(ctx, j.Lease(), json.RawMessage(`{"bytes": 1}`), func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO public.posters (job_id) VALUES ($1)`, j.ID)
+		return err
+	})
+	require.ErrorIs(t, err, db.ErrInvalidArgument)
+	var de *db.Error
+	require.ErrorAs(t, err, &de)
+	require.Equal(t, "DK010", de.Code)
+	require.Equal(t, "job.complete", de.Op)
+	require.ErrorContains(t, err, "must record the output it produced")
+	require.Zero(t, posters(), "the handler's writes rolled back")
+	require.Equal(t, before, provSnapshot(t, e.Pool), "the refused completion changed nothing")
+
+	errs, err := e.client.CompleteMany(ctx, []jobs.Completion{{Lease: j.Lease()}})
+	require.ErrorIs(t, err, db.ErrInvalidArgument)
+	require.ErrorContains(t, err, "must record the output it produced")
+	require.Nil(t, errs)
+	require.Equal(t, before, provSnapshot(t, e.Pool))
+
+	// The writes' own error is still returned as it is.
+	mine := errors.New("the renderer's disk is full")
+	_, err = e.client.Complete(ctx, j.Lease(), nil, func(pgx.Tx) error { return mine })
+	require.Equal(t, mine, err)
+	require.Equal(t, before, provSnapshot(t, e.Pool))
 }
 
 func TestCompletionRecordsWhatTheWorkerUsedNotTheJobsParams(t *testing.T) {

@@ -16,24 +16,12 @@ import (
 // Complete finishes the job lease l holds as [Succeeded] with result (nil:
 // none). When writes is not nil it runs first, in the same transaction, so the
 // caller's outputs commit with the succeeded transition or not at all; an
-// error from writes rolls both back and is returned as it is. See
-// [Client.CompleteTx] for what it refuses.
+// error from writes rolls both back and is returned as it is. It is
+// [Client.CompleteWith] without a completion record: a job that requests an
+// output ([Spec.Output]) is refused at commit with [db.ErrInvalidArgument],
+// its writes rolled back. See [Client.CompleteTx] for what else it refuses.
 func (c *Client) Complete(ctx context.Context, l Lease, result json.RawMessage, writes func(tx pgx.Tx) error) (Job, error) {
-	if writes == nil {
-		return c.complete(ctx, c.pool, l, result)
-	}
-	var job Job
-	err := c.inTx(ctx, func(tx pgx.Tx) error {
-		if writes != nil {
-			if err := writes(tx); err != nil {
-				return err
-			}
-		}
-		var err error
-		job, err = c.CompleteTx(ctx, tx, l, result)
-		return err
-	})
-	return job, err
+	return c.CompleteWith(ctx, Completion{Lease: l, Result: result}, writes)
 }
 
 // CompleteTx finishes the job lease l holds as [Succeeded] with result (nil:
