@@ -131,13 +131,19 @@ func (q *queueState) woken() <-chan struct{} {
 	return q.wake
 }
 
-// outcome is a finished handler's report to its batch.
+// outcome is a finished handler's report to its batch (or to RunJob).
 type outcome struct {
 	job     jobs.Job
 	success *jobs.Completion // a success without writes, for the batch to record
-	event   Event            // the success's event, to emit once recorded
+	event   Event            // the success's event, to emit once recorded; else the event emitted
 	until   time.Time        // when the success's lease expires: it is held until recorded or then
 	attempt *attempt         // the success's telemetry, ended once recorded
+	// err is why the attempt did not succeed, as the handler had it: its
+	// error unchanged, a *panicError, its WritesFunc's error, or the
+	// refusal of its completion record. Nil for a success, and for an
+	// outcome the handler did not decide (a lost lease, an abandoned
+	// success), which event.Err says.
+	err error
 }
 
 // batch is one running batch's state.
@@ -433,8 +439,9 @@ func (b *batch) settleAlone() {
 	b.pending = held
 }
 
-// settled emits the event of a recorded success, or of its refusal.
-func (w *Client) settled(p outcome, refusal error) {
+// settled emits the event of a recorded success, or of its refusal, and
+// returns it.
+func (w *Client) settled(p outcome, refusal error) Event {
 	e := p.event
 	if refusal != nil {
 		e.Type, e.Err = EventLeaseLost, refusal
@@ -444,6 +451,7 @@ func (w *Client) settled(p outcome, refusal error) {
 	}
 	p.attempt.end(e, "")
 	w.emit(e)
+	return e
 }
 
 // start runs claimed job j's handler on one of the batch's runners: one idle

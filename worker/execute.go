@@ -15,16 +15,20 @@ import (
 )
 
 // run runs the handler of claimed job j and records its outcome, except a
-// success without writes, which it returns for its batch to record with the
-// others. link is the context of the span that enqueued j, when known.
+// success without writes, which it returns for its caller (a batch, or
+// RunJob) to record. The outcome it returns carries the event it emitted, or
+// the success's event to emit once recorded, and why the attempt did not
+// succeed as the handler had it: its error unchanged, a panic, its
+// WritesFunc's error or the refusal of its completion record. link is the
+// context of the span that enqueued j, when known.
 func (w *Client) run(ctx context.Context, j jobs.Job, link trace.SpanContext) outcome {
 	ctx, att := w.startAttempt(ctx, j, link)
 	h := w.cfg.Registry.lookup(j.Kind)
 	if h == nil {
 		// Not reachable: the claim names only the registry's kinds.
-		w.fail(ctx, j, Event{JobID: j.ID, Kind: j.Kind, Attempt: j.Attempts}, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "no handler for kind " + j.Kind},
+		e := w.fail(ctx, j, Event{JobID: j.ID, Kind: j.Kind, Attempt: j.Attempts}, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "no handler for kind " + j.Kind},
 			j.LeaseExpiresAt)
-		return outcome{job: j}
+		return outcome{job: j, event: e}
 	}
 	lease := j.Lease()
 	hctx, cancel := context.WithCancelCause(ctx)
@@ -54,22 +58,21 @@ func (w *Client) run(ctx context.Context, j jobs.Job, link trace.SpanContext) ou
 		base.Type, base.Err = EventLeaseLost, lost
 		w.log.WarnContext(ctx, "docket worker: lease lost while the handler ran", "job", j.ID, "kind", j.Kind, "err", lost)
 		w.emitAttempt(ctx, base, "")
-		return outcome{job: j}
+		return outcome{job: j, event: base, err: err}
 	}
 	if err != nil && w.stopping.Load() && ctx.Err() != nil {
-		w.release(ctx, j, base, beat.leaseUntil())
-		return outcome{job: j}
+		return outcome{job: j, event: w.release(ctx, j, base, beat.leaseUntil()), err: err}
 	}
 	if err != nil {
+		recorded := err
 		if errors.Is(context.Cause(hctx), errTimeout) {
-			err = fmt.Errorf("%w after %v: %w", errTimeout, h.opts.Timeout, err)
+			recorded = fmt.Errorf("%w after %v: %w", errTimeout, h.opts.Timeout, err)
 		}
-		f := failureOf(err)
+		f := failureOf(recorded)
 		if h.opts.Revision != "" {
 			f.Diagnostic = "[" + h.opts.Revision + "] " + f.Diagnostic
 		}
-		w.fail(ctx, j, base, f, beat.leaseUntil())
-		return outcome{job: j}
+		return outcome{job: j, event: w.fail(ctx, j, base, f, beat.leaseUntil()), err: err}
 	}
 	// A record that does not fit the job is the handler's bug, which fails
 	// its attempt rather than a batch of completions: checked here for a
@@ -85,14 +88,14 @@ func (w *Client) run(ctx context.Context, j jobs.Job, link trace.SpanContext) ou
 		recordErr = jobs.CheckRecord(j, nil)
 	}
 	if err := recordErr; err != nil {
-		w.fail(ctx, j, base, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "completion record: " + err.Error()}, beat.leaseUntil())
-		return outcome{job: j}
+		e := w.fail(ctx, j, base, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "completion record: " + err.Error()}, beat.leaseUntil())
+		return outcome{job: j, event: e, err: err}
 	}
 	if res.WritesFunc == nil {
 		return outcome{job: j, success: &jobs.Completion{Lease: lease, Result: res.Value, Record: res.Record}, event: base, until: beat.leaseUntil(), attempt: att}
 	}
-	w.succeedWithWrites(ctx, j, res, base, beat.leaseUntil())
-	return outcome{job: j}
+	e, err := w.succeedWithWrites(ctx, j, res, base, beat.leaseUntil())
+	return outcome{job: j, event: e, err: err}
 }
 
 // callHandler runs h on j, turning a panic into a retryable failure whose
@@ -116,7 +119,9 @@ func callHandler(ctx context.Context, h *handler, j jobs.Job) (res Result, err e
 // reading the job back: succeeded under this lease means an earlier try's
 // commit, whose reply was lost, went through. A completion in doubt is never
 // turned into a failure, so a job that must not run twice is not run again.
-func (w *Client) succeedWithWrites(ctx context.Context, j jobs.Job, res Result, e Event, until time.Time) {
+// It returns the event it emitted and, when the writes failed (or storage
+// refused the record) and so failed the attempt, their error.
+func (w *Client) succeedWithWrites(ctx context.Context, j jobs.Job, res Result, e Event, until time.Time) (Event, error) {
 	lease := j.Lease()
 	d := j.LeaseExpiresAt.Sub(j.ClaimedAt)
 	tries := 0
@@ -152,12 +157,14 @@ func (w *Client) succeedWithWrites(ctx context.Context, j jobs.Job, res Result, 
 	case isWritesError(err):
 		// The writes failed (the database refused them, or they are the
 		// handler's own error): the attempt failed, retryably.
-		w.fail(ctx, j, e, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "completion writes: " + err.Error()}, until)
-		return
+		var we *writesError
+		errors.As(err, &we)
+		return w.fail(ctx, j, e, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "completion writes: " + err.Error()}, until), we.err
 	default:
 		e.Type, e.Err = EventError, err // abandoned: hold logged it
 	}
 	w.emitAttempt(ctx, e, "")
+	return e, nil
 }
 
 // recordedBy reports whether job j has succeeded under lease: an earlier
@@ -205,10 +212,10 @@ func isRefusal(err error) bool {
 }
 
 // fail records a failed attempt, holding the failure (see hold) while its
-// lease, expiring at until, lasts. A job queued again for a retry wakes the
-// workers of its queue when its wait is over (the notification, or the
-// poll).
-func (w *Client) fail(ctx context.Context, j jobs.Job, e Event, f jobs.Failure, until time.Time) {
+// lease, expiring at until, lasts, and returns the event it emitted. A job
+// queued again for a retry wakes the workers of its queue when its wait is
+// over (the notification, or the poll).
+func (w *Client) fail(ctx context.Context, j jobs.Job, e Event, f jobs.Failure, until time.Time) Event {
 	var after jobs.Job
 	err := w.hold(ctx, j, until, "failure", func(tctx context.Context) error {
 		var err error
@@ -227,12 +234,14 @@ func (w *Client) fail(ctx context.Context, j jobs.Job, e Event, f jobs.Failure, 
 		e.Type, e.Err = EventError, err // abandoned: hold logged it
 	}
 	w.emitAttempt(ctx, e, f.Class)
+	return e
 }
 
 // release gives back the lease of a handler cancelled by Stop: the job is
 // queued again with its attempt counted. It holds the release (see hold)
-// for up to [Config.ReleaseTimeout], or until the lease expires at until.
-func (w *Client) release(ctx context.Context, j jobs.Job, e Event, until time.Time) {
+// for up to [Config.ReleaseTimeout], or until the lease expires at until,
+// and returns the event it emitted.
+func (w *Client) release(ctx context.Context, j jobs.Job, e Event, until time.Time) Event {
 	until = minTime(until, w.cfg.Clock.Now().Add(w.cfg.ReleaseTimeout))
 	var after jobs.Job
 	// Stop's cancellation is why this runs: the release is held for its own
@@ -252,6 +261,7 @@ func (w *Client) release(ctx context.Context, j jobs.Job, e Event, until time.Ti
 		e.Type, e.Err = EventError, err // abandoned: hold logged it
 	}
 	w.emitAttempt(ctx, e, "")
+	return e
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
-	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/docket-dev/docket/db"
@@ -27,8 +25,9 @@ type JobRun struct {
 	// unchanged (wrapped by [Fail] or [RetryAfter] if the handler did so),
 	// so errors.Is finds what it returned; an error matching
 	// [ErrHandlerPanic] when it panicked; the error of the result's
-	// WritesFunc; or the refusal of an outcome whose lease was lost. Nil
-	// when the job succeeded.
+	// WritesFunc; the refusal of the result's completion record
+	// ([db.ErrInvalidArgument]); or the refusal of an outcome whose lease
+	// was lost. Nil when the job succeeded.
 	Err error
 }
 
@@ -38,15 +37,17 @@ type JobRun struct {
 var ErrHandlerPanic = errors.New("worker: the handler panicked")
 
 // RunJob claims job id, runs its handler and records the outcome, all
-// before it returns, as a batch of a started worker would: the same claim
-// under the lease protocol (a fresh token, one more attempt, the handler's
-// lease), the same decoding into the payload type, the same context
-// (cancelled when the lease is lost or the handler's timeout passes), the
-// same heartbeat, the same classification of the handler's error ([Fail],
-// [RetryAfter], a panic) and the same completion, with the result's
-// WritesFunc in the transaction that records the success. Events go to
-// [Config.OnEvent] as usual. It is for tests, and for tools that run one
-// job by hand: it needs no [Client.Start], and runs the job whatever its
+// before it returns, through the code a batch of a started worker runs for
+// each of its jobs: the same claim under the lease protocol (a fresh
+// token, one more attempt, the handler's lease), the same decoding into the
+// payload type, the same context (cancelled when the lease is lost or the
+// handler's timeout passes), the same heartbeat, the same classification
+// of the handler's error ([Fail], [RetryAfter], a panic) and the same
+// completion, with the result's WritesFunc in the transaction that records
+// the success; only a success without writes is recorded alone, not with a
+// batch's others. Events go to [Config.OnEvent] as usual. It is for tests,
+// and for tools that run one job by hand: it needs no [Client.Start],
+// builds nothing per call (no second client), and runs the job whatever its
 // queue.
 //
 // Time is the client's [Config.Clock]: with a [db.FakeClock], a job is due
@@ -81,10 +82,6 @@ func (w *Client) RunJob(ctx context.Context, id int64) (JobRun, error) {
 	case before.External:
 		return JobRun{}, db.Refuse(db.ErrInvalidArgument, op, "the job is for an executor outside docket (External): docket's worker never runs it", "job", id)
 	}
-	once, rec, err := w.runOnce(h, id)
-	if err != nil {
-		return JobRun{}, err
-	}
 	j, ok, err := w.jobs.ClaimID(ctx, id, jobs.ClaimOptions{Lease: h.opts.Lease, Decoders: w.decoders})
 	if err != nil {
 		return JobRun{}, err
@@ -96,129 +93,64 @@ func (w *Client) RunJob(ctx context.Context, id int64) (JobRun, error) {
 	// The enqueuing span's context, when the client traces. The job is
 	// claimed by now, so a failure to read it costs the link, not the run.
 	var link trace.SpanContext
-	if once.telemetry().Tracing() {
-		if links, err := once.jobs.SpanContexts(ctx, []int64{id}); err == nil {
+	if w.telemetry().Tracing() {
+		if links, err := w.jobs.SpanContexts(ctx, []int64{id}); err == nil {
 			link = links[id]
 		}
 	}
-	o := once.run(ctx, j, link)
+	// The batch's own run: it records every outcome but a success without
+	// writes, which is recorded here, alone, as a batch records its own.
+	o := w.run(ctx, j, link)
+	e := o.event
 	if o.success != nil {
-		var refusal error
-		err := once.hold(ctx, j, o.until, "success", func(tctx context.Context) error {
-			_, err := w.jobs.CompleteWith(tctx, *o.success, nil)
-			return err
-		})
-		switch {
-		case err == nil:
-		case isRefusal(err):
-			refusal = err
-		default:
-			// Abandoned once the lease expired (hold logged it): the
-			// lease sweep settles the job, as after a crash.
-			o.event.Type, o.event.Err = EventError, err
-			once.emit(o.event)
-		}
-		if err == nil || refusal != nil {
-			once.settled(o, refusal)
-		}
+		e = w.recordSuccess(ctx, o)
 	}
 
 	after, err := w.jobs.Get(context.WithoutCancel(ctx), id)
 	if err != nil {
 		return JobRun{}, fmt.Errorf("%s: job %d: reading it back: %w", op, id, err)
 	}
-	return rec.result(after), nil
+	return runOf(after, e, o.err), nil
 }
 
-// runRecorder is what one RunJob learns of its attempt.
-type runRecorder struct {
-	mu         sync.Mutex
-	outcome    EventType
-	outcomeErr error // the outcome event's error
-	handlerErr error // the handler's own error, or its WritesFunc's
-	panicked   bool
+// recordSuccess records the success o carries in a statement of its own,
+// holding it (see hold) while its lease lasts, and returns the event it
+// emitted: the success, its refusal (the lease was lost), or its abandon.
+func (w *Client) recordSuccess(ctx context.Context, o outcome) Event {
+	err := w.hold(ctx, o.job, o.until, "success", func(tctx context.Context) error {
+		_, err := w.jobs.CompleteWith(tctx, *o.success, nil)
+		return err
+	})
+	if err == nil || isRefusal(err) {
+		return w.settled(o, err)
+	}
+	// Abandoned once the lease expired (hold logged it): the lease sweep
+	// settles the job, as after a crash.
+	o.event.Type, o.event.Err = EventError, err
+	o.attempt.end(o.event, "")
+	w.emit(o.event)
+	return o.event
 }
 
-// result is the run of job after, as rec saw it.
-func (r *runRecorder) result(after jobs.Job) JobRun {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	run := JobRun{Job: after, Outcome: r.outcome}
+// runOf is the run of job after whose attempt ended with event e, the
+// handler having had handlerErr (see outcome.err).
+func runOf(after jobs.Job, e Event, handlerErr error) JobRun {
+	run := JobRun{Job: after, Outcome: e.Type}
+	var panicked *panicError
 	switch {
-	case r.outcome == EventSucceeded:
-	case r.panicked:
+	case e.Type == EventSucceeded:
+	case errors.As(handlerErr, &panicked):
 		run.Err = fmt.Errorf("%w: %s", ErrHandlerPanic, after.Diagnostic)
-	case r.outcome == EventFailed && r.handlerErr != nil:
-		run.Err = r.handlerErr
-	case r.outcomeErr != nil:
+	case e.Type == EventFailed && handlerErr != nil:
+		run.Err = handlerErr
+	case e.Err != nil:
 		// The outcome was refused (the lease was lost) or abandoned: that
 		// is what became of the attempt, whatever the handler said.
-		run.Err = r.outcomeErr
+		run.Err = e.Err
 	default:
-		run.Err = r.handlerErr
+		run.Err = handlerErr
 	}
 	return run
-}
-
-// runOnce returns a client that runs h exactly as w does, but tells rec
-// what the handler returned (its error, a panic, its WritesFunc's error)
-// and which outcome the attempt of job id had. It is a client made by
-// NewClient from w's configuration, so it runs the same code; it is never
-// started.
-func (w *Client) runOnce(h *handler, id int64) (*Client, *runRecorder, error) {
-	rec := &runRecorder{}
-	watched := *h
-	watched.run = func(ctx context.Context, j jobs.Job) (res Result, err error) {
-		returned := false
-		defer func() {
-			if !returned {
-				rec.mu.Lock()
-				rec.panicked = true
-				rec.mu.Unlock()
-			}
-		}()
-		res, err = h.run(ctx, j)
-		returned = true
-		rec.mu.Lock()
-		rec.handlerErr = err
-		rec.mu.Unlock()
-		if err == nil && res.WritesFunc != nil {
-			writes := res.WritesFunc
-			res.WritesFunc = func(ctx context.Context, tx pgx.Tx) error {
-				err := writes(ctx, tx)
-				rec.mu.Lock()
-				rec.handlerErr = err
-				rec.mu.Unlock()
-				return err
-			}
-		}
-		return res, err
-	}
-	reg := NewRegistry()
-	reg.handlers[watched.kind] = &watched
-	cfg := w.cfg
-	cfg.Registry = reg
-	onEvent := w.cfg.OnEvent
-	cfg.OnEvent = func(e Event) {
-		if e.JobID == id {
-			switch e.Type {
-			case EventSucceeded, EventFailed, EventLeaseLost, EventReleased, EventError:
-				rec.mu.Lock()
-				rec.outcome, rec.outcomeErr = e.Type, e.Err
-				rec.mu.Unlock()
-			}
-		}
-		if onEvent != nil {
-			onEvent(e)
-		}
-	}
-	cfg.Sweeps = nil // the built-in and configured sweeps are not run here
-	once, err := NewClient(w.pool, cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	once.decoders, once.leases = w.decoders, w.leases
-	return once, rec, nil
 }
 
 // notClaimable says why job j, as read before a claim that found nothing,

@@ -144,6 +144,45 @@ func TestRunJobClassifiesFailuresAsTheWorkerDoes(t *testing.T) {
 	require.Contains(t, run.Job.Diagnostic, "completion writes")
 }
 
+// RunJob runs the job through the client's own run, the code a started
+// worker's batch runs for each job, which hands back the handler's error
+// in its outcome: it builds no second client (no River client, no registry)
+// per call, however the attempt ends.
+func TestRunJobRunsOnTheClientItselfAndBuildsNoSecondClient(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder()
+	e, w := runOneSetup(t, rec)
+	built := worker.RiverClients(e.API)
+	require.Equal(t, int64(2), built, "the test's insert-only client and w")
+
+	for _, mode := range []string{"", "decline", "busy", "panic", "bad writes"} {
+		id := enqueue(t, e, invoiceSpec(t, 1, mode))
+		run, err := w.RunJob(t.Context(), id)
+		require.NoError(t, err, mode)
+		if mode == "" {
+			require.Equal(t, worker.EventSucceeded, run.Outcome)
+			continue
+		}
+		require.Equal(t, worker.EventFailed, run.Outcome, mode)
+		require.Error(t, run.Err, mode)
+	}
+	// A job that requests an output, whose handler records none: the
+	// attempt fails with the record's refusal.
+	s := invoiceSpec(t, 2, "")
+	s.Output = jobs.OutputRef{Asset: "invoice/2"}
+	id := enqueue(t, e, s)
+	run, err := w.RunJob(t.Context(), id)
+	require.NoError(t, err)
+	require.Equal(t, worker.EventFailed, run.Outcome)
+	require.ErrorIs(t, run.Err, db.ErrInvalidArgument)
+	require.ErrorContains(t, run.Err, "must record the output it produced")
+	require.Equal(t, jobs.Queued, run.Job.State)
+
+	require.Equal(t, built, worker.RiverClients(e.API), "RunJob built no client")
+	require.Equal(t, 6, rec.count(func(ev worker.Event) bool { return ev.Type == worker.EventStarted }),
+		"each attempt reported once, to the client's own OnEvent")
+}
+
 // A retry is due when the fake clock says so: RunJob refuses it before,
 // and runs it once the clock has moved to its AvailableAt.
 func TestRunJobRunsARetryWhenTheClockAllows(t *testing.T) {

@@ -185,7 +185,7 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 		log = slog.Default()
 	}
 	if !runs {
-		rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Schema: db.Schema, Logger: riverLogger(cfg.Logger)})
+		rc, err := newRiverClient(pool, &river.Config{Schema: db.Schema, Logger: riverLogger(cfg.Logger)})
 		if err != nil {
 			return nil, fmt.Errorf("%s: river: %w", op, err)
 		}
@@ -224,7 +224,7 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	for q, st := range w.queueStates {
 		queues[q] = river.QueueConfig{MaxWorkers: st.maxBatches}
 	}
-	rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+	rc, err := newRiverClient(pool, &river.Config{
 		Schema:               db.Schema,
 		Logger:               riverLogger(cfg.Logger),
 		Queues:               queues,
@@ -241,6 +241,20 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	w.river = rc
 	return w, nil
 }
+
+// newRiverClient builds the River client of a docket client on pool: one
+// per [NewClient], and nowhere else.
+func newRiverClient(pool *pgxpool.Pool, cfg *river.Config) (*river.Client[pgx.Tx], error) {
+	if testHookRiverClient != nil {
+		testHookRiverClient(pool)
+	}
+	return river.NewClient(riverpgxv5.New(pool), cfg)
+}
+
+// testHookRiverClient, when not nil, is told of each River client built,
+// with its pool: set once, before any client is built, by this package's
+// tests, which count them. Nil otherwise.
+var testHookRiverClient func(*pgxpool.Pool)
 
 // insertOnly refuses options that shape running on a client that has no
 // handlers to run.
