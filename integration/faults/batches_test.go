@@ -566,9 +566,9 @@ func playBatch(t *testing.T, f form, res *result, how feeding, workers int, kill
 	r.settle()
 	for _, c := range r.children {
 		select {
-		case <-c.done:
+		case <-c.Done():
 		default:
-			c.terminate(stopBound)
+			c.Terminate(stopBound)
 		}
 	}
 	watch.sample()
@@ -583,8 +583,8 @@ func playBatch(t *testing.T, f form, res *result, how feeding, workers int, kill
 	}
 	res.events, res.warns = tally(r.children)
 	for _, c := range r.children {
-		if c.races > 0 {
-			r.fail(checkRaces, "worker %s: the race detector reported %d data races:\n%s", c.name, c.races, c.stderrTail())
+		if c.Races() > 0 {
+			r.fail(checkRaces, "worker %s: the race detector reported %d data races:\n%s", c.Name, c.Races(), c.StderrTail())
 		}
 	}
 	r.judge(v, res.jobs, false)

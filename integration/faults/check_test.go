@@ -190,7 +190,7 @@ func TestChecksFindBreakage(t *testing.T) {
 	ids := r.enqueue(10)
 	r.startWorker()
 	r.waitSucceeded(len(ids), time.Minute)
-	r.children[0].terminate(stopBound)
+	r.children[0].Terminate(stopBound)
 	clean := r.check(startedAny(r.children))
 	require.Equal(t, stateCounts{jobs.Succeeded: len(ids)}, clean.states)
 	require.Empty(t, clean.wrongInside)

@@ -7,7 +7,8 @@
 // which others share), migrates the docket schema into it, gives the
 // application a login role in docket_app bound to its actor, and enqueues
 // the workload. The worker runs in a child process (the test binary run
-// again, selected by an environment variable), on the system clock, so that
+// again, selected by an environment variable, through internal/workerproc,
+// which the soak harness shares), on the system clock, so that
 // leases really expire and the test can kill it. The waits poll the database
 // with a deadline; nothing sleeps to let time pass but an outage itself.
 //

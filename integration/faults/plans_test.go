@@ -128,7 +128,7 @@ func (h *handler) handlePlanSteps(reg *worker.Registry) error {
 // planStep is what every step's handler does first, as the workload's
 // handler does: says it started, works, and has its outside effect.
 func (h *handler) planStep(ctx context.Context, j jobs.Job, work time.Duration) error {
-	h.out.say(lineStarted, j.ID, j.Attempts)
+	h.out.Say(lineStarted, j.ID, j.Attempts)
 	select {
 	case <-time.After(work):
 	case <-ctx.Done():
@@ -217,9 +217,9 @@ func planKill(t *testing.T, f form, res *result) {
 	r.settle()
 	for _, c := range r.children {
 		select {
-		case <-c.done:
+		case <-c.Done():
 		default:
-			c.terminate(stopBound)
+			c.Terminate(stopBound)
 		}
 	}
 
@@ -238,8 +238,8 @@ func planKill(t *testing.T, f form, res *result) {
 	res.recoveries = append(res.recoveries, measure(s, r.successes()))
 	res.events, res.warns = tally(r.children)
 	for _, c := range r.children {
-		if c.races > 0 {
-			r.fail(checkRaces, "worker %s: the race detector reported %d data races:\n%s", c.name, c.races, c.stderrTail())
+		if c.Races() > 0 {
+			r.fail(checkRaces, "worker %s: the race detector reported %d data races:\n%s", c.Name, c.Races(), c.StderrTail())
 		}
 	}
 	r.judge(v, res.jobs, false)

@@ -88,16 +88,12 @@ func newRig(t *testing.T) *rig {
 	require.NoError(t, err)
 	r.login = env.Login(t, testkit.AppRole, app)
 
-	// Cleanups run last first: the workers are killed, then the cluster is
-	// running again for the login's role to be dropped.
+	// Cleanups run last first: the workers are killed (workerproc.Start
+	// registers each one's kill), then the cluster is running again for
+	// the login's role to be dropped.
 	t.Cleanup(func() {
 		if !cluster.Running() {
 			_ = cluster.Start(context.Background())
-		}
-	})
-	t.Cleanup(func() {
-		for _, c := range r.children {
-			c.kill()
 		}
 	})
 	return r

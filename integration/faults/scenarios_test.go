@@ -115,9 +115,9 @@ func (sc scenario) run(t *testing.T, f form, table *summary) {
 	r.settle()
 	for _, c := range r.children {
 		select {
-		case <-c.done:
+		case <-c.Done():
 		default:
-			c.terminate(stopBound)
+			c.Terminate(stopBound)
 		}
 	}
 
@@ -131,8 +131,8 @@ func (sc scenario) run(t *testing.T, f form, table *summary) {
 	}
 	res.events, res.warns = tally(r.children)
 	for _, c := range r.children {
-		if c.races > 0 {
-			r.fail(checkRaces, "worker %s: the race detector reported %d data races:\n%s", c.name, c.races, c.stderrTail())
+		if c.Races() > 0 {
+			r.fail(checkRaces, "worker %s: the race detector reported %d data races:\n%s", c.Name, c.Races(), c.StderrTail())
 		}
 	}
 	r.judge(res.verdict, len(ids), sc.strict)
@@ -155,10 +155,10 @@ func restartPostgres(r *rig, _ int, _ form) injected {
 func killWorker(r *rig, _ int, _ form) injected {
 	r.t.Helper()
 	victim := r.children[len(r.children)-1]
-	victim.kill()
+	victim.Kill()
 	dead := time.Now()
 	next := r.startWorker()
-	return injected{what: fmt.Sprintf("worker %s SIGKILLed, %s started", victim.name, next.name), effective: dead}
+	return injected{what: fmt.Sprintf("worker %s SIGKILLed, %s started", victim.Name, next.Name), effective: dead}
 }
 
 // terminateBackends ends every connection of app's login with
@@ -204,9 +204,9 @@ func stopInOutage(r *rig, _ int, f form) injected {
 	down := time.Now()
 	time.Sleep(time.Second) // the worker meets the outage
 	victim := r.children[len(r.children)-1]
-	took, said, ok := victim.terminate(stopBound)
+	took, said, ok := victim.Terminate(stopBound)
 	if !ok {
-		r.fail(checkStopBound, "worker %s did not exit within %v of SIGTERM; killed it:\n%s", victim.name, stopBound, victim.stderrTail())
+		r.fail(checkStopBound, "worker %s did not exit within %v of SIGTERM; killed it:\n%s", victim.Name, stopBound, victim.StderrTail())
 	}
 	if rest := f.outage - time.Since(down); rest > 0 {
 		time.Sleep(rest) // the rest of the outage
@@ -216,10 +216,10 @@ func stopInOutage(r *rig, _ int, f form) injected {
 	next := r.startWorker()
 	return injected{
 		what: fmt.Sprintf("Postgres stopped (fast shutdown) for %v, worker %s sent SIGTERM after 1 s, %s started after",
-			outage.Round(time.Millisecond), victim.name, next.name),
+			outage.Round(time.Millisecond), victim.Name, next.Name),
 		effective: down,
 		notes: []string{fmt.Sprintf("stop during the outage: %s exited %v after SIGTERM (bound %v); it said %q",
-			victim.name, took.Round(time.Millisecond), stopBound, said)},
+			victim.Name, took.Round(time.Millisecond), stopBound, said.Line)},
 	}
 }
 

@@ -10,7 +10,8 @@
 // job.claim and retention.prune, gives both a docket_app login bound to
 // them, and sets acme's policy: succeeded jobs kept a short horizon, the
 // rest the defaults. The workers are child processes (the test binary run
-// again, selected by an environment variable), each a worker.Client acting
+// again, selected by an environment variable, through internal/workerproc,
+// which the fault suite shares), each a worker.Client acting
 // as worker:soak with one no-op handler, the default batching and queues,
 // a sweep limit of 10,000 and, when pruning is on, retention.Sweep every
 // second. The parent enqueues as svc:app with jobs.Client.EnqueueMany in

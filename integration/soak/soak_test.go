@@ -100,8 +100,8 @@ func runSoak(t *testing.T, f form, prune bool) *result {
 		}
 		<-tick.C
 		for _, c := range children {
-			if c.exited() {
-				t.Fatalf("worker %s exited mid-run (%v):\n%s", c.name, c.exitError(), c.stderrTail())
+			if c.Exited() {
+				t.Fatalf("worker %s exited mid-run (%v):\n%s", c.Name, c.ExitErr(), c.StderrTail())
 			}
 		}
 		if time.Now().After(deadline) {
@@ -116,8 +116,8 @@ func runSoak(t *testing.T, f form, prune bool) *result {
 	require.EqualValues(t, f.jobs, c.completed(), "jobs completed, by the database's count, once the workers said all had")
 
 	for _, c := range children {
-		said := c.stop(childStopTimeout + 10*time.Second)
-		require.Equal(t, lineStopped+` "<nil>"`, said, "worker %s's stop:\n%s", c.name, c.stderrTail())
+		_, said, _ := c.Terminate(childStopTimeout + 10*time.Second)
+		require.Equal(t, "<nil>", said.Err, "worker %s's stop (it said %q):\n%s", c.Name, said.Line, c.StderrTail())
 	}
 	// The end's statistics once the workers' backends, and the enqueuer's,
 	// have exited, and so reported what they did. (Closing a pool twice,
