@@ -120,10 +120,15 @@ func (c *Client) Get(ctx context.Context, id int64) (Report, error) {
 	if err != nil {
 		return Report{}, db.TranslateRead(err, "batch.get", "batch", id, string(c.actor))
 	}
+	return fromRow(r), nil
+}
+
+// fromRow is the report of batch r, as read.
+func fromRow(r *dbsqlc.BatchGetRow) Report {
 	return Report{ID: r.ID, Project: r.Project, Name: r.Name, Digest: r.Digest, Status: Status(r.Status),
 		LastKey: deref(r.LastKey), Cursor: deref(r.Cursor), SourceDone: r.SourceDone, Items: int(r.Items),
 		InFlight: int(r.InFlight), Succeeded: int(r.Succeeded), Failed: int(r.Failed), Quarantined: int(r.Quarantined),
-		CreatedBy: access.Actor(r.CreatedBy), CreatedAt: r.CreatedAt.UTC(), FinishedAt: r.FinishedAt}, nil
+		CreatedBy: access.Actor(r.CreatedBy), CreatedAt: r.CreatedAt.UTC(), FinishedAt: r.FinishedAt}
 }
 
 // Item is one item a source offers: its key, its run's input, and whether

@@ -256,6 +256,11 @@ func (c *Client) get(ctx context.Context, q db.DBTX, id int64) (Run, error) {
 	if err != nil {
 		return Run{}, db.TranslateRead(err, "plan.get", "run", id, string(c.actor))
 	}
+	return fromRow(r), nil
+}
+
+// fromRow is the run r, as read.
+func fromRow(r *dbsqlc.RunGetRow) Run {
 	out := Run{
 		ID: r.ID, Project: r.Project, Digest: r.Digest, Version: int(r.Version), Input: r.Input, InputTrusted: r.InputTrusted,
 		Status: Status(r.Status), ReplanLimit: int(r.ReplanLimit), Output: r.Output, CreatedBy: access.Actor(r.CreatedBy),
@@ -275,7 +280,7 @@ func (c *Client) get(ctx context.Context, q db.DBTX, id int64) (Run, error) {
 	}
 	out.Budget = budgets.FromRow(r.MaxSteps, r.MaxEffects, r.MaxMoney, r.Currency, r.MaxCall, r.MaxParallel)
 	out.Spent = budgets.Spent{Effects: r.SpentEffects, Money: r.SpentMoney}
-	return out, nil
+	return out
 }
 
 // RunStep is a step a run admitted.

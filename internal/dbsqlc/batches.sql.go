@@ -153,6 +153,90 @@ func (q *Queries) BatchGet(ctx context.Context, db DBTX, iD int64, actor string)
 	return &i, err
 }
 
+const batchList = `-- name: BatchList :many
+SELECT b.id, b.project, b.name, b.plan_id, b.status, b.last_key, b.cursor, b.source_done, b.items, b.in_flight, b.succeeded, b.failed, b.quarantined, b.created_by, b.created_at, b.updated_at, b.finished_at, p.digest::text AS digest
+FROM (
+    SELECT x.id, x.name FROM docket.batches x
+    WHERE x.project = $1::text AND x.name > $2::text
+    ORDER BY x.name
+    LIMIT $3::integer
+) page
+CROSS JOIN LATERAL docket.batch_get(page.id, $4::text) b
+JOIN docket.plans p ON p.id = b.plan_id
+ORDER BY page.name
+`
+
+type BatchListRow struct {
+	ID          int64
+	Project     string
+	Name        string
+	PlanID      int64
+	Status      string
+	LastKey     *string
+	Cursor      *string
+	SourceDone  bool
+	Items       int64
+	InFlight    int64
+	Succeeded   int64
+	Failed      int64
+	Quarantined int64
+	CreatedBy   string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	FinishedAt  *time.Time
+	Digest      string
+}
+
+// A page of the project's batches by name, keyset-paginated by name: the
+// first @max_rows after @after_name (” from the start), from
+// batches_project_name_key, each read through batch_get as BatchGet reads
+// one, with BatchGet's columns. batch_get decides by the batch's project,
+// so the page is whole, or empty when the actor may not read the project's
+// batches.
+func (q *Queries) BatchList(ctx context.Context, db DBTX, project string, afterName string, maxRows int32, actor string) ([]*BatchListRow, error) {
+	rows, err := db.Query(ctx, batchList,
+		project,
+		afterName,
+		maxRows,
+		actor,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*BatchListRow{}
+	for rows.Next() {
+		var i BatchListRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Project,
+			&i.Name,
+			&i.PlanID,
+			&i.Status,
+			&i.LastKey,
+			&i.Cursor,
+			&i.SourceDone,
+			&i.Items,
+			&i.InFlight,
+			&i.Succeeded,
+			&i.Failed,
+			&i.Quarantined,
+			&i.CreatedBy,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+			&i.Digest,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const batchOpen = `-- name: BatchOpen :one
 SELECT id, project, name, plan_id, status, last_key, cursor, source_done, items, in_flight, succeeded, failed, quarantined, created_by, created_at, updated_at, finished_at FROM docket.batch_open($1::text, $2::text, $3::text, $4::text, $5::text, $6::timestamptz)
 `

@@ -1191,6 +1191,53 @@ func (q *Queries) JobPin(ctx context.Context, db DBTX, ids []int64, revisions []
 	return items, nil
 }
 
+const jobProjectCensus = `-- name: JobProjectCensus :many
+SELECT j.queue::text AS queue, s.state::text AS state, count(*)::bigint AS jobs
+FROM unnest($1::text[]) WITH ORDINALITY AS s(state, i)
+CROSS JOIN LATERAL (
+    SELECT queue FROM docket.jobs
+    WHERE project = $2::text AND state = s.state AND docket.job_visible($3::text, $2::text)
+    LIMIT $4::integer
+) j
+GROUP BY j.queue, s.state, s.i
+ORDER BY j.queue, s.i
+`
+
+type JobProjectCensusRow struct {
+	Queue string
+	State string
+	Jobs  int64
+}
+
+// The project's jobs counted by queue and state, at most @per_state of each
+// state (a range scan of jobs_finished_idx, on (project, state, ...), per
+// state), by queue, then in the order of @states; none when the actor may
+// not read the project's jobs.
+func (q *Queries) JobProjectCensus(ctx context.Context, db DBTX, states []string, project string, actor string, perState int32) ([]*JobProjectCensusRow, error) {
+	rows, err := db.Query(ctx, jobProjectCensus,
+		states,
+		project,
+		actor,
+		perState,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*JobProjectCensusRow{}
+	for rows.Next() {
+		var i JobProjectCensusRow
+		if err := rows.Scan(&i.Queue, &i.State, &i.Jobs); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobQueueDue = `-- name: JobQueueDue :one
 SELECT EXISTS (
     SELECT 1 FROM docket.grants g

@@ -197,6 +197,109 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, iD int64, actor string) (
 	return &i, err
 }
 
+const runList = `-- name: RunList :many
+SELECT r.id, r.project, r.plan_id, r.version, r.case_id, r.input, r.input_trusted, r.status, r.replan_limit, r.untrusted_read, r.admitted, r.applied, r.output, r.failure, r.created_by, r.created_at, r.updated_at, r.finished_at, r.max_steps, r.max_effects, r.max_money, r.currency, r.max_call, r.max_parallel, r.spent_effects, r.spent_money, r.exhausted, p.digest::text AS digest
+FROM (
+    SELECT x.id FROM docket.runs x
+    WHERE x.project = $1::text AND ($2::bigint = 0 OR x.id < $2::bigint)
+    ORDER BY x.id DESC
+    LIMIT $3::integer
+) page
+CROSS JOIN LATERAL docket.run_get(page.id, $4::text) r
+JOIN docket.plans p ON p.id = r.plan_id
+ORDER BY r.id DESC
+`
+
+type RunListRow struct {
+	ID            int64
+	Project       string
+	PlanID        int64
+	Version       int32
+	CaseID        *int64
+	Input         json.RawMessage
+	InputTrusted  bool
+	Status        string
+	ReplanLimit   int32
+	UntrustedRead *string
+	Admitted      int32
+	Applied       int32
+	Output        json.RawMessage
+	Failure       *string
+	CreatedBy     string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	FinishedAt    *time.Time
+	MaxSteps      *int32
+	MaxEffects    *int64
+	MaxMoney      *int64
+	Currency      *string
+	MaxCall       *int64
+	MaxParallel   *int32
+	SpentEffects  int64
+	SpentMoney    int64
+	Exhausted     *string
+	Digest        string
+}
+
+// A page of the project's runs, newest first, keyset-paginated by id: the
+// @max_rows newest before @before_id (0: from the newest), from
+// runs_project_idx, each read through run_get as RunGet reads one, with
+// RunGet's columns. run_get decides by the run's project, so the page is
+// whole, or empty when the actor may not read the project's runs.
+func (q *Queries) RunList(ctx context.Context, db DBTX, project string, beforeID int64, maxRows int32, actor string) ([]*RunListRow, error) {
+	rows, err := db.Query(ctx, runList,
+		project,
+		beforeID,
+		maxRows,
+		actor,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*RunListRow{}
+	for rows.Next() {
+		var i RunListRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Project,
+			&i.PlanID,
+			&i.Version,
+			&i.CaseID,
+			&i.Input,
+			&i.InputTrusted,
+			&i.Status,
+			&i.ReplanLimit,
+			&i.UntrustedRead,
+			&i.Admitted,
+			&i.Applied,
+			&i.Output,
+			&i.Failure,
+			&i.CreatedBy,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+			&i.MaxSteps,
+			&i.MaxEffects,
+			&i.MaxMoney,
+			&i.Currency,
+			&i.MaxCall,
+			&i.MaxParallel,
+			&i.SpentEffects,
+			&i.SpentMoney,
+			&i.Exhausted,
+			&i.Digest,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const runReplan = `-- name: RunReplan :one
 SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted FROM docket.run_replan($1::bigint, $2::text, $3::text, $4::text, $5::text,
     $6::text, $7::timestamptz)

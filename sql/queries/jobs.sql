@@ -85,6 +85,21 @@ WHERE project = @project::text
 ORDER BY id DESC
 LIMIT @max_rows::integer;
 
+-- name: JobProjectCensus :many
+-- The project's jobs counted by queue and state, at most @per_state of each
+-- state (a range scan of jobs_finished_idx, on (project, state, ...), per
+-- state), by queue, then in the order of @states; none when the actor may
+-- not read the project's jobs.
+SELECT j.queue::text AS queue, s.state::text AS state, count(*)::bigint AS jobs
+FROM unnest(@states::text[]) WITH ORDINALITY AS s(state, i)
+CROSS JOIN LATERAL (
+    SELECT queue FROM docket.jobs
+    WHERE project = @project::text AND state = s.state AND docket.job_visible(@actor::text, @project::text)
+    LIMIT @per_state::integer
+) j
+GROUP BY j.queue, s.state, s.i
+ORDER BY j.queue, s.i;
+
 -- name: JobEvents :many
 -- None when the actor may not read the job.
 SELECT e.* FROM docket.job_events e

@@ -12,6 +12,23 @@ SELECT * FROM docket.run_cancel(@id::bigint, @reason::text, @actor::text, @now::
 -- name: RunGet :one
 SELECT r.*, p.digest::text AS digest FROM docket.run_get(@id::bigint, @actor::text) r JOIN docket.plans p ON p.id = r.plan_id;
 
+-- name: RunList :many
+-- A page of the project's runs, newest first, keyset-paginated by id: the
+-- @max_rows newest before @before_id (0: from the newest), from
+-- runs_project_idx, each read through run_get as RunGet reads one, with
+-- RunGet's columns. run_get decides by the run's project, so the page is
+-- whole, or empty when the actor may not read the project's runs.
+SELECT r.*, p.digest::text AS digest
+FROM (
+    SELECT x.id FROM docket.runs x
+    WHERE x.project = @project::text AND (@before_id::bigint = 0 OR x.id < @before_id::bigint)
+    ORDER BY x.id DESC
+    LIMIT @max_rows::integer
+) page
+CROSS JOIN LATERAL docket.run_get(page.id, @actor::text) r
+JOIN docket.plans p ON p.id = r.plan_id
+ORDER BY r.id DESC;
+
 -- name: RunSteps :many
 SELECT * FROM docket.run_steps_of(@id::bigint, @actor::text);
 
