@@ -27,6 +27,16 @@ func (c *cli) batchesCmd(args []string) (dbAction, error) {
 	}
 	fs := c.flags("batches " + sub)
 	switch sub {
+	case "list":
+		limit := fs.Int("limit", 50, "at most `N` batches, by name")
+		after := fs.String("after", "", "only batches whose name sorts after this `NAME` (the last name of the previous page)")
+		format := outputFlag(fs)
+		project, err := c.listArgs(fs, rest, limit, nil)
+		if err != nil {
+			return nil, err
+		}
+		f := batches.Filter{Project: project, After: *after, Limit: *limit}
+		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.batchesList(ctx, pool, f, *format) }, nil
 	case "show":
 		limit := fs.Int("limit", batchesShowLimit, "at most `N` items needing attention, oldest key first")
 		after := fs.String("after", "", "only items whose key sorts after this `KEY` (the last key of the previous page)")
@@ -50,6 +60,31 @@ func (c *cli) batchesCmd(args []string) (dbAction, error) {
 		}, nil
 	}
 	return nil, usageOf(fs, "no such subcommand")
+}
+
+// batchesList prints a page of a project's batches, by name, with their
+// census.
+func (c *cli) batchesList(ctx context.Context, pool *pgxpool.Pool, f batches.Filter, format string) error {
+	cl, err := batches.NewClient(pool, batches.Config{Actor: c.actor, Clock: c.clock})
+	if err != nil {
+		return err
+	}
+	list, err := cl.List(ctx, f)
+	if err != nil {
+		return err
+	}
+	if format == formatJSON {
+		return writeSafeJSON(c.stdout, batchListDoc{Project: f.Project, Batches: mapSlice(list, func(r batches.Report) batchListJSON {
+			return batchListJSON{batchJSON: batchJSONOf(r), Census: censusJSONOf(r)}
+		})})
+	}
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "BATCH\tNAME\tSTATUS\tITEMS\tIN FLIGHT\tSUCCEEDED\tFAILED\tQUARANTINED\tCURSOR")
+	for _, r := range list {
+		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", r.ID, printable(r.Name), r.Status, r.Items, r.InFlight,
+			r.Succeeded, r.Failed, r.Quarantined, dash(printable(r.Cursor)))
+	}
+	return w.Flush()
 }
 
 // batchView is what batches show reads of a batch, from one snapshot.
@@ -200,8 +235,18 @@ func shellWord(s string) string {
 	return b.String()
 }
 
-// The JSON document of batches show --json.
+// The JSON documents of batches list and batches show --json.
 type (
+	batchListDoc struct {
+		Project string          `json:"project"`
+		Batches []batchListJSON `json:"batches"`
+	}
+	// batchListJSON is a batch of a list: batches show's batch, with its
+	// census beside its fields.
+	batchListJSON struct {
+		batchJSON
+		Census censusJSON `json:"census"`
+	}
 	batchDoc struct {
 		Batch  batchJSON  `json:"batch"`
 		Census censusJSON `json:"census"`
@@ -245,18 +290,28 @@ type (
 // writeBatchJSON prints v as one indented JSON document (see
 // writeSafeJSON).
 func writeBatchJSON(out io.Writer, v batchView) error {
-	r := v.report
 	doc := batchDoc{
-		Batch: batchJSON{ID: r.ID, Project: r.Project, Name: r.Name, Digest: r.Digest, Status: r.Status, SourceDone: r.SourceDone,
-			LastKey: r.LastKey, Cursor: r.Cursor, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, FinishedAt: utcPtr(r.FinishedAt)},
-		Census: censusJSON{Items: r.Items, InFlight: r.InFlight, Succeeded: r.Succeeded, Failed: r.Failed,
-			Quarantined: r.Quarantined, NeedsAttention: r.NeedsAttention()},
-		Items: make([]itemJSON, len(v.items)),
-		More:  v.more,
+		Batch:  batchJSONOf(v.report),
+		Census: censusJSONOf(v.report),
+		Items:  make([]itemJSON, len(v.items)),
+		More:   v.more,
 	}
 	for i, it := range v.items {
 		doc.Items[i] = itemJSON{Key: it.Key, Status: it.Status, RunID: it.RunID, Trusted: it.Trusted, Reason: it.Reason,
 			AdmittedAt: it.AdmittedAt, SettledAt: utcPtr(it.SettledAt)}
 	}
 	return writeSafeJSON(out, doc)
+}
+
+// batchJSONOf is batch r as batches list and batches show print it.
+func batchJSONOf(r batches.Report) batchJSON {
+	return batchJSON{ID: r.ID, Project: r.Project, Name: r.Name, Digest: r.Digest, Status: r.Status, SourceDone: r.SourceDone,
+		LastKey: r.LastKey, Cursor: r.Cursor, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, FinishedAt: utcPtr(r.FinishedAt)}
+}
+
+// censusJSONOf is batch r's census as batches list and batches show print
+// it.
+func censusJSONOf(r batches.Report) censusJSON {
+	return censusJSON{Items: r.Items, InFlight: r.InFlight, Succeeded: r.Succeeded, Failed: r.Failed,
+		Quarantined: r.Quarantined, NeedsAttention: r.NeedsAttention()}
 }

@@ -51,20 +51,25 @@ type overviewPage struct {
 func (c *console) overview(w http.ResponseWriter, r *http.Request, v visitor) {
 	p := overviewPage{consoleFrame: c.frame(v, "Console", "")}
 	for _, name := range c.cfg.Projects {
-		cells, capped, err := jobCensus(r.Context(), c.pool, v.who, name, consoleCensusCap)
+		cl, err := jobs.NewClient(c.pool, jobs.Config{Project: name, Actor: v.who, Clock: c.cfg.Clock})
+		var census jobs.Census
+		if err == nil {
+			census, err = cl.Census(r.Context(), 0)
+		}
 		if err != nil {
 			c.refuse(w, r, v, "project", err)
 			return
 		}
-		p.Projects = append(p.Projects, censusOf(name, cells, capped, consoleCensusCap))
+		p.Projects = append(p.Projects, censusOf(census))
 	}
 	c.render(w, http.StatusOK, "console_overview", p)
 }
 
-// censusOf lays cells out as a table of queues by state, each count linking
-// to the jobs it counts; the states in capped have more than limit.
-func censusOf(project string, cells []censusCell, capped []jobs.State, limit int) projectCensus {
-	pc := projectCensus{Name: project, States: jobs.States, Capped: len(capped) > 0, Cap: limit}
+// censusOf lays census out as a table of queues by state, each count
+// linking to the jobs it counts.
+func censusOf(census jobs.Census) projectCensus {
+	project, cells, capped := census.Project, census.Cells, census.Capped
+	pc := projectCensus{Name: project, States: jobs.States, Capped: len(capped) > 0, Cap: census.PerState}
 	link := func(queue string, state jobs.State) string {
 		q := url.Values{}
 		if queue != "" {
@@ -92,11 +97,12 @@ func censusOf(project string, cells []censusCell, capped []jobs.State, limit int
 			}
 			pc.Rows = append(pc.Rows, row)
 		}
+		n := int64(cell.Jobs)
 		row := &pc.Rows[len(pc.Rows)-1]
-		row.Counts[i].N += cell.N
-		row.Total += cell.N
-		pc.Totals[i].N += cell.N
-		pc.Total += cell.N
+		row.Counts[i].N += n
+		row.Total += n
+		pc.Totals[i].N += n
+		pc.Total += n
 	}
 	return pc
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -110,42 +109,20 @@ type runListPage struct {
 // first, a page at a time.
 func (c *console) runList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
 	before, err := queryID(r, "before")
+	var list []plans.Run
+	if err == nil {
+		var cl *plans.Client
+		if cl, err = plans.NewClient(c.pool, plans.Config{Actor: v.who, Clock: c.cfg.Clock}); err == nil {
+			list, err = cl.List(r.Context(), plans.Filter{Project: project, Before: before, Limit: consoleRows + 1})
+		}
+	}
 	if err != nil {
 		c.refuse(w, r, v, "run", err)
 		return
 	}
-	p := runListPage{consoleFrame: c.frame(v, "Runs of "+project, project)}
-	var last int64
-	more := false
-	err = c.snapshot(r.Context(), func(tx pgx.Tx) error {
-		ids, err := runIDs(r.Context(), tx, project, before, consoleRows+1)
-		if err != nil {
-			return err
-		}
-		more = len(ids) > consoleRows
-		cl, err := plans.NewClient(tx, plans.Config{Actor: v.who, Clock: c.cfg.Clock})
-		if err != nil {
-			return err
-		}
-		for _, id := range ids[:min(len(ids), consoleRows)] {
-			last = id
-			run, err := cl.Get(r.Context(), id)
-			switch {
-			case errors.Is(err, db.ErrNotFound):
-				continue
-			case err != nil:
-				return err
-			}
-			p.Runs = append(p.Runs, run)
-		}
-		return nil
-	})
-	if err != nil {
-		c.refuse(w, r, v, "run", err)
-		return
-	}
-	if more && len(p.Runs) > 0 {
-		p.Next = pageLink(r.URL.Path, url.Values{"before": {strconv.FormatInt(last, 10)}})
+	p := runListPage{consoleFrame: c.frame(v, "Runs of "+project, project), Runs: list[:min(len(list), consoleRows)]}
+	if len(list) > consoleRows {
+		p.Next = pageLink(r.URL.Path, url.Values{"before": {strconv.FormatInt(p.Runs[len(p.Runs)-1].ID, 10)}})
 	}
 	c.render(w, http.StatusOK, "console_runs", p)
 }
@@ -239,39 +216,19 @@ type batchListPage struct {
 // their census, a page at a time.
 func (c *console) batchList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
 	after, err := queryText(r, "after", 512)
+	var list []batches.Report
+	if err == nil {
+		var cl *batches.Client
+		if cl, err = batches.NewClient(c.pool, batches.Config{Actor: v.who, Clock: c.cfg.Clock}); err == nil {
+			list, err = cl.List(r.Context(), batches.Filter{Project: project, After: after, Limit: consoleRows + 1})
+		}
+	}
 	if err != nil {
 		c.refuse(w, r, v, "batch", err)
 		return
 	}
-	p := batchListPage{consoleFrame: c.frame(v, "Batches of "+project, project)}
-	more := false
-	err = c.snapshot(r.Context(), func(tx pgx.Tx) error {
-		ids, err := batchIDs(r.Context(), tx, project, after, consoleRows+1)
-		if err != nil {
-			return err
-		}
-		more = len(ids) > consoleRows
-		cl, err := batches.NewClient(tx, batches.Config{Actor: v.who, Clock: c.cfg.Clock})
-		if err != nil {
-			return err
-		}
-		for _, id := range ids[:min(len(ids), consoleRows)] {
-			b, err := cl.Get(r.Context(), id)
-			switch {
-			case errors.Is(err, db.ErrNotFound):
-				continue
-			case err != nil:
-				return err
-			}
-			p.Batches = append(p.Batches, b)
-		}
-		return nil
-	})
-	if err != nil {
-		c.refuse(w, r, v, "batch", err)
-		return
-	}
-	if more && len(p.Batches) > 0 {
+	p := batchListPage{consoleFrame: c.frame(v, "Batches of "+project, project), Batches: list[:min(len(list), consoleRows)]}
+	if len(list) > consoleRows {
 		p.Next = pageLink(r.URL.Path, url.Values{"after": {p.Batches[len(p.Batches)-1].Name}})
 	}
 	c.render(w, http.StatusOK, "console_batches", p)

@@ -41,6 +41,10 @@ var helps = []cmdHelp{
 	{"job list", "PROJECT [--state S] [--kind K] [--queue Q] [--unrunnable] [--limit N] [-o json]", "list a project's jobs, newest first",
 		"Lists the jobs of PROJECT you may see, newest first, filtered by state, kind and queue; with --unrunnable, only " +
 			"those pinned to handler revisions no deployment runs, which no worker will claim."},
+	{"job census", "PROJECT [--per-state N] [-o json]", "a project's jobs counted by queue and state",
+		"Counts the jobs of PROJECT you may see by queue and state, as the console's first page does, at most " +
+			"--per-state of each state so that it costs the same however many jobs the project keeps; it names the " +
+			"states that reached the bound."},
 	{"job show", "ID [-o json]", "a job, its history, and whether the history verifies",
 		"Shows job ID, its requested output and, once it succeeded, what its completion record says the worker " +
 			"produced and used; its history of transitions, and whether the history's hash chain verifies; exits 1 " +
@@ -82,9 +86,15 @@ var helps = []cmdHelp{
 	{"task show", "ID [-o json]", "a task, who may not answer it, its claim, decision and history",
 		"Shows task ID: what is to be decided, who may take it and who may not answer it (four eyes), its claim, " +
 			"decision and history."},
+	{"plans list", "PROJECT [--limit N] [--before ID] [-o json]", "list the runs of a project you may see, newest first",
+		"Lists the runs of plans of PROJECT you may see, newest first, as the console does; --before pages on from " +
+			"the last id of the previous page."},
 	{"plans show", "RUN [-o json]", "a run of a plan: status, budget, graph, versions",
 		"Shows run RUN of a plan: its status, budget, trust and failure, its plan's graph with each step's state, " +
 			"arguments' sources and compensation, and its plan's versions."},
+	{"batches list", "PROJECT [--limit N] [--after NAME] [-o json]", "list the batches of a project you may see, by name",
+		"Lists the batches of PROJECT you may see, by name, each with its census, as the console does; --after pages " +
+			"on from the last name of the previous page."},
 	{"batches show", "ID [--limit N] [--after KEY] [-o json]", "a batch: plan, source, census, items needing attention",
 		"Shows batch ID: its plan, source, cursor and census, and its items failed, quarantined or in flight, oldest " +
 			"key first; --after pages on from the last key of the previous page."},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -56,6 +57,30 @@ func (c *cli) job(args []string) (dbAction, error) {
 					j.AvailableAt.Format(time.RFC3339), j.UpdatedAt.Format(time.RFC3339))
 			}
 			return w.Flush()
+		}, nil
+	case "census":
+		perState := fs.Int("per-state", jobs.DefaultCensusPerState, "count at most `N` jobs of each state")
+		format := outputFlag(fs)
+		pos, err := c.parse(fs, rest, "PROJECT")
+		if err == nil {
+			err = badLimit(fs, "per-state", *perState, jobs.MaxCensusPerState)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, pool *pgxpool.Pool) error {
+			cl, err := c.jobClient(pool, pos[0])
+			if err != nil {
+				return err
+			}
+			census, err := cl.Census(ctx, *perState)
+			if err != nil {
+				return err
+			}
+			if *format == formatJSON {
+				return writeSafeJSON(c.stdout, jobCensusDocOf(census))
+			}
+			return writeCensusText(c.stdout, census)
 		}, nil
 	case "show":
 		format := outputFlag(fs)
@@ -155,6 +180,49 @@ func (c *cli) job(args []string) (dbAction, error) {
 		}, nil
 	}
 	return nil, usageOf(fs, "no such subcommand")
+}
+
+// writeCensusText prints census as a table of queues by state, with the
+// totals of each, and says which states reached the census's bound.
+func writeCensusText(out io.Writer, census jobs.Census) error {
+	var queues []string
+	counts := map[string]map[jobs.State]int{"": {}} // by queue; "" the totals
+	for _, cell := range census.Cells {
+		if counts[cell.Queue] == nil {
+			queues = append(queues, cell.Queue)
+			counts[cell.Queue] = map[jobs.State]int{}
+		}
+		counts[cell.Queue][cell.State] += cell.Jobs
+		counts[""][cell.State] += cell.Jobs
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprint(w, "QUEUE\t")
+	for _, s := range jobs.States {
+		fmt.Fprintf(w, "%s\t", strings.ToUpper(string(s)))
+	}
+	fmt.Fprintln(w, "TOTAL")
+	row := func(name string, n map[jobs.State]int) {
+		fmt.Fprintf(w, "%s\t", name)
+		total := 0
+		for _, s := range jobs.States {
+			fmt.Fprintf(w, "%d\t", n[s])
+			total += n[s]
+		}
+		fmt.Fprintf(w, "%d\n", total)
+	}
+	for _, q := range queues {
+		row(printable(q), counts[q])
+	}
+	row("all queues", counts[""])
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if len(census.Capped) > 0 {
+		_, err := fmt.Fprintf(out, "The census counts at most %d jobs of each state: %s reached it, and may have more.\n",
+			census.PerState, joinStates(census.Capped))
+		return err
+	}
+	return nil
 }
 
 // pinArgs checks the command line of job pin: the comma-separated job ids

@@ -195,6 +195,7 @@ func TestReadCommandsJSON(t *testing.T) {
 		{"grants", ana, []string{"grants", project}},
 		{"actor-list", ana, []string{"actor", "list"}},
 		{"job-list", ana, []string{"job", "list", project}},
+		{"job-census", ana, []string{"job", "census", project}},
 		{"job-show", ana, []string{"job", "show", id(w.job)}},
 		{"lanes-list", vic, []string{"lanes", "list", project}},
 		{"lanes-show", vic, []string{"lanes", "show", id(w.lane)}},
@@ -207,7 +208,9 @@ func TestReadCommandsJSON(t *testing.T) {
 		{"schedules-preview", vic, []string{"schedules", "preview", "0 * * * *", "Europe/Berlin", "--count", "2"}},
 		{"tasks", rita, []string{"tasks", project}},
 		{"task-show", rita, []string{"task", "show", id(w.task)}},
+		{"plans-list", vic, []string{"plans", "list", project}},
 		{"plans-show", vic, []string{"plans", "show", id(w.run)}},
+		{"batches-list", vic, []string{"batches", "list", project}},
 		{"batches-show", vic, []string{"batches", "show", id(w.batch)}},
 	} {
 		var outs []string

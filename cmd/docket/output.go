@@ -135,6 +135,19 @@ func bindingOf(b access.Binding) bindingJSON {
 
 // Jobs.
 type (
+	// jobCensusDoc is a project's jobs by queue and state: at most per_state
+	// of each state are counted; capped lists the states that reached it.
+	jobCensusDoc struct {
+		Project  string           `json:"project"`
+		PerState int              `json:"per_state"`
+		Capped   []jobs.State     `json:"capped"`
+		Cells    []censusCellJSON `json:"cells"`
+	}
+	censusCellJSON struct {
+		Queue string     `json:"queue"`
+		State jobs.State `json:"state"`
+		Jobs  int        `json:"jobs"`
+	}
 	jobListDoc struct {
 		Project string    `json:"project"`
 		Jobs    []jobJSON `json:"jobs"`
@@ -215,6 +228,13 @@ type (
 		Problem string `json:"problem"`
 	}
 )
+
+func jobCensusDocOf(c jobs.Census) jobCensusDoc {
+	return jobCensusDoc{Project: c.Project, PerState: c.PerState, Capped: nonNil(c.Capped),
+		Cells: mapSlice(c.Cells, func(cell jobs.CensusCell) censusCellJSON {
+			return censusCellJSON{Queue: cell.Queue, State: cell.State, Jobs: cell.Jobs}
+		})}
+}
 
 func jobOf(j jobs.Job) jobJSON {
 	return jobJSON{ID: j.ID, Project: j.Project, Kind: j.Kind, Queue: j.Queue, Priority: j.Priority, State: j.State,

@@ -45,6 +45,16 @@ func (c *cli) plansCmd(args []string) (dbAction, error) {
 	}
 	fs := c.flags("plans " + sub)
 	switch sub {
+	case "list":
+		limit := fs.Int("limit", 50, "at most `N` runs, newest first")
+		before := fs.Int64("before", 0, "only runs with a smaller `ID` (the last id of the previous page)")
+		format := outputFlag(fs)
+		project, err := c.listArgs(fs, rest, limit, before)
+		if err != nil {
+			return nil, err
+		}
+		f := plans.Filter{Project: project, Before: *before, Limit: *limit}
+		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.plansList(ctx, pool, f, *format) }, nil
 	case "show":
 		format := outputFlag(fs)
 		pos, err := c.parse(fs, rest, "RUN")
@@ -67,6 +77,35 @@ func (c *cli) plansCmd(args []string) (dbAction, error) {
 		}, nil
 	}
 	return nil, usageOf(fs, "no such subcommand")
+}
+
+// plansList prints a page of a project's runs, newest first.
+func (c *cli) plansList(ctx context.Context, pool *pgxpool.Pool, f plans.Filter, format string) error {
+	cl, err := plans.NewClient(pool, plans.Config{Actor: c.actor, Clock: c.clock})
+	if err != nil {
+		return err
+	}
+	list, err := cl.List(ctx, f)
+	if err != nil {
+		return err
+	}
+	if format == formatJSON {
+		return writeSafeJSON(c.stdout, runListDoc{Project: f.Project, Runs: mapSlice(list, runJSONOf)})
+	}
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "RUN\tSTATUS\tPLAN\tVERSION\tCASE\tCREATED AT\tFINISHED AT")
+	for _, r := range list {
+		caseID, finished := "-", "-"
+		if r.CaseID != 0 {
+			caseID = strconv.FormatInt(r.CaseID, 10)
+		}
+		if r.FinishedAt != nil {
+			finished = r.FinishedAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Status, shortDigest(r.Digest), r.Version, caseID,
+			r.CreatedAt.Format(time.RFC3339), finished)
+	}
+	return w.Flush()
 }
 
 // runView is what plans show reads of a run, from one snapshot.
@@ -561,8 +600,12 @@ func count(n int, thing string) string {
 	return fmt.Sprintf("%d %ss", n, thing)
 }
 
-// The JSON document of plans show --json.
+// The JSON documents of plans list and plans show --json.
 type (
+	runListDoc struct {
+		Project string    `json:"project"`
+		Runs    []runJSON `json:"runs"`
+	}
 	runDoc struct {
 		Run runJSON `json:"run"`
 		// Levels are the step ids of the current version's plan by level,
@@ -640,23 +683,14 @@ func writeRunJSON(out io.Writer, v runView) error {
 	if err != nil {
 		return err
 	}
-	r := v.run
 	doc := runDoc{
-		Run: runJSON{ID: r.ID, Project: r.Project, CaseID: r.CaseID, Status: r.Status, Digest: r.Digest, Version: r.Version,
-			Input: r.Input, InputTrusted: r.InputTrusted, ReplanLimit: r.ReplanLimit, UntrustedRead: r.UntrustedRead,
-			Output: r.Output, Failure: r.Failure, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
-			FinishedAt: utcPtr(r.FinishedAt)},
+		Run:      runJSONOf(v.run),
 		Levels:   g.levels,
 		Steps:    make([]stepJSON, len(v.steps)),
 		Versions: make([]versionJSON, len(v.versions)),
 	}
 	if doc.Levels == nil {
 		doc.Levels = [][]string{}
-	}
-	if b := r.Budget; !b.Zero() {
-		doc.Run.Budget = &budgetJSON{MaxSteps: b.MaxSteps, MaxEffects: b.MaxEffects, MaxMoney: b.MaxMoney.Amount,
-			Currency: b.MaxMoney.Currency, MaxCall: b.MaxCall, MaxParallel: b.MaxParallel,
-			Spent: spentJSON{Effects: r.Spent.Effects, Money: r.Spent.Money}, Exhausted: r.Exhausted}
 	}
 	for i, s := range v.steps {
 		doc.Steps[i] = stepJSON{Step: s.StepID, Version: s.Version, Kind: s.Kind, State: s.State, ReadySeq: s.ReadySeq,
@@ -668,6 +702,20 @@ func writeRunJSON(out io.Writer, v runView) error {
 			Reason: ver.Reason, Actor: ver.Actor, At: ver.At, Plan: ver.Plan}
 	}
 	return writeSafeJSON(out, doc)
+}
+
+// runJSONOf is run r as plans list and plans show print it.
+func runJSONOf(r plans.Run) runJSON {
+	out := runJSON{ID: r.ID, Project: r.Project, CaseID: r.CaseID, Status: r.Status, Digest: r.Digest, Version: r.Version,
+		Input: r.Input, InputTrusted: r.InputTrusted, ReplanLimit: r.ReplanLimit, UntrustedRead: r.UntrustedRead,
+		Output: r.Output, Failure: r.Failure, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		FinishedAt: utcPtr(r.FinishedAt)}
+	if b := r.Budget; !b.Zero() {
+		out.Budget = &budgetJSON{MaxSteps: b.MaxSteps, MaxEffects: b.MaxEffects, MaxMoney: b.MaxMoney.Amount,
+			Currency: b.MaxMoney.Currency, MaxCall: b.MaxCall, MaxParallel: b.MaxParallel,
+			Spent: spentJSON{Effects: r.Spent.Effects, Money: r.Spent.Money}, Exhausted: r.Exhausted}
+	}
+	return out
 }
 
 // writeSafeJSON prints doc as one indented JSON document. Characters that
