@@ -44,11 +44,13 @@ func (c *Client) Census(ctx context.Context, perState int) (Census, error) {
 }
 
 // CensusTx counts, in tx, the client project's jobs by queue and state, at
-// most perState of each state (0 for [DefaultCensusPerState]), so that it
-// reads a bounded number of index entries however large the project. An
-// actor that may not see the project's jobs (see [Client.List]) gets an
-// empty census, not an error. It refuses a client without a project, or a
-// perState outside 1..[MaxCensusPerState], with [db.ErrInvalidArgument].
+// most perState of each state (0 for [DefaultCensusPerState]). The count
+// is bounded, not the read: no index holds every job by project and
+// state, so a state with fewer jobs than perState is read to the end of
+// the project's jobs (see docs/jobs.md). An actor that may not see the
+// project's jobs (see [Client.List]) gets an empty census, not an error.
+// It refuses a client without a project, or a perState outside
+// 1..[MaxCensusPerState], with [db.ErrInvalidArgument].
 //
 // It reads in tx, so it sees what tx has written and not yet committed,
 // and writes nothing: commit and rollback change nothing of it.

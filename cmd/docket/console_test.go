@@ -597,7 +597,7 @@ func TestConsoleReaderLogin(t *testing.T) {
 	require.Equal(t, before, s.snapshot(t))
 }
 
-// TestConsoleCensusIsBounded: the census reads at most its cap of jobs of
+// TestConsoleCensusIsBounded: the census counts at most its cap of jobs of
 // each state, and says which states reached it; sam, who holds nothing,
 // counts none.
 func TestConsoleCensusIsBounded(t *testing.T) {

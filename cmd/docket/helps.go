@@ -43,8 +43,8 @@ var helps = []cmdHelp{
 			"those pinned to handler revisions no deployment runs, which no worker will claim."},
 	{"job census", "PROJECT [--per-state N] [-o json]", "a project's jobs counted by queue and state",
 		"Counts the jobs of PROJECT you may see by queue and state, as the console's first page does, at most " +
-			"--per-state of each state so that it costs the same however many jobs the project keeps; it names the " +
-			"states that reached the bound."},
+			"--per-state of each state, and names the states that reached the bound. A state with fewer jobs is " +
+			"read to the end of the project's jobs."},
 	{"job show", "ID [-o json]", "a job, its history, and whether the history verifies",
 		"Shows job ID, its requested output and, once it succeeded, what its completion record says the worker " +
 			"produced and used; its history of transitions, and whether the history's hash chain verifies; exits 1 " +

@@ -1210,9 +1210,10 @@ type JobProjectCensusRow struct {
 }
 
 // The project's jobs counted by queue and state, at most @per_state of each
-// state (a range scan of jobs_finished_idx, on (project, state, ...), per
-// state), by queue, then in the order of @states; none when the actor may
-// not read the project's jobs.
+// state, by queue, then in the order of @states; none when the actor may
+// not read the project's jobs. No index holds every job by (project,
+// state), so a state with fewer than @per_state jobs is read to the end of
+// the project's jobs: the count is bounded, the read is not.
 func (q *Queries) JobProjectCensus(ctx context.Context, db DBTX, states []string, project string, actor string, perState int32) ([]*JobProjectCensusRow, error) {
 	rows, err := db.Query(ctx, jobProjectCensus,
 		states,
