@@ -24,8 +24,8 @@ type Census struct {
 	Cells []CensusCell
 	// PerState is the most jobs of one state the census counted. Capped
 	// lists, in the order of States, the states whose count reached it:
-	// they may have more, and their counts are of the first PerState
-	// only.
+	// they may have more, and their counts by queue are of PerState of
+	// their jobs, taken in no particular order.
 	PerState int
 	Capped   []State
 }

@@ -240,3 +240,35 @@ func ExampleClient_Pin() {
 	// from v2.4.0: true
 	// from v2.4.1: succeeded
 }
+
+func ExampleClient_Census() {
+	ctx := context.Background()
+	clock := db.NewFakeClock(time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC))
+	pool := examplePool(ctx, clock)
+	defer pool.Close()
+
+	client, err := jobs.NewClient(pool, jobs.Config{Project: "acme", Actor: "svc:billing", Clock: clock})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, queue := range []string{"mail", "mail", "billing"} {
+		spec, _ := SendInvoice.Spec(Invoice{Customer: "globex", Cents: 100})
+		spec.Queue = queue
+		if _, err := client.Enqueue(ctx, spec); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Counted by queue, then state, at most 10,000 jobs of each state.
+	census, err := client.Census(ctx, 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, c := range census.Cells {
+		fmt.Println(c.Queue, c.State, c.Jobs)
+	}
+	fmt.Println("states over the bound:", len(census.Capped))
+	// Output:
+	// billing queued 1
+	// mail queued 2
+	// states over the bound: 0
+}
