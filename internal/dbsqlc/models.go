@@ -81,32 +81,6 @@ type DocketBatchItemAdmitted struct {
 	SettledAt   *time.Time
 }
 
-type DocketBatchItemState struct {
-	State    string
-	Initial  bool
-	Terminal bool
-	Meaning  string
-}
-
-type DocketBatchItemTransition struct {
-	FromState string
-	ToState   string
-	Meaning   *string
-}
-
-type DocketBatchState struct {
-	State    string
-	Initial  bool
-	Terminal bool
-	Meaning  string
-}
-
-type DocketBatchTransition struct {
-	FromState string
-	ToState   string
-	Meaning   *string
-}
-
 type DocketBudgetQuota struct {
 	Project   string
 	Currency  string
@@ -185,19 +159,6 @@ type DocketCaseReopened struct {
 	Namespace string
 	Value     string
 	Taken     bool
-}
-
-type DocketCaseState struct {
-	State    string
-	Initial  bool
-	Terminal bool
-	Meaning  string
-}
-
-type DocketCaseTransition struct {
-	FromState string
-	ToState   string
-	Meaning   *string
 }
 
 // Open cases that still owe something: how many obligations are pending and when the next falls due.
@@ -375,24 +336,11 @@ type DocketJobEvent struct {
 	Revision *string
 }
 
-type DocketJobState struct {
-	State    string
-	Initial  bool
-	Terminal bool
-	Meaning  string
-}
-
 // The trace context of the span that enqueued each traced job (W3C traceparent, tracestate), for the span that runs it to link to. Written once, in the job's own transaction, by docket.job_trace_put.
 type DocketJobTrace struct {
 	JobID       int64
 	Traceparent string
 	Tracestate  *string
-}
-
-type DocketJobTransition struct {
-	FromState string
-	ToState   string
-	Meaning   *string
 }
 
 // Jobs that ran out of attempts, latest first.
@@ -532,32 +480,6 @@ type DocketLaneEvent struct {
 	Detail    *string
 }
 
-type DocketLaneReviewState struct {
-	State    string
-	Initial  bool
-	Terminal bool
-	Meaning  string
-}
-
-type DocketLaneReviewTransition struct {
-	FromState string
-	ToState   string
-	Meaning   *string
-}
-
-type DocketLaneState struct {
-	State    string
-	Initial  bool
-	Terminal bool
-	Meaning  string
-}
-
-type DocketLaneTransition struct {
-	FromState string
-	ToState   string
-	Meaning   *string
-}
-
 // Lanes submitted for review, waiting for their conductor's verdict, longest waiting first.
 type DocketLanesAwaitingReview struct {
 	ID        int64
@@ -655,13 +577,6 @@ type DocketMessageDelivered struct {
 	DeadLetterReason  *string
 }
 
-type DocketMessageState struct {
-	State    string
-	Initial  bool
-	Terminal bool
-	Meaning  string
-}
-
 type DocketMessageStored struct {
 	Duplicate        bool
 	ID               int64
@@ -677,12 +592,6 @@ type DocketMessageStored struct {
 	ConsumedBy       *int64
 	SettledAt        *time.Time
 	DeadLetterReason *string
-}
-
-type DocketMessageTransition struct {
-	FromState string
-	ToState   string
-	Meaning   *string
 }
 
 // Messages no wait has claimed yet, oldest first; the dead-letter sweep moves those older than its horizon.
@@ -730,19 +639,6 @@ type DocketObligation struct {
 	CreatedAt               time.Time
 	ResolvedAt              *time.Time
 	ResolvedBy              *string
-}
-
-type DocketObligationState struct {
-	State    string
-	Initial  bool
-	Terminal bool
-	Meaning  string
-}
-
-type DocketObligationTransition struct {
-	FromState string
-	ToState   string
-	Meaning   *string
 }
 
 // Pending obligations, soonest due first. Due at instant T: WHERE due_at <= T; the breach sweep moves them.
@@ -805,19 +701,6 @@ type DocketProjectEvent struct {
 	ToState   string
 	Actor     string
 	At        time.Time
-}
-
-type DocketProjectState struct {
-	State    string
-	Initial  bool
-	Terminal bool
-	Meaning  string
-}
-
-type DocketProjectTransition struct {
-	FromState string
-	ToState   string
-	Meaning   *string
 }
 
 // Append-only evidence of every prune: what it removed (id ranges, counts by state, a digest over the removed jobs' chain heads) and what it kept because it did not verify.
@@ -933,13 +816,6 @@ type DocketRunBudgetEvent struct {
 	At     time.Time
 }
 
-type DocketRunState struct {
-	State    string
-	Initial  bool
-	Terminal bool
-	Meaning  string
-}
-
 // The steps a run admitted, in ready order: arguments and trust, job, outcome and compensation; state along docket.run_step_transitions.
 type DocketRunStep struct {
 	RunID             int64
@@ -959,25 +835,6 @@ type DocketRunStep struct {
 	UpdatedAt         time.Time
 	SpentEffects      *int64
 	SpentMoney        *int64
-}
-
-type DocketRunStepState struct {
-	State    string
-	Initial  bool
-	Terminal bool
-	Meaning  string
-}
-
-type DocketRunStepTransition struct {
-	FromState string
-	ToState   string
-	Meaning   *string
-}
-
-type DocketRunTransition struct {
-	FromState string
-	ToState   string
-	Meaning   *string
 }
 
 type DocketRunVersion struct {
@@ -1052,19 +909,6 @@ type DocketScheduleSkip struct {
 	Skipped    int64
 	First      interface{}
 	Last       interface{}
-}
-
-type DocketScheduleState struct {
-	State    string
-	Initial  bool
-	Terminal bool
-	Meaning  string
-}
-
-type DocketScheduleTransition struct {
-	FromState string
-	ToState   string
-	Meaning   *string
 }
 
 // Active schedules, soonest due first. Due at instant T: WHERE next_due_at <= T; the schedule sweep runs them.
@@ -1181,19 +1025,6 @@ type DocketTaskOpened struct {
 	EscalatedAt    *time.Time
 }
 
-type DocketTaskState struct {
-	State    string
-	Initial  bool
-	Terminal bool
-	Meaning  string
-}
-
-type DocketTaskTransition struct {
-	FromState string
-	ToState   string
-	Meaning   *string
-}
-
 // Tasks whose expiry policy has not fired, soonest deadline first. Due at instant T: WHERE deadline <= T.
 type DocketTasksAwaitingExpiry struct {
 	ID        int64
@@ -1282,19 +1113,6 @@ type DocketWaitRegistered struct {
 	CreatedAt              time.Time
 	SettledAt              *time.Time
 	SettledBy              *string
-}
-
-type DocketWaitState struct {
-	State    string
-	Initial  bool
-	Terminal bool
-	Meaning  string
-}
-
-type DocketWaitTransition struct {
-	FromState string
-	ToState   string
-	Meaning   *string
 }
 
 // Waits no message has satisfied, soonest deadline first. Due at instant T: WHERE deadline <= T; the expiry sweep moves them.

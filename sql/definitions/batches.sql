@@ -6,17 +6,13 @@
 -- keys; the cursor is the contiguous terminal prefix. Counts are
 -- maintained on the batch row as items settle, never counted.
 
--- The batch machine's states and moves, as 00032_batches.sql declares them.
-CREATE OR REPLACE VIEW docket.batch_states AS
-    SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'batch';
-CREATE OR REPLACE VIEW docket.batch_transitions AS
-    SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'batch';
+-- The batch machine's states and moves (docket.batch_states, docket.batch_transitions),
+-- as 00032_batches.sql declares them.
+SELECT docket.machine_views('batch');
 
--- The batch_item machine's states and moves, as 00032_batches.sql declares them.
-CREATE OR REPLACE VIEW docket.batch_item_states AS
-    SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'batch_item';
-CREATE OR REPLACE VIEW docket.batch_item_transitions AS
-    SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'batch_item';
+-- The batch_item machine's states and moves (docket.batch_item_states, docket.batch_item_transitions),
+-- as 00032_batches.sql declares them.
+SELECT docket.machine_views('batch_item');
 
 CREATE OR REPLACE FUNCTION docket.batches_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$

@@ -40,17 +40,13 @@
 -- over all its tables are triggers, so they bind every writer, the owner's
 -- hand-written SQL included.
 
--- The case machine's states and moves, as 00026_cases.sql declares them.
-CREATE OR REPLACE VIEW docket.case_states AS
-    SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'case';
-CREATE OR REPLACE VIEW docket.case_transitions AS
-    SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'case';
+-- The case machine's states and moves (docket.case_states, docket.case_transitions),
+-- as 00026_cases.sql declares them.
+SELECT docket.machine_views('case');
 
--- The obligation machine's states and moves, as 00026_cases.sql declares them.
-CREATE OR REPLACE VIEW docket.obligation_states AS
-    SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'obligation';
-CREATE OR REPLACE VIEW docket.obligation_transitions AS
-    SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'obligation';
+-- The obligation machine's states and moves (docket.obligation_states, docket.obligation_transitions),
+-- as 00026_cases.sql declares them.
+SELECT docket.machine_views('obligation');
 
 -- cases_guard holds every INSERT and UPDATE of docket.cases to the case
 -- machine: a case is born in an initial state (open) at version 1 (DK001)

@@ -66,11 +66,9 @@ RETURN make_interval(secs => floor(
                        ELSE p_jitter * p_draw END)
        ) / 1000000);
 
--- The job machine's states and moves, as 00024_jobs.sql declares them.
-CREATE OR REPLACE VIEW docket.job_states AS
-    SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'job';
-CREATE OR REPLACE VIEW docket.job_transitions AS
-    SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'job';
+-- The job machine's states and moves (docket.job_states, docket.job_transitions),
+-- as 00024_jobs.sql declares them.
+SELECT docket.machine_views('job');
 
 -- job_events_check refuses (23503) an event of a job that does not exist.
 CREATE OR REPLACE FUNCTION docket.job_events_check() RETURNS trigger

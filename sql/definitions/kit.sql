@@ -240,9 +240,9 @@ $$;
 -- machine_states, machine_transitions: its states, which a row may be born
 -- in, which it never leaves, and its moves), by its aggregate's versioned
 -- migration, and each aggregate's definitions make views of them by the
--- machine's name (docket.job_states, docket.job_transitions, ...). A guard
--- says only what is particular to its machine; what every guard asks is
--- answered by the kit:
+-- machine's name (machine_views: docket.job_states, docket.job_transitions,
+-- ...). A guard says only what is particular to its machine; what every
+-- guard asks is answered by the kit:
 --
 --   machine_birth(machine, subject, state)      refuses a birth outside an initial state
 --   machine_move(machine, subject, from, to)     refuses any change of a row in a terminal
@@ -281,6 +281,19 @@ CREATE OR REPLACE TRIGGER refuse_machine_change
 CREATE OR REPLACE TRIGGER refuse_machine_change
     BEFORE INSERT OR UPDATE OR DELETE ON docket.machine_transitions
     FOR EACH STATEMENT EXECUTE FUNCTION docket.refuse_machine_change();
+
+-- machine_views makes the views of machine p_machine's rows, by its name:
+-- docket.<machine>_states and docket.<machine>_transitions, or makes them
+-- again. Each aggregate's definitions call it for their machines.
+CREATE OR REPLACE FUNCTION docket.machine_views(p_machine text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE format('CREATE OR REPLACE VIEW docket.%I AS SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = %L',
+                   p_machine || '_states', p_machine);
+    EXECUTE format('CREATE OR REPLACE VIEW docket.%I AS SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = %L',
+                   p_machine || '_transitions', p_machine);
+END
+$$;
 
 -- machine_terminal reports whether p_state is a terminal state of machine
 -- p_machine (false for a state the machine does not have). plpgsql, as

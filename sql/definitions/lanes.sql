@@ -32,17 +32,13 @@
 -- Bounds: quorum and lane names 1-63 characters; branch 1-255; task reference
 -- 1-500; a note 1000; dependencies 64 per lane.
 
--- The lane machine's states and moves, as 00025_lanes.sql declares them.
-CREATE OR REPLACE VIEW docket.lane_states AS
-    SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'lane';
-CREATE OR REPLACE VIEW docket.lane_transitions AS
-    SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'lane';
+-- The lane machine's states and moves (docket.lane_states, docket.lane_transitions),
+-- as 00025_lanes.sql declares them.
+SELECT docket.machine_views('lane');
 
--- The lane_review machine's states and moves, as 00025_lanes.sql declares them.
-CREATE OR REPLACE VIEW docket.lane_review_states AS
-    SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'lane_review';
-CREATE OR REPLACE VIEW docket.lane_review_transitions AS
-    SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'lane_review';
+-- The lane_review machine's states and moves (docket.lane_review_states, docket.lane_review_transitions),
+-- as 00025_lanes.sql declares them.
+SELECT docket.machine_views('lane_review');
 
 CREATE OR REPLACE TRIGGER quorums_refuse_change
     BEFORE UPDATE OR DELETE ON docket.quorums

@@ -15,17 +15,13 @@
 --     outcome and applies what can be applied, in the job's transaction.
 SET LOCAL docket.migrating = 'on';
 
--- The run machine's states and moves, as 00031_plans.sql and 00033_budgets.sql declare them.
-CREATE OR REPLACE VIEW docket.run_states AS
-    SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'run';
-CREATE OR REPLACE VIEW docket.run_transitions AS
-    SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'run';
+-- The run machine's states and moves (docket.run_states, docket.run_transitions),
+-- as 00031_plans.sql and 00033_budgets.sql declare them.
+SELECT docket.machine_views('run');
 
--- The run_step machine's states and moves, as 00031_plans.sql declares them.
-CREATE OR REPLACE VIEW docket.run_step_states AS
-    SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'run_step';
-CREATE OR REPLACE VIEW docket.run_step_transitions AS
-    SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'run_step';
+-- The run_step machine's states and moves (docket.run_step_states, docket.run_step_transitions),
+-- as 00031_plans.sql declares them.
+SELECT docket.machine_views('run_step');
 
 CREATE OR REPLACE TRIGGER plans_frozen BEFORE UPDATE OR DELETE ON docket.plans
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('a plan is frozen: a replan stores a successor');

@@ -15,11 +15,9 @@
 
 -- Projects ------------------------------------------------------------------
 
--- The project machine's states and moves, as 00022_projects.sql declares them.
-CREATE OR REPLACE VIEW docket.project_states AS
-    SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'project';
-CREATE OR REPLACE VIEW docket.project_transitions AS
-    SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'project';
+-- The project machine's states and moves (docket.project_states, docket.project_transitions),
+-- as 00022_projects.sql declares them.
+SELECT docket.machine_views('project');
 
 CREATE OR REPLACE TRIGGER project_events_append_only
     BEFORE UPDATE OR DELETE ON docket.project_events

@@ -39,11 +39,9 @@
 -- grace 1 second .. 24 hours; max_occurrences 1 or more; sweep batch
 -- 1..10000; 1000 occurrences per schedule per sweep.
 
--- The schedule machine's states and moves, as 00028_schedules.sql declares them.
-CREATE OR REPLACE VIEW docket.schedule_states AS
-    SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'schedule';
-CREATE OR REPLACE VIEW docket.schedule_transitions AS
-    SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'schedule';
+-- The schedule machine's states and moves (docket.schedule_states, docket.schedule_transitions),
+-- as 00028_schedules.sql declares them.
+SELECT docket.machine_views('schedule');
 
 -- schedules_guard holds every INSERT and UPDATE of docket.schedules to the
 -- rules: a schedule is born active with no runs and its cursor at its start

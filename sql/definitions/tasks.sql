@@ -7,11 +7,9 @@
 -- settling is a compare-and-set from the pending states; what happens at the
 -- deadline is declared at opening and applied by a sweep.
 
--- The task machine's states and moves, as 00030_tasks.sql declares them.
-CREATE OR REPLACE VIEW docket.task_states AS
-    SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'task';
-CREATE OR REPLACE VIEW docket.task_transitions AS
-    SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'task';
+-- The task machine's states and moves (docket.task_states, docket.task_transitions),
+-- as 00030_tasks.sql declares them.
+SELECT docket.machine_views('task');
 
 CREATE OR REPLACE TRIGGER tasks_refuse_delete
     BEFORE DELETE ON docket.tasks

@@ -63,17 +63,13 @@ BEGIN
 END
 $$;
 
--- The message machine's states and moves, as 00027_waits.sql declares them.
-CREATE OR REPLACE VIEW docket.message_states AS
-    SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'message';
-CREATE OR REPLACE VIEW docket.message_transitions AS
-    SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'message';
+-- The message machine's states and moves (docket.message_states, docket.message_transitions),
+-- as 00027_waits.sql declares them.
+SELECT docket.machine_views('message');
 
--- The wait machine's states and moves, as 00027_waits.sql declares them.
-CREATE OR REPLACE VIEW docket.wait_states AS
-    SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = 'wait';
-CREATE OR REPLACE VIEW docket.wait_transitions AS
-    SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = 'wait';
+-- The wait machine's states and moves (docket.wait_states, docket.wait_transitions),
+-- as 00027_waits.sql declares them.
+SELECT docket.machine_views('wait');
 
 -- Guards -------------------------------------------------------------------------
 
