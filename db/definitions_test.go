@@ -340,3 +340,22 @@ func TestDefinitionNoLongerMadeButDependedOnIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, status, after)
 }
+
+// The definitions hold no data: no table, type, index or sequence, no change
+// to one, no row but the API functions' list, and no change of a state
+// machine, which a versioned migration makes. (Statements of a function's
+// body are indented; a definition file's own statements start a line.)
+func TestDefinitionsHoldNoData(t *testing.T) {
+	t.Parallel()
+	data := regexp.MustCompile(`(?m)^(CREATE (TABLE|(UNIQUE )?INDEX|DOMAIN|TYPE|SEQUENCE)|ALTER (TABLE|DOMAIN|TYPE)|TRUNCATE|` +
+		`UPDATE docket\.|INSERT INTO docket\.(\w+)|DELETE FROM docket\.(\w+)|SET LOCAL docket\.migrating)`)
+	_, defs := sqlFiles(t)
+	for _, f := range defs {
+		for _, m := range data.FindAllStringSubmatch(f.text, -1) {
+			if m[5] == "api_functions" || m[6] == "api_functions" {
+				continue
+			}
+			t.Errorf("%s: %q belongs in a versioned migration", f.name, m[0])
+		}
+	}
+}

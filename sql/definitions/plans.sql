@@ -13,7 +13,6 @@
 --     unwind compensates in its reverse.
 --   * A job of a run moving to an end (jobs_advance_runs) records its step's
 --     outcome and applies what can be applied, in the job's transaction.
-SET LOCAL docket.migrating = 'on';
 
 -- The run machine's states and moves (docket.run_states, docket.run_transitions),
 -- as 00031_plans.sql and 00033_budgets.sql declare them.
