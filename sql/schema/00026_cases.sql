@@ -25,9 +25,6 @@ RETURN length(p_digest) = 71 AND p_digest ~ '^sha256:[0-9a-f]+$';
 
 CREATE DOMAIN docket.case_state AS jsonb CONSTRAINT case_state_size CHECK (docket.json_size(VALUE) <= 1048576);
 
--- Malformed arguments are refused (DK010) through docket.require_valid,
--- which names the field, the value and the rule.
-
 -- Capabilities ---------------------------------------------------------------
 
 -- Kept by a down migration while granted: an up finds them there.
