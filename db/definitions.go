@@ -199,8 +199,8 @@ ON CONFLICT DO NOTHING`, quoteLiteral(f.name), definitionsSnapshot)})
 		records[i] = fmt.Sprintf("(%s, %d, %s)", quoteLiteral(f.name), i+1, quoteLiteral(f.digest))
 	}
 	steps = append(steps,
-		definitionStep{"drop what no file makes", fmt.Sprintf(dropDefinitions,
-			"NOT EXISTS (SELECT 1 FROM pg_temp.docket_definitions_made m WHERE m.kind = o.kind AND m.name = o.name)")},
+		definitionStep{"drop what no file makes", fmt.Sprintf(dropDefinitions, notVersioned()+
+			" AND NOT EXISTS (SELECT 1 FROM pg_temp.docket_definitions_made m WHERE m.kind = o.kind AND m.name = o.name)")},
 		definitionStep{privileges.name, privileges.text},
 		definitionStep{"record", "DELETE FROM " + definitionObjectsTable + ";\n" +
 			"INSERT INTO " + definitionObjectsTable + " (kind, name, file) SELECT kind, name, file FROM pg_temp.docket_definitions_made;\n" +
@@ -229,7 +229,7 @@ BEGIN
     END LOOP;
 END
 $guards$`},
-		{"drop", fmt.Sprintf(dropDefinitions, "true")},
+		{"drop", fmt.Sprintf(dropDefinitions, notVersioned())},
 		{"forget", "DO $forget$\nBEGIN\n    IF to_regclass('" + definitionsTable + "') IS NOT NULL THEN\n        DELETE FROM " +
 			definitionsTable + ";\n    END IF;\nEND\n$forget$"},
 	}
@@ -347,6 +347,20 @@ func definitionChanges(recorded []string) []DefinitionChange {
 		}
 	}
 	return out
+}
+
+// notVersioned is the condition on a row o of definition_objects that it is
+// not one of the versioned migrations' functions: a function a definition
+// file made once and a migration makes now (as a CHECK came to call it) is
+// the migration's, and the definitions never drop it.
+func notVersioned() string {
+	names := versionedFunctions()
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = quoteLiteral(n)
+	}
+	return fmt.Sprintf(`NOT (o.kind = 'function' AND substring(o.name FROM '^docket\.([a-z0-9_]+)\(') = ANY (ARRAY[%s]::text[]))`,
+		strings.Join(quoted, ", "))
 }
 
 // versionedFunctions are the names of the functions the versioned migrations

@@ -260,8 +260,9 @@ func recordDefinition(t *testing.T, q db.DBTX, file, kind, name string) {
 }
 
 // A function, trigger or view a definition file made once and makes no
-// more, as another build's definitions did, is dropped by the next migrate;
-// this build's are applied again, and what they made is recorded.
+// more, as another build's definitions did, is dropped by the next migrate,
+// but for a function a versioned migration makes now; this build's are
+// applied again, and what they made is recorded.
 func TestDefinitionNoLongerMadeIsDropped(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -277,6 +278,8 @@ func TestDefinitionNoLongerMadeIsDropped(t *testing.T) {
 	recordDefinition(t, pool, "jobs.sql", "view", "docket.jobs_gone")
 	recordDefinition(t, pool, "jobs.sql", "function", "docket.jobs_gone_guard()")
 	recordDefinition(t, pool, "jobs.sql", "trigger", "jobs_gone_guard ON docket.jobs")
+	// One a migration makes now, as it would once a CHECK came to call it.
+	recordDefinition(t, pool, "jobs.sql", "function", "docket.valid_queue(text)")
 	_, err = pool.Exec(ctx, `INSERT INTO docket.definitions (file, position, digest) VALUES ('gone.sql', 99, 'another build''s')`)
 	require.NoError(t, err)
 	status, err := db.MigrationStatus(ctx, pool)
@@ -287,6 +290,9 @@ func TestDefinitionNoLongerMadeIsDropped(t *testing.T) {
 
 	require.NoError(t, db.Migrate(ctx, pool))
 	require.Equal(t, want, catalogSnapshot(t, pool), "the others' objects are gone, this build's are as they were")
+	var kept bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT to_regprocedure('docket.valid_queue(text)') IS NOT NULL`).Scan(&kept))
+	require.True(t, kept, "the migration's function stays")
 	status, err = db.MigrationStatus(ctx, pool)
 	require.NoError(t, err)
 	require.True(t, status.Current(), "%+v", status)
