@@ -1,5 +1,4 @@
--- ==============================================================================
--- Durable waits: messages, waits and timers
+-- Durable waits: messages, waits and timers.
 --
 -- Where an inbound message and the case waiting for it meet,
 -- whichever comes first, and what happens when neither comes.
@@ -49,7 +48,6 @@
 -- 60 KiB of JSON (it rides in the continuation job's params, 64 KiB); wait
 -- and timer names 1-63; deadlines and wake instants at most 3650 days ahead;
 -- dead-letter horizon 1 minute to 366 days; sweep batch 1..10000.
--- ==============================================================================
 
 -- wait_keys returns the keys (p_namespaces[i], p_values[i]) as stored:
 -- 'namespace:value', distinct, in byte order. Refuses malformed keys as
