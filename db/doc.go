@@ -4,11 +4,16 @@
 //
 // # Schema
 //
-// [Migrate] applies River's migration line and then docket's own goose
-// migrations (embedded from sql/schema) into the Postgres schema docket. It
-// is idempotent and safe to call from several processes at once, and it
-// refuses ([ErrSchemaTooNew]) a database that is ahead of this build without
-// touching it. [MigrationStatus] reports where a database stands.
+// [Migrate] applies River's migration line, then docket's own goose
+// migrations (embedded from sql/schema: tables, types, indexes, constraints,
+// seed rows), then docket's definitions (embedded from sql/definitions: every
+// function, trigger and view in its current form, with the privileges), in
+// one transaction, whenever they differ from the ones the database has, into
+// the Postgres schema docket. It is idempotent and safe to call from several
+// processes at once, and it refuses ([ErrSchemaTooNew]) a database that is
+// ahead of this build without touching it. [MigrationStatus] reports where a
+// database stands, [MigrateDownTo] rolls docket's migrations back, and
+// [DefinitionsSQL] is the definitions' SQL for a migration tool of one's own.
 //
 // # Transactions
 //

@@ -31,7 +31,7 @@ func ExampleMigrate() {
 	}
 	defer pool.Close()
 
-	// River's migrations, then docket's; idempotent, safe to run concurrently.
+	// River's migrations, then docket's and its definitions; idempotent, safe to run concurrently.
 	if err := db.Migrate(ctx, pool); err != nil {
 		log.Fatal(err)
 	}

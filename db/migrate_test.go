@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/integration/pgtest"
+	"github.com/docket-dev/docket/sql/definitions"
 	schema "github.com/docket-dev/docket/sql/schema"
 )
 
@@ -49,19 +51,24 @@ func TestMigrateTwiceIsNoop(t *testing.T) {
 
 	require.NoError(t, db.Migrate(ctx, pool))
 	first := schemaSnapshot(t, pool)
+	rows := catalogRows(t, pool)
 	docketV, riverV := appliedVersions(t, pool)
 	require.Equal(t, docketVersions(t), docketV)
 	require.Equal(t, seq(1, int64(db.RiverLatestVersion())), riverV)
-
-	require.NoError(t, db.Migrate(ctx, pool))
-	require.Equal(t, first, schemaSnapshot(t, pool))
-	docketV2, riverV2 := appliedVersions(t, pool)
-	require.Equal(t, docketV, docketV2)
-	require.Equal(t, riverV, riverV2)
-
 	status, err := db.MigrationStatus(ctx, pool)
 	require.NoError(t, err)
 	require.True(t, status.Current(), "%+v", status)
+	require.Equal(t, status.DefinitionsLatest, status.Definitions)
+
+	require.NoError(t, db.Migrate(ctx, pool))
+	require.Equal(t, first, schemaSnapshot(t, pool))
+	require.Equal(t, rows, catalogRows(t, pool), "no function, trigger or view was written again")
+	docketV2, riverV2 := appliedVersions(t, pool)
+	require.Equal(t, docketV, docketV2)
+	require.Equal(t, riverV, riverV2)
+	again, err := db.MigrationStatus(ctx, pool)
+	require.NoError(t, err)
+	require.Equal(t, status, again, "the same digest")
 }
 
 func TestMigrationStatusOfUntouchedDatabase(t *testing.T) {
@@ -69,7 +76,18 @@ func TestMigrationStatusOfUntouchedDatabase(t *testing.T) {
 	pool, _ := pgtest.NewEmptyDB(t)
 	status, err := db.MigrationStatus(t.Context(), pool)
 	require.NoError(t, err)
-	require.Equal(t, db.Status{Latest: db.LatestVersion(), RiverLatest: db.RiverLatestVersion()}, status)
+	require.Zero(t, status.Version)
+	require.Zero(t, status.RiverVersion)
+	require.Equal(t, db.LatestVersion(), status.Latest)
+	require.Equal(t, db.RiverLatestVersion(), status.RiverLatest)
+	require.False(t, status.Baseline)
+	require.Empty(t, status.Definitions)
+	require.Len(t, status.DefinitionsLatest, 16)
+	files := append(slices.Clone(definitions.Order), definitions.Privileges)
+	require.Len(t, status.DefinitionChanges, len(files))
+	for i, ch := range status.DefinitionChanges {
+		require.Equal(t, db.DefinitionChange{File: files[i], Change: "added"}, ch)
+	}
 	require.False(t, status.Current())
 }
 
@@ -134,12 +152,19 @@ func TestMigrationsDownAndUp(t *testing.T) {
 		require.Equal(t, want, schemaSnapshot(t, pool), "after down to %d and up", prev)
 		require.NoError(t, db.MigrateDownTo(ctx, pool, prev))
 	}
-	// All the way down, only River's tables remain.
-	var docketTables int
+	// All the way down, only River's tables remain, and the migrators' own
+	// records: goose's versions, and the definitions (none).
+	var docketTables, docketCode int
 	require.NoError(t, pool.QueryRow(ctx, `
 		SELECT count(*) FROM pg_tables
-		WHERE schemaname = 'docket' AND tablename NOT LIKE 'river\_%' AND tablename <> 'goose_db_version'`).Scan(&docketTables))
+		WHERE schemaname = 'docket' AND tablename NOT LIKE 'river\_%'
+		  AND tablename NOT IN ('goose_db_version', 'definitions', 'definition_objects')`).Scan(&docketTables))
 	require.Zero(t, docketTables)
+	require.NoError(t, pool.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM pg_proc WHERE pronamespace = 'docket'::regnamespace AND proname NOT LIKE 'river\_%')
+		     + (SELECT count(*) FROM pg_views WHERE schemaname = 'docket')
+		     + (SELECT count(*) FROM docket.definitions) + (SELECT count(*) FROM docket.definition_objects)`).Scan(&docketCode))
+	require.Zero(t, docketCode)
 
 	require.NoError(t, db.Migrate(ctx, pool))
 	require.Equal(t, want, schemaSnapshot(t, pool))
@@ -149,7 +174,8 @@ func TestMigrateDownToRefusesUnknownVersion(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewDB(t)
 	before := schemaSnapshot(t, pool)
-	for _, v := range []int64{-1, db.LatestVersion() + 1} {
+	// 5 is a version of the migrations this build's replaced.
+	for _, v := range []int64{-1, 5, db.LatestVersion() + 1} {
 		err := db.MigrateDownTo(t.Context(), pool, v)
 		require.ErrorIs(t, err, db.ErrInvalidArgument)
 	}
@@ -293,9 +319,10 @@ func TestMigrateWaitingForLockHonoursCancellation(t *testing.T) {
 	require.Equal(t, before, schemaSnapshot(t, pool))
 }
 
-// Migrating below 13 while job.view is granted keeps the capability and its
-// grant, as every down migration keeps a capability still granted, but the
-// grant reads jobs no more; migrating up again gives it its meaning back.
+// Migrating below jobs' migration while job.view is granted keeps the
+// capability and its grant, as every down migration keeps a capability still
+// granted, though nothing reads jobs any more; migrating up again gives it its
+// meaning back.
 func TestJobViewOutlivesItsMigrationWhileGranted(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -305,65 +332,44 @@ func TestJobViewOutlivesItsMigrationWhileGranted(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `SELECT docket.grant_add('user:vic', 'acme', 'job.view', 'user:ana', $1)`, at)
 	require.NoError(t, err)
-	visible := func() (known, reads bool) {
+	known := func() bool {
 		t.Helper()
-		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM docket.capabilities WHERE name = 'job.view'),
-			docket.job_visible('user:vic', 'acme')`).Scan(&known, &reads))
-		return known, reads
+		var known bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM docket.capabilities WHERE name = 'job.view')`).Scan(&known))
+		return known
 	}
-	known, reads := visible()
-	require.True(t, known)
-	require.True(t, reads, "job.view reads the project's jobs")
+	reads := func() bool {
+		t.Helper()
+		var reads bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT docket.job_visible('user:vic', 'acme')`).Scan(&reads))
+		return reads
+	}
+	require.True(t, known())
+	require.True(t, reads(), "job.view reads the project's jobs")
 
-	require.NoError(t, db.MigrateDownTo(ctx, pool, 12))
-	known, reads = visible()
-	require.True(t, known, "a granted capability stays")
-	require.False(t, reads, "below 13, job.view reads nothing")
+	jobs := versionOf(t, "jobs")
+	require.NoError(t, db.MigrateDownTo(ctx, pool, jobs-1))
+	require.True(t, known(), "a granted capability stays")
+	var jobsTable *string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT to_regclass('docket.jobs')::text`).Scan(&jobsTable))
+	require.Nil(t, jobsTable, "below %d there are no jobs to read", jobs)
 
 	require.NoError(t, db.Migrate(ctx, pool))
-	known, reads = visible()
-	require.True(t, known)
-	require.True(t, reads)
+	require.True(t, known())
+	require.True(t, reads())
 	var grants int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM docket.grants WHERE capability = 'job.view'`).Scan(&grants))
 	require.Equal(t, 1, grants)
 }
 
-// Migrating below 15 is refused while a history records a handler revision
-// or a pin: without them those events would no longer verify. Told to
-// discard them, it goes down, and up again.
-func TestMigratingBelowRevisionsKeepsHistoriesVerifiable(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	pool := pgtest.NewDB(t)
-	const at = "2026-11-02T09:00:00Z"
-	for _, sql := range []string{
-		`SELECT docket.project_create('acme', 'user:ana', $1)`,
-		`SELECT docket.grant_add('svc:app', 'acme', c, 'user:ana', $1) FROM unnest('{job.create,job.claim}'::text[]) c`,
-		`SELECT docket.job_enqueue_many('acme', 'svc:app', $1, '{a.b}', '{default}', '{1}', '{1}', '{1}', '{""}', '{NULL}',
-			'{5}', '{f}', '{f}', '{5 min}', '{1s}', '{10 min}', '{0.2}', '{null}', '{null}', '{""}', '{0}', '{0}', '{""}')`,
-		`SELECT docket.job_claim('acme', 'default', 1, NULL, '{a.b}', '{1}', 'svc:app', $1, '{r1}')`,
-	} {
-		_, err := pool.Exec(ctx, sql, at)
-		require.NoError(t, err, sql)
-	}
-	full := schemaSnapshot(t, pool)
-	// The migrations after 15 go first and take nothing the histories need.
-	require.NoError(t, db.MigrateDownTo(ctx, pool, 15))
-	before := schemaSnapshot(t, pool)
-	err := db.MigrateDownTo(ctx, pool, 14)
-	require.ErrorContains(t, err, "would break the histories of 1 jobs")
-	status, err := db.MigrationStatus(ctx, pool)
+// versionOf is the version of the docket migration of aggregate name, e.g.
+// 24 for 00024_jobs.sql.
+func versionOf(t *testing.T, name string) int64 {
+	t.Helper()
+	matches, err := fs.Glob(schema.FS, "*_"+name+".sql")
 	require.NoError(t, err)
-	require.Equal(t, int64(15), status.Version)
-	require.Equal(t, before, schemaSnapshot(t, pool))
-
-	cfg := pool.Config().Copy()
-	cfg.ConnConfig.RuntimeParams["docket.discard_revisions"] = "on"
-	discarding, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.Len(t, matches, 1, name)
+	v, err := strconv.ParseInt(strings.SplitN(matches[0], "_", 2)[0], 10, 64)
 	require.NoError(t, err)
-	defer discarding.Close()
-	require.NoError(t, db.MigrateDownTo(ctx, discarding, 14))
-	require.NoError(t, db.Migrate(ctx, pool))
-	require.Equal(t, full, schemaSnapshot(t, pool))
+	return v
 }

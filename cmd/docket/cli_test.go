@@ -85,7 +85,8 @@ func TestBadInputNamesTheFlagOrArgument(t *testing.T) {
 		{[]string{"migrate", "now"}, `docket migrate: unexpected argument "now"`},
 		{[]string{"migrate", "down"}, `docket migrate down: missing --to N`},
 		{[]string{"migrate", "down", "--to", "x"}, `docket migrate down: --to "x": not a number`},
-		{[]string{"migrate", "down", "--to", "99"}, `docket migrate down: --to 99: want a version 0..`},
+		{[]string{"migrate", "down", "--to", "99"}, `docket migrate down: --to 99: want 0 or a version 21..`},
+		{[]string{"migrate", "down", "--to", "5"}, `docket migrate down: --to 5: want 0 or a version 21..`},
 		{[]string{"migrate", "sql", "--up"}, `docket migrate sql: unknown flag --up`},
 		{[]string{"project"}, `docket project: missing subcommand: create, list, archive, activate, retire`},
 		{[]string{"project", "rename", "x"}, `docket project: unknown subcommand "rename"`},
@@ -167,7 +168,8 @@ func TestGlobalFlagsAnywhere(t *testing.T) {
 	require.Contains(t, r.stderr, `ID "-1"`)
 }
 
-// status --check: 0 when every migration is applied, 3 when any is pending
+// status --check: 0 when every migration is applied and the definitions are
+// this build's, 3 when a migration is pending or the definitions differ
 // (naming them), 1 when the database cannot be read.
 func TestStatusCheck(t *testing.T) {
 	t.Parallel()
@@ -175,6 +177,9 @@ func TestStatusCheck(t *testing.T) {
 	r := h.run(t, "status", "--check")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.Contains(t, r.stdout, "state:         current\n")
+	status, err := db.MigrationStatus(t.Context(), h.Pool)
+	require.NoError(t, err)
+	require.Contains(t, r.stdout, "definitions:   "+status.DefinitionsLatest+", this build's\n")
 	require.NotContains(t, r.stdout, "TABLE")
 
 	_, empty := pgtest.NewEmptyDB(t)
@@ -182,10 +187,11 @@ func TestStatusCheck(t *testing.T) {
 	require.Equal(t, exitBehind, r.code, r.stderr)
 	require.Contains(t, r.stdout, "docket schema: version 0 of")
 	require.Contains(t, r.stdout, "pending:       River migration 1 (")
-	require.Contains(t, r.stdout, "pending:       docket migration 1 (00001_kit.sql)")
+	require.Contains(t, r.stdout, "pending:       docket migration 21 (00021_kit.sql)")
+	require.Contains(t, r.stdout, "definitions:   none; this build's are ")
 	require.Contains(t, r.stderr, "docket status: ")
 	require.Contains(t, r.stderr, `migrations pending: River migration 1 (`)
-	require.Contains(t, r.stderr, `run "docket migrate"`)
+	require.Contains(t, r.stderr, `; definitions not applied; run "docket migrate"`)
 	require.Equal(t, 1, strings.Count(r.stderr, "\n"))
 
 	r = docket(t, dbEnv(empty), "status", "--check", "-o", "json")
@@ -201,6 +207,33 @@ func TestStatusCheck(t *testing.T) {
 	require.Equal(t, exitBehind, r.code, r.stderr)
 	require.Equal(t, 1, strings.Count(r.stdout, "pending:"), r.stdout)
 	require.Contains(t, r.stderr, "1 migration pending: docket migration "+itoa(latest))
+	require.Contains(t, r.stderr, "; definitions not applied;", "going down dropped them")
+	require.Equal(t, exitOK, h.run(t, "migrate").code)
+
+	// Definitions that differ from this build's, as another build's would:
+	// the file named, exit 3, state differs.
+	_, err = h.Pool.Exec(t.Context(), `UPDATE docket.definitions SET digest = 'another build''s' WHERE file = 'jobs.sql'`)
+	require.NoError(t, err)
+	r = h.run(t, "status", "--check")
+	require.Equal(t, exitBehind, r.code, r.stderr)
+	require.Contains(t, r.stdout, "differs:       jobs.sql (changed)\n")
+	require.Contains(t, r.stdout, "state:         the definitions differ from this build's")
+	require.Contains(t, r.stderr, `definitions differ: jobs.sql (changed); run "docket migrate"`)
+	r = h.run(t, "status", "--check", "-o", "json")
+	require.Equal(t, exitBehind, r.code, r.stderr)
+	require.Contains(t, r.stdout, `"state": "differs"`)
+	require.Contains(t, r.stdout, `"changes": [
+      {
+        "file": "jobs.sql",
+        "change": "changed"
+      }
+    ]`)
+	r = h.run(t, "migrate", "--dry-run")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Equal(t, "would apply docket's definitions: jobs.sql (changed)\n"+
+		"0 migrations pending, and the definitions; nothing changed (--dry-run)\n", r.stdout)
+	require.Equal(t, exitOK, h.run(t, "migrate").code)
+	require.Equal(t, exitOK, h.run(t, "status", "--check").code)
 
 	r = docket(t, unreachable, "status", "--check")
 	require.Equal(t, exitError, r.code, r.stderr)
@@ -241,9 +274,10 @@ func TestMigrateDryRun(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Equal(t, "would apply River migration 1 (create river migration)", lines[0])
-	require.Contains(t, r.stdout, "would apply docket migration 1 (00001_kit.sql)\n")
-	require.Equal(t, len(riverMigrations())+len(docketMigrations()), len(lines)-1)
-	require.Contains(t, lines[len(lines)-1], "pending; nothing changed (--dry-run)")
+	require.Contains(t, r.stdout, "would apply docket migration 21 (00021_kit.sql)\n")
+	require.Equal(t, "would apply docket's definitions: all 14 files (none applied yet)", lines[len(lines)-2])
+	require.Equal(t, len(riverMigrations())+len(docketMigrations()), len(lines)-2)
+	require.Contains(t, lines[len(lines)-1], "pending, and the definitions; nothing changed (--dry-run)")
 	require.Equal(t, before, schemaOf(t, pool))
 
 	require.Equal(t, exitOK, docket(t, env, "migrate").code)
@@ -258,7 +292,8 @@ func TestMigrateDryRun(t *testing.T) {
 	n := len(down)
 	r = docket(t, env, "migrate", "down", "--to", itoa(down[n-3].version), "--dry-run")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	require.Equal(t, "would roll back "+down[n-1].String()+"\nwould roll back "+down[n-2].String()+
+	require.Equal(t, "would drop docket's definitions (its functions, triggers and views) first\n"+
+		"would roll back "+down[n-1].String()+"\nwould roll back "+down[n-2].String()+
 		"\n2 migrations to roll back; nothing changed (--dry-run)\n", r.stdout)
 	r = docket(t, env, "migrate", "down", "--dry-run", "--to", itoa(latest))
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -275,7 +310,9 @@ func TestMigrateSQL(t *testing.T) {
 	r := docket(t, nil, "migrate", "sql")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	up := r.stdout
-	require.Less(t, strings.Index(up, "-- River migration 1 ("), strings.Index(up, "-- docket migration 1 (00001_kit.sql)"))
+	require.Less(t, strings.Index(up, "-- River migration 1 ("), strings.Index(up, "-- docket migration 21 (00021_kit.sql)"))
+	require.Less(t, strings.Index(up, "-- docket migration 33 ("), strings.Index(up, "\n-- kit.sql\n"))
+	require.Less(t, strings.Index(up, "\n-- budgets.sql\n"), strings.Index(up, "\n-- privileges.sql\n"))
 	require.NotContains(t, up, "+goose")
 	require.NotContains(t, up, "TEMPLATE")
 
@@ -295,7 +332,8 @@ func TestMigrateSQL(t *testing.T) {
 
 	r = docket(t, nil, "migrate", "sql", "--down")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	require.Less(t, strings.Index(r.stdout, "-- docket migration 1 (00001_kit.sql)"), strings.Index(r.stdout, "-- River migration 1 ("))
+	require.Less(t, strings.Index(r.stdout, "-- docket's definitions: every function"), strings.Index(r.stdout, "-- docket migration 33 ("))
+	require.Less(t, strings.Index(r.stdout, "-- docket migration 21 (00021_kit.sql)"), strings.Index(r.stdout, "-- River migration 1 ("))
 	_, err = pool.Exec(ctx, r.stdout)
 	require.NoError(t, err)
 	s, err := db.MigrationStatus(ctx, pool)
@@ -315,14 +353,14 @@ func TestUnmigratedDatabase(t *testing.T) {
 	for _, args := range [][]string{{"job", "list", "acme"}, {"project", "list"}, {"grants", "acme"}, {"tasks", "acme"}} {
 		r := docket(t, dbEnv(url), args...)
 		requireRefused(t, r, exitError, args)
-		require.Regexp(t, `^docket `+strings.Join(args[:len(args)-1], " ")+`.*: the database at 127\.0\.0\.1:5432/\S+ has no docket schema; run "docket migrate"\n$`, r.stderr)
+		require.Regexp(t, `^docket `+strings.Join(args[:len(args)-1], " ")+`.*: the database at 127\.0\.0\.1:\d+/\S+ has no docket schema; run "docket migrate"\n$`, r.stderr)
 	}
 	h := setup(t)
 	latest := db.LatestVersion()
-	require.Equal(t, exitOK, h.run(t, "migrate", "down", "--to", "9").code)
+	require.Equal(t, exitOK, h.run(t, "migrate", "down", "--to", "29").code)
 	r := h.run(t, "job", "list", "acme")
 	requireRefused(t, r, exitError, nil)
-	require.Contains(t, r.stderr, "is behind: docket schema version 9 of "+itoa(latest))
+	require.Contains(t, r.stderr, "is behind: docket schema version 29 of "+itoa(latest))
 	require.Contains(t, r.stderr, `run "docket migrate"`)
 }
 

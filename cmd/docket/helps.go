@@ -2,24 +2,28 @@ package main
 
 // helps are docket's commands, in the order its usage lists them.
 var helps = []cmdHelp{
-	{"migrate", "[--dry-run]", "apply River's and docket's migrations (idempotent)",
+	{"migrate", "[--dry-run]", "apply River's and docket's migrations, then docket's definitions (idempotent)",
 		"Brings the database to the schema this build knows: River's migration line into schema docket first, then " +
-			"docket's own migrations. It is idempotent and safe to run from several processes at once. --dry-run lists " +
-			"the migrations it would apply and changes nothing. See also migrate down and migrate sql."},
+			"docket's own migrations, then docket's definitions (its functions, triggers, views and privileges) in one " +
+			"transaction, when they differ from the ones the database has or a migration was applied. It is idempotent " +
+			"and safe to run from several processes at once. --dry-run lists the migrations and definitions it would " +
+			"apply and changes nothing. See also migrate down and migrate sql."},
 	{"migrate down", "--to N [--dry-run]", "roll docket's migrations back to version N",
-		"Rolls docket's own migrations back, newest first, until the database is at version N (0 removes every docket " +
-			"table; River's tables stay). --dry-run lists the migrations it would roll back and changes nothing."},
-	{"migrate sql", "[--down]", "print the SQL of every migration, River's first",
+		"Drops docket's definitions, then rolls docket's own migrations back, newest first, until the database is at " +
+			"version N (0 removes every docket table; River's tables stay); the next migrate, of this build or an older " +
+			"one, applies its definitions. --dry-run lists what it would drop and roll back and changes nothing."},
+	{"migrate sql", "[--down]", "print the SQL of every migration and of the definitions, River's first",
 		"Prints the SQL of every migration this build knows, in the order migrate applies them: River's, then " +
 			"docket's, each headed by a comment naming it and wrapped in its own transaction, with the statements that " +
-			"record it as applied, so that docket status and docket migrate agree afterwards. For teams whose own " +
-			"migration tool runs the schema changes. --down prints the rollbacks instead, in the reverse order. Needs no " +
-			"database."},
-	{"status", "[--check] [-o json]", "schema versions, docket's group roles, row counts per table",
-		"Says at which version docket's and River's schemas are against this build, which of docket's group roles " +
-			"exist, and how many rows each docket table holds. --check prints only the versions and exits 3 when a " +
-			"migration is pending or the database was never migrated, naming them, 0 when none is, 1 when the " +
-			"database cannot be read."},
+			"record it as applied, and last docket's definitions in one transaction, recorded as migrate records them, " +
+			"so that docket status and docket migrate agree afterwards. For teams whose own migration tool runs the " +
+			"schema changes. --down prints the rollbacks instead, in the reverse order. Needs no database."},
+	{"status", "[--check] [-o json]", "schema versions and definitions, docket's group roles, row counts per table",
+		"Says at which version docket's and River's schemas are against this build, whether the database's " +
+			"definitions are this build's, which of docket's group roles exist, and how many rows each docket table " +
+			"holds. --check prints only the versions and definitions and exits 3 when a migration is pending, the " +
+			"definitions differ from this build's, or the database was never migrated, naming them, 0 when none " +
+			"is, 1 when the database cannot be read."},
 	{"version", "[-o json]", "build, schema and River versions",
 		"Prints this build's version, the docket schema version and fingerprint it migrates to, and River's. Needs no " +
 			"database."},

@@ -32,7 +32,7 @@ func (c *cli) migrate(args []string) (dbAction, error) {
 		}
 	}
 	fs := c.flags("migrate")
-	dry := fs.Bool("dry-run", false, "list the migrations it would apply, and change nothing")
+	dry := fs.Bool("dry-run", false, "list the migrations and definitions it would apply, and change nothing")
 	if _, err := c.parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -51,11 +51,13 @@ func (c *cli) migrateUp(ctx context.Context, pool *pgxpool.Pool) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "docket schema at version %d, River schema at version %d\n", s.Version, s.RiverVersion)
+	fmt.Fprintf(c.stdout, "docket schema at version %d, River schema at version %d, definitions %s\n",
+		s.Version, s.RiverVersion, s.Definitions)
 	return nil
 }
 
-// migrateUpDry lists the migrations migrate would apply, in order.
+// migrateUpDry lists the migrations migrate would apply, in order, and the
+// definitions it would apply after them.
 func (c *cli) migrateUpDry(ctx context.Context, pool *pgxpool.Pool) error {
 	s, err := db.MigrationStatus(ctx, pool)
 	if err != nil {
@@ -66,30 +68,59 @@ func (c *cli) migrateUpDry(ctx context.Context, pool *pgxpool.Pool) error {
 			db.ErrSchemaTooNew, s.Version, s.Latest, s.RiverVersion, s.RiverLatest)
 	}
 	todo := pending(s)
+	if s.Baseline {
+		fmt.Fprintf(c.stdout, "would record docket migrations %d-%d as applied: migrations 1-%d made their tables\n",
+			s.Version+1, s.Latest, s.Version)
+	}
 	for _, m := range todo {
 		fmt.Fprintf(c.stdout, "would apply %s\n", m)
 	}
-	if len(todo) == 0 {
-		fmt.Fprintf(c.stdout, "nothing to apply: docket schema at version %d, River schema at version %d\n", s.Version, s.RiverVersion)
+	definitions := definitionsPending(s, len(todo))
+	if definitions != "" {
+		fmt.Fprintf(c.stdout, "would apply docket's definitions: %s\n", definitions)
+	}
+	if len(todo) == 0 && definitions == "" && !s.Baseline {
+		fmt.Fprintf(c.stdout, "nothing to apply: docket schema at version %d, River schema at version %d, definitions %s\n",
+			s.Version, s.RiverVersion, s.Definitions)
 		return nil
 	}
-	fmt.Fprintf(c.stdout, "%s pending; nothing changed (--dry-run)\n", count(len(todo), "migration"))
+	fmt.Fprintf(c.stdout, "%s pending, and the definitions; nothing changed (--dry-run)\n", count(len(todo), "migration"))
 	return nil
+}
+
+// definitionsPending says why migrate would apply the definitions on a
+// database at s with n migrations pending: the files that differ, or that a
+// migration is pending, or "" when it would not.
+func definitionsPending(s db.Status, n int) string {
+	if s.Definitions == "" {
+		return fmt.Sprintf("all %d files (none applied yet)", len(s.DefinitionChanges))
+	}
+	if len(s.DefinitionChanges) > 0 {
+		return joinChanges(s.DefinitionChanges)
+	}
+	if n > 0 || s.Baseline {
+		return "all of them again, after the migrations (none differs)"
+	}
+	return ""
 }
 
 func (c *cli) migrateDown(args []string) (dbAction, error) {
 	fs := c.flags("migrate down")
 	to := fs.Int64("to", -1, "the docket schema version `N` to roll back to (0 removes every docket table)")
-	dry := fs.Bool("dry-run", false, "list the migrations it would roll back, and change nothing")
+	dry := fs.Bool("dry-run", false, "list what it would drop and roll back, and change nothing")
 	if _, err := c.parse(fs, args); err != nil {
 		return nil, err
 	}
-	latest := db.LatestVersion()
+	versions := docketMigrations()
+	known := *to == 0
+	for _, m := range versions {
+		known = known || m.version == *to
+	}
 	switch {
 	case *to == -1:
 		return nil, usageOf(fs, "missing --to N (0 removes every docket table)")
-	case *to < 0 || *to > latest:
-		return nil, usageOf(fs, "--to %d: want a version 0..%d", *to, latest)
+	case !known:
+		return nil, usageOf(fs, "--to %d: want 0 or a version %d..%d", *to, versions[0].version, versions[len(versions)-1].version)
 	}
 	if *dry {
 		return func(ctx context.Context, pool *pgxpool.Pool) error {
@@ -102,6 +133,9 @@ func (c *cli) migrateDown(args []string) (dbAction, error) {
 				if m.version > *to && m.version <= s.Version {
 					undo = append(undo, m)
 				}
+			}
+			if len(undo) > 0 && s.Definitions != "" {
+				fmt.Fprintln(c.stdout, "would drop docket's definitions (its functions, triggers and views) first")
 			}
 			for _, m := range undo {
 				fmt.Fprintf(c.stdout, "would roll back %s\n", m)
@@ -123,8 +157,8 @@ func (c *cli) migrateDown(args []string) (dbAction, error) {
 	}, nil
 }
 
-// migrateSQL prints the SQL of every migration, as migrate applies them,
-// or, with --down, as rolling them all back would.
+// migrateSQL prints the SQL of every migration and of the definitions, as
+// migrate applies them, or, with --down, as rolling them all back would.
 func (c *cli) migrateSQL(args []string) error {
 	fs := c.flags("migrate sql")
 	down := fs.Bool("down", false, "print the rollbacks, newest first, instead")
@@ -136,8 +170,10 @@ func (c *cli) migrateSQL(args []string) error {
 	fmt.Fprintf(w, "-- docket migrate sql%s: the schema changes of docket schema version %d (fingerprint %s)\n",
 		map[bool]string{true: " --down"}[*down], db.LatestVersion(), db.SchemaFingerprint())
 	if *down {
-		fmt.Fprint(w, "-- docket's migrations rolled back, newest first, then River's. Each runs in a transaction of its\n"+
-			"-- own and deletes the row that recorded it.\n")
+		fmt.Fprint(w, "-- docket's definitions dropped, then docket's migrations rolled back, newest first, then River's.\n"+
+			"-- Each runs in a transaction of its own; a migration deletes the row that recorded it.\n")
+		fmt.Fprintf(w, "\n-- docket's definitions: every function, trigger and view they made (%s)\n%s", db.Schema+".definition_objects",
+			db.DefinitionsDropSQL())
 		for _, m := range slices.Backward(docket) {
 			writeMigration(w, m, fmt.Sprintf("DELETE FROM %s WHERE version_id = %d;", gooseVersionTable, m.version), true)
 		}
@@ -146,9 +182,10 @@ func (c *cli) migrateSQL(args []string) error {
 		}
 		return w.Flush()
 	}
-	fmt.Fprintf(w, "-- River's migrations first, then docket's, in the order docket migrate applies them. Each runs\n"+
-		"-- in a transaction of its own and records itself where docket migrate would (%s.river_migration,\n"+
-		"-- %s), so that docket status and docket migrate agree with what ran.\n\n", db.Schema, gooseVersionTable)
+	fmt.Fprintf(w, "-- River's migrations first, then docket's, then docket's definitions, in the order docket migrate\n"+
+		"-- applies them. Each runs in a transaction of its own and records itself where docket migrate would\n"+
+		"-- (%s.river_migration, %s, %s.definitions), so that docket status and docket\n"+
+		"-- migrate agree with what ran.\n\n", db.Schema, gooseVersionTable, db.Schema)
 	fmt.Fprintf(w, "CREATE SCHEMA IF NOT EXISTS %s;\n", db.Schema)
 	for _, m := range river {
 		record := fmt.Sprintf("INSERT INTO %s.river_migration (line, version) VALUES ('main', %d);", db.Schema, m.version)
@@ -163,6 +200,9 @@ func (c *cli) migrateSQL(args []string) error {
 	for _, m := range docket {
 		writeMigration(w, m, fmt.Sprintf("INSERT INTO %s (version_id, is_applied) VALUES (%d, true);", gooseVersionTable, m.version), false)
 	}
+	fmt.Fprintf(w, "\n-- docket's definitions (sql/definitions): its functions, triggers, views and privileges, in one\n"+
+		"-- transaction, recorded in %[1]s.definitions and %[1]s.definition_objects as docket migrate records them\n%s",
+		db.Schema, db.DefinitionsSQL())
 	return w.Flush()
 }
 
@@ -211,13 +251,17 @@ func (m migration) String() string {
 }
 
 // pending lists the migrations a database at s lacks, in the order migrate
-// applies them.
+// applies them. A database that migrations 1-20 made lacks none of docket's:
+// migrate records them as applied.
 func pending(s db.Status) []migration {
 	var out []migration
 	for _, m := range riverMigrations() {
 		if m.version > int64(s.RiverVersion) {
 			out = append(out, m)
 		}
+	}
+	if s.Baseline {
+		return out
 	}
 	for _, m := range docketMigrations() {
 		if m.version > s.Version {

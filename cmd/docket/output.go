@@ -57,8 +57,20 @@ type (
 		River   versionPair     `json:"river"`
 		State   string          `json:"state"`
 		Pending []migrationJSON `json:"pending"`
-		Roles   *rolesJSON      `json:"roles"`
-		Tables  []tableJSON     `json:"tables"`
+		// Definitions compares the definitions the database last had
+		// applied with this build's.
+		Definitions definitionsJSON `json:"definitions"`
+		Roles       *rolesJSON      `json:"roles"`
+		Tables      []tableJSON     `json:"tables"`
+	}
+	definitionsJSON struct {
+		Applied string                 `json:"applied"`
+		Latest  string                 `json:"latest"`
+		Changes []definitionChangeJSON `json:"changes"`
+	}
+	definitionChangeJSON struct {
+		File   string `json:"file"`
+		Change string `json:"change"`
 	}
 	versionPair struct {
 		Version int64 `json:"version"`

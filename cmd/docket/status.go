@@ -16,7 +16,7 @@ import (
 func (c *cli) status(args []string) (dbAction, error) {
 	c.needsSchema = false
 	fs := c.flags("status")
-	check := fs.Bool("check", false, "print only the versions; exit 3 when a migration is pending")
+	check := fs.Bool("check", false, "print only the versions and definitions; exit 3 when a migration is pending or the definitions differ")
 	format := outputFlag(fs)
 	if _, err := c.parse(fs, args); err != nil {
 		return nil, err
@@ -31,25 +31,43 @@ func (c *cli) printStatus(ctx context.Context, pool *pgxpool.Pool, check bool, f
 	}
 	todo := pending(s)
 	doc := statusDoc{Docket: versionPair{s.Version, s.Latest}, River: versionPair{int64(s.RiverVersion), int64(s.RiverLatest)},
-		State: "current", Pending: make([]migrationJSON, len(todo))}
+		State: "current", Pending: make([]migrationJSON, len(todo)),
+		Definitions: definitionsJSON{Applied: s.Definitions, Latest: s.DefinitionsLatest, Changes: []definitionChangeJSON{}}}
 	for i, m := range todo {
 		doc.Pending[i] = migrationJSON{Line: strings.ToLower(m.line), Version: m.version, Name: m.name}
+	}
+	for _, ch := range s.DefinitionChanges {
+		doc.Definitions.Changes = append(doc.Definitions.Changes, definitionChangeJSON{File: ch.File, Change: ch.Change})
 	}
 	state := "current"
 	switch {
 	case s.Ahead():
 		doc.State, state = "ahead", "newer than this build: upgrade docket"
-	case !s.Current():
+	case len(todo) > 0 || s.Baseline || s.Version < s.Latest || s.RiverVersion < s.RiverLatest:
 		doc.State, state = "behind", "behind: run docket migrate"
+	case !s.Current():
+		doc.State, state = "differs", "the definitions differ from this build's: docket migrate applies this build's"
 	}
 	var behind error
-	if check && len(todo) > 0 {
-		names := make([]string, len(todo))
-		for i, m := range todo {
-			names[i] = m.String()
+	if check && (len(todo) > 0 || s.Baseline || len(s.DefinitionChanges) > 0) {
+		var reasons []string
+		if len(todo) > 0 {
+			names := make([]string, len(todo))
+			for i, m := range todo {
+				names[i] = m.String()
+			}
+			reasons = append(reasons, fmt.Sprintf("%s pending: %s", count(len(todo), "migration"), strings.Join(names, ", ")))
 		}
-		behind = codeErr{exitBehind, fmt.Errorf("%s pending: %s; run \"docket migrate\"", count(len(todo), "migration"),
-			strings.Join(names, ", "))}
+		if s.Baseline {
+			reasons = append(reasons, fmt.Sprintf("docket migrations %d-%d to record as applied", s.Version+1, s.Latest))
+		}
+		switch {
+		case s.Definitions == "":
+			reasons = append(reasons, "definitions not applied")
+		case len(s.DefinitionChanges) > 0:
+			reasons = append(reasons, "definitions differ: "+joinChanges(s.DefinitionChanges))
+		}
+		behind = codeErr{exitBehind, fmt.Errorf("%s; run \"docket migrate\"", strings.Join(reasons, "; "))}
 	}
 	if !check {
 		missing, err := missingRoles(ctx, pool)
@@ -79,10 +97,23 @@ func (c *cli) printStatus(ctx context.Context, pool *pgxpool.Pool, check bool, f
 	}
 	fmt.Fprintf(c.stdout, "docket schema: version %d of %d\n", s.Version, s.Latest)
 	fmt.Fprintf(c.stdout, "River schema:  version %d of %d\n", s.RiverVersion, s.RiverLatest)
+	switch {
+	case len(s.DefinitionChanges) == 0:
+		fmt.Fprintf(c.stdout, "definitions:   %s, this build's\n", s.Definitions)
+	case s.Definitions == "":
+		fmt.Fprintf(c.stdout, "definitions:   none; this build's are %s\n", s.DefinitionsLatest)
+	default:
+		fmt.Fprintf(c.stdout, "definitions:   %s; this build's are %s\n", s.Definitions, s.DefinitionsLatest)
+	}
 	fmt.Fprintf(c.stdout, "state:         %s\n", state)
 	if check {
 		for _, m := range todo {
 			fmt.Fprintf(c.stdout, "pending:       %s\n", m)
+		}
+		if s.Definitions != "" {
+			for _, ch := range s.DefinitionChanges {
+				fmt.Fprintf(c.stdout, "differs:       %s\n", ch)
+			}
 		}
 		return behind
 	}
@@ -162,4 +193,14 @@ func (c *cli) printRoles(missing []string) {
 		fmt.Fprintf(c.stdout, " CREATE ROLE %s NOLOGIN;", r)
 	}
 	fmt.Fprintln(c.stdout, " then, as the schema owner, SELECT docket.apply_privileges(); (docs/security.md)")
+}
+
+// joinChanges lists definition changes in one line: "jobs.sql (changed),
+// waits.sql (added)".
+func joinChanges(changes []db.DefinitionChange) string {
+	out := make([]string, len(changes))
+	for i, ch := range changes {
+		out[i] = ch.String()
+	}
+	return strings.Join(out, ", ")
 }

@@ -43,21 +43,21 @@ var boundaries = []boundary{
 		// coordination layer.
 		name:      "worker imports no coordination package",
 		pkg:       "worker",
-		forbidden: docketOutside(oneOf("access", "db", "jobs", "sql/schema", "worker"), machinery),
+		forbidden: docketOutside(oneOf("access", "db", "jobs", "sql/schema", "sql/definitions", "worker"), machinery),
 	},
 	{
 		// The job store sits below both the worker that runs its jobs and
 		// the coordination layer that enqueues them.
 		name:      "jobs imports no coordination package and not worker",
 		pkg:       "jobs",
-		forbidden: docketOutside(oneOf("access", "db", "jobs", "sql/schema"), machinery),
+		forbidden: docketOutside(oneOf("access", "db", "jobs", "sql/schema", "sql/definitions"), machinery),
 	},
 	{
 		// db is connections, transactions, errors and migrations; every
-		// domain package stands on it. It embeds the schema it migrates to.
+		// domain package stands on it. It embeds the schema it migrates to: the migrations and the definitions.
 		name:      "db imports no domain package",
 		pkg:       "db",
-		forbidden: docketOutside(oneOf("db", "sql/schema")),
+		forbidden: docketOutside(oneOf("db", "sql/schema", "sql/definitions")),
 	},
 	{
 		// The generated queries stand on pgx alone.

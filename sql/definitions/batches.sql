@@ -1,4 +1,3 @@
--- +goose Up
 -- Batches: one frozen plan over many items. A batch records the plan
 -- digest it was opened with; each item is a run of that plan, reserved
 -- (its run started, its run id recorded) in the transaction that admits
@@ -6,90 +5,16 @@
 -- starts another. Items arrive in strictly increasing byte order of their
 -- keys; the cursor is the contiguous terminal prefix. Counts are
 -- maintained on the batch row as items settle, never counted.
-SET LOCAL docket.migrating = 'on';
 
-INSERT INTO docket.capabilities (name, description) VALUES
-    ('batch.run', 'open and resume batches in the project and admit their items (with plan.run and job.create), and read them');
-
-INSERT INTO docket.machines (name, subject, meaning) VALUES
-    ('batch', 'docket.batches.status', 'a batch: running until its source was read to its end and every item settled'),
-    ('batch_item', 'docket.batch_items.status', 'an item of a batch: reserved with its run until the run ends');
-
-INSERT INTO docket.machine_states (machine, state, initial, terminal, meaning)
-SELECT 'batch', * FROM (VALUES
-    ('running', true, false, 'items are admitted or in flight, or the source was not read to its end'),
-    ('completed', false, true, 'the source was read to its end and every item settled: see the counts')) v;
-INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
-VALUES ('batch', 'running', 'completed', NULL);
-
-INSERT INTO docket.machine_states (machine, state, initial, terminal, meaning)
-SELECT 'batch_item', * FROM (VALUES
-    ('reserved', true, false, 'its run is started and has not ended'),
-    ('quarantined', true, false, 'refused at admission (its input): no run was started'),
-    ('succeeded', false, true, 'its run succeeded'),
-    ('failed', false, true, 'its run unwound (compensated) or failed')) v;
-INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
-SELECT 'batch_item', f, t, NULL FROM (VALUES ('reserved', 'succeeded'), ('reserved', 'failed')) v (f, t);
-
+-- The batch machine's states and moves (docket.batch_states, docket.batch_transitions),
+-- as 00032_batches.sql declares them.
 SELECT docket.machine_views('batch');
+
+-- The batch_item machine's states and moves (docket.batch_item_states, docket.batch_item_transitions),
+-- as 00032_batches.sql declares them.
 SELECT docket.machine_views('batch_item');
 
-CREATE TABLE docket.batches (
-    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    project     text NOT NULL REFERENCES docket.projects (name),
-    -- The caller's name for the batch, unique in the project.
-    name        text NOT NULL CONSTRAINT batches_name_valid CHECK (docket.valid_case_key_value(name)),
-    -- The plan every item runs: the only witness to what the batch was opened as.
-    plan_id     bigint NOT NULL REFERENCES docket.plans (id),
-    status      text NOT NULL DEFAULT 'running',
-    -- The greatest key admitted, and the cursor: the greatest key such
-    -- that it and every key before it is settled (NULL: none yet).
-    last_key    text COLLATE "C",
-    cursor      text COLLATE "C",
-    -- Whether the source was read to its end.
-    source_done boolean NOT NULL DEFAULT false,
-    -- The census, maintained as items are admitted and settle.
-    items       bigint NOT NULL DEFAULT 0,
-    in_flight   bigint NOT NULL DEFAULT 0,
-    succeeded   bigint NOT NULL DEFAULT 0,
-    failed      bigint NOT NULL DEFAULT 0,
-    quarantined bigint NOT NULL DEFAULT 0,
-    created_by  docket.principal NOT NULL,
-    created_at  timestamptz NOT NULL,
-    updated_at  timestamptz NOT NULL,
-    finished_at timestamptz,
-    CONSTRAINT batches_project_name_key UNIQUE (project, name),
-    CONSTRAINT batches_census CHECK (items = in_flight + succeeded + failed + quarantined AND in_flight >= 0
-        AND succeeded >= 0 AND failed >= 0 AND quarantined >= 0),
-    CONSTRAINT batches_completed CHECK ((status = 'completed') = (finished_at IS NOT NULL)
-        AND (status <> 'completed' OR (source_done AND in_flight = 0)))
-);
-
-COMMENT ON TABLE docket.batches IS
-    'Batches: one frozen plan over many items, the cursor (contiguous settled prefix) and the census counts. No succeeded status: a completed batch has its counts.';
-
-CREATE TABLE docket.batch_items (
-    batch_id  bigint NOT NULL REFERENCES docket.batches (id),
-    key       text COLLATE "C" NOT NULL CONSTRAINT batch_items_key_valid CHECK (docket.valid_case_key_value(key)),
-    status    text NOT NULL,
-    -- The item's run, reserved when the item was admitted.
-    run_id    bigint UNIQUE REFERENCES docket.runs (id),
-    trusted   boolean NOT NULL,
-    reason    text CONSTRAINT batch_items_reason_bounded CHECK (length(reason) <= 2000),
-    admitted_at timestamptz NOT NULL,
-    settled_at  timestamptz,
-    PRIMARY KEY (batch_id, key),
-    CONSTRAINT batch_items_run_iff_not_quarantined CHECK ((run_id IS NULL) = (status = 'quarantined'))
-);
-
-COMMENT ON TABLE docket.batch_items IS
-    'The items of batches in byte order of their keys, each with the run reserved for it when it was admitted.';
-
--- Items nobody is finished with: what needs a person, oldest key first.
-CREATE INDEX batch_items_attention_idx ON docket.batch_items (batch_id, key) WHERE status <> 'succeeded';
-
--- +goose StatementBegin
-CREATE FUNCTION docket.batches_guard() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.batches_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
@@ -107,18 +32,18 @@ BEGIN
     RETURN NEW;
 END
 $$;
--- +goose StatementEnd
 
-CREATE TRIGGER batches_columns_immutable
+CREATE OR REPLACE TRIGGER batches_columns_immutable
     BEFORE UPDATE OF id, project, name, plan_id, created_by, created_at ON docket.batches
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
-CREATE TRIGGER batches_guard BEFORE INSERT OR UPDATE ON docket.batches
+
+CREATE OR REPLACE TRIGGER batches_guard BEFORE INSERT OR UPDATE ON docket.batches
     FOR EACH ROW EXECUTE FUNCTION docket.batches_guard();
-CREATE TRIGGER batches_refuse_delete BEFORE DELETE ON docket.batches
+
+CREATE OR REPLACE TRIGGER batches_refuse_delete BEFORE DELETE ON docket.batches
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('batches are kept with their items');
 
--- +goose StatementBegin
-CREATE FUNCTION docket.batch_items_guard() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.batch_items_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
@@ -132,21 +57,21 @@ BEGIN
     RETURN NEW;
 END
 $$;
--- +goose StatementEnd
 
-CREATE TRIGGER batch_items_columns_immutable
+CREATE OR REPLACE TRIGGER batch_items_columns_immutable
     BEFORE UPDATE OF batch_id, key, run_id, trusted, admitted_at ON docket.batch_items
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
-CREATE TRIGGER batch_items_guard BEFORE INSERT OR UPDATE ON docket.batch_items
+
+CREATE OR REPLACE TRIGGER batch_items_guard BEFORE INSERT OR UPDATE ON docket.batch_items
     FOR EACH ROW EXECUTE FUNCTION docket.batch_items_guard();
-CREATE TRIGGER batch_items_refuse_delete BEFORE DELETE ON docket.batch_items
+
+CREATE OR REPLACE TRIGGER batch_items_refuse_delete BEFORE DELETE ON docket.batch_items
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('items are kept with their batch');
 
 -- batch_advance moves batch p_batch's cursor over the items settled after
 -- it, and completes the batch when its source was read to its end and no
 -- item is in flight. The caller holds the batch row.
--- +goose StatementBegin
-CREATE FUNCTION docket.batch_advance(p_batch bigint) RETURNS void
+CREATE OR REPLACE FUNCTION docket.batch_advance(p_batch bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     b docket.batches;
@@ -170,15 +95,10 @@ BEGIN
     WHERE id = b.id;
 END
 $$;
--- +goose StatementEnd
-
--- The reserved partial index keeps the first unsettled item one probe away.
-CREATE INDEX batch_items_reserved_idx ON docket.batch_items (batch_id, key) WHERE status = 'reserved';
 
 -- runs_settle_batch_items settles the item of a run that ended: succeeded,
 -- or failed (compensated or failed), and moves its batch on.
--- +goose StatementBegin
-CREATE FUNCTION docket.runs_settle_batch_items() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.runs_settle_batch_items() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     it docket.batch_items;
@@ -201,9 +121,8 @@ BEGIN
     RETURN NULL;
 END
 $$;
--- +goose StatementEnd
 
-CREATE TRIGGER runs_settle_batch_items
+CREATE OR REPLACE TRIGGER runs_settle_batch_items
     AFTER UPDATE OF status ON docket.runs
     FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status AND NEW.status IN ('succeeded', 'compensated', 'failed'))
     EXECUTE FUNCTION docket.runs_settle_batch_items();
@@ -215,8 +134,7 @@ CREATE TRIGGER runs_settle_batch_items
 -- the same plan returns it; with another plan it is refused naming both
 -- digests (DK010). Refuses (DK009) an actor without batch.run, plan.run and
 -- job.create on the project.
--- +goose StatementBegin
-CREATE FUNCTION docket.batch_open(p_project text, p_name text, p_digest text, p_canonical text, p_actor text, p_now timestamptz)
+CREATE OR REPLACE FUNCTION docket.batch_open(p_project text, p_name text, p_digest text, p_canonical text, p_actor text, p_now timestamptz)
 RETURNS docket.batches
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -252,15 +170,13 @@ BEGIN
     RETURN b;
 END
 $$;
--- +goose StatementEnd
 
 -- batch_lock returns batch p_id for p_actor holding batch.run on its
 -- project, holding the batch's admission lock (a transaction advisory
 -- lock: admissions of one batch take turns, while the runs' ends, which
 -- update the batch row's counts, do not wait for a page being admitted);
 -- P0002 otherwise, in the same words for one that does not exist.
--- +goose StatementBegin
-CREATE FUNCTION docket.batch_lock(p_id bigint, p_actor text) RETURNS docket.batches
+CREATE OR REPLACE FUNCTION docket.batch_lock(p_id bigint, p_actor text) RETURNS docket.batches
 LANGUAGE plpgsql AS $$
 DECLARE
     b docket.batches;
@@ -275,12 +191,11 @@ BEGIN
     RETURN b;
 END
 $$;
--- +goose StatementEnd
 
 -- batch_item_admitted is a row batch_admit returns: an item, and whether
 -- this call reserved it (false: it was reserved before, and this is a
 -- resume offering it again).
-CREATE VIEW docket.batch_item_admitted AS
+CREATE OR REPLACE VIEW docket.batch_item_admitted AS
 SELECT false AS reserved_now, i.* FROM docket.batch_items i WHERE false;
 
 -- batch_admit admits a page of items to batch p_batch, on behalf of p_actor
@@ -296,8 +211,7 @@ SELECT false AS reserved_now, i.* FROM docket.batch_items i WHERE false;
 -- items, a key out of order or a new key inside what was admitted (DK010,
 -- naming the key); a batch the actor may not run (P0002); a completed batch
 -- (DK014).
--- +goose StatementBegin
-CREATE FUNCTION docket.batch_admit(p_batch bigint, p_keys text[], p_inputs jsonb[], p_trusted boolean[], p_last boolean,
+CREATE OR REPLACE FUNCTION docket.batch_admit(p_batch bigint, p_keys text[], p_inputs jsonb[], p_trusted boolean[], p_last boolean,
                                    p_actor text, p_now timestamptz)
 RETURNS SETOF docket.batch_item_admitted
 LANGUAGE plpgsql AS $$
@@ -393,26 +307,22 @@ BEGIN
     PERFORM docket.batch_advance(b.id);
 END
 $$;
--- +goose StatementEnd
 
 -- batch_get returns batch p_id with its plan's digest, when p_actor holds
 -- batch.run, case.admit or case.view on its project.
--- +goose StatementBegin
-CREATE FUNCTION docket.batch_get(p_id bigint, p_actor text) RETURNS SETOF docket.batches
+CREATE OR REPLACE FUNCTION docket.batch_get(p_id bigint, p_actor text) RETURNS SETOF docket.batches
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN QUERY SELECT * FROM docket.batches b
     WHERE b.id = p_id AND (docket.grant_check(p_actor, b.project, 'batch.run') OR docket.grant_check(p_actor, b.project, 'case.view'));
 END
 $$;
--- +goose StatementEnd
 
 -- batch_items_needing_attention returns up to p_limit (1..1000) items of
 -- batch p_id nobody is finished with -- failed, quarantined, and reserved
 -- with no outcome yet -- oldest key first, after key p_after, from
 -- batch_items_attention_idx; none when p_actor may not read the batch.
--- +goose StatementBegin
-CREATE FUNCTION docket.batch_items_needing_attention(p_id bigint, p_after text, p_limit integer, p_actor text)
+CREATE OR REPLACE FUNCTION docket.batch_items_needing_attention(p_id bigint, p_after text, p_limit integer, p_actor text)
 RETURNS SETOF docket.batch_items
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
@@ -425,32 +335,8 @@ BEGIN
     ORDER BY i.key LIMIT p_limit;
 END
 $$;
--- +goose StatementEnd
 
 -- A prune keeps the jobs of runs, and so of items; batches are kept whole.
 
 INSERT INTO docket.api_functions (name, role) VALUES
     ('batch_open', 'app'), ('batch_admit', 'app'), ('batch_get', 'app'), ('batch_items_needing_attention', 'app');
-
-SELECT docket.apply_privileges();
-
--- +goose Down
-SET LOCAL docket.migrating = 'on';
-DELETE FROM docket.api_functions WHERE name IN ('batch_open', 'batch_admit', 'batch_get', 'batch_items_needing_attention');
-DROP FUNCTION docket.batch_items_needing_attention(bigint, text, integer, text);
-DROP FUNCTION docket.batch_get(bigint, text);
-DROP FUNCTION docket.batch_admit(bigint, text[], jsonb[], boolean[], boolean, text, timestamptz);
-DROP VIEW docket.batch_item_admitted;
-DROP FUNCTION docket.batch_lock(bigint, text);
-DROP FUNCTION docket.batch_open(text, text, text, text, text, timestamptz);
-DROP TRIGGER runs_settle_batch_items ON docket.runs;
-DROP FUNCTION docket.runs_settle_batch_items();
-DROP TABLE docket.batch_items, docket.batches;
-DROP FUNCTION docket.batch_advance(bigint);
-DROP FUNCTION docket.batch_items_guard();
-DROP FUNCTION docket.batches_guard();
-DROP VIEW IF EXISTS docket.batch_states, docket.batch_transitions, docket.batch_item_states, docket.batch_item_transitions;
-DELETE FROM docket.machine_transitions WHERE machine IN ('batch', 'batch_item');
-DELETE FROM docket.machine_states WHERE machine IN ('batch', 'batch_item');
-DELETE FROM docket.machines WHERE name IN ('batch', 'batch_item');
-DELETE FROM docket.capabilities c WHERE c.name = 'batch.run' AND NOT EXISTS (SELECT 1 FROM docket.grants g WHERE g.capability = c.name);

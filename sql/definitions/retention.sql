@@ -1,4 +1,3 @@
--- +goose Up
 -- Retention: how long a project's finished work stays, the one path by which
 -- anything docket writes is deleted (the prune), and the evidence each prune
 -- leaves of what it removed.
@@ -19,70 +18,27 @@
 --     ids (as ranges), counts by state, and a digest over the removed jobs'
 --     chain heads. The delete-refusing triggers admit a delete only in a
 --     transaction that recorded a prune, which only prune_run does.
---   * The hot tables get storage settings for their churn (see below).
+--   * The hot tables get storage settings for their churn (00029_retention.sql).
 
-INSERT INTO docket.capabilities (name, description) VALUES
-    ('retention.manage', 'set how long the project''s finished work is kept, and read it'),
-    ('retention.prune', 'remove the project''s finished work past its retention horizons (the prune sweep)');
-
--- Horizons ---------------------------------------------------------------------
-
--- valid_horizon: a horizon is NULL (keep forever) or 1 second to 36,500 days.
-CREATE FUNCTION docket.valid_horizon(p_horizon interval) RETURNS boolean
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN p_horizon IS NULL OR (p_horizon >= interval '1 second' AND p_horizon <= interval '36500 days');
-
-CREATE TABLE docket.retention_policies (
-    project        text PRIMARY KEY REFERENCES docket.projects (name),
-    -- How long after it finished a succeeded or cancelled job stays.
-    jobs_succeeded interval CONSTRAINT retention_policies_jobs_succeeded_valid CHECK (docket.valid_horizon(jobs_succeeded)),
-    -- How long after it finished a failed or dead job stays.
-    jobs_failed    interval CONSTRAINT retention_policies_jobs_failed_valid CHECK (docket.valid_horizon(jobs_failed)),
-    -- How long after it was dead-lettered a message no case took stays.
-    messages       interval CONSTRAINT retention_policies_messages_valid CHECK (docket.valid_horizon(messages)),
-    -- How long after it was due a schedule occurrence stays (its job stays
-    -- as long, whatever the job horizons say).
-    occurrences    interval CONSTRAINT retention_policies_occurrences_valid CHECK (docket.valid_horizon(occurrences)),
-    -- How long after it closed a case stays, with everything bound to it.
-    cases          interval CONSTRAINT retention_policies_cases_valid CHECK (docket.valid_horizon(cases)),
-    updated_by     docket.principal NOT NULL,
-    updated_at     timestamptz NOT NULL
-);
-
-COMMENT ON TABLE docket.retention_policies IS
-    'A project''s retention horizons (NULL: kept forever); a project without a row keeps docket.retention_defaults(). Changes are in docket.retention_events.';
-
-CREATE TABLE docket.retention_events (
-    id       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    project  text NOT NULL REFERENCES docket.projects (name),
-    -- The horizons before (NULL: the defaults applied) and after.
-    previous jsonb,
-    horizons jsonb NOT NULL,
-    actor    text NOT NULL,
-    at       timestamptz NOT NULL
-);
-
-CREATE INDEX retention_events_project_idx ON docket.retention_events (project, id);
-
-CREATE TRIGGER retention_events_append_only
+CREATE OR REPLACE TRIGGER retention_events_append_only
     BEFORE UPDATE OR DELETE ON docket.retention_events
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
 
-CREATE TRIGGER retention_policies_refuse_delete
+CREATE OR REPLACE TRIGGER retention_policies_refuse_delete
     BEFORE DELETE ON docket.retention_policies
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('a retention policy is replaced, never removed');
 
-CREATE TRIGGER retention_policies_columns_immutable
+CREATE OR REPLACE TRIGGER retention_policies_columns_immutable
     BEFORE UPDATE OF project ON docket.retention_policies
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
 
 -- horizon_micros is a horizon in microseconds, 0 for one kept forever.
-CREATE FUNCTION docket.horizon_micros(p_horizon interval) RETURNS bigint
+CREATE OR REPLACE FUNCTION docket.horizon_micros(p_horizon interval) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN coalesce((extract(epoch FROM p_horizon) * 1000000)::bigint, 0);
 
 -- retention_defaults are the horizons of a project that set none.
-CREATE FUNCTION docket.retention_defaults(
+CREATE OR REPLACE FUNCTION docket.retention_defaults(
     OUT jobs_succeeded interval, OUT jobs_failed interval, OUT messages interval,
     OUT occurrences interval, OUT cases interval)
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -90,7 +46,7 @@ RETURN ROW(interval '168 hours', interval '720 hours', interval '720 hours', int
 
 -- horizons_json is a policy's horizons as JSON, each in microseconds, or
 -- null for one kept forever.
-CREATE FUNCTION docket.horizons_json(p_jobs_succeeded interval, p_jobs_failed interval, p_messages interval,
+CREATE OR REPLACE FUNCTION docket.horizons_json(p_jobs_succeeded interval, p_jobs_failed interval, p_messages interval,
                                      p_occurrences interval, p_cases interval) RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN jsonb_build_object('jobs_succeeded', nullif(docket.horizon_micros(p_jobs_succeeded), 0),
@@ -101,8 +57,7 @@ RETURN jsonb_build_object('jobs_succeeded', nullif(docket.horizon_micros(p_jobs_
 
 -- retention_policies_record appends the retention_events row of every change
 -- of a policy, whoever writes it, attributed to the change context.
--- +goose StatementBegin
-CREATE FUNCTION docket.retention_policies_record() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.retention_policies_record() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO docket.retention_events (project, previous, horizons, actor, at)
@@ -114,14 +69,13 @@ BEGIN
     RETURN NULL;
 END
 $$;
--- +goose StatementEnd
 
-CREATE TRIGGER retention_policies_record
+CREATE OR REPLACE TRIGGER retention_policies_record
     AFTER INSERT OR UPDATE ON docket.retention_policies
     FOR EACH ROW EXECUTE FUNCTION docket.retention_policies_record();
 
 -- The horizons each project keeps now: its policy, or the defaults.
-CREATE VIEW docket.retention AS
+CREATE OR REPLACE VIEW docket.retention AS
 SELECT p.name AS project, r.project IS NOT NULL AS explicit,
        CASE WHEN r.project IS NULL THEN d.jobs_succeeded ELSE r.jobs_succeeded END AS jobs_succeeded,
        CASE WHEN r.project IS NULL THEN d.jobs_failed ELSE r.jobs_failed END AS jobs_failed,
@@ -141,8 +95,7 @@ COMMENT ON VIEW docket.retention IS
 -- Refuses, writing nothing: a malformed project or actor, or a horizon
 -- outside 1 second .. 36,500 days (DK010); an unknown project or an actor
 -- without retention.manage on it (DK009).
--- +goose StatementBegin
-CREATE FUNCTION docket.retention_set(p_project text, p_jobs_succeeded interval, p_jobs_failed interval,
+CREATE OR REPLACE FUNCTION docket.retention_set(p_project text, p_jobs_succeeded interval, p_jobs_failed interval,
                                      p_messages interval, p_occurrences interval, p_cases interval,
                                      p_actor text, p_now timestamptz)
 RETURNS SETOF docket.retention
@@ -169,12 +122,10 @@ BEGIN
     RETURN QUERY SELECT * FROM docket.retention WHERE project = p_project;
 END
 $$;
--- +goose StatementEnd
 
 -- retention_get returns the horizons project p_project keeps, when p_actor
 -- holds retention.manage or retention.prune there; no row otherwise.
--- +goose StatementBegin
-CREATE FUNCTION docket.retention_get(p_project text, p_actor text)
+CREATE OR REPLACE FUNCTION docket.retention_get(p_project text, p_actor text)
 RETURNS SETOF docket.retention
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
@@ -183,74 +134,20 @@ BEGIN
       AND (docket.grant_check(p_actor, p_project, 'retention.manage') OR docket.grant_check(p_actor, p_project, 'retention.prune'));
 END
 $$;
--- +goose StatementEnd
 
--- Prunes -----------------------------------------------------------------------
-
--- One row per project a prune removed something from (or kept something of
--- that did not verify), written before anything is deleted. Append-only.
-CREATE TABLE docket.prunes (
-    id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    project          text NOT NULL REFERENCES docket.projects (name),
-    -- The transaction that pruned: the delete-refusing triggers admit deletes
-    -- in it, and in no other.
-    xid              xid8 NOT NULL,
-    actor            docket.principal NOT NULL,
-    at               timestamptz NOT NULL,
-    -- The horizons it applied (docket.horizons_json).
-    horizons         jsonb NOT NULL,
-    -- The jobs it removed (those of its cases too), as id ranges; how many,
-    -- by state; their events; when the first and the last of them finished.
-    jobs             integer NOT NULL CONSTRAINT prunes_jobs_nonnegative CHECK (jobs >= 0),
-    job_ids          int8multirange NOT NULL,
-    job_states       jsonb NOT NULL,
-    job_events       integer NOT NULL CONSTRAINT prunes_job_events_nonnegative CHECK (job_events >= 0),
-    finished_from    timestamptz,
-    finished_to      timestamptz,
-    -- docket.prune_digest over the removed jobs' chain heads; NULL when none.
-    jobs_digest      docket.sha256,
-    -- The closed cases it removed, with what was bound to them.
-    cases            integer NOT NULL CONSTRAINT prunes_cases_nonnegative CHECK (cases >= 0),
-    case_ids         int8multirange NOT NULL,
-    case_events      integer NOT NULL,
-    case_keys        integer NOT NULL,
-    obligations      integer NOT NULL,
-    timers           integer NOT NULL,
-    waits            integer NOT NULL,
-    -- Messages: those of its cases and dead-lettered ones no case took.
-    messages         integer NOT NULL,
-    message_ids      int8multirange NOT NULL,
-    occurrences      integer NOT NULL,
-    -- Jobs past their horizon kept because their history did not verify
-    -- (docket.job_verify tells why); the first of them.
-    kept_unverified  integer NOT NULL,
-    first_unverified bigint,
-    CONSTRAINT prunes_digest_iff_jobs CHECK ((jobs > 0) = (jobs_digest IS NOT NULL))
-);
-
-COMMENT ON TABLE docket.prunes IS
-    'Append-only evidence of every prune: what it removed (id ranges, counts by state, a digest over the removed jobs'' chain heads) and what it kept because it did not verify.';
-
-CREATE INDEX prunes_xid_idx ON docket.prunes (xid);
-CREATE INDEX prunes_project_idx ON docket.prunes (project, id);
-CREATE INDEX prunes_job_ids_idx ON docket.prunes USING gist (job_ids);
-CREATE INDEX prunes_case_ids_idx ON docket.prunes USING gist (case_ids);
-
-CREATE TRIGGER prunes_append_only
+CREATE OR REPLACE TRIGGER prunes_append_only
     BEFORE UPDATE OR DELETE ON docket.prunes
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
 
 -- pruning reports whether the current transaction recorded a prune: the
 -- deletes of docket's records are admitted in it alone. No role but the
 -- owner may write docket.prunes, and only prune_run does.
--- +goose StatementBegin
-CREATE FUNCTION docket.pruning() RETURNS boolean
+CREATE OR REPLACE FUNCTION docket.pruning() RETURNS boolean
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN EXISTS (SELECT 1 FROM docket.prunes WHERE xid = pg_current_xact_id_if_assigned());
 END
 $$;
--- +goose StatementEnd
 
 -- prune_digest is the digest a prune records over the chain heads of the jobs
 -- it removed: sha256 of the text
@@ -258,26 +155,37 @@ $$;
 -- where EVENTS is the number of its events and HEAD the hex hash of its last
 -- one, so an auditor holding a copy of the removed histories can recompute it
 -- in any language. The arrays are parallel; their order does not matter.
-CREATE FUNCTION docket.prune_digest(p_ids bigint[], p_events integer[], p_heads bytea[]) RETURNS bytea
+CREATE OR REPLACE FUNCTION docket.prune_digest(p_ids bigint[], p_events integer[], p_heads bytea[]) RETURNS bytea
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN (SELECT sha256(convert_to(string_agg(h.id || ':' || h.events || ':' || encode(h.head, 'hex') || E'\n', '' ORDER BY h.id), 'UTF8'))
         FROM unnest(p_ids, p_events, p_heads) h (id, events, head));
 
 -- job_heads verifies the chains of jobs p_ids, set-based, as job_verify does
--- one: consecutive seq from 1, each event hashing to its contents and
--- chained to the one before, and the job now holding what its last event
--- recorded. It returns one row per job: whether it verified, its events and
--- its chain head.
--- +goose StatementBegin
-CREATE FUNCTION docket.job_heads(p_ids bigint[])
+-- one, before a prune removes them (and records their heads as evidence):
+-- consecutive seq from 1, each event hashing to its contents and chained to
+-- the one before, the history starting in queued and each event's
+-- from_state the previous event's to_state, every move one of the job
+-- machine as migrated and the machine's tables as migrated
+-- (docket.job_machine_drift), attempts counting claims only, time never
+-- running backwards, and the job now holding what its last events recorded
+-- (its claimed revision and pin included). A chain re-hashed by hand to fit a
+-- rewritten history links; these are the checks that catch it. It returns
+-- one row per job: whether it verified, its events and its chain head; a
+-- prune keeps the jobs that fail, counted as kept_unverified.
+CREATE OR REPLACE FUNCTION docket.job_heads(p_ids bigint[])
 RETURNS TABLE (job_id bigint, ok boolean, events integer, head bytea)
 LANGUAGE sql STABLE AS $$
     WITH e AS (
-        SELECT e.job_id, e.seq, e.hash, e.to_state, e.attempt, e.outcome,
+        SELECT e.job_id, e.seq, e.hash, e.from_state, e.to_state, e.attempt, e.outcome, e.revision, e.detail,
                e.seq = row_number() OVER w
                AND e.prev_hash = coalesce(lag(e.hash) OVER w, decode(repeat('00', 32), 'hex'))
                AND e.hash = docket.job_event_hash(e.prev_hash, e.job_id, e.seq, e.from_state, e.to_state, e.actor, e.at,
-                                                  e.attempt, e.detail, e.lease_until, e.outcome) AS linked,
+                                                  e.attempt, e.detail, e.lease_until, e.outcome, e.revision)
+               AND e.from_state IS NOT DISTINCT FROM lag(e.to_state) OVER w
+               AND (e.from_state IS NOT NULL OR e.to_state = 'queued')
+               AND (e.from_state IS NULL OR docket.job_machine_move(e.from_state, e.to_state))
+               AND e.attempt = coalesce(lag(e.attempt) OVER w, 0) + CASE WHEN e.to_state = 'claimed' THEN 1 ELSE 0 END
+               AND e.at >= coalesce(lag(e.at) OVER w, e.at) AS linked,
                lead(e.seq) OVER w IS NULL AS last
         FROM docket.job_events e
         WHERE e.job_id = ANY (p_ids)
@@ -287,27 +195,35 @@ LANGUAGE sql STABLE AS $$
                (array_agg(e.hash) FILTER (WHERE e.last))[1] AS head,
                (array_agg(e.to_state::text) FILTER (WHERE e.last))[1] AS to_state,
                (array_agg(e.attempt) FILTER (WHERE e.last))[1] AS attempt,
-               (array_agg(e.outcome::bytea) FILTER (WHERE e.last))[1] AS outcome
+               (array_agg(e.outcome::bytea) FILTER (WHERE e.last))[1] AS outcome,
+               -- What the last claim and the last pin recorded.
+               (array_agg(e.revision::text ORDER BY e.seq DESC) FILTER (WHERE e.to_state = 'claimed'))[1] AS claim_revision,
+               (array_agg(e.detail::text ORDER BY e.seq DESC)
+                    FILTER (WHERE e.from_state = 'queued' AND e.to_state = 'queued'))[1] AS pin_detail
         FROM e GROUP BY e.job_id
     )
     SELECT j.id,
            coalesce(c.linked AND c.to_state = j.state AND c.attempt = j.attempts
                     AND c.outcome = docket.job_outcome(j.state, j.result, j.diagnostic, j.claimed_by, j.claim_token,
-                                                       j.lease_generation, j.attempts), false),
+                                                       j.lease_generation, j.attempts)
+                    AND c.claim_revision IS NOT DISTINCT FROM j.claimed_revision::text
+                    AND coalesce(c.pin_detail, 'unpinned: any revision may run it')
+                        = CASE WHEN j.revisions IS NULL THEN 'unpinned: any revision may run it'
+                               ELSE 'pinned to revisions ' || array_to_string(j.revisions, ', ') END
+                    -- Once a call (an InitPlan), not once a job.
+                    AND (SELECT docket.job_machine_drift()) IS NULL, false),
            coalesce(c.events, 0), c.head
     FROM docket.jobs j
     LEFT JOIN chains c ON c.job_id = j.id
     WHERE j.id = ANY (p_ids);
 $$;
--- +goose StatementEnd
 
 -- prune_verify reports whether chain heads given by an auditor (parallel
 -- arrays: job id, number of events, hash of the last event) are those prune
 -- p_prune removed: the same jobs, and the digest it recorded. It returns the
 -- prune's project (NULL: no such prune, or one p_actor may not read: it needs
 -- a job capability or retention.manage on the project) and the verdict.
--- +goose StatementBegin
-CREATE FUNCTION docket.prune_verify(p_prune bigint, p_ids bigint[], p_events integer[], p_heads bytea[], p_actor text)
+CREATE OR REPLACE FUNCTION docket.prune_verify(p_prune bigint, p_ids bigint[], p_events integer[], p_heads bytea[], p_actor text)
 RETURNS TABLE (project text, ok boolean, problem text)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -337,12 +253,10 @@ BEGIN
     END IF;
 END
 $$;
--- +goose StatementEnd
 
 -- job_pruned returns the prune that removed job p_id, when p_actor may read
 -- the jobs of its project; no row otherwise.
--- +goose StatementBegin
-CREATE FUNCTION docket.job_pruned(p_id bigint, p_actor text)
+CREATE OR REPLACE FUNCTION docket.job_pruned(p_id bigint, p_actor text)
 RETURNS SETOF docket.prunes
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
@@ -351,53 +265,39 @@ BEGIN
     ORDER BY p.id LIMIT 1;
 END
 $$;
--- +goose StatementEnd
-
--- The indexes a prune scans by: finished jobs of no case by state and end,
--- closed cases by closing, dead-lettered messages of no case by settling.
-CREATE INDEX jobs_finished_idx ON docket.jobs (project, state, finished_at, id)
-    WHERE finished_at IS NOT NULL AND case_id IS NULL;
-CREATE INDEX cases_closed_idx ON docket.cases (project, closed_at, id) WHERE status = 'closed';
-CREATE INDEX messages_unclaimed_dead_idx ON docket.messages (project, settled_at, id)
-    WHERE status = 'dead_lettered' AND addressee IS NULL AND consumed_by IS NULL;
--- The references to jobs a delete of jobs checks (without them, each removed
--- job would scan these tables).
-CREATE INDEX waits_continuation_job_idx ON docket.waits (continuation_job_id) WHERE continuation_job_id IS NOT NULL;
-CREATE INDEX obligations_escalation_job_idx ON docket.obligations (escalation_job_id) WHERE escalation_job_id IS NOT NULL;
-CREATE INDEX schedule_occurrences_job_idx ON docket.schedule_occurrences (job_id);
 
 -- ids_ranges is a set of ids as the fewest ranges that cover exactly them.
-CREATE FUNCTION docket.ids_ranges(p_ids bigint[]) RETURNS int8multirange
+CREATE OR REPLACE FUNCTION docket.ids_ranges(p_ids bigint[]) RETURNS int8multirange
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN (SELECT coalesce(range_agg(int8range(i, i, '[]')), '{}') FROM unnest(p_ids) i);
 
 -- prune_keeps_job reports whether a prune must keep finished job j whatever
--- its age, because something kept refers to it. Each part of docket that
--- refers to jobs from rows of its own adds its rule here.
-CREATE FUNCTION docket.prune_keeps_job(j docket.jobs) RETURNS boolean
+-- its age, because something kept refers to it: a run (runs are kept with
+-- their history). Each part of docket that refers to jobs from rows of its
+-- own adds its rule here.
+CREATE OR REPLACE FUNCTION docket.prune_keeps_job(j docket.jobs) RETURNS boolean
 LANGUAGE sql STABLE
-RETURN false;
+RETURN j.params IS NOT NULL AND j.params ? 'run_id';
 
 -- prune_case_parts deletes, for a prune, what is bound to cases p_cases
 -- but their jobs (the caller deletes those, and the cases, after): their
--- state history, keys, obligations, timers, waits, and messages p_msgs
+-- state history, keys, obligations, timers, tasks, waits, and messages p_msgs
 -- (theirs, and the dead letters the prune takes). Each part of docket that
--- binds rows to a case adds its own here, ahead of what they refer to.
--- +goose StatementBegin
-CREATE FUNCTION docket.prune_case_parts(p_cases bigint[], p_msgs bigint[]) RETURNS void
+-- binds rows to a case adds its own here, ahead of what they refer to (the
+-- tasks ahead of their waits).
+CREATE OR REPLACE FUNCTION docket.prune_case_parts(p_cases bigint[], p_msgs bigint[]) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
+    DELETE FROM docket.task_events e USING docket.tasks t WHERE e.task_id = t.id AND t.case_id = ANY (p_cases);
+    DELETE FROM docket.tasks WHERE case_id = ANY (p_cases);
     DELETE FROM docket.case_events WHERE case_id = ANY (p_cases);
     DELETE FROM docket.case_keys WHERE case_id = ANY (p_cases);
     DELETE FROM docket.obligations WHERE case_id = ANY (p_cases);
     DELETE FROM docket.timers WHERE case_id = ANY (p_cases);
-    -- Messages and waits name each other: one statement removes both, and
-    -- the references are checked at its end.
     WITH w AS (DELETE FROM docket.waits WHERE case_id = ANY (p_cases) RETURNING id)
     DELETE FROM docket.messages WHERE id = ANY (p_msgs);
 END
 $$;
--- +goose StatementEnd
 
 -- prune_run removes, in the current transaction, up to p_limit items past
 -- their projects' horizons at p_now, on behalf of p_actor, in the projects
@@ -418,8 +318,7 @@ $$;
 -- counts it. Items another transaction holds are skipped (SKIP LOCKED), so
 -- prunes may run at once in several processes and remove each item once.
 -- Refuses: a malformed actor, a limit outside 1..10000 (DK010).
--- +goose StatementBegin
-CREATE FUNCTION docket.prune_run(p_limit integer, p_actor text, p_now timestamptz)
+CREATE OR REPLACE FUNCTION docket.prune_run(p_limit integer, p_actor text, p_now timestamptz)
 RETURNS SETOF docket.prunes
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -576,179 +475,72 @@ BEGIN
     END LOOP;
 END
 $$;
--- +goose StatementEnd
 
--- The delete-refusing triggers admit the deletes of a prune, and nothing else.
-DROP TRIGGER jobs_refuse_delete ON docket.jobs;
-CREATE TRIGGER jobs_refuse_delete
+-- The delete-refusing triggers of the tables a prune deletes from admit the
+-- deletes of a prune, and nothing else. They are retention's, though they
+-- stand on the other aggregates' tables: each names docket.pruning.
+CREATE OR REPLACE TRIGGER jobs_refuse_delete
     BEFORE DELETE ON docket.jobs
     FOR EACH ROW WHEN (NOT docket.pruning())
     EXECUTE FUNCTION docket.refuse_change('jobs are kept with their history until a prune removes them past their retention: cancel a job instead');
 
-DROP TRIGGER job_events_append_only ON docket.job_events;
-CREATE TRIGGER job_events_append_only
+CREATE OR REPLACE TRIGGER job_events_append_only
     BEFORE UPDATE ON docket.job_events
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
-CREATE TRIGGER job_events_refuse_delete
+
+CREATE OR REPLACE TRIGGER job_events_refuse_delete
     BEFORE DELETE ON docket.job_events
     FOR EACH ROW WHEN (NOT docket.pruning())
     EXECUTE FUNCTION docket.refuse_change('events are removed only with their job, by a prune');
 
-DROP TRIGGER cases_refuse_delete ON docket.cases;
-CREATE TRIGGER cases_refuse_delete
+CREATE OR REPLACE TRIGGER cases_refuse_delete
     BEFORE DELETE ON docket.cases
     FOR EACH ROW WHEN (NOT docket.pruning())
     EXECUTE FUNCTION docket.refuse_change('cases are kept with their history until a prune removes them past their retention: close a case instead');
 
-DROP TRIGGER case_keys_refuse_delete ON docket.case_keys;
-CREATE TRIGGER case_keys_refuse_delete
+CREATE OR REPLACE TRIGGER case_keys_refuse_delete
     BEFORE DELETE ON docket.case_keys
     FOR EACH ROW WHEN (NOT docket.pruning())
     EXECUTE FUNCTION docket.refuse_change('case keys are kept: closing the case releases them');
 
-DROP TRIGGER obligations_refuse_delete ON docket.obligations;
-CREATE TRIGGER obligations_refuse_delete
+CREATE OR REPLACE TRIGGER obligations_refuse_delete
     BEFORE DELETE ON docket.obligations
     FOR EACH ROW WHEN (NOT docket.pruning())
     EXECUTE FUNCTION docket.refuse_change('obligations are kept: withdraw one instead');
 
-DROP TRIGGER case_events_append_only ON docket.case_events;
-CREATE TRIGGER case_events_append_only
+CREATE OR REPLACE TRIGGER case_events_append_only
     BEFORE UPDATE ON docket.case_events
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
-CREATE TRIGGER case_events_refuse_delete
+
+CREATE OR REPLACE TRIGGER case_events_refuse_delete
     BEFORE DELETE ON docket.case_events
     FOR EACH ROW WHEN (NOT docket.pruning())
     EXECUTE FUNCTION docket.refuse_change('events are removed only with their case, by a prune');
 
-DROP TRIGGER messages_refuse_delete ON docket.messages;
-CREATE TRIGGER messages_refuse_delete
+CREATE OR REPLACE TRIGGER messages_refuse_delete
     BEFORE DELETE ON docket.messages
     FOR EACH ROW WHEN (NOT docket.pruning())
     EXECUTE FUNCTION docket.refuse_change('messages are kept: a message no wait will claim is dead-lettered');
 
-DROP TRIGGER waits_refuse_delete ON docket.waits;
-CREATE TRIGGER waits_refuse_delete
+CREATE OR REPLACE TRIGGER waits_refuse_delete
     BEFORE DELETE ON docket.waits
     FOR EACH ROW WHEN (NOT docket.pruning())
     EXECUTE FUNCTION docket.refuse_change('waits are kept: withdraw one instead');
 
-DROP TRIGGER timers_refuse_delete ON docket.timers;
-CREATE TRIGGER timers_refuse_delete
+CREATE OR REPLACE TRIGGER timers_refuse_delete
     BEFORE DELETE ON docket.timers
     FOR EACH ROW WHEN (NOT docket.pruning())
     EXECUTE FUNCTION docket.refuse_change('timers are kept: closing the case cancels the ones not fired');
 
-DROP TRIGGER schedule_occurrences_append_only ON docket.schedule_occurrences;
-CREATE TRIGGER schedule_occurrences_append_only
+CREATE OR REPLACE TRIGGER schedule_occurrences_append_only
     BEFORE UPDATE ON docket.schedule_occurrences
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
-CREATE TRIGGER schedule_occurrences_refuse_delete
+
+CREATE OR REPLACE TRIGGER schedule_occurrences_refuse_delete
     BEFORE DELETE ON docket.schedule_occurrences
     FOR EACH ROW WHEN (NOT docket.pruning())
     EXECUTE FUNCTION docket.refuse_change('occurrences are removed only with their job, by a prune');
 
--- Storage ----------------------------------------------------------------------
--- docket.jobs is updated two or three times in its life and then deleted by
--- the prune: vacuum it after 2% of it changed rather than Postgres's 20%, so
--- the space a prune frees is reused before the table grows. No fillfactor:
--- every claim and completion changes an indexed column (state, in the
--- partial indexes), so no update of a job is HOT and room left on its page
--- would only cost heap. The event and evidence tables are insert-only until
--- pruned: vacuum them after 5% new rows (to keep their visibility maps
--- current for index-only scans) and after 2% deleted.
-ALTER TABLE docket.jobs SET (
-    autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02,
-    autovacuum_vacuum_insert_scale_factor = 0.05);
-ALTER TABLE docket.job_events SET (autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.05,
-    autovacuum_vacuum_insert_scale_factor = 0.05);
-ALTER TABLE docket.messages SET (fillfactor = 90, autovacuum_vacuum_scale_factor = 0.05);
-ALTER TABLE docket.waits SET (fillfactor = 90, autovacuum_vacuum_scale_factor = 0.05);
-ALTER TABLE docket.cases SET (fillfactor = 90, autovacuum_vacuum_scale_factor = 0.05);
-ALTER TABLE docket.case_events SET (autovacuum_vacuum_scale_factor = 0.05, autovacuum_vacuum_insert_scale_factor = 0.05);
-
 INSERT INTO docket.api_functions (name, role) VALUES
     ('retention_set', 'app'), ('retention_get', 'app'), ('prune_run', 'app'), ('prune_verify', 'app'),
     ('job_pruned', 'app');
-
-SELECT docket.apply_privileges();
-
--- +goose Down
-ALTER TABLE docket.jobs RESET (autovacuum_vacuum_scale_factor, autovacuum_analyze_scale_factor,
-    autovacuum_vacuum_insert_scale_factor);
-ALTER TABLE docket.job_events RESET (autovacuum_vacuum_scale_factor, autovacuum_analyze_scale_factor,
-    autovacuum_vacuum_insert_scale_factor);
-ALTER TABLE docket.messages RESET (fillfactor, autovacuum_vacuum_scale_factor);
-ALTER TABLE docket.waits RESET (fillfactor, autovacuum_vacuum_scale_factor);
-ALTER TABLE docket.cases RESET (fillfactor, autovacuum_vacuum_scale_factor);
-ALTER TABLE docket.case_events RESET (autovacuum_vacuum_scale_factor, autovacuum_vacuum_insert_scale_factor);
-
-DROP TRIGGER jobs_refuse_delete ON docket.jobs;
-CREATE TRIGGER jobs_refuse_delete
-    BEFORE DELETE ON docket.jobs
-    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('jobs are kept with their history: cancel a job instead');
-DROP TRIGGER job_events_refuse_delete ON docket.job_events;
-DROP TRIGGER job_events_append_only ON docket.job_events;
-CREATE TRIGGER job_events_append_only
-    BEFORE UPDATE OR DELETE ON docket.job_events
-    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
-DROP TRIGGER cases_refuse_delete ON docket.cases;
-CREATE TRIGGER cases_refuse_delete
-    BEFORE DELETE ON docket.cases
-    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('cases are kept with their history: close a case instead');
-DROP TRIGGER case_keys_refuse_delete ON docket.case_keys;
-CREATE TRIGGER case_keys_refuse_delete
-    BEFORE DELETE ON docket.case_keys
-    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('case keys are kept: closing the case releases them');
-DROP TRIGGER obligations_refuse_delete ON docket.obligations;
-CREATE TRIGGER obligations_refuse_delete
-    BEFORE DELETE ON docket.obligations
-    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('obligations are kept: withdraw one instead');
-DROP TRIGGER case_events_refuse_delete ON docket.case_events;
-DROP TRIGGER case_events_append_only ON docket.case_events;
-CREATE TRIGGER case_events_append_only
-    BEFORE UPDATE OR DELETE ON docket.case_events
-    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
-DROP TRIGGER messages_refuse_delete ON docket.messages;
-CREATE TRIGGER messages_refuse_delete
-    BEFORE DELETE ON docket.messages
-    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('messages are kept: a message no wait will claim is dead-lettered');
-DROP TRIGGER waits_refuse_delete ON docket.waits;
-CREATE TRIGGER waits_refuse_delete
-    BEFORE DELETE ON docket.waits
-    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('waits are kept: withdraw one instead');
-DROP TRIGGER timers_refuse_delete ON docket.timers;
-CREATE TRIGGER timers_refuse_delete
-    BEFORE DELETE ON docket.timers
-    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('timers are kept: closing the case cancels the ones not fired');
-DROP TRIGGER schedule_occurrences_refuse_delete ON docket.schedule_occurrences;
-DROP TRIGGER schedule_occurrences_append_only ON docket.schedule_occurrences;
-CREATE TRIGGER schedule_occurrences_append_only
-    BEFORE UPDATE OR DELETE ON docket.schedule_occurrences
-    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
-
-DROP INDEX docket.jobs_finished_idx, docket.cases_closed_idx, docket.messages_unclaimed_dead_idx,
-    docket.waits_continuation_job_idx, docket.obligations_escalation_job_idx, docket.schedule_occurrences_job_idx;
-
-DELETE FROM docket.api_functions WHERE name IN ('retention_set', 'retention_get', 'prune_run', 'prune_verify', 'job_pruned');
-DROP FUNCTION docket.prune_run(integer, text, timestamptz);
-DROP FUNCTION docket.prune_case_parts(bigint[], bigint[]);
-DROP FUNCTION docket.prune_keeps_job(docket.jobs);
-DROP FUNCTION docket.job_pruned(bigint, text);
-DROP FUNCTION docket.prune_verify(bigint, bigint[], integer[], bytea[], text);
-DROP FUNCTION docket.job_heads(bigint[]);
-DROP FUNCTION docket.prune_digest(bigint[], integer[], bytea[]);
-DROP FUNCTION docket.ids_ranges(bigint[]);
-DROP TABLE docket.prunes;
-DROP FUNCTION docket.pruning();
-DROP FUNCTION docket.retention_get(text, text);
-DROP FUNCTION docket.retention_set(text, interval, interval, interval, interval, interval, text, timestamptz);
-DROP VIEW docket.retention;
-DROP TABLE docket.retention_events, docket.retention_policies;
-DROP FUNCTION docket.retention_policies_record();
-DROP FUNCTION docket.horizons_json(interval, interval, interval, interval, interval);
-DROP FUNCTION docket.retention_defaults();
-DROP FUNCTION docket.valid_horizon(interval);
-DROP FUNCTION docket.horizon_micros(interval);
-DELETE FROM docket.capabilities c WHERE c.name IN ('retention.manage', 'retention.prune')
-    AND NOT EXISTS (SELECT 1 FROM docket.grants g WHERE g.capability = c.name);

@@ -14,53 +14,20 @@
 --     by a principal to itself; each is in docket.grant_events with the login
 --     role that made it.
 
--- +goose Up
-
 -- Actor bindings ------------------------------------------------------------
 
--- A binding pattern: a principal, or "kind:*" for every principal of a kind.
-CREATE FUNCTION docket.valid_binding_principal(p_principal text) RETURNS boolean
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN docket.valid_principal(p_principal) OR p_principal ~ '^[a-z][a-z0-9_-]{0,31}:\*$';
-
--- Which login role may act as which principal. The owner needs no binding.
-CREATE TABLE docket.actor_bindings (
-    role      text NOT NULL
-              CONSTRAINT actor_bindings_role_valid CHECK (length(role) BETWEEN 1 AND 63),
-    principal text NOT NULL
-              CONSTRAINT actor_bindings_principal_valid CHECK (docket.valid_binding_principal(principal)),
-    bound_by  text NOT NULL
-              CONSTRAINT actor_bindings_bound_by_valid CHECK (docket.valid_principal(bound_by)),
-    bound_at  timestamptz NOT NULL,
-    PRIMARY KEY (role, principal)
-);
-
-COMMENT ON TABLE docket.actor_bindings IS
-    'Which login role (session_user) may act as which principal; "kind:*" binds every principal of a kind. Changed only by docket.actor_bind and docket.actor_unbind.';
-
-CREATE TABLE docket.actor_binding_events (
-    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    role         text NOT NULL,
-    principal    text NOT NULL,
-    action       text NOT NULL CONSTRAINT actor_binding_events_action_known CHECK (action IN ('bound', 'unbound')),
-    actor        text NOT NULL,
-    session_role text NOT NULL DEFAULT session_user,
-    at           timestamptz NOT NULL
-);
-
-CREATE TRIGGER actor_binding_events_append_only
+CREATE OR REPLACE TRIGGER actor_binding_events_append_only
     BEFORE UPDATE OR DELETE ON docket.actor_binding_events
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
 
-CREATE TRIGGER actor_bindings_refuse_update
+CREATE OR REPLACE TRIGGER actor_bindings_refuse_update
     BEFORE UPDATE ON docket.actor_bindings
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('bindings are never edited: unbind and bind instead');
 
 -- actor_bindings_record appends the event of every binding made or removed,
 -- by a docket function or by the owner's hand, attributed to the change
 -- context and the session's login role.
--- +goose StatementBegin
-CREATE FUNCTION docket.actor_bindings_record() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.actor_bindings_record() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     b docket.actor_bindings := CASE WHEN TG_OP = 'INSERT' THEN NEW ELSE OLD END;
@@ -71,9 +38,8 @@ BEGIN
     RETURN NULL;
 END
 $$;
--- +goose StatementEnd
 
-CREATE TRIGGER actor_bindings_record
+CREATE OR REPLACE TRIGGER actor_bindings_record
     AFTER INSERT OR DELETE ON docket.actor_bindings
     FOR EACH ROW EXECUTE FUNCTION docket.actor_bindings_record();
 
@@ -82,8 +48,7 @@ CREATE TRIGGER actor_bindings_record
 -- owner (asked second: a binding is one index probe, the owner's role
 -- membership a catalog walk).
 -- plpgsql, as session_is_owner is, so its plan is kept for the session.
--- +goose StatementBegin
-CREATE FUNCTION docket.may_act_as(p_principal text) RETURNS boolean
+CREATE OR REPLACE FUNCTION docket.may_act_as(p_principal text) RETURNS boolean
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN EXISTS (
@@ -94,15 +59,13 @@ BEGIN
         OR docket.session_is_owner();
 END
 $$;
--- +goose StatementEnd
 
 -- actor_bind lets login role p_role act as p_principal (or, for "kind:*",
 -- every principal of that kind), on behalf of p_actor at p_now. Returns true
 -- when the binding is new, false when it existed. Refuses: a session that is
 -- not an operator, or an actor it may not act as (DK009); a malformed or
 -- unknown role or a malformed principal (DK010).
--- +goose StatementBegin
-CREATE FUNCTION docket.actor_bind(p_role text, p_principal text, p_actor text, p_now timestamptz)
+CREATE OR REPLACE FUNCTION docket.actor_bind(p_role text, p_principal text, p_actor text, p_now timestamptz)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -115,12 +78,10 @@ BEGIN
     RETURN FOUND;
 END
 $$;
--- +goose StatementEnd
 
 -- actor_unbind removes the binding of p_role to p_principal. Returns true
 -- when there was one. Refuses as actor_bind.
--- +goose StatementBegin
-CREATE FUNCTION docket.actor_unbind(p_role text, p_principal text, p_actor text, p_now timestamptz)
+CREATE OR REPLACE FUNCTION docket.actor_unbind(p_role text, p_principal text, p_actor text, p_now timestamptz)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -131,12 +92,10 @@ BEGIN
     RETURN FOUND;
 END
 $$;
--- +goose StatementEnd
 
 -- binding_validate refuses (DK010) a binding of an unknown or malformed role,
 -- or of a malformed principal pattern.
--- +goose StatementBegin
-CREATE FUNCTION docket.binding_validate(p_role text, p_principal text) RETURNS void
+CREATE OR REPLACE FUNCTION docket.binding_validate(p_role text, p_principal text) RETURNS void
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     IF p_role IS NULL OR NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = p_role) THEN
@@ -150,61 +109,17 @@ BEGIN
     END IF;
 END
 $$;
--- +goose StatementEnd
 
 -- Capabilities and grants ---------------------------------------------------
 
--- The capabilities a grant can name. Later migrations add their own; a grant of
--- a capability not listed here is refused, so a typo cannot silently grant nothing.
-CREATE TABLE docket.capabilities (
-    name        text PRIMARY KEY
-                CONSTRAINT capabilities_name_valid CHECK (docket.valid_capability(name)),
-    description text NOT NULL
-);
-
--- Each aggregate's migration lists the capabilities it checks.
-INSERT INTO docket.capabilities (name, description) VALUES
-    ('grant.manage', 'give and revoke grants on the project, except to oneself'),
-    ('task.review', 'claim and answer human tasks of the project');
-
--- An explicit grant of one capability on one project to one principal. There is
--- no wildcard: a check is satisfied only by a row naming exactly that triple.
-CREATE TABLE docket.grants (
-    principal  text NOT NULL
-               CONSTRAINT grants_principal_valid CHECK (docket.valid_principal(principal)),
-    project    text NOT NULL REFERENCES docket.projects (name),
-    capability text NOT NULL REFERENCES docket.capabilities (name),
-    granted_by text NOT NULL
-               CONSTRAINT grants_granted_by_valid CHECK (docket.valid_principal(granted_by)),
-    granted_at timestamptz NOT NULL,
-    PRIMARY KEY (project, capability, principal)
-);
-
-CREATE INDEX grants_principal_idx ON docket.grants (principal);
-
-CREATE TABLE docket.grant_events (
-    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    principal  text NOT NULL,
-    project    text NOT NULL REFERENCES docket.projects (name),
-    capability text NOT NULL,
-    action     text NOT NULL CONSTRAINT grant_events_action_known CHECK (action IN ('granted', 'revoked')),
-    actor      text NOT NULL,
-    at         timestamptz NOT NULL,
-    session_role text NOT NULL DEFAULT session_user
-);
-
-CREATE INDEX grant_events_project_idx ON docket.grant_events (project, id);
-
-CREATE TRIGGER grant_events_append_only
+CREATE OR REPLACE TRIGGER grant_events_append_only
     BEFORE UPDATE OR DELETE ON docket.grant_events
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
-
 
 -- grants_record appends a grant_events row for every grant inserted or deleted,
 -- by a docket function or by hand, attributed to the change context. It runs
 -- AFTER the change, so an INSERT that ON CONFLICT skips records nothing.
--- +goose StatementBegin
-CREATE FUNCTION docket.grants_record() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.grants_record() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     g docket.grants := CASE WHEN TG_OP = 'INSERT' THEN NEW ELSE OLD END;
@@ -216,21 +131,19 @@ BEGIN
     RETURN NULL;
 END
 $$;
--- +goose StatementEnd
 
-CREATE TRIGGER grants_record
+CREATE OR REPLACE TRIGGER grants_record
     AFTER INSERT OR DELETE ON docket.grants
     FOR EACH ROW EXECUTE FUNCTION docket.grants_record();
 
-CREATE TRIGGER grants_refuse_update
+CREATE OR REPLACE TRIGGER grants_refuse_update
     BEFORE UPDATE ON docket.grants
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('grants are never edited: revoke and grant instead');
 
 -- grant_validate checks the triple of a grant or revoke. Refuses: a malformed
 -- principal or project name, an unknown capability (DK010); an unknown project
 -- (P0002).
--- +goose StatementBegin
-CREATE FUNCTION docket.grant_validate(p_principal text, p_project text, p_capability text)
+CREATE OR REPLACE FUNCTION docket.grant_validate(p_principal text, p_project text, p_capability text)
 RETURNS void
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
@@ -251,13 +164,11 @@ BEGIN
     END IF;
 END
 $$;
--- +goose StatementEnd
 
 -- require_grant_manager refuses (DK009) a grant or revoke on p_project by
 -- p_actor unless the session is an operator's, or p_actor holds grant.manage
 -- on the project and is not granting to (or revoking from) itself.
--- +goose StatementBegin
-CREATE FUNCTION docket.require_grant_manager(p_op text, p_principal text, p_project text, p_actor text)
+CREATE OR REPLACE FUNCTION docket.require_grant_manager(p_op text, p_principal text, p_project text, p_actor text)
 RETURNS void
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
@@ -274,14 +185,12 @@ BEGIN
     END IF;
 END
 $$;
--- +goose StatementEnd
 
 -- grant_add grants p_capability on p_project to p_principal, on behalf of
 -- p_actor at p_now. Returns true when the grant is new, false when it was
 -- already held (then nothing is written). Refuses as set_context and
 -- require_grant_manager (DK009), then as grant_validate.
--- +goose StatementBegin
-CREATE FUNCTION docket.grant_add(p_principal text, p_project text, p_capability text, p_actor text, p_now timestamptz)
+CREATE OR REPLACE FUNCTION docket.grant_add(p_principal text, p_project text, p_capability text, p_actor text, p_now timestamptz)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -294,13 +203,11 @@ BEGIN
     RETURN FOUND;
 END
 $$;
--- +goose StatementEnd
 
 -- grant_revoke removes the grant of p_capability on p_project from
 -- p_principal, on behalf of p_actor at p_now. Returns true when a grant was
 -- removed, false when there was none. Refuses as grant_add.
--- +goose StatementBegin
-CREATE FUNCTION docket.grant_revoke(p_principal text, p_project text, p_capability text, p_actor text, p_now timestamptz)
+CREATE OR REPLACE FUNCTION docket.grant_revoke(p_principal text, p_project text, p_capability text, p_actor text, p_now timestamptz)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -312,14 +219,12 @@ BEGIN
     RETURN FOUND;
 END
 $$;
--- +goose StatementEnd
 
 -- grant_check reports whether p_principal holds p_capability on p_project by an
 -- explicit grant. It never raises: malformed or unknown input holds nothing, so
 -- a caller learns no more from a refusal than from an absent grant.
 -- plpgsql, as session_is_owner is, so its plan is kept for the session.
--- +goose StatementBegin
-CREATE FUNCTION docket.grant_check(p_principal text, p_project text, p_capability text)
+CREATE OR REPLACE FUNCTION docket.grant_check(p_principal text, p_project text, p_capability text)
 RETURNS boolean
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
@@ -329,30 +234,9 @@ BEGIN
     );
 END
 $$;
--- +goose StatementEnd
 
 -- The API ---------------------------------------------------------------------
 
 INSERT INTO docket.api_functions (name, role) VALUES
     ('actor_bind', 'operator'), ('actor_unbind', 'operator'),
     ('grant_add', 'app'), ('grant_revoke', 'app');
-
-SELECT docket.apply_privileges();
-
--- +goose Down
-DROP TABLE
-    docket.grant_events, docket.grants, docket.capabilities, docket.actor_binding_events,
-    docket.actor_bindings CASCADE;
-DELETE FROM docket.api_functions WHERE name IN ('actor_bind', 'actor_unbind', 'grant_add', 'grant_revoke');
-DROP FUNCTION IF EXISTS docket.grant_check(text,text,text);
-DROP FUNCTION IF EXISTS docket.grant_revoke(text,text,text,text,timestamp with time zone);
-DROP FUNCTION IF EXISTS docket.grant_add(text,text,text,text,timestamp with time zone);
-DROP FUNCTION IF EXISTS docket.require_grant_manager(text,text,text,text);
-DROP FUNCTION IF EXISTS docket.grant_validate(text,text,text);
-DROP FUNCTION IF EXISTS docket.grants_record();
-DROP FUNCTION IF EXISTS docket.binding_validate(text,text);
-DROP FUNCTION IF EXISTS docket.actor_unbind(text,text,text,timestamp with time zone);
-DROP FUNCTION IF EXISTS docket.actor_bind(text,text,text,timestamp with time zone);
-DROP FUNCTION IF EXISTS docket.may_act_as(text);
-DROP FUNCTION IF EXISTS docket.actor_bindings_record();
-DROP FUNCTION IF EXISTS docket.valid_binding_principal(text);

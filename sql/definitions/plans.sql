@@ -1,4 +1,3 @@
--- +goose Up
 -- Plans: frozen, content-addressed job graphs, and their runs.
 --
 --   * docket.plans holds a plan as its canonical text (the Go package plans
@@ -14,112 +13,22 @@
 --     unwind compensates in its reverse.
 --   * A job of a run moving to an end (jobs_advance_runs) records its step's
 --     outcome and applies what can be applied, in the job's transaction.
-SET LOCAL docket.migrating = 'on';
 
-INSERT INTO docket.capabilities (name, description) VALUES
-    ('plan.run', 'start, replan and cancel runs of plans in the project (with job.create), and read them');
-
-INSERT INTO docket.machines (name, subject, meaning) VALUES
-    ('run', 'docket.runs.status', 'a run of a plan: running until its terminal steps succeeded, or unwound'),
-    ('run_step', 'docket.run_steps.state', 'a step a run admitted: its job, its outcome, its compensation');
-
-INSERT INTO docket.machine_states (machine, state, initial, terminal, meaning)
-SELECT 'run', * FROM (VALUES
-    ('running', true, false, 'admitting and applying steps in ready order'),
-    ('unwinding', false, false, 'a step failed, was refused or cancelled, or the run was cancelled: compensating completed steps in reverse of their recorded order'),
-    ('succeeded', false, true, 'every terminal step succeeded; the output is the lowest terminal step''s result'),
-    ('compensated', false, true, 'unwound: every completed step with a compensation was compensated'),
-    ('failed', false, true, 'a compensation failed: what remains is an operator''s')) v;
-
-INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
-SELECT 'run', from_state, to_state, NULL FROM (VALUES
-    ('running', 'succeeded'),
-    ('running', 'unwinding'),
-    ('unwinding', 'compensated'),
-    ('unwinding', 'failed')) v (from_state, to_state);
-
-INSERT INTO docket.machine_states (machine, state, initial, terminal, meaning)
-SELECT 'run_step', * FROM (VALUES
-    ('admitted', true, false, 'its job is enqueued'),
-    ('refused', true, false, 'it required trusted input and would not get it; its job was never enqueued'),
-    ('succeeded', false, false, 'its job succeeded; its result is recorded'),
-    ('failed', false, true, 'its job failed for good (failed or dead)'),
-    ('uncertain', false, false, 'its job''s holder vanished: it may have acted'),
-    ('cancelled', false, true, 'its job was cancelled before it ran'),
-    ('compensating', false, false, 'its compensation job is enqueued'),
-    ('compensated', false, true, 'its compensation succeeded'),
-    ('compensation_failed', false, true, 'its compensation did not succeed')) v;
-
-INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
-SELECT 'run_step', from_state, to_state, NULL FROM (VALUES
-    ('admitted', 'succeeded'),
-    ('admitted', 'failed'),
-    ('admitted', 'uncertain'),
-    ('admitted', 'cancelled'),
-    ('succeeded', 'compensating'),
-    ('uncertain', 'compensating'),
-    ('uncertain', 'succeeded'),
-    ('compensating', 'compensated'),
-    ('compensating', 'compensation_failed')) v (from_state, to_state);
-
+-- The run machine's states and moves (docket.run_states, docket.run_transitions),
+-- as 00031_plans.sql and 00033_budgets.sql declare them.
 SELECT docket.machine_views('run');
+
+-- The run_step machine's states and moves (docket.run_step_states, docket.run_step_transitions),
+-- as 00031_plans.sql declares them.
 SELECT docket.machine_views('run_step');
 
--- Plans ----------------------------------------------------------------------------------
-
--- valid_step_id: 1-63 characters of [a-z0-9._-], starting with a letter.
-CREATE FUNCTION docket.valid_step_id(p text) RETURNS boolean
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN p ~ '^[a-z][a-z0-9._-]{0,62}$';
-
-CREATE TABLE docket.plans (
-    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    project    text NOT NULL REFERENCES docket.projects (name),
-    -- sha256 of canonical, lowercase hex.
-    digest     text NOT NULL CONSTRAINT plans_digest_hex CHECK (digest ~ '^[0-9a-f]{64}$'),
-    canonical  text NOT NULL CONSTRAINT plans_canonical_bounded CHECK (length(canonical) <= 16777216),
-    steps      integer NOT NULL CONSTRAINT plans_steps_range CHECK (steps BETWEEN 1 AND 10000),
-    created_by docket.principal NOT NULL,
-    created_at timestamptz NOT NULL,
-    CONSTRAINT plans_project_digest_key UNIQUE (project, digest),
-    CONSTRAINT plans_digest_of_canonical CHECK (encode(sha256(convert_to(canonical, 'UTF8')), 'hex') = digest)
-);
-
-COMMENT ON TABLE docket.plans IS
-    'Frozen plans, each its canonical text under its sha256 digest: never changed, never deleted while a run names it.';
-
-CREATE TABLE docket.plan_steps (
-    plan_id      bigint NOT NULL REFERENCES docket.plans (id),
-    step_id      text NOT NULL CONSTRAINT plan_steps_id_valid CHECK (docket.valid_step_id(step_id)),
-    kind         docket.job_kind NOT NULL,
-    -- [{"name": ..., "source": {"kind": step|path|input|const, "step", "path", "value"}}]
-    args         jsonb NOT NULL,
-    after        text[] NOT NULL,
-    terminal     boolean NOT NULL,
-    compensation docket.job_kind,
-    trusted      boolean NOT NULL,
-    repeatable   boolean NOT NULL,
-    PRIMARY KEY (plan_id, step_id)
-);
-
--- plan_deps: step_id runs after after_id; the successors of a step are one
--- range scan of plan_deps_after_idx.
-CREATE TABLE docket.plan_deps (
-    plan_id  bigint NOT NULL,
-    step_id  text NOT NULL,
-    after_id text NOT NULL,
-    PRIMARY KEY (plan_id, step_id, after_id),
-    FOREIGN KEY (plan_id, step_id) REFERENCES docket.plan_steps (plan_id, step_id),
-    FOREIGN KEY (plan_id, after_id) REFERENCES docket.plan_steps (plan_id, step_id)
-);
-
-CREATE INDEX plan_deps_after_idx ON docket.plan_deps (plan_id, after_id, step_id);
-
-CREATE TRIGGER plans_frozen BEFORE UPDATE OR DELETE ON docket.plans
+CREATE OR REPLACE TRIGGER plans_frozen BEFORE UPDATE OR DELETE ON docket.plans
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('a plan is frozen: a replan stores a successor');
-CREATE TRIGGER plan_steps_frozen BEFORE UPDATE OR DELETE ON docket.plan_steps
+
+CREATE OR REPLACE TRIGGER plan_steps_frozen BEFORE UPDATE OR DELETE ON docket.plan_steps
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('a plan is frozen: a replan stores a successor');
-CREATE TRIGGER plan_deps_frozen BEFORE UPDATE OR DELETE ON docket.plan_deps
+
+CREATE OR REPLACE TRIGGER plan_deps_frozen BEFORE UPDATE OR DELETE ON docket.plan_deps
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('a plan is frozen: a replan stores a successor');
 
 -- plan_store stores plan text p_canonical under digest p_digest in project
@@ -130,8 +39,7 @@ CREATE TRIGGER plan_deps_frozen BEFORE UPDATE OR DELETE ON docket.plan_deps
 -- (transitively), there is no cycle and there is a terminal step. The Go
 -- package plans reports every problem at once before it gets here; this
 -- refuses (DK010) with the first, naming the step.
--- +goose StatementBegin
-CREATE FUNCTION docket.plan_store(p_project text, p_digest text, p_canonical text, p_actor text, p_now timestamptz)
+CREATE OR REPLACE FUNCTION docket.plan_store(p_project text, p_digest text, p_canonical text, p_actor text, p_now timestamptz)
 RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -204,14 +112,12 @@ BEGIN
     RETURN v_id;
 END
 $$;
--- +goose StatementEnd
 
 -- plan_reachable counts the steps of plan p_plan that Kahn's algorithm
 -- orders: all of them exactly when the plan has no cycle. Steps are
 -- numbered by id and edges kept in arrays, which plpgsql updates in place:
 -- linear in steps and edges.
--- +goose StatementBegin
-CREATE FUNCTION docket.plan_reachable(p_plan bigint) RETURNS integer
+CREATE OR REPLACE FUNCTION docket.plan_reachable(p_plan bigint) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
     v_n integer;
@@ -267,12 +173,10 @@ BEGIN
     RETURN v_count;
 END
 $$;
--- +goose StatementEnd
 
 -- plan_precedes reports whether step p_from precedes step p_to in plan
 -- p_plan: p_to runs after p_from, directly or through other steps.
--- +goose StatementBegin
-CREATE FUNCTION docket.plan_precedes(p_plan bigint, p_from text, p_to text) RETURNS boolean
+CREATE OR REPLACE FUNCTION docket.plan_precedes(p_plan bigint, p_from text, p_to text) RETURNS boolean
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN EXISTS (
@@ -284,94 +188,14 @@ BEGIN
         SELECT 1 FROM up WHERE step_id = p_from);
 END
 $$;
--- +goose StatementEnd
 
--- Runs -------------------------------------------------------------------------------------
-
-CREATE TABLE docket.runs (
-    id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    project        text NOT NULL REFERENCES docket.projects (name),
-    -- The plan it runs now, and which version of its plan that is.
-    plan_id        bigint NOT NULL REFERENCES docket.plans (id),
-    version        integer NOT NULL DEFAULT 1 CONSTRAINT runs_version_positive CHECK (version >= 1),
-    case_id        bigint,
-    input          jsonb NOT NULL CONSTRAINT runs_input_bounded CHECK (docket.json_size(input) <= 65536),
-    input_trusted  boolean NOT NULL,
-    status         text NOT NULL DEFAULT 'running',
-    replan_limit   integer NOT NULL CONSTRAINT runs_replan_limit_range CHECK (replan_limit BETWEEN 0 AND 100),
-    -- The first untrusted value a step was admitted with: after it, no replan.
-    untrusted_read text,
-    -- Steps admitted so far (the last ready_seq), and applied in ready order.
-    admitted       integer NOT NULL DEFAULT 0,
-    applied        integer NOT NULL DEFAULT 0,
-    output         jsonb,
-    -- Why it unwound.
-    failure        text CONSTRAINT runs_failure_bounded CHECK (length(failure) <= 2000),
-    created_by     docket.principal NOT NULL,
-    created_at     timestamptz NOT NULL,
-    updated_at     timestamptz NOT NULL,
-    finished_at    timestamptz,
-    CONSTRAINT runs_case_fkey FOREIGN KEY (case_id, project) REFERENCES docket.cases (id, project),
-    CONSTRAINT runs_applied_admitted CHECK (applied BETWEEN 0 AND admitted),
-    CONSTRAINT runs_finished_iff_terminal CHECK ((status IN ('succeeded', 'compensated', 'failed')) = (finished_at IS NOT NULL)),
-    CONSTRAINT runs_output_only_succeeded CHECK (output IS NULL OR status = 'succeeded')
-);
-
-COMMENT ON TABLE docket.runs IS
-    'Runs of plans: input and its trust, status along docket.run_transitions, the version of the plan it runs (all versions in docket.run_versions).';
-
-CREATE INDEX runs_project_idx ON docket.runs (project, id);
-CREATE INDEX runs_case_idx ON docket.runs (case_id, id) WHERE case_id IS NOT NULL;
-
-CREATE TABLE docket.run_versions (
-    run_id      bigint NOT NULL REFERENCES docket.runs (id),
-    version     integer NOT NULL,
-    plan_id     bigint NOT NULL REFERENCES docket.plans (id),
-    -- The plan it replaced and why; NULL for the first.
-    predecessor bigint REFERENCES docket.plans (id),
-    reason      text CONSTRAINT run_versions_reason_bounded CHECK (length(reason) BETWEEN 1 AND 2000),
-    actor       text NOT NULL,
-    at          timestamptz NOT NULL,
-    PRIMARY KEY (run_id, version),
-    CONSTRAINT run_versions_successor_whole CHECK ((version = 1) = (predecessor IS NULL) AND (version = 1) = (reason IS NULL))
-);
-
-CREATE TRIGGER run_versions_append_only BEFORE UPDATE OR DELETE ON docket.run_versions
+CREATE OR REPLACE TRIGGER run_versions_append_only BEFORE UPDATE OR DELETE ON docket.run_versions
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
-
-CREATE TABLE docket.run_steps (
-    run_id            bigint NOT NULL REFERENCES docket.runs (id),
-    step_id           text NOT NULL,
-    -- The plan version it was admitted under, and its kind then.
-    version           integer NOT NULL,
-    kind              docket.job_kind NOT NULL,
-    state             text NOT NULL,
-    -- Its place in ready order: admission and result application follow it.
-    ready_seq         integer NOT NULL,
-    args              jsonb NOT NULL,
-    trusted           boolean NOT NULL,
-    job_id            bigint REFERENCES docket.jobs (id),
-    result            jsonb,
-    compensation      docket.job_kind,
-    compensation_job_id bigint REFERENCES docket.jobs (id),
-    reason            text CONSTRAINT run_steps_reason_bounded CHECK (length(reason) <= 2000),
-    admitted_at       timestamptz NOT NULL,
-    updated_at        timestamptz NOT NULL,
-    PRIMARY KEY (run_id, step_id),
-    CONSTRAINT run_steps_ready_seq_key UNIQUE (run_id, ready_seq),
-    CONSTRAINT run_steps_job_key UNIQUE (job_id),
-    CONSTRAINT run_steps_compensation_job_key UNIQUE (compensation_job_id),
-    CONSTRAINT run_steps_job_iff_admitted CHECK ((job_id IS NULL) = (state = 'refused'))
-);
-
-COMMENT ON TABLE docket.run_steps IS
-    'The steps a run admitted, in ready order: arguments and trust, job, outcome and compensation; state along docket.run_step_transitions.';
 
 -- A job of a run carries its run in its params ({"run_id": ..}), which never
 -- change: the trigger that advances runs fires only for such jobs.
 -- jobs_run_check refuses (23503) a job naming a run that is not its project's.
--- +goose StatementBegin
-CREATE FUNCTION docket.jobs_run_check() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.jobs_run_check() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM docket.runs r WHERE r.id = (NEW.params ->> 'run_id')::bigint AND r.project = NEW.project) THEN
@@ -381,22 +205,15 @@ BEGIN
     RETURN NEW;
 END
 $$;
--- +goose StatementEnd
 
-CREATE TRIGGER jobs_run_check
+CREATE OR REPLACE TRIGGER jobs_run_check
     BEFORE INSERT ON docket.jobs
     FOR EACH ROW WHEN (NEW.params IS NOT NULL AND NEW.params ? 'run_id')
     EXECUTE FUNCTION docket.jobs_run_check();
 
--- A prune keeps the jobs of runs: runs are kept with their history.
-CREATE OR REPLACE FUNCTION docket.prune_keeps_job(j docket.jobs) RETURNS boolean
-LANGUAGE sql STABLE
-RETURN j.params IS NOT NULL AND j.params ? 'run_id';
-
 -- Guards ---------------------------------------------------------------------------------------
 
--- +goose StatementBegin
-CREATE FUNCTION docket.runs_guard() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.runs_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
@@ -410,18 +227,18 @@ BEGIN
     RETURN NEW;
 END
 $$;
--- +goose StatementEnd
 
-CREATE TRIGGER runs_columns_immutable
+CREATE OR REPLACE TRIGGER runs_columns_immutable
     BEFORE UPDATE OF id, project, case_id, input, input_trusted, replan_limit, created_by, created_at ON docket.runs
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
-CREATE TRIGGER runs_guard BEFORE INSERT OR UPDATE ON docket.runs
+
+CREATE OR REPLACE TRIGGER runs_guard BEFORE INSERT OR UPDATE ON docket.runs
     FOR EACH ROW EXECUTE FUNCTION docket.runs_guard();
-CREATE TRIGGER runs_refuse_delete BEFORE DELETE ON docket.runs
+
+CREATE OR REPLACE TRIGGER runs_refuse_delete BEFORE DELETE ON docket.runs
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('runs are kept with their history');
 
--- +goose StatementBegin
-CREATE FUNCTION docket.run_steps_guard() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.run_steps_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
@@ -435,14 +252,15 @@ BEGIN
     RETURN NEW;
 END
 $$;
--- +goose StatementEnd
 
-CREATE TRIGGER run_steps_columns_immutable
+CREATE OR REPLACE TRIGGER run_steps_columns_immutable
     BEFORE UPDATE OF run_id, step_id, version, kind, ready_seq, args, trusted, job_id, compensation, admitted_at ON docket.run_steps
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
-CREATE TRIGGER run_steps_guard BEFORE INSERT OR UPDATE ON docket.run_steps
+
+CREATE OR REPLACE TRIGGER run_steps_guard BEFORE INSERT OR UPDATE ON docket.run_steps
     FOR EACH ROW EXECUTE FUNCTION docket.run_steps_guard();
-CREATE TRIGGER run_steps_refuse_delete BEFORE DELETE ON docket.run_steps
+
+CREATE OR REPLACE TRIGGER run_steps_refuse_delete BEFORE DELETE ON docket.run_steps
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('run steps are kept with their run');
 
 -- The engine ------------------------------------------------------------------------------------
@@ -450,8 +268,7 @@ CREATE TRIGGER run_steps_refuse_delete BEFORE DELETE ON docket.run_steps
 -- run_enqueue enqueues a job of run r: kind p_kind with payload p_payload, as
 -- the change context's actor (the run's starter held job.create; the plan
 -- authorizes its steps), under key p_key, and returns its id.
--- +goose StatementBegin
-CREATE FUNCTION docket.run_enqueue(r docket.runs, p_kind text, p_payload jsonb, p_params jsonb, p_key text,
+CREATE OR REPLACE FUNCTION docket.run_enqueue(r docket.runs, p_kind text, p_payload jsonb, p_params jsonb, p_key text,
                                    p_repeatable boolean DEFAULT false) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -466,13 +283,11 @@ BEGIN
     RETURN v_id;
 END
 $$;
--- +goose StatementEnd
 
 -- run_arg is the value and trust of one argument a (from a plan step's args)
 -- for run r: a predecessor's result or a path in it, a path in the input,
 -- or a constant; and, when untrusted, the source to name.
--- +goose StatementBegin
-CREATE FUNCTION docket.run_arg(r docket.runs, a jsonb, OUT value jsonb, OUT trusted boolean, OUT source text)
+CREATE OR REPLACE FUNCTION docket.run_arg(r docket.runs, a jsonb, OUT value jsonb, OUT trusted boolean, OUT source text)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     src jsonb := a -> 'source';
@@ -496,15 +311,13 @@ BEGIN
     value := coalesce(value, 'null');
 END
 $$;
--- +goose StatementEnd
 
 -- run_admit admits step p_step of run r (its predecessors all applied): it
 -- assembles the arguments, joins their trust labels (a step downstream of
 -- anything untrusted is untrusted), and enqueues its job -- or, if the step
 -- requires trusted input and would not get it, records it refused, naming
 -- the source. Returns the admitted step.
--- +goose StatementBegin
-CREATE FUNCTION docket.run_admit(r docket.runs, p_step text) RETURNS docket.run_steps
+CREATE OR REPLACE FUNCTION docket.run_admit(r docket.runs, p_step text) RETURNS docket.run_steps
 LANGUAGE plpgsql AS $$
 DECLARE
     ps docket.plan_steps;
@@ -555,37 +368,79 @@ BEGIN
     RETURN st;
 END
 $$;
--- +goose StatementEnd
 
--- The hooks by which budgets (a later migration) hold a run: run_gate says
--- whether run r may admit a step now (and records why not, when a ceiling
--- is reached); run_after_apply runs after outcomes were applied;
--- run_step_spent records what a step's job reported it spent. Here they
--- hold nothing.
-CREATE FUNCTION docket.run_gate(r docket.runs) RETURNS boolean
-LANGUAGE sql STABLE
-RETURN true;
-
--- +goose StatementBegin
-CREATE FUNCTION docket.run_after_apply(p_run bigint) RETURNS void
+-- The hooks by which budgets hold a run. run_gate says whether run r may
+-- admit a step now: while no ceiling is reached and fewer than max_parallel
+-- steps are in flight; a ceiling reached exhausts the run (recorded, with
+-- which), max_parallel only holds admission back.
+CREATE OR REPLACE FUNCTION docket.run_gate(r docket.runs) RETURNS boolean
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_in_flight integer;
+    v_why text;
+    v_now timestamptz := docket.context_now();
 BEGIN
+    IF r.max_steps IS NULL AND r.max_effects IS NULL AND r.max_money IS NULL AND r.max_parallel IS NULL THEN
+        RETURN true;
+    END IF;
+    SELECT count(*) INTO v_in_flight FROM docket.run_steps WHERE run_id = r.id AND state = 'admitted';
+    IF r.max_parallel IS NOT NULL AND v_in_flight >= r.max_parallel THEN
+        RETURN false;
+    END IF;
+    v_why := CASE
+        WHEN r.max_steps IS NOT NULL AND r.admitted >= r.max_steps THEN format('steps: %s of %s admitted', r.admitted, r.max_steps)
+        WHEN r.max_effects IS NOT NULL AND r.spent_effects >= r.max_effects THEN format('effects: %s of %s', r.spent_effects, r.max_effects)
+        WHEN r.max_money IS NOT NULL AND r.spent_money + (v_in_flight + 1) * coalesce(r.max_call, 0) > r.max_money
+             OR r.max_money IS NOT NULL AND r.spent_money >= r.max_money
+            THEN format('money: %s of %s %s spent, %s steps in flight at up to %s each', r.spent_money, r.max_money, r.currency,
+                        v_in_flight, coalesce(r.max_call, 0))
+    END;
+    IF v_why IS NULL THEN
+        RETURN true;
+    END IF;
+    UPDATE docket.runs SET status = 'exhausted', exhausted = v_why, updated_at = greatest(updated_at, v_now) WHERE id = r.id;
+    INSERT INTO docket.run_budget_events (run_id, what, detail, actor, at)
+    VALUES (r.id, 'exhausted', jsonb_build_object('why', v_why, 'spent_money', r.spent_money, 'spent_effects', r.spent_effects,
+                                                  'admitted', r.admitted), docket.context_actor(), v_now);
+    RETURN false;
 END
 $$;
--- +goose StatementEnd
 
--- +goose StatementBegin
-CREATE FUNCTION docket.run_step_spent(p_run bigint, p_step text, p_result jsonb) RETURNS void
+-- run_after_apply runs after outcomes were applied: a run that holds steps
+-- back for max_parallel admits the ready ones as slots free.
+CREATE OR REPLACE FUNCTION docket.run_after_apply(p_run bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
+    IF (SELECT max_parallel IS NOT NULL AND status = 'running' FROM docket.runs WHERE id = p_run) THEN
+        PERFORM docket.run_admit_ready(p_run, NULL);
+    END IF;
 END
 $$;
--- +goose StatementEnd
+
+-- run_step_spent records what a step's job reported it spent -- the
+-- members effects and money of the member spent of its result -- on the
+-- step and in its run's tally: what was recorded, never asked again.
+CREATE OR REPLACE FUNCTION docket.run_step_spent(p_run bigint, p_step text, p_result jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_effects bigint;
+    v_money bigint;
+BEGIN
+    IF jsonb_typeof(p_result) <> 'object' OR jsonb_typeof(p_result -> 'spent') <> 'object' THEN
+        RETURN;
+    END IF;
+    v_effects := greatest(coalesce((p_result -> 'spent' ->> 'effects')::bigint, 0), 0);
+    v_money := greatest(coalesce((p_result -> 'spent' ->> 'money')::bigint, 0), 0);
+    UPDATE docket.run_steps SET spent_effects = v_effects, spent_money = v_money WHERE run_id = p_run AND step_id = p_step;
+    UPDATE docket.runs SET spent_effects = spent_effects + v_effects, spent_money = spent_money + v_money WHERE id = p_run;
+EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range THEN
+    RETURN; -- a malformed report is no spending: the result is recorded as it is
+END
+$$;
 
 -- run_deps_met reports whether every predecessor of step p_step in run r's
 -- plan has succeeded and been applied.
--- +goose StatementBegin
-CREATE FUNCTION docket.run_deps_met(r docket.runs, p_step text) RETURNS boolean
+CREATE OR REPLACE FUNCTION docket.run_deps_met(r docket.runs, p_step text) RETURNS boolean
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN NOT EXISTS (
@@ -595,14 +450,12 @@ BEGIN
           AND (p.step_id IS NULL OR p.state <> 'succeeded' OR p.ready_seq > r.applied));
 END
 $$;
--- +goose StatementEnd
 
 -- run_admit_ready admits, in ascending step id, the steps of run p_run's
 -- plan not yet admitted whose predecessors are all applied and succeeded:
 -- those of p_after (the successors of a step just applied), or, when
 -- p_after is NULL, every step of the plan (a start or a replan).
--- +goose StatementBegin
-CREATE FUNCTION docket.run_admit_ready(p_run bigint, p_after text) RETURNS void
+CREATE OR REPLACE FUNCTION docket.run_admit_ready(p_run bigint, p_after text) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     r docket.runs;
@@ -629,15 +482,13 @@ BEGIN
     END LOOP;
 END
 $$;
--- +goose StatementEnd
 
 -- run_apply applies, in ready order, the outcomes of run p_run's steps that
 -- have one: a success admits its successors; anything else begins the
 -- unwind. It stops at the first step still running. A running run whose
 -- terminal steps have all succeeded and been applied has succeeded. An
 -- unwinding run with no step left running compensates.
--- +goose StatementBegin
-CREATE FUNCTION docket.run_apply(p_run bigint) RETURNS void
+CREATE OR REPLACE FUNCTION docket.run_apply(p_run bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     r docket.runs;
@@ -674,7 +525,6 @@ BEGIN
     END IF;
 END
 $$;
--- +goose StatementEnd
 
 -- run_unwind moves run p_run's unwind on: once no admitted step is still
 -- running, it compensates the completed steps (succeeded, or uncertain:
@@ -682,8 +532,7 @@ $$;
 -- of ready order: the next is enqueued when the one before succeeded. When
 -- none is left the run is compensated; a compensation that did not succeed
 -- leaves it failed.
--- +goose StatementBegin
-CREATE FUNCTION docket.run_unwind(p_run bigint) RETURNS void
+CREATE OR REPLACE FUNCTION docket.run_unwind(p_run bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     r docket.runs;
@@ -719,7 +568,6 @@ BEGIN
     WHERE run_id = r.id AND step_id = st.step_id;
 END
 $$;
--- +goose StatementEnd
 
 -- run_job_ended records, for job p_id of run p_run that moved to p_state
 -- (with p_result or p_diagnostic), its step's outcome (or its
@@ -727,8 +575,7 @@ $$;
 -- failure, death or cancellation fails the step, an uncertain job leaves
 -- it uncertain. The run row's lock orders two completions of one run: no
 -- step is admitted twice.
--- +goose StatementBegin
-CREATE FUNCTION docket.run_job_ended(p_id bigint, p_state text, p_result jsonb, p_diagnostic text, p_run bigint) RETURNS void
+CREATE OR REPLACE FUNCTION docket.run_job_ended(p_id bigint, p_state text, p_result jsonb, p_diagnostic text, p_run bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     st docket.run_steps;
@@ -774,15 +621,13 @@ BEGIN
     RETURN;
 END
 $$;
--- +goose StatementEnd
 
 -- jobs_advance_runs runs after every UPDATE of jobs, once per statement:
 -- for the jobs of runs it moved to an end, it calls run_job_ended in order
 -- of run and job, so a statement that ends jobs of several runs (a batch's
 -- completion) takes their runs' locks in one order, and two such
 -- statements never wait for each other in a circle.
--- +goose StatementBegin
-CREATE FUNCTION docket.jobs_advance_runs() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.jobs_advance_runs() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     j record;
@@ -802,9 +647,8 @@ BEGIN
     RETURN NULL;
 END
 $$;
--- +goose StatementEnd
 
-CREATE TRIGGER jobs_advance_runs
+CREATE OR REPLACE TRIGGER jobs_advance_runs
     AFTER UPDATE ON docket.jobs
     REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs
     FOR EACH STATEMENT EXECUTE FUNCTION docket.jobs_advance_runs();
@@ -820,8 +664,7 @@ CREATE TRIGGER jobs_advance_runs
 -- step), malformed input (DK010); an actor without plan.run and job.create
 -- on the project (DK009); a case not of the project (P0002), or closed
 -- (DK005).
--- +goose StatementBegin
-CREATE FUNCTION docket.run_start(p_project text, p_digest text, p_canonical text, p_input jsonb, p_input_trusted boolean,
+CREATE OR REPLACE FUNCTION docket.run_start(p_project text, p_digest text, p_canonical text, p_input jsonb, p_input_trusted boolean,
                                  p_case_id bigint, p_replan_limit integer, p_actor text, p_now timestamptz)
 RETURNS docket.runs
 LANGUAGE plpgsql AS $$
@@ -857,12 +700,65 @@ BEGIN
     RETURN r;
 END
 $$;
--- +goose StatementEnd
+
+-- run_start with a budget: as run_start, with ceilings (NULL: none) set
+-- before its first steps are admitted, and its worst case reserved in the
+-- project's quota. Refuses, writing nothing, as run_start; ceilings out of
+-- range, money without a currency (DK010); a quota it would exceed (DK009).
+CREATE OR REPLACE FUNCTION docket.run_start(p_project text, p_digest text, p_canonical text, p_input jsonb, p_input_trusted boolean,
+                                 p_case_id bigint, p_replan_limit integer,
+                                 p_max_steps integer, p_max_effects bigint, p_max_money bigint, p_currency text,
+                                 p_max_call bigint, p_max_parallel integer,
+                                 p_actor text, p_now timestamptz)
+RETURNS docket.runs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_plan bigint;
+    r docket.runs;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.require_project_name(p_project);
+    IF NOT (docket.grant_check(p_actor, p_project, 'plan.run') AND docket.grant_check(p_actor, p_project, 'job.create')) THEN
+        RAISE EXCEPTION '% may not run plans in project %: it needs explicit plan.run and job.create grants', p_actor, p_project
+            USING ERRCODE = 'DK009';
+    END IF;
+    PERFORM docket.require_valid(p_input IS NOT NULL AND docket.json_size(p_input) <= 65536, 'run input',
+        left(p_input::text, 64), 'JSON of at most 65536 characters');
+    PERFORM docket.require_valid(p_replan_limit BETWEEN 0 AND 100, 'replan limit', p_replan_limit::text, '0 to 100');
+    PERFORM docket.require_valid((p_max_money IS NULL) = (p_currency IS NULL) AND (p_currency IS NULL OR p_currency ~ '^[A-Z]{3}$'),
+        'currency', p_currency, 'a money ceiling comes with its currency, three capital letters (ISO 4217)');
+    PERFORM docket.require_valid(coalesce(p_max_steps >= 0 AND p_max_steps <= 1000000, true) AND coalesce(p_max_effects >= 0, true)
+        AND coalesce(p_max_money >= 0, true) AND coalesce(p_max_call >= 0, true) AND coalesce(p_max_parallel BETWEEN 1 AND 10000, true),
+        'ceilings', concat_ws(',', p_max_steps, p_max_effects, p_max_money, p_max_call, p_max_parallel),
+        'steps 0..1000000, effects, money and a call 0 or more, in flight 1..10000');
+    IF nullif(p_case_id, 0) IS NOT NULL THEN
+        IF NOT EXISTS (SELECT 1 FROM docket.cases WHERE id = p_case_id AND project = p_project) THEN
+            RAISE EXCEPTION 'case % does not exist in project %', p_case_id, p_project USING ERRCODE = 'P0002';
+        END IF;
+        IF (SELECT status FROM docket.cases WHERE id = p_case_id FOR SHARE) <> 'open' THEN
+            RAISE EXCEPTION 'case % is closed: it cannot start a run', p_case_id USING ERRCODE = 'DK005';
+        END IF;
+    END IF;
+    v_plan := docket.plan_store(p_project, p_digest, p_canonical, p_actor, p_now);
+    INSERT INTO docket.runs (project, plan_id, case_id, input, input_trusted, replan_limit, max_steps, max_effects, max_money,
+                             currency, max_call, max_parallel, created_by, created_at, updated_at)
+    VALUES (p_project, v_plan, nullif(p_case_id, 0), p_input, p_input_trusted, p_replan_limit, p_max_steps, p_max_effects,
+            p_max_money, p_currency, p_max_call, p_max_parallel, p_actor, p_now, p_now)
+    RETURNING * INTO r;
+    IF r.max_money IS NOT NULL THEN
+        PERFORM docket.budget_reserve(r, p_now);
+    END IF;
+    INSERT INTO docket.run_versions (run_id, version, plan_id, actor, at) VALUES (r.id, 1, v_plan, p_actor, p_now);
+    PERFORM docket.run_admit_ready(r.id, NULL);
+    PERFORM docket.run_apply(r.id);
+    SELECT * INTO r FROM docket.runs WHERE id = r.id;
+    RETURN r;
+END
+$$;
 
 -- run_authorize returns run p_id locked for p_actor holding plan.run on its
 -- project; P0002 otherwise, in the same words for a run that does not exist.
--- +goose StatementBegin
-CREATE FUNCTION docket.run_authorize(p_id bigint, p_actor text) RETURNS docket.runs
+CREATE OR REPLACE FUNCTION docket.run_authorize(p_id bigint, p_actor text) RETURNS docket.runs
 LANGUAGE plpgsql AS $$
 DECLARE
     r docket.runs;
@@ -876,7 +772,6 @@ BEGIN
     RETURN r;
 END
 $$;
--- +goose StatementEnd
 
 -- run_replan replaces the plan run p_run runs with a successor (p_digest,
 -- p_canonical) that names the plan it replaces (p_predecessor, its digest)
@@ -888,8 +783,7 @@ $$;
 -- (DK014); a completed step the successor carries over changed, or a
 -- started step whose kind it changed (DK010, naming the step); a plan that
 -- does not hold (DK010).
--- +goose StatementBegin
-CREATE FUNCTION docket.run_replan(p_run bigint, p_predecessor text, p_digest text, p_canonical text, p_reason text,
+CREATE OR REPLACE FUNCTION docket.run_replan(p_run bigint, p_predecessor text, p_digest text, p_canonical text, p_reason text,
                                   p_actor text, p_now timestamptz)
 RETURNS docket.runs
 LANGUAGE plpgsql AS $$
@@ -946,14 +840,12 @@ BEGIN
     RETURN r;
 END
 $$;
--- +goose StatementEnd
 
 -- run_cancel cancels run p_run on behalf of p_actor at p_now: the steps not
 -- started (queued jobs) are cancelled, and the run unwinds once those
 -- running have finished. Cancelling a run that is not running (or
 -- exhausted) is a no-op.
--- +goose StatementBegin
-CREATE FUNCTION docket.run_cancel(p_run bigint, p_reason text, p_actor text, p_now timestamptz)
+CREATE OR REPLACE FUNCTION docket.run_cancel(p_run bigint, p_reason text, p_actor text, p_now timestamptz)
 RETURNS docket.runs
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -978,14 +870,12 @@ BEGIN
     RETURN r;
 END
 $$;
--- +goose StatementEnd
 
 -- Reads ------------------------------------------------------------------------------------------
 
 -- run_get returns run p_id when p_actor holds plan.run, case.admit or
 -- case.view on its project.
--- +goose StatementBegin
-CREATE FUNCTION docket.run_get(p_id bigint, p_actor text) RETURNS SETOF docket.runs
+CREATE OR REPLACE FUNCTION docket.run_get(p_id bigint, p_actor text) RETURNS SETOF docket.runs
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN QUERY SELECT * FROM docket.runs r
@@ -993,12 +883,10 @@ BEGIN
                            OR docket.grant_check(p_actor, r.project, 'case.view'));
 END
 $$;
--- +goose StatementEnd
 
 -- run_steps_of returns the admitted steps of run p_id in ready order, when
 -- p_actor may read the run.
--- +goose StatementBegin
-CREATE FUNCTION docket.run_steps_of(p_id bigint, p_actor text) RETURNS SETOF docket.run_steps
+CREATE OR REPLACE FUNCTION docket.run_steps_of(p_id bigint, p_actor text) RETURNS SETOF docket.run_steps
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM docket.run_get(p_id, p_actor)) THEN
@@ -1007,12 +895,10 @@ BEGIN
     RETURN QUERY SELECT * FROM docket.run_steps WHERE run_id = p_id ORDER BY ready_seq;
 END
 $$;
--- +goose StatementEnd
 
 -- run_versions_of returns every version of run p_id's plan, oldest first,
 -- with its digest and canonical text, when p_actor may read the run.
--- +goose StatementBegin
-CREATE FUNCTION docket.run_versions_of(p_id bigint, p_actor text)
+CREATE OR REPLACE FUNCTION docket.run_versions_of(p_id bigint, p_actor text)
 RETURNS TABLE (version integer, digest text, canonical text, predecessor text, reason text, actor text, at timestamptz)
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
@@ -1025,51 +911,7 @@ BEGIN
     WHERE v.run_id = p_id ORDER BY v.version;
 END
 $$;
--- +goose StatementEnd
 
 INSERT INTO docket.api_functions (name, role) VALUES
     ('run_start', 'app'), ('run_replan', 'app'), ('run_cancel', 'app'), ('run_get', 'app'), ('run_steps_of', 'app'),
     ('run_versions_of', 'app');
-
-SELECT docket.apply_privileges();
-
--- +goose Down
-SET LOCAL docket.migrating = 'on';
-DELETE FROM docket.api_functions WHERE name IN ('run_start', 'run_replan', 'run_cancel', 'run_get', 'run_steps_of', 'run_versions_of');
-DROP FUNCTION docket.run_versions_of(bigint, text);
-DROP FUNCTION docket.run_steps_of(bigint, text);
-DROP FUNCTION docket.run_get(bigint, text);
-DROP FUNCTION docket.run_cancel(bigint, text, text, timestamptz);
-DROP FUNCTION docket.run_replan(bigint, text, text, text, text, text, timestamptz);
-DROP FUNCTION docket.run_authorize(bigint, text);
-DROP FUNCTION docket.run_start(text, text, text, jsonb, boolean, bigint, integer, text, timestamptz);
-DROP TRIGGER jobs_advance_runs ON docket.jobs;
-DROP FUNCTION docket.jobs_advance_runs();
-DROP FUNCTION docket.run_job_ended(bigint, text, jsonb, text, bigint);
-DROP FUNCTION docket.run_unwind(bigint);
-DROP FUNCTION docket.run_apply(bigint);
-DROP FUNCTION docket.run_admit_ready(bigint, text);
-DROP FUNCTION docket.run_deps_met(docket.runs, text);
-DROP FUNCTION docket.run_gate(docket.runs);
-DROP FUNCTION docket.run_after_apply(bigint);
-DROP FUNCTION docket.run_step_spent(bigint, text, jsonb);
-DROP FUNCTION docket.run_admit(docket.runs, text);
-DROP FUNCTION docket.run_arg(docket.runs, jsonb);
-DROP FUNCTION docket.run_enqueue(docket.runs, text, jsonb, jsonb, text, boolean);
-DROP TRIGGER jobs_run_check ON docket.jobs;
-DROP FUNCTION docket.jobs_run_check();
-CREATE OR REPLACE FUNCTION docket.prune_keeps_job(j docket.jobs) RETURNS boolean
-LANGUAGE sql STABLE
-RETURN false;
-DROP TABLE docket.run_steps, docket.run_versions, docket.runs, docket.plan_deps, docket.plan_steps, docket.plans;
-DROP FUNCTION docket.runs_guard();
-DROP FUNCTION docket.run_steps_guard();
-DROP FUNCTION docket.plan_precedes(bigint, text, text);
-DROP FUNCTION docket.plan_reachable(bigint);
-DROP FUNCTION docket.plan_store(text, text, text, text, timestamptz);
-DROP FUNCTION docket.valid_step_id(text);
-DROP VIEW IF EXISTS docket.run_states, docket.run_transitions, docket.run_step_states, docket.run_step_transitions;
-DELETE FROM docket.machine_transitions WHERE machine IN ('run', 'run_step');
-DELETE FROM docket.machine_states WHERE machine IN ('run', 'run_step');
-DELETE FROM docket.machines WHERE name IN ('run', 'run_step');
-DELETE FROM docket.capabilities c WHERE c.name = 'plan.run' AND NOT EXISTS (SELECT 1 FROM docket.grants g WHERE g.capability = c.name);

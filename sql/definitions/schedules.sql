@@ -39,102 +39,16 @@
 -- grace 1 second .. 24 hours; max_occurrences 1 or more; sweep batch
 -- 1..10000; 1000 occurrences per schedule per sweep.
 
--- +goose Up
-
-INSERT INTO docket.capabilities (name, description) VALUES
-    ('schedule.manage', 'create (with job.create), change, pause, resume and finish the project''s schedules; read them'),
-    ('schedule.view', 'read the project''s schedules, their occurrences and history'),
-    ('schedule.sweep', 'materialize the project''s due schedule occurrences as jobs (with job.create)');
-
--- States and transitions ---------------------------------------------------------
-
--- The machines of this file change only here (docket.refuse_machine_change).
-SET LOCAL docket.migrating = 'on';
-
-INSERT INTO docket.machines (name, subject, meaning) VALUES
-    ('schedule', 'docket.schedules.status', 'a schedule: active, paused or finished');
-
-INSERT INTO docket.machine_states (machine, state, initial, terminal, meaning)
-SELECT 'schedule', * FROM (VALUES
-    ('active', true, false, 'its due occurrences are materialized as jobs by the sweep'),
-    ('paused', false, false, 'nothing is materialized; the cursor is kept, and resuming applies the catch-up policy'),
-    ('finished', false, true, 'past its end or its last occurrence, or finished by hand; kept with its history')) v;
-
-INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
-SELECT 'schedule', from_state, to_state, NULL FROM (VALUES
-    ('active', 'paused'),
-    ('paused', 'active'),
-    ('active', 'finished'),
-    ('paused', 'finished')) v (from_state, to_state);
-
+-- The schedule machine's states and moves (docket.schedule_states, docket.schedule_transitions),
+-- as 00028_schedules.sql declares them.
 SELECT docket.machine_views('schedule');
-
--- Schedules -------------------------------------------------------------------------
-
--- A zone name as the IANA database spells them, e.g. Europe/Berlin or UTC.
--- Whether the zone is known is decided in Go, by the tz database that
--- computes the instants.
-CREATE FUNCTION docket.valid_zone_name(p_zone text) RETURNS boolean
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN length(p_zone) BETWEEN 1 AND 64 AND p_zone ~ '^[A-Za-z][A-Za-z0-9._+/-]*$';
-
-CREATE TABLE docket.schedules (
-    id                 bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    project            text NOT NULL REFERENCES docket.projects (name),
-    name               text NOT NULL CONSTRAINT schedules_name_valid CHECK (docket.valid_project_name(name)),
-    cron               text NOT NULL CONSTRAINT schedules_cron_bounded CHECK (length(cron) BETWEEN 1 AND 200),
-    zone               text NOT NULL CONSTRAINT schedules_zone_valid CHECK (docket.valid_zone_name(zone)),
-    -- Neither the minute nor the hour field is * or */n (see docs/schedules.md).
-    fixed_time         boolean NOT NULL,
-    -- The job each occurrence enqueues.
-    job_kind           docket.job_kind NOT NULL,
-    job_queue          docket.job_queue NOT NULL,
-    job_payload        docket.job_json NOT NULL,
-    job_payload_schema integer NOT NULL CONSTRAINT schedules_job_payload_schema_positive CHECK (job_payload_schema >= 1),
-    job_max_attempts   integer NOT NULL CONSTRAINT schedules_job_max_attempts_range CHECK (job_max_attempts BETWEEN 1 AND 100),
-    -- After downtime: skip, one or all (up to max_catch_up) of the missed
-    -- occurrences; an occurrence later than grace when swept is missed.
-    catch_up           text NOT NULL CONSTRAINT schedules_catch_up_known CHECK (catch_up IN ('skip', 'one', 'all')),
-    max_catch_up       integer NOT NULL CONSTRAINT schedules_max_catch_up_range CHECK (max_catch_up BETWEEN 1 AND 1000),
-    grace              interval NOT NULL
-                       CONSTRAINT schedules_grace_range CHECK (grace BETWEEN interval '1 second' AND interval '24 hours'),
-    -- Occurrences strictly after starts_at and not after ends_at, at most
-    -- max_occurrences runs.
-    starts_at          timestamptz NOT NULL CONSTRAINT schedules_starts_at_finite CHECK (isfinite(starts_at)),
-    ends_at            timestamptz,
-    max_occurrences    bigint CONSTRAINT schedules_max_occurrences_positive CHECK (max_occurrences >= 1),
-    runs               bigint NOT NULL DEFAULT 0,
-    status             text NOT NULL DEFAULT 'active',
-    -- The next occurrence is the first strictly after cursor_at.
-    cursor_at          timestamptz NOT NULL,
-    -- The instant of that occurrence; NULL when finished.
-    next_due_at        timestamptz,
-    created_by         docket.principal NOT NULL,
-    created_at         timestamptz NOT NULL,
-    updated_at         timestamptz NOT NULL,
-    finished_at        timestamptz,
-    CONSTRAINT schedules_project_name_key UNIQUE (project, name),
-    CONSTRAINT schedules_ends_after_start CHECK (ends_at > starts_at),
-    CONSTRAINT schedules_runs_bounded CHECK (runs >= 0 AND runs <= coalesce(max_occurrences, runs)),
-    CONSTRAINT schedules_cursor_from_start CHECK (cursor_at >= starts_at),
-    CONSTRAINT schedules_next_after_cursor CHECK (next_due_at > cursor_at),
-    CONSTRAINT schedules_next_due_iff_unfinished CHECK ((status = 'finished') = (next_due_at IS NULL)),
-    CONSTRAINT schedules_finished_at_iff_finished CHECK ((status = 'finished') = (finished_at IS NOT NULL))
-);
-
-COMMENT ON TABLE docket.schedules IS
-    'Recurring jobs: a cron expression in a zone, the job each occurrence enqueues, catch-up policy, bounds and cursor.';
-
--- The sweep's range scan: active schedules by the instant they fall due.
-CREATE INDEX schedules_due_idx ON docket.schedules (next_due_at, id) WHERE status = 'active';
 
 -- schedules_guard holds every INSERT and UPDATE of docket.schedules to the
 -- rules: a schedule is born active with no runs and its cursor at its start
 -- (DK001); id, project, name and creation never change, and the cursor and
 -- the run count never move back (DK015); status moves only along
 -- docket.schedule_transitions, and a finished schedule never changes (DK001).
--- +goose StatementBegin
-CREATE FUNCTION docket.schedules_guard() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.schedules_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
@@ -156,57 +70,27 @@ BEGIN
     RETURN NEW;
 END
 $$;
--- +goose StatementEnd
 
-CREATE TRIGGER schedules_guard
+CREATE OR REPLACE TRIGGER schedules_guard
     BEFORE INSERT OR UPDATE ON docket.schedules
     FOR EACH ROW EXECUTE FUNCTION docket.schedules_guard();
 
-CREATE TRIGGER schedules_columns_immutable
+CREATE OR REPLACE TRIGGER schedules_columns_immutable
     BEFORE UPDATE OF id, project, name, created_by, created_at ON docket.schedules
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
 
-CREATE TRIGGER schedules_refuse_delete
+CREATE OR REPLACE TRIGGER schedules_refuse_delete
     BEFORE DELETE ON docket.schedules
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('schedules are kept with their history: finish a schedule instead');
 
-CREATE TRIGGER project_takes_work
+CREATE OR REPLACE TRIGGER project_takes_work
     BEFORE INSERT ON docket.schedules
     FOR EACH ROW EXECUTE FUNCTION docket.project_takes_work();
-
--- Occurrences -------------------------------------------------------------------------
-
--- One row per occurrence materialized as a job. Append-only.
-CREATE TABLE docket.schedule_occurrences (
-    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    schedule_id bigint NOT NULL REFERENCES docket.schedules (id),
-    -- The local date-time the expression matched, in the schedule's zone
-    -- (for a run moved out of a spring-forward gap, the missing local time),
-    -- and 0 for its first occurrence, 1 for its second in a fall-back overlap.
-    local_time  timestamp NOT NULL,
-    fold        smallint NOT NULL CONSTRAINT schedule_occurrences_fold_known CHECK (fold IN (0, 1)),
-    -- The instant it resolved to, and the job it enqueued (available then).
-    due_at      timestamptz NOT NULL,
-    job_id      bigint NOT NULL REFERENCES docket.jobs (id),
-    recorded_at timestamptz NOT NULL,
-    CONSTRAINT schedule_occurrences_identity UNIQUE (schedule_id, local_time, fold),
-    -- A whole minute, as cron matches and as the job key names it.
-    CONSTRAINT schedule_occurrences_local_time_minute CHECK (local_time = date_trunc('minute', local_time))
-);
-
-COMMENT ON TABLE docket.schedule_occurrences IS
-    'Each occurrence of a schedule materialized as a job, once: unique by (schedule, local date-time, fold).';
-
-CREATE INDEX schedule_occurrences_schedule_idx ON docket.schedule_occurrences (schedule_id, due_at);
-
-CREATE TRIGGER schedule_occurrences_append_only
-    BEFORE UPDATE OR DELETE ON docket.schedule_occurrences
-    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
 
 -- local_time_repeats reports whether local date-time p_local happens twice
 -- in zone p_zone: some instant other than the one Postgres resolves it to
 -- shows the same local time, an offset change of up to two hours away.
-CREATE FUNCTION docket.local_time_repeats(p_local timestamp, p_zone text) RETURNS boolean
+CREATE OR REPLACE FUNCTION docket.local_time_repeats(p_local timestamp, p_zone text) RETURNS boolean
 LANGUAGE sql STABLE
 RETURN EXISTS (
     SELECT 1 FROM unnest(ARRAY[interval '15 minutes', interval '30 minutes', interval '45 minutes',
@@ -216,8 +100,7 @@ RETURN EXISTS (
 
 -- schedule_occurrences_fold refuses (DK010) an occurrence's second run (fold
 -- 1) of a local time that happens once in its schedule's zone.
--- +goose StatementBegin
-CREATE FUNCTION docket.schedule_occurrences_fold() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.schedule_occurrences_fold() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     v_zone text;
@@ -230,46 +113,20 @@ BEGIN
     RETURN NEW;
 END
 $$;
--- +goose StatementEnd
 
-CREATE TRIGGER schedule_occurrences_fold
+CREATE OR REPLACE TRIGGER schedule_occurrences_fold
     BEFORE INSERT ON docket.schedule_occurrences
     FOR EACH ROW WHEN (NEW.fold = 1)
     EXECUTE FUNCTION docket.schedule_occurrences_fold();
 
--- Events ------------------------------------------------------------------------
-
--- One row per change of a schedule. what says which:
---   created   the schedule was created (to: active)
---   status    it was paused, resumed or finished (from, to)
---   updated   its expression, zone, job, catch-up or bounds changed
---   skipped   missed occurrences the catch-up policy did not run (detail:
---             policy, count, first and last: local time, fold, instant)
-CREATE TABLE docket.schedule_events (
-    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    schedule_id bigint NOT NULL REFERENCES docket.schedules (id),
-    what        text NOT NULL CONSTRAINT schedule_events_what_known CHECK (what IN ('created', 'status', 'updated', 'skipped')),
-    from_state  text,
-    to_state    text,
-    actor       text NOT NULL,
-    at          timestamptz NOT NULL,
-    detail      jsonb CONSTRAINT schedule_events_detail_bounded CHECK (docket.json_size(detail) <= 4096)
-);
-
-COMMENT ON TABLE docket.schedule_events IS
-    'Append-only history of every schedule change, and of every missed window the catch-up policy skipped.';
-
-CREATE INDEX schedule_events_schedule_idx ON docket.schedule_events (schedule_id, id);
-
-CREATE TRIGGER schedule_events_append_only
+CREATE OR REPLACE TRIGGER schedule_events_append_only
     BEFORE UPDATE OR DELETE ON docket.schedule_events
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
 
 -- schedules_record appends the created, status and updated events of a
 -- schedule, attributed to the change context. The sweep's cursor moves
 -- record nothing here: their record is the occurrences.
--- +goose StatementBegin
-CREATE FUNCTION docket.schedules_record() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.schedules_record() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
@@ -294,9 +151,8 @@ BEGIN
     RETURN NULL;
 END
 $$;
--- +goose StatementEnd
 
-CREATE TRIGGER schedules_record
+CREATE OR REPLACE TRIGGER schedules_record
     AFTER INSERT OR UPDATE ON docket.schedules
     FOR EACH ROW EXECUTE FUNCTION docket.schedules_record();
 
@@ -304,7 +160,7 @@ CREATE TRIGGER schedules_record
 
 -- schedule_visible reports whether p_principal may read the schedules of
 -- p_project: it holds schedule.manage or schedule.view there.
-CREATE FUNCTION docket.schedule_visible(p_principal text, p_project text) RETURNS boolean
+CREATE OR REPLACE FUNCTION docket.schedule_visible(p_principal text, p_project text) RETURNS boolean
 LANGUAGE sql STABLE
 RETURN EXISTS (
     SELECT 1 FROM docket.grants
@@ -314,7 +170,7 @@ RETURN EXISTS (
 -- Operator views: what falls due when (filter with the instant you mean:
 --     SELECT * FROM docket.schedules_due WHERE next_due_at <= '2026-11-29 10:00Z'),
 -- and what was skipped.
-CREATE VIEW docket.schedules_due AS
+CREATE OR REPLACE VIEW docket.schedules_due AS
 SELECT s.id, s.project, s.name, s.cron, s.zone, s.catch_up, s.next_due_at, s.cursor_at, s.runs, s.max_occurrences, s.ends_at
 FROM docket.schedules s
 WHERE s.status = 'active'
@@ -323,7 +179,7 @@ ORDER BY s.next_due_at, s.id;
 COMMENT ON VIEW docket.schedules_due IS
     'Active schedules, soonest due first. Due at instant T: WHERE next_due_at <= T; the schedule sweep runs them.';
 
-CREATE VIEW docket.schedule_skips AS
+CREATE OR REPLACE VIEW docket.schedule_skips AS
 SELECT e.schedule_id, s.project, s.name, e.at AS swept_at, e.detail ->> 'policy' AS policy,
        (e.detail ->> 'count')::bigint AS skipped, e.detail -> 'first' AS first, e.detail -> 'last' AS last
 FROM docket.schedule_events e
@@ -339,8 +195,7 @@ COMMENT ON VIEW docket.schedule_skips IS
 -- schedule_authorize returns the project of schedule p_id when p_actor holds
 -- schedule.manage there. It refuses with P0002, in the same words, an
 -- unknown schedule and one the actor may not manage.
--- +goose StatementBegin
-CREATE FUNCTION docket.schedule_authorize(p_id bigint, p_actor text) RETURNS text
+CREATE OR REPLACE FUNCTION docket.schedule_authorize(p_id bigint, p_actor text) RETURNS text
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_project text;
@@ -353,12 +208,10 @@ BEGIN
     RETURN v_project;
 END
 $$;
--- +goose StatementEnd
 
 -- schedule_require_terms refuses (DK010, naming the field) malformed terms
 -- of a schedule: what schedule_create and schedule_update both take.
--- +goose StatementBegin
-CREATE FUNCTION docket.schedule_require_terms(
+CREATE OR REPLACE FUNCTION docket.schedule_require_terms(
     p_cron text, p_zone text, p_job_kind text, p_job_queue text, p_job_payload jsonb, p_job_payload_schema integer,
     p_job_max_attempts integer, p_catch_up text, p_max_catch_up integer, p_grace interval,
     p_starts_at timestamptz, p_ends_at timestamptz, p_max_occurrences bigint)
@@ -381,7 +234,6 @@ BEGIN
         p_max_occurrences::text, '1 or more');
 END
 $$;
--- +goose StatementEnd
 
 -- schedule_create creates schedule p_name of p_project, active, its cursor at
 -- p_starts_at and its first occurrence due at p_next_due_at (computed by the
@@ -391,8 +243,7 @@ $$;
 -- naming the field); an actor without schedule.manage and job.create on
 -- p_project, or an unknown project (DK009); a schedule of that name in the
 -- project (23505 on schedules_project_name_key).
--- +goose StatementBegin
-CREATE FUNCTION docket.schedule_create(
+CREATE OR REPLACE FUNCTION docket.schedule_create(
     p_project text, p_name text, p_cron text, p_zone text, p_fixed_time boolean,
     p_job_kind text, p_job_queue text, p_job_payload jsonb, p_job_payload_schema integer, p_job_max_attempts integer,
     p_catch_up text, p_max_catch_up integer, p_grace interval,
@@ -427,13 +278,11 @@ BEGIN
     RETURN v;
 END
 $$;
--- +goose StatementEnd
 
 -- schedule_lock returns schedule p_id locked (FOR NO KEY UPDATE) for p_actor,
 -- who computes its next occurrence under the lock before schedule_update.
 -- Refuses: an unknown schedule or one the actor may not manage (P0002).
--- +goose StatementBegin
-CREATE FUNCTION docket.schedule_lock(p_id bigint, p_actor text) RETURNS docket.schedules
+CREATE OR REPLACE FUNCTION docket.schedule_lock(p_id bigint, p_actor text) RETURNS docket.schedules
 LANGUAGE plpgsql AS $$
 DECLARE
     v docket.schedules;
@@ -444,7 +293,6 @@ BEGIN
     RETURN v;
 END
 $$;
--- +goose StatementEnd
 
 -- schedule_update replaces the terms of schedule p_id (which the caller
 -- holds locked by schedule_lock) on behalf of p_actor at p_now, keeping its
@@ -455,8 +303,7 @@ $$;
 -- unknown schedule or one the actor may not manage (P0002); an actor without
 -- job.create on the project (DK009); a finished schedule (DK001); a run
 -- count already past the new max_occurrences (23514).
--- +goose StatementBegin
-CREATE FUNCTION docket.schedule_update(
+CREATE OR REPLACE FUNCTION docket.schedule_update(
     p_id bigint, p_cron text, p_zone text, p_fixed_time boolean,
     p_job_kind text, p_job_queue text, p_job_payload jsonb, p_job_payload_schema integer, p_job_max_attempts integer,
     p_catch_up text, p_max_catch_up integer, p_grace interval,
@@ -495,7 +342,6 @@ BEGIN
     RETURN v;
 END
 $$;
--- +goose StatementEnd
 
 -- schedule_set_status pauses (paused), resumes (active) or finishes
 -- (finished) schedule p_id on behalf of p_actor at p_now, and returns it.
@@ -505,8 +351,7 @@ $$;
 -- Refuses, writing nothing: a malformed status, actor or instant (DK010); an
 -- unknown schedule or one the actor may not manage (P0002); a move out of
 -- finished (DK001).
--- +goose StatementBegin
-CREATE FUNCTION docket.schedule_set_status(p_id bigint, p_status text, p_actor text, p_now timestamptz)
+CREATE OR REPLACE FUNCTION docket.schedule_set_status(p_id bigint, p_status text, p_actor text, p_now timestamptz)
 RETURNS docket.schedules
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -529,14 +374,12 @@ BEGIN
     RETURN v;
 END
 $$;
--- +goose StatementEnd
 
 -- schedule_due returns up to p_limit active schedules due at p_now, of active
 -- projects where p_actor holds schedule.sweep and job.create, soonest first,
 -- locked for the caller's transaction; schedules another sweeper holds are
 -- skipped, never waited for.
--- +goose StatementBegin
-CREATE FUNCTION docket.schedule_due(p_limit integer, p_actor text, p_now timestamptz)
+CREATE OR REPLACE FUNCTION docket.schedule_due(p_limit integer, p_actor text, p_now timestamptz)
 RETURNS SETOF docket.schedules
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -553,7 +396,6 @@ BEGIN
     FOR UPDATE OF s SKIP LOCKED;
 END
 $$;
--- +goose StatementEnd
 
 -- schedule_advance records one sweep of schedule p_id, which the caller
 -- holds locked (schedule_due) with its cursor at p_expected_cursor: it
@@ -570,8 +412,7 @@ $$;
 -- (40001, retry the sweep); arrays of different lengths or more than 1000
 -- occurrences (DK010); an enqueue the actor may not make (DK009); more runs
 -- than max_occurrences (23514).
--- +goose StatementBegin
-CREATE FUNCTION docket.schedule_advance(
+CREATE OR REPLACE FUNCTION docket.schedule_advance(
     p_id bigint, p_expected_cursor timestamptz, p_locals timestamp[], p_folds integer[], p_dues timestamptz[],
     p_skipped jsonb[], p_cursor timestamptz, p_next_due_at timestamptz, p_actor text, p_now timestamptz)
 RETURNS SETOF docket.jobs
@@ -623,39 +464,9 @@ BEGIN
     WHERE id = s.id;
 END
 $$;
--- +goose StatementEnd
 
 -- The API ---------------------------------------------------------------------
 
 INSERT INTO docket.api_functions (name, role) VALUES
     ('schedule_create', 'app'), ('schedule_update', 'app'), ('schedule_set_status', 'app'),
     ('schedule_lock', 'app'), ('schedule_due', 'app'), ('schedule_advance', 'app');
-
-SELECT docket.apply_privileges();
-
--- +goose Down
-SET LOCAL docket.migrating = 'on';
-DROP VIEW
-    docket.schedule_skips, docket.schedules_due, docket.schedule_transitions, docket.schedule_states CASCADE;
-DROP TABLE docket.schedule_events, docket.schedule_occurrences, docket.schedules CASCADE;
-DELETE FROM docket.machine_transitions WHERE machine IN ('schedule');
-DELETE FROM docket.machine_states WHERE machine IN ('schedule');
-DELETE FROM docket.machines WHERE name IN ('schedule');
-DELETE FROM docket.api_functions WHERE name IN ('schedule_create', 'schedule_update', 'schedule_set_status', 'schedule_lock', 'schedule_due', 'schedule_advance');
--- A capability still granted somewhere stays, with its grants.
-DELETE FROM docket.capabilities c WHERE c.name IN ('schedule.manage', 'schedule.view', 'schedule.sweep')
-    AND NOT EXISTS (SELECT 1 FROM docket.grants g WHERE g.capability = c.name);
-DROP FUNCTION IF EXISTS docket.schedule_advance(bigint,timestamp with time zone,timestamp without time zone[],integer[],timestamp with time zone[],jsonb[],timestamp with time zone,timestamp with time zone,text,timestamp with time zone);
-DROP FUNCTION IF EXISTS docket.schedule_due(integer,text,timestamp with time zone);
-DROP FUNCTION IF EXISTS docket.schedule_set_status(bigint,text,text,timestamp with time zone);
-DROP FUNCTION IF EXISTS docket.schedule_update(bigint,text,text,boolean,text,text,jsonb,integer,integer,text,integer,interval,timestamp with time zone,bigint,timestamp with time zone,text,timestamp with time zone);
-DROP FUNCTION IF EXISTS docket.schedule_lock(bigint,text);
-DROP FUNCTION IF EXISTS docket.schedule_create(text,text,text,text,boolean,text,text,jsonb,integer,integer,text,integer,interval,timestamp with time zone,timestamp with time zone,bigint,timestamp with time zone,text,timestamp with time zone);
-DROP FUNCTION IF EXISTS docket.schedule_require_terms(text,text,text,text,jsonb,integer,integer,text,integer,interval,timestamp with time zone,timestamp with time zone,bigint);
-DROP FUNCTION IF EXISTS docket.schedule_authorize(bigint,text);
-DROP FUNCTION IF EXISTS docket.schedule_visible(text,text);
-DROP FUNCTION IF EXISTS docket.schedules_record();
-DROP FUNCTION IF EXISTS docket.schedule_occurrences_fold();
-DROP FUNCTION IF EXISTS docket.local_time_repeats(timestamp without time zone,text);
-DROP FUNCTION IF EXISTS docket.schedules_guard();
-DROP FUNCTION IF EXISTS docket.valid_zone_name(text);

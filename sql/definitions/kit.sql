@@ -1,16 +1,14 @@
--- docket's kit: what every aggregate's migration stands on.
+-- The kit: what every aggregate's definitions stand on.
 --
---   * names and bounds: principals, project names, capabilities, JSON sizes,
---     and require_valid, which refuses a malformed argument (DK010) naming
---     the field, the value and the rule;
---   * the error catalogue (docket.error_codes), the same as package db's;
+--   * the require_* checks: a malformed argument refused (DK010) naming the
+--     field, the value and the rule;
 --   * the change context: set_context(actor, now) records who changes docket
 --     and at which instant for the rest of the transaction, and refuses an
 --     actor the session's login role is not bound to (DK009); storage never
 --     reads the wall clock;
---   * the machine kit: every state machine's states and moves as rows
---     (docket.machines, machine_states, machine_transitions), and the checks
---     every guard makes (machine_birth, machine_move, refuse_immutable);
+--   * the machine kit: the checks every guard makes of a state machine's
+--     rows (machine_birth, machine_move, machine_terminal, refuse_immutable),
+--     and the trigger that keeps the machines' rows as migrated;
 --   * the refusals: of an update or delete of an append-only record
 --     (refuse_change), of TRUNCATE on every docket table (refuse_truncate);
 --   * the trust boundary: three NOLOGIN group roles, granted to login roles
@@ -22,43 +20,27 @@
 --     none of which holds INSERT, UPDATE, DELETE, TRUNCATE, TRIGGER or
 --     REFERENCES on a docket table: every change goes through an API
 --     function, which runs SECURITY DEFINER as the schema owner with
---     search_path pinned. Each aggregate lists its API functions in
---     docket.api_functions and calls docket.apply_privileges() at its end.
---     Where the migrating role may not create roles, the roles are left for
---     a DBA (docs/security.md) and apply_privileges grants what it can.
+--     search_path pinned. Each definition file lists its API functions in
+--     docket.api_functions, and privileges.sql, applied last, calls
+--     docket.apply_privileges(). Where the migrating role may not create
+--     roles, the roles are left for a DBA (docs/security.md) and
+--     apply_privileges grants what it can.
 --
--- Each aggregate's migration that follows holds all of its own rules: its
--- machines, tables, guards, events, views and functions; none alters
--- another's tables.
+-- The files of this directory hold docket's code: every function, trigger
+-- and view, each written once, in its current form, with its contract in a
+-- comment above it. The tables, types, indexes, constraints and seed rows
+-- they work on are the versioned migrations' (sql/schema), with the few
+-- IMMUTABLE functions their CHECKs and domains call. docket migrate (and
+-- db.Migrate) applies these files after the migrations, in the order of
+-- definitions.Order, in one transaction, whenever they differ from the ones
+-- the database last had; a function, trigger or view that no file creates
+-- any more is dropped then. So every statement here may run again at any
+-- time: CREATE OR REPLACE, or DROP ... IF EXISTS and CREATE where Postgres
+-- has no OR REPLACE (a constraint trigger).
 
--- +goose Up
-
-CREATE SCHEMA IF NOT EXISTS docket;
-
--- Names ---------------------------------------------------------------------
-
--- A project name: 1-63 characters of [a-z0-9._-], starting with a letter or digit.
-CREATE FUNCTION docket.valid_project_name(p_name text) RETURNS boolean
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN p_name ~ '^[a-z0-9][a-z0-9._-]{0,62}$';
-
--- A principal: "kind:name", e.g. svc:billing or user:ana. kind is 1-32 characters of
--- [a-z0-9_-] starting with a letter; name is 1-200 characters of [A-Za-z0-9._@+:/-]
--- starting with a letter or digit. The lengths are checked apart from the
--- pattern, which has no bounded repeats: the same rule, several times cheaper,
--- since every job row checks it.
-CREATE FUNCTION docket.valid_principal(p_principal text) RETURNS boolean
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN p_principal ~ '^[a-z][a-z0-9_-]*:[A-Za-z0-9][A-Za-z0-9._@+:/-]*$'
-   AND length(split_part(p_principal, ':', 1)) <= 32
-   AND length(p_principal) - length(split_part(p_principal, ':', 1)) <= 201;
-
--- A capability: two to four dot-separated segments of [a-z0-9_] each starting with a
--- letter, at most 64 characters, e.g. job.create. No wildcard can be spelled.
-CREATE FUNCTION docket.valid_capability(p_capability text) RETURNS boolean
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN length(p_capability) <= 64
-   AND p_capability ~ '^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*){1,3}$';
+-- Names -----------------------------------------------------------------------
+-- (valid_project_name, valid_principal, valid_capability, json_size and the
+-- domain docket.principal are 00021_kit.sql's: CHECKs call them.)
 
 -- The require_* functions refuse what they are given or return nothing.
 -- They are STABLE, not IMMUTABLE, though they read nothing: a call of an
@@ -68,8 +50,7 @@ RETURN length(p_capability) <= 64
 
 -- require_principal refuses (DK010) a null or malformed principal, naming
 -- what the argument is for (actor, principal, …) in the message.
--- +goose StatementBegin
-CREATE FUNCTION docket.require_principal(p_what text, p_value text) RETURNS void
+CREATE OR REPLACE FUNCTION docket.require_principal(p_what text, p_value text) RETURNS void
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     IF p_value IS NULL OR NOT docket.valid_principal(p_value) THEN
@@ -78,11 +59,9 @@ BEGIN
     END IF;
 END
 $$;
--- +goose StatementEnd
 
 -- require_project_name refuses (DK010) a null or malformed project name.
--- +goose StatementBegin
-CREATE FUNCTION docket.require_project_name(p_value text) RETURNS void
+CREATE OR REPLACE FUNCTION docket.require_project_name(p_value text) RETURNS void
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     IF p_value IS NULL OR NOT docket.valid_project_name(p_value) THEN
@@ -92,12 +71,10 @@ BEGIN
     END IF;
 END
 $$;
--- +goose StatementEnd
 
 -- require_valid refuses (DK010) a value p_ok says is malformed, naming the
 -- field, the value (cut to 80 characters) and the rule.
--- +goose StatementBegin
-CREATE FUNCTION docket.require_valid(p_ok boolean, p_field text, p_value text, p_rule text) RETURNS void
+CREATE OR REPLACE FUNCTION docket.require_valid(p_ok boolean, p_field text, p_value text, p_rule text) RETURNS void
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     IF p_ok IS NOT TRUE THEN
@@ -107,18 +84,11 @@ BEGIN
     END IF;
 END
 $$;
--- +goose StatementEnd
-
--- json_size is the size of a JSON value as docket bounds it: the bytes of its
--- canonical text.
-CREATE FUNCTION docket.json_size(p_value jsonb) RETURNS integer
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN octet_length(p_value::text);
 
 -- bounded_text cuts p_text to p_max characters, marking a cut with a final …,
 -- so diagnostics never refuse a failure report for being long.
 -- Not STRICT, so the planner can inline it (NULL text gives NULL all the same).
-CREATE FUNCTION docket.bounded_text(p_text text, p_max integer) RETURNS text
+CREATE OR REPLACE FUNCTION docket.bounded_text(p_text text, p_max integer) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN CASE WHEN length(p_text) <= p_max THEN p_text ELSE left(p_text, p_max - 1) || '…' END;
 
@@ -126,43 +96,12 @@ RETURN CASE WHEN length(p_text) <= p_max THEN p_text ELSE left(p_text, p_max - 1
 -- event hash covers (independent of time zone and output settings).
 -- STABLE, as extract of a timestamptz is, and not STRICT, so the planner
 -- inlines it into the hash of every event.
-CREATE FUNCTION docket.epoch_micros(p_at timestamptz) RETURNS bigint
+CREATE OR REPLACE FUNCTION docket.epoch_micros(p_at timestamptz) RETURNS bigint
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN (extract(epoch FROM p_at) * 1000000)::bigint;
 
--- A column holding a principal.
-CREATE DOMAIN docket.principal AS text CONSTRAINT principal_valid CHECK (docket.valid_principal(VALUE));
-
--- Error catalogue -----------------------------------------------------------
-
--- Every SQLSTATE docket raises, so an operator in psql can look one up. The Go
--- package db carries the same catalogue; a test keeps the two equal.
-CREATE TABLE docket.error_codes (
-    code    text PRIMARY KEY CONSTRAINT error_codes_code_valid CHECK (code ~ '^DK[0-9]{3}$'),
-    name    text NOT NULL UNIQUE,
-    meaning text NOT NULL
-);
-
-INSERT INTO docket.error_codes (code, name, meaning) VALUES
-    ('DK001', 'ErrIllegalTransition', 'the (from, to) pair is not in the transition table, or the row is in a terminal state'),
-    ('DK002', 'ErrStaleClaim', 'token does not hold the current lease (expired, replaced, released)'),
-    ('DK003', 'ErrIdempotencyConflict', 'same idempotency key, different payload'),
-    ('DK004', 'ErrVersionConflict', 'case state was written by someone else since it was read'),
-    ('DK005', 'ErrCaseClosed', 'a write that would give a closed case a duty'),
-    ('DK006', 'ErrObligationsOutstanding', 'closing a case with pending obligations'),
-    ('DK007', 'ErrAlreadyAnswered', 'a task was settled first by another answer or by expiry'),
-    ('DK009', 'ErrNotPermitted', 'actor lacks the role or grant'),
-    ('DK010', 'ErrInvalidArgument', 'bad name, size, interval, schedule, time zone, ... (the message says which)'),
-    ('DK011', 'ErrAmbiguousCorrelation', 'keys point at two different open cases'),
-    ('DK012', 'ErrRefusedRevision', 'payload schema or handler revision this deployment does not know'),
-    ('DK013', 'ErrInvalidDependency', 'cross-quorum or cyclic dependency, unknown predecessor'),
-    ('DK014', 'ErrTerminal', 're-completing a finished job or lane with a different outcome'),
-    ('DK015', 'ErrImmutable', 'a change to an immutable column, or an update or delete of an append-only record');
-
-
 -- Roles ---------------------------------------------------------------------
 
--- +goose StatementBegin
 DO $$
 DECLARE
     r text;
@@ -182,7 +121,6 @@ BEGIN
     END LOOP;
 END
 $$;
--- +goose StatementEnd
 
 -- session_is_owner reports whether the session's login role is (or is a
 -- member of) the owner of schema docket, or a superuser.
@@ -192,19 +130,16 @@ $$;
 -- an SQL function whose body holds a subquery, and then parses and plans its
 -- body again in every statement that calls it, while plpgsql keeps the plan
 -- for the session.
--- +goose StatementBegin
-CREATE FUNCTION docket.session_is_owner() RETURNS boolean
+CREATE OR REPLACE FUNCTION docket.session_is_owner() RETURNS boolean
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN (SELECT pg_has_role(session_user, n.nspowner, 'MEMBER') FROM pg_namespace n WHERE n.nspname = 'docket');
 END
 $$;
--- +goose StatementEnd
 
 -- session_is_operator reports whether the session's login role is the owner
 -- or a member of docket_operator.
--- +goose StatementBegin
-CREATE FUNCTION docket.session_is_operator() RETURNS boolean
+CREATE OR REPLACE FUNCTION docket.session_is_operator() RETURNS boolean
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN docket.session_is_owner()
@@ -212,12 +147,10 @@ BEGIN
             AND pg_has_role(session_user, 'docket_operator', 'MEMBER'));
 END
 $$;
--- +goose StatementEnd
 
 -- require_operator refuses (DK009) op unless the session's login role is the
 -- owner or a member of docket_operator.
--- +goose StatementBegin
-CREATE FUNCTION docket.require_operator(p_op text) RETURNS void
+CREATE OR REPLACE FUNCTION docket.require_operator(p_op text) RETURNS void
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     IF NOT docket.session_is_operator() THEN
@@ -226,7 +159,6 @@ BEGIN
     END IF;
 END
 $$;
--- +goose StatementEnd
 
 -- set_context records who is changing docket state and at which instant, for
 -- the rest of the current transaction. Every docket function calls it; the
@@ -234,8 +166,7 @@ $$;
 --     SELECT docket.set_context('user:ana', '2026-11-29 10:00:00+00');
 -- Refuses: a malformed actor, or a null, infinite or pre-1970 instant (DK010);
 -- an actor the session's login role is not bound to (DK009).
--- +goose StatementBegin
-CREATE FUNCTION docket.set_context(p_actor text, p_now timestamptz) RETURNS void
+CREATE OR REPLACE FUNCTION docket.set_context(p_actor text, p_now timestamptz) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM docket.require_principal('actor', p_actor);
@@ -251,13 +182,11 @@ BEGIN
     PERFORM set_config('docket.now', p_now::text, true);
 END
 $$;
--- +goose StatementEnd
 
 -- context_value returns setting p_name of the change context set_context
 -- made in this transaction. Refuses with DK010 when none is set, so no change
 -- goes unattributed and storage never reads the wall clock.
--- +goose StatementBegin
-CREATE FUNCTION docket.context_value(p_name text) RETURNS text
+CREATE OR REPLACE FUNCTION docket.context_value(p_name text) RETURNS text
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v text := nullif(current_setting(p_name, true), '');
@@ -269,15 +198,14 @@ BEGIN
     RETURN v;
 END
 $$;
--- +goose StatementEnd
 
 -- context_actor and context_now are the actor and the instant set by
 -- set_context in this transaction (see context_value).
-CREATE FUNCTION docket.context_actor() RETURNS text
+CREATE OR REPLACE FUNCTION docket.context_actor() RETURNS text
 LANGUAGE sql STABLE
 RETURN docket.context_value('docket.actor');
 
-CREATE FUNCTION docket.context_now() RETURNS timestamptz
+CREATE OR REPLACE FUNCTION docket.context_now() RETURNS timestamptz
 LANGUAGE sql STABLE
 RETURN docket.context_value('docket.now')::timestamptz;
 
@@ -285,8 +213,7 @@ RETURN docket.context_value('docket.now')::timestamptz;
 -- updating or deleting an append-only record, deleting a row that is retired
 -- instead, editing a row that is replaced instead (DK015). The trigger's
 -- argument, if any, says what to do instead.
--- +goose StatementBegin
-CREATE FUNCTION docket.refuse_change() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.refuse_change() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     RAISE EXCEPTION '%.%: % refused%', TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_OP,
@@ -294,29 +221,28 @@ BEGIN
         USING ERRCODE = 'DK015';
 END
 $$;
--- +goose StatementEnd
 
 -- TRUNCATE ------------------------------------------------------------------
 
 -- refuse_truncate is the statement trigger that keeps every docket table from
 -- being emptied at once (DK015), by the owner too.
--- +goose StatementBegin
-CREATE FUNCTION docket.refuse_truncate() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.refuse_truncate() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     RAISE EXCEPTION '%.%: TRUNCATE refused: docket''s records are never wiped', TG_TABLE_SCHEMA, TG_TABLE_NAME
         USING ERRCODE = 'DK015';
 END
 $$;
--- +goose StatementEnd
 
 -- The machine kit -------------------------------------------------------------
 
--- Every state machine of docket is declared here, as rows: its states (which
--- a row may be born in, which it never leaves) and its moves. Each aggregate
--- inserts its own machine's rows, and machine_views makes views of them by
--- the machine's name (docket.job_states, docket.job_transitions, ...). A guard says only what is
--- particular to its machine; what every guard asks is answered by the kit:
+-- Every state machine of docket is declared as rows (docket.machines,
+-- machine_states, machine_transitions: its states, which a row may be born
+-- in, which it never leaves, and its moves), by its aggregate's versioned
+-- migration, and each aggregate's definitions make views of them by the
+-- machine's name (machine_views: docket.job_states, docket.job_transitions,
+-- ...). A guard says only what is particular to its machine; what every
+-- guard asks is answered by the kit:
 --
 --   machine_birth(machine, subject, state)      refuses a birth outside an initial state
 --   machine_move(machine, subject, from, to)     refuses any change of a row in a terminal
@@ -330,40 +256,10 @@ $$;
 -- docket.migrating = 'on'); for everyone else, the owner included, they are
 -- as migrated (refuse_machine_change).
 
-CREATE TABLE docket.machines (
-    name    text PRIMARY KEY CONSTRAINT machines_name_valid CHECK (name ~ '^[a-z][a-z_]{0,31}$'),
-    subject text NOT NULL, -- the table and column the machine moves, e.g. docket.jobs.state
-    meaning text NOT NULL
-);
-
-COMMENT ON TABLE docket.machines IS
-    'docket''s state machines: each has its states in docket.machine_states and its moves in docket.machine_transitions.';
-
-CREATE TABLE docket.machine_states (
-    machine  text NOT NULL REFERENCES docket.machines (name),
-    state    text NOT NULL,
-    initial  boolean NOT NULL, -- a row may be created in this state
-    terminal boolean NOT NULL, -- a row in this state never changes again
-    meaning  text NOT NULL,
-    PRIMARY KEY (machine, state),
-    CONSTRAINT machine_states_initial_not_terminal CHECK (NOT (initial AND terminal))
-);
-
-CREATE TABLE docket.machine_transitions (
-    machine    text NOT NULL,
-    from_state text NOT NULL,
-    to_state   text NOT NULL,
-    meaning    text,
-    PRIMARY KEY (machine, from_state, to_state),
-    FOREIGN KEY (machine, from_state) REFERENCES docket.machine_states (machine, state),
-    FOREIGN KEY (machine, to_state) REFERENCES docket.machine_states (machine, state)
-);
-
 -- refuse_machine_change keeps the machines as migrated (DK015): only a
 -- migration that says so, with SET LOCAL docket.migrating = 'on', changes
 -- them.
--- +goose StatementBegin
-CREATE FUNCTION docket.refuse_machine_change() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.refuse_machine_change() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF current_setting('docket.migrating', true) = 'on' THEN
@@ -373,50 +269,46 @@ BEGIN
         USING ERRCODE = 'DK015';
 END
 $$;
--- +goose StatementEnd
 
-CREATE TRIGGER refuse_machine_change
+CREATE OR REPLACE TRIGGER refuse_machine_change
     BEFORE INSERT OR UPDATE OR DELETE ON docket.machines
     FOR EACH STATEMENT EXECUTE FUNCTION docket.refuse_machine_change();
-CREATE TRIGGER refuse_machine_change
+
+CREATE OR REPLACE TRIGGER refuse_machine_change
     BEFORE INSERT OR UPDATE OR DELETE ON docket.machine_states
     FOR EACH STATEMENT EXECUTE FUNCTION docket.refuse_machine_change();
-CREATE TRIGGER refuse_machine_change
+
+CREATE OR REPLACE TRIGGER refuse_machine_change
     BEFORE INSERT OR UPDATE OR DELETE ON docket.machine_transitions
     FOR EACH STATEMENT EXECUTE FUNCTION docket.refuse_machine_change();
 
--- machine_views creates the views of machine p_machine's rows, by its name:
--- docket.<machine>_states and docket.<machine>_transitions. Each aggregate
--- calls it once it has inserted its machine's rows.
--- +goose StatementBegin
-CREATE FUNCTION docket.machine_views(p_machine text) RETURNS void
+-- machine_views makes the views of machine p_machine's rows, by its name:
+-- docket.<machine>_states and docket.<machine>_transitions, or makes them
+-- again. Each aggregate's definitions call it for their machines.
+CREATE OR REPLACE FUNCTION docket.machine_views(p_machine text) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    EXECUTE format('CREATE VIEW docket.%I AS SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = %L',
+    EXECUTE format('CREATE OR REPLACE VIEW docket.%I AS SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = %L',
                    p_machine || '_states', p_machine);
-    EXECUTE format('CREATE VIEW docket.%I AS SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = %L',
+    EXECUTE format('CREATE OR REPLACE VIEW docket.%I AS SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = %L',
                    p_machine || '_transitions', p_machine);
 END
 $$;
--- +goose StatementEnd
 
 -- machine_terminal reports whether p_state is a terminal state of machine
 -- p_machine (false for a state the machine does not have). plpgsql, as
 -- session_is_owner is, so its plan is kept for the session.
--- +goose StatementBegin
-CREATE FUNCTION docket.machine_terminal(p_machine text, p_state text) RETURNS boolean
+CREATE OR REPLACE FUNCTION docket.machine_terminal(p_machine text, p_state text) RETURNS boolean
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN coalesce((SELECT s.terminal FROM docket.machine_states s WHERE s.machine = p_machine AND s.state = p_state), false);
 END
 $$;
--- +goose StatementEnd
 
 -- machine_birth refuses (DK001) a row of machine p_machine, named p_subject
 -- in the message, born in p_state: a state that is not one of the machine's
 -- initial states.
--- +goose StatementBegin
-CREATE FUNCTION docket.machine_birth(p_machine text, p_subject text, p_state text) RETURNS void
+CREATE OR REPLACE FUNCTION docket.machine_birth(p_machine text, p_subject text, p_state text) RETURNS void
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     IF NOT coalesce((SELECT s.initial FROM docket.machine_states s WHERE s.machine = p_machine AND s.state = p_state), false) THEN
@@ -426,7 +318,6 @@ BEGIN
     END IF;
 END
 $$;
--- +goose StatementEnd
 
 -- machine_move is the check every guard makes of a row of machine p_machine,
 -- named p_subject in messages, whose state is p_from and is to be p_to. It
@@ -435,8 +326,7 @@ $$;
 -- the machine's transitions. A guard calls it for every UPDATE of a row whose
 -- terminal states freeze it, and for each axis that changed of a row with
 -- several.
--- +goose StatementBegin
-CREATE FUNCTION docket.machine_move(p_machine text, p_subject text, p_from text, p_to text,
+CREATE OR REPLACE FUNCTION docket.machine_move(p_machine text, p_subject text, p_from text, p_to text,
                                     p_moved boolean DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql STABLE AS $$
@@ -459,7 +349,6 @@ BEGIN
     END IF;
 END
 $$;
--- +goose StatementEnd
 
 -- refuse_immutable is the trigger that keeps a table's immutable columns as
 -- they were born (DK015). It is created BEFORE UPDATE OF those columns,
@@ -472,8 +361,7 @@ $$;
 -- Name it <table>_columns_immutable: BEFORE triggers fire in name order, so
 -- it fires before <table>_guard and a change of what a row is is reported as
 -- that, whatever state the row is in.
--- +goose StatementBegin
-CREATE FUNCTION docket.refuse_immutable() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.refuse_immutable() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     o jsonb := to_jsonb(OLD);
@@ -493,25 +381,17 @@ BEGIN
     RETURN NEW;
 END
 $$;
--- +goose StatementEnd
 
 -- The API --------------------------------------------------------------------
 
--- The functions the group roles may call, by name (every overload), and the
--- least role that may: 'reader' (every group role: the read-only predicates
--- the views call), 'app' (docket_app and docket_operator) or 'operator'
--- (docket_operator). They run SECURITY DEFINER; nothing else is granted.
-CREATE TABLE docket.api_functions (
-    name text PRIMARY KEY,
-    role text NOT NULL CONSTRAINT api_functions_role_known CHECK (role IN ('reader', 'app', 'operator'))
-);
-
-COMMENT ON TABLE docket.api_functions IS
-    'The functions of docket''s API and the least group role that may call them; docket.apply_privileges() makes them SECURITY DEFINER and grants them.';
+-- docket.api_functions lists the functions the group roles may call. Each
+-- definition file inserts its own; the list is made again whole each time the
+-- definitions are applied, so a function no file lists any more leaves it.
+DELETE FROM docket.api_functions;
 
 -- apply_privileges makes the database match the trust model, for the objects
--- that exist now; it is idempotent, and every migration that adds a table or
--- an API function calls it. It:
+-- that exist now; it is idempotent, and privileges.sql calls it once every
+-- definition file has been applied. It:
 --   * puts the TRUNCATE-refusing trigger on every docket table (not River's);
 --   * makes each function of docket.api_functions SECURITY DEFINER with a
 --     pinned search_path, callable by its role and by nobody else;
@@ -519,8 +399,7 @@ COMMENT ON TABLE docket.api_functions IS
 --     docket_operator SELECT on every table and view and what River's client
 --     needs on River's tables, docket_reader SELECT on the views; and takes
 --     every other table privilege from them.
--- +goose StatementBegin
-CREATE FUNCTION docket.apply_privileges() RETURNS void
+CREATE OR REPLACE FUNCTION docket.apply_privileges() RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     t record;
@@ -586,40 +465,3 @@ BEGIN
     END IF;
 END
 $$;
--- +goose StatementEnd
-
-SELECT docket.apply_privileges();
-
--- +goose Down
--- The group roles stay: other databases of the cluster may use them. The
--- schema stays too: River's tables live in it.
-DROP TRIGGER IF EXISTS refuse_truncate ON docket.goose_db_version;
-DROP TABLE
-    docket.api_functions, docket.machine_transitions, docket.machine_states, docket.machines,
-    docket.error_codes CASCADE;
-DROP DOMAIN docket.principal;
-DROP FUNCTION IF EXISTS docket.apply_privileges();
-DROP FUNCTION IF EXISTS docket.refuse_immutable();
-DROP FUNCTION IF EXISTS docket.machine_move(text,text,text,text,boolean);
-DROP FUNCTION IF EXISTS docket.machine_birth(text,text,text);
-DROP FUNCTION IF EXISTS docket.machine_terminal(text,text);
-DROP FUNCTION IF EXISTS docket.machine_views(text);
-DROP FUNCTION IF EXISTS docket.refuse_machine_change();
-DROP FUNCTION IF EXISTS docket.refuse_truncate();
-DROP FUNCTION IF EXISTS docket.refuse_change();
-DROP FUNCTION IF EXISTS docket.context_now();
-DROP FUNCTION IF EXISTS docket.context_actor();
-DROP FUNCTION IF EXISTS docket.context_value(text);
-DROP FUNCTION IF EXISTS docket.set_context(text,timestamp with time zone);
-DROP FUNCTION IF EXISTS docket.require_operator(text);
-DROP FUNCTION IF EXISTS docket.session_is_operator();
-DROP FUNCTION IF EXISTS docket.session_is_owner();
-DROP FUNCTION IF EXISTS docket.epoch_micros(timestamp with time zone);
-DROP FUNCTION IF EXISTS docket.bounded_text(text,integer);
-DROP FUNCTION IF EXISTS docket.json_size(jsonb);
-DROP FUNCTION IF EXISTS docket.require_valid(boolean,text,text,text);
-DROP FUNCTION IF EXISTS docket.require_project_name(text);
-DROP FUNCTION IF EXISTS docket.require_principal(text,text);
-DROP FUNCTION IF EXISTS docket.valid_capability(text);
-DROP FUNCTION IF EXISTS docket.valid_principal(text);
-DROP FUNCTION IF EXISTS docket.valid_project_name(text);

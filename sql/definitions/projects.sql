@@ -13,65 +13,20 @@
 -- appends a docket.project_events row. Projects are created and moved by
 -- operators only.
 
--- +goose Up
-
 -- Projects ------------------------------------------------------------------
 
--- The machines of this file change only here (docket.refuse_machine_change).
-SET LOCAL docket.migrating = 'on';
-
-INSERT INTO docket.machines (name, subject, meaning) VALUES
-    ('project', 'docket.projects.status', 'a project: whether it takes new work');
-
-INSERT INTO docket.machine_states (machine, state, initial, terminal, meaning)
-SELECT 'project', * FROM (VALUES
-    ('active', true, false, 'takes new work'),
-    ('archived', false, false, 'takes no new work; what it holds goes on'),
-    ('retired', false, true, 'never changes again')) v;
-
-INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
-SELECT 'project', from_state, to_state, NULL FROM (VALUES
-    ('active', 'archived'),
-    ('archived', 'active'),
-    ('archived', 'retired')) v (from_state, to_state);
-
+-- The project machine's states and moves (docket.project_states, docket.project_transitions),
+-- as 00022_projects.sql declares them.
 SELECT docket.machine_views('project');
 
-CREATE TABLE docket.projects (
-    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    name       text NOT NULL UNIQUE
-               CONSTRAINT projects_name_valid CHECK (docket.valid_project_name(name)),
-    status     text NOT NULL DEFAULT 'active',
-    created_by text NOT NULL
-               CONSTRAINT projects_created_by_valid CHECK (docket.valid_principal(created_by)),
-    created_at timestamptz NOT NULL,
-    updated_at timestamptz NOT NULL,
-    CONSTRAINT projects_updated_not_before_created CHECK (updated_at >= created_at)
-);
-
-COMMENT ON TABLE docket.projects IS
-    'A tenant of docket: grants, jobs, lanes and cases belong to exactly one project. Status moves only along docket.project_transitions.';
-
-CREATE TABLE docket.project_events (
-    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    project    text NOT NULL REFERENCES docket.projects (name),
-    from_state text,
-    to_state   text NOT NULL,
-    actor      text NOT NULL,
-    at         timestamptz NOT NULL
-);
-
-CREATE INDEX project_events_project_idx ON docket.project_events (project, id);
-
-CREATE TRIGGER project_events_append_only
+CREATE OR REPLACE TRIGGER project_events_append_only
     BEFORE UPDATE OR DELETE ON docket.project_events
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
 
 -- projects_guard holds every INSERT and UPDATE, whoever issues it, to the
 -- project machine: a project is born in an initial state, moves only along
 -- docket.project_transitions and never changes once retired.
--- +goose StatementBegin
-CREATE FUNCTION docket.projects_guard() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.projects_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
@@ -82,24 +37,22 @@ BEGIN
     RETURN NEW;
 END
 $$;
--- +goose StatementEnd
 
-CREATE TRIGGER projects_guard
+CREATE OR REPLACE TRIGGER projects_guard
     BEFORE INSERT OR UPDATE ON docket.projects
     FOR EACH ROW EXECUTE FUNCTION docket.projects_guard();
 
-CREATE TRIGGER projects_columns_immutable
+CREATE OR REPLACE TRIGGER projects_columns_immutable
     BEFORE UPDATE OF id, name, created_by, created_at ON docket.projects
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
 
-CREATE TRIGGER projects_refuse_delete
+CREATE OR REPLACE TRIGGER projects_refuse_delete
     BEFORE DELETE ON docket.projects
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('projects are never deleted: retire them instead');
 
 -- projects_record appends the project_events row for a creation or a status
 -- change, attributed to the transaction's change context.
--- +goose StatementBegin
-CREATE FUNCTION docket.projects_record() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.projects_record() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' OR NEW.status <> OLD.status THEN
@@ -110,17 +63,15 @@ BEGIN
     RETURN NULL;
 END
 $$;
--- +goose StatementEnd
 
-CREATE TRIGGER projects_record
+CREATE OR REPLACE TRIGGER projects_record
     AFTER INSERT OR UPDATE ON docket.projects
     FOR EACH ROW EXECUTE FUNCTION docket.projects_record();
 
 -- project_create creates project p_name, active, on behalf of p_actor at p_now.
 -- Refuses: a malformed name, actor or instant (DK010); a name already taken
 -- (unique violation 23505 on projects_name_key).
--- +goose StatementBegin
-CREATE FUNCTION docket.project_create(p_name text, p_actor text, p_now timestamptz)
+CREATE OR REPLACE FUNCTION docket.project_create(p_name text, p_actor text, p_now timestamptz)
 RETURNS docket.projects
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -134,14 +85,12 @@ BEGIN
     RETURN v;
 END
 $$;
--- +goose StatementEnd
 
 -- project_set_status moves project p_name to p_status on behalf of p_actor at
 -- p_now. Setting the status it already has is a no-op that records nothing.
 -- Refuses: malformed input (DK010); an unknown project (P0002); a move not in
 -- docket.project_transitions or out of a terminal state (DK001).
--- +goose StatementBegin
-CREATE FUNCTION docket.project_set_status(p_name text, p_status text, p_actor text, p_now timestamptz)
+CREATE OR REPLACE FUNCTION docket.project_set_status(p_name text, p_status text, p_actor text, p_now timestamptz)
 RETURNS docket.projects
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -168,13 +117,11 @@ BEGIN
     RETURN v;
 END
 $$;
--- +goose StatementEnd
 
 -- project_takes_work refuses (DK009) a new row of the table it guards in a
 -- project that exists and is not active. An unknown project is left to the
 -- table's own reference.
--- +goose StatementBegin
-CREATE FUNCTION docket.project_takes_work() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.project_takes_work() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     v_status text;
@@ -187,25 +134,8 @@ BEGIN
     RETURN NEW;
 END
 $$;
--- +goose StatementEnd
 
 -- The API ---------------------------------------------------------------------
 
 INSERT INTO docket.api_functions (name, role) VALUES
     ('project_create', 'operator'), ('project_set_status', 'operator');
-
-SELECT docket.apply_privileges();
-
--- +goose Down
-SET LOCAL docket.migrating = 'on';
-DROP VIEW docket.project_transitions, docket.project_states CASCADE;
-DROP TABLE docket.project_events, docket.projects CASCADE;
-DELETE FROM docket.machine_transitions WHERE machine IN ('project');
-DELETE FROM docket.machine_states WHERE machine IN ('project');
-DELETE FROM docket.machines WHERE name IN ('project');
-DELETE FROM docket.api_functions WHERE name IN ('project_create', 'project_set_status');
-DROP FUNCTION IF EXISTS docket.project_takes_work();
-DROP FUNCTION IF EXISTS docket.project_set_status(text,text,text,timestamp with time zone);
-DROP FUNCTION IF EXISTS docket.project_create(text,text,timestamp with time zone);
-DROP FUNCTION IF EXISTS docket.projects_record();
-DROP FUNCTION IF EXISTS docket.projects_guard();

@@ -1,4 +1,3 @@
--- +goose Up
 -- Human tasks: a durable wait with an operational surface. A case-bound
 -- opening registers, in one transaction, a wait on the task's own key and a
 -- task row carrying what a reviewer needs; a decision is delivered to that
@@ -7,216 +6,26 @@
 -- it. Four-eyes is enforced in the reserving transaction; claims are leased;
 -- settling is a compare-and-set from the pending states; what happens at the
 -- deadline is declared at opening and applied by a sweep.
-SET LOCAL docket.migrating = 'on';
 
-INSERT INTO docket.error_codes (code, name, meaning) VALUES
-    ('DK008', 'ErrExcludedActor', 'four-eyes: this actor may not claim or answer this task');
-
--- The machine ---------------------------------------------------------------------
-
-INSERT INTO docket.machines (name, subject, meaning) VALUES
-    ('task', 'docket.tasks.status', 'a human task: pending until decided or withdrawn; escalated once its deadline passed');
-
-INSERT INTO docket.machine_states (machine, state, initial, terminal, meaning)
-SELECT 'task', * FROM (VALUES
-    ('pending', true, false, 'waiting for a decision; its expiry policy has not fired'),
-    ('escalated', false, false, 'its deadline passed and it was escalated: queued again to a wider audience, owed nothing further by the sweep'),
-    ('decided', false, true, 'answered, by a reviewer or by the automatic decision its opening signed'),
-    ('withdrawn', false, true, 'its case closed before anybody answered')) v;
-
-INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
-SELECT 'task', from_state, to_state, NULL FROM (VALUES
-    ('pending', 'escalated'),
-    ('pending', 'decided'),
-    ('pending', 'withdrawn'),
-    ('escalated', 'decided'),
-    ('escalated', 'withdrawn')) v (from_state, to_state);
-
+-- The task machine's states and moves (docket.task_states, docket.task_transitions),
+-- as 00030_tasks.sql declares them.
 SELECT docket.machine_views('task');
 
--- Bounds ------------------------------------------------------------------------------
-
--- The bounds of a task's lists. plpgsql, not SQL: an SQL function with a
--- subquery is never inlined, and a CHECK calling one would plan its body
--- again in every statement that writes a task; a plpgsql body is planned
--- once per session.
-
--- valid_principals: 0..64 well-formed principals, distinct.
--- +goose StatementBegin
-CREATE FUNCTION docket.valid_principals(p text[]) RETURNS boolean
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
-DECLARE
-    x text;
-BEGIN
-    IF p IS NULL OR cardinality(p) > 64 OR array_position(p, NULL) IS NOT NULL THEN
-        RETURN false;
-    END IF;
-    FOREACH x IN ARRAY p LOOP
-        IF NOT docket.valid_principal(x) THEN
-            RETURN false;
-        END IF;
-    END LOOP;
-    RETURN cardinality(p) = 0 OR cardinality(ARRAY(SELECT DISTINCT unnest(p))) = cardinality(p);
-END
-$$;
--- +goose StatementEnd
-
--- valid_capabilities: 0..16 well-formed capability names, distinct.
--- +goose StatementBegin
-CREATE FUNCTION docket.valid_capabilities(p text[]) RETURNS boolean
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
-DECLARE
-    x text;
-BEGIN
-    IF p IS NULL OR cardinality(p) > 16 OR array_position(p, NULL) IS NOT NULL THEN
-        RETURN false;
-    END IF;
-    FOREACH x IN ARRAY p LOOP
-        IF NOT docket.valid_capability(x) THEN
-            RETURN false;
-        END IF;
-    END LOOP;
-    RETURN cardinality(p) = 0 OR cardinality(ARRAY(SELECT DISTINCT unnest(p))) = cardinality(p);
-END
-$$;
--- +goose StatementEnd
-
--- valid_decisions: 1..16 decisions, each 1-63 characters of [a-z0-9._-]
--- starting with a letter, distinct.
--- +goose StatementBegin
-CREATE FUNCTION docket.valid_decisions(p text[]) RETURNS boolean
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
-DECLARE
-    x text;
-BEGIN
-    IF p IS NULL OR cardinality(p) NOT BETWEEN 1 AND 16 OR array_position(p, NULL) IS NOT NULL THEN
-        RETURN false;
-    END IF;
-    FOREACH x IN ARRAY p LOOP
-        IF x !~ '^[a-z][a-z0-9._-]{0,62}$' THEN
-            RETURN false;
-        END IF;
-    END LOOP;
-    RETURN cardinality(ARRAY(SELECT DISTINCT unnest(p))) = cardinality(p);
-END
-$$;
--- +goose StatementEnd
-
--- Tasks -------------------------------------------------------------------------------
-
-CREATE TABLE docket.tasks (
-    id                 bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    case_id            bigint NOT NULL,
-    -- Copied from the case by tasks_guard; never changes.
-    project            text NOT NULL,
-    -- The opening's key: a retried opening addresses the same task.
-    key                text NOT NULL CONSTRAINT tasks_key_valid CHECK (docket.valid_case_key_value(key)),
-    -- What a reviewer needs in order to disagree.
-    title              text NOT NULL CONSTRAINT tasks_title_bounded CHECK (length(title) BETWEEN 1 AND 200 AND title !~ '[[:cntrl:]]'),
-    summary            text NOT NULL CONSTRAINT tasks_summary_bounded CHECK (length(summary) <= 4000),
-    proposal           jsonb NOT NULL CONSTRAINT tasks_proposal_bounded CHECK (docket.json_size(proposal) <= 16384),
-    evidence           jsonb NOT NULL CONSTRAINT tasks_evidence_bounded CHECK (docket.json_size(evidence) <= 16384),
-    -- The decisions it admits.
-    decisions          text[] NOT NULL CONSTRAINT tasks_decisions_valid CHECK (docket.valid_decisions(decisions)),
-    -- Who may take it: these principals, and holders of these capabilities
-    -- on the project. Escalation widens both.
-    audience           text[] NOT NULL CONSTRAINT tasks_audience_valid CHECK (docket.valid_principals(audience)),
-    audience_caps      text[] NOT NULL CONSTRAINT tasks_audience_caps_valid CHECK (docket.valid_capabilities(audience_caps)),
-    -- Who may not, whatever the audience: the proposer, the case's admitter,
-    -- and every principal named as acting for someone (four eyes).
-    proposer           docket.principal NOT NULL,
-    acting_for         text[] NOT NULL CONSTRAINT tasks_acting_for_valid CHECK (docket.valid_principals(acting_for)),
-    excluded           text[] NOT NULL,
-    deadline           timestamptz NOT NULL CONSTRAINT tasks_deadline_finite CHECK (isfinite(deadline)),
-    -- What the deadline does: escalate (to escalate_to / escalate_caps, with
-    -- a new deadline escalate_for later), or decide auto_decision, signed
-    -- by the opener.
-    on_expiry          text NOT NULL CONSTRAINT tasks_on_expiry_known CHECK (on_expiry IN ('escalate', 'decide')),
-    escalate_to        text[] NOT NULL CONSTRAINT tasks_escalate_to_valid CHECK (docket.valid_principals(escalate_to)),
-    escalate_caps      text[] NOT NULL CONSTRAINT tasks_escalate_caps_valid CHECK (docket.valid_capabilities(escalate_caps)),
-    escalate_for       interval,
-    auto_decision      text,
-    -- The wait a decision is delivered to.
-    wait_id            bigint NOT NULL REFERENCES docket.waits (id),
-    status             text NOT NULL DEFAULT 'pending',
-    -- The current claim: its holder, token and lease.
-    claimed_by         docket.principal,
-    claim_token        uuid,
-    claimed_at         timestamptz,
-    claim_expires_at   timestamptz,
-    -- The settlement.
-    decision           text,
-    decided_by         docket.principal,
-    automatic          boolean NOT NULL DEFAULT false,
-    note               text CONSTRAINT tasks_note_bounded CHECK (length(note) <= 2000),
-    settled_at         timestamptz,
-    opened_by          docket.principal NOT NULL,
-    opened_at          timestamptz NOT NULL,
-    updated_at         timestamptz NOT NULL,
-    escalated_at       timestamptz,
-    CONSTRAINT tasks_case_fkey FOREIGN KEY (case_id, project) REFERENCES docket.cases (id, project),
-    CONSTRAINT tasks_case_key UNIQUE (case_id, key),
-    CONSTRAINT tasks_wait_key UNIQUE (wait_id),
-    CONSTRAINT tasks_audience_not_empty CHECK (cardinality(audience) + cardinality(audience_caps) > 0),
-    CONSTRAINT tasks_deadline_after_opening CHECK (deadline > opened_at AND deadline <= opened_at + interval '3650 days'),
-    CONSTRAINT tasks_policy_whole CHECK (
-        (on_expiry = 'escalate') = (escalate_for IS NOT NULL)
-        AND (on_expiry = 'escalate') = (auto_decision IS NULL)
-        AND (on_expiry = 'decide' OR cardinality(escalate_to) + cardinality(escalate_caps) > 0)
-        AND (escalate_for IS NULL OR escalate_for BETWEEN interval '1 minute' AND interval '366 days')
-        AND (auto_decision IS NULL OR auto_decision = ANY (decisions))),
-    CONSTRAINT tasks_claim_whole CHECK (
-        (claimed_by IS NULL) = (claim_token IS NULL) AND (claimed_by IS NULL) = (claimed_at IS NULL)
-        AND (claimed_by IS NULL) = (claim_expires_at IS NULL) AND claim_expires_at > claimed_at),
-    CONSTRAINT tasks_claimed_only_pending CHECK (claimed_by IS NULL OR status IN ('pending', 'escalated')),
-    CONSTRAINT tasks_decided_whole CHECK (
-        (status = 'decided') = (decision IS NOT NULL) AND (status = 'decided') = (decided_by IS NOT NULL)
-        AND (decision IS NULL OR decision = ANY (decisions)) AND (NOT automatic OR status = 'decided')),
-    CONSTRAINT tasks_settled_iff_terminal CHECK ((status IN ('decided', 'withdrawn')) = (settled_at IS NOT NULL)),
-    CONSTRAINT tasks_escalated_at CHECK ((status <> 'escalated' OR escalated_at IS NOT NULL) AND (escalated_at IS NULL OR status <> 'pending'))
-);
-
-COMMENT ON TABLE docket.tasks IS
-    'Human tasks: what a reviewer needs, who may take it, who may not (four eyes), its deadline and declared expiry policy; status moves along docket.task_transitions.';
-
--- The expiry sweep's range scan: tasks whose policy has not fired, by deadline.
-CREATE INDEX tasks_expiry_idx ON docket.tasks (deadline, id) WHERE status = 'pending';
--- Worklists and backlogs: the undecided tasks of a project.
-CREATE INDEX tasks_open_idx ON docket.tasks (project, deadline, id) WHERE status IN ('pending', 'escalated');
-CREATE INDEX tasks_case_idx ON docket.tasks (case_id, id);
-
-CREATE TRIGGER tasks_refuse_delete
+CREATE OR REPLACE TRIGGER tasks_refuse_delete
     BEFORE DELETE ON docket.tasks
     FOR EACH ROW WHEN (NOT docket.pruning())
     EXECUTE FUNCTION docket.refuse_change('tasks are kept with their case until a prune removes it');
 
-CREATE TRIGGER tasks_columns_immutable
+CREATE OR REPLACE TRIGGER tasks_columns_immutable
     BEFORE UPDATE OF id, case_id, project, key, title, summary, proposal, evidence, decisions, proposer, acting_for,
                      excluded, on_expiry, auto_decision, wait_id, opened_by, opened_at ON docket.tasks
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
 
-CREATE TABLE docket.task_events (
-    id       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    task_id  bigint NOT NULL REFERENCES docket.tasks (id),
-    -- opened, claimed, released, escalated, decided, withdrawn
-    what     text NOT NULL CONSTRAINT task_events_what_known CHECK (
-                 what IN ('opened', 'claimed', 'released', 'escalated', 'decided', 'withdrawn')),
-    actor    text NOT NULL,
-    at       timestamptz NOT NULL,
-    -- Room for a note of 2000 characters written out as JSON, escapes and
-    -- all, beside the rest.
-    detail   jsonb CONSTRAINT task_events_detail_bounded CHECK (docket.json_size(detail) <= 32768)
-);
-
-COMMENT ON TABLE docket.task_events IS
-    'Append-only history of every task: opening, claims and releases, escalation, the decision (and whether it was automatic, signed by whom), withdrawal.';
-
-CREATE INDEX task_events_task_idx ON docket.task_events (task_id, id);
-
-CREATE TRIGGER task_events_append_only
+CREATE OR REPLACE TRIGGER task_events_append_only
     BEFORE UPDATE ON docket.task_events
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
-CREATE TRIGGER task_events_refuse_delete
+
+CREATE OR REPLACE TRIGGER task_events_refuse_delete
     BEFORE DELETE ON docket.task_events
     FOR EACH ROW WHEN (NOT docket.pruning())
     EXECUTE FUNCTION docket.refuse_change('events are removed only with their case, by a prune');
@@ -226,8 +35,7 @@ CREATE TRIGGER task_events_refuse_delete
 -- case of its project (DK005 for a closed one); its exclusions always hold
 -- the proposer, the case's admitter and those acting for someone; a claim
 -- and a decision never name an excluded principal (DK008).
--- +goose StatementBegin
-CREATE FUNCTION docket.tasks_guard() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.tasks_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     c docket.cases;
@@ -272,20 +80,18 @@ BEGIN
     RETURN NEW;
 END
 $$;
--- +goose StatementEnd
 
-CREATE TRIGGER tasks_guard
+CREATE OR REPLACE TRIGGER tasks_guard
     BEFORE INSERT OR UPDATE ON docket.tasks
     FOR EACH ROW EXECUTE FUNCTION docket.tasks_guard();
 
-CREATE TRIGGER project_takes_work
+CREATE OR REPLACE TRIGGER project_takes_work
     BEFORE INSERT ON docket.tasks
     FOR EACH ROW EXECUTE FUNCTION docket.project_takes_work();
 
 -- tasks_record appends the task_events row of every change of a task,
 -- whoever writes it, attributed to the change context.
--- +goose StatementBegin
-CREATE FUNCTION docket.tasks_record() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.tasks_record() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     v_actor text := docket.context_actor();
@@ -319,17 +125,15 @@ BEGIN
     RETURN NULL;
 END
 $$;
--- +goose StatementEnd
 
-CREATE TRIGGER tasks_record
+CREATE OR REPLACE TRIGGER tasks_record
     AFTER INSERT OR UPDATE ON docket.tasks
     FOR EACH ROW EXECUTE FUNCTION docket.tasks_record();
 
 -- cases_withdraw_tasks withdraws the undecided tasks of a case as it closes,
 -- by any route, in the closing transaction (their waits are withdrawn by
 -- cases_settle_waits).
--- +goose StatementBegin
-CREATE FUNCTION docket.cases_withdraw_tasks() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.cases_withdraw_tasks() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     UPDATE docket.tasks
@@ -339,54 +143,35 @@ BEGIN
     RETURN NULL;
 END
 $$;
--- +goose StatementEnd
 
-CREATE TRIGGER cases_withdraw_tasks
+CREATE OR REPLACE TRIGGER cases_withdraw_tasks
     AFTER UPDATE OF status ON docket.cases
     FOR EACH ROW WHEN (OLD.status = 'open' AND NEW.status = 'closed')
     EXECUTE FUNCTION docket.cases_withdraw_tasks();
 
--- A prune removes a closed case's tasks with it, ahead of its waits.
--- +goose StatementBegin
-CREATE OR REPLACE FUNCTION docket.prune_case_parts(p_cases bigint[], p_msgs bigint[]) RETURNS void
-LANGUAGE plpgsql AS $$
-BEGIN
-    DELETE FROM docket.task_events e USING docket.tasks t WHERE e.task_id = t.id AND t.case_id = ANY (p_cases);
-    DELETE FROM docket.tasks WHERE case_id = ANY (p_cases);
-    DELETE FROM docket.case_events WHERE case_id = ANY (p_cases);
-    DELETE FROM docket.case_keys WHERE case_id = ANY (p_cases);
-    DELETE FROM docket.obligations WHERE case_id = ANY (p_cases);
-    DELETE FROM docket.timers WHERE case_id = ANY (p_cases);
-    WITH w AS (DELETE FROM docket.waits WHERE case_id = ANY (p_cases) RETURNING id)
-    DELETE FROM docket.messages WHERE id = ANY (p_msgs);
-END
-$$;
--- +goose StatementEnd
-
 -- The three questions ------------------------------------------------------------------
 
 -- task_is_pending: the plane still waits on its decision (the backlog).
-CREATE FUNCTION docket.task_is_pending(p_status text) RETURNS boolean
+CREATE OR REPLACE FUNCTION docket.task_is_pending(p_status text) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN p_status IN ('pending', 'escalated');
 
 -- task_is_queued: somebody of its audience may take it at p_now: pending and
 -- held by no live claim. A claimed task leaves the queue; an escalated one is
 -- queued again.
-CREATE FUNCTION docket.task_is_queued(p_status text, p_claim_expires_at timestamptz, p_now timestamptz) RETURNS boolean
+CREATE OR REPLACE FUNCTION docket.task_is_queued(p_status text, p_claim_expires_at timestamptz, p_now timestamptz) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN docket.task_is_pending(p_status) AND (p_claim_expires_at IS NULL OR p_claim_expires_at <= p_now);
 
 -- task_awaits_expiry: the sweep still owes it its expiry policy. An
 -- escalated task is owed nothing further.
-CREATE FUNCTION docket.task_awaits_expiry(p_status text) RETURNS boolean
+CREATE OR REPLACE FUNCTION docket.task_awaits_expiry(p_status text) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN p_status = 'pending';
 
 -- task_in_audience: p_actor may take task t: named in its audience or
 -- holding one of its audience capabilities on its project.
--- +goose StatementBegin
-CREATE FUNCTION docket.task_in_audience(p_audience text[], p_caps text[], p_project text, p_actor text) RETURNS boolean
+CREATE OR REPLACE FUNCTION docket.task_in_audience(p_audience text[], p_caps text[], p_project text, p_actor text) RETURNS boolean
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN p_actor = ANY (p_audience) OR EXISTS (
@@ -394,20 +179,17 @@ BEGIN
         WHERE g.project = p_project AND g.principal = p_actor AND g.capability = ANY (p_caps));
 END
 $$;
--- +goose StatementEnd
 
 -- task_visible: p_actor may read the task: in its audience (excluded or
 -- not: the proposer sees its task and why it may not answer it), or holding
 -- case.admit or case.view on its project.
--- +goose StatementBegin
-CREATE FUNCTION docket.task_visible(p_audience text[], p_caps text[], p_project text, p_actor text) RETURNS boolean
+CREATE OR REPLACE FUNCTION docket.task_visible(p_audience text[], p_caps text[], p_project text, p_actor text) RETURNS boolean
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN docket.task_in_audience(p_audience, p_caps, p_project, p_actor)
         OR docket.grant_check(p_actor, p_project, 'case.admit') OR docket.grant_check(p_actor, p_project, 'case.view');
 END
 $$;
--- +goose StatementEnd
 
 -- Views -------------------------------------------------------------------------------
 
@@ -415,7 +197,7 @@ $$;
 -- escalated, owed an expiry, and the nearest deadline. Storage never reads the
 -- clock, so "queued" counts tasks no claim holds at all; a claim that
 -- expired still counts as held until someone takes the task.
-CREATE VIEW docket.task_backlog AS
+CREATE OR REPLACE VIEW docket.task_backlog AS
 SELECT project,
        count(*) FILTER (WHERE docket.task_is_pending(status)) AS pending,
        count(*) FILTER (WHERE docket.task_is_pending(status) AND claimed_by IS NULL) AS unclaimed,
@@ -430,7 +212,7 @@ GROUP BY project;
 COMMENT ON VIEW docket.task_backlog IS
     'Per project: undecided tasks, unclaimed and claimed, escalated, those the expiry sweep still owes, and the next deadline.';
 
-CREATE VIEW docket.tasks_awaiting_expiry AS
+CREATE OR REPLACE VIEW docket.tasks_awaiting_expiry AS
 SELECT id, project, case_id, key, title, deadline, on_expiry, claimed_by
 FROM docket.tasks
 WHERE docket.task_awaits_expiry(status)
@@ -443,7 +225,7 @@ COMMENT ON VIEW docket.tasks_awaiting_expiry IS
 
 -- task_opened is the row task_open returns: whether this call opened it, and
 -- the task.
-CREATE VIEW docket.task_opened AS
+CREATE OR REPLACE VIEW docket.task_opened AS
 SELECT false AS created, t.* FROM docket.tasks t WHERE false;
 
 -- task_open opens task p_key of case p_case_id, on behalf of p_actor at
@@ -456,8 +238,7 @@ SELECT false AS created, t.* FROM docket.tasks t WHERE false;
 -- after p_now or more than 3650 days ahead, an expiry policy that is not
 -- whole (DK010); an unknown case or one the actor may not write (P0002); an
 -- actor without job.create on the project (DK009); a closed case (DK005).
--- +goose StatementBegin
-CREATE FUNCTION docket.task_open(
+CREATE OR REPLACE FUNCTION docket.task_open(
     p_case_id bigint, p_key text, p_title text, p_summary text, p_proposal jsonb, p_evidence jsonb,
     p_decisions text[], p_audience text[], p_audience_caps text[], p_proposer text, p_acting_for text[],
     p_deadline timestamptz, p_on_expiry text, p_escalate_to text[], p_escalate_caps text[],
@@ -542,12 +323,10 @@ BEGIN
     RETURN QUERY SELECT true, (v).*;
 END
 $$;
--- +goose StatementEnd
 
 -- task_lock reads task p_id for p_actor, locked: the task, when the actor may
 -- read it; P0002 otherwise, in the same words for a task that does not exist.
--- +goose StatementBegin
-CREATE FUNCTION docket.task_lock(p_id bigint, p_actor text) RETURNS docket.tasks
+CREATE OR REPLACE FUNCTION docket.task_lock(p_id bigint, p_actor text) RETURNS docket.tasks
 LANGUAGE plpgsql AS $$
 DECLARE
     v docket.tasks;
@@ -560,12 +339,10 @@ BEGIN
     RETURN v;
 END
 $$;
--- +goose StatementEnd
 
 -- task_require_taker refuses p_actor taking task v (claiming or answering
 -- it): excluded (DK008), outside its audience (DK009), or settled (DK007).
--- +goose StatementBegin
-CREATE FUNCTION docket.task_require_taker(v docket.tasks, p_actor text, p_what text) RETURNS void
+CREATE OR REPLACE FUNCTION docket.task_require_taker(v docket.tasks, p_actor text, p_what text) RETURNS void
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     IF NOT docket.task_is_pending(v.status) THEN
@@ -582,7 +359,6 @@ BEGIN
     END IF;
 END
 $$;
--- +goose StatementEnd
 
 -- task_claim claims task p_id for p_actor at p_now for p_lease (1 minute to
 -- 24 hours) and returns it: a fresh token, the lease from p_now. The holder
@@ -591,8 +367,7 @@ $$;
 -- see (P0002); a settled task (DK007); an excluded actor (DK008); one outside
 -- the audience (DK009); a live claim of another (DK002, naming the holder and
 -- until when).
--- +goose StatementBegin
-CREATE FUNCTION docket.task_claim(p_id bigint, p_lease interval, p_actor text, p_now timestamptz)
+CREATE OR REPLACE FUNCTION docket.task_claim(p_id bigint, p_lease interval, p_actor text, p_now timestamptz)
 RETURNS docket.tasks
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -615,13 +390,11 @@ BEGIN
     RETURN v;
 END
 $$;
--- +goose StatementEnd
 
 -- task_release gives back p_actor's claim on task p_id (token p_token) at
 -- p_now and returns the task, queued again. Releasing a claim that is no
 -- longer there is DK002.
--- +goose StatementBegin
-CREATE FUNCTION docket.task_release(p_id bigint, p_token uuid, p_actor text, p_now timestamptz)
+CREATE OR REPLACE FUNCTION docket.task_release(p_id bigint, p_token uuid, p_actor text, p_now timestamptz)
 RETURNS docket.tasks
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -640,7 +413,6 @@ BEGIN
     RETURN v;
 END
 $$;
--- +goose StatementEnd
 
 -- task_settle records decision p_decision of task v (locked by the caller,
 -- pending) by p_actor at p_now and delivers it to the task's wait: a
@@ -649,8 +421,7 @@ $$;
 -- with the message as its wake, in the case's project. The opening that
 -- registered the wait held job.create: a decision needs no grant of its own
 -- to enqueue what the opening asked for. Returns the decided task.
--- +goose StatementBegin
-CREATE FUNCTION docket.task_settle(v docket.tasks, p_decision text, p_note text, p_automatic boolean,
+CREATE OR REPLACE FUNCTION docket.task_settle(v docket.tasks, p_decision text, p_note text, p_automatic boolean,
                                    p_actor text, p_now timestamptz)
 RETURNS docket.tasks
 LANGUAGE plpgsql AS $$
@@ -692,7 +463,6 @@ BEGIN
     RETURN v;
 END
 $$;
--- +goose StatementEnd
 
 -- task_decide answers task p_id with p_decision (and a note of up to 2000
 -- characters) as p_actor at p_now, and returns it decided; the decision is
@@ -704,8 +474,7 @@ $$;
 -- admit (DK010); a task the actor may not see (P0002); a task settled first
 -- (DK007, naming how); an excluded actor (DK008); one outside the audience
 -- (DK009); a live claim of another (DK002).
--- +goose StatementBegin
-CREATE FUNCTION docket.task_decide(p_id bigint, p_decision text, p_note text, p_actor text, p_now timestamptz)
+CREATE OR REPLACE FUNCTION docket.task_decide(p_id bigint, p_decision text, p_note text, p_actor text, p_now timestamptz)
 RETURNS docket.tasks
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -724,7 +493,6 @@ BEGIN
     RETURN docket.task_settle(v, p_decision, p_note, false, p_actor, p_now);
 END
 $$;
--- +goose StatementEnd
 
 -- task_expire_due applies the expiry policy of up to p_limit tasks whose
 -- deadline is at or before p_now and whose policy has not fired, soonest
@@ -735,8 +503,7 @@ $$;
 -- tasks_expiry_idx; tasks another transaction holds are skipped, so sweeps
 -- may run at once and a task expires once, and a decision holding the task
 -- wins over the sweep. Returns the tasks it moved.
--- +goose StatementBegin
-CREATE FUNCTION docket.task_expire_due(p_limit integer, p_actor text, p_now timestamptz)
+CREATE OR REPLACE FUNCTION docket.task_expire_due(p_limit integer, p_actor text, p_now timestamptz)
 RETURNS SETOF docket.tasks
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -770,14 +537,12 @@ BEGIN
     END LOOP;
 END
 $$;
--- +goose StatementEnd
 
 -- Reads ----------------------------------------------------------------------------------
 
 -- task_masked is task v as p_actor reads it: a claim's token is its
 -- holder's alone.
--- +goose StatementBegin
-CREATE FUNCTION docket.task_masked(v docket.tasks, p_actor text) RETURNS docket.tasks
+CREATE OR REPLACE FUNCTION docket.task_masked(v docket.tasks, p_actor text) RETURNS docket.tasks
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     IF v.claimed_by IS DISTINCT FROM p_actor THEN
@@ -786,12 +551,10 @@ BEGIN
     RETURN v;
 END
 $$;
--- +goose StatementEnd
 
 -- task_get returns task p_id when p_actor may read it (a claim's token only
 -- to its holder); no row otherwise.
--- +goose StatementBegin
-CREATE FUNCTION docket.task_get(p_id bigint, p_actor text) RETURNS SETOF docket.tasks
+CREATE OR REPLACE FUNCTION docket.task_get(p_id bigint, p_actor text) RETURNS SETOF docket.tasks
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v docket.tasks;
@@ -803,14 +566,12 @@ BEGIN
     END IF;
 END
 $$;
--- +goose StatementEnd
 
 -- task_worklist returns, for p_actor at p_now, the undecided tasks of
 -- p_project it may take now (queued, in its audience, not excluded) and
 -- those it holds, soonest deadline first, after task p_after_deadline /
 -- p_after_id (keyset), at most p_limit (1..1000).
--- +goose StatementBegin
-CREATE FUNCTION docket.task_worklist(p_project text, p_actor text, p_now timestamptz, p_mine boolean,
+CREATE OR REPLACE FUNCTION docket.task_worklist(p_project text, p_actor text, p_now timestamptz, p_mine boolean,
                                      p_after_deadline timestamptz, p_after_id bigint, p_limit integer)
 RETURNS SETOF docket.tasks
 LANGUAGE plpgsql STABLE AS $$
@@ -827,11 +588,9 @@ BEGIN
     LIMIT p_limit;
 END
 $$;
--- +goose StatementEnd
 
 -- task_history returns the events of task p_id when p_actor may read it.
--- +goose StatementBegin
-CREATE FUNCTION docket.task_history(p_id bigint, p_actor text) RETURNS SETOF docket.task_events
+CREATE OR REPLACE FUNCTION docket.task_history(p_id bigint, p_actor text) RETURNS SETOF docket.task_events
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM docket.task_get(p_id, p_actor)) THEN
@@ -840,12 +599,10 @@ BEGIN
     RETURN QUERY SELECT * FROM docket.task_events e WHERE e.task_id = p_id ORDER BY e.id;
 END
 $$;
--- +goose StatementEnd
 
 -- task_backlog_of returns the backlog of p_project when p_actor holds
 -- task.review, case.admit or case.view there; no row otherwise.
--- +goose StatementBegin
-CREATE FUNCTION docket.task_backlog_of(p_project text, p_actor text) RETURNS SETOF docket.task_backlog
+CREATE OR REPLACE FUNCTION docket.task_backlog_of(p_project text, p_actor text) RETURNS SETOF docket.task_backlog
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     IF NOT (docket.grant_check(p_actor, p_project, 'task.review') OR docket.grant_check(p_actor, p_project, 'case.admit')
@@ -858,62 +615,8 @@ BEGIN
     END IF;
 END
 $$;
--- +goose StatementEnd
 
 INSERT INTO docket.api_functions (name, role) VALUES
     ('task_open', 'app'), ('task_claim', 'app'), ('task_release', 'app'), ('task_decide', 'app'),
     ('task_expire_due', 'app'), ('task_get', 'app'), ('task_worklist', 'app'), ('task_history', 'app'),
     ('task_backlog_of', 'app');
-
-SELECT docket.apply_privileges();
-
--- +goose Down
-SET LOCAL docket.migrating = 'on';
-DELETE FROM docket.api_functions WHERE name IN ('task_open', 'task_claim', 'task_release', 'task_decide', 'task_expire_due',
-    'task_get', 'task_worklist', 'task_history', 'task_backlog_of');
-DROP FUNCTION docket.task_backlog_of(text, text);
-DROP FUNCTION docket.task_history(bigint, text);
-DROP FUNCTION docket.task_worklist(text, text, timestamptz, boolean, timestamptz, bigint, integer);
-DROP FUNCTION docket.task_get(bigint, text);
-DROP FUNCTION docket.task_masked(docket.tasks, text);
-DROP FUNCTION docket.task_expire_due(integer, text, timestamptz);
-DROP FUNCTION docket.task_decide(bigint, text, text, text, timestamptz);
-DROP FUNCTION docket.task_settle(docket.tasks, text, text, boolean, text, timestamptz);
-DROP FUNCTION docket.task_release(bigint, uuid, text, timestamptz);
-DROP FUNCTION docket.task_claim(bigint, interval, text, timestamptz);
-DROP FUNCTION docket.task_require_taker(docket.tasks, text, text);
-DROP FUNCTION docket.task_lock(bigint, text);
-DROP FUNCTION docket.task_open(bigint, text, text, text, jsonb, jsonb, text[], text[], text[], text, text[], timestamptz,
-    text, text[], text[], interval, text, text, text, jsonb, integer, integer, text, timestamptz);
-DROP VIEW docket.task_opened, docket.tasks_awaiting_expiry, docket.task_backlog;
--- +goose StatementBegin
-CREATE OR REPLACE FUNCTION docket.prune_case_parts(p_cases bigint[], p_msgs bigint[]) RETURNS void
-LANGUAGE plpgsql AS $$
-BEGIN
-    DELETE FROM docket.case_events WHERE case_id = ANY (p_cases);
-    DELETE FROM docket.case_keys WHERE case_id = ANY (p_cases);
-    DELETE FROM docket.obligations WHERE case_id = ANY (p_cases);
-    DELETE FROM docket.timers WHERE case_id = ANY (p_cases);
-    WITH w AS (DELETE FROM docket.waits WHERE case_id = ANY (p_cases) RETURNING id)
-    DELETE FROM docket.messages WHERE id = ANY (p_msgs);
-END
-$$;
--- +goose StatementEnd
-DROP TRIGGER cases_withdraw_tasks ON docket.cases;
-DROP FUNCTION docket.cases_withdraw_tasks();
-DROP TABLE docket.task_events, docket.tasks;
-DROP FUNCTION docket.tasks_record();
-DROP FUNCTION docket.tasks_guard();
-DROP FUNCTION docket.task_visible(text[], text[], text, text);
-DROP FUNCTION docket.task_in_audience(text[], text[], text, text);
-DROP FUNCTION docket.task_awaits_expiry(text);
-DROP FUNCTION docket.task_is_queued(text, timestamptz, timestamptz);
-DROP FUNCTION docket.task_is_pending(text);
-DROP FUNCTION docket.valid_decisions(text[]);
-DROP FUNCTION docket.valid_capabilities(text[]);
-DROP FUNCTION docket.valid_principals(text[]);
-DROP VIEW IF EXISTS docket.task_states, docket.task_transitions;
-DELETE FROM docket.machine_transitions WHERE machine = 'task';
-DELETE FROM docket.machine_states WHERE machine = 'task';
-DELETE FROM docket.machines WHERE name = 'task';
-DELETE FROM docket.error_codes WHERE code = 'DK008';

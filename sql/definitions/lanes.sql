@@ -32,154 +32,21 @@
 -- Bounds: quorum and lane names 1-63 characters; branch 1-255; task reference
 -- 1-500; a note 1000; dependencies 64 per lane.
 
--- +goose Up
-
--- Names and bounds ------------------------------------------------------------
-
--- A quorum or lane name follows the project name rule,
--- docket.valid_project_name: 1-63 characters of [a-z0-9._-], starting with a
--- letter or digit.
-
--- A branch: a git branch name, conservatively: 1-255 characters of
--- [A-Za-z0-9._/-], starting with a letter, digit or underscore; no component
--- starting with a dot or ending in .lock; no "..", no "//"; not ending in "/"
--- or "."; not HEAD.
-CREATE FUNCTION docket.valid_branch(p_branch text) RETURNS boolean
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN length(p_branch) <= 255
-   AND p_branch ~ '^[A-Za-z0-9_][A-Za-z0-9._/-]*$'
-   AND p_branch !~ '(^|/)\.|\.\.|//|/$|\.$|\.lock(/|$)'
-   AND p_branch <> 'HEAD';
-
--- A task reference: 1-500 characters, no control characters, no leading or
--- trailing space; e.g. PROJ-123 or a URL. docket never follows it.
-CREATE FUNCTION docket.valid_task_ref(p_task_ref text) RETURNS boolean
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN length(p_task_ref) BETWEEN 1 AND 500
-   AND p_task_ref !~ '[[:cntrl:]]'
-   AND p_task_ref = btrim(p_task_ref);
-
--- A merge commit: a git object id, 40 (SHA-1) or 64 (SHA-256) lowercase hex digits.
-CREATE FUNCTION docket.valid_commit(p_commit text) RETURNS boolean
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN length(p_commit) IN (40, 64) AND p_commit ~ '^[0-9a-f]+$';
-
--- Capabilities ---------------------------------------------------------------
-
-INSERT INTO docket.capabilities (name, description) VALUES
-    ('quorum.create', 'create quorums in the project, naming their conductor'),
-    ('lane.view', 'list and read every lane of the project');
-
--- States and transitions ------------------------------------------------------
-
--- The machines of this file change only here (docket.refuse_machine_change).
-SET LOCAL docket.migrating = 'on';
-
-INSERT INTO docket.machines (name, subject, meaning) VALUES
-    ('lane', 'docket.lanes.state', 'a lanes execution');
-
-INSERT INTO docket.machine_states (machine, state, initial, terminal, meaning)
-SELECT 'lane', * FROM (VALUES
-    ('open', true, false, 'created; no work started'),
-    ('in_progress', false, false, 'work under way'),
-    ('done', false, true, 'the work is finished; it may be merged once approved'),
-    ('failed', false, true, 'the work will not be finished'),
-    ('cancelled', false, true, 'withdrawn before it finished')) v;
-
-INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
-SELECT 'lane', from_state, to_state, NULL FROM (VALUES
-    ('open', 'in_progress'),
-    ('open', 'cancelled'),
-    ('in_progress', 'done'),
-    ('in_progress', 'failed'),
-    ('in_progress', 'cancelled')) v (from_state, to_state);
-
+-- The lane machine's states and moves (docket.lane_states, docket.lane_transitions),
+-- as 00025_lanes.sql declares them.
 SELECT docket.machine_views('lane');
 
-INSERT INTO docket.machines (name, subject, meaning) VALUES
-    ('lane_review', 'docket.lanes.review', 'a lanes review');
-
-INSERT INTO docket.machine_states (machine, state, initial, terminal, meaning)
-SELECT 'lane_review', * FROM (VALUES
-    ('none', true, false, 'not submitted for review'),
-    ('submitted', false, false, 'waiting for the conductor''s verdict'),
-    ('approved', false, true, 'approved by the conductor: final'),
-    ('changes_requested', false, false, 'the conductor asked for changes; submit again')) v;
-
-INSERT INTO docket.machine_transitions (machine, from_state, to_state, meaning)
-SELECT 'lane_review', from_state, to_state, NULL FROM (VALUES
-    ('none', 'submitted'),
-    ('submitted', 'approved'),
-    ('submitted', 'changes_requested'),
-    ('changes_requested', 'submitted')) v (from_state, to_state);
-
+-- The lane_review machine's states and moves (docket.lane_review_states, docket.lane_review_transitions),
+-- as 00025_lanes.sql declares them.
 SELECT docket.machine_views('lane_review');
 
--- Quorums ---------------------------------------------------------------------
-
-CREATE TABLE docket.quorums (
-    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    project    text NOT NULL REFERENCES docket.projects (name),
-    name       text NOT NULL CONSTRAINT quorums_name_valid CHECK (docket.valid_project_name(name)),
-    conductor  docket.principal NOT NULL,
-    created_by docket.principal NOT NULL,
-    created_at timestamptz NOT NULL,
-    CONSTRAINT quorums_name_key UNIQUE (project, name),
-    -- The target of lanes' (quorum_id, project) reference.
-    CONSTRAINT quorums_id_project_key UNIQUE (id, project)
-);
-
-COMMENT ON TABLE docket.quorums IS
-    'A group of lanes in one project under one conductor. Never changed, never deleted.';
-
-CREATE INDEX quorums_conductor_idx ON docket.quorums (conductor);
-
-CREATE TRIGGER quorums_refuse_change
+CREATE OR REPLACE TRIGGER quorums_refuse_change
     BEFORE UPDATE OR DELETE ON docket.quorums
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('quorums never change: create another quorum instead');
 
-CREATE TRIGGER project_takes_work
+CREATE OR REPLACE TRIGGER project_takes_work
     BEFORE INSERT ON docket.quorums
     FOR EACH ROW EXECUTE FUNCTION docket.project_takes_work();
-
--- Lanes -----------------------------------------------------------------------
-
-CREATE TABLE docket.lanes (
-    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    quorum_id    bigint NOT NULL,
-    -- Copied from the quorum by lanes_guard; never changes.
-    project      text NOT NULL,
-    name         text NOT NULL CONSTRAINT lanes_name_valid CHECK (docket.valid_project_name(name)),
-    branch       text NOT NULL CONSTRAINT lanes_branch_valid CHECK (docket.valid_branch(branch)),
-    assignee     docket.principal NOT NULL,
-    task_ref     text NOT NULL CONSTRAINT lanes_task_ref_valid CHECK (docket.valid_task_ref(task_ref)),
-    state        text NOT NULL DEFAULT 'open',
-    review       text NOT NULL DEFAULT 'none',
-    merge_commit text CONSTRAINT lanes_merge_commit_valid CHECK (docket.valid_commit(merge_commit)),
-    merged_at    timestamptz,
-    merged_by    docket.principal,
-    created_by   docket.principal NOT NULL,
-    created_at   timestamptz NOT NULL,
-    updated_at   timestamptz NOT NULL,
-    CONSTRAINT lanes_name_key UNIQUE (quorum_id, name),
-    CONSTRAINT lanes_quorum_fkey FOREIGN KEY (quorum_id, project) REFERENCES docket.quorums (id, project),
-    -- The targets of jobs' (lane_id, project) check and dependencies' (lane, quorum) references.
-    CONSTRAINT lanes_id_project_key UNIQUE (id, project),
-    CONSTRAINT lanes_id_quorum_key UNIQUE (id, quorum_id),
-    -- A merge is recorded whole, and only for a lane that is done and approved.
-    CONSTRAINT lanes_merge_record_whole CHECK (
-        (merge_commit IS NULL) = (merged_at IS NULL) AND (merged_at IS NULL) = (merged_by IS NULL)),
-    CONSTRAINT lanes_merged_only_done_approved CHECK (
-        merged_at IS NULL OR (state = 'done' AND review = 'approved' AND merge_commit IS NOT NULL)),
-    CONSTRAINT lanes_updated_not_before_created CHECK (updated_at >= created_at)
-);
-
-COMMENT ON TABLE docket.lanes IS
-    'A named stream of work under a quorum. Execution moves along docket.lane_transitions, review along docket.lane_review_transitions; every change is in docket.lane_events.';
-
-CREATE INDEX lanes_project_idx ON docket.lanes (project, id);
-CREATE INDEX lanes_quorum_idx ON docket.lanes (quorum_id, id);
-CREATE INDEX lanes_assignee_idx ON docket.lanes (assignee, id);
 
 -- lanes_guard holds every INSERT and UPDATE of docket.lanes, by a docket
 -- function or by hand, to the rules: a lane is born in an initial state of
@@ -190,8 +57,7 @@ CREATE INDEX lanes_assignee_idx ON docket.lanes (assignee, id);
 -- out of a final one (DK001), each axis apart: moving one never moves
 -- another; a recorded merge never changes (DK014). The merge preconditions
 -- are the table's CHECK; what a lane is, lanes_columns_immutable keeps.
--- +goose StatementBegin
-CREATE FUNCTION docket.lanes_guard() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.lanes_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     v_project text;
@@ -229,46 +95,25 @@ BEGIN
     RETURN NEW;
 END
 $$;
--- +goose StatementEnd
 
-CREATE TRIGGER lanes_guard
+CREATE OR REPLACE TRIGGER lanes_guard
     BEFORE INSERT OR UPDATE ON docket.lanes
     FOR EACH ROW EXECUTE FUNCTION docket.lanes_guard();
 
-CREATE TRIGGER lanes_columns_immutable
+CREATE OR REPLACE TRIGGER lanes_columns_immutable
     BEFORE UPDATE OF id, quorum_id, project, name, branch, assignee, task_ref, created_by,
                      created_at ON docket.lanes
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
 
-CREATE TRIGGER lanes_refuse_delete
+CREATE OR REPLACE TRIGGER lanes_refuse_delete
     BEFORE DELETE ON docket.lanes
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('lanes are kept with their history: cancel a lane instead');
 
-CREATE TRIGGER project_takes_work
+CREATE OR REPLACE TRIGGER project_takes_work
     BEFORE INSERT ON docket.lanes
     FOR EACH ROW EXECUTE FUNCTION docket.project_takes_work();
 
--- Dependencies ------------------------------------------------------------------
-
--- lane_id depends on depends_on, a lane of the same quorum created before it.
--- Because a lane depends only on lanes with a smaller id (a CHECK), the graph
--- is ordered by id and no writer, psql included, can close a cycle.
-CREATE TABLE docket.lane_dependencies (
-    lane_id    bigint NOT NULL,
-    depends_on bigint NOT NULL,
-    quorum_id  bigint NOT NULL,
-    PRIMARY KEY (lane_id, depends_on),
-    CONSTRAINT lane_dependencies_earlier CHECK (depends_on < lane_id),
-    CONSTRAINT lane_dependencies_lane_fkey FOREIGN KEY (lane_id, quorum_id) REFERENCES docket.lanes (id, quorum_id),
-    CONSTRAINT lane_dependencies_depends_on_fkey FOREIGN KEY (depends_on, quorum_id) REFERENCES docket.lanes (id, quorum_id)
-);
-
-COMMENT ON TABLE docket.lane_dependencies IS
-    'Same-quorum dependencies between lanes; each points at an earlier lane, so none forms a cycle. Append-only.';
-
-CREATE INDEX lane_dependencies_depends_on_idx ON docket.lane_dependencies (depends_on);
-
-CREATE TRIGGER lane_dependencies_append_only
+CREATE OR REPLACE TRIGGER lane_dependencies_append_only
     BEFORE UPDATE OR DELETE ON docket.lane_dependencies
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
 
@@ -278,8 +123,7 @@ CREATE TRIGGER lane_dependencies_append_only
 -- constraints would refuse it less plainly; and (DK010) a 65th dependency of
 -- one lane, so the bound holds for a hand-written INSERT too. It fills in
 -- quorum_id.
--- +goose StatementBegin
-CREATE FUNCTION docket.lane_dependencies_guard() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.lane_dependencies_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     v_quorum bigint;
@@ -309,35 +153,12 @@ BEGIN
     RETURN NEW;
 END
 $$;
--- +goose StatementEnd
 
-CREATE TRIGGER lane_dependencies_guard
+CREATE OR REPLACE TRIGGER lane_dependencies_guard
     BEFORE INSERT ON docket.lane_dependencies
     FOR EACH ROW EXECUTE FUNCTION docket.lane_dependencies_guard();
 
--- Events ------------------------------------------------------------------------
-
--- One row per change of a lane: its creation, each dependency, each move of
--- the execution or review axis, and its merge. from_state is NULL for a
--- creation and a dependency.
-CREATE TABLE docket.lane_events (
-    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    lane_id    bigint NOT NULL REFERENCES docket.lanes (id),
-    axis       text NOT NULL
-               CONSTRAINT lane_events_axis_known CHECK (axis IN ('created', 'dependency', 'execution', 'review', 'merge')),
-    from_state text,
-    to_state   text NOT NULL,
-    actor      text NOT NULL,
-    at         timestamptz NOT NULL,
-    detail     text CONSTRAINT lane_events_detail_bounded CHECK (length(detail) <= 2000)
-);
-
-COMMENT ON TABLE docket.lane_events IS
-    'Append-only history of every lane change: creation, dependencies, execution and review moves, merges.';
-
-CREATE INDEX lane_events_lane_idx ON docket.lane_events (lane_id, id);
-
-CREATE TRIGGER lane_events_append_only
+CREATE OR REPLACE TRIGGER lane_events_append_only
     BEFORE UPDATE OR DELETE ON docket.lane_events
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
 
@@ -345,15 +166,14 @@ CREATE TRIGGER lane_events_append_only
 -- making (the detail of its event): the transaction-local setting
 -- docket.lane_note, NULL when empty. An operator changing lanes by hand may
 -- set it: SELECT set_config('docket.lane_note', 'why', true).
-CREATE FUNCTION docket.lane_note() RETURNS text
+CREATE OR REPLACE FUNCTION docket.lane_note() RETURNS text
 LANGUAGE sql STABLE
 RETURN nullif(current_setting('docket.lane_note', true), '');
 
 -- lanes_record appends the lane_events rows of a lane's creation or change,
 -- attributed to the change context: one per axis that moved. A change that
 -- moves no axis (updated_at alone) records nothing.
--- +goose StatementBegin
-CREATE FUNCTION docket.lanes_record() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.lanes_record() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     v_actor text;
@@ -387,16 +207,14 @@ BEGIN
     RETURN NULL;
 END
 $$;
--- +goose StatementEnd
 
-CREATE TRIGGER lanes_record
+CREATE OR REPLACE TRIGGER lanes_record
     AFTER INSERT OR UPDATE ON docket.lanes
     FOR EACH ROW EXECUTE FUNCTION docket.lanes_record();
 
 -- lane_dependencies_record appends a 'dependency' event for each dependency
 -- written, attributed to the change context.
--- +goose StatementBegin
-CREATE FUNCTION docket.lane_dependencies_record() RETURNS trigger
+CREATE OR REPLACE FUNCTION docket.lane_dependencies_record() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO docket.lane_events (lane_id, axis, from_state, to_state, actor, at, detail)
@@ -405,9 +223,8 @@ BEGIN
     RETURN NULL;
 END
 $$;
--- +goose StatementEnd
 
-CREATE TRIGGER lane_dependencies_record
+CREATE OR REPLACE TRIGGER lane_dependencies_record
     AFTER INSERT ON docket.lane_dependencies
     FOR EACH ROW EXECUTE FUNCTION docket.lane_dependencies_record();
 
@@ -415,7 +232,7 @@ CREATE TRIGGER lane_dependencies_record
 
 -- A lane as the API shows it: with its quorum's name and conductor and the
 -- lanes it depends on. Every lane function returns this row.
-CREATE VIEW docket.lane_details AS
+CREATE OR REPLACE VIEW docket.lane_details AS
 SELECT l.id, l.quorum_id, q.name AS quorum, l.project, q.conductor, l.name, l.branch, l.assignee, l.task_ref,
        ARRAY(SELECT d.depends_on FROM docket.lane_dependencies d WHERE d.lane_id = l.id ORDER BY d.depends_on)::bigint[]
            AS depends_on,
@@ -430,7 +247,7 @@ COMMENT ON VIEW docket.lane_details IS
 -- conducted by p_conductor and assigned to p_assignee: it is one of them, or
 -- holds lane.view on the project. The Go API filters every read by it; an
 -- operator in psql reads everything.
-CREATE FUNCTION docket.lane_visible(p_principal text, p_project text, p_conductor text, p_assignee text)
+CREATE OR REPLACE FUNCTION docket.lane_visible(p_principal text, p_project text, p_conductor text, p_assignee text)
 RETURNS boolean
 LANGUAGE sql STABLE
 RETURN p_principal = p_conductor OR p_principal = p_assignee
@@ -438,7 +255,7 @@ RETURN p_principal = p_conductor OR p_principal = p_assignee
 
 -- Operator views ------------------------------------------------------------------
 
-CREATE VIEW docket.lanes_open AS
+CREATE OR REPLACE VIEW docket.lanes_open AS
 SELECT l.id, l.project, q.name AS quorum, q.conductor, l.name, l.branch, l.assignee, l.state, l.review,
        (SELECT count(*) FROM docket.lane_dependencies d JOIN docket.lanes dl ON dl.id = d.depends_on
         WHERE d.lane_id = l.id AND dl.state <> 'done') AS waiting_on,
@@ -451,7 +268,7 @@ ORDER BY l.project, q.name, l.id;
 COMMENT ON VIEW docket.lanes_open IS
     'Lanes not yet finished, by project and quorum; waiting_on counts dependencies that are not done.';
 
-CREATE VIEW docket.lanes_awaiting_review AS
+CREATE OR REPLACE VIEW docket.lanes_awaiting_review AS
 SELECT l.id, l.project, q.name AS quorum, q.conductor, l.name, l.branch, l.assignee, l.state, l.updated_at
 FROM docket.lanes l
 JOIN docket.quorums q ON q.id = l.quorum_id
@@ -461,7 +278,7 @@ ORDER BY l.updated_at, l.id;
 COMMENT ON VIEW docket.lanes_awaiting_review IS
     'Lanes submitted for review, waiting for their conductor''s verdict, longest waiting first.';
 
-CREATE VIEW docket.lanes_ready_to_merge AS
+CREATE OR REPLACE VIEW docket.lanes_ready_to_merge AS
 SELECT l.id, l.project, q.name AS quorum, q.conductor, l.name, l.branch, l.assignee, l.updated_at
 FROM docket.lanes l
 JOIN docket.quorums q ON q.id = l.quorum_id
@@ -479,8 +296,7 @@ COMMENT ON VIEW docket.lanes_ready_to_merge IS
 -- instant (DK010); an actor without an explicit quorum.create grant on the
 -- project, or an unknown project (DK009); a name taken in the project
 -- (23505 on quorums_name_key).
--- +goose StatementBegin
-CREATE FUNCTION docket.quorum_create(p_project text, p_name text, p_conductor text, p_actor text, p_now timestamptz)
+CREATE OR REPLACE FUNCTION docket.quorum_create(p_project text, p_name text, p_conductor text, p_actor text, p_now timestamptz)
 RETURNS docket.quorums
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -501,7 +317,6 @@ BEGIN
     RETURN v;
 END
 $$;
--- +goose StatementEnd
 
 -- lane_authorize refuses (DK009) p_actor doing p_op on lane p_id unless it is
 -- the conductor of the lane's quorum or, when p_assignee_may, the lane's
@@ -509,8 +324,7 @@ $$;
 -- without locking anything, so a refused caller neither waits for a lane
 -- another transaction holds nor learns anything about it: an unknown lane is
 -- refused in the same words.
--- +goose StatementBegin
-CREATE FUNCTION docket.lane_authorize(p_op text, p_id bigint, p_actor text, p_assignee_may boolean)
+CREATE OR REPLACE FUNCTION docket.lane_authorize(p_op text, p_id bigint, p_actor text, p_assignee_may boolean)
 RETURNS void
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -528,10 +342,9 @@ BEGIN
         USING ERRCODE = 'DK009';
 END
 $$;
--- +goose StatementEnd
 
 -- lane_detail returns lane p_id as docket.lane_details shows it.
-CREATE FUNCTION docket.lane_detail(p_id bigint) RETURNS docket.lane_details
+CREATE OR REPLACE FUNCTION docket.lane_detail(p_id bigint) RETURNS docket.lane_details
 LANGUAGE sql STABLE
 RETURN (SELECT v FROM docket.lane_details v WHERE v.id = p_id);
 
@@ -544,8 +357,7 @@ RETURN (SELECT v FROM docket.lane_details v WHERE v.id = p_id);
 -- (DK010); an actor that is not the quorum's conductor, or an unknown quorum
 -- (DK009); a dependency named twice, unknown, or in another quorum (DK013,
 -- naming it); a name taken in the quorum (23505 on lanes_name_key).
--- +goose StatementBegin
-CREATE FUNCTION docket.lane_create(p_quorum_id bigint, p_name text, p_branch text, p_assignee text, p_task_ref text,
+CREATE OR REPLACE FUNCTION docket.lane_create(p_quorum_id bigint, p_name text, p_branch text, p_assignee text, p_task_ref text,
                                    p_depends_on bigint[], p_actor text, p_now timestamptz)
 RETURNS docket.lane_details
 LANGUAGE plpgsql AS $$
@@ -600,11 +412,9 @@ BEGIN
     RETURN docket.lane_detail(v.id);
 END
 $$;
--- +goose StatementEnd
 
 -- lane_require_note refuses (DK010) a note over 1000 characters.
--- +goose StatementBegin
-CREATE FUNCTION docket.lane_require_note(p_note text) RETURNS void
+CREATE OR REPLACE FUNCTION docket.lane_require_note(p_note text) RETURNS void
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     IF length(p_note) > 1000 THEN
@@ -612,7 +422,6 @@ BEGIN
     END IF;
 END
 $$;
--- +goose StatementEnd
 
 -- lane_set_state moves lane p_id's execution axis to p_state on behalf of
 -- p_actor at p_now, with p_note (NULL: none) as the event's detail. Review
@@ -622,8 +431,7 @@ $$;
 -- unknown lane (DK009), before the lane is locked; a move not in
 -- docket.lane_transitions, the state the lane is already in included, or out
 -- of a terminal state (DK001).
--- +goose StatementBegin
-CREATE FUNCTION docket.lane_set_state(p_id bigint, p_state text, p_note text, p_actor text, p_now timestamptz)
+CREATE OR REPLACE FUNCTION docket.lane_set_state(p_id bigint, p_state text, p_note text, p_actor text, p_now timestamptz)
 RETURNS docket.lane_details
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -648,7 +456,6 @@ BEGIN
     RETURN docket.lane_detail(v.id);
 END
 $$;
--- +goose StatementEnd
 
 -- lane_review moves lane p_id's review axis to p_review on behalf of p_actor
 -- at p_now, with p_note (NULL: none) as the event's detail: submitted (by
@@ -658,8 +465,7 @@ $$;
 -- (DK010); an actor without the role, or an unknown lane (DK009), before
 -- the lane is locked; a move not in docket.lane_review_transitions, the
 -- review the lane already has included (DK001).
--- +goose StatementBegin
-CREATE FUNCTION docket.lane_review(p_id bigint, p_review text, p_note text, p_actor text, p_now timestamptz)
+CREATE OR REPLACE FUNCTION docket.lane_review(p_id bigint, p_review text, p_note text, p_actor text, p_now timestamptz)
 RETURNS docket.lane_details
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -687,7 +493,6 @@ BEGIN
     RETURN docket.lane_detail(v.id);
 END
 $$;
--- +goose StatementEnd
 
 -- lane_merge records that lane p_id was merged at commit p_commit, on behalf
 -- of p_actor at p_now. It records; it executes nothing. Recording the same
@@ -696,8 +501,7 @@ $$;
 -- actor that is not the conductor of the lane's quorum, or an unknown lane
 -- (DK009), before the lane is locked; a lane that is not done and approved
 -- (DK001); a lane merged at another commit (DK014).
--- +goose StatementBegin
-CREATE FUNCTION docket.lane_merge(p_id bigint, p_commit text, p_actor text, p_now timestamptz)
+CREATE OR REPLACE FUNCTION docket.lane_merge(p_id bigint, p_commit text, p_actor text, p_now timestamptz)
 RETURNS docket.lane_details
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -725,44 +529,9 @@ BEGIN
     RETURN docket.lane_detail(v.id);
 END
 $$;
--- +goose StatementEnd
 
 -- The API ---------------------------------------------------------------------
 
 INSERT INTO docket.api_functions (name, role) VALUES
     ('quorum_create', 'app'), ('lane_create', 'app'), ('lane_set_state', 'app'), ('lane_review', 'app'),
     ('lane_merge', 'app');
-
-SELECT docket.apply_privileges();
-
--- +goose Down
-SET LOCAL docket.migrating = 'on';
-DROP VIEW
-    docket.lanes_ready_to_merge, docket.lanes_awaiting_review, docket.lanes_open,
-    docket.lane_details, docket.lane_review_transitions, docket.lane_review_states,
-    docket.lane_transitions, docket.lane_states CASCADE;
-DROP TABLE docket.lane_events, docket.lane_dependencies, docket.lanes, docket.quorums CASCADE;
-DELETE FROM docket.machine_transitions WHERE machine IN ('lane', 'lane_review');
-DELETE FROM docket.machine_states WHERE machine IN ('lane', 'lane_review');
-DELETE FROM docket.machines WHERE name IN ('lane', 'lane_review');
-DELETE FROM docket.api_functions WHERE name IN ('quorum_create', 'lane_create', 'lane_set_state', 'lane_review', 'lane_merge');
--- A capability still granted somewhere stays, with its grants.
-DELETE FROM docket.capabilities c WHERE c.name IN ('quorum.create', 'lane.view')
-    AND NOT EXISTS (SELECT 1 FROM docket.grants g WHERE g.capability = c.name);
-DROP FUNCTION IF EXISTS docket.lane_merge(bigint,text,text,timestamp with time zone);
-DROP FUNCTION IF EXISTS docket.lane_review(bigint,text,text,text,timestamp with time zone);
-DROP FUNCTION IF EXISTS docket.lane_set_state(bigint,text,text,text,timestamp with time zone);
-DROP FUNCTION IF EXISTS docket.lane_require_note(text);
-DROP FUNCTION IF EXISTS docket.lane_create(bigint,text,text,text,text,bigint[],text,timestamp with time zone);
-DROP FUNCTION IF EXISTS docket.lane_detail(bigint);
-DROP FUNCTION IF EXISTS docket.lane_authorize(text,bigint,text,boolean);
-DROP FUNCTION IF EXISTS docket.quorum_create(text,text,text,text,timestamp with time zone);
-DROP FUNCTION IF EXISTS docket.lane_visible(text,text,text,text);
-DROP FUNCTION IF EXISTS docket.lane_dependencies_record();
-DROP FUNCTION IF EXISTS docket.lanes_record();
-DROP FUNCTION IF EXISTS docket.lane_note();
-DROP FUNCTION IF EXISTS docket.lane_dependencies_guard();
-DROP FUNCTION IF EXISTS docket.lanes_guard();
-DROP FUNCTION IF EXISTS docket.valid_commit(text);
-DROP FUNCTION IF EXISTS docket.valid_task_ref(text);
-DROP FUNCTION IF EXISTS docket.valid_branch(text);

@@ -1,0 +1,196 @@
+package db_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"database/sql"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"testing/fstest"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/integration/pgtest"
+)
+
+// premigrations are docket's migrations 1 to 20 as they were before the
+// versioned migrations of sql/schema replaced them (from 21) and the
+// definitions of sql/definitions took their functions, triggers and views:
+// the schema a database migrated by a build of that time has.
+//
+//go:embed testdata/premigrations.tar.gz
+var premigrations []byte
+
+func premigrationsFS(t *testing.T) fstest.MapFS {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(premigrations))
+	require.NoError(t, err)
+	out := fstest.MapFS{}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		data, err := io.ReadAll(tr)
+		require.NoError(t, err)
+		out[h.Name] = &fstest.MapFile{Data: data, Mode: 0o644}
+	}
+	require.Len(t, out, 20)
+	return out
+}
+
+// migrateAsBefore migrates the database behind pool as a build from before
+// the versioned migrations replaced 1 to 20 did: River's line, then goose
+// over those 20, up to version to.
+func migrateAsBefore(t *testing.T, pool *pgxpool.Pool, to int64) {
+	t.Helper()
+	ctx := t.Context()
+	_, err := pool.Exec(ctx, `CREATE SCHEMA docket`)
+	require.NoError(t, err)
+	river, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Schema: db.Schema, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	_, err = river.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	require.NoError(t, err)
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	defer func(d *sql.DB) { require.NoError(t, d.Close()) }(sqlDB)
+	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, premigrationsFS(t),
+		goose.WithTableName(db.Schema+".goose_db_version"), goose.WithDisableGlobalRegistry(true))
+	require.NoError(t, err)
+	_, err = p.UpTo(ctx, to)
+	require.NoError(t, err)
+}
+
+// A database that migrations 1 to 20 made, holding jobs with their
+// histories, is upgraded by Migrate: its migrations are recorded as 21 and
+// after, its definitions applied; its catalog is then the catalog a fresh
+// migrate makes (functions, triggers, views, constraints, indexes, columns,
+// privileges, seed rows), each of its functions, triggers and views is
+// recorded as the definition file that makes it, and every history written
+// before still verifies.
+func TestUpgradeFromReplacedMigrations(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	fresh, _ := pgtest.NewEmptyDB(t)
+	require.NoError(t, db.Migrate(ctx, fresh))
+	want := catalogSnapshot(t, fresh)
+
+	pool, _ := pgtest.NewEmptyDB(t)
+	migrateAsBefore(t, pool, 20)
+	const at = "2026-11-02T09:00:00Z"
+	for _, stmt := range []string{
+		`SELECT docket.project_create('acme', 'user:ana', $1)`,
+		`SELECT docket.grant_add('svc:app', 'acme', c, 'user:ana', $1) FROM unnest('{job.create,job.claim,job.view}'::text[]) c`,
+		`SELECT docket.job_enqueue_many('acme', 'svc:app', $1, '{a.b,a.b,a.c}', '{default,default,default}', '{1,1,1}',
+			'{1,2,3}', '{1,1,1}', '{"","",""}', '{NULL,NULL,NULL}', '{5,5,5}', '{f,f,f}', '{f,t,f}', '{5 min,5 min,5 min}',
+			'{1s,1s,1s}', '{10 min,10 min,10 min}', '{0.2,0.2,0.2}', '{null,null,null}', '{null,null,null}', '{"","",""}',
+			'{0,0,0}', '{0,0,0}', '{"","",""}')`,
+		`SELECT docket.job_claim('acme', 'default', 2, NULL, '{a.b}', '{1}', 'svc:app', $1, '{r1}')`,
+		`SELECT docket.job_complete_many(array_agg(id ORDER BY id), array_agg(claim_token ORDER BY id),
+			array_agg('{"done": true}'::jsonb), 'svc:app', $1::timestamptz + interval '1 minute', NULL)
+		 FROM (SELECT id, claim_token FROM docket.jobs WHERE state = 'claimed' ORDER BY id LIMIT 1) j`,
+	} {
+		_, err := pool.Exec(ctx, stmt, at)
+		require.NoError(t, err, stmt)
+	}
+	histories := jobHistories(t, pool)
+	require.Len(t, histories, 3)
+	status, err := db.MigrationStatus(ctx, pool)
+	require.NoError(t, err)
+	require.Equal(t, int64(20), status.Version)
+	require.True(t, status.Baseline)
+	require.False(t, status.Current())
+
+	require.NoError(t, db.Migrate(ctx, pool))
+
+	require.Equal(t, want, catalogSnapshot(t, pool))
+	require.Equal(t, definitionObjects(t, fresh), definitionObjects(t, pool), "what each definition file made")
+	status, err = db.MigrationStatus(ctx, pool)
+	require.NoError(t, err)
+	require.True(t, status.Current(), "%+v", status)
+	require.False(t, status.Baseline)
+	docketV, _ := appliedVersions(t, pool)
+	require.Equal(t, docketVersions(t), docketV, "21 and after, as a fresh database records them")
+	require.Equal(t, histories, jobHistories(t, pool), "the rows written before")
+	rows, err := pool.Query(ctx, `SELECT j.id, v.ok, v.problem FROM docket.jobs j, docket.job_verify(j.id) v ORDER BY j.id`)
+	require.NoError(t, err)
+	verdicts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var id int64
+		var ok bool
+		var problem *string
+		err := r.Scan(&id, &ok, &problem)
+		return fmt.Sprintf("%d %t %v", id, ok, problem), err
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{"1 true <nil>", "2 true <nil>", "3 true <nil>"}, verdicts)
+
+	// And it works as a fresh one does: the next claim, settled.
+	var claimed int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM docket.job_claim('acme', 'default', 1, NULL, '{a.c}', '{1}', 'svc:app', $1, '{r1}')`,
+		"2026-11-02T10:00:00Z").Scan(&claimed))
+	require.Equal(t, int64(3), claimed)
+
+	// A second migrate changes nothing.
+	before := catalogRows(t, pool)
+	require.NoError(t, db.Migrate(ctx, pool))
+	require.Equal(t, before, catalogRows(t, pool))
+}
+
+// definitionObjects lists what the definitions recorded they made, by file.
+func definitionObjects(t *testing.T, q db.DBTX) []string {
+	t.Helper()
+	rows, err := q.Query(context.Background(), `SELECT file || ' ' || kind || ' ' || name FROM docket.definition_objects ORDER BY 1`)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return out
+}
+
+// jobHistories lists every job's state and its events' hashes.
+func jobHistories(t *testing.T, q db.DBTX) []string {
+	t.Helper()
+	rows, err := q.Query(context.Background(), `
+		SELECT j.id || ' ' || j.state || ' ' || string_agg(encode(e.hash, 'hex'), ',' ORDER BY e.seq)
+		FROM docket.jobs j JOIN docket.job_events e ON e.job_id = j.id GROUP BY j.id, j.state ORDER BY j.id`)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return out
+}
+
+// A database that migrations 1 to 20 left below 20 is refused, naming its
+// version, and left as it was: only a database at 20 has the tables of 21
+// and after.
+func TestMigrateRefusesReplacedMigrationsBelow20(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool, _ := pgtest.NewEmptyDB(t)
+	migrateAsBefore(t, pool, 17)
+	before := schemaSnapshot(t, pool)
+	beforeDocket, beforeRiver := appliedVersions(t, pool)
+
+	err := db.Migrate(ctx, pool)
+	require.ErrorIs(t, err, db.ErrSchemaReplaced)
+	require.ErrorContains(t, err, "database is at version 17 of migrations 1-20")
+	require.Equal(t, before, schemaSnapshot(t, pool))
+	afterDocket, afterRiver := appliedVersions(t, pool)
+	require.Equal(t, beforeDocket, afterDocket)
+	require.Equal(t, beforeRiver, afterRiver)
+
+	require.ErrorIs(t, db.MigrateDownTo(ctx, pool, 0), db.ErrSchemaReplaced)
+	require.Equal(t, before, schemaSnapshot(t, pool))
+}

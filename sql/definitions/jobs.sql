@@ -1,0 +1,2277 @@
+-- Jobs: durable knowledge that work is wanted, held, done, failed or in doubt.
+--
+-- A job moves along docket.job_transitions only. Whoever changes docket.jobs
+-- (a docket function or a hand-written UPDATE in psql) is held to that table by
+-- the BEFORE triggers, and every move appends a hash-chained docket.job_events
+-- row through the AFTER triggers, attributed to the change context
+-- (docket.set_context). The lease protocol (claim, renew, release, complete,
+-- fail) lives in the functions below; each states its contract above it.
+--
+-- Bounds (also in Go, package jobs):
+--   payload and result     1 MiB of JSON text each; params 64 KiB
+--   kind                   1-128 characters; queue 1-63
+--   priority               1 (first) .. 4 (last), as River's
+--   max_attempts           1..100 (default 5)
+--   lease                  1 second .. 24 hours (default 5 minutes)
+--   backoff                base 1 ms .. 24 hours, cap base .. 7 days, jitter 0..1
+--   peer retry_after       clamped to 0 .. 24 hours
+--   diagnostic             4096 characters (longer ones are cut, marked with …)
+--   event detail           1000 characters
+--   claim batch            1..1000; sweep batch 1..10000; enqueue batch 1..100000
+--
+-- Work arrives by notification: every statement that makes jobs due now
+-- (created, or queued again) notifies channel docket_jobs with each queue
+-- it touched, in the transaction that made them, so a worker (package
+-- worker) learns of a job when it commits, whichever path made it: the Go
+-- API, plain SQL, a case's continuation, a schedule. The worker claims a
+-- batch of a queue's due jobs in one statement (job_claim_queue), runs their
+-- handlers, and settles the successes in one statement (job_complete_many).
+-- River's tables live in schema docket too, but no docket job needs a River
+-- row.
+--
+-- History that resists rewriting:
+--   * each job event records what the transition left the job holding: the
+--     lease's expiry (lease_until) and a digest (outcome) of its state,
+--     result, diagnostic, holder, claim token, lease generation and attempts,
+--     and its hash covers both. job_verify checks that the job still holds
+--     what its last event says, so a result, diagnostic or holder rewritten
+--     since, by any means, is reported. (The lease's expiry is not compared
+--     with the job: a renewal moves it and records no event.);
+--   * job_verify judges every transition against the job machine as
+--     migrated, written into job_machine_move, not against docket.job_states
+--     and docket.job_transitions, which it also compares with the machine
+--     and reports when they differ;
+--   * time never runs backwards in a history: an event is recorded at the
+--     later of the change context's instant and its predecessor's, and a job
+--     never finishes before it was created;
+--   * docket.job_chain_heads lists each job's last event hash: exported
+--     somewhere the owner cannot write, it lets an auditor show later that a
+--     history was not rebuilt (docs/security.md).
+
+-- job_backoff is the delay before retry number p_attempt (1 = the delay after
+-- the first failed attempt): p_base doubled per attempt, capped at p_cap, then
+-- shortened by up to p_jitter of itself using p_draw in [0, 1). It is computed
+-- in whole microseconds with IEEE doubles, exactly as jobs.RetryPolicy.Backoff.
+CREATE OR REPLACE FUNCTION docket.job_backoff(p_attempt integer, p_base interval, p_cap interval,
+                                   p_jitter double precision, p_draw double precision)
+RETURNS interval
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN make_interval(secs => floor(
+           (least(extract(epoch FROM p_cap) * 1000000,
+                  extract(epoch FROM p_base) * 1000000 * power(2::numeric, least(greatest(p_attempt, 1), 64) - 1))
+           )::double precision
+           -- A product below 2^-54 leaves 1 - x at exactly 1 in IEEE arithmetic,
+           -- as in Go; Postgres would refuse it as an underflow instead.
+           * (1 - CASE WHEN p_jitter < 1e-20::double precision OR p_draw < 1e-20::double precision THEN 0
+                       ELSE p_jitter * p_draw END)
+       ) / 1000000);
+
+-- The job machine's states and moves (docket.job_states, docket.job_transitions),
+-- as 00024_jobs.sql declares them.
+SELECT docket.machine_views('job');
+
+-- job_events_check refuses (23503) an event of a job that does not exist.
+CREATE OR REPLACE FUNCTION docket.job_events_check() RETURNS trigger
+LANGUAGE plpgsql SET jit = off AS $$
+DECLARE
+    bad bigint;
+BEGIN
+    SELECT n.job_id INTO bad FROM new_events n
+    WHERE NOT EXISTS (SELECT 1 FROM docket.jobs j WHERE j.id = n.job_id)
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'job event of job %: the job does not exist', bad
+            USING ERRCODE = '23503', CONSTRAINT = 'job_events_job_exists', TABLE = 'job_events', SCHEMA = 'docket';
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- Only the owner may insert events (no other role has the privilege), and
+-- the events of the jobs triggers below are of the jobs they hold, so the
+-- check runs for a statement issued by hand and not for those triggers'
+-- inserts (trigger depth 1), which are every transition's.
+CREATE OR REPLACE TRIGGER job_events_check
+    AFTER INSERT ON docket.job_events
+    REFERENCING NEW TABLE AS new_events
+    FOR EACH STATEMENT WHEN (pg_trigger_depth() < 1) EXECUTE FUNCTION docket.job_events_check();
+
+-- job_outcome is the digest of what a transition leaves a job holding:
+-- sha256 of the canonical JSON text
+--     [state, result, diagnostic, claimed_by, claim_token, lease_generation, attempts]
+-- so a verifier in any language can recompute it from the job row. The text
+-- is built by concatenation, byte for byte what jsonb_build_array(...)::text
+-- makes (strings through to_json, which escapes as jsonb does; numbers and
+-- nulls as jsonb prints them; ", " between elements) and a microsecond
+-- cheaper; TestOutcomeIsTheDocumentedFormula compares the two.
+CREATE OR REPLACE FUNCTION docket.job_outcome(p_state text, p_result jsonb, p_diagnostic text, p_claimed_by text,
+                                              p_claim_token uuid, p_lease_generation bigint, p_attempts integer)
+RETURNS bytea
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN sha256(textsend('[' || coalesce(to_json(p_state)::text, 'null')
+    || ', ' || coalesce(p_result::text, 'null')
+    || ', ' || coalesce(to_json(p_diagnostic)::text, 'null')
+    || ', ' || coalesce(to_json(p_claimed_by)::text, 'null')
+    || ', ' || coalesce('"' || p_claim_token::text || '"', 'null')
+    || ', ' || coalesce(p_lease_generation::text, 'null')
+    || ', ' || coalesce(p_attempts::text, 'null') || ']'));
+
+-- job_event_hash is the chain link of one event: sha256 of the previous hash
+-- followed by the event as canonical JSON text
+--     [job_id, seq, from_state, to_state, actor, at (epoch microseconds), attempt, detail,
+--      lease_until (epoch microseconds or null), outcome (hex), revision]
+-- so a verifier in any language can recompute it from the row. The revision
+-- (of the claim the event made or ended) is left out when it is NULL, so
+-- every event written before revisions were recorded hashes as it did. The
+-- text is built by concatenation as job_outcome's is
+-- (TestEventHashIsTheDocumentedFormula), each parameter named once, and the
+-- function is STABLE: the planner inlines it, and a bulk enqueue hashes
+-- 100,000 events in one statement.
+CREATE OR REPLACE FUNCTION docket.job_event_hash(p_prev bytea, p_job_id bigint, p_seq integer, p_from text, p_to text,
+                                                 p_actor text, p_at timestamptz, p_attempt integer, p_detail text,
+                                                 p_lease_until timestamptz, p_outcome bytea, p_revision text)
+RETURNS bytea
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN sha256(p_prev || textsend('[' || coalesce(p_job_id::text, 'null')
+    || ', ' || coalesce(p_seq::text, 'null')
+    || ', ' || coalesce(to_json(p_from)::text, 'null')
+    || ', ' || coalesce(to_json(p_to)::text, 'null')
+    || ', ' || coalesce(to_json(p_actor)::text, 'null')
+    || ', ' || coalesce(docket.epoch_micros(p_at)::text, 'null')
+    || ', ' || coalesce(p_attempt::text, 'null')
+    || ', ' || coalesce(to_json(p_detail)::text, 'null')
+    || ', ' || coalesce(docket.epoch_micros(p_lease_until)::text, 'null')
+    || ', ' || coalesce('"' || encode(p_outcome, 'hex') || '"', 'null')
+    || coalesce(', ' || to_json(p_revision)::text, '') || ']'));
+
+-- The form without a revision is the form with none.
+CREATE OR REPLACE FUNCTION docket.job_event_hash(p_prev bytea, p_job_id bigint, p_seq integer, p_from text, p_to text,
+                                                 p_actor text, p_at timestamptz, p_attempt integer, p_detail text,
+                                                 p_lease_until timestamptz, p_outcome bytea)
+RETURNS bytea
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN docket.job_event_hash(p_prev, p_job_id, p_seq, p_from, p_to, p_actor, p_at, p_attempt, p_detail,
+                             p_lease_until, p_outcome, NULL::text);
+
+-- job_event_detail is what an event says beyond from and to: the claimant and
+-- lease generation of a claim, else the job's diagnostic at that moment.
+-- It takes the columns, not the row: a whole-row argument would build a copy
+-- of every job row an UPDATE moves. STABLE, as text || bigint is, so the
+-- planner inlines it.
+CREATE OR REPLACE FUNCTION docket.job_event_detail(p_state text, p_claimed_by text, p_lease_generation bigint, p_diagnostic text)
+RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN CASE
+    WHEN p_state = 'claimed' THEN 'claimed by ' || p_claimed_by || ', lease generation ' || p_lease_generation
+    ELSE docket.bounded_text(p_diagnostic, 1000)
+END;
+
+-- Guards --------------------------------------------------------------------
+
+-- jobs_columns_immutable keeps what a job is as it was enqueued (DK015).
+CREATE OR REPLACE TRIGGER jobs_columns_immutable
+    BEFORE UPDATE OF project, kind, payload, payload_schema, params, inputs, requested_output,
+                     lane_id, case_id,
+                     idempotency_key, compensation_kind, external, repeatable, max_attempts, created_by, created_at
+    ON docket.jobs
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
+
+-- jobs_guard refuses any change at all to a finished job (DK001), by a
+-- docket function or by hand, row by row, before the table's own checks see
+-- it. A finished job has its finished_at (jobs_terminal_finished), so the
+-- WHEN clause names no state, and no transition of a live job calls it: the
+-- moves of live jobs are checked set-based, once per statement, by
+-- jobs_record_update.
+CREATE OR REPLACE FUNCTION docket.jobs_guard() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM docket.machine_move('job', 'job ' || OLD.id, OLD.state, NEW.state, true);
+    RETURN NEW;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER jobs_guard
+    BEFORE UPDATE ON docket.jobs
+    FOR EACH ROW
+    WHEN (OLD.finished_at IS NOT NULL)
+    EXECUTE FUNCTION docket.jobs_guard();
+
+-- jobs_record_insert holds every job an INSERT created, set-based, in one
+-- pass over the new jobs: each row keeps the rules of a job row
+-- (job_row_rule's, and jobs_request_names_asset: a requested kind or target
+-- root needs an asset), or is refused with the check violation (23514) a
+-- CHECK of that name would raise; it is born in an initial state of the job
+-- machine with no attempt and no lease counted (DK001); its project exists
+-- (23503) and is active, unless the job belongs to one of the project's
+-- cases or lanes (DK009); the case or lane it names exists and is of its
+-- project (23503). These are checked here rather than by foreign keys, whose
+-- per-row checks dominated a bulk enqueue: projects, cases and lanes are
+-- never deleted, and what a job belongs to never changes
+-- (jobs_columns_immutable), so a reference valid at insert stays valid. Then
+-- it appends each job's first event, finding in the same statement the
+-- queues that have a job due now, and notifies docket_jobs with each of
+-- them by plain calls.
+CREATE OR REPLACE FUNCTION docket.jobs_record_insert() RETURNS trigger
+LANGUAGE plpgsql SET jit = off AS $$
+DECLARE
+    bad record;
+    v_actor text;
+    v_at    timestamptz;
+    v_zero  bytea := decode(repeat('00', 32), 'hex');
+    v_due   text[];
+    v_queue text;
+BEGIN
+    -- Every rule in one pass: the first job that breaks one, and which.
+    SELECT x.* INTO bad FROM (
+        SELECT n.id, n.project, n.state, n.attempts, n.lease_generation, n.case_id, n.lane_id, p.status,
+               coalesce(
+                   docket.job_row_rule(n.state, n.attempts, n.max_attempts, n.backoff_base, n.backoff_cap, n.claim_token,
+                                       n.claimed_by, n.claimed_at, n.lease_expires_at, n.result, n.outcome_token,
+                                       n.finished_at),
+                   CASE
+                       WHEN n.requested_output IS NULL AND (n.requested_kind IS NOT NULL OR n.target_root IS NOT NULL)
+                           THEN 'jobs_request_names_asset'
+                       WHEN s.initial IS NOT TRUE OR n.attempts <> 0 OR n.lease_generation <> 0 THEN 'birth'
+                       WHEN p.name IS NULL THEN 'project'
+                       WHEN p.status <> 'active' AND n.case_id IS NULL AND n.lane_id IS NULL THEN 'status'
+                       WHEN n.case_id IS NOT NULL AND NOT EXISTS (
+                           SELECT 1 FROM docket.cases c WHERE c.id = n.case_id AND c.project = n.project) THEN 'case'
+                       WHEN n.lane_id IS NOT NULL AND NOT EXISTS (
+                           SELECT 1 FROM docket.lanes l WHERE l.id = n.lane_id AND l.project = n.project) THEN 'lane'
+                   END) AS why
+        FROM new_jobs n
+        LEFT JOIN docket.machine_states s ON s.machine = 'job' AND s.state = n.state
+        LEFT JOIN docket.projects p ON p.name = n.project
+    ) x
+    WHERE x.why IS NOT NULL
+    LIMIT 1;
+    IF FOUND THEN
+        CASE bad.why
+        WHEN 'birth' THEN
+            RAISE EXCEPTION 'job %: a job is created in an initial state with no attempts and no lease, not % with % attempts and lease generation %',
+                bad.id, bad.state, bad.attempts, bad.lease_generation
+                USING ERRCODE = 'DK001';
+        WHEN 'project' THEN
+            RAISE EXCEPTION 'job %: project % does not exist', bad.id, quote_literal(bad.project)
+                USING ERRCODE = '23503', CONSTRAINT = 'jobs_project_exists', TABLE = 'jobs', SCHEMA = 'docket';
+        WHEN 'status' THEN
+            RAISE EXCEPTION 'project % is %: it takes no new jobs but those of its open cases and lanes', bad.project, bad.status
+                USING ERRCODE = 'DK009';
+        WHEN 'case' THEN
+            RAISE EXCEPTION 'job %: case % of project % does not exist', bad.id, bad.case_id, quote_literal(bad.project)
+                USING ERRCODE = '23503', CONSTRAINT = 'jobs_case_fkey', TABLE = 'jobs', SCHEMA = 'docket';
+        WHEN 'lane' THEN
+            RAISE EXCEPTION 'job %: lane % of project % does not exist', bad.id, bad.lane_id, quote_literal(bad.project)
+                USING ERRCODE = '23503', CONSTRAINT = 'jobs_lane_fkey', TABLE = 'jobs', SCHEMA = 'docket';
+        ELSE
+            PERFORM docket.job_row_refuse(bad.id, bad.why);
+        END CASE;
+    END IF;
+    v_actor := docket.context_actor();
+    v_at := docket.context_now();
+    -- Each job's first event, and, in the same statement, the queues that
+    -- have a job due now.
+    WITH recorded AS (
+        INSERT INTO docket.job_events (job_id, seq, from_state, to_state, actor, at, attempt, detail, lease_until,
+                                       outcome, prev_hash, hash)
+        SELECT n.id, 1, NULL, n.state, v_actor, v_at, n.attempts, NULL, NULL, b.outcome, v_zero,
+               docket.job_event_hash(v_zero, n.id, 1, NULL, n.state, v_actor, v_at, n.attempts, NULL, NULL, b.outcome)
+        FROM new_jobs n
+        -- What a job is born holding: nothing. One digest per state born in.
+        JOIN (SELECT DISTINCT ON (m.state) m.state, docket.job_outcome(m.state, NULL, NULL, NULL, NULL, 0, 0) AS outcome
+              FROM new_jobs m) b ON b.state = n.state
+    )
+    SELECT array_agg(DISTINCT n.queue) FILTER (WHERE NOT n.external AND n.available_at <= v_at) INTO v_due
+    FROM new_jobs n;
+    -- Wake their workers.
+    FOREACH v_queue IN ARRAY coalesce(v_due, '{}') LOOP
+        PERFORM pg_notify('docket_jobs', v_queue);
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER jobs_record_insert
+    AFTER INSERT ON docket.jobs
+    REFERENCING NEW TABLE AS new_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION docket.jobs_record_insert();
+
+-- jobs_record_update holds every UPDATE of docket.jobs, whoever issues it,
+-- set-based, in one pass over the statement's rows, to the rules of a job row
+-- (job_row_rule's: the check violation, 23514, a CHECK of that name would
+-- raise) and to the job machine (DK001): a state change, or a new lease
+-- generation, must be a pair in docket.job_transitions; attempts and lease
+-- generation move only by a claim, one each; a claim takes a fresh token,
+-- and a held job's token changes only with a new lease generation; only a
+-- queued job that stays queued is pinned; the revision of a claim changes
+-- only with a new claim. Then it appends an event for every job the UPDATE
+-- moved or pinned, chained to that job's previous event, with what the move
+-- left the job holding and the revision of the claim it made or ended (each
+-- event's outcome, detail and revision computed once: the OFFSET 0 keeps the
+-- planner from copying their expressions into the chain hash's), and, when
+-- it queued a job again, notifies docket_jobs with each queue of a job queued
+-- again and due now. Lease renewals and other edits that move nothing record
+-- nothing.
+--
+-- Its plans are kept for the session (plan_cache_mode): a plpgsql statement
+-- with parameters is planned afresh for its first five calls in a session,
+-- and afterwards whenever its generic plan looks dearer than the custom ones
+-- did, which the batches a worker's session runs, of varying size, made it
+-- do at most calls; the generic plan, a hash join of the transition tables,
+-- then each job's last event by its key, is the plan wanted at every size.
+CREATE OR REPLACE FUNCTION docket.jobs_record_update() RETURNS trigger
+LANGUAGE plpgsql SET jit = off SET plan_cache_mode = force_generic_plan AS $$
+DECLARE
+    v_actor  text;
+    v_at     timestamptz;
+    v_moved  boolean;
+    v_queued boolean;
+    bad      record;
+BEGIN
+    SELECT x.* INTO bad FROM (
+        SELECT o.id, o.state AS from_state, n.state AS to_state, o.attempts AS from_attempts, n.attempts AS to_attempts,
+               o.lease_generation AS from_generation, n.lease_generation AS to_generation,
+               coalesce(
+                   docket.job_row_rule(n.state, n.attempts, n.max_attempts, n.backoff_base, n.backoff_cap, n.claim_token,
+                                       n.claimed_by, n.claimed_at, n.lease_expires_at, n.result, n.outcome_token,
+                                       n.finished_at),
+                   CASE
+                       WHEN (n.state <> o.state OR n.lease_generation <> o.lease_generation) AND NOT EXISTS (
+                           SELECT 1 FROM docket.machine_transitions t
+                           WHERE t.machine = 'job' AND t.from_state = o.state AND t.to_state = n.state) THEN 'move'
+                       WHEN n.revisions IS DISTINCT FROM o.revisions AND (o.state <> 'queued' OR n.state <> 'queued') THEN 'pin'
+                       WHEN n.claimed_revision IS DISTINCT FROM o.claimed_revision AND n.lease_generation = o.lease_generation THEN 'revision'
+                       WHEN n.state = 'claimed' AND (o.state <> 'claimed' OR n.lease_generation <> o.lease_generation) THEN
+                           CASE
+                               WHEN n.lease_generation <> o.lease_generation + 1 OR n.attempts <> o.attempts + 1 THEN 'claim_counts'
+                               WHEN n.claim_token IS NOT DISTINCT FROM o.claim_token THEN 'claim_token'
+                           END
+                       WHEN n.attempts <> o.attempts OR n.lease_generation <> o.lease_generation THEN 'counts'
+                       WHEN n.state = 'claimed' AND o.state = 'claimed' AND n.claim_token IS DISTINCT FROM o.claim_token THEN 'token'
+                   END) AS why
+        FROM old_jobs o JOIN new_jobs n ON n.id = o.id
+    ) x
+    WHERE x.why IS NOT NULL
+    LIMIT 1;
+    IF FOUND THEN
+        CASE bad.why
+        WHEN 'move' THEN
+            PERFORM docket.machine_move('job', 'job ' || bad.id, bad.from_state, bad.to_state, true);
+        WHEN 'claim_counts' THEN
+            RAISE EXCEPTION 'job %: a claim counts one attempt and one lease generation (attempts % -> %, generation % -> %)',
+                bad.id, bad.from_attempts, bad.to_attempts, bad.from_generation, bad.to_generation
+                USING ERRCODE = 'DK001';
+        WHEN 'claim_token' THEN
+            RAISE EXCEPTION 'job %: a claim takes a fresh token: the previous holder''s must go stale', bad.id
+                USING ERRCODE = 'DK001';
+        WHEN 'pin' THEN
+            RAISE EXCEPTION 'job %: only a queued job that stays queued is pinned (it is % -> %)', bad.id, bad.from_state, bad.to_state
+                USING ERRCODE = 'DK001';
+        WHEN 'revision' THEN
+            RAISE EXCEPTION 'job %: the revision of a claim changes only with a new claim', bad.id
+                USING ERRCODE = 'DK001';
+        WHEN 'counts' THEN
+            RAISE EXCEPTION 'job %: attempts and lease generation change only by a claim', bad.id
+                USING ERRCODE = 'DK001';
+        WHEN 'token' THEN
+            RAISE EXCEPTION 'job %: a new claim token needs a new lease generation', bad.id
+                USING ERRCODE = 'DK001';
+        ELSE
+            PERFORM docket.job_row_refuse(bad.id, bad.why);
+        END CASE;
+    END IF;
+    -- Whether the statement moved a job (else it records nothing), and
+    -- whether it queued one again (else it wakes no worker).
+    SELECT bool_or(n.state <> o.state OR n.lease_generation <> o.lease_generation OR n.revisions IS DISTINCT FROM o.revisions),
+           bool_or(n.state = 'queued' AND (o.state <> 'queued' OR n.revisions IS DISTINCT FROM o.revisions) AND NOT n.external)
+    INTO v_moved, v_queued
+    FROM old_jobs o JOIN new_jobs n ON n.id = o.id;
+    IF v_moved IS NOT TRUE THEN
+        RETURN NULL;
+    END IF;
+    v_actor := docket.context_actor();
+    v_at := docket.context_now();
+    INSERT INTO docket.job_events (job_id, seq, from_state, to_state, actor, at, attempt, detail, lease_until, outcome,
+                                   revision, prev_hash, hash)
+    SELECT m.id, m.seq, m.from_state, m.to_state, v_actor, m.at, m.attempt, m.detail, m.lease_until, m.outcome,
+           m.revision, m.prev_hash,
+           docket.job_event_hash(m.prev_hash, m.id, m.seq, m.from_state, m.to_state, v_actor, m.at, m.attempt, m.detail,
+                                 m.lease_until, m.outcome, m.revision)
+    FROM (
+        -- Time never runs backwards in a history: an event is recorded at
+        -- the change context's instant, or at its predecessor's when the
+        -- caller's clock is behind it.
+        SELECT n.id, last.seq + 1 AS seq, greatest(v_at, last.at) AS at, o.state AS from_state, n.state AS to_state,
+               n.attempts AS attempt,
+               CASE
+                   WHEN n.state = o.state AND n.lease_generation = o.lease_generation THEN
+                       coalesce('pinned to revisions ' || array_to_string(n.revisions, ', '), 'unpinned: any revision may run it')
+                   ELSE docket.job_event_detail(n.state, n.claimed_by, n.lease_generation, n.diagnostic)
+               END AS detail,
+               CASE WHEN n.state = 'claimed' THEN n.claimed_revision WHEN o.state = 'claimed' THEN o.claimed_revision END AS revision,
+               n.lease_expires_at AS lease_until,
+               docket.job_outcome(n.state, n.result, n.diagnostic, n.claimed_by, n.claim_token, n.lease_generation,
+                                  n.attempts) AS outcome,
+               last.hash AS prev_hash
+        FROM old_jobs o
+        JOIN new_jobs n ON n.id = o.id
+        CROSS JOIN LATERAL (
+            SELECT e.seq, e.at, e.hash FROM docket.job_events e
+            WHERE e.job_id = n.id ORDER BY e.seq DESC LIMIT 1
+        ) last
+        WHERE n.state <> o.state OR n.lease_generation <> o.lease_generation OR n.revisions IS DISTINCT FROM o.revisions
+        -- A fence: each column above is computed once, not again inside the hash.
+        OFFSET 0
+    ) m;
+    -- Wake the workers of each queue that has a job queued again and due.
+    IF v_queued THEN
+        PERFORM pg_notify('docket_jobs', q.queue)
+        FROM (SELECT DISTINCT n.queue FROM old_jobs o JOIN new_jobs n ON n.id = o.id
+              WHERE n.state = 'queued' AND (o.state <> 'queued' OR n.revisions IS DISTINCT FROM o.revisions)
+                AND NOT n.external AND n.available_at <= v_at) q;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER jobs_record_update
+    AFTER UPDATE ON docket.jobs
+    REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION docket.jobs_record_update();
+
+-- job_visible reports whether p_principal may read the jobs of p_project: it
+-- holds job.view or another job capability there (job.create, job.claim,
+-- job.cancel, job.reconcile, job.pin). Listing and reading by id through the
+-- Go API are filtered by it; an operator in psql reads everything.
+-- plpgsql, as grant_check is, so its plan is kept for the session.
+CREATE OR REPLACE FUNCTION docket.job_visible(p_principal text, p_project text) RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN EXISTS (
+        SELECT 1 FROM docket.grants g
+        WHERE g.project = p_project AND g.principal = p_principal
+          AND g.capability IN ('job.view', 'job.create', 'job.claim', 'job.cancel', 'job.reconcile', 'job.pin')
+    );
+END
+$$;
+
+-- Operator views --------------------------------------------------------------
+-- Storage never reads the clock, so the views order by the instant that matters
+-- and leave the present to the reader, who filters with the instant they mean:
+--     SELECT * FROM docket.jobs_expired_leases WHERE lease_expires_at <= '2026-11-29 10:00Z'
+
+CREATE OR REPLACE VIEW docket.jobs_due AS
+SELECT id, project, queue, priority, kind, available_at, attempts, max_attempts, external, created_at
+FROM docket.jobs
+WHERE state = 'queued'
+ORDER BY available_at, priority, id;
+
+COMMENT ON VIEW docket.jobs_due IS
+    'Queued jobs, soonest claimable first. Due at instant T: WHERE available_at <= T.';
+
+CREATE OR REPLACE VIEW docket.jobs_expired_leases AS
+SELECT id, project, queue, kind, claimed_by, claimed_at, lease_expires_at, lease_generation, attempts,
+       max_attempts, repeatable
+FROM docket.jobs
+WHERE state = 'claimed'
+ORDER BY lease_expires_at, id;
+
+COMMENT ON VIEW docket.jobs_expired_leases IS
+    'Claimed jobs by lease expiry, earliest first. Expired at instant T: WHERE lease_expires_at <= T; docket.job_expire_leases sweeps them.';
+
+CREATE OR REPLACE VIEW docket.jobs_dead AS
+SELECT id, project, queue, kind, attempts, max_attempts, diagnostic, finished_at
+FROM docket.jobs
+WHERE state = 'dead'
+ORDER BY finished_at DESC, id DESC;
+
+COMMENT ON VIEW docket.jobs_dead IS 'Jobs that ran out of attempts, latest first.';
+
+CREATE OR REPLACE VIEW docket.jobs_uncertain AS
+SELECT id, project, queue, kind, attempts, max_attempts, diagnostic, updated_at AS uncertain_since
+FROM docket.jobs
+WHERE state = 'uncertain'
+ORDER BY updated_at, id;
+
+COMMENT ON VIEW docket.jobs_uncertain IS
+    'Jobs whose worker may or may not have done the work, oldest first: settle each with docket.job_reconcile or cancel it.';
+
+CREATE OR REPLACE VIEW docket.jobs_undecodable AS
+SELECT j.id, j.project, j.queue, j.kind, j.payload_schema, j.state, j.available_at
+FROM docket.jobs j
+WHERE j.state IN ('queued', 'claimed', 'uncertain')
+  AND NOT EXISTS (SELECT 1 FROM docket.job_decoders d WHERE d.kind = j.kind AND d.payload_schema = j.payload_schema)
+ORDER BY j.id;
+
+COMMENT ON VIEW docket.jobs_undecodable IS
+    'Unfinished jobs whose payload schema no registered deployment can decode.';
+
+-- Protocol ------------------------------------------------------------------
+
+-- job_require_batch refuses (DK010) a batch size outside 1..p_max.
+CREATE OR REPLACE FUNCTION docket.job_require_batch(p_what text, p_n integer, p_max integer) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF p_n IS NULL OR p_n < 1 OR p_n > p_max THEN
+        RAISE EXCEPTION 'invalid %: % is outside 1..%', p_what, coalesce(p_n::text, 'NULL'), p_max
+            USING ERRCODE = 'DK010';
+    END IF;
+END
+$$;
+
+-- job_require_lease refuses (DK010) a lease outside 1 second .. 24 hours.
+-- NULL passes: the job's own lease applies.
+CREATE OR REPLACE FUNCTION docket.job_require_lease(p_lease interval) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF p_lease IS NOT NULL AND (p_lease < '1 second' OR p_lease > '24 hours') THEN
+        RAISE EXCEPTION 'invalid lease %: want 1 second .. 24 hours', p_lease
+            USING ERRCODE = 'DK010';
+    END IF;
+END
+$$;
+
+-- job_require_queue refuses (DK010) a null or malformed queue name.
+CREATE OR REPLACE FUNCTION docket.job_require_queue(p_queue text) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF p_queue IS NULL OR NOT docket.valid_queue(p_queue) THEN
+        RAISE EXCEPTION 'invalid queue %: want 1-63 characters of [a-z0-9_-], starting with a letter or digit',
+            coalesce(quote_literal(p_queue), 'NULL') USING ERRCODE = 'DK010';
+    END IF;
+END
+$$;
+
+-- job_require_spec refuses (DK010), naming element p_i and what is wrong, a
+-- job spec with a malformed kind or queue, no payload, or max_attempts
+-- outside 1..100: the common mistakes, named before the table's constraints
+-- (which remain the arbiter) would refuse them less plainly.
+CREATE OR REPLACE FUNCTION docket.job_require_spec(p_i integer, p_kind text, p_queue text, p_payload jsonb, p_max_attempts integer)
+RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF p_kind IS NULL OR NOT docket.valid_job_kind(p_kind) THEN
+        RAISE EXCEPTION 'job %: invalid kind %: want dot-separated segments of [a-z0-9_-] starting with a letter, at most 128 characters',
+            p_i, coalesce(quote_literal(p_kind), 'NULL') USING ERRCODE = 'DK010';
+    ELSIF p_queue IS NULL OR NOT docket.valid_queue(p_queue) THEN
+        RAISE EXCEPTION 'job %: invalid queue %: want 1-63 characters of [a-z0-9_-], starting with a letter or digit',
+            p_i, coalesce(quote_literal(p_queue), 'NULL') USING ERRCODE = 'DK010';
+    ELSIF p_payload IS NULL THEN
+        RAISE EXCEPTION 'job %: payload is NULL: want a JSON value', p_i USING ERRCODE = 'DK010';
+    ELSIF p_max_attempts IS NULL OR p_max_attempts NOT BETWEEN 1 AND 100 THEN
+        RAISE EXCEPTION 'job %: max_attempts % is outside 1..100', p_i, coalesce(p_max_attempts::text, 'NULL')
+            USING ERRCODE = 'DK010';
+    END IF;
+END
+$$;
+
+-- job_resolve_duplicate settles a job an enqueue did not insert because its
+-- key was taken: the key must be held by a job in p_project of the same kind
+-- with an equal payload and payload_schema. It returns that job's id, or
+-- refuses with DK003 naming the key. Call it in a statement after the INSERT,
+-- so it sees the rows a concurrent enqueue committed.
+CREATE OR REPLACE FUNCTION docket.job_resolve_duplicate(p_project text, p_kind text, p_key text, p_payload jsonb, p_payload_schema integer)
+RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+BEGIN
+    SELECT * INTO v FROM docket.jobs
+    WHERE project = p_project AND kind = p_kind AND idempotency_key = p_key;
+    IF NOT FOUND THEN
+        -- Defensive: under READ COMMITTED the INSERT skipped the element
+        -- only because a committed or earlier row holds the key.
+        RAISE EXCEPTION 'job of kind % with idempotency key % was not created, and no job holds the key: retry the enqueue',
+            p_kind, quote_literal(p_key) USING ERRCODE = 'DK003';
+    END IF;
+    IF v.payload <> p_payload OR v.payload_schema <> p_payload_schema THEN
+        RAISE EXCEPTION 'idempotency key % of kind % in project % is held by job % with a different payload',
+            quote_literal(p_key), p_kind, p_project, v.id USING ERRCODE = 'DK003';
+    END IF;
+    RETURN v.id;
+END
+$$;
+
+-- The form with a requested output compares what the job is asked to
+-- produce too: a key held by a job with another requested output (asset,
+-- kind or root; '' or NULL: none) is a conflict (DK003), as one with another
+-- payload is.
+CREATE OR REPLACE FUNCTION docket.job_resolve_duplicate(p_project text, p_kind text, p_key text, p_payload jsonb, p_payload_schema integer,
+                                             p_output text, p_output_kind text, p_root text)
+RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_id bigint := docket.job_resolve_duplicate(p_project, p_kind, p_key, p_payload, p_payload_schema);
+BEGIN
+    IF NOT EXISTS (
+        SELECT 1 FROM docket.jobs j
+        WHERE j.id = v_id
+          AND j.requested_output IS NOT DISTINCT FROM nullif(p_output, '')
+          AND j.requested_kind IS NOT DISTINCT FROM nullif(p_output_kind, '')
+          AND j.target_root IS NOT DISTINCT FROM nullif(p_root, '')) THEN
+        RAISE EXCEPTION 'idempotency key % of kind % in project % is held by job % with a different requested output',
+            quote_literal(p_key), p_kind, p_project, v_id USING ERRCODE = 'DK003';
+    END IF;
+    RETURN v_id;
+END
+$$;
+
+-- job_enqueue_many enqueues a batch of jobs in p_project on behalf of p_actor
+-- at p_now, in one statement, and returns (ord, duplicate, id) per element in
+-- input order. The arrays are parallel, one element per job; '' for a key,
+-- output, output kind, target root or compensation kind, 0 for a lane or
+-- case, and the JSON null for params or inputs mean "none"; a null
+-- available_at means p_now. The requested output's kinds and target roots
+-- come last, and a caller that names neither may leave them out.
+--
+-- A job whose (project, kind, idempotency key) already exists, or repeats an
+-- earlier element of the batch, is not created again: the element returns the
+-- id of the job holding the key, duplicate = true, when its payload,
+-- payload_schema and requested output equal the new ones (see
+-- job_resolve_duplicate).
+--
+-- Refuses, writing nothing: a malformed actor or instant, an empty or
+-- oversized batch, arrays of different lengths, a malformed kind, queue or
+-- other field, an output kind or target root without an asset (DK010, or a
+-- check violation naming the constraint); an actor without job.create on
+-- p_project, or an unknown project (DK009); a key held by a job with a
+-- different payload or requested output (DK003).
+CREATE OR REPLACE FUNCTION docket.job_enqueue_many(
+    p_project text, p_actor text, p_now timestamptz,
+    p_kinds text[], p_queues text[], p_priorities smallint[], p_payloads jsonb[], p_payload_schemas integer[],
+    p_keys text[], p_available_at timestamptz[], p_max_attempts integer[], p_repeatable boolean[],
+    p_external boolean[], p_leases interval[], p_backoff_base interval[], p_backoff_cap interval[],
+    p_backoff_jitter double precision[], p_params jsonb[], p_inputs jsonb[], p_outputs text[],
+    p_lane_ids bigint[], p_case_ids bigint[], p_compensation_kinds text[],
+    p_output_kinds text[] DEFAULT NULL, p_roots text[] DEFAULT NULL)
+RETURNS TABLE (ord integer, duplicate boolean, id bigint)
+LANGUAGE plpgsql SET jit = off AS $$
+#variable_conflict use_column
+DECLARE
+    n integer := cardinality(p_kinds);
+    bad record;
+    v_ids bigint[];
+    v_inserted integer;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.require_project_name(p_project);
+    PERFORM docket.job_require_batch('enqueue batch size', n, 100000);
+    p_output_kinds := coalesce(p_output_kinds, array_fill(NULL::text, ARRAY[n]));
+    p_roots := coalesce(p_roots, array_fill(NULL::text, ARRAY[n]));
+    IF n = ALL (ARRAY[cardinality(p_queues), cardinality(p_priorities), cardinality(p_payloads),
+                      cardinality(p_payload_schemas), cardinality(p_keys), cardinality(p_available_at),
+                      cardinality(p_max_attempts), cardinality(p_repeatable), cardinality(p_external),
+                      cardinality(p_leases), cardinality(p_backoff_base), cardinality(p_backoff_cap),
+                      cardinality(p_backoff_jitter), cardinality(p_params), cardinality(p_inputs),
+                      cardinality(p_outputs), cardinality(p_lane_ids), cardinality(p_case_ids),
+                      cardinality(p_compensation_kinds), cardinality(p_output_kinds), cardinality(p_roots)]) IS NOT TRUE THEN
+        RAISE EXCEPTION 'invalid enqueue batch: every field array must have % elements', n
+            USING ERRCODE = 'DK010';
+    END IF;
+    IF NOT docket.grant_check(p_actor, p_project, 'job.create') THEN
+        RAISE EXCEPTION '% may not create jobs in project %: it needs an explicit job.create grant', p_actor, p_project
+            USING ERRCODE = 'DK009';
+    END IF;
+
+    -- Early, named refusals for the common mistakes; the table's CHECKs
+    -- remain the arbiter.
+    SELECT x.i, x.kind, x.queue, x.payload, x.max_attempts INTO bad
+    FROM unnest(p_kinds, p_queues, p_payloads, p_max_attempts) WITH ORDINALITY AS x(kind, queue, payload, max_attempts, i)
+    WHERE x.kind IS NULL OR NOT docket.valid_job_kind(x.kind)
+       OR x.queue IS NULL OR NOT docket.valid_queue(x.queue)
+       OR x.payload IS NULL
+       OR x.max_attempts IS NULL OR x.max_attempts NOT BETWEEN 1 AND 100
+    LIMIT 1;
+    IF FOUND THEN
+        PERFORM docket.job_require_spec(bad.i::integer, bad.kind, bad.queue, bad.payload, bad.max_attempts);
+    END IF;
+    SELECT x.i, x.output, x.output_kind, x.root INTO bad
+    FROM unnest(p_outputs, p_output_kinds, p_roots) WITH ORDINALITY AS x(output, output_kind, root, i)
+    WHERE (nullif(x.output_kind, '') IS NOT NULL AND NOT docket.valid_output_kind(x.output_kind))
+       OR (nullif(x.root, '') IS NOT NULL AND NOT docket.valid_target_root(x.root))
+       OR (nullif(x.output, '') IS NULL AND (nullif(x.output_kind, '') IS NOT NULL OR nullif(x.root, '') IS NOT NULL))
+    LIMIT 1;
+    IF FOUND THEN
+        PERFORM docket.job_require_request(bad.i::integer, bad.output, bad.output_kind, bad.root);
+    END IF;
+
+    v_ids := ARRAY(SELECT nextval('docket.jobs_id_seq') FROM generate_series(1, n));
+    WITH inserted AS (
+        INSERT INTO docket.jobs AS j (
+            id, project, kind, queue, priority, payload, payload_schema, params, inputs, requested_output,
+            requested_kind, target_root,
+            lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at,
+            max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, created_by, created_at, updated_at)
+        OVERRIDING SYSTEM VALUE
+        SELECT x.new_id, p_project, x.kind, x.queue, x.priority, x.payload, x.payload_schema,
+               nullif(x.params, 'null'::jsonb),
+               CASE WHEN x.inputs IS NULL OR x.inputs = 'null'::jsonb THEN '{}'::text[]
+                    ELSE ARRAY(SELECT jsonb_array_elements_text(x.inputs)) END,
+               nullif(x.output, ''), nullif(x.output_kind, ''), nullif(x.root, ''),
+               nullif(x.lane_id, 0), nullif(x.case_id, 0), nullif(x.key, ''),
+               nullif(x.compensation_kind, ''), x.external, x.repeatable, coalesce(x.available_at, p_now),
+               x.max_attempts, x.lease, x.backoff_base, x.backoff_cap, x.backoff_jitter, p_actor, p_now, p_now
+        FROM unnest(v_ids, p_kinds, p_queues, p_priorities, p_payloads, p_payload_schemas, p_keys, p_available_at,
+                    p_max_attempts, p_repeatable, p_external, p_leases, p_backoff_base, p_backoff_cap,
+                    p_backoff_jitter, p_params, p_inputs, p_outputs, p_lane_ids, p_case_ids, p_compensation_kinds,
+                    p_output_kinds, p_roots)
+             AS x(new_id, kind, queue, priority, payload, payload_schema, key, available_at, max_attempts,
+                  repeatable, external, lease, backoff_base, backoff_cap, backoff_jitter, params,
+                  inputs, output, lane_id, case_id, compensation_kind, output_kind, root)
+        ON CONFLICT (project, kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+        RETURNING j.id
+    )
+    SELECT count(*) INTO v_inserted FROM inserted;
+    IF v_inserted = n THEN
+        RETURN QUERY SELECT x.i::integer, false, x.id FROM unnest(v_ids) WITH ORDINALITY AS x(id, i);
+    ELSE
+        -- A statement of its own, so it sees the rows the INSERT made and
+        -- those concurrent enqueues committed; each element not inserted
+        -- names the job that holds its key.
+        RETURN QUERY
+        SELECT x.i::integer, j.id IS NULL,
+               coalesce(j.id, docket.job_resolve_duplicate(p_project, p_kinds[x.i], p_keys[x.i],
+                                                           p_payloads[x.i], p_payload_schemas[x.i],
+                                                           p_outputs[x.i], p_output_kinds[x.i], p_roots[x.i]))
+        FROM unnest(v_ids) WITH ORDINALITY AS x(id, i)
+        LEFT JOIN docket.jobs j ON j.id = x.id
+        ORDER BY x.i;
+    END IF;
+END
+$$;
+
+-- job_enqueued is the row job_enqueue_one returns: whether the job was already
+-- there under its idempotency key, and the job, with every column of
+-- docket.jobs (a column added to the table is added here when the
+-- definitions are next applied).
+CREATE OR REPLACE VIEW docket.job_enqueued AS
+SELECT false AS duplicate, j.* FROM docket.jobs j WHERE false;
+
+-- job_enqueue_one enqueues one job as job_enqueue_many does a batch of one, with
+-- scalar arguments and no arrays to unpack, and returns the job's row with
+-- its duplicate flag: the path of a single enqueue. Refuses as
+-- job_enqueue_many.
+CREATE OR REPLACE FUNCTION docket.job_enqueue_one(
+    p_project text, p_actor text, p_now timestamptz,
+    p_kind text, p_queue text, p_priority smallint, p_payload jsonb, p_payload_schema integer,
+    p_key text, p_available_at timestamptz, p_max_attempts integer, p_repeatable boolean,
+    p_external boolean, p_lease interval, p_backoff_base interval, p_backoff_cap interval,
+    p_backoff_jitter double precision, p_params jsonb, p_inputs text[], p_output text,
+    p_lane_id bigint, p_case_id bigint, p_compensation_kind text,
+    p_output_kind text DEFAULT NULL, p_root text DEFAULT NULL)
+RETURNS SETOF docket.job_enqueued
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+    v_id bigint;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.require_project_name(p_project);
+    IF NOT docket.grant_check(p_actor, p_project, 'job.create') THEN
+        RAISE EXCEPTION '% may not create jobs in project %: it needs an explicit job.create grant', p_actor, p_project
+            USING ERRCODE = 'DK009';
+    END IF;
+    PERFORM docket.job_require_spec(1, p_kind, p_queue, p_payload, p_max_attempts);
+    IF nullif(p_output_kind, '') IS NOT NULL OR nullif(p_root, '') IS NOT NULL THEN
+        PERFORM docket.job_require_request(1, p_output, p_output_kind, p_root);
+    END IF;
+    INSERT INTO docket.jobs AS j (
+        project, kind, queue, priority, payload, payload_schema, params, inputs, requested_output,
+        requested_kind, target_root,
+        lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at,
+        max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, created_by, created_at, updated_at)
+    VALUES (p_project, p_kind, p_queue, p_priority, p_payload, p_payload_schema, nullif(p_params, 'null'::jsonb),
+            coalesce(p_inputs, '{}'), nullif(p_output, ''), nullif(p_output_kind, ''), nullif(p_root, ''),
+            nullif(p_lane_id, 0), nullif(p_case_id, 0),
+            nullif(p_key, ''), nullif(p_compensation_kind, ''), p_external, p_repeatable,
+            coalesce(p_available_at, p_now), p_max_attempts, p_lease, p_backoff_base, p_backoff_cap,
+            p_backoff_jitter, p_actor, p_now, p_now)
+    ON CONFLICT (project, kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING * INTO v;
+    IF FOUND THEN
+        RETURN QUERY SELECT false, (v).*;
+        RETURN;
+    END IF;
+    v_id := docket.job_resolve_duplicate(p_project, p_kind, p_key, p_payload, p_payload_schema,
+                                         p_output, p_output_kind, p_root);
+    SELECT * INTO v FROM docket.jobs WHERE id = v_id;
+    RETURN QUERY SELECT true, (v).*;
+END
+$$;
+
+-- job_take claims the jobs p_ids, which the caller chose and holds locked,
+-- for p_actor at p_now: a fresh random token, a lease of p_lease (NULL: the
+-- element of the parallel p_kinds/p_leases of the job's kind when it is
+-- above zero, else the job's own), a new lease generation and one more
+-- attempt, and the claimant's revision for the job's kind, the element of
+-- p_revisions parallel to p_kinds (NULL: none). The one place a claim is
+-- made, for job_claim, job_claim_id and job_claim_queue. Its UPDATE keeps
+-- its generic plan (plan_cache_mode), each job by primary key: with few jobs
+-- a call, Postgres judged the custom plans cheaper and planned it again at
+-- every call.
+CREATE OR REPLACE FUNCTION docket.job_take(p_ids bigint[], p_lease interval, p_actor text, p_now timestamptz,
+                                p_kinds text[] DEFAULT NULL, p_leases interval[] DEFAULT NULL,
+                                p_revisions text[] DEFAULT NULL)
+RETURNS SETOF docket.jobs
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+    RETURN QUERY
+    WITH taken AS (
+        UPDATE docket.jobs j
+        SET state = 'claimed',
+            claim_token = gen_random_uuid(),
+            claimed_by = p_actor,
+            claimed_at = p_now,
+            lease_expires_at = p_now + coalesce(
+                p_lease,
+                (SELECT d.lease FROM unnest(p_kinds, p_leases) AS d(kind, lease) WHERE d.kind = j.kind AND d.lease > '0' LIMIT 1),
+                j.lease),
+            claimed_revision = (SELECT d.revision FROM unnest(p_kinds, p_revisions) AS d(kind, revision)
+                                WHERE d.kind = j.kind AND d.revision IS NOT NULL LIMIT 1),
+            lease_generation = j.lease_generation + 1,
+            attempts = j.attempts + 1,
+            updated_at = greatest(j.updated_at, p_now)
+        WHERE j.id = ANY (p_ids)
+        RETURNING j.*
+    )
+    SELECT * FROM taken;
+END
+$$;
+
+-- job_claim claims up to p_limit due jobs of queue p_queue in p_project for
+-- p_actor at p_now, for p_lease (NULL: each job's own lease). Queued jobs come
+-- first by priority, available_at and id; then, while the batch has room,
+-- expired claims of repeatable jobs with attempts left, earliest expiry first,
+-- are taken over atomically. Each claimed job gets a fresh
+-- random claim token, a new lease generation and one more attempt. Jobs other
+-- claimants hold locked are skipped, never waited for.
+--
+-- p_kinds and p_schemas, when not NULL, are parallel arrays naming the (kind,
+-- payload_schema) pairs the claimant can decode; no other job is handed to it.
+-- p_revisions, parallel to p_kinds, is the claimant's handler revision for
+-- each decoder's kind ('' or NULL: none), recorded with each claim. A job
+-- pinned to revisions (docket.job_pin) is handed only to a claimant whose
+-- revision for its kind is among them: never to one naming none.
+--
+-- An actor without job.claim on p_project (or an unknown project) gets the
+-- empty answer "nothing available" gives. Refuses: a malformed actor, instant,
+-- project or queue, a limit outside 1..1000, a lease outside 1 s .. 24 h, decoder
+-- arrays of different lengths, malformed revisions (DK010, see
+-- job_claim_revisions). Its scan keeps its generic plan (plan_cache_mode):
+-- the claim index under a LIMIT, the plan wanted at every batch size.
+CREATE OR REPLACE FUNCTION docket.job_claim(p_project text, p_queue text, p_limit integer, p_lease interval,
+                                 p_kinds text[], p_schemas integer[], p_actor text, p_now timestamptz,
+                                 p_revisions text[] DEFAULT NULL)
+RETURNS SETOF docket.jobs
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.require_project_name(p_project);
+    PERFORM docket.job_require_queue(p_queue);
+    PERFORM docket.job_require_batch('claim limit', p_limit, 1000);
+    PERFORM docket.job_require_lease(p_lease);
+    IF cardinality(p_kinds) IS DISTINCT FROM cardinality(p_schemas) THEN
+        RAISE EXCEPTION 'invalid decoders: kinds and schemas must be parallel arrays of one length'
+            USING ERRCODE = 'DK010';
+    END IF;
+    p_revisions := docket.job_claim_revisions(p_kinds, p_revisions);
+    IF NOT docket.grant_check(p_actor, p_project, 'job.claim') THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH queued AS (
+        SELECT j.id FROM docket.jobs j
+        WHERE j.state = 'queued' AND j.project = p_project AND j.queue = p_queue AND j.available_at <= p_now
+          AND (p_kinds IS NULL OR (j.kind, j.payload_schema) IN (SELECT * FROM unnest(p_kinds, p_schemas)))
+          AND (j.revisions IS NULL OR EXISTS (SELECT 1 FROM unnest(p_kinds, p_revisions) AS d(kind, revision)
+                                              WHERE d.kind = j.kind AND d.revision = ANY (j.revisions)))
+        ORDER BY j.priority, j.available_at, j.id
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED
+    ),
+    -- Only as many takeovers as the queued jobs leave room for, so a claim
+    -- never locks an expired lease it does not take.
+    expired AS (
+        SELECT j.id, j.lease_expires_at FROM docket.jobs j
+        WHERE j.state = 'claimed' AND j.repeatable AND j.attempts < j.max_attempts
+          AND j.project = p_project AND j.queue = p_queue AND j.lease_expires_at <= p_now
+          AND (p_kinds IS NULL OR (j.kind, j.payload_schema) IN (SELECT * FROM unnest(p_kinds, p_schemas)))
+          AND (j.revisions IS NULL OR EXISTS (SELECT 1 FROM unnest(p_kinds, p_revisions) AS d(kind, revision)
+                                              WHERE d.kind = j.kind AND d.revision = ANY (j.revisions)))
+        ORDER BY j.lease_expires_at, j.id
+        LIMIT greatest(p_limit - (SELECT count(*) FROM queued), 0)
+        FOR UPDATE SKIP LOCKED
+    )
+    SELECT * FROM docket.job_take(ARRAY(SELECT id FROM queued UNION ALL SELECT id FROM expired),
+                                  p_lease, p_actor, p_now, p_kinds, NULL, p_revisions);
+END
+$$;
+
+-- job_claim_id claims job p_id for p_actor at p_now as job_claim would, when it
+-- is queued and due, or claimed with an expired lease and repeatable with
+-- attempts left, recording p_revisions as job_claim does. Otherwise
+-- (unknown, held by a live lease, not yet due, finished, locked by another
+-- claimant) it returns no row; so does an actor without job.claim on the
+-- job's project.
+--
+-- Refuses: malformed input (DK010, as job_claim); a claimable job whose (kind,
+-- payload_schema) is not among the claimant's decoders, or that is pinned to
+-- revisions that do not include the claimant's for its kind (DK012): it is
+-- left queued for a deployment that knows it, or runs one.
+CREATE OR REPLACE FUNCTION docket.job_claim_id(p_id bigint, p_lease interval, p_kinds text[], p_schemas integer[],
+                                    p_actor text, p_now timestamptz, p_revisions text[] DEFAULT NULL)
+RETURNS SETOF docket.jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.job_require_lease(p_lease);
+    IF cardinality(p_kinds) IS DISTINCT FROM cardinality(p_schemas) THEN
+        RAISE EXCEPTION 'invalid decoders: kinds and schemas must be parallel arrays of one length'
+            USING ERRCODE = 'DK010';
+    END IF;
+    p_revisions := docket.job_claim_revisions(p_kinds, p_revisions);
+    -- The grant first, so a caller without one never locks the row.
+    IF NOT docket.grant_check(p_actor, (SELECT j.project FROM docket.jobs j WHERE j.id = p_id), 'job.claim') THEN
+        RETURN;
+    END IF;
+    SELECT * INTO v FROM docket.jobs j
+    WHERE j.id = p_id
+      AND ((j.state = 'queued' AND j.available_at <= p_now)
+        OR (j.state = 'claimed' AND j.lease_expires_at <= p_now AND j.repeatable AND j.attempts < j.max_attempts))
+    FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF p_kinds IS NOT NULL AND (v.kind, v.payload_schema) NOT IN (SELECT * FROM unnest(p_kinds, p_schemas)) THEN
+        RAISE EXCEPTION 'job %: kind % payload schema % is not one this claimant can decode', v.id, v.kind, v.payload_schema
+            USING ERRCODE = 'DK012';
+    END IF;
+    IF v.revisions IS NOT NULL AND NOT EXISTS (SELECT 1 FROM unnest(p_kinds, p_revisions) AS d(kind, revision)
+                                               WHERE d.kind = v.kind AND d.revision = ANY (v.revisions)) THEN
+        RAISE EXCEPTION 'job %: it is pinned to revisions %, and this claimant runs %', v.id, array_to_string(v.revisions, ', '),
+            coalesce((SELECT d.revision FROM unnest(p_kinds, p_revisions) AS d(kind, revision)
+                      WHERE d.kind = v.kind AND d.revision IS NOT NULL LIMIT 1), 'no revision')
+            USING ERRCODE = 'DK012';
+    END IF;
+    RETURN QUERY SELECT * FROM docket.job_take(ARRAY[v.id], p_lease, p_actor, p_now, p_kinds, NULL, p_revisions);
+END
+$$;
+
+-- job_lock_held locks job p_id and returns it when p_token holds its live
+-- lease at p_now. Otherwise it refuses, naming why: an unknown job (P0002), or
+-- a token that does not hold the current lease, because the job is not
+-- claimed, was claimed again, or its lease expired (DK002). p_op names the
+-- operation for the message.
+CREATE OR REPLACE FUNCTION docket.job_lock_held(p_op text, p_id bigint, p_token uuid, p_now timestamptz)
+RETURNS docket.jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+BEGIN
+    SELECT * INTO v FROM docket.jobs WHERE id = p_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job % does not exist', coalesce(p_id::text, 'NULL') USING ERRCODE = 'P0002';
+    END IF;
+    IF v.state <> 'claimed' THEN
+        RAISE EXCEPTION 'job %: cannot %: it is %, not claimed', v.id, p_op, v.state USING ERRCODE = 'DK002';
+    ELSIF p_token IS DISTINCT FROM v.claim_token THEN
+        RAISE EXCEPTION 'job %: cannot %: the token does not hold its current lease (generation %)', v.id, p_op, v.lease_generation
+            USING ERRCODE = 'DK002';
+    ELSIF v.lease_expires_at <= p_now THEN
+        RAISE EXCEPTION 'job %: cannot %: its lease expired at %', v.id, p_op, v.lease_expires_at USING ERRCODE = 'DK002';
+    END IF;
+    RETURN v;
+END
+$$;
+
+-- job_renew, job_release, job_complete and job_fail each take the caller's
+-- handler revision (NULL or '': none) and refuse one other than the claim's
+-- (DK002, job_require_revision), writing nothing.
+
+-- job_renew extends the live lease p_token holds on job p_id to p_now + p_lease
+-- (NULL: the job's own lease). Renewal is not a transition and records no
+-- event. Refuses: malformed input (DK010); as job_lock_held (P0002, DK002).
+CREATE OR REPLACE FUNCTION docket.job_renew(p_id bigint, p_token uuid, p_lease interval, p_actor text, p_now timestamptz,
+                                 p_revision text DEFAULT NULL)
+RETURNS docket.jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.job_require_lease(p_lease);
+    v := docket.job_lock_held('renew', p_id, p_token, p_now);
+    PERFORM docket.job_require_revision('renew', v, p_token, p_revision);
+    UPDATE docket.jobs
+    SET lease_expires_at = greatest(lease_expires_at, p_now + coalesce(p_lease, lease)),
+        updated_at = greatest(updated_at, p_now)
+    WHERE id = v.id
+    RETURNING * INTO v;
+    RETURN v;
+END
+$$;
+
+-- job_release gives the lease p_token holds on job p_id back: the job is queued
+-- again, claimable from p_available_at (NULL or earlier than p_now: p_now), with
+-- its attempts kept and p_reason as its diagnostic. A job released on its last
+-- attempt has none left to run and goes to dead instead.
+-- Refuses: malformed input (DK010); as job_lock_held (P0002, DK002).
+CREATE OR REPLACE FUNCTION docket.job_release(p_id bigint, p_token uuid, p_available_at timestamptz, p_reason text,
+                                   p_actor text, p_now timestamptz, p_revision text DEFAULT NULL)
+RETURNS docket.jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    v := docket.job_lock_held('release', p_id, p_token, p_now);
+    PERFORM docket.job_require_revision('release', v, p_token, p_revision);
+    IF v.attempts >= v.max_attempts THEN
+        UPDATE docket.jobs
+        SET state = 'dead', outcome_token = claim_token,
+            claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+            diagnostic = docket.bounded_text(format('released on its last attempt (%s of %s): %s',
+                                                    attempts, max_attempts, coalesce(p_reason, 'no reason given')), 4096),
+            finished_at = p_now, updated_at = greatest(updated_at, p_now)
+        WHERE id = v.id
+        RETURNING * INTO v;
+        RETURN v;
+    END IF;
+    UPDATE docket.jobs
+    SET state = 'queued', claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+        available_at = greatest(coalesce(p_available_at, p_now), p_now),
+        diagnostic = docket.bounded_text('released: ' || coalesce(p_reason, 'no reason given'), 4096),
+        updated_at = greatest(updated_at, p_now)
+    WHERE id = v.id
+    RETURNING * INTO v;
+    RETURN v;
+END
+$$;
+
+-- job_settled_code decides a holder's finishing call on a job that is no
+-- longer held under its token. Only the holder whose claim finished the job
+-- (p_token is its outcome_token) is answered about the outcome: the same
+-- outcome again (p_outcome, and for a success p_outcome_result, is what the
+-- job holds) is a quiet no-op, NULL; another outcome is DK014. Anyone else's
+-- token is a stale claim, DK002 (a job cancelled, settled or taken over
+-- under its holder included). A code, not a refusal, so a batch can decide
+-- every element in one statement.
+CREATE OR REPLACE FUNCTION docket.job_settled_code(p_outcome_token uuid, p_state text, p_result jsonb, p_token uuid,
+                                        p_outcome text, p_outcome_result jsonb)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE
+    WHEN p_outcome_token IS NULL OR p_token IS DISTINCT FROM p_outcome_token THEN 'DK002'
+    WHEN p_state = p_outcome AND (p_outcome <> 'succeeded' OR p_result IS NOT DISTINCT FROM p_outcome_result) THEN NULL
+    ELSE 'DK014'
+END;
+
+-- job_settled_outcome refuses, or answers with the job, a holder's
+-- finishing call on job v, which is no longer held under p_token, as
+-- job_settled_code decides.
+CREATE OR REPLACE FUNCTION docket.job_settled_outcome(p_op text, v docket.jobs, p_token uuid, p_outcome text, p_result jsonb)
+RETURNS docket.jobs
+LANGUAGE plpgsql AS $$
+BEGIN
+    CASE docket.job_settled_code(v.outcome_token, v.state, v.result, p_token, p_outcome, p_result)
+    WHEN 'DK002' THEN
+        RAISE EXCEPTION 'job %: cannot %: it is %, and the token does not hold the claim that finished it', v.id, p_op, v.state
+            USING ERRCODE = 'DK002';
+    WHEN 'DK014' THEN
+        RAISE EXCEPTION '%', format('job %s already finished %s%s: it cannot %s', v.id, v.state,
+            CASE WHEN v.state = 'succeeded' AND p_outcome = 'succeeded' THEN ' with another result' ELSE '' END, p_op)
+            USING ERRCODE = 'DK014';
+    ELSE
+        RETURN v;
+    END CASE;
+END
+$$;
+
+-- job_complete finishes job p_id as succeeded with p_result (NULL or JSON null:
+-- none),
+-- using the live lease p_token holds. Completing a succeeded job again with an
+-- equal result is a quiet no-op that returns it. Run in the caller's
+-- transaction, the caller's own writes commit with the transition or not at all.
+-- Refuses, writing nothing: malformed input, a result over 1 MiB (DK010); an
+-- unknown job (P0002); a job finished otherwise, or succeeded with another
+-- result (DK014); a token that does not hold a live lease, including on a
+-- cancelled job (DK002).
+CREATE OR REPLACE FUNCTION docket.job_complete(p_id bigint, p_token uuid, p_result jsonb, p_actor text, p_now timestamptz,
+                                    p_revision text DEFAULT NULL)
+RETURNS docket.jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    p_result := nullif(p_result, 'null'::jsonb); -- JSON null is no result, as in job_complete_many
+    IF docket.json_size(p_result) > 1048576 THEN
+        RAISE EXCEPTION 'job %: result is % bytes, over the bound of 1048576', p_id, docket.json_size(p_result)
+            USING ERRCODE = 'DK010';
+    END IF;
+    SELECT * INTO v FROM docket.jobs WHERE id = p_id FOR UPDATE;
+    IF FOUND THEN
+        PERFORM docket.job_require_revision('complete', v, p_token, p_revision);
+    END IF;
+    IF FOUND AND docket.machine_terminal('job', v.state) THEN
+        RETURN docket.job_settled_outcome('complete', v, p_token, 'succeeded', p_result);
+    END IF;
+    v := docket.job_lock_held('complete', p_id, p_token, p_now);
+    UPDATE docket.jobs
+    SET state = 'succeeded', result = p_result, diagnostic = NULL, outcome_token = claim_token,
+        claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+        finished_at = p_now, updated_at = greatest(updated_at, p_now)
+    WHERE id = v.id
+    RETURNING * INTO v;
+    RETURN v;
+END
+$$;
+
+-- job_complete_many completes a batch in one statement: element i completes
+-- job p_ids[i] with token p_tokens[i] and result p_results[i] (JSON null: none),
+-- under the handler revision p_revisions[i] (NULL: no revision for any).
+-- It returns one row per element, in input order: the job's state after the
+-- call and, when element i was refused, the SQLSTATE job_complete would have
+-- raised (DK002 stale claim or another revision than its claim's, DK014
+-- finished otherwise, P0002 unknown) with nothing written for it. The other
+-- elements still complete.
+-- Refuses the whole batch: malformed input, arrays of different lengths, a
+-- job named twice, a batch outside 1..1000 (DK010).
+-- It finds the jobs by id and claim token, not by state: a job holds a token
+-- exactly while it is claimed, so the rows are the same, but a query naming
+-- the state may be planned on the partial index of leases instead of the
+-- primary key (whenever the table was analyzed while no job was claimed),
+-- and then scans every claimed job for each completion. Its UPDATE keeps its
+-- generic plan (plan_cache_mode), each job by primary key.
+CREATE OR REPLACE FUNCTION docket.job_complete_many(p_ids bigint[], p_tokens uuid[], p_results jsonb[], p_actor text, p_now timestamptz,
+                                         p_revisions text[] DEFAULT NULL)
+RETURNS TABLE (id bigint, state text, refusal text)
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+#variable_conflict use_column
+DECLARE
+    v_done bigint[];
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.job_require_batch('completion batch size', cardinality(p_ids), 1000);
+    IF cardinality(p_tokens) IS DISTINCT FROM cardinality(p_ids) OR cardinality(p_results) IS DISTINCT FROM cardinality(p_ids)
+       OR (p_revisions IS NOT NULL AND cardinality(p_revisions) IS DISTINCT FROM cardinality(p_ids)) THEN
+        RAISE EXCEPTION 'invalid completion batch: ids, tokens, results and revisions must have one length'
+            USING ERRCODE = 'DK010';
+    END IF;
+    IF (SELECT count(DISTINCT i) FROM unnest(p_ids) i) <> cardinality(p_ids) OR array_position(p_ids, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'invalid completion batch: a job appears twice, or an id is NULL: name each job once'
+            USING ERRCODE = 'DK010';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_results) r WHERE docket.json_size(r) > 1048576) THEN
+        RAISE EXCEPTION 'invalid completion batch: a result is over the bound of 1048576 bytes'
+            USING ERRCODE = 'DK010';
+    END IF;
+    -- The successes in one statement, which locks only the rows it
+    -- changes; then, in a statement of its own (so it sees what a concurrent
+    -- transaction committed meanwhile), why each other element was refused.
+    WITH input AS (
+        SELECT x.id, x.token, nullif(x.result, 'null'::jsonb) AS result, nullif(x.revision, '') AS revision
+        FROM unnest(p_ids, p_tokens, p_results, p_revisions) AS x(id, token, result, revision)
+    ),
+    done AS (
+        UPDATE docket.jobs j
+        SET state = 'succeeded', result = input.result, diagnostic = NULL, outcome_token = j.claim_token,
+            claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+            finished_at = p_now, updated_at = greatest(j.updated_at, p_now)
+        FROM input
+        -- The claim token, not the state, names the claimed jobs: a job holds a
+        -- token exactly while it is claimed (jobs_claimed_holds_lease), and a
+        -- state predicate would let the planner walk jobs_lease_expiry_idx,
+        -- whose statistics say no job is claimed after a backlog's ANALYZE.
+        WHERE j.id = input.id AND j.claim_token = input.token AND j.lease_expires_at > p_now
+          AND j.claimed_revision IS NOT DISTINCT FROM input.revision
+        RETURNING j.id
+    )
+    SELECT array_agg(done.id) INTO v_done FROM done;
+    IF cardinality(v_done) = cardinality(p_ids) THEN
+        RETURN QUERY SELECT x.id, 'succeeded'::text, NULL::text FROM unnest(p_ids) AS x(id);
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT x.id,
+           CASE WHEN x.id = ANY (v_done) THEN 'succeeded' ELSE j.state::text END,
+           CASE
+               WHEN x.id = ANY (v_done) THEN NULL
+               WHEN j.id IS NULL THEN 'P0002'
+               WHEN (x.token = j.claim_token OR x.token = j.outcome_token)
+                    AND j.claimed_revision IS DISTINCT FROM nullif(x.revision, '') THEN 'DK002'
+               ELSE docket.job_settled_code(j.outcome_token, j.state, j.result, x.token, 'succeeded',
+                                            nullif(x.result, 'null'::jsonb))
+           END
+    FROM unnest(p_ids, p_tokens, p_results, p_revisions) WITH ORDINALITY AS x(id, token, result, revision, i)
+    LEFT JOIN docket.jobs j ON j.id = x.id
+    ORDER BY x.i;
+END
+$$;
+
+-- job_fail reports that the attempt p_token holds on job p_id failed, classed:
+--   retryable  back to queued after a backoff from the job's policy, or after
+--              p_retry_after (a peer's hint, clamped to 0 .. 24 hours) when
+--              given; dead when this was its last attempt;
+--   permanent  failed;
+--   uncertain  uncertain (its effect may have happened), or as retryable when
+--              the job is repeatable.
+-- p_diagnostic is kept, cut to 4096 characters. Failing a job already finished
+-- with the outcome this call would give is a quiet no-op.
+-- Refuses, writing nothing: malformed input or an unknown class (DK010); an
+-- unknown job (P0002); a job finished otherwise (DK014); a token that does
+-- not hold a live lease (DK002).
+CREATE OR REPLACE FUNCTION docket.job_fail(p_id bigint, p_token uuid, p_class text, p_diagnostic text, p_retry_after interval,
+                                p_actor text, p_now timestamptz, p_revision text DEFAULT NULL)
+RETURNS docket.jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+    v_class text := p_class;
+    v_diag text := docket.bounded_text(coalesce(p_diagnostic, 'no diagnostic given'), 4096);
+    v_delay interval;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    IF p_class IS NULL OR p_class NOT IN ('retryable', 'permanent', 'uncertain') THEN
+        RAISE EXCEPTION 'invalid failure class %: want retryable, permanent or uncertain', coalesce(quote_literal(p_class), 'NULL')
+            USING ERRCODE = 'DK010';
+    END IF;
+    SELECT * INTO v FROM docket.jobs WHERE id = p_id FOR UPDATE;
+    IF FOUND THEN
+        PERFORM docket.job_require_revision('fail', v, p_token, p_revision);
+    END IF;
+    IF FOUND AND v.repeatable AND v_class = 'uncertain' THEN
+        v_class := 'retryable';
+    END IF;
+    IF FOUND AND docket.machine_terminal('job', v.state) THEN
+        RETURN docket.job_settled_outcome('fail', v, p_token,
+            CASE v_class WHEN 'permanent' THEN 'failed' WHEN 'uncertain' THEN 'uncertain' ELSE 'dead' END, NULL);
+    END IF;
+    v := docket.job_lock_held('fail', p_id, p_token, p_now);
+    IF v_class = 'permanent' THEN
+        UPDATE docket.jobs
+        SET state = 'failed', diagnostic = v_diag, outcome_token = claim_token,
+            claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+            finished_at = p_now, updated_at = greatest(updated_at, p_now)
+        WHERE id = v.id RETURNING * INTO v;
+    ELSIF v_class = 'uncertain' THEN
+        UPDATE docket.jobs
+        SET state = 'uncertain', diagnostic = v_diag,
+            claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+            updated_at = greatest(updated_at, p_now)
+        WHERE id = v.id RETURNING * INTO v;
+    ELSIF v.attempts >= v.max_attempts THEN
+        UPDATE docket.jobs
+        SET state = 'dead', diagnostic = v_diag, outcome_token = claim_token,
+            claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+            finished_at = p_now, updated_at = greatest(updated_at, p_now)
+        WHERE id = v.id RETURNING * INTO v;
+    ELSE
+        v_delay := CASE
+            WHEN p_retry_after IS NOT NULL THEN least(greatest(p_retry_after, '0'::interval), '24 hours'::interval)
+            ELSE docket.job_backoff(v.attempts, v.backoff_base, v.backoff_cap, v.backoff_jitter, random())
+        END;
+        UPDATE docket.jobs
+        SET state = 'queued', diagnostic = v_diag, available_at = p_now + v_delay,
+            claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+            updated_at = greatest(updated_at, p_now)
+        WHERE id = v.id RETURNING * INTO v;
+    END IF;
+    RETURN v;
+END
+$$;
+
+-- job_cancel withdraws job p_id, queued, claimed or uncertain, on behalf of
+-- p_actor at p_now, with p_reason as its diagnostic. A holder learns of it when
+-- its next renew, complete or fail is refused as stale. When the job names a
+-- compensation kind, a job of that kind is enqueued in the same transaction
+-- (payload {"job_id", "kind"}: the handler reads the cancelled job by id;
+-- idempotency key compensate:<id>). The creator of the cancelled job, who
+-- held job.create, declared it: the canceller needs no job.create of its own.
+-- Cancelling a cancelled job again is a quiet no-op.
+-- Refuses, writing nothing: malformed input (DK010); an unknown job (P0002);
+-- an actor without job.cancel on the job's project (DK009); a job finished
+-- otherwise (DK014).
+CREATE OR REPLACE FUNCTION docket.job_cancel(p_id bigint, p_reason text, p_actor text, p_now timestamptz)
+RETURNS docket.jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    SELECT * INTO v FROM docket.jobs WHERE id = p_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job % does not exist', coalesce(p_id::text, 'NULL') USING ERRCODE = 'P0002';
+    END IF;
+    IF NOT docket.grant_check(p_actor, v.project, 'job.cancel') THEN
+        RAISE EXCEPTION '% may not cancel job %: it needs job.cancel on the job''s project', p_actor, v.id
+            USING ERRCODE = 'DK009';
+    END IF;
+    IF v.state = 'cancelled' THEN
+        RETURN v;
+    ELSIF docket.machine_terminal('job', v.state) THEN
+        RAISE EXCEPTION 'job % already finished %: it cannot be cancelled', v.id, v.state USING ERRCODE = 'DK014';
+    END IF;
+    UPDATE docket.jobs
+    SET state = 'cancelled', diagnostic = docket.bounded_text('cancelled: ' || coalesce(p_reason, 'no reason given'), 4096),
+        claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+        finished_at = p_now, updated_at = greatest(updated_at, p_now)
+    WHERE id = v.id RETURNING * INTO v;
+    IF v.compensation_kind IS NOT NULL THEN
+        INSERT INTO docket.jobs (project, kind, queue, priority, payload, idempotency_key, available_at,
+                                 created_by, created_at, updated_at)
+        VALUES (v.project, v.compensation_kind, v.queue, v.priority,
+                jsonb_build_object('job_id', v.id, 'kind', v.kind),
+                'compensate:' || v.id, p_now, p_actor, p_now, p_now)
+        ON CONFLICT (project, kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
+    END IF;
+    RETURN v;
+END
+$$;
+
+-- job_reconcile settles uncertain job p_id on behalf of p_actor at p_now, by
+-- someone who found out what happened: p_outcome succeeded (with p_result),
+-- failed, or queued (run it again now; only with attempts left). p_note is
+-- kept as the diagnostic. Settling a job again with the outcome it has is a
+-- quiet no-op.
+-- Refuses, writing nothing: malformed input or outcome, queued with no
+-- attempts left (DK010); an unknown job (P0002); an actor without
+-- job.reconcile on the job's project (DK009); a job that is not uncertain
+-- (DK001), or finished otherwise (DK014).
+CREATE OR REPLACE FUNCTION docket.job_reconcile(p_id bigint, p_outcome text, p_result jsonb, p_note text, p_actor text, p_now timestamptz)
+RETURNS docket.jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed', 'queued') THEN
+        RAISE EXCEPTION 'invalid reconcile outcome %: want succeeded, failed or queued', coalesce(quote_literal(p_outcome), 'NULL')
+            USING ERRCODE = 'DK010';
+    END IF;
+    p_result := nullif(p_result, 'null'::jsonb);
+    IF p_result IS NOT NULL AND p_outcome <> 'succeeded' THEN
+        RAISE EXCEPTION 'invalid reconcile: only a succeeded outcome carries a result' USING ERRCODE = 'DK010';
+    END IF;
+    IF docket.json_size(p_result) > 1048576 THEN
+        RAISE EXCEPTION 'job %: result is over the bound of 1048576 bytes', p_id USING ERRCODE = 'DK010';
+    END IF;
+    SELECT * INTO v FROM docket.jobs WHERE id = p_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job % does not exist', coalesce(p_id::text, 'NULL') USING ERRCODE = 'P0002';
+    END IF;
+    IF NOT docket.grant_check(p_actor, v.project, 'job.reconcile') THEN
+        RAISE EXCEPTION '% may not reconcile job %: it needs job.reconcile on the job''s project', p_actor, v.id
+            USING ERRCODE = 'DK009';
+    END IF;
+    IF v.state = 'cancelled' THEN
+        RAISE EXCEPTION 'job % was cancelled: it cannot be reconciled', v.id USING ERRCODE = 'DK014';
+    ELSIF docket.machine_terminal('job', v.state) THEN
+        -- A reconciliation repeated after a lost reply is a quiet no-op; a job
+        -- that finished any other way is not reconciled after the fact.
+        IF v.state = p_outcome AND v.result IS NOT DISTINCT FROM p_result AND EXISTS (
+            SELECT 1 FROM docket.job_events e
+            WHERE e.job_id = v.id AND e.from_state = 'uncertain' AND e.to_state = v.state) THEN
+            RETURN v;
+        END IF;
+        RAISE EXCEPTION 'job % already finished %: it cannot be reconciled to %', v.id, v.state, p_outcome
+            USING ERRCODE = 'DK014';
+    ELSIF v.state <> 'uncertain' THEN
+        RAISE EXCEPTION 'job % is %: only an uncertain job is reconciled', v.id, v.state USING ERRCODE = 'DK001';
+    END IF;
+    IF p_outcome = 'queued' THEN
+        IF v.attempts >= v.max_attempts THEN
+            RAISE EXCEPTION 'job %: cannot queue it again: it has used all % attempts; settle it succeeded or failed, or enqueue a new job',
+                v.id, v.max_attempts USING ERRCODE = 'DK010';
+        END IF;
+        UPDATE docket.jobs
+        SET state = 'queued', available_at = p_now,
+            diagnostic = docket.bounded_text('reconciled: run again: ' || coalesce(p_note, 'no note given'), 4096),
+            updated_at = greatest(updated_at, p_now)
+        WHERE id = v.id RETURNING * INTO v;
+    ELSE
+        UPDATE docket.jobs
+        SET state = p_outcome, result = p_result,
+            diagnostic = docket.bounded_text('reconciled: ' || coalesce(p_note, 'no note given'), 4096),
+            finished_at = p_now, updated_at = greatest(updated_at, p_now)
+        WHERE id = v.id RETURNING * INTO v;
+    END IF;
+    RETURN v;
+END
+$$;
+
+-- job_expire_leases sweeps up to p_limit claimed jobs whose lease expired at or
+-- before p_now, in the projects where p_actor holds job.claim (a sweeper is a
+-- claimant's agent), earliest first, skipping any another sweeper holds: a
+-- repeatable job goes back to queued after its backoff (dead on its last
+-- attempt); any other goes to uncertain, because its worker may have done the
+-- work. Returns the jobs it moved. Refuses a malformed actor or instant, or a
+-- limit outside 1..10000 (DK010).
+CREATE OR REPLACE FUNCTION docket.job_expire_leases(p_limit integer, p_actor text, p_now timestamptz)
+RETURNS SETOF docket.jobs
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.job_require_batch('sweep limit', p_limit, 10000);
+    RETURN QUERY
+    WITH expired AS (
+        SELECT j.id FROM docket.jobs j
+        WHERE j.state = 'claimed' AND j.lease_expires_at <= p_now
+          AND j.project IN (SELECT g.project FROM docket.grants g
+                            WHERE g.principal = p_actor AND g.capability = 'job.claim')
+        ORDER BY j.lease_expires_at, j.id
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE docket.jobs j
+    SET state = CASE WHEN NOT j.repeatable THEN 'uncertain'
+                     WHEN j.attempts >= j.max_attempts THEN 'dead'
+                     ELSE 'queued' END,
+        available_at = CASE WHEN j.repeatable AND j.attempts < j.max_attempts
+                            THEN p_now + docket.job_backoff(j.attempts, j.backoff_base, j.backoff_cap, j.backoff_jitter, random())
+                            ELSE j.available_at END,
+        diagnostic = docket.bounded_text(format('lease expired at %s, held by %s (lease generation %s)',
+                                                to_char(j.lease_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                                                j.claimed_by, j.lease_generation), 4096),
+        finished_at = CASE WHEN j.repeatable AND j.attempts >= j.max_attempts THEN p_now END,
+        claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+        updated_at = greatest(j.updated_at, p_now)
+    FROM expired
+    WHERE j.id = expired.id
+    RETURNING j.*;
+END
+$$;
+
+-- job_decoders_register records that deployment p_deployment can decode the
+-- (kind, payload_schema) pairs in the parallel arrays p_kinds and p_schemas,
+-- running for each kind the handler revision of p_revisions, parallel to
+-- p_kinds (NULL or '': none), on behalf of p_actor at p_now. Registering a
+-- pair again refreshes it and records its revision anew. Refuses malformed
+-- input (DK010, or a check violation naming the constraint; malformed
+-- revisions, see job_claim_revisions).
+CREATE OR REPLACE FUNCTION docket.job_decoders_register(p_deployment text, p_kinds text[], p_schemas integer[], p_actor text, p_now timestamptz,
+                                             p_revisions text[] DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    n integer;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    IF cardinality(p_kinds) IS DISTINCT FROM cardinality(p_schemas) THEN
+        RAISE EXCEPTION 'invalid decoders: kinds and schemas must be parallel arrays of one length'
+            USING ERRCODE = 'DK010';
+    END IF;
+    p_revisions := docket.job_claim_revisions(p_kinds, p_revisions);
+    INSERT INTO docket.job_decoders (kind, payload_schema, deployment, registered_by, registered_at, revision)
+    SELECT k, s, p_deployment, p_actor, p_now, r FROM unnest(p_kinds, p_schemas, p_revisions) AS x(k, s, r)
+    ON CONFLICT (kind, payload_schema, deployment)
+    DO UPDATE SET registered_by = EXCLUDED.registered_by, registered_at = EXCLUDED.registered_at,
+                  revision = EXCLUDED.revision;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$$;
+
+-- job_verify checks job p_id's history: consecutive seq from 1, each event
+-- chained to the one before and hashing to its contents (its revision
+-- included), starting in the initial state, every move one of the job machine
+-- as migrated, attempts counting claims, time never running backwards, and
+-- the job now in the state, with the attempts, result, diagnostic, holder,
+-- claim token, lease generation, claim revision and pin its last events say.
+-- It reports also when the machine's tables differ from the machine.
+CREATE OR REPLACE FUNCTION docket.job_verify(p_id bigint)
+RETURNS TABLE (ok boolean, events integer, bad_seq integer, problem text)
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+    e docket.job_events;
+    last docket.job_events;
+    j docket.jobs;
+    n integer := 0;
+    prev_hash bytea := decode(repeat('00', 32), 'hex');
+    prev_state text;
+    prev_attempt integer := 0;
+    drift text := docket.job_machine_drift();
+    want bytea;
+    claim_revision text;   -- the revision the last claim recorded
+    pin_detail text;       -- what the last pin recorded
+BEGIN
+    SELECT * INTO j FROM docket.jobs WHERE id = p_id;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT false, 0, 0, format('job %s does not exist', coalesce(p_id::text, 'NULL'));
+        RETURN;
+    END IF;
+    FOR e IN SELECT * FROM docket.job_events WHERE job_id = p_id ORDER BY seq LOOP
+        n := n + 1;
+        want := docket.job_event_hash(e.prev_hash, e.job_id, e.seq, e.from_state, e.to_state, e.actor, e.at, e.attempt, e.detail,
+                                      e.lease_until, e.outcome, e.revision);
+        IF e.seq <> n THEN
+            RETURN QUERY SELECT false, n, e.seq::integer, format('expected event %s, found %s: events are missing', n, e.seq);
+            RETURN;
+        ELSIF e.prev_hash <> prev_hash THEN
+            RETURN QUERY SELECT false, n, e.seq::integer, 'prev_hash does not match the previous event''s hash';
+            RETURN;
+        ELSIF e.hash <> want THEN
+            RETURN QUERY SELECT false, n, e.seq::integer, 'hash does not match the event''s contents: the row was altered';
+            RETURN;
+        ELSIF e.from_state IS DISTINCT FROM prev_state THEN
+            RETURN QUERY SELECT false, n, e.seq::integer, format('from_state %s does not follow the previous to_state %s',
+                                                         coalesce(e.from_state, 'NULL'), coalesce(prev_state, 'NULL'));
+            RETURN;
+        ELSIF e.from_state IS NULL AND e.to_state <> 'queued' THEN
+            RETURN QUERY SELECT false, n, e.seq::integer, format('history starts in %s, not the initial state queued', e.to_state);
+            RETURN;
+        ELSIF e.from_state IS NOT NULL AND NOT docket.job_machine_move(e.from_state, e.to_state) THEN
+            RETURN QUERY SELECT false, n, e.seq::integer, format('%s -> %s is not a move of the job machine as migrated', e.from_state, e.to_state);
+            RETURN;
+        ELSIF e.attempt <> prev_attempt + (CASE WHEN e.to_state = 'claimed' THEN 1 ELSE 0 END) THEN
+            RETURN QUERY SELECT false, n, e.seq::integer, format('attempt %s after %s: attempts count claims only', e.attempt, prev_attempt);
+            RETURN;
+        ELSIF e.at < last.at THEN
+            RETURN QUERY SELECT false, n, e.seq::integer, format('recorded at %s, before the event before it (%s): time ran backwards', e.at, last.at);
+            RETURN;
+        END IF;
+        IF e.to_state = 'claimed' THEN
+            claim_revision := e.revision;
+        ELSIF e.from_state = 'queued' AND e.to_state = 'queued' THEN
+            pin_detail := e.detail;
+        END IF;
+        prev_hash := e.hash;
+        prev_state := e.to_state;
+        prev_attempt := e.attempt;
+        last := e;
+    END LOOP;
+    IF n = 0 THEN
+        RETURN QUERY SELECT false, 0, 0, format('job %s has no events', p_id);
+    ELSIF prev_state <> j.state OR prev_attempt <> j.attempts THEN
+        RETURN QUERY SELECT false, n, 0, format('events end %s after %s attempts, the job is %s after %s',
+                                                 prev_state, prev_attempt, j.state, j.attempts);
+    ELSIF last.outcome <> docket.job_outcome(j.state, j.result, j.diagnostic, j.claimed_by,
+                                             j.claim_token, j.lease_generation, j.attempts) THEN
+        RETURN QUERY SELECT false, n, last.seq::integer, format('the job no longer holds what event %s recorded: its result, diagnostic, holder or token was rewritten',
+                                                        last.seq);
+    ELSIF claim_revision IS DISTINCT FROM j.claimed_revision THEN
+        RETURN QUERY SELECT false, n, 0, format('the job''s claimed revision %s is not %s, which its last claim recorded',
+                                                 coalesce(j.claimed_revision, 'NULL'), coalesce(claim_revision, 'NULL'));
+    ELSIF (CASE WHEN j.revisions IS NULL THEN 'unpinned: any revision may run it'
+                ELSE 'pinned to revisions ' || array_to_string(j.revisions, ', ') END)
+          IS DISTINCT FROM coalesce(pin_detail, 'unpinned: any revision may run it') THEN
+        RETURN QUERY SELECT false, n, 0, format('the job''s pin %s is not what its last pin recorded (%s)',
+                                                 coalesce(j.revisions::text, 'NULL'), coalesce(pin_detail, 'no pin'));
+    ELSIF drift IS NOT NULL THEN
+        RETURN QUERY SELECT false, n, 0, 'the job machine''s tables were changed: ' || drift;
+    ELSE
+        RETURN QUERY SELECT true, n, 0, NULL::text;
+    END IF;
+END
+$$;
+
+-- job_machine is the job machine as migrated: each legal (from, to) pair,
+-- and the initial and terminal states. job_verify judges by it.
+CREATE OR REPLACE FUNCTION docket.job_machine_move(p_from text, p_to text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN (p_from, p_to) IN (
+    ('queued', 'claimed'), ('queued', 'cancelled'), ('queued', 'queued'),
+    ('claimed', 'queued'), ('claimed', 'claimed'), ('claimed', 'succeeded'), ('claimed', 'failed'),
+    ('claimed', 'dead'), ('claimed', 'uncertain'), ('claimed', 'cancelled'),
+    ('uncertain', 'succeeded'), ('uncertain', 'failed'), ('uncertain', 'queued'), ('uncertain', 'cancelled'));
+
+-- job_machine_drift names how docket.job_states and docket.job_transitions
+-- differ from the machine as migrated, or is NULL when they do not.
+CREATE OR REPLACE FUNCTION docket.job_machine_drift() RETURNS text
+LANGUAGE sql STABLE
+RETURN (
+    SELECT string_agg(d, '; ' ORDER BY d) FROM (
+        SELECT format('transition %s -> %s is not the machine''s', t.from_state, t.to_state) AS d
+        FROM docket.job_transitions t WHERE NOT docket.job_machine_move(t.from_state, t.to_state)
+        UNION ALL
+        SELECT format('state %s is %s and %s, not as the machine has it', s.state,
+                      CASE WHEN s.initial THEN 'initial' ELSE 'not initial' END,
+                      CASE WHEN s.terminal THEN 'terminal' ELSE 'not terminal' END)
+        FROM docket.job_states s
+        WHERE (s.initial, s.terminal) IS DISTINCT FROM (s.state = 'queued', s.state IN ('succeeded', 'failed', 'dead', 'cancelled'))
+        UNION ALL
+        SELECT 'transitions of the machine are missing from docket.job_transitions'
+        WHERE (SELECT count(*) FROM docket.job_transitions WHERE docket.job_machine_move(from_state, to_state)) <> 14
+    ) x
+);
+
+-- The worker's claim ----------------------------------------------------------------
+
+-- job_claim_queue is how a worker fills a batch: it claims, for p_actor at
+-- p_now, up to p_limit due jobs of queue p_queue in every project where the
+-- actor holds job.claim, in one statement: queued jobs not for external
+-- executors, first by priority, available_at and id, of the (kind, payload
+-- schema) pairs the parallel p_kinds/p_schemas name (NULL: any). Each claimed
+-- job has a fresh token, a new lease generation and one more attempt, and
+-- holds its lease for the element of the parallel p_leases of its kind (NULL
+-- or zero there, or p_leases NULL: the job's own lease). Each claim records
+-- the worker's revision for the job's kind, the element of p_revisions
+-- parallel to p_kinds, and a pinned job is handed only to a worker whose
+-- revision for its kind it names (docket.jobs_unrunnable lists those no
+-- deployment runs). Jobs another claimant has locked are skipped,
+-- never waited for, so concurrent batches get distinct jobs. A job whose
+-- payload version the caller does not decode is left queued for one that
+-- does (docket.jobs_undecodable shows it). Nothing due, or no job.claim
+-- anywhere, is an empty answer.
+-- Refuses: a malformed queue, a limit outside 1..1000, decoder arrays of
+-- different lengths, a lease outside 1 s .. 24 h, malformed revisions (DK010).
+-- Its scan keeps its generic plan (plan_cache_mode), as job_claim's does.
+CREATE OR REPLACE FUNCTION docket.job_claim_queue(p_queue text, p_limit integer, p_kinds text[], p_schemas integer[],
+                                       p_leases interval[], p_actor text, p_now timestamptz,
+                                       p_revisions text[] DEFAULT NULL)
+RETURNS SETOF docket.jobs
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+DECLARE
+    v_projects text[];
+    v_ids bigint[] := '{}';
+    v_project text;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.job_require_queue(p_queue);
+    PERFORM docket.job_require_batch('claim limit', p_limit, 1000);
+    IF cardinality(p_kinds) IS DISTINCT FROM cardinality(p_schemas)
+       OR (p_leases IS NOT NULL AND cardinality(p_leases) IS DISTINCT FROM cardinality(p_kinds)) THEN
+        RAISE EXCEPTION 'invalid decoders: kinds, schemas and leases must be parallel arrays of one length'
+            USING ERRCODE = 'DK010';
+    END IF;
+    PERFORM docket.job_require_lease(nullif(l, '0')) FROM unnest(p_leases) l;
+    p_revisions := docket.job_claim_revisions(p_kinds, p_revisions);
+    SELECT array_agg(g.project ORDER BY random()) INTO v_projects
+    FROM docket.grants g WHERE g.principal = p_actor AND g.capability = 'job.claim';
+    -- One index range per project, in an order that changes from claim to
+    -- claim, so no project's backlog starves another's.
+    FOREACH v_project IN ARRAY coalesce(v_projects, '{}') LOOP
+        EXIT WHEN cardinality(v_ids) >= p_limit;
+        v_ids := v_ids || ARRAY(
+            SELECT j.id FROM docket.jobs j
+            WHERE j.state = 'queued' AND j.project = v_project AND j.queue = p_queue AND j.available_at <= p_now
+              AND NOT j.external
+              AND (p_kinds IS NULL OR (j.kind, j.payload_schema) IN (SELECT * FROM unnest(p_kinds, p_schemas)))
+              AND (j.revisions IS NULL OR EXISTS (SELECT 1 FROM unnest(p_kinds, p_revisions) AS d(kind, revision)
+                                                  WHERE d.kind = j.kind AND d.revision = ANY (j.revisions)))
+            ORDER BY j.priority, j.available_at, j.id
+            LIMIT p_limit - cardinality(v_ids)
+            FOR UPDATE SKIP LOCKED);
+    END LOOP;
+    IF cardinality(v_ids) = 0 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT * FROM docket.job_take(v_ids, NULL, p_actor, p_now, p_kinds, p_leases, p_revisions);
+END
+$$;
+
+-- The chain heads, for an auditor to export.
+CREATE OR REPLACE VIEW docket.job_chain_heads AS
+SELECT DISTINCT ON (e.job_id) e.job_id, e.seq, e.at, encode(e.hash, 'hex') AS hash
+FROM docket.job_events e
+ORDER BY e.job_id, e.seq DESC;
+
+COMMENT ON VIEW docket.job_chain_heads IS
+    'Each job''s last event and its hash. Exported where the owner cannot write, it shows later that a history was not rebuilt.';
+
+-- The API ---------------------------------------------------------------------
+
+INSERT INTO docket.api_functions (name, role) VALUES
+    ('job_enqueue_one', 'app'), ('job_enqueue_many', 'app'), ('job_claim', 'app'), ('job_claim_id', 'app'),
+    ('job_claim_queue', 'app'), ('job_renew', 'app'), ('job_release', 'app'), ('job_complete', 'app'),
+    ('job_complete_many', 'app'), ('job_fail', 'app'), ('job_cancel', 'app'), ('job_reconcile', 'app'),
+    ('job_expire_leases', 'app'), ('job_decoders_register', 'app'), ('job_verify', 'app');
+
+-- Traces and census ------------------------------------------------------------
+
+-- What OpenTelemetry needs from storage: docket.job_traces holds, per job, the
+-- W3C trace context of the span that enqueued it, so the span that runs it
+-- can link to it (job_trace_put); job_census counts the unfinished jobs of
+-- each project and queue by state, for gauges read at every scrape. Finished
+-- jobs are not counted: their number only grows, and a worker counts
+-- outcomes as they happen.
+
+CREATE OR REPLACE TRIGGER job_traces_immutable
+    BEFORE UPDATE ON docket.job_traces
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('a job''s trace context is written once, with the job');
+
+-- job_trace_put stores the trace context p_traceparent (and p_tracestate,
+-- NULL or '' for none) with each of jobs p_ids, which p_actor must have
+-- created in the current transaction and nobody has claimed yet: a trace
+-- context says who asked for the job, so nobody may give one to a job they
+-- did not just create, nor change one. "Created in the current
+-- transaction" is decided by the row's xmin: the visible version of a row
+-- whose xmin is still in progress was written by this transaction (the rows
+-- of other transactions in progress are not visible), by its top level or by
+-- a savepoint within it. It returns how many rows it wrote.
+--
+-- Refuses, writing nothing: a malformed actor, or one the session may not
+-- act as (DK010, DK009); no ids, or more than 100000 (DK010); an id that is
+-- not a job p_actor created in this transaction and nobody has claimed
+-- (DK009, naming it); a job that has a trace context already (DK015); a
+-- malformed traceparent or tracestate (a check violation naming the
+-- constraint).
+CREATE OR REPLACE FUNCTION docket.job_trace_put(p_ids bigint[], p_traceparent text, p_tracestate text, p_actor text, p_now timestamptz)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    -- The current transaction's id, with its epoch, and its low 32 bits, as a
+    -- row's xmin holds them.
+    v_top bigint := pg_current_xact_id()::text::bigint;
+    v_low bigint := v_top % 4294967296;
+    v_bad bigint;
+    v_n integer;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.job_require_batch('trace batch size', cardinality(p_ids), 100000);
+    -- d is how many xids after the transaction's own the row's xmin was
+    -- assigned (the difference of their low 32 bits, signed): 0 for a row the
+    -- transaction wrote at its top level, more for one a savepoint of it
+    -- wrote, or a transaction begun since wrote (which is no longer in
+    -- progress if its row is visible), less for one written before it began.
+    SELECT i.id INTO v_bad
+    FROM unnest(p_ids) AS i(id)
+    LEFT JOIN LATERAL (
+        SELECT j.created_by, j.lease_generation,
+               (((j.xmin::text::bigint - v_low) % 4294967296 + 4294967296 + 2147483648) % 4294967296) - 2147483648 AS d
+        FROM docket.jobs j WHERE j.id = i.id
+    ) j ON true
+    WHERE i.id IS NULL OR j.d IS NULL OR j.created_by <> p_actor OR j.lease_generation <> 0 OR j.d < 0
+       OR (j.d > 0 AND pg_xact_status((v_top + j.d)::text::xid8) <> 'in progress')
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'job % is not one % created in this transaction: only a job''s creator gives it a trace context, with the job',
+            coalesce(v_bad::text, 'NULL'), p_actor USING ERRCODE = 'DK009';
+    END IF;
+    INSERT INTO docket.job_traces (job_id, traceparent, tracestate)
+    SELECT DISTINCT i.id, p_traceparent, nullif(p_tracestate, '') FROM unnest(p_ids) AS i(id)
+    ON CONFLICT (job_id) DO NOTHING;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    IF v_n < (SELECT count(DISTINCT i) FROM unnest(p_ids) i) THEN
+        RAISE EXCEPTION 'a job of % has a trace context already: it is written once, with the job', p_ids
+            USING ERRCODE = 'DK015';
+    END IF;
+    RETURN v_n;
+END
+$$;
+
+-- job_census counts, at p_now, the unfinished jobs of every project whose
+-- jobs p_actor may see (docket.job_visible), by queue and state: queued
+-- (and of those, due: available_at <= p_now), claimed, uncertain. Each
+-- state is read on its own partial index (jobs_claim_idx, jobs_lease_expiry_idx,
+-- jobs_uncertain_idx), so the census costs what the unfinished jobs number,
+-- however many finished ones the table keeps. No row for a (project, queue,
+-- state) with no job.
+-- Refuses a malformed actor or instant, or an actor the session may not act
+-- as (DK010, DK009).
+CREATE OR REPLACE FUNCTION docket.job_census(p_actor text, p_now timestamptz)
+RETURNS TABLE (project text, queue text, state text, jobs bigint, due bigint)
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+    v_projects text[];
+BEGIN
+    PERFORM docket.require_principal('actor', p_actor);
+    IF p_now IS NULL OR NOT isfinite(p_now) THEN
+        RAISE EXCEPTION 'invalid instant %: want a finite timestamp', coalesce(p_now::text, 'NULL') USING ERRCODE = 'DK010';
+    END IF;
+    IF NOT docket.may_act_as(p_actor) THEN
+        RAISE EXCEPTION 'login role % may not act as %: bind it first (docket actor bind)', session_user, p_actor
+            USING ERRCODE = 'DK009';
+    END IF;
+    SELECT array_agg(DISTINCT g.project) INTO v_projects FROM docket.grants g
+    WHERE g.principal = p_actor AND docket.job_visible(p_actor, g.project);
+    IF v_projects IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT j.project::text, j.queue::text, 'queued'::text, count(*), count(*) FILTER (WHERE j.available_at <= p_now)
+    FROM docket.jobs j WHERE j.state = 'queued' AND j.project = ANY (v_projects)
+    GROUP BY j.project, j.queue
+    UNION ALL
+    SELECT j.project::text, j.queue::text, 'claimed'::text, count(*), 0::bigint
+    FROM docket.jobs j WHERE j.state = 'claimed' AND j.project = ANY (v_projects)
+    GROUP BY j.project, j.queue
+    UNION ALL
+    SELECT j.project::text, j.queue::text, 'uncertain'::text, count(*), 0::bigint
+    FROM docket.jobs j WHERE j.state = 'uncertain' AND j.project = ANY (v_projects)
+    GROUP BY j.project, j.queue;
+END
+$$;
+
+INSERT INTO docket.api_functions (name, role) VALUES ('job_trace_put', 'app'), ('job_census', 'app');
+
+-- Revisions: claims bound to handler revisions -------------------------------------
+
+-- A claimant names the handler revision it runs for each kind it decodes;
+-- each claim records it (claimed_revision), each event of a claim carries it
+-- in its hash, and renew, release, complete and fail refuse a caller of
+-- another revision than the claim's (DK002). A job may be pinned to the
+-- revisions it may run under (job_pin, job.pin): it is handed only to a
+-- claimant running one of them.
+
+-- job_claim_revisions checks a claimant's revisions, the array parallel to
+-- its decoders' p_kinds, and returns them with '' read as NULL (none).
+-- Refuses (DK010): an array of another length than p_kinds, a malformed
+-- revision, or a kind named with two revisions (a deployment runs one
+-- revision of a kind).
+CREATE OR REPLACE FUNCTION docket.job_claim_revisions(p_kinds text[], p_revisions text[]) RETURNS text[]
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    bad record;
+BEGIN
+    IF p_revisions IS NULL THEN
+        RETURN NULL;
+    ELSIF cardinality(p_revisions) IS DISTINCT FROM cardinality(p_kinds) THEN
+        RAISE EXCEPTION 'invalid decoders: revisions must be parallel to kinds, of one length' USING ERRCODE = 'DK010';
+    END IF;
+    p_revisions := ARRAY(SELECT nullif(r, '') FROM unnest(p_revisions) WITH ORDINALITY AS x(r, i) ORDER BY i);
+    SELECT r INTO bad FROM unnest(p_revisions) r WHERE r IS NOT NULL AND NOT docket.valid_job_revision(r) LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'invalid revision %: want 1-100 characters, none a space or a control character', quote_literal(bad.r)
+            USING ERRCODE = 'DK010';
+    END IF;
+    SELECT k INTO bad FROM unnest(p_kinds, p_revisions) AS x(k, r)
+    GROUP BY k HAVING count(DISTINCT r) > 1 OR (count(r) > 0 AND count(r) < count(*)) LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'invalid decoders: kind % is named with two revisions: a deployment runs one revision of a kind', bad.k
+            USING ERRCODE = 'DK010';
+    END IF;
+    RETURN p_revisions;
+END
+$$;
+
+-- Outcomes --------------------------------------------------------------------
+
+-- job_require_revision refuses (DK002) a call by the holder of job v's claim
+-- (p_token is its claim or outcome token) from a revision other than the
+-- claim's: a lease is held by its token and the revision that took it. Other
+-- tokens are left for the caller's own checks to answer.
+CREATE OR REPLACE FUNCTION docket.job_require_revision(p_op text, v docket.jobs, p_token uuid, p_revision text) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF (p_token = v.claim_token OR p_token = v.outcome_token)
+       AND v.claimed_revision IS DISTINCT FROM nullif(p_revision, '') THEN
+        RAISE EXCEPTION 'job %: cannot %: it was claimed by revision %, not %', v.id, p_op,
+            coalesce(quote_literal(v.claimed_revision), 'none'), coalesce(quote_literal(nullif(p_revision, '')), 'none')
+            USING ERRCODE = 'DK002';
+    END IF;
+END
+$$;
+
+-- Pins ------------------------------------------------------------------------
+
+-- job_pin pins the queued jobs p_ids to the handler revisions p_revisions
+-- (NULL: unpins them, any revision may run them) on behalf of p_actor at
+-- p_now, and returns them by id. A claim then hands a pinned job only to a
+-- claimant whose revision for its kind is among its pin; the job stays
+-- queued, and the pin stays with it when it is queued again after a claim.
+-- Each job whose pin changes records a queued -> queued event naming the
+-- pin; pinning a job as it is pinned records nothing.
+-- Refuses, writing nothing: malformed input, no ids or over 1000, an id
+-- NULL or named twice, a pin of no revision or over 8, a malformed revision
+-- (DK010); an unknown job (P0002); an actor without job.pin on a job's
+-- project (DK009); a job that is not queued (DK001).
+CREATE OR REPLACE FUNCTION docket.job_pin(p_ids bigint[], p_revisions text[], p_actor text, p_now timestamptz)
+RETURNS SETOF docket.jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    bad record;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.job_require_batch('pin batch size', cardinality(p_ids), 1000);
+    IF (SELECT count(DISTINCT i) FROM unnest(p_ids) i) <> cardinality(p_ids) OR array_position(p_ids, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'invalid pin: a job appears twice, or an id is NULL: name each job once' USING ERRCODE = 'DK010';
+    END IF;
+    IF p_revisions IS NOT NULL THEN
+        IF cardinality(p_revisions) NOT BETWEEN 1 AND 8 THEN
+            RAISE EXCEPTION 'invalid pin: % revisions: want 1..8 (no revisions at all unpins: pass NULL)', cardinality(p_revisions)
+                USING ERRCODE = 'DK010';
+        END IF;
+        SELECT r INTO bad FROM unnest(p_revisions) r WHERE r IS NULL OR NOT docket.valid_job_revision(r) LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'invalid revision %: want 1-100 characters, none a space or a control character',
+                coalesce(quote_literal(bad.r), 'NULL') USING ERRCODE = 'DK010';
+        END IF;
+    END IF;
+    -- Lock in id order, so two pins of overlapping sets never deadlock.
+    PERFORM 1 FROM docket.jobs j WHERE j.id = ANY (p_ids) ORDER BY j.id FOR UPDATE;
+    SELECT x.id, j.id AS found, j.project, j.state INTO bad
+    FROM unnest(p_ids) AS x(id)
+    LEFT JOIN docket.jobs j ON j.id = x.id
+    WHERE j.id IS NULL OR NOT docket.grant_check(p_actor, j.project, 'job.pin') OR j.state <> 'queued'
+    ORDER BY (j.id IS NULL) DESC, x.id
+    LIMIT 1;
+    IF FOUND THEN
+        IF bad.found IS NULL THEN
+            RAISE EXCEPTION 'job % does not exist', bad.id USING ERRCODE = 'P0002';
+        ELSIF NOT docket.grant_check(p_actor, bad.project, 'job.pin') THEN
+            RAISE EXCEPTION '% may not pin job %: it needs job.pin on the job''s project', p_actor, bad.id
+                USING ERRCODE = 'DK009';
+        END IF;
+        RAISE EXCEPTION 'job % is %: only a queued job is pinned', bad.id, bad.state USING ERRCODE = 'DK001';
+    END IF;
+    UPDATE docket.jobs j
+    SET revisions = p_revisions, updated_at = greatest(j.updated_at, p_now)
+    WHERE j.id = ANY (p_ids) AND j.revisions IS DISTINCT FROM p_revisions;
+    RETURN QUERY SELECT * FROM docket.jobs j WHERE j.id = ANY (p_ids) ORDER BY j.id;
+END
+$$;
+
+-- Operator view ---------------------------------------------------------------
+
+CREATE OR REPLACE VIEW docket.jobs_unrunnable AS
+SELECT j.id, j.project, j.queue, j.kind, j.payload_schema, j.state, j.revisions, j.available_at,
+       ARRAY(SELECT DISTINCT d.revision FROM docket.job_decoders d
+             WHERE d.kind = j.kind AND d.payload_schema = j.payload_schema AND d.revision IS NOT NULL
+             ORDER BY d.revision) AS deployed
+FROM docket.jobs j
+WHERE j.revisions IS NOT NULL AND j.state IN ('queued', 'uncertain')
+  AND NOT EXISTS (SELECT 1 FROM docket.job_decoders d
+                  WHERE d.kind = j.kind AND d.payload_schema = j.payload_schema AND d.revision = ANY (j.revisions))
+ORDER BY j.id;
+
+COMMENT ON VIEW docket.jobs_unrunnable IS
+    'Unfinished jobs pinned to handler revisions no registered deployment runs for their kind and payload schema: no worker will claim them. deployed lists the revisions that are.';
+
+-- The API ---------------------------------------------------------------------
+
+INSERT INTO docket.api_functions (name, role) VALUES ('job_pin', 'app');
+
+-- Provenance ----------------------------------------------------------------------
+
+-- A job's requested output names an asset (requested_output), a
+-- representation kind (requested_kind) and a logical target root
+-- (target_root); the completion of a job records what its worker actually
+-- produced and used (docket.job_completions, job_completion_record); a re-run
+-- is planned from that record. Two constraint triggers, checked at commit,
+-- hold the two together whoever writes: a job with a requested output that
+-- its holder completed has a record under the completing claim's token; a
+-- record exists only for a job that succeeded under the record's token. So a
+-- failure, a release or a cancellation leaves no record, and a completion
+-- without its record rolls back whole, the handler's writes included. An
+-- operator's reconcile to succeeded is exempt: nobody held a claim that
+-- finished the job, so there is no record, and the job's re-run plan names
+-- its kind and no target root.
+--
+-- Bounds (also in Go, package jobs):
+--   output kind     1-128 characters of [A-Za-z0-9._+/:-], starting with a letter or digit
+--   target root     1-200 characters of [A-Za-z0-9._-], starting with a letter or digit
+--   record params   as a job's params (an object, 64 KiB); record inputs as a job's inputs
+--   record batch    1..1000, as a completion batch
+
+-- What a job is asked to produce is fixed at enqueue, as its other request
+-- columns are (jobs_columns_immutable).
+CREATE OR REPLACE TRIGGER jobs_request_immutable
+    BEFORE UPDATE OF requested_kind, target_root ON docket.jobs
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
+
+-- job_require_request refuses (DK010), naming element p_i, a requested
+-- output kind or target root that is malformed or names no asset.
+CREATE OR REPLACE FUNCTION docket.job_require_request(p_i integer, p_output text, p_output_kind text, p_root text)
+RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF nullif(p_output_kind, '') IS NOT NULL AND NOT docket.valid_output_kind(p_output_kind) THEN
+        RAISE EXCEPTION 'job %: invalid requested output kind %: want 1-128 characters of [A-Za-z0-9._+/:-], starting with a letter or digit',
+            p_i, quote_literal(p_output_kind) USING ERRCODE = 'DK010';
+    ELSIF nullif(p_root, '') IS NOT NULL AND NOT docket.valid_target_root(p_root) THEN
+        RAISE EXCEPTION 'job %: invalid target root %: want 1-200 characters of [A-Za-z0-9._-], starting with a letter or digit',
+            p_i, quote_literal(p_root) USING ERRCODE = 'DK010';
+    ELSIF nullif(p_output, '') IS NULL AND (nullif(p_output_kind, '') IS NOT NULL OR nullif(p_root, '') IS NOT NULL) THEN
+        RAISE EXCEPTION 'job %: a requested output kind or target root names no asset: set the requested output too', p_i
+            USING ERRCODE = 'DK010';
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER job_completions_immutable
+    BEFORE UPDATE ON docket.job_completions
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('a completion record is written once, with the completion');
+
+-- job_inputs_subsequence reports whether p_used is a subsequence of
+-- p_given: each element one of p_given's, in p_given's order, none used
+-- twice. A worker may leave out an input it did not need; it never names
+-- one it was not given, nor reorders them.
+CREATE OR REPLACE FUNCTION docket.job_inputs_subsequence(p_used text[], p_given text[]) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    i integer := 1;
+    u text;
+BEGIN
+    IF cardinality(p_used) = 0 THEN
+        RETURN true;
+    END IF;
+    FOREACH u IN ARRAY p_used LOOP
+        WHILE i <= cardinality(p_given) AND p_given[i] IS DISTINCT FROM u LOOP
+            i := i + 1;
+        END LOOP;
+        IF i > cardinality(p_given) THEN
+            RETURN false;
+        END IF;
+        i := i + 1;
+    END LOOP;
+    RETURN true;
+END
+$$;
+
+-- job_completion_record writes, for p_actor at p_now, the completion record
+-- of each element i: job p_ids[i], whose live claim p_tokens[i] holds,
+-- produced output (p_assets[i], p_kinds[i], p_roots[i]: '' or NULL for the
+-- job's own root) using parameters p_params[i] (JSON null: none named) and
+-- inputs p_inputs[i] (a JSON array of strings; JSON null: none). Call it in
+-- the completion's transaction, before job_complete or job_complete_many: the
+-- record is checked against the job at commit (see the constraint triggers
+-- below), so a record without its completion rolls the transaction back.
+--
+-- The record must match the request: the asset is the job's requested
+-- output, when it has one; the kind is the requested kind, when it has one;
+-- the root is the job's target root (a record names no other); the inputs
+-- are a subsequence of the job's (docket.job_inputs_subsequence). The
+-- parameters are the worker's own, never the job's.
+--
+-- An element whose token does not hold the job's live claim at p_now (an
+-- unknown job, a stale or spent token) records nothing and is left to the
+-- completion that follows, which refuses it as it refuses any such token;
+-- so does an element whose job already has a record (a completion retried
+-- after a lost reply). It returns the ids it recorded.
+--
+-- Refuses the whole call, writing nothing: a malformed actor or instant, an
+-- actor the session may not act as (DK010, DK009); arrays of different
+-- lengths, an empty batch or one over 1000, a job named twice; a missing or
+-- malformed asset or kind, a malformed root, params that are not an object
+-- of at most 64 KiB, inputs that are not an array of at most 100 strings of
+-- at most 1000 characters; a record whose output or inputs do not match the
+-- request, naming the job and what differs (all DK010).
+--
+-- It finds the jobs by id and claim token, not by state, as
+-- job_complete_many does.
+CREATE OR REPLACE FUNCTION docket.job_completion_record(p_ids bigint[], p_tokens uuid[], p_assets text[], p_kinds text[],
+                                             p_roots text[], p_params jsonb[], p_inputs jsonb[],
+                                             p_actor text, p_now timestamptz)
+RETURNS SETOF bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    n integer := cardinality(p_ids);
+    bad record;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.job_require_batch('completion record batch size', n, 1000);
+    IF n = ALL (ARRAY[cardinality(p_tokens), cardinality(p_assets), cardinality(p_kinds), cardinality(p_roots),
+                      cardinality(p_params), cardinality(p_inputs)]) IS NOT TRUE THEN
+        RAISE EXCEPTION 'invalid completion records: every field array must have % elements', n USING ERRCODE = 'DK010';
+    END IF;
+    IF (SELECT count(DISTINCT i) FROM unnest(p_ids) i) <> n OR array_position(p_ids, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'invalid completion records: a job appears twice, or an id is NULL: name each job once'
+            USING ERRCODE = 'DK010';
+    END IF;
+    -- The shape of each record, before any job is read.
+    SELECT x.i, x.id,
+           CASE
+               WHEN x.asset IS NULL OR length(x.asset) NOT BETWEEN 1 AND 1000 THEN 'an output asset of 1-1000 characters'
+               WHEN x.kind IS NULL OR NOT docket.valid_output_kind(x.kind) THEN
+                   'an output kind of 1-128 characters of [A-Za-z0-9._+/:-], starting with a letter or digit'
+               WHEN nullif(x.root, '') IS NOT NULL AND NOT docket.valid_target_root(x.root) THEN
+                   'a target root of 1-200 characters of [A-Za-z0-9._-], starting with a letter or digit, or none'
+               WHEN x.params IS NOT NULL AND x.params <> 'null'::jsonb
+                    AND (jsonb_typeof(x.params) <> 'object' OR docket.json_size(x.params) > 65536) THEN
+                   'params that are a JSON object of at most 65536 bytes, or none'
+               WHEN x.inputs IS NOT NULL AND x.inputs <> 'null'::jsonb
+                    AND (jsonb_typeof(x.inputs) <> 'array' OR jsonb_array_length(x.inputs) > 100
+                         OR EXISTS (SELECT 1 FROM jsonb_array_elements(x.inputs) e
+                                    WHERE jsonb_typeof(e) <> 'string' OR length(e #>> '{}') > 1000)) THEN
+                   'inputs that are an array of at most 100 strings of at most 1000 characters, or none'
+           END AS want
+    INTO bad
+    FROM unnest(p_ids, p_assets, p_kinds, p_roots, p_params, p_inputs) WITH ORDINALITY
+         AS x(id, asset, kind, root, params, inputs, i)
+    WHERE x.asset IS NULL OR length(x.asset) NOT BETWEEN 1 AND 1000
+       OR x.kind IS NULL OR NOT docket.valid_output_kind(x.kind)
+       OR (nullif(x.root, '') IS NOT NULL AND NOT docket.valid_target_root(x.root))
+       OR (x.params IS NOT NULL AND x.params <> 'null'::jsonb
+           AND (jsonb_typeof(x.params) <> 'object' OR docket.json_size(x.params) > 65536))
+       OR (x.inputs IS NOT NULL AND x.inputs <> 'null'::jsonb
+           AND (jsonb_typeof(x.inputs) <> 'array' OR jsonb_array_length(x.inputs) > 100
+                OR EXISTS (SELECT 1 FROM jsonb_array_elements(x.inputs) e
+                           WHERE jsonb_typeof(e) <> 'string' OR length(e #>> '{}') > 1000)))
+    ORDER BY x.i
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'job %: invalid completion record: want %', bad.id, bad.want USING ERRCODE = 'DK010';
+    END IF;
+
+    -- The jobs each element's token holds live, locked as the completion
+    -- that follows locks them (only its holder's calls wait on the lock);
+    -- then the first record that does not match.
+    SELECT x.i, x.id, x.asset, x.kind, x.root, j.requested_output, j.requested_kind, j.target_root,
+           CASE
+               WHEN j.requested_output IS NOT NULL AND x.asset <> j.requested_output THEN 'asset'
+               WHEN j.requested_kind IS NOT NULL AND x.kind <> j.requested_kind THEN 'kind'
+               WHEN x.root IS NOT NULL AND x.root IS DISTINCT FROM j.target_root THEN 'root'
+               WHEN NOT docket.job_inputs_subsequence(x.inputs, j.inputs) THEN 'inputs'
+           END AS why
+    INTO bad
+    FROM (
+        SELECT x.i, x.id, x.token, x.asset, x.kind, nullif(x.root, '') AS root, nullif(x.params, 'null'::jsonb) AS params,
+               CASE WHEN x.inputs IS NULL OR x.inputs = 'null'::jsonb THEN '{}'::text[]
+                    ELSE ARRAY(SELECT jsonb_array_elements_text(x.inputs)) END AS inputs
+        FROM unnest(p_ids, p_tokens, p_assets, p_kinds, p_roots, p_params, p_inputs) WITH ORDINALITY
+             AS x(id, token, asset, kind, root, params, inputs, i)
+    ) x
+    JOIN LATERAL (
+        SELECT j.* FROM docket.jobs j
+        WHERE j.id = x.id AND j.claim_token = x.token AND j.lease_expires_at > p_now
+        FOR UPDATE
+    ) j ON true
+    WHERE (j.requested_output IS NOT NULL AND x.asset <> j.requested_output)
+       OR (j.requested_kind IS NOT NULL AND x.kind <> j.requested_kind)
+       OR (x.root IS NOT NULL AND x.root IS DISTINCT FROM j.target_root)
+       OR NOT docket.job_inputs_subsequence(x.inputs, j.inputs)
+    ORDER BY x.i
+    LIMIT 1;
+    IF FOUND THEN
+        CASE bad.why
+        WHEN 'asset' THEN
+            RAISE EXCEPTION 'job %: the completion record''s output asset % is not the requested %', bad.id,
+                quote_literal(bad.asset), quote_literal(bad.requested_output) USING ERRCODE = 'DK010';
+        WHEN 'kind' THEN
+            RAISE EXCEPTION 'job %: the completion record''s output kind % is not the requested %', bad.id,
+                quote_literal(bad.kind), quote_literal(bad.requested_kind) USING ERRCODE = 'DK010';
+        WHEN 'root' THEN
+            RAISE EXCEPTION 'job %: the completion record names target root %, the job''s is %', bad.id,
+                quote_literal(bad.root), coalesce(quote_literal(bad.target_root), 'none') USING ERRCODE = 'DK010';
+        ELSE
+            RAISE EXCEPTION 'job %: the completion record''s inputs are not the job''s: name them in the job''s order, leaving out only what was not used',
+                bad.id USING ERRCODE = 'DK010';
+        END CASE;
+    END IF;
+
+    RETURN QUERY
+    INSERT INTO docket.job_completions AS c (job_id, output_asset, output_kind, output_root, params_used, inputs_used,
+                                            recorded_by, recorded_at, claim_token)
+    SELECT x.id, x.asset, x.kind, j.target_root, x.params, x.inputs, p_actor, p_now, x.token
+    FROM (
+        SELECT x.i, x.id, x.token, x.asset, x.kind, nullif(x.root, '') AS root, nullif(x.params, 'null'::jsonb) AS params,
+               CASE WHEN x.inputs IS NULL OR x.inputs = 'null'::jsonb THEN '{}'::text[]
+                    ELSE ARRAY(SELECT jsonb_array_elements_text(x.inputs)) END AS inputs
+        FROM unnest(p_ids, p_tokens, p_assets, p_kinds, p_roots, p_params, p_inputs) WITH ORDINALITY
+             AS x(id, token, asset, kind, root, params, inputs, i)
+    ) x
+    JOIN docket.jobs j ON j.id = x.id AND j.claim_token = x.token AND j.lease_expires_at > p_now
+    ORDER BY x.id
+    ON CONFLICT (job_id) DO NOTHING
+    RETURNING c.job_id;
+END
+$$;
+
+-- job_completion_required refuses (DK010), at commit, a job with a
+-- requested output that its holder completed without a completion record
+-- under the completing claim's token.
+CREATE OR REPLACE FUNCTION docket.job_completion_required() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM docket.job_completions c WHERE c.job_id = NEW.id AND c.claim_token = NEW.outcome_token) THEN
+        RAISE EXCEPTION 'job % requests output %: its completion must record the output it produced (docket.job_completion_record)',
+            NEW.id, quote_literal(NEW.requested_output) USING ERRCODE = 'DK010';
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+DROP TRIGGER IF EXISTS jobs_completion_recorded ON docket.jobs;
+CREATE CONSTRAINT TRIGGER jobs_completion_recorded
+    AFTER UPDATE ON docket.jobs
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW
+    WHEN (NEW.state = 'succeeded' AND OLD.state = 'claimed' AND NEW.outcome_token IS NOT NULL
+          AND NEW.requested_output IS NOT NULL)
+    EXECUTE FUNCTION docket.job_completion_required();
+
+-- job_completion_completed refuses (DK010), at commit, a completion record
+-- of a job that did not succeed under the record's claim: a record made and
+-- then followed by a failure, a release or nothing at all.
+CREATE OR REPLACE FUNCTION docket.job_completion_completed() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM docket.jobs j
+                   WHERE j.id = NEW.job_id AND j.state = 'succeeded' AND j.outcome_token = NEW.claim_token) THEN
+        RAISE EXCEPTION 'job %: a completion record without its completion: complete the job under the claim that recorded it, in the same transaction',
+            NEW.job_id USING ERRCODE = 'DK010';
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+DROP TRIGGER IF EXISTS job_completions_completed ON docket.job_completions;
+CREATE CONSTRAINT TRIGGER job_completions_completed
+    AFTER INSERT ON docket.job_completions
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION docket.job_completion_completed();
+
+INSERT INTO docket.api_functions (name, role) VALUES ('job_completion_record', 'app');
+
+-- Row rules -------------------------------------------------------------------
+
+-- job_row_rule names the first rule of docket.jobs that one job row breaks,
+-- NULL when it breaks none. The rules, by name (a rule whose expression is
+-- NULL holds, as a CHECK's does):
+--     jobs_attempts_range               0 <= attempts <= max_attempts
+--     jobs_backoff_cap_range            backoff_base <= backoff_cap <= 7 days
+--     jobs_claimed_holds_lease          a job is claimed exactly when it holds a
+--                                       token, holder, claim instant and lease
+--                                       expiry, all four
+--     jobs_lease_after_claim            lease_expires_at > claimed_at
+--     jobs_outcome_token_only_finished  only a finished job has an outcome token
+--     jobs_queued_has_attempts_left     a queued job has an attempt left
+--     jobs_result_only_succeeded        only a succeeded job has a result
+--     jobs_terminal_finished            a job has finished_at exactly when it
+--                                       is terminal
+-- It takes the columns, not the row, so the planner inlines it and no copy
+-- of the row is built. jobs_record_insert and jobs_record_update call it in
+-- the pass they make over the rows a statement wrote, and refuse with
+-- job_row_refuse: these rules are not table CHECKs, which Postgres would plan
+-- again in every statement that writes a job (00024_jobs.sql). A writer that
+-- disables the triggers (the owner, by ALTER TABLE ... DISABLE TRIGGER, or a
+-- superuser's session_replication_role) is held by them as by the job
+-- machine's moves: not at all, and what it writes is caught as
+-- docs/security.md says.
+CREATE OR REPLACE FUNCTION docket.job_row_rule(p_state text, p_attempts integer, p_max_attempts integer,
+                                    p_backoff_base interval, p_backoff_cap interval,
+                                    p_claim_token uuid, p_claimed_by text, p_claimed_at timestamptz,
+                                    p_lease_expires_at timestamptz, p_result jsonb, p_outcome_token uuid,
+                                    p_finished_at timestamptz)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE
+    WHEN NOT (p_attempts BETWEEN 0 AND p_max_attempts) THEN 'jobs_attempts_range'
+    WHEN NOT (p_backoff_cap >= p_backoff_base AND p_backoff_cap <= '7 days'::interval) THEN 'jobs_backoff_cap_range'
+    WHEN NOT ((p_state = 'claimed') = (p_claim_token IS NOT NULL AND p_claimed_by IS NOT NULL
+                                       AND p_claimed_at IS NOT NULL AND p_lease_expires_at IS NOT NULL))
+        THEN 'jobs_claimed_holds_lease'
+    WHEN NOT (p_lease_expires_at > p_claimed_at) THEN 'jobs_lease_after_claim'
+    WHEN NOT (p_outcome_token IS NULL OR p_finished_at IS NOT NULL) THEN 'jobs_outcome_token_only_finished'
+    WHEN NOT (p_state <> 'queued' OR p_attempts < p_max_attempts) THEN 'jobs_queued_has_attempts_left'
+    WHEN NOT (p_result IS NULL OR p_state = 'succeeded') THEN 'jobs_result_only_succeeded'
+    WHEN NOT ((p_state IN ('succeeded', 'failed', 'dead', 'cancelled')) = (p_finished_at IS NOT NULL))
+        THEN 'jobs_terminal_finished'
+END;
+
+-- job_row_refuse raises the check violation (23514) of rule p_rule, a name
+-- job_row_rule returns or jobs_request_names_asset, for job p_id, in the
+-- words Postgres uses for a CHECK constraint's, and says what the rule asks.
+CREATE OR REPLACE FUNCTION docket.job_row_refuse(p_id bigint, p_rule text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'new row for relation "jobs" violates check constraint "%" (job %: %)', p_rule, p_id, CASE p_rule
+            WHEN 'jobs_attempts_range' THEN 'attempts must be between 0 and max_attempts'
+            WHEN 'jobs_backoff_cap_range' THEN 'backoff_cap must be at least backoff_base and at most 7 days'
+            WHEN 'jobs_claimed_holds_lease' THEN
+                'a job is claimed exactly when it holds a claim token, holder, claim instant and lease expiry, all four'
+            WHEN 'jobs_lease_after_claim' THEN 'a lease expires after its claim'
+            WHEN 'jobs_outcome_token_only_finished' THEN 'only a finished job has an outcome token'
+            WHEN 'jobs_queued_has_attempts_left' THEN 'a queued job has an attempt left'
+            WHEN 'jobs_result_only_succeeded' THEN 'only a succeeded job has a result'
+            WHEN 'jobs_terminal_finished' THEN 'a job has finished_at exactly when it is in a terminal state'
+            WHEN 'jobs_request_names_asset' THEN 'a requested output kind or target root names no asset'
+        END
+        USING ERRCODE = '23514', CONSTRAINT = p_rule, TABLE = 'jobs', SCHEMA = 'docket';
+END
+$$;
