@@ -315,7 +315,7 @@ func TestUnmigratedDatabase(t *testing.T) {
 	for _, args := range [][]string{{"job", "list", "acme"}, {"project", "list"}, {"grants", "acme"}, {"tasks", "acme"}} {
 		r := docket(t, dbEnv(url), args...)
 		requireRefused(t, r, exitError, args)
-		require.Regexp(t, `^docket `+strings.Join(args[:len(args)-1], " ")+`.*: the database at 127\.0\.0\.1:5432/\S+ has no docket schema; run "docket migrate"\n$`, r.stderr)
+		require.Regexp(t, `^docket `+strings.Join(args[:len(args)-1], " ")+`.*: the database at 127\.0\.0\.1:\d+/\S+ has no docket schema; run "docket migrate"\n$`, r.stderr)
 	}
 	h := setup(t)
 	latest := db.LatestVersion()
