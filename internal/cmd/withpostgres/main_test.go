@@ -69,6 +69,6 @@ func TestRunRefusesWhenAServerIsNamed(t *testing.T) {
 func TestSuiteConnections(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, 200, suiteConnections(1))
-	require.Equal(t, 200, suiteConnections(2))
-	require.Equal(t, 800, suiteConnections(8))
+	require.Equal(t, 200, suiteConnections(2), "26 seen at the peak of a run on 2 cores")
+	require.Equal(t, 1024, suiteConnections(8))
 }
