@@ -61,12 +61,12 @@ func main() {
 // suiteConnections is the max_connections of the cluster for go test ./...
 // on a machine with cpus cores. go test runs that many packages at once,
 // and each package that many of its tests at a time, so the connections
-// open at once grow with the square of the cores: on 2 cores the suite
-// was seen to hold 26 at its peak (pg_stat_activity's client backends,
-// sampled through a whole run), 6.5 a test. Sixteen a test, and never
-// fewer than a server of pgserver's own, leaves room to spare.
+// open at once grow with the square of the cores: on 2 cores a whole run
+// was seen to hold 97 at its peak (pg_stat_activity's client backends,
+// sampled every second or two), about 24 for each test running. Twenty-five
+// a test, and never fewer than 200, twice that peak, leaves room.
 func suiteConnections(cpus int) int {
-	return max(pgserver.DefaultMaxConnections, 16*cpus*cpus)
+	return max(pgserver.DefaultMaxConnections, 25*cpus*cpus)
 }
 
 // run starts the cluster, runs args with its URL and stops it. It returns

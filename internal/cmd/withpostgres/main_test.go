@@ -69,6 +69,7 @@ func TestRunRefusesWhenAServerIsNamed(t *testing.T) {
 func TestSuiteConnections(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, 200, suiteConnections(1))
-	require.Equal(t, 200, suiteConnections(2), "26 seen at the peak of a run on 2 cores")
-	require.Equal(t, 1024, suiteConnections(8))
+	require.Equal(t, 200, suiteConnections(2), "97 seen at the peak of a run on 2 cores")
+	require.Equal(t, 400, suiteConnections(4))
+	require.Equal(t, 1600, suiteConnections(8))
 }
