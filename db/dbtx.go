@@ -35,27 +35,31 @@ type Beginner interface {
 }
 
 // WithTx runs fn in a transaction begun on b and commits it when fn returns
-// nil; it rolls back when fn returns an error or panics (the panic is
-// re-raised). When b is itself a pgx.Tx, the work runs in a savepoint, so a
-// failure undoes fn's writes without aborting the caller's transaction.
-// It returns fn's error unchanged, or the error from begin or commit.
+// nil; it rolls back when fn returns an error, panics, or ends its goroutine
+// with runtime.Goexit (as t.FailNow does when a test assertion fails inside
+// fn), and the panic or the exit then goes on as if WithTx were not there.
+// When b is itself a pgx.Tx, the work runs in a savepoint, so a failure
+// undoes fn's writes without aborting the caller's transaction. It returns
+// fn's error unchanged, or the error from begin or commit.
 func WithTx(ctx context.Context, b Beginner, fn func(tx pgx.Tx) error) (err error) {
 	tx, err := b.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
+	returned := false
 	defer func() {
-		if p := recover(); p != nil {
+		if !returned {
+			// fn panicked or called runtime.Goexit: give the connection
+			// back, then let the panic or the exit unwind.
 			_ = tx.Rollback(context.WithoutCancel(ctx))
-			panic(p)
-		}
-		if err != nil {
-			if rbErr := tx.Rollback(context.WithoutCancel(ctx)); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
-				err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
-			}
 		}
 	}()
-	if err = fn(tx); err != nil {
+	err = fn(tx)
+	returned = true
+	if err != nil {
+		if rbErr := tx.Rollback(context.WithoutCancel(ctx)); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
+			err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
+		}
 		return err
 	}
 	if err = tx.Commit(ctx); err != nil {

@@ -3,6 +3,7 @@ package db_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -70,4 +71,53 @@ func TestWithTxBeginFails(t *testing.T) {
 	err := db.WithTx(ctx, pool, func(pgx.Tx) error { called = true; return nil })
 	require.Error(t, err)
 	require.False(t, called)
+}
+
+// A function that ends its goroutine inside WithTx (runtime.Goexit, as
+// t.FailNow does when an assertion fails) leaves nothing written, and the
+// transaction's connection is back in the pool, so closing the pool does
+// not wait for it. The same for the savepoint of a nested WithTx.
+func TestWithTxRollsBackOnGoexit(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	ctx := t.Context()
+	_, err := pool.Exec(ctx, `CREATE TABLE notes (body text)`)
+	require.NoError(t, err)
+	insert := func(tx pgx.Tx) {
+		_, err := tx.Exec(ctx, `INSERT INTO notes VALUES ('x')`)
+		require.NoError(t, err)
+	}
+	exits := func(fn func()) {
+		done := make(chan bool)
+		go func() {
+			returned := false
+			defer func() { done <- returned }()
+			fn()
+			returned = true
+		}()
+		require.False(t, <-done, "the goroutine went on after runtime.Goexit")
+	}
+
+	exits(func() {
+		_ = db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+			insert(tx)
+			runtime.Goexit()
+			return nil
+		})
+	})
+	exits(func() {
+		_ = db.WithTx(ctx, pool, func(outer pgx.Tx) error {
+			insert(outer)
+			return db.WithTx(ctx, outer, func(inner pgx.Tx) error {
+				insert(inner)
+				runtime.Goexit()
+				return nil
+			})
+		})
+	})
+
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM notes`).Scan(&n))
+	require.Zero(t, n, "rolled back")
+	require.Zero(t, pool.Stat().AcquiredConns(), "every connection is back in the pool")
 }

@@ -13,12 +13,7 @@
 //     for a role allowed to CREATE DATABASE, for example
 //     postgres://postgres:postgres@127.0.0.1:5432/postgres?sslmode=disable.
 //     Nothing else is tried when it is set.
-//  2. A postgres:15-alpine container, started with testcontainers-go, if a
-//     Docker engine answers a ping within a few seconds (DOCKER_HOST, or a
-//     docker.sock in a usual place). The container is removed by Main, or by
-//     testcontainers' reaper if the process dies. Set
-//     TESTCONTAINERS_RYUK_DISABLED=true where the reaper cannot run.
-//  3. Local server binaries (initdb and postgres, found in PATH, in
+//  2. Local server binaries (initdb and postgres, found in PATH, in
 //     pg_config --bindir or in the newest /usr/lib/postgresql/*/bin): a
 //     throw-away cluster (UTF8, C locale) is initialised in a temporary
 //     directory, in /dev/shm when that is a tmpfs with a gigabyte free, and
@@ -27,9 +22,25 @@
 //     the test process dies; its directory is removed by Main, or by the
 //     next run that finds it orphaned. When tests run as root, initdb and
 //     postgres run as the "postgres" system user.
+//  3. A container started with testcontainers-go, if a Docker engine answers
+//     a ping within a few seconds (DOCKER_HOST, or a docker.sock in a usual
+//     place): the image in DOCKET_TEST_POSTGRES_IMAGE ([ImageEnv]), else
+//     [DefaultImage]. Any image whose entrypoint takes POSTGRES_PASSWORD as
+//     the official one does will do; scripts/pg-image builds one from
+//     Debian's packages without a registry. The container is removed by
+//     Main, or by testcontainers' reaper (Ryuk) if the process dies; where
+//     the reaper cannot run (its image comes from a registry), set
+//     TESTCONTAINERS_RYUK_DISABLED=true: the next container this package
+//     starts on the machine then removes those left by test processes that
+//     died (each carries labels naming its host and process).
+//
+// DOCKET_TEST_POSTGRES=container (or local, or url) allows that one way and
+// no other: a run meant to test the container path fails when it cannot
+// start a container, instead of passing on local binaries.
 //
 // If none of these works, every call fails the test with a one-line message
 // saying what to set or install. The server must be PostgreSQL 13 or later.
+// No server this package did not start is ever restarted or reconfigured.
 //
 // Finding a server, starting local binaries and creating and dropping
 // databases are done by the internal package internal/pgserver, which

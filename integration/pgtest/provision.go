@@ -15,7 +15,7 @@ import (
 type Database = pgserver.Database
 
 // Provision finds a PostgreSQL server the way [NewDB] does (see the package
-// documentation: DOCKET_TEST_DATABASE_URL, a Docker engine, local binaries),
+// documentation: DOCKET_TEST_DATABASE_URL, local binaries, a Docker engine),
 // creates an empty database on it (no docket schema: migrate it with
 // db.Migrate) and returns it. It is for programs without a testing.T. The
 // server is its own, not the one tests in the same process share:

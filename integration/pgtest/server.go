@@ -78,8 +78,8 @@ func stopShared(ctx context.Context) error {
 }
 
 // findServer returns a server, trying in order: the admin URL in
-// DOCKET_TEST_DATABASE_URL, a container on a reachable Docker engine, and
-// local PostgreSQL binaries. The error is one line saying what failed or
+// DOCKET_TEST_DATABASE_URL, local PostgreSQL binaries, and a container on a
+// reachable Docker engine (or the one way DOCKET_TEST_POSTGRES allows). The error is one line saying what failed or
 // what to set or install.
 func findServer(ctx context.Context) (*server, error) {
 	srv, err := pgserver.Find(ctx, docker)

@@ -13,20 +13,26 @@
 //     ([EnvURL]), for a role allowed to CREATE DATABASE, for example
 //     postgres://postgres:postgres@127.0.0.1:5432/postgres?sslmode=disable.
 //     Nothing else is tried when it is set.
-//  2. Each [Starter] the caller passes, such as pgtest's Docker container.
-//  3. Local server binaries ([StartLocal]: initdb and postgres, found in
+//  2. Local server binaries ([StartLocal]: initdb and postgres, found in
 //     PATH, in pg_config --bindir or in the newest
 //     /usr/lib/postgresql/*/bin): a cluster (UTF8, C locale) is initialised
 //     in a temporary directory, in /dev/shm when that is a tmpfs with a
 //     gigabyte free, and postgres runs as a child of this process on a free
-//     port of 127.0.0.1, with durability turned off. On Linux the kernel
-//     kills it if this process dies; its directory is removed by
-//     [Server.Close], or by the next start that finds it orphaned. When run
-//     as root, initdb and postgres run as the "postgres" system user.
+//     port of 127.0.0.1, with durability turned off and
+//     [DefaultMaxConnections] connections. On Linux the kernel kills it if
+//     this process dies; its directory is removed by [Server.Close], or by
+//     the next start that finds it orphaned. When run as root, initdb and
+//     postgres run as the "postgres" system user.
+//  3. Each [Starter] the caller passes, such as pgtest's Docker container.
+//
+// The environment variable DOCKET_TEST_POSTGRES ([EnvOnly]) narrows this
+// to one way: "url", "local" or a Starter's name ("container"); that way
+// failing is then an error, never a reason to try another.
 //
 // If none of these works, Find returns an error wrapping [ErrNotFound] that
 // says, in one line, what to set or install. The server must be PostgreSQL
-// 13 or later.
+// 13 or later. Nothing here starts, stops or reconfigures a server it did
+// not start itself.
 //
 // # Databases
 //

@@ -14,6 +14,14 @@ import (
 // server: a role allowed to CREATE DATABASE.
 const EnvURL = "DOCKET_TEST_DATABASE_URL"
 
+// EnvOnly names the environment variable that allows [Find] one way to a
+// server and no other: "url" (the server at [EnvURL]), "local" (local
+// binaries) or the Name of a [Starter] the caller passes, such as pgtest's
+// "container". Find then fails, instead of trying the next way, when that
+// way does not work, so that a run meant for one kind of server cannot
+// pass on another.
+const EnvOnly = "DOCKET_TEST_POSTGRES"
+
 // FindTimeout bounds finding or starting a server, including whatever a
 // [Starter] does (a container image pull, say). Callers that want a bound
 // apply it to the context they pass.
@@ -31,7 +39,7 @@ var ErrNotFound = errors.New("no PostgreSQL found")
 var ErrUnavailable = errors.New("unavailable")
 
 // A Starter is one more way for [Find] to get a server, tried after the
-// environment and before local binaries.
+// environment and local binaries.
 type Starter struct {
 	// Name starts the Starter's errors in Find's error, e.g. "docker".
 	Name string
@@ -57,7 +65,32 @@ var local = Starter{
 // if initdb and postgres are not installed, and otherwise an error with the
 // end of the server's output if it does not come up.
 func StartLocal(ctx context.Context) (*Server, error) {
-	l, err := startLocal(ctx)
+	return StartLocalWith(ctx, LocalConfig{})
+}
+
+// LocalConfig sizes a server started from local binaries.
+type LocalConfig struct {
+	// MaxConnections is the server's max_connections: room for every
+	// connection the processes using it open at once. Defaults to
+	// [DefaultMaxConnections].
+	MaxConnections int
+}
+
+// DefaultMaxConnections is the max_connections of a server [StartLocal]
+// starts: enough for one test process of docket's, whose tests run
+// GOMAXPROCS at a time, each with its pools and workers, with room to spare.
+const DefaultMaxConnections = 200
+
+// StartLocalWith is [StartLocal] with the server sized by cfg. It refuses
+// a negative MaxConnections.
+func StartLocalWith(ctx context.Context, cfg LocalConfig) (*Server, error) {
+	if cfg.MaxConnections < 0 {
+		return nil, fmt.Errorf("local postgres: MaxConnections %d is negative", cfg.MaxConnections)
+	}
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
+	l, err := startLocal(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -65,17 +98,27 @@ func StartLocal(ctx context.Context) (*Server, error) {
 }
 
 // Find returns a server, trying in order: the admin URL in $DOCKET_TEST_DATABASE_URL
-// ([EnvURL]), each of starters, and local PostgreSQL binaries. The error is
-// one line saying what failed, or, wrapping [ErrNotFound], what to set or
-// install.
+// ([EnvURL]), local PostgreSQL binaries, and each of starters. With
+// $DOCKET_TEST_POSTGRES ([EnvOnly]) set it tries that one way alone. The
+// error is one line saying what failed, or, wrapping [ErrNotFound], what to
+// set or install.
 func Find(ctx context.Context, starters ...Starter) (*Server, error) {
-	return find(ctx, os.Getenv, slices.Concat(starters, []Starter{local}))
+	return find(ctx, os.Getenv, ways(starters))
+}
+
+// ways lists every way Find tries, in order: local binaries, then starters.
+func ways(starters []Starter) []Starter {
+	return slices.Concat([]Starter{local}, starters)
 }
 
 // find is Find with the environment read through getenv and every way to
 // start a server in starters.
 func find(ctx context.Context, getenv func(string) string, starters []Starter) (*Server, error) {
-	if raw := getenv(EnvURL); raw != "" {
+	raw := getenv(EnvURL)
+	if only := getenv(EnvOnly); only != "" {
+		return findOnly(ctx, only, raw, starters)
+	}
+	if raw != "" {
 		return Open(ctx, raw, "$"+EnvURL, nil)
 	}
 	var failures []string
@@ -98,4 +141,37 @@ func find(ctx context.Context, getenv func(string) string, starters []Starter) (
 		hint = strings.Join(hints[:last], ", ") + ", or " + hints[last]
 	}
 	return nil, fmt.Errorf("%w: %s", ErrNotFound, hint)
+}
+
+// findOnly is find with $DOCKET_TEST_POSTGRES set to only: the server at
+// raw if only is "url", else the starter named only, with no other tried.
+// It refuses a URL set beside another way, and a name it does not know.
+func findOnly(ctx context.Context, only, raw string, starters []Starter) (*Server, error) {
+	prefix := EnvOnly + "=" + only + ": "
+	if only == "url" {
+		if raw == "" {
+			return nil, errors.New(prefix + EnvURL + " is not set")
+		}
+		return Open(ctx, raw, "$"+EnvURL, nil)
+	}
+	i := slices.IndexFunc(starters, func(st Starter) bool { return st.Name == only })
+	if i < 0 {
+		names := []string{"url"}
+		for _, st := range starters {
+			names = append(names, st.Name)
+		}
+		return nil, errors.New(prefix + "not a way to a server here; want one of " + strings.Join(names, ", "))
+	}
+	if raw != "" {
+		return nil, errors.New(prefix + EnvURL + " is set too: unset one of them")
+	}
+	st := starters[i]
+	srv, err := st.Start(ctx)
+	switch {
+	case errors.Is(err, ErrUnavailable):
+		return nil, fmt.Errorf("%s%w; %s", prefix, err, st.Hint)
+	case err != nil:
+		return nil, fmt.Errorf("%s%w", prefix, err)
+	}
+	return srv, nil
 }

@@ -49,7 +49,9 @@ func TestFindPrefersTheURL(t *testing.T) {
 
 func TestFindRejectsABadURLWithoutLeakingItsPassword(t *testing.T) {
 	t.Parallel()
-	_, err := find(t.Context(), func(string) string { return "mysql://root:s3cret@localhost/db" }, nil)
+	_, err := find(t.Context(), func(k string) string {
+		return map[string]string{EnvURL: "mysql://root:s3cret@localhost/db"}[k]
+	}, nil)
 	require.Error(t, err)
 	require.True(t, strings.HasPrefix(err.Error(), "$"+EnvURL+": database URL "), err.Error())
 	require.NotContains(t, err.Error(), "s3cret")
@@ -82,4 +84,49 @@ func TestFindReportsFailedStarts(t *testing.T) {
 	require.True(t, first && second)
 	require.NotErrorIs(t, err, ErrNotFound)
 	require.EqualError(t, err, "could not start PostgreSQL; broken: boom; also: bang")
+}
+
+// Find tries local binaries before any Starter it is given, as the design
+// orders them: a private cluster, then a container.
+func TestFindTriesLocalBinariesFirst(t *testing.T) {
+	t.Parallel()
+	var names []string
+	for _, st := range ways([]Starter{unavailable("container", "start a Docker engine")}) {
+		names = append(names, st.Name)
+	}
+	require.Equal(t, []string{"local", "container"}, names)
+}
+
+// With DOCKET_TEST_POSTGRES set, Find tries that way alone and fails
+// rather than falling back to another.
+func TestFindOnlyOneWay(t *testing.T) {
+	t.Parallel()
+	env := func(vars map[string]string) func(string) string {
+		return func(k string) string { return vars[k] }
+	}
+	var triedA bool
+	fake := &Server{source: "fake"}
+	works := Starter{Name: "b", Hint: "mend b", Start: func(context.Context) (*Server, error) { return fake, nil }}
+	a := failing("a", "boom", &triedA)
+
+	srv, err := find(t.Context(), env(map[string]string{EnvOnly: "b"}), []Starter{a, works})
+	require.NoError(t, err)
+	require.Same(t, fake, srv)
+	require.False(t, triedA, "a way other than the one allowed was tried")
+
+	_, err = find(t.Context(), env(map[string]string{EnvOnly: "b"}), []Starter{a, unavailable("b", "start B")})
+	require.EqualError(t, err, EnvOnly+"=b: unavailable: no b here; start B")
+	require.False(t, triedA)
+
+	_, err = find(t.Context(), env(map[string]string{EnvOnly: "a"}), []Starter{a, works})
+	require.EqualError(t, err, EnvOnly+"=a: boom")
+
+	_, err = find(t.Context(), env(map[string]string{EnvOnly: "c"}), []Starter{a, works})
+	require.EqualError(t, err, EnvOnly+"=c: not a way to a server here; want one of url, a, b")
+
+	_, err = find(t.Context(), env(map[string]string{EnvOnly: "b", EnvURL: "postgres://u:s3cret@h/db"}), []Starter{works})
+	require.EqualError(t, err, EnvOnly+"=b: "+EnvURL+" is set too: unset one of them")
+
+	_, err = find(t.Context(), env(map[string]string{EnvOnly: "url"}), []Starter{works})
+	require.EqualError(t, err, EnvOnly+"=url: "+EnvURL+" is not set")
 }

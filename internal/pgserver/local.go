@@ -68,7 +68,7 @@ type localPostgres struct {
 // the "postgres" system user. It returns ErrNoLocalBinaries (wrapped) when no
 // binaries exist, or an error with the tail of the server's output if the
 // server does not come up. The caller must call stop.
-func startLocal(ctx context.Context) (*localPostgres, error) {
+func startLocal(ctx context.Context, cfg LocalConfig) (*localPostgres, error) {
 	binDir, err := findLocalBinaries()
 	if err != nil {
 		return nil, err
@@ -115,7 +115,7 @@ func startLocal(ctx context.Context) (*localPostgres, error) {
 	}
 
 	for attempt := 1; ; attempt++ {
-		err := l.run(ctx, data, cred)
+		err := l.run(ctx, data, cred, cfg)
 		if err == nil {
 			break
 		}
@@ -131,7 +131,7 @@ func startLocal(ctx context.Context) (*localPostgres, error) {
 // run starts postgres on a free port and waits until it accepts
 // connections. On failure the process is gone and the error holds the tail
 // of its output.
-func (l *localPostgres) run(ctx context.Context, data string, cred *syscall.Credential) error {
+func (l *localPostgres) run(ctx context.Context, data string, cred *syscall.Credential, cfg LocalConfig) error {
 	port, err := freePort()
 	if err != nil {
 		return fmt.Errorf("local postgres: %w", err)
@@ -146,7 +146,7 @@ func (l *localPostgres) run(ctx context.Context, data string, cred *syscall.Cred
 		"-c", "fsync=off",
 		"-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off",
-		"-c", "max_connections=200",
+		"-c", "max_connections="+strconv.Itoa(cfg.MaxConnections),
 		// Dynamic shared memory in the data directory, not /dev/shm: a
 		// postgres killed with this process leaves nothing behind that
 		// removing its directory does not remove.
@@ -390,7 +390,14 @@ func pidAlive(file string) bool {
 	}
 	first, _, _ := strings.Cut(string(b), "\n")
 	pid, err := strconv.Atoi(strings.TrimSpace(first))
-	if err != nil || pid <= 0 {
+	return err == nil && ProcessAlive(pid)
+}
+
+// ProcessAlive reports whether pid names a running process of this machine
+// (a zombie is not running). What was left by a process that is not
+// running may be removed.
+func ProcessAlive(pid int) bool {
+	if pid <= 0 {
 		return false
 	}
 	if stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
@@ -400,7 +407,7 @@ func pidAlive(file string) bool {
 			return false
 		}
 	}
-	err = syscall.Kill(pid, 0)
+	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 

@@ -31,7 +31,7 @@ func TestLocalHelperProcess(t *testing.T) {
 	if os.Getenv(helperEnv) == "" {
 		t.Skip("only runs as the helper of TestLocalServerDiesWithTestProcess")
 	}
-	l, err := startLocal(context.Background())
+	l, err := startLocal(context.Background(), LocalConfig{MaxConnections: DefaultMaxConnections})
 	require.NoError(t, err)
 	require.NoError(t, json.NewEncoder(os.Stdout).Encode(helperStarted{Dir: l.dir, PostmasterPID: l.cmd.Process.Pid}))
 	_, _ = io.Copy(io.Discard, os.Stdin) // until killed

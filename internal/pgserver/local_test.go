@@ -15,7 +15,7 @@ import (
 // ends, or skips t if no PostgreSQL binaries are installed.
 func startLocalOrSkip(t *testing.T) *localPostgres {
 	t.Helper()
-	l, err := startLocal(t.Context())
+	l, err := startLocal(t.Context(), LocalConfig{MaxConnections: DefaultMaxConnections})
 	if errors.Is(err, ErrNoLocalBinaries) {
 		t.Skip("no PostgreSQL server binaries installed")
 	}

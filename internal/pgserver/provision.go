@@ -24,8 +24,8 @@ type Database struct {
 	name string
 }
 
-// Provision finds a server with [Find] (the environment, then starters,
-// then local binaries), creates an empty database on it (no docket schema:
+// Provision finds a server with [Find] (the environment, then local
+// binaries, then starters), creates an empty database on it (no docket schema:
 // migrate it with db.Migrate) and returns it. The server is its own:
 // [Database.Close] stops it if Provision started it. At most [FindTimeout]
 // is spent.

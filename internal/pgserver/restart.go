@@ -37,7 +37,7 @@ type Cluster struct {
 // are not installed, and otherwise an error with the end of the server's
 // output if it does not come up.
 func StartCluster(ctx context.Context) (*Cluster, error) {
-	l, err := startLocal(ctx)
+	l, err := startLocal(ctx, LocalConfig{MaxConnections: DefaultMaxConnections})
 	if err != nil {
 		return nil, err
 	}
