@@ -23,7 +23,7 @@ test:
 lint:
 	scripts/lint
 
-## generate: regenerate internal/dbsqlc from sql/ (commit the result)
+## generate: regenerate internal/dbsqlc/* from sql/ (commit the result)
 generate:
 	$(SQLC) generate
 

@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/internal/dbsqlc"
+	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/access"
 	"github.com/docket-dev/docket/internal/newclient"
 	"github.com/docket-dev/docket/internal/paging"
 )

@@ -8,7 +8,7 @@ import (
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/internal/dbsqlc"
+	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/batches"
 	"github.com/docket-dev/docket/internal/newclient"
 	"github.com/docket-dev/docket/plans"
 )

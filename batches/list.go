@@ -3,7 +3,7 @@ package batches
 import (
 	"context"
 
-	"github.com/docket-dev/docket/internal/dbsqlc"
+	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/batches"
 	"github.com/docket-dev/docket/internal/paging"
 )
 

@@ -6,7 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/internal/dbsqlc"
+	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/cases"
 )
 
 // MaxKeys bounds the keys of one admission or correlation.

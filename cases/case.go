@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/docket-dev/docket/access"
-	"github.com/docket-dev/docket/internal/dbsqlc"
+	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/cases"
 )
 
 // Status is whether a case is live. The legal moves are the rows of

@@ -11,7 +11,7 @@ import (
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/internal/dbsqlc"
+	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/cases"
 	"github.com/docket-dev/docket/internal/paging"
 )
 

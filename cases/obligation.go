@@ -11,7 +11,7 @@ import (
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/cases/calendar"
 	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/internal/dbsqlc"
+	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/cases"
 )
 
 // ObligationState is where an obligation stands. The legal moves are the rows

@@ -8,7 +8,7 @@ import (
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/internal/dbsqlc"
+	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/cases"
 	"github.com/docket-dev/docket/jobs"
 )
 
@@ -66,7 +66,7 @@ func (c *Client) SleepUntilTx(ctx context.Context, tx pgx.Tx, caseID int64, name
 	if err != nil {
 		return Timer{}, db.Translate(err, op, ids...)
 	}
-	return fromTimerRow(&dbsqlc.DocketTimer{
+	return fromTimerRow(&timerRow{
 		ID: row.ID, CaseID: row.CaseID, Project: row.Project, Name: row.Name, WakeAt: row.WakeAt, JobID: row.JobID,
 		CreatedBy: row.CreatedBy, CreatedAt: row.CreatedAt,
 	}, ""), nil
@@ -92,7 +92,7 @@ func (c *Client) timers(ctx context.Context, q db.DBTX, id int64) ([]Timer, erro
 	}
 	out := make([]Timer, len(rows))
 	for i, r := range rows {
-		out[i] = fromTimerRow(&dbsqlc.DocketTimer{
+		out[i] = fromTimerRow(&timerRow{
 			ID: r.ID, CaseID: r.CaseID, Project: r.Project, Name: r.Name, WakeAt: r.WakeAt, JobID: r.JobID,
 			CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt,
 		}, jobs.State(r.JobState))
@@ -100,7 +100,20 @@ func (c *Client) timers(ctx context.Context, q db.DBTX, id int64) ([]Timer, erro
 	return out, nil
 }
 
-func fromTimerRow(r *dbsqlc.DocketTimer, state jobs.State) Timer {
+// timerRow is a row of docket.timers as the queries that place and list
+// timers return it.
+type timerRow struct {
+	ID        int64
+	CaseID    int64
+	Project   string
+	Name      string
+	WakeAt    time.Time
+	JobID     int64
+	CreatedBy string
+	CreatedAt time.Time
+}
+
+func fromTimerRow(r *timerRow, state jobs.State) Timer {
 	return Timer{
 		ID: r.ID, CaseID: r.CaseID, Project: r.Project, Name: r.Name, WakeAt: r.WakeAt.UTC(), JobID: r.JobID,
 		JobState: state, CreatedBy: access.Actor(r.CreatedBy), CreatedAt: r.CreatedAt.UTC(),

@@ -10,7 +10,7 @@ import (
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/internal/dbsqlc"
+	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/jobs"
 	"github.com/docket-dev/docket/internal/newclient"
 	"github.com/docket-dev/docket/internal/telemetry"
 	"github.com/docket-dev/docket/jobs"

@@ -7,7 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/docket-dev/docket/access"
-	"github.com/docket-dev/docket/internal/dbsqlc"
+	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/jobs"
 )
 
 // State is where a job stands. The legal moves between states are the rows of

@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/internal/dbsqlc"
+	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/jobs"
 	"github.com/docket-dev/docket/internal/telemetry"
 )
 

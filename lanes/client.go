@@ -3,7 +3,7 @@ package lanes
 import (
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/internal/dbsqlc"
+	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/lanes"
 	"github.com/docket-dev/docket/internal/newclient"
 )
 

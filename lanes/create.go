@@ -7,7 +7,7 @@ import (
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/internal/dbsqlc"
+	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/lanes"
 )
 
 // Bounds of what a lane carries, as the database enforces them.

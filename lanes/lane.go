@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/docket-dev/docket/access"
-	"github.com/docket-dev/docket/internal/dbsqlc"
+	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/lanes"
 	"github.com/docket-dev/docket/jobs"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/internal/dbsqlc"
+	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/lanes"
 	"github.com/docket-dev/docket/internal/paging"
 	"github.com/docket-dev/docket/jobs"
 )

@@ -3,7 +3,7 @@ package plans
 import (
 	"context"
 
-	"github.com/docket-dev/docket/internal/dbsqlc"
+	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/plans"
 	"github.com/docket-dev/docket/internal/paging"
 )
 

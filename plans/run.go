@@ -11,7 +11,7 @@ import (
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/budgets"
 	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/internal/dbsqlc"
+	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/plans"
 	"github.com/docket-dev/docket/internal/newclient"
 	"github.com/docket-dev/docket/jobs"
 )

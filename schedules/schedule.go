@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/internal/dbsqlc"
+	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/schedules"
 )
 
 // Bounds and defaults of a schedule's terms.

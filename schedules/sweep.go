@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/docket-dev/docket/internal/dbsqlc"
+	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/schedules"
 	"github.com/docket-dev/docket/worker"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/internal/dbsqlc"
+	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/tasks"
 )
 
 // Get returns task id, or [db.ErrNotFound] when there is none or the actor

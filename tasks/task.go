@@ -9,7 +9,7 @@ import (
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/cases"
 	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/internal/dbsqlc"
+	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/tasks"
 	"github.com/docket-dev/docket/internal/newclient"
 )
 

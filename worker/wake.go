@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/docket-dev/docket/internal/dbsqlc"
+	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/jobs"
 )
 
 // NotifyChannel is the Postgres channel docket notifies, in the transaction

@@ -147,3 +147,7 @@ ORDER BY g.project;
 -- By id.
 SELECT * FROM docket.job_pin(@ids::bigint[], sqlc.narg('revisions')::text[], @actor::text, @now::timestamptz);
 
+-- name: JobPruned :one
+-- No row when the job was not pruned, or the actor may not read its
+-- project's jobs.
+SELECT id, project, at, actor::text AS actor FROM docket.job_pruned(@id::bigint, @actor::text);

@@ -43,16 +43,3 @@ SELECT * FROM docket.run_start(@project::text, @digest::text, @canonical::text, 
     @case_id::bigint, @replan_limit::integer, sqlc.narg('max_steps')::integer, sqlc.narg('max_effects')::bigint,
     sqlc.narg('max_money')::bigint, sqlc.narg('currency')::text, sqlc.narg('max_call')::bigint, sqlc.narg('max_parallel')::integer,
     @actor::text, @now::timestamptz);
-
--- name: RunResume :one
-SELECT * FROM docket.run_resume(@id::bigint, sqlc.narg('max_steps')::integer, sqlc.narg('max_effects')::bigint,
-    sqlc.narg('max_money')::bigint, sqlc.narg('max_parallel')::integer, @actor::text, @now::timestamptz);
-
--- name: BudgetQuotaSet :one
-SELECT * FROM docket.budget_quota_set(@project::text, @currency::text, @period::interval, @anchor::timestamptz, @amount::bigint,
-    @actor::text, @now::timestamptz);
-
--- name: RunBudgetEvents :many
-SELECT e.* FROM docket.run_budget_events e
-WHERE e.run_id = @id::bigint AND EXISTS (SELECT 1 FROM docket.run_get(@id::bigint, @actor::text))
-ORDER BY e.id;

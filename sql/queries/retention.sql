@@ -60,8 +60,3 @@ FROM docket.job_heads(@ids::bigint[]) h
 JOIN docket.jobs j ON j.id = h.job_id
 WHERE docket.job_visible(@actor::text, j.project)
 ORDER BY h.job_id;
-
--- name: JobPruned :one
--- No row when the job was not pruned, or the actor may not read its
--- project's jobs.
-SELECT id, project, at, actor::text AS actor FROM docket.job_pruned(@id::bigint, @actor::text);

@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: lanes.sql
 
-package dbsqlc
+package lanes
 
 import (
 	"context"

@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: telemetry.sql
 
-package dbsqlc
+package jobs
 
 import (
 	"context"

@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: schedules.sql
 
-package dbsqlc
+package schedules
 
 import (
 	"context"

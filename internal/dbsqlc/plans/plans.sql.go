@@ -3,84 +3,13 @@
 //   sqlc v1.31.1
 // source: plans.sql
 
-package dbsqlc
+package plans
 
 import (
 	"context"
 	"encoding/json"
 	"time"
 )
-
-const budgetQuotaSet = `-- name: BudgetQuotaSet :one
-SELECT project, currency, period, anchor, amount, updated_by, updated_at FROM docket.budget_quota_set($1::text, $2::text, $3::interval, $4::timestamptz, $5::bigint,
-    $6::text, $7::timestamptz)
-`
-
-type BudgetQuotaSetParams struct {
-	Project  string
-	Currency string
-	Period   time.Duration
-	Anchor   time.Time
-	Amount   int64
-	Actor    string
-	Now      time.Time
-}
-
-func (q *Queries) BudgetQuotaSet(ctx context.Context, db DBTX, arg BudgetQuotaSetParams) (*DocketBudgetQuota, error) {
-	row := db.QueryRow(ctx, budgetQuotaSet,
-		arg.Project,
-		arg.Currency,
-		arg.Period,
-		arg.Anchor,
-		arg.Amount,
-		arg.Actor,
-		arg.Now,
-	)
-	var i DocketBudgetQuota
-	err := row.Scan(
-		&i.Project,
-		&i.Currency,
-		&i.Period,
-		&i.Anchor,
-		&i.Amount,
-		&i.UpdatedBy,
-		&i.UpdatedAt,
-	)
-	return &i, err
-}
-
-const runBudgetEvents = `-- name: RunBudgetEvents :many
-SELECT e.id, e.run_id, e.what, e.detail, e.actor, e.at FROM docket.run_budget_events e
-WHERE e.run_id = $1::bigint AND EXISTS (SELECT 1 FROM docket.run_get($1::bigint, $2::text))
-ORDER BY e.id
-`
-
-func (q *Queries) RunBudgetEvents(ctx context.Context, db DBTX, iD int64, actor string) ([]*DocketRunBudgetEvent, error) {
-	rows, err := db.Query(ctx, runBudgetEvents, iD, actor)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []*DocketRunBudgetEvent{}
-	for rows.Next() {
-		var i DocketRunBudgetEvent
-		if err := rows.Scan(
-			&i.ID,
-			&i.RunID,
-			&i.What,
-			&i.Detail,
-			&i.Actor,
-			&i.At,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, &i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
 
 const runCancel = `-- name: RunCancel :one
 SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted FROM docket.run_cancel($1::bigint, $2::text, $3::text, $4::timestamptz)
@@ -322,64 +251,6 @@ func (q *Queries) RunReplan(ctx context.Context, db DBTX, arg RunReplanParams) (
 		arg.Digest,
 		arg.Canonical,
 		arg.Reason,
-		arg.Actor,
-		arg.Now,
-	)
-	var i DocketRun
-	err := row.Scan(
-		&i.ID,
-		&i.Project,
-		&i.PlanID,
-		&i.Version,
-		&i.CaseID,
-		&i.Input,
-		&i.InputTrusted,
-		&i.Status,
-		&i.ReplanLimit,
-		&i.UntrustedRead,
-		&i.Admitted,
-		&i.Applied,
-		&i.Output,
-		&i.Failure,
-		&i.CreatedBy,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.FinishedAt,
-		&i.MaxSteps,
-		&i.MaxEffects,
-		&i.MaxMoney,
-		&i.Currency,
-		&i.MaxCall,
-		&i.MaxParallel,
-		&i.SpentEffects,
-		&i.SpentMoney,
-		&i.Exhausted,
-	)
-	return &i, err
-}
-
-const runResume = `-- name: RunResume :one
-SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted FROM docket.run_resume($1::bigint, $2::integer, $3::bigint,
-    $4::bigint, $5::integer, $6::text, $7::timestamptz)
-`
-
-type RunResumeParams struct {
-	ID          int64
-	MaxSteps    *int32
-	MaxEffects  *int64
-	MaxMoney    *int64
-	MaxParallel *int32
-	Actor       string
-	Now         time.Time
-}
-
-func (q *Queries) RunResume(ctx context.Context, db DBTX, arg RunResumeParams) (*DocketRun, error) {
-	row := db.QueryRow(ctx, runResume,
-		arg.ID,
-		arg.MaxSteps,
-		arg.MaxEffects,
-		arg.MaxMoney,
-		arg.MaxParallel,
 		arg.Actor,
 		arg.Now,
 	)

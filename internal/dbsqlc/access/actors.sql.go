@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: actors.sql
 
-package dbsqlc
+package access
 
 import (
 	"context"

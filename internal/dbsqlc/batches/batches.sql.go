@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: batches.sql
 
-package dbsqlc
+package batches
 
 import (
 	"context"

@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: waits.sql
 
-package dbsqlc
+package cases
 
 import (
 	"context"

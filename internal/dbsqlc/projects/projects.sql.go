@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: projects.sql
 
-package dbsqlc
+package projects
 
 import (
 	"context"

@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: provenance.sql
 
-package dbsqlc
+package jobs
 
 import (
 	"context"

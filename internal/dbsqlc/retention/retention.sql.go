@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: retention.sql
 
-package dbsqlc
+package retention
 
 import (
 	"context"
@@ -50,31 +50,6 @@ func (q *Queries) JobHeads(ctx context.Context, db DBTX, ids []int64, actor stri
 		return nil, err
 	}
 	return items, nil
-}
-
-const jobPruned = `-- name: JobPruned :one
-SELECT id, project, at, actor::text AS actor FROM docket.job_pruned($1::bigint, $2::text)
-`
-
-type JobPrunedRow struct {
-	ID      int64
-	Project string
-	At      time.Time
-	Actor   string
-}
-
-// No row when the job was not pruned, or the actor may not read its
-// project's jobs.
-func (q *Queries) JobPruned(ctx context.Context, db DBTX, iD int64, actor string) (*JobPrunedRow, error) {
-	row := db.QueryRow(ctx, jobPruned, iD, actor)
-	var i JobPrunedRow
-	err := row.Scan(
-		&i.ID,
-		&i.Project,
-		&i.At,
-		&i.Actor,
-	)
-	return &i, err
 }
 
 const pruneGet = `-- name: PruneGet :one

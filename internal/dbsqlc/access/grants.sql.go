@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: grants.sql
 
-package dbsqlc
+package access
 
 import (
 	"context"
