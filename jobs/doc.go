@@ -58,8 +58,10 @@
 // representation kind, a logical target root). Its completion then records
 // what the worker actually produced and used, a [CompletionRecord] passed
 // with [Client.CompleteWith] or [Client.CompleteMany]: storage checks it
-// against the request in the completion's transaction and refuses a
-// mismatch with [db.ErrInvalidArgument], so the whole completion rolls back.
+// against the request in the completion's transaction, by a rule it alone
+// holds (this package has no copy), and refuses a mismatch with
+// [db.ErrInvalidArgument]: [Client.CompleteWith]'s whole completion rolls
+// back; [Client.CompleteMany] refuses that element and completes the others.
 // The job's parameters are never copied onto it. [Client.RerunPlan] reads
 // what it takes to do a completed job again as it was done, and
 // [Client.ProducedBy] which job produced an output; both only read.

@@ -53,79 +53,60 @@ type CompletionRecord struct {
 	Inputs []string
 }
 
-// validate refuses, with [db.ErrInvalidArgument], a record the database
-// would refuse for its shape alone.
-func (r *CompletionRecord) validate(op string, id int64) error {
-	bad := func(msg string) error {
-		return db.Refuse(db.ErrInvalidArgument, op, "completion record: "+msg, "job", id)
-	}
-	switch {
-	case r.Output.Asset == "" || utf8.RuneCountInString(r.Output.Asset) > MaxOutputLen:
-		return bad(fmt.Sprintf("want an output asset of 1-%d characters", MaxOutputLen))
-	case !ValidOutputKind(r.Output.Kind):
-		return bad(fmt.Sprintf("invalid output kind %q: want 1-%d characters of [A-Za-z0-9._+/:-], starting with a letter or digit", r.Output.Kind, MaxOutputKindLen))
-	case r.Output.Root != "" && !ValidTargetRoot(r.Output.Root):
-		return bad(fmt.Sprintf("invalid target root %q: want 1-%d characters of [A-Za-z0-9._-], starting with a letter or digit", r.Output.Root, MaxTargetRootLen))
-	case r.Params != nil && !validParams(r.Params):
-		return bad(fmt.Sprintf("params must be a JSON object of at most %d bytes", MaxParamsBytes))
-	case len(r.Inputs) > MaxInputs:
-		return bad(fmt.Sprintf("%d inputs, over the bound of %d", len(r.Inputs), MaxInputs))
-	}
-	for _, in := range r.Inputs {
-		if utf8.RuneCountInString(in) > maxInputLen {
-			return bad(fmt.Sprintf("an input reference is over %d characters", maxInputLen))
-		}
-	}
-	return nil
+// recordJSON is a completion record as job_complete_many takes it.
+type recordJSON struct {
+	Asset  string          `json:"asset"`
+	Kind   string          `json:"kind"`
+	Root   string          `json:"root"`
+	Params json.RawMessage `json:"params"`
+	Inputs []string        `json:"inputs"`
 }
 
-// CheckRecord refuses, with [db.ErrInvalidArgument], the completion record
-// r (nil: none) that storage would refuse for job j: a malformed one, one
-// whose output is not j's request or whose inputs are not j's, or none at
-// all when j requests an output. A worker checks a handler's record with it
-// before completing, so a wrong one fails the attempt instead of the
-// completion.
-func CheckRecord(j Job, r *CompletionRecord) error {
-	const op = "job.complete"
-	if r == nil {
-		if j.Output.Asset != "" {
-			return db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("job %d requests output %q: its completion must record the output it produced", j.ID, j.Output.Asset), "job", j.ID)
-		}
-		return nil
-	}
-	if err := r.validate(op, j.ID); err != nil {
-		return err
-	}
-	bad := func(msg string) error {
-		return db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("job %d: %s", j.ID, msg), "job", j.ID)
-	}
+// paramsJSON is params as storage takes them: JSON null for none, and, for
+// bytes that are not JSON, a JSON string of them, which storage refuses as
+// it refuses any params that are not an object. Whether a record may
+// complete its job is storage's rule alone (docket.job_record_refusal).
+func paramsJSON(params json.RawMessage) json.RawMessage {
 	switch {
-	case j.Output.Asset != "" && r.Output.Asset != j.Output.Asset:
-		return bad(fmt.Sprintf("the completion record's output asset %q is not the requested %q", r.Output.Asset, j.Output.Asset))
-	case j.Output.Kind != "" && r.Output.Kind != j.Output.Kind:
-		return bad(fmt.Sprintf("the completion record's output kind %q is not the requested %q", r.Output.Kind, j.Output.Kind))
-	case r.Output.Root != "" && r.Output.Root != j.Output.Root:
-		return bad(fmt.Sprintf("the completion record names target root %q, the job's is %q", r.Output.Root, j.Output.Root))
-	case !subsequence(r.Inputs, j.Inputs):
-		return bad("the completion record's inputs are not the job's: name them in the job's order, leaving out only what was not used")
+	case params == nil:
+		return json.RawMessage("null")
+	case json.Valid(params):
+		return params
 	}
-	return nil
+	s, _ := json.Marshal(string(params)) // a string always marshals
+	return s
 }
 
-// subsequence reports whether used is given with some elements left out,
-// as docket.job_inputs_subsequence does.
-func subsequence(used, given []string) bool {
-	i := 0
-	for _, u := range used {
-		for i < len(given) && given[i] != u {
-			i++
-		}
-		if i == len(given) {
-			return false
-		}
-		i++
+// inputsJSON is inputs as storage takes them: JSON null for none.
+func inputsJSON(inputs []string) json.RawMessage {
+	if len(inputs) == 0 {
+		return json.RawMessage("null")
 	}
-	return true
+	s, _ := json.Marshal(inputs) // strings always marshal
+	return s
+}
+
+// recordsJSON is the records of batch as job_complete_many takes them:
+// nil when no element has one, else one per element, JSON null for none.
+func recordsJSON(batch []Completion) []json.RawMessage {
+	var out []json.RawMessage
+	for i, b := range batch {
+		if b.Record == nil {
+			continue
+		}
+		if out == nil {
+			out = make([]json.RawMessage, len(batch))
+			for k := range out {
+				out[k] = json.RawMessage("null")
+			}
+		}
+		r := b.Record
+		out[i], _ = json.Marshal(recordJSON{ // its fields always marshal
+			Asset: r.Output.Asset, Kind: r.Output.Kind, Root: r.Output.Root,
+			Params: paramsJSON(r.Params), Inputs: r.Inputs,
+		})
+	}
+	return out
 }
 
 // CompleteWith finishes the job c.Lease holds as [Succeeded] with c.Result
@@ -194,7 +175,8 @@ func (c *Client) CompleteWithTx(ctx context.Context, tx pgx.Tx, cm Completion) (
 }
 
 // record writes the completion records of batch (those that have one) in
-// one statement. Elements whose token holds no live claim record nothing:
+// one statement, docket.job_completion_record, which refuses a record its
+// rule refuses. Elements whose token holds no live claim record nothing:
 // the completion that follows refuses them.
 func (c *Client) record(ctx context.Context, q db.DBTX, op string, batch []Completion) (int, error) {
 	var p dbsqlc.JobCompletionRecordParams
@@ -203,27 +185,13 @@ func (c *Client) record(ctx context.Context, q db.DBTX, op string, batch []Compl
 		if r == nil {
 			continue
 		}
-		if err := r.validate(op, b.Lease.JobID); err != nil {
-			return 0, err
-		}
-		params := json.RawMessage("null")
-		if r.Params != nil {
-			params = r.Params
-		}
-		inputs := json.RawMessage("null")
-		if len(r.Inputs) > 0 {
-			var err error
-			if inputs, err = json.Marshal(r.Inputs); err != nil {
-				return 0, db.Refuse(db.ErrInvalidArgument, op, "completion record: inputs: "+err.Error(), "job", b.Lease.JobID)
-			}
-		}
 		p.Ids = append(p.Ids, b.Lease.JobID)
 		p.Tokens = append(p.Tokens, b.Lease.Token)
 		p.Assets = append(p.Assets, r.Output.Asset)
 		p.Kinds = append(p.Kinds, r.Output.Kind)
 		p.Roots = append(p.Roots, r.Output.Root)
-		p.Params = append(p.Params, params)
-		p.Inputs = append(p.Inputs, inputs)
+		p.Params = append(p.Params, paramsJSON(r.Params))
+		p.Inputs = append(p.Inputs, inputsJSON(r.Inputs))
 	}
 	if len(p.Ids) == 0 {
 		return 0, nil

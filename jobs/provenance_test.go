@@ -138,10 +138,14 @@ func TestCompleteWithWritesWithoutARecordIsRefusedAsInvalid(t *testing.T) {
 	require.Zero(t, posters(), "the handler's writes rolled back")
 	require.Equal(t, before, provSnapshot(t, e.Pool), "the refused completion changed nothing")
 
+	// In a batch, the element is refused, by the batch's one statement.
 	errs, err := e.client.CompleteMany(ctx, []jobs.Completion{{Lease: j.Lease()}})
-	require.ErrorIs(t, err, db.ErrInvalidArgument)
-	require.ErrorContains(t, err, "must record the output it produced")
-	require.Nil(t, errs)
+	require.NoError(t, err)
+	require.Len(t, errs, 1)
+	require.ErrorIs(t, errs[0], db.ErrInvalidArgument)
+	require.ErrorAs(t, errs[0], &de)
+	require.Equal(t, "DK010", de.Code)
+	require.ErrorContains(t, errs[0], "must record the output it produced")
 	require.Equal(t, before, provSnapshot(t, e.Pool))
 
 	// The writes' own error is still returned as it is.
@@ -226,16 +230,28 @@ func TestCompleteManyRecordsInOneBatch(t *testing.T) {
 	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.job_completions`).Scan(&n))
 	require.Equal(t, 3, n)
 
-	// One record that does not match refuses the whole batch.
+	// One record that does not match refuses its element alone: the other
+	// completes with its record, the refused job stays claimed without one.
 	j := claimed(t, e, render(`{"poster": 99}`))
 	other := claimed(t, e, render(`{"poster": 100}`))
 	bad := clamped()
 	bad.Inputs = []string{"font:inter", "src:poster/42"} // reordered
-	before := provSnapshot(t, e.Pool)
-	_, err = e.client.CompleteMany(ctx, []jobs.Completion{{Lease: other.Lease(), Record: clamped()}, {Lease: j.Lease(), Record: bad}})
-	require.ErrorIs(t, err, db.ErrInvalidArgument)
-	require.ErrorContains(t, err, "inputs are not the job's")
-	require.Equal(t, before, provSnapshot(t, e.Pool))
+	errs, err = e.client.CompleteMany(ctx, []jobs.Completion{{Lease: other.Lease(), Record: clamped()}, {Lease: j.Lease(), Record: bad}})
+	require.NoError(t, err)
+	require.Len(t, errs, 2)
+	require.NoError(t, errs[0])
+	require.ErrorIs(t, errs[1], db.ErrInvalidArgument)
+	require.ErrorContains(t, errs[1], "inputs are not the job's")
+	got, err := e.client.Get(ctx, other.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobs.Succeeded, got.State)
+	got, err = e.client.Get(ctx, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobs.Claimed, got.State)
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.job_completions WHERE job_id = $1`, j.ID).Scan(&n))
+	require.Zero(t, n, "the refused element recorded nothing")
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.job_completions WHERE job_id = $1`, other.ID).Scan(&n))
+	require.Equal(t, 1, n)
 }
 
 func TestFailureLeavesNoCompletionRecord(t *testing.T) {
@@ -403,17 +419,13 @@ func TestProvenanceRefusals(t *testing.T) {
 					return err
 				})
 			})
-			if tc.want == db.ErrInvalidArgument {
-				refused(t, tc.want, func() error {
-					_, err := e.client.CompleteMany(ctx, []jobs.Completion{{Lease: tc.lease, Record: rec}})
-					return err
-				})
-			} else {
-				errs, err := e.client.CompleteMany(ctx, []jobs.Completion{{Lease: tc.lease, Record: rec}})
-				require.NoError(t, err)
-				require.ErrorIs(t, errs[0], tc.want)
-				require.Equal(t, before, provSnapshot(t, e.Pool))
-			}
+			// A batch refuses the element, the record's refusal included.
+			errs, err := e.client.CompleteMany(ctx, []jobs.Completion{{Lease: tc.lease, Record: rec}})
+			require.NoError(t, err)
+			require.ErrorIs(t, errs[0], tc.want)
+			var typed *db.Error
+			require.ErrorAs(t, errs[0], &typed, "a refusal is a *db.Error")
+			require.Equal(t, before, provSnapshot(t, e.Pool))
 		})
 	}
 	// The same refusals straight from SQL, for what Go lets through to it.

@@ -69,38 +69,26 @@ type Completion struct {
 	Record *CompletionRecord
 }
 
-// CompleteMany completes a batch of leases in one statement. See
-// [Client.CompleteManyTx].
+// CompleteMany completes a batch of leases, with their completion records,
+// in one statement. See [Client.CompleteManyTx].
 func (c *Client) CompleteMany(ctx context.Context, batch []Completion) ([]error, error) {
-	for _, b := range batch {
-		if b.Record != nil {
-			// The records and the completions commit together.
-			var out []error
-			err := c.inTxChecked(ctx, "job.complete_many", func(tx pgx.Tx) error {
-				var err error
-				out, err = c.completeMany(ctx, tx, batch)
-				return err
-			})
-			return out, err
-		}
-	}
 	return c.completeMany(ctx, c.pool, batch)
 }
 
 // CompleteManyTx completes up to [MaxCompleteBatch] leases in tx in one round
-// trip. It returns one error per element, in order: nil when the job is now
-// succeeded (or already was, with an equal result), else the refusal
-// [Client.CompleteTx] would have given ([db.ErrStaleClaim],
-// [db.ErrTerminal], [db.ErrNotFound]), and that element changed nothing while
-// the others completed. The second result refuses the whole batch, changing
-// nothing: empty or oversized, a job named twice, or a result that is not
-// JSON ([db.ErrInvalidArgument]); a completion record that
-// [Client.CompleteWithTx] would refuse ([db.ErrInvalidArgument]). The
-// records of the batch are written in one statement before the
-// completions; an element whose token holds no live claim records nothing
-// and is refused as above. A job that requests an output completed without
-// a record is refused when tx commits, with [db.ErrInvalidArgument], and the
-// whole transaction rolls back.
+// trip, one statement that also writes their completion records. It returns
+// one error per element, in order: nil when the job is now succeeded (or
+// already was, with an equal result), else the refusal [Client.CompleteTx]
+// would have given ([db.ErrStaleClaim], [db.ErrTerminal], [db.ErrNotFound]),
+// or, for an element whose lease is live, the refusal of its completion
+// record with [db.ErrInvalidArgument] and storage's reason: a record the
+// completion-record rule refuses (malformed, or not the job's request: see
+// [Client.CompleteWithTx]), or none for a job that requests an output. A
+// refused element changed nothing (no record, no completion) while the
+// others completed. The rule is storage's alone: no record is checked
+// here. The second result refuses the whole batch, changing nothing: empty
+// or oversized, a job named twice, or a result that is not JSON
+// ([db.ErrInvalidArgument]).
 //
 // What it writes commits with tx, or rolls back with it.
 func (c *Client) CompleteManyTx(ctx context.Context, tx pgx.Tx, batch []Completion) ([]error, error) {
@@ -133,18 +121,19 @@ func (c *Client) completeMany(ctx context.Context, q db.DBTX, batch []Completion
 			results[i] = b.Result
 		}
 	}
-	if _, err := c.record(ctx, q, op, batch); err != nil {
-		return nil, err
-	}
 	rows, err := queries.JobCompleteMany(ctx, q, dbsqlc.JobCompleteManyParams{
 		Ids: ids, Tokens: tokens, Results: results, Actor: string(c.actor), Now: c.clock.Now(), Revisions: revisions,
+		Records: recordsJSON(batch),
 	})
 	if err != nil {
 		return nil, db.Translate(err, op)
 	}
 	out := make([]error, len(batch))
 	for i, r := range rows {
-		if r.Refusal != "" {
+		switch {
+		case r.RefusalReason != "":
+			out[i] = db.RefuseCode(r.Refusal, "job.complete", r.RefusalReason, "job", r.ID)
+		case r.Refusal != "":
 			out[i] = db.RefuseCode(r.Refusal, "job.complete", refusalMessage(r.Refusal, r.State), "job", r.ID)
 		}
 	}

@@ -440,9 +440,16 @@ func (b *batch) settleAlone() {
 }
 
 // settled emits the event of a recorded success, or of its refusal, and
-// returns it.
+// returns it. A success whose completion record storage refused
+// ([db.ErrInvalidArgument]: a record its rule refuses, or none for a job
+// that requests an output) is the handler's bug: its attempt fails,
+// retryably, with storage's reason, while its lease lasts.
 func (w *Client) settled(p outcome, refusal error) Event {
 	e := p.event
+	if recordRefused(refusal) {
+		ctx := context.WithValue(context.Background(), attemptKey{}, p.attempt)
+		return w.fail(ctx, p.job, e, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "completion record: " + refusal.Error()}, p.until)
+	}
 	if refusal != nil {
 		e.Type, e.Err = EventLeaseLost, refusal
 		w.log.WarnContext(context.Background(), "docket worker: success refused", "job", p.job.ID, "kind", p.job.Kind, "err", refusal)
@@ -452,6 +459,12 @@ func (w *Client) settled(p outcome, refusal error) Event {
 	p.attempt.end(e, "")
 	w.emit(e)
 	return e
+}
+
+// recordRefused reports whether err, an element's refusal by the completion
+// of a batch, is its completion record's.
+func recordRefused(err error) bool {
+	return errors.Is(err, db.ErrInvalidArgument)
 }
 
 // start runs claimed job j's handler on one of the batch's runners: one idle

@@ -74,23 +74,11 @@ func (w *Client) run(ctx context.Context, j jobs.Job, link trace.SpanContext) ou
 		}
 		return outcome{job: j, event: w.fail(ctx, j, base, f, beat.leaseUntil()), err: err}
 	}
-	// A record that does not fit the job is the handler's bug, which fails
-	// its attempt rather than a batch of completions: checked here for a
-	// success the batch records. One with writes is checked by storage in
-	// its own transaction, which then rolls the writes back
-	// (succeedWithWrites); only a missing record is caught here, as storage
-	// would catch it only at commit.
-	var recordErr error
-	switch {
-	case res.WritesFunc == nil:
-		recordErr = jobs.CheckRecord(j, res.Record)
-	case res.Record == nil:
-		recordErr = jobs.CheckRecord(j, nil)
-	}
-	if err := recordErr; err != nil {
-		e := w.fail(ctx, j, base, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "completion record: " + err.Error()}, beat.leaseUntil())
-		return outcome{job: j, event: e, err: err}
-	}
+	// Whether the result's completion record may complete the job is
+	// storage's rule alone: a success without writes goes to the batch,
+	// whose statement refuses a bad record for its element only, and that
+	// attempt then fails (see settled); one with writes is refused in its
+	// own transaction, which rolls the writes back (succeedWithWrites).
 	if res.WritesFunc == nil {
 		return outcome{job: j, success: &jobs.Completion{Lease: lease, Result: res.Value, Record: res.Record}, event: base, until: beat.leaseUntil(), attempt: att}
 	}
@@ -127,7 +115,7 @@ func (w *Client) succeedWithWrites(ctx context.Context, j jobs.Job, res Result, 
 	tries := 0
 	err := w.hold(ctx, j, until, "success with writes", func(tctx context.Context) error {
 		tries++
-		return db.WithTx(tctx, w.pool, func(tx pgx.Tx) error {
+		err := db.WithTx(tctx, w.pool, func(tx pgx.Tx) error {
 			if tries > 1 {
 				if _, err := w.jobs.RenewTx(tctx, tx, lease, d); err != nil {
 					return err
@@ -144,6 +132,15 @@ func (w *Client) succeedWithWrites(ctx context.Context, j jobs.Job, res Result, 
 			}
 			return err
 		})
+		if err != nil && !isWritesError(err) && definite(err) {
+			// Refused at commit: a job that requests an output completed
+			// without its record (jobs_completion_recorded). As a refused
+			// record, the attempt fails and the writes are rolled back.
+			if t := db.Translate(err, "job.complete", "job", j.ID); errors.Is(t, db.ErrInvalidArgument) {
+				return &writesError{err: t}
+			}
+		}
+		return err
 	})
 	if isRefusal(err) && tries > 1 && w.recordedBy(context.WithoutCancel(ctx), j, lease) {
 		err = nil

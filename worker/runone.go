@@ -103,7 +103,7 @@ func (w *Client) RunJob(ctx context.Context, id int64) (JobRun, error) {
 	o := w.run(ctx, j, link)
 	e := o.event
 	if o.success != nil {
-		e = w.recordSuccess(ctx, o)
+		e, o.err = w.recordSuccess(ctx, o)
 	}
 
 	after, err := w.jobs.Get(context.WithoutCancel(ctx), id)
@@ -115,21 +115,26 @@ func (w *Client) RunJob(ctx context.Context, id int64) (JobRun, error) {
 
 // recordSuccess records the success o carries in a statement of its own,
 // holding it (see hold) while its lease lasts, and returns the event it
-// emitted: the success, its refusal (the lease was lost), or its abandon.
-func (w *Client) recordSuccess(ctx context.Context, o outcome) Event {
+// emitted: the success, its refusal (the lease was lost), the failed
+// attempt whose completion record storage refused, with that refusal, or
+// its abandon.
+func (w *Client) recordSuccess(ctx context.Context, o outcome) (Event, error) {
 	err := w.hold(ctx, o.job, o.until, "success", func(tctx context.Context) error {
 		_, err := w.jobs.CompleteWith(tctx, *o.success, nil)
 		return err
 	})
+	if recordRefused(err) {
+		return w.settled(o, err), err
+	}
 	if err == nil || isRefusal(err) {
-		return w.settled(o, err)
+		return w.settled(o, err), nil
 	}
 	// Abandoned once the lease expired (hold logged it): the lease sweep
 	// settles the job, as after a crash.
 	o.event.Type, o.event.Err = EventError, err
 	o.attempt.end(o.event, "")
 	w.emit(o.event)
-	return o.event
+	return o.event, nil
 }
 
 // runOf is the run of job after whose attempt ended with event e, the

@@ -1131,12 +1131,20 @@ $$;
 
 -- job_complete_many completes a batch in one statement: element i completes
 -- job p_ids[i] with token p_tokens[i] and result p_results[i] (JSON null: none),
--- under the handler revision p_revisions[i] (NULL: no revision for any).
+-- under the handler revision p_revisions[i] (NULL: no revision for any), and
+-- records its completion record p_records[i] (NULL or JSON null: none; else
+-- an object {"asset", "kind", "root", "params", "inputs"}, the arguments of
+-- job_completion_record; p_records NULL: none for any).
 -- It returns one row per element, in input order: the job's state after the
 -- call and, when element i was refused, the SQLSTATE job_complete would have
 -- raised (DK002 stale claim or another revision than its claim's, DK014
 -- finished otherwise, P0002 unknown) with nothing written for it. The other
--- elements still complete.
+-- elements still complete. An element whose token holds the job's live
+-- claim is also refused, with DK010 and the reason in refusal_reason, for
+-- its completion record: a record the rule refuses (job_record_refusal:
+-- malformed, or not the job's request), or none for a job that requests an
+-- output and has no record under this claim. So a bad record fails its own
+-- element, not the batch, and never the batch's commit.
 -- Refuses the whole batch: malformed input, arrays of different lengths, a
 -- job named twice, a batch outside 1..1000 (DK010).
 -- It finds the jobs by id and claim token, not by state: a job holds a token
@@ -1145,19 +1153,23 @@ $$;
 -- primary key (whenever the table was analyzed while no job was claimed),
 -- and then scans every claimed job for each completion. Its UPDATE keeps its
 -- generic plan (plan_cache_mode), each job by primary key.
+DROP FUNCTION IF EXISTS docket.job_complete_many(bigint[], uuid[], jsonb[], text, timestamptz, text[]);
 CREATE OR REPLACE FUNCTION docket.job_complete_many(p_ids bigint[], p_tokens uuid[], p_results jsonb[], p_actor text, p_now timestamptz,
-                                         p_revisions text[] DEFAULT NULL)
-RETURNS TABLE (id bigint, state text, refusal text)
+                                         p_revisions text[] DEFAULT NULL, p_records jsonb[] DEFAULT NULL)
+RETURNS TABLE (id bigint, state text, refusal text, refusal_reason text)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
     v_done bigint[];
+    v_refused bigint[] := '{}'; -- the elements refused for their record, by id
+    v_reasons text[] := '{}';   -- and why, in the same order
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
     PERFORM docket.job_require_batch('completion batch size', cardinality(p_ids), 1000);
     IF cardinality(p_tokens) IS DISTINCT FROM cardinality(p_ids) OR cardinality(p_results) IS DISTINCT FROM cardinality(p_ids)
-       OR (p_revisions IS NOT NULL AND cardinality(p_revisions) IS DISTINCT FROM cardinality(p_ids)) THEN
-        RAISE EXCEPTION 'invalid completion batch: ids, tokens, results and revisions must have one length'
+       OR (p_revisions IS NOT NULL AND cardinality(p_revisions) IS DISTINCT FROM cardinality(p_ids))
+       OR (p_records IS NOT NULL AND cardinality(p_records) IS DISTINCT FROM cardinality(p_ids)) THEN
+        RAISE EXCEPTION 'invalid completion batch: ids, tokens, results, revisions and records must have one length'
             USING ERRCODE = 'DK010';
     END IF;
     IF (SELECT count(DISTINCT i) FROM unnest(p_ids) i) <> cardinality(p_ids) OR array_position(p_ids, NULL) IS NOT NULL THEN
@@ -1168,12 +1180,50 @@ BEGIN
         RAISE EXCEPTION 'invalid completion batch: a result is over the bound of 1048576 bytes'
             USING ERRCODE = 'DK010';
     END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_records) r WHERE r IS NOT NULL AND r <> 'null'::jsonb) THEN
+        -- Each record against the rule, its job locked as the completion
+        -- below locks it when the element's token holds its live claim
+        -- (otherwise the completion refuses the element, and its record is
+        -- judged by its shape alone); then the records the rule takes.
+        SELECT coalesce(array_agg(c.id ORDER BY c.i), '{}'), coalesce(array_agg(c.why ORDER BY c.i), '{}')
+        INTO v_refused, v_reasons
+        FROM (
+            SELECT x.i, x.id,
+                   CASE WHEN jsonb_typeof(x.record) <> 'object'
+                        THEN format('job %s: invalid completion record: want a JSON object', x.id)
+                        ELSE docket.job_record_refusal(x.id, l.job, x.record ->> 'asset', x.record ->> 'kind', x.record ->> 'root',
+                                                       x.record -> 'params', x.record -> 'inputs') END AS why
+            FROM unnest(p_ids, p_tokens, p_revisions, p_records) WITH ORDINALITY AS x(id, token, revision, record, i)
+            LEFT JOIN LATERAL (
+                SELECT j AS job FROM docket.jobs j
+                WHERE j.id = x.id AND j.claim_token = x.token AND j.lease_expires_at > p_now
+                  AND j.claimed_revision IS NOT DISTINCT FROM nullif(x.revision, '')
+                FOR UPDATE
+            ) l ON true
+            WHERE x.record IS NOT NULL AND x.record <> 'null'::jsonb
+        ) c
+        WHERE c.why IS NOT NULL;
+
+        INSERT INTO docket.job_completions AS c (job_id, output_asset, output_kind, output_root, params_used, inputs_used,
+                                                recorded_by, recorded_at, claim_token)
+        SELECT x.id, x.record ->> 'asset', x.record ->> 'kind', j.target_root, nullif(x.record -> 'params', 'null'::jsonb),
+               CASE WHEN x.record -> 'inputs' IS NULL OR x.record -> 'inputs' = 'null'::jsonb THEN '{}'::text[]
+                    ELSE ARRAY(SELECT jsonb_array_elements_text(x.record -> 'inputs')) END,
+               p_actor, p_now, x.token
+        FROM unnest(p_ids, p_tokens, p_revisions, p_records) AS x(id, token, revision, record)
+        JOIN docket.jobs j ON j.id = x.id AND j.claim_token = x.token AND j.lease_expires_at > p_now
+                          AND j.claimed_revision IS NOT DISTINCT FROM nullif(x.revision, '')
+        WHERE x.record IS NOT NULL AND x.record <> 'null'::jsonb AND NOT (x.id = ANY (v_refused))
+        ORDER BY x.id
+        ON CONFLICT (job_id) DO NOTHING;
+    END IF;
     -- The successes in one statement, which locks only the rows it
     -- changes; then, in a statement of its own (so it sees what a concurrent
     -- transaction committed meanwhile), why each other element was refused.
     WITH input AS (
         SELECT x.id, x.token, nullif(x.result, 'null'::jsonb) AS result, nullif(x.revision, '') AS revision
         FROM unnest(p_ids, p_tokens, p_results, p_revisions) AS x(id, token, result, revision)
+        WHERE NOT (x.id = ANY (v_refused))
     ),
     done AS (
         UPDATE docket.jobs j
@@ -1187,11 +1237,15 @@ BEGIN
         -- whose statistics say no job is claimed after a backlog's ANALYZE.
         WHERE j.id = input.id AND j.claim_token = input.token AND j.lease_expires_at > p_now
           AND j.claimed_revision IS NOT DISTINCT FROM input.revision
+          -- A job that requests an output completes with its record only
+          -- (jobs_completion_recorded would refuse the commit).
+          AND (j.requested_output IS NULL
+               OR EXISTS (SELECT 1 FROM docket.job_completions c WHERE c.job_id = j.id AND c.claim_token = j.claim_token))
         RETURNING j.id
     )
     SELECT array_agg(done.id) INTO v_done FROM done;
     IF cardinality(v_done) = cardinality(p_ids) THEN
-        RETURN QUERY SELECT x.id, 'succeeded'::text, NULL::text FROM unnest(p_ids) AS x(id);
+        RETURN QUERY SELECT x.id, 'succeeded'::text, NULL::text, NULL::text FROM unnest(p_ids) AS x(id);
         RETURN;
     END IF;
     RETURN QUERY
@@ -1199,14 +1253,30 @@ BEGIN
            CASE WHEN x.id = ANY (v_done) THEN 'succeeded' ELSE j.state::text END,
            CASE
                WHEN x.id = ANY (v_done) THEN NULL
+               WHEN x.id = ANY (v_refused) OR unrecorded THEN 'DK010'
                WHEN j.id IS NULL THEN 'P0002'
                WHEN (x.token = j.claim_token OR x.token = j.outcome_token)
                     AND j.claimed_revision IS DISTINCT FROM nullif(x.revision, '') THEN 'DK002'
                ELSE docket.job_settled_code(j.outcome_token, j.state, j.result, x.token, 'succeeded',
                                             nullif(x.result, 'null'::jsonb))
+           END,
+           CASE
+               WHEN x.id = ANY (v_done) THEN NULL
+               WHEN x.id = ANY (v_refused) THEN v_reasons[array_position(v_refused, x.id)]
+               WHEN unrecorded THEN
+                   format('job %s requests output %s: its completion must record the output it produced (docket.job_completion_record)',
+                          x.id, quote_literal(j.requested_output))
            END
     FROM unnest(p_ids, p_tokens, p_results, p_revisions) WITH ORDINALITY AS x(id, token, result, revision, i)
     LEFT JOIN docket.jobs j ON j.id = x.id
+    -- unrecorded: the element's token holds the job's live claim, the job
+    -- requests an output, and there is no record under this claim.
+    CROSS JOIN LATERAL (
+        SELECT j.requested_output IS NOT NULL AND x.token = j.claim_token AND j.lease_expires_at > p_now
+               AND j.claimed_revision IS NOT DISTINCT FROM nullif(x.revision, '')
+               AND NOT EXISTS (SELECT 1 FROM docket.job_completions c WHERE c.job_id = j.id AND c.claim_token = j.claim_token)
+               AS unrecorded
+    ) u
     ORDER BY x.i;
 END
 $$;
@@ -2013,6 +2083,69 @@ BEGIN
 END
 $$;
 
+-- job_record_refusal is the completion-record rule, written once: why the
+-- record of job p_id (output p_asset, p_kind, p_root: '' or NULL for the
+-- job's own root; parameters p_params, JSON null or NULL: none; inputs
+-- p_inputs, a JSON array of strings, JSON null or NULL: none) may not
+-- complete it, or NULL when it may. With p_job NULL (no row, or all its
+-- columns NULL) it judges the record's shape alone: an asset of 1-1000
+-- characters, a well-formed kind, a well-formed root or none, params that
+-- are an object of at most 64 KiB, inputs that are an array of at most 100
+-- strings of at most 1000 characters. With p_job, the row of the job the
+-- record completes, it also holds the record to the request: the asset is
+-- the job's requested output, when it has one; the kind is the requested
+-- kind, when it has one; the root is the job's target root (a record names
+-- no other); the inputs are a subsequence of the job's
+-- (docket.job_inputs_subsequence). job_completion_record raises what it
+-- returns; job_complete_many refuses the element it returns it for.
+CREATE OR REPLACE FUNCTION docket.job_record_refusal(p_id bigint, p_job docket.jobs, p_asset text, p_kind text, p_root text,
+                                          p_params jsonb, p_inputs jsonb)
+RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_want text;
+    v_inputs text[];
+BEGIN
+    v_want := CASE
+        WHEN p_asset IS NULL OR length(p_asset) NOT BETWEEN 1 AND 1000 THEN 'an output asset of 1-1000 characters'
+        WHEN p_kind IS NULL OR NOT docket.valid_output_kind(p_kind) THEN
+            'an output kind of 1-128 characters of [A-Za-z0-9._+/:-], starting with a letter or digit'
+        WHEN nullif(p_root, '') IS NOT NULL AND NOT docket.valid_target_root(p_root) THEN
+            'a target root of 1-200 characters of [A-Za-z0-9._-], starting with a letter or digit, or none'
+        WHEN p_params IS NOT NULL AND p_params <> 'null'::jsonb
+             AND (jsonb_typeof(p_params) <> 'object' OR docket.json_size(p_params) > 65536) THEN
+            'params that are a JSON object of at most 65536 bytes, or none'
+        WHEN p_inputs IS NOT NULL AND p_inputs <> 'null'::jsonb
+             AND (jsonb_typeof(p_inputs) <> 'array' OR jsonb_array_length(p_inputs) > 100
+                  OR EXISTS (SELECT 1 FROM jsonb_array_elements(p_inputs) e
+                             WHERE jsonb_typeof(e) <> 'string' OR length(e #>> '{}') > 1000)) THEN
+            'inputs that are an array of at most 100 strings of at most 1000 characters, or none'
+    END;
+    IF v_want IS NOT NULL THEN
+        RETURN format('job %s: invalid completion record: want %s', p_id, v_want);
+    END IF;
+    IF p_job.id IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF p_job.requested_output IS NOT NULL AND p_asset <> p_job.requested_output THEN
+        RETURN format('job %s: the completion record''s output asset %s is not the requested %s', p_id,
+                      quote_literal(p_asset), quote_literal(p_job.requested_output));
+    ELSIF p_job.requested_kind IS NOT NULL AND p_kind <> p_job.requested_kind THEN
+        RETURN format('job %s: the completion record''s output kind %s is not the requested %s', p_id,
+                      quote_literal(p_kind), quote_literal(p_job.requested_kind));
+    ELSIF nullif(p_root, '') IS NOT NULL AND p_root IS DISTINCT FROM p_job.target_root THEN
+        RETURN format('job %s: the completion record names target root %s, the job''s is %s', p_id,
+                      quote_literal(p_root), coalesce(quote_literal(p_job.target_root), 'none'));
+    END IF;
+    v_inputs := CASE WHEN p_inputs IS NULL OR p_inputs = 'null'::jsonb THEN '{}'::text[]
+                     ELSE ARRAY(SELECT jsonb_array_elements_text(p_inputs)) END;
+    IF NOT docket.job_inputs_subsequence(v_inputs, p_job.inputs) THEN
+        RETURN format('job %s: the completion record''s inputs are not the job''s: name them in the job''s order, leaving out only what was not used', p_id);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
 -- job_completion_record writes, for p_actor at p_now, the completion record
 -- of each element i: job p_ids[i], whose live claim p_tokens[i] holds,
 -- produced output (p_assets[i], p_kinds[i], p_roots[i]: '' or NULL for the
@@ -2051,7 +2184,7 @@ RETURNS SETOF bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     n integer := cardinality(p_ids);
-    bad record;
+    v_why text;
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
     PERFORM docket.job_require_batch('completion record batch size', n, 1000);
@@ -2063,85 +2196,35 @@ BEGIN
         RAISE EXCEPTION 'invalid completion records: a job appears twice, or an id is NULL: name each job once'
             USING ERRCODE = 'DK010';
     END IF;
-    -- The shape of each record, before any job is read.
-    SELECT x.i, x.id,
-           CASE
-               WHEN x.asset IS NULL OR length(x.asset) NOT BETWEEN 1 AND 1000 THEN 'an output asset of 1-1000 characters'
-               WHEN x.kind IS NULL OR NOT docket.valid_output_kind(x.kind) THEN
-                   'an output kind of 1-128 characters of [A-Za-z0-9._+/:-], starting with a letter or digit'
-               WHEN nullif(x.root, '') IS NOT NULL AND NOT docket.valid_target_root(x.root) THEN
-                   'a target root of 1-200 characters of [A-Za-z0-9._-], starting with a letter or digit, or none'
-               WHEN x.params IS NOT NULL AND x.params <> 'null'::jsonb
-                    AND (jsonb_typeof(x.params) <> 'object' OR docket.json_size(x.params) > 65536) THEN
-                   'params that are a JSON object of at most 65536 bytes, or none'
-               WHEN x.inputs IS NOT NULL AND x.inputs <> 'null'::jsonb
-                    AND (jsonb_typeof(x.inputs) <> 'array' OR jsonb_array_length(x.inputs) > 100
-                         OR EXISTS (SELECT 1 FROM jsonb_array_elements(x.inputs) e
-                                    WHERE jsonb_typeof(e) <> 'string' OR length(e #>> '{}') > 1000)) THEN
-                   'inputs that are an array of at most 100 strings of at most 1000 characters, or none'
-           END AS want
-    INTO bad
-    FROM unnest(p_ids, p_assets, p_kinds, p_roots, p_params, p_inputs) WITH ORDINALITY
-         AS x(id, asset, kind, root, params, inputs, i)
-    WHERE x.asset IS NULL OR length(x.asset) NOT BETWEEN 1 AND 1000
-       OR x.kind IS NULL OR NOT docket.valid_output_kind(x.kind)
-       OR (nullif(x.root, '') IS NOT NULL AND NOT docket.valid_target_root(x.root))
-       OR (x.params IS NOT NULL AND x.params <> 'null'::jsonb
-           AND (jsonb_typeof(x.params) <> 'object' OR docket.json_size(x.params) > 65536))
-       OR (x.inputs IS NOT NULL AND x.inputs <> 'null'::jsonb
-           AND (jsonb_typeof(x.inputs) <> 'array' OR jsonb_array_length(x.inputs) > 100
-                OR EXISTS (SELECT 1 FROM jsonb_array_elements(x.inputs) e
-                           WHERE jsonb_typeof(e) <> 'string' OR length(e #>> '{}') > 1000)))
+    -- The shape of each record, before any job is read; then, for the jobs
+    -- each element's token holds live, locked as the completion that
+    -- follows locks them (only its holder's calls wait on the lock), the
+    -- first record that does not match its job. The rule is
+    -- job_record_refusal's.
+    SELECT x.why INTO v_why
+    FROM (SELECT x.i, docket.job_record_refusal(x.id, NULL, x.asset, x.kind, x.root, x.params, x.inputs) AS why
+          FROM unnest(p_ids, p_assets, p_kinds, p_roots, p_params, p_inputs) WITH ORDINALITY
+               AS x(id, asset, kind, root, params, inputs, i)) x
+    WHERE x.why IS NOT NULL
     ORDER BY x.i
     LIMIT 1;
     IF FOUND THEN
-        RAISE EXCEPTION 'job %: invalid completion record: want %', bad.id, bad.want USING ERRCODE = 'DK010';
+        RAISE EXCEPTION '%', v_why USING ERRCODE = 'DK010';
     END IF;
-
-    -- The jobs each element's token holds live, locked as the completion
-    -- that follows locks them (only its holder's calls wait on the lock);
-    -- then the first record that does not match.
-    SELECT x.i, x.id, x.asset, x.kind, x.root, j.requested_output, j.requested_kind, j.target_root,
-           CASE
-               WHEN j.requested_output IS NOT NULL AND x.asset <> j.requested_output THEN 'asset'
-               WHEN j.requested_kind IS NOT NULL AND x.kind <> j.requested_kind THEN 'kind'
-               WHEN x.root IS NOT NULL AND x.root IS DISTINCT FROM j.target_root THEN 'root'
-               WHEN NOT docket.job_inputs_subsequence(x.inputs, j.inputs) THEN 'inputs'
-           END AS why
-    INTO bad
-    FROM (
-        SELECT x.i, x.id, x.token, x.asset, x.kind, nullif(x.root, '') AS root, nullif(x.params, 'null'::jsonb) AS params,
-               CASE WHEN x.inputs IS NULL OR x.inputs = 'null'::jsonb THEN '{}'::text[]
-                    ELSE ARRAY(SELECT jsonb_array_elements_text(x.inputs)) END AS inputs
-        FROM unnest(p_ids, p_tokens, p_assets, p_kinds, p_roots, p_params, p_inputs) WITH ORDINALITY
-             AS x(id, token, asset, kind, root, params, inputs, i)
-    ) x
+    SELECT r.why INTO v_why
+    FROM unnest(p_ids, p_tokens, p_assets, p_kinds, p_roots, p_params, p_inputs) WITH ORDINALITY
+         AS x(id, token, asset, kind, root, params, inputs, i)
     JOIN LATERAL (
-        SELECT j.* FROM docket.jobs j
+        SELECT j AS job FROM docket.jobs j
         WHERE j.id = x.id AND j.claim_token = x.token AND j.lease_expires_at > p_now
         FOR UPDATE
-    ) j ON true
-    WHERE (j.requested_output IS NOT NULL AND x.asset <> j.requested_output)
-       OR (j.requested_kind IS NOT NULL AND x.kind <> j.requested_kind)
-       OR (x.root IS NOT NULL AND x.root IS DISTINCT FROM j.target_root)
-       OR NOT docket.job_inputs_subsequence(x.inputs, j.inputs)
+    ) l ON true
+    CROSS JOIN LATERAL (SELECT docket.job_record_refusal(x.id, l.job, x.asset, x.kind, x.root, x.params, x.inputs) AS why) r
+    WHERE r.why IS NOT NULL
     ORDER BY x.i
     LIMIT 1;
     IF FOUND THEN
-        CASE bad.why
-        WHEN 'asset' THEN
-            RAISE EXCEPTION 'job %: the completion record''s output asset % is not the requested %', bad.id,
-                quote_literal(bad.asset), quote_literal(bad.requested_output) USING ERRCODE = 'DK010';
-        WHEN 'kind' THEN
-            RAISE EXCEPTION 'job %: the completion record''s output kind % is not the requested %', bad.id,
-                quote_literal(bad.kind), quote_literal(bad.requested_kind) USING ERRCODE = 'DK010';
-        WHEN 'root' THEN
-            RAISE EXCEPTION 'job %: the completion record names target root %, the job''s is %', bad.id,
-                quote_literal(bad.root), coalesce(quote_literal(bad.target_root), 'none') USING ERRCODE = 'DK010';
-        ELSE
-            RAISE EXCEPTION 'job %: the completion record''s inputs are not the job''s: name them in the job''s order, leaving out only what was not used',
-                bad.id USING ERRCODE = 'DK010';
-        END CASE;
+        RAISE EXCEPTION '%', v_why USING ERRCODE = 'DK010';
     END IF;
 
     RETURN QUERY

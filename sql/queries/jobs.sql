@@ -33,10 +33,12 @@ SELECT * FROM docket.job_complete(@id::bigint, @token::uuid, sqlc.narg('result')
     sqlc.narg('revision')::text);
 
 -- name: JobCompleteMany :many
--- An unknown job has no state and an element that was not refused has no refusal: both come back empty.
-SELECT e.id::bigint AS id, coalesce(e.state, '')::text AS state, coalesce(e.refusal, '')::text AS refusal
+-- An unknown job has no state and an element that was not refused has no refusal: both come back empty,
+-- as does the reason of a refusal other than the completion record's (DK010).
+SELECT e.id::bigint AS id, coalesce(e.state, '')::text AS state, coalesce(e.refusal, '')::text AS refusal,
+    coalesce(e.refusal_reason, '')::text AS refusal_reason
 FROM docket.job_complete_many(@ids::bigint[], @tokens::uuid[], @results::jsonb[], @actor::text, @now::timestamptz,
-    @revisions::text[]) e;
+    @revisions::text[], sqlc.narg('records')::jsonb[]) e;
 
 -- name: JobFail :one
 SELECT * FROM docket.job_fail(@id::bigint, @token::uuid, @class::text, sqlc.narg('diagnostic')::text,

@@ -431,9 +431,10 @@ func (q *Queries) JobComplete(ctx context.Context, db DBTX, arg JobCompleteParam
 }
 
 const jobCompleteMany = `-- name: JobCompleteMany :many
-SELECT e.id::bigint AS id, coalesce(e.state, '')::text AS state, coalesce(e.refusal, '')::text AS refusal
+SELECT e.id::bigint AS id, coalesce(e.state, '')::text AS state, coalesce(e.refusal, '')::text AS refusal,
+    coalesce(e.refusal_reason, '')::text AS refusal_reason
 FROM docket.job_complete_many($1::bigint[], $2::uuid[], $3::jsonb[], $4::text, $5::timestamptz,
-    $6::text[]) e
+    $6::text[], $7::jsonb[]) e
 `
 
 type JobCompleteManyParams struct {
@@ -443,15 +444,18 @@ type JobCompleteManyParams struct {
 	Actor     string
 	Now       time.Time
 	Revisions []string
+	Records   []json.RawMessage
 }
 
 type JobCompleteManyRow struct {
-	ID      int64
-	State   string
-	Refusal string
+	ID            int64
+	State         string
+	Refusal       string
+	RefusalReason string
 }
 
-// An unknown job has no state and an element that was not refused has no refusal: both come back empty.
+// An unknown job has no state and an element that was not refused has no refusal: both come back empty,
+// as does the reason of a refusal other than the completion record's (DK010).
 func (q *Queries) JobCompleteMany(ctx context.Context, db DBTX, arg JobCompleteManyParams) ([]*JobCompleteManyRow, error) {
 	rows, err := db.Query(ctx, jobCompleteMany,
 		arg.Ids,
@@ -460,6 +464,7 @@ func (q *Queries) JobCompleteMany(ctx context.Context, db DBTX, arg JobCompleteM
 		arg.Actor,
 		arg.Now,
 		arg.Revisions,
+		arg.Records,
 	)
 	if err != nil {
 		return nil, err
@@ -468,7 +473,12 @@ func (q *Queries) JobCompleteMany(ctx context.Context, db DBTX, arg JobCompleteM
 	items := []*JobCompleteManyRow{}
 	for rows.Next() {
 		var i JobCompleteManyRow
-		if err := rows.Scan(&i.ID, &i.State, &i.Refusal); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.State,
+			&i.Refusal,
+			&i.RefusalReason,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, &i)
