@@ -171,12 +171,12 @@ func (w *Client) succeedWithWrites(ctx context.Context, j jobs.Job, res Result, 
 // completion committed though its reply was lost. A read that fails
 // reports false: the lease sweep then settles the job.
 func (w *Client) recordedBy(ctx context.Context, j jobs.Job, lease jobs.Lease) bool {
-	got, err := w.jobs.Get(ctx, j.ID)
+	ok, err := w.jobs.SucceededUnder(ctx, lease)
 	if err != nil {
 		w.log.WarnContext(ctx, "docket worker: reading back a job whose completion was in doubt failed", "job", j.ID, "err", err)
 		return false
 	}
-	return got.State == jobs.Succeeded && got.OutcomeToken == lease.Token
+	return ok
 }
 
 // writesError is the error of a handler's completion writes that trying

@@ -224,17 +224,19 @@ type DocketJob struct {
 	BackoffCap       time.Duration
 	BackoffJitter    float64
 	LeaseGeneration  int64
-	ClaimToken       *uuid.UUID
-	ClaimedBy        *string
-	ClaimedAt        *time.Time
-	LeaseExpiresAt   *time.Time
-	Result           json.RawMessage
-	Diagnostic       *string
-	CreatedBy        string
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
-	FinishedAt       *time.Time
-	OutcomeToken     *uuid.UUID
+	// The digest of the live claim's token (docket.job_token_digest), never the token; NULL unless claimed.
+	ClaimToken     *uuid.UUID
+	ClaimedBy      *string
+	ClaimedAt      *time.Time
+	LeaseExpiresAt *time.Time
+	Result         json.RawMessage
+	Diagnostic     *string
+	CreatedBy      string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	FinishedAt     *time.Time
+	// The digest of the token of the claim whose holder finished the job; NULL when no holder did.
+	OutcomeToken *uuid.UUID
 	// The handler revision of the job's latest claim; NULL when never claimed, or claimed by a claimant naming none.
 	ClaimedRevision *string
 	// The handler revisions the job may run under (docket.job_pin); NULL: any.
@@ -261,7 +263,8 @@ type DocketJobCompletion struct {
 	InputsUsed  []string
 	RecordedBy  string
 	RecordedAt  time.Time
-	ClaimToken  uuid.UUID
+	// The digest of the token of the claim the record was made under (docket.job_token_digest).
+	ClaimToken uuid.UUID
 }
 
 type DocketJobDecoder struct {
@@ -334,6 +337,14 @@ type DocketJobEvent struct {
 	Hash       []byte
 	// The handler revision of the claim the event made or ended; NULL for other events and claimants naming none.
 	Revision *string
+}
+
+// Jobs held when their claim tokens were replaced by digests: the outcome their last event recorded under the token, and the same holding under its digest (docket.job_verify).
+type DocketJobTokenRekey struct {
+	JobID         int64
+	Seq           int32
+	OutcomeBefore []byte
+	OutcomeAfter  []byte
 }
 
 // The trace context of the span that enqueued each traced job (W3C traceparent, tracestate), for the span that runs it to link to. Written once, in the job's own transaction, by docket.job_trace_put.
@@ -924,6 +935,13 @@ type DocketSchedulesDue struct {
 	Runs           int64
 	MaxOccurrences *int64
 	EndsAt         *time.Time
+}
+
+// docket's settings of this database, one row each; the owner changes them by hand.
+type DocketSetting struct {
+	Name    string
+	Value   string
+	Meaning string
 }
 
 // Human tasks: what a reviewer needs, who may take it, who may not (four eyes), its deadline and declared expiry policy; status moves along docket.task_transitions.
