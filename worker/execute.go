@@ -206,9 +206,11 @@ func isWritesError(err error) bool {
 }
 
 // isRefusal reports whether err is the job store refusing an outcome (the
-// lease is no longer this worker's), as opposed to a failure to reach it.
+// lease is no longer this worker's, or its actor no longer holds job.claim
+// there), as opposed to a failure to reach it.
 func isRefusal(err error) bool {
-	return errors.Is(err, db.ErrStaleClaim) || errors.Is(err, db.ErrTerminal) || errors.Is(err, db.ErrNotFound)
+	return errors.Is(err, db.ErrStaleClaim) || errors.Is(err, db.ErrTerminal) || errors.Is(err, db.ErrNotFound) ||
+		errors.Is(err, db.ErrNotPermitted)
 }
 
 // fail records a failed attempt, holding the failure (see hold) while its
