@@ -264,6 +264,36 @@ BEGIN
 END
 $$;
 
+-- event_in_order is the trigger, BEFORE INSERT on an event table of a record
+-- (case_events, task_events, schedule_events), that refuses (DK016) an event
+-- dated before the record's last one: a record's instants never run
+-- backwards, whoever writes them. One probe of the table's (record, id)
+-- index per event. (A job's events are held by jobs_record_update.)
+CREATE OR REPLACE FUNCTION docket.event_in_order() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_id   bigint;
+    v_last timestamptz;
+BEGIN
+    IF TG_TABLE_NAME = 'case_events' THEN
+        v_id := NEW.case_id;
+        SELECT e.at INTO v_last FROM docket.case_events e WHERE e.case_id = v_id ORDER BY e.id DESC LIMIT 1;
+    ELSIF TG_TABLE_NAME = 'task_events' THEN
+        v_id := NEW.task_id;
+        SELECT e.at INTO v_last FROM docket.task_events e WHERE e.task_id = v_id ORDER BY e.id DESC LIMIT 1;
+    ELSE
+        v_id := NEW.schedule_id;
+        SELECT e.at INTO v_last FROM docket.schedule_events e WHERE e.schedule_id = v_id ORDER BY e.id DESC LIMIT 1;
+    END IF;
+    IF NEW.at < v_last THEN
+        RAISE EXCEPTION '%: a change of % at % comes before its last event, at %: a record''s instants never run backwards',
+            TG_TABLE_NAME, v_id, NEW.at, v_last
+            USING ERRCODE = 'DK016';
+    END IF;
+    RETURN NEW;
+END
+$$;
+
 -- TRUNCATE ------------------------------------------------------------------
 
 -- refuse_truncate is the statement trigger that keeps every docket table from
