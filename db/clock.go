@@ -6,8 +6,9 @@ import (
 )
 
 // Clock is where docket's Go code reads the time it passes to the database as
-// p_now. Storage never reads the wall clock itself, so a test that controls
-// the Clock controls every time-based decision.
+// p_now. Storage decides nothing by the wall clock itself, so a test that
+// controls the Clock controls every time-based decision; the database only
+// bounds the instant for logins outside docket_clock ([ErrClockSkew]).
 type Clock interface {
 	// Now returns the current instant, truncated to the microsecond
 	// precision Postgres stores.

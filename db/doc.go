@@ -24,9 +24,14 @@
 //
 // # Time
 //
-// Storage never reads the wall clock: every function that decides by time
-// takes the caller's now, which docket's Go code reads from a [Clock].
+// Storage never decides by the wall clock: every function that decides by
+// time takes the caller's now, which docket's Go code reads from a [Clock].
 // [SystemClock] is the wall clock; [FakeClock] moves only when a test says so.
+// The database reads its own clock once, to bound the caller's: for a login
+// that is not a member of the group role docket_clock (nor the schema's
+// owner), a now further than the clock_skew setting of docket.settings (a
+// minute by default) from the start of the transaction is refused with
+// [ErrClockSkew]. A fake clock therefore needs a login in docket_clock.
 //
 // # Errors
 //

@@ -57,6 +57,11 @@ var (
 	// ErrImmutable (DK015): a change to an immutable column, or an update or
 	// delete of an append-only record.
 	ErrImmutable = errors.New("immutable")
+	// ErrClockSkew (DK016): the caller's instant is further from the
+	// database's clock than the clock_skew setting allows (for a login that
+	// is not a member of docket_clock), or it runs a record backwards: a
+	// completion dated before its claim, an event before the one before it.
+	ErrClockSkew = errors.New("clock skew")
 )
 
 // Sentinels for conditions Postgres itself reports, translated by [Translate]
@@ -96,6 +101,7 @@ var Catalogue = []CodeInfo{
 	{"DK013", "ErrInvalidDependency", ErrInvalidDependency},
 	{"DK014", "ErrTerminal", ErrTerminal},
 	{"DK015", "ErrImmutable", ErrImmutable},
+	{"DK016", "ErrClockSkew", ErrClockSkew},
 }
 
 // Postgres SQLSTATEs outside class DK that have a docket meaning.

@@ -41,7 +41,12 @@
 // Time is the worker client's clock. Give it a [db.FakeClock]
 // (db.NewFakeClock) and move it: a retry's wait ends when the test sets the
 // clock to the job's AvailableAt, and WorkJob refuses a job that is not due
-// yet by that clock.
+// yet by that clock. A fake clock needs a login that is a member of the group
+// role docket_clock (or the schema's owner, as pgtest.NewDB's pool is):
+// docket refuses any other login an instant further than its clock_skew
+// setting from the database's clock, with db.ErrClockSkew (DK016). Make a
+// test's application login a member (CREATE ROLE ... IN ROLE docket_app,
+// docket_clock); never a production login (docs/security.md).
 //
 // # Databases
 //

@@ -119,7 +119,7 @@ func (c *Client) claim(ctx context.Context, q db.DBTX, queue string, opts ClaimO
 	if err != nil {
 		return nil, db.Translate(err, op, "project", c.project, "queue", queue)
 	}
-	return fromRows(rows), nil
+	return fromClaimRows(rows), nil
 }
 
 // ClaimID claims job id if it is claimable now. See [Client.ClaimIDTx].
@@ -161,7 +161,7 @@ func (c *Client) claimID(ctx context.Context, q db.DBTX, id int64, opts ClaimOpt
 	if len(rows) == 0 {
 		return Job{}, false, nil
 	}
-	return fromRow(rows[0]), true, nil
+	return fromClaimRow(rows[0]), true, nil
 }
 
 // Renew extends the live lease l to the clock's now plus d (0: the job's own
@@ -177,8 +177,11 @@ func (c *Client) Renew(ctx context.Context, l Lease, d time.Duration) (Job, erro
 // [db.ErrInvalidArgument]; an unknown job with [db.ErrNotFound]; a token that
 // no longer holds a live lease (it expired, another claimant took the job
 // over, it was released, completed or cancelled), or a lease whose Revision
-// is not the one that claimed the job, with [db.ErrStaleClaim]. A holder
-// that gets ErrStaleClaim must stop working on the job.
+// is not the one that claimed the job, with [db.ErrStaleClaim]; a client
+// whose actor is not the lease's holder, or no longer holds job.claim on the
+// job's project, with [db.ErrNotPermitted] (a token alone is not enough); a
+// now before the claim with [db.ErrClockSkew]. A holder that gets
+// ErrStaleClaim or ErrNotPermitted must stop working on the job.
 //
 // What it writes commits with tx, or rolls back with it.
 func (c *Client) RenewTx(ctx context.Context, tx pgx.Tx, l Lease, d time.Duration) (Job, error) {
@@ -201,7 +204,9 @@ func (c *Client) renew(ctx context.Context, q db.DBTX, l Lease, d time.Duration)
 	if err != nil {
 		return Job{}, db.Translate(err, op, "job", l.JobID)
 	}
-	return fromRow(row), nil
+	j := fromRow(row)
+	j.token = l.Token // the renewed lease is the same claim's
+	return j, nil
 }
 
 // Release gives lease l back. See [Client.ReleaseTx].
@@ -217,7 +222,9 @@ func (c *Client) Release(ctx context.Context, l Lease, availableAt time.Time, re
 //
 // It refuses, changing nothing: an unknown job with [db.ErrNotFound]; a token
 // that does not hold a live lease, or a lease from another revision than the
-// claim's, with [db.ErrStaleClaim].
+// claim's, with [db.ErrStaleClaim]; an actor that is not the lease's holder
+// or no longer holds job.claim, with [db.ErrNotPermitted]; a now before the
+// claim with [db.ErrClockSkew].
 //
 // What it writes commits with tx, or rolls back with it.
 func (c *Client) ReleaseTx(ctx context.Context, tx pgx.Tx, l Lease, availableAt time.Time, reason string) (Job, error) {

@@ -54,5 +54,5 @@ func (s store) ClaimQueueTx(ctx context.Context, tx pgx.Tx, queue string, limit 
 	if err != nil {
 		return nil, db.Translate(err, op, "queue", queue)
 	}
-	return fromRows(rows), nil
+	return fromClaimRows(rows), nil
 }

@@ -100,6 +100,19 @@ func (c *Client) Get(ctx context.Context, id int64) (Job, error) {
 	return c.get(ctx, c.pool, id)
 }
 
+// SucceededUnder reports whether the job of lease l succeeded under l's
+// claim: a completion whose reply was lost committed. It is false for a job
+// that succeeded under another claim, or that the client's actor may not
+// read. A job read with [Client.Get] names no token, so this is how a
+// holder learns that its outcome was recorded.
+func (c *Client) SucceededUnder(ctx context.Context, l Lease) (bool, error) {
+	ok, err := queries.JobSucceededUnder(ctx, c.pool, l.Token, l.JobID, string(c.actor))
+	if err != nil {
+		return false, db.Translate(err, "job.succeeded_under", "job", l.JobID)
+	}
+	return ok, nil
+}
+
 // GetTx is [Client.Get] read in tx, the caller's transaction: it sees what tx
 // has written and not yet committed, and writes nothing itself.
 func (c *Client) GetTx(ctx context.Context, tx pgx.Tx, id int64) (Job, error) {

@@ -70,6 +70,7 @@
 // execution in the world. Handlers with external effects should carry their
 // own idempotency keys. See docs/jobs.md.
 //
-// Every function takes its instant from the client's [db.Clock]; storage
-// never reads the wall clock.
+// Every function takes its instant from the client's [db.Clock], and every
+// decision by time is made at it; the database reads its own clock only to
+// refuse an instant too far from it (see [db.ErrClockSkew]).
 package jobs

@@ -192,9 +192,11 @@ func TestAForgedOutcomeIsRefusedToTheApp(t *testing.T) {
 	require.Equal(t, before, snapshot(t, e.Pool))
 }
 
-// TestTimeNeverRunsBackwardsInAHistory shows a move by a caller whose clock
-// is behind the job's last event recorded at that event's instant, and the
-// history verifying.
+// TestTimeNeverRunsBackwardsInAHistory shows a completion by a caller whose
+// clock is behind the job's claim refused (DK016), alone and in a batch, and
+// so the owner's hand-written move dated before the job's last event, each
+// changing nothing; then the completion on time recorded, and the history
+// verifying.
 func TestTimeNeverRunsBackwardsInAHistory(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -206,13 +208,30 @@ func TestTimeNeverRunsBackwardsInAHistory(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 
+	before := snapshot(t, e.Pool)
 	behind := clientAs(t, e.API, db.NewFakeClock(t0.Add(time.Minute)), app)
 	_, err = behind.Complete(ctx, claimed.Lease(), nil, nil)
+	require.ErrorIs(t, err, db.ErrClockSkew, "a completion dated before its claim")
+	require.Equal(t, before, snapshot(t, e.Pool), "the refusal changed nothing")
+	errs, err := behind.CompleteMany(ctx, []jobs.Completion{{Lease: claimed.Lease()}})
+	require.NoError(t, err)
+	require.ErrorIs(t, errs[0], db.ErrClockSkew, "and in a batch")
+	require.Equal(t, before, snapshot(t, e.Pool), "the refusal changed nothing")
+
+	// The owner's hand-written change dated before the job's last event is
+	// refused as well.
+	err = testkit.Raw(ctx, e.Pool, app, t0.Add(time.Minute),
+		`UPDATE docket.jobs SET state = 'cancelled', claim_token = NULL, claimed_by = NULL, claimed_at = NULL,
+		     lease_expires_at = NULL, finished_at = $2 WHERE id = $1`, claimed.ID, t0.Add(2*time.Hour))
+	require.ErrorIs(t, err, db.ErrClockSkew, "an event before the one before it")
+	require.Equal(t, before, snapshot(t, e.Pool), "the refusal changed nothing")
+
+	_, err = e.client.Complete(ctx, claimed.Lease(), nil, nil)
 	require.NoError(t, err)
 	h, err := e.client.History(ctx, claimed.ID)
 	require.NoError(t, err)
 	require.Len(t, h, 3)
-	require.Equal(t, t0.Add(time.Hour), h[2].At, "the completion is recorded at the claim's instant, not before it")
+	require.Equal(t, t0.Add(time.Hour), h[2].At, "the completion is recorded at its own instant")
 	v, err := e.client.Verify(ctx, claimed.ID)
 	require.NoError(t, err)
 	require.True(t, v.OK, v.Problem)

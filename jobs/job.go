@@ -64,7 +64,6 @@ type Job struct {
 	LeaseDuration    time.Duration // the lease a claim gets unless it asks for another
 	Retry            RetryPolicy
 	LeaseGeneration  int64
-	ClaimToken       uuid.UUID // the zero UUID unless Claimed
 	ClaimedBy        access.Actor
 	ClaimedAt        time.Time // zero unless Claimed
 	LeaseExpiresAt   time.Time // zero unless Claimed
@@ -74,11 +73,6 @@ type Job struct {
 	CreatedAt        time.Time
 	UpdatedAt        time.Time
 	FinishedAt       time.Time // zero unless terminal
-	// OutcomeToken is the token of the claim whose holder finished the job
-	// (completed or failed it); the zero UUID when no holder did. A worker
-	// that lost the reply to its completion reads it to learn whether its
-	// outcome was recorded.
-	OutcomeToken uuid.UUID
 	// ClaimedRevision is the handler revision of the job's latest claim (see
 	// [Decoder.Revision]); empty when it was never claimed, or claimed by a
 	// claimant that names no revision. It stays after the claim ends.
@@ -86,6 +80,11 @@ type Job struct {
 	// Revisions are the handler revisions the job may run under, set by
 	// [Client.Pin]; nil when any may.
 	Revisions []string
+
+	// token is the claim token, on a job a claim (or a renewal of its
+	// lease) returned, and only there: docket stores a digest of it, which
+	// no read returns.
+	token uuid.UUID
 }
 
 // Lease is what a claim hands its holder: the job and the token that proves
@@ -104,13 +103,16 @@ type Lease struct {
 	Revision   string // the claimant's handler revision; empty when it named none
 }
 
-// Lease returns the lease j's current claim holds; the zero Lease when j is
-// not claimed.
+// Lease returns the lease j's claim holds, on a job that a claim
+// ([Client.Claim], [Client.ClaimID], [Client.ClaimQueue]) or a renewal
+// ([Client.Renew]) returned: the token is handed to the claimant once, and
+// docket stores only its digest. On a job read ([Client.Get], [Client.List]
+// ...) or not claimed it is the zero Lease: a read never yields a token.
 func (j Job) Lease() Lease {
-	if j.State != Claimed {
+	if j.State != Claimed || j.token == (uuid.UUID{}) {
 		return Lease{}
 	}
-	return Lease{JobID: j.ID, Token: j.ClaimToken, Generation: j.LeaseGeneration, ExpiresAt: j.LeaseExpiresAt,
+	return Lease{JobID: j.ID, Token: j.token, Generation: j.LeaseGeneration, ExpiresAt: j.LeaseExpiresAt,
 		Revision: j.ClaimedRevision}
 }
 
@@ -186,12 +188,6 @@ func fromRow(r *dbsqlc.DocketJob) Job {
 	if r.CaseID != nil {
 		j.CaseID = *r.CaseID
 	}
-	if r.OutcomeToken != nil {
-		j.OutcomeToken = *r.OutcomeToken
-	}
-	if r.ClaimToken != nil {
-		j.ClaimToken = *r.ClaimToken
-	}
 	j.ClaimedAt = utc(r.ClaimedAt)
 	j.LeaseExpiresAt = utc(r.LeaseExpiresAt)
 	j.FinishedAt = utc(r.FinishedAt)
@@ -208,12 +204,30 @@ func fromEnqueuedRow(r *dbsqlc.DocketJobEnqueued) Enqueued {
 		CompensationKind: r.CompensationKind, External: r.External, Repeatable: r.Repeatable,
 		AvailableAt: r.AvailableAt, Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, Lease: r.Lease,
 		BackoffBase: r.BackoffBase, BackoffCap: r.BackoffCap, BackoffJitter: r.BackoffJitter,
-		LeaseGeneration: r.LeaseGeneration, ClaimToken: r.ClaimToken, ClaimedBy: r.ClaimedBy,
+		LeaseGeneration: r.LeaseGeneration, ClaimedBy: r.ClaimedBy,
 		ClaimedAt: r.ClaimedAt, LeaseExpiresAt: r.LeaseExpiresAt, Result: r.Result, Diagnostic: r.Diagnostic,
 		CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt,
 		ClaimedRevision: r.ClaimedRevision, Revisions: r.Revisions,
-		OutcomeToken: r.OutcomeToken, RequestedKind: r.RequestedKind, TargetRoot: r.TargetRoot,
+		RequestedKind: r.RequestedKind, TargetRoot: r.TargetRoot,
 	})}
+}
+
+// fromClaimRow converts a row a claim returned, which carries the claim's
+// token: the one answer that does.
+func fromClaimRow(r *dbsqlc.DocketJob) Job {
+	j := fromRow(r)
+	if r.ClaimToken != nil {
+		j.token = *r.ClaimToken
+	}
+	return j
+}
+
+func fromClaimRows(rows []*dbsqlc.DocketJob) []Job {
+	out := make([]Job, len(rows))
+	for i, r := range rows {
+		out[i] = fromClaimRow(r)
+	}
+	return out
 }
 
 func fromRows(rows []*dbsqlc.DocketJob) []Job {

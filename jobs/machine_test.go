@@ -845,7 +845,7 @@ var mVerifyShapes = []struct {
 		_, err := e.client.Reconcile(ctx, j.ID, jobs.RunAgain, nil, "not charged")
 		require.NoError(t, err)
 		c := mClaimOne(t, e)
-		require.NotEqual(t, l.Token, c.ClaimToken)
+		require.NotEqual(t, l.Token, c.Lease().Token)
 		// The second attempt's worker is lost: its lease expires.
 		e.Clock.Advance(c.LeaseDuration)
 		swept, err := e.client.ExpireLeases(ctx, 10)

@@ -176,7 +176,9 @@ func TestCompletionRecordsWhatTheWorkerUsedNotTheJobsParams(t *testing.T) {
 	require.JSONEq(t, `{"width": 2048}`, string(params), "the worker's parameters, not the job's 4000")
 	require.Equal(t, []string{"src:poster/42", "font:inter"}, inputs)
 	require.Equal(t, string(app), by)
-	require.Equal(t, j.ClaimToken, token)
+	var digest uuid.UUID
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT docket.job_token_digest($1)`, j.Lease().Token).Scan(&digest))
+	require.Equal(t, digest, token, "the record keeps the claim token's digest, never the token")
 
 	// A record is written once: not even the owner edits it.
 	_, err = e.Pool.Exec(ctx, `UPDATE docket.job_completions SET params_used = '{"width": 4000}' WHERE job_id = $1`, j.ID)
@@ -266,7 +268,7 @@ func TestFailureLeavesNoCompletionRecord(t *testing.T) {
 	err := db.WithTx(ctx, e.API, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT docket.job_completion_record(ARRAY[$1::bigint], ARRAY[$2::uuid], ARRAY['poster/42'],
 			ARRAY['image/png'], ARRAY[''], ARRAY['null'::jsonb], ARRAY['null'::jsonb], $3, $4)`,
-			j.ID, j.ClaimToken, string(app), t0); err != nil {
+			j.ID, j.Lease().Token, string(app), t0); err != nil {
 			return err
 		}
 		_, err := e.client.FailTx(ctx, tx, j.Lease(), jobs.Failure{Class: jobs.ClassPermanent, Diagnostic: "encoder crashed"})
@@ -440,7 +442,7 @@ func TestProvenanceRefusals(t *testing.T) {
 			refused(t, db.ErrInvalidArgument, func() error {
 				_, err := e.API.Exec(ctx, `SELECT docket.job_completion_record(ARRAY[$1::bigint], ARRAY[$2::uuid], ARRAY[nullif($3, '')],
 					ARRAY[$4], ARRAY[$5], ARRAY[$6::jsonb], ARRAY[$7::jsonb], $8, $9)`,
-					held.ID, held.ClaimToken, tc.asset, tc.kind, tc.root, tc.params, tc.inputs, string(app), t0)
+					held.ID, held.Lease().Token, tc.asset, tc.kind, tc.root, tc.params, tc.inputs, string(app), t0)
 				return db.Translate(err, "sql")
 			})
 		})

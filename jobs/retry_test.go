@@ -480,7 +480,7 @@ func TestRetryAfterIsClampedInSQL(t *testing.T) {
 		var at time.Time
 		require.NoError(t, e.Pool.QueryRow(ctx,
 			`SELECT available_at FROM docket.job_fail($1, $2, 'retryable', NULL, $3::interval, $4, $5)`,
-			j.ID, l.ClaimToken, c.hint, string(app), now).Scan(&at))
+			j.ID, l.Lease().Token, c.hint, string(app), now).Scan(&at))
 		require.Equal(t, now.Add(c.want), at.UTC(), "hint %s", c.hint)
 		e.Clock.Set(at)
 	}
@@ -625,7 +625,7 @@ func TestExpireLeasesMovesExpiredJobsByKind(t *testing.T) {
 	for _, id := range []int64{live.ID, liveRep.ID} {
 		got, err := e.client.Get(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, held[id], got, "a live lease was touched")
+		require.Equal(t, jobs.WithoutToken(held[id]), got, "a live lease was touched")
 	}
 
 	// The swept holder's token is stale; the job is claimable again after

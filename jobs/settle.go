@@ -37,7 +37,10 @@ func (c *Client) Complete(ctx context.Context, l Lease, result json.RawMessage, 
 // cancelled, settled or taken over under its holder included), and so is a
 // lease whose Revision is not the one that claimed the job; the token of
 // the claim that finished the job otherwise (failed, dead, or succeeded with
-// another result) with [db.ErrTerminal]. A job that requests an output
+// another result) with [db.ErrTerminal]; the right token from an actor that
+// is not the lease's holder, or that no longer holds job.claim on the job's
+// project, with [db.ErrNotPermitted]; a now before the claim with
+// [db.ErrClockSkew]. A job that requests an output
 // ([Spec.Output]) is completed with [Client.CompleteWithTx] and its record:
 // completing it here is refused when tx commits ([db.ErrInvalidArgument]).
 func (c *Client) CompleteTx(ctx context.Context, tx pgx.Tx, l Lease, result json.RawMessage) (Job, error) {
@@ -79,9 +82,10 @@ func (c *Client) CompleteMany(ctx context.Context, batch []Completion) ([]error,
 // trip, one statement that also writes their completion records. It returns
 // one error per element, in order: nil when the job is now succeeded (or
 // already was, with an equal result), else the refusal [Client.CompleteTx]
-// would have given ([db.ErrStaleClaim], [db.ErrTerminal], [db.ErrNotFound]),
-// or, for an element whose lease is live, the refusal of its completion
-// record with [db.ErrInvalidArgument] and storage's reason: a record the
+// would have given ([db.ErrStaleClaim], [db.ErrNotPermitted],
+// [db.ErrClockSkew], [db.ErrTerminal], [db.ErrNotFound]), or, for an element
+// whose lease is live, the refusal of its completion record with
+// [db.ErrInvalidArgument] and storage's reason: a record the
 // completion-record rule refuses (malformed, or not the job's request: see
 // [Client.CompleteWithTx]), or none for a job that requests an output. A
 // refused element changed nothing (no record, no completion) while the
@@ -146,6 +150,10 @@ func refusalMessage(code, state string) string {
 		return "the job does not exist"
 	case "DK014":
 		return "the job already finished " + state
+	case "DK009":
+		return "the actor is not the lease's holder, or no longer holds job.claim on the job's project"
+	case "DK016":
+		return "the completion is dated before the job's claim"
 	default:
 		return "the token does not hold a live lease (the job is " + state + ")"
 	}
@@ -195,7 +203,9 @@ func (c *Client) Fail(ctx context.Context, l Lease, f Failure) (Job, error) {
 // an unknown job with [db.ErrNotFound]; the finishing holder's token on a job
 // that finished otherwise with [db.ErrTerminal]; any other token that does
 // not hold a live lease, or a lease from another revision than the claim's,
-// with [db.ErrStaleClaim].
+// with [db.ErrStaleClaim]; an actor that is not the lease's holder, or no
+// longer holds job.claim, with [db.ErrNotPermitted]; a now before the claim
+// with [db.ErrClockSkew].
 //
 // What it writes commits with tx, or rolls back with it.
 func (c *Client) FailTx(ctx context.Context, tx pgx.Tx, l Lease, f Failure) (Job, error) {

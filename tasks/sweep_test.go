@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -21,7 +20,7 @@ func fillTasks(t testing.TB, e env, pending, due int) {
 	t.Helper()
 	ctx := context.Background()
 	c := e.admit(t, fmt.Sprintf("BULK-%d", pending))
-	require.NoError(t, testkit.Raw(ctx, e.Pool, ops, t0.Add(-48*time.Hour), `
+	require.NoError(t, testkit.Raw(ctx, e.Pool, ops, t0, `
 		WITH w AS (
 			INSERT INTO docket.waits (case_id, project, name, keys, deadline, on_arrival_kind, on_arrival_queue,
 			                          on_arrival_payload, on_arrival_payload_schema, on_arrival_max_attempts, created_by, created_at)

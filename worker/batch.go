@@ -7,11 +7,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/jobs"
 )
@@ -374,15 +374,21 @@ func (b *batch) heldClaims(claimed []jobs.Job) []jobs.Job {
 		got, err = w.jobs.GetMany(tctx, ids)
 		return err
 	})
-	token := make(map[int64]uuid.UUID, len(got))
+	// A claim is its lease generation, counted once a claim, and its
+	// holder: the token is not read back, docket stores only its digest.
+	type claim struct {
+		generation int64
+		holder     access.Actor
+	}
+	stored := make(map[int64]claim, len(got))
 	for _, g := range got {
 		if g.State == jobs.Claimed {
-			token[g.ID] = g.ClaimToken
+			stored[g.ID] = claim{g.LeaseGeneration, g.ClaimedBy}
 		}
 	}
 	held := claimed[:0]
 	for _, j := range claimed {
-		if token[j.ID] == j.ClaimToken {
+		if c, ok := stored[j.ID]; ok && c == (claim{j.LeaseGeneration, j.ClaimedBy}) {
 			held = append(held, j)
 		}
 	}

@@ -168,12 +168,12 @@ func (w *Client) succeedWithWrites(ctx context.Context, j jobs.Job, res Result, 
 // completion committed though its reply was lost. A read that fails
 // reports false: the lease sweep then settles the job.
 func (w *Client) recordedBy(ctx context.Context, j jobs.Job, lease jobs.Lease) bool {
-	got, err := w.jobs.Get(ctx, j.ID)
+	ok, err := w.jobs.SucceededUnder(ctx, lease)
 	if err != nil {
 		w.log.WarnContext(ctx, "docket worker: reading back a job whose completion was in doubt failed", "job", j.ID, "err", err)
 		return false
 	}
-	return got.State == jobs.Succeeded && got.OutcomeToken == lease.Token
+	return ok
 }
 
 // writesError is the error of a handler's completion writes that trying
@@ -203,9 +203,11 @@ func isWritesError(err error) bool {
 }
 
 // isRefusal reports whether err is the job store refusing an outcome (the
-// lease is no longer this worker's), as opposed to a failure to reach it.
+// lease is no longer this worker's, or its actor no longer holds job.claim
+// there), as opposed to a failure to reach it.
 func isRefusal(err error) bool {
-	return errors.Is(err, db.ErrStaleClaim) || errors.Is(err, db.ErrTerminal) || errors.Is(err, db.ErrNotFound)
+	return errors.Is(err, db.ErrStaleClaim) || errors.Is(err, db.ErrTerminal) || errors.Is(err, db.ErrNotFound) ||
+		errors.Is(err, db.ErrNotPermitted)
 }
 
 // fail records a failed attempt, holding the failure (see hold) while its

@@ -21,6 +21,11 @@ const (
 	AppRole      = "docket_app"
 	OperatorRole = "docket_operator"
 	ReaderRole   = "docket_reader"
+	// ClockRole's members may give docket any instant: a login outside it
+	// is held to the database's clock, give or take the clock_skew setting
+	// (DK016). Every [Env.Login] is a member, for the fake clock tests
+	// run on; [Env.LoginWithoutClock] makes one that is not.
+	ClockRole = "docket_clock"
 )
 
 // Login is a database login role of a test's own: a member of one of
@@ -33,11 +38,29 @@ type Login struct {
 }
 
 // Login creates a login role for the test, a member of group (one of
-// [AppRole], [OperatorRole], [ReaderRole]), binds it, as the env's admin, to
-// each of principals, and returns it with a pool logged in as it: a real
-// login, not SET ROLE. The role is dropped when the test ends. The server's
-// admin must be allowed to create roles.
+// [AppRole], [OperatorRole], [ReaderRole]) and of [ClockRole], binds it, as
+// the env's admin, to each of principals, and returns it with a pool logged
+// in as it: a real login, not SET ROLE. The role is dropped when the test
+// ends. The server's admin must be allowed to create roles.
+//
+// Being in [ClockRole] lets the login give docket the instants of the env's
+// fake clock. A production login is not a member: see
+// [Env.LoginWithoutClock].
 func (e Env) Login(t testing.TB, group string, principals ...access.Actor) Login {
+	t.Helper()
+	return e.login(t, true, group, principals)
+}
+
+// LoginWithoutClock is [Env.Login] for a login outside [ClockRole], as a
+// production service's is: docket refuses its instants further from the
+// database's clock than the clock_skew setting allows (DK016), so it must
+// act at the database's time (time.Now), not at the env's fake clock.
+func (e Env) LoginWithoutClock(t testing.TB, group string, principals ...access.Actor) Login {
+	t.Helper()
+	return e.login(t, false, group, principals)
+}
+
+func (e Env) login(t testing.TB, clock bool, group string, principals []access.Actor) Login {
 	t.Helper()
 	ctx := context.Background()
 	var b [6]byte
@@ -45,8 +68,12 @@ func (e Env) Login(t testing.TB, group string, principals ...access.Actor) Login
 	require.NoError(t, err)
 	l := Login{Role: "docket_t_" + hex.EncodeToString(b[:])}
 	password := hex.EncodeToString(b[:]) + "-pw"
+	groups := pgx.Identifier{group}.Sanitize()
+	if clock {
+		groups += ", " + pgx.Identifier{ClockRole}.Sanitize()
+	}
 	_, err = e.Pool.Exec(ctx, fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s' IN ROLE %s",
-		pgx.Identifier{l.Role}.Sanitize(), password, pgx.Identifier{group}.Sanitize()))
+		pgx.Identifier{l.Role}.Sanitize(), password, groups))
 	require.NoError(t, err, "create login role %s in %s", l.Role, group)
 	t.Cleanup(func() {
 		_, err := e.Pool.Exec(context.Background(), "DROP ROLE "+pgx.Identifier{l.Role}.Sanitize())

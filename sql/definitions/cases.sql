@@ -82,6 +82,10 @@ BEGIN
 END
 $$;
 
+CREATE OR REPLACE TRIGGER case_events_in_order
+    BEFORE INSERT ON docket.case_events
+    FOR EACH ROW EXECUTE FUNCTION docket.event_in_order();
+
 CREATE OR REPLACE TRIGGER cases_guard
     BEFORE INSERT OR UPDATE ON docket.cases
     FOR EACH ROW EXECUTE FUNCTION docket.cases_guard();

@@ -99,7 +99,10 @@ CREATE OR REPLACE TRIGGER job_events_check
 -- job_outcome is the digest of what a transition leaves a job holding:
 -- sha256 of the canonical JSON text
 --     [state, result, diagnostic, claimed_by, claim_token, lease_generation, attempts]
--- so a verifier in any language can recompute it from the job row. The text
+-- so a verifier in any language can recompute it from the job row. The
+-- claim_token is what the row stores: the token's digest (job_token_digest);
+-- events written before tokens were stored as digests (00034) name the token
+-- itself, and a job held then verifies by docket.job_token_rekeys. The text
 -- is built by concatenation, byte for byte what jsonb_build_array(...)::text
 -- makes (strings through to_json, which escapes as jsonb does; numbers and
 -- nulls as jsonb prints them; ", " between elements) and a microsecond
@@ -296,6 +299,18 @@ CREATE OR REPLACE TRIGGER jobs_record_insert
     REFERENCING NEW TABLE AS new_jobs
     FOR EACH STATEMENT EXECUTE FUNCTION docket.jobs_record_insert();
 
+-- job_refuse_backwards refuses (DK016) an event of job p_id at p_at, before
+-- its last event's instant p_last: a record's instants never run backwards.
+CREATE OR REPLACE FUNCTION docket.job_refuse_backwards(p_id bigint, p_at timestamptz, p_last timestamptz)
+RETURNS timestamptz
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'job %: a change at % comes before its last event, at %: a record''s instants never run backwards',
+        p_id, p_at, p_last
+        USING ERRCODE = 'DK016';
+END
+$$;
+
 -- jobs_record_update holds every UPDATE of docket.jobs, whoever issues it,
 -- set-based, in one pass over the statement's rows, to the rules of a job row
 -- (job_row_rule's: the check violation, 23514, a CHECK of that name would
@@ -304,7 +319,9 @@ CREATE OR REPLACE TRIGGER jobs_record_insert
 -- generation move only by a claim, one each; a claim takes a fresh token,
 -- and a held job's token changes only with a new lease generation; only a
 -- queued job that stays queued is pinned; the revision of a claim changes
--- only with a new claim. Then it appends an event for every job the UPDATE
+-- only with a new claim; a claim comes no earlier than the job's creation,
+-- and a finish no earlier than its claim (DK016). Then it appends an event
+-- for every job the UPDATE
 -- moved or pinned, chained to that job's previous event, with what the move
 -- left the job holding and the revision of the claim it made or ended (each
 -- event's outcome, detail and revision computed once: the OFFSET 0 keeps the
@@ -331,11 +348,14 @@ BEGIN
     SELECT x.* INTO bad FROM (
         SELECT o.id, o.state AS from_state, n.state AS to_state, o.attempts AS from_attempts, n.attempts AS to_attempts,
                o.lease_generation AS from_generation, n.lease_generation AS to_generation,
+               n.claimed_at, n.created_at, n.finished_at, o.claimed_at AS from_claimed_at,
                coalesce(
                    docket.job_row_rule(n.state, n.attempts, n.max_attempts, n.backoff_base, n.backoff_cap, n.claim_token,
                                        n.claimed_by, n.claimed_at, n.lease_expires_at, n.result, n.outcome_token,
                                        n.finished_at),
                    CASE
+                       WHEN n.claimed_at < n.created_at THEN 'claim_before_creation'
+                       WHEN o.state = 'claimed' AND n.finished_at < o.claimed_at THEN 'finish_before_claim'
                        WHEN (n.state <> o.state OR n.lease_generation <> o.lease_generation) AND NOT EXISTS (
                            SELECT 1 FROM docket.machine_transitions t
                            WHERE t.machine = 'job' AND t.from_state = o.state AND t.to_state = n.state) THEN 'move'
@@ -357,6 +377,14 @@ BEGIN
         CASE bad.why
         WHEN 'move' THEN
             PERFORM docket.machine_move('job', 'job ' || bad.id, bad.from_state, bad.to_state, true);
+        WHEN 'claim_before_creation' THEN
+            RAISE EXCEPTION 'job %: claimed at %, before it was created at %: a record''s instants never run backwards',
+                bad.id, bad.claimed_at, bad.created_at
+                USING ERRCODE = 'DK016';
+        WHEN 'finish_before_claim' THEN
+            RAISE EXCEPTION 'job %: finished at %, before its claim at %: a record''s instants never run backwards',
+                bad.id, bad.finished_at, bad.from_claimed_at
+                USING ERRCODE = 'DK016';
         WHEN 'claim_counts' THEN
             RAISE EXCEPTION 'job %: a claim counts one attempt and one lease generation (attempts % -> %, generation % -> %)',
                 bad.id, bad.from_attempts, bad.to_attempts, bad.from_generation, bad.to_generation
@@ -399,9 +427,10 @@ BEGIN
                                  m.lease_until, m.outcome, m.revision)
     FROM (
         -- Time never runs backwards in a history: an event is recorded at
-        -- the change context's instant, or at its predecessor's when the
-        -- caller's clock is behind it.
-        SELECT n.id, last.seq + 1 AS seq, greatest(v_at, last.at) AS at, o.state AS from_state, n.state AS to_state,
+        -- the change context's instant, and one before its predecessor's
+        -- is refused (DK016).
+        SELECT n.id, last.seq + 1 AS seq,
+               CASE WHEN v_at < last.at THEN docket.job_refuse_backwards(n.id, v_at, last.at) ELSE v_at END AS at, o.state AS from_state, n.state AS to_state,
                n.attempts AS attempt,
                CASE
                    WHEN n.state = o.state AND n.lease_generation = o.lease_generation THEN
@@ -799,16 +828,31 @@ BEGIN
 END
 $$;
 
+-- job_token_digest is what a job stores of a claim token p_token: the first
+-- 128 bits of its sha256, as a UUID of version 8 (RFC 9562's custom layout,
+-- its version and variant digits set: 120 bits of the digest). The token is
+-- handed to the claimant once, in the claim's answer, and stored nowhere; a
+-- call on the lease presents it and is compared by its digest. A random
+-- token is a version 4 UUID, so a digest is never taken for a token: one
+-- read from storage and presented as a token is refused as stale.
+CREATE OR REPLACE FUNCTION docket.job_token_digest(p_token uuid) RETURNS uuid
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN overlay(overlay(encode(substr(sha256(uuid_send(p_token)), 1, 16), 'hex') PLACING '8' FROM 13 FOR 1)
+               PLACING '8' FROM 17 FOR 1)::uuid;
+
 -- job_take claims the jobs p_ids, which the caller chose and holds locked,
 -- for p_actor at p_now: a fresh random token, a lease of p_lease (NULL: the
 -- element of the parallel p_kinds/p_leases of the job's kind when it is
 -- above zero, else the job's own), a new lease generation and one more
 -- attempt, and the claimant's revision for the job's kind, the element of
 -- p_revisions parallel to p_kinds (NULL: none). The one place a claim is
--- made, for job_claim, job_claim_id and job_claim_queue. Its UPDATE keeps
--- its generic plan (plan_cache_mode), each job by primary key: with few jobs
--- a call, Postgres judged the custom plans cheaper and planned it again at
--- every call.
+-- made, for job_claim, job_claim_id and job_claim_queue. The job stores the
+-- token's digest (job_token_digest); the rows it returns carry the token
+-- itself in claim_token, the only time anyone sees it. A job created after
+-- p_now is not claimed (a claim never comes before its job). Its UPDATE
+-- keeps its generic plan (plan_cache_mode), each job by primary key: with
+-- few jobs a call, Postgres judged the custom plans cheaper and planned it
+-- again at every call.
 CREATE OR REPLACE FUNCTION docket.job_take(p_ids bigint[], p_lease interval, p_actor text, p_now timestamptz,
                                 p_kinds text[] DEFAULT NULL, p_leases interval[] DEFAULT NULL,
                                 p_revisions text[] DEFAULT NULL)
@@ -816,10 +860,13 @@ RETURNS SETOF docket.jobs
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 BEGIN
     RETURN QUERY
-    WITH taken AS (
+    WITH fresh AS (
+        SELECT f.id, gen_random_uuid() AS token FROM unnest(p_ids) AS f(id)
+    ),
+    taken AS (
         UPDATE docket.jobs j
         SET state = 'claimed',
-            claim_token = gen_random_uuid(),
+            claim_token = docket.job_token_digest(fresh.token),
             claimed_by = p_actor,
             claimed_at = p_now,
             lease_expires_at = p_now + coalesce(
@@ -831,10 +878,17 @@ BEGIN
             lease_generation = j.lease_generation + 1,
             attempts = j.attempts + 1,
             updated_at = greatest(j.updated_at, p_now)
-        WHERE j.id = ANY (p_ids)
-        RETURNING j.*
+        FROM fresh
+        WHERE j.id = fresh.id AND j.created_at <= p_now
+        RETURNING j.*, fresh.token AS fresh_token
     )
-    SELECT * FROM taken;
+    SELECT t.id, t.project, t.kind, t.queue, t.priority, t.state, t.payload, t.payload_schema, t.params, t.inputs,
+           t.requested_output, t.lane_id, t.case_id, t.idempotency_key, t.compensation_kind, t.external, t.repeatable,
+           t.available_at, t.attempts, t.max_attempts, t.lease, t.backoff_base, t.backoff_cap, t.backoff_jitter,
+           t.lease_generation, t.fresh_token, t.claimed_by, t.claimed_at, t.lease_expires_at, t.result, t.diagnostic,
+           t.created_by, t.created_at, t.updated_at, t.finished_at, t.outcome_token, t.claimed_revision, t.revisions,
+           t.requested_kind, t.target_root
+    FROM taken t;
 END
 $$;
 
@@ -960,11 +1014,14 @@ END
 $$;
 
 -- job_lock_held locks job p_id and returns it when p_token holds its live
--- lease at p_now. Otherwise it refuses, naming why: an unknown job (P0002), or
--- a token that does not hold the current lease, because the job is not
--- claimed, was claimed again, or its lease expired (DK002). p_op names the
--- operation for the message.
-CREATE OR REPLACE FUNCTION docket.job_lock_held(p_op text, p_id bigint, p_token uuid, p_now timestamptz)
+-- lease at p_now and p_actor may use it. Otherwise it refuses, naming why:
+-- an unknown job (P0002); a token that does not hold the current lease,
+-- because the job is not claimed, was claimed again, or its lease expired
+-- (DK002); p_actor is not the lease's holder, or no longer holds job.claim
+-- on the job's project (DK009): a lease is bound to its holder, and a token
+-- alone is not enough; p_now before the claim (DK016): a lease is not used
+-- before it was taken. p_op names the operation for the message.
+CREATE OR REPLACE FUNCTION docket.job_lock_held(p_op text, p_id bigint, p_token uuid, p_actor text, p_now timestamptz)
 RETURNS docket.jobs
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -976,13 +1033,34 @@ BEGIN
     END IF;
     IF v.state <> 'claimed' THEN
         RAISE EXCEPTION 'job %: cannot %: it is %, not claimed', v.id, p_op, v.state USING ERRCODE = 'DK002';
-    ELSIF p_token IS DISTINCT FROM v.claim_token THEN
+    ELSIF docket.job_token_digest(p_token) IS DISTINCT FROM v.claim_token THEN
         RAISE EXCEPTION 'job %: cannot %: the token does not hold its current lease (generation %)', v.id, p_op, v.lease_generation
             USING ERRCODE = 'DK002';
     ELSIF v.lease_expires_at <= p_now THEN
         RAISE EXCEPTION 'job %: cannot %: its lease expired at %', v.id, p_op, v.lease_expires_at USING ERRCODE = 'DK002';
     END IF;
+    PERFORM docket.job_require_holder(p_op, v, p_actor, p_now);
     RETURN v;
+END
+$$;
+
+-- job_require_holder refuses p_actor's call p_op on the lease job v holds
+-- unless p_actor is its holder and still holds job.claim on v's project
+-- (DK009), and a p_now before the claim (DK016).
+CREATE OR REPLACE FUNCTION docket.job_require_holder(p_op text, v docket.jobs, p_actor text, p_now timestamptz)
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF v.claimed_by IS DISTINCT FROM p_actor THEN
+        RAISE EXCEPTION 'job %: % may not %: the lease is held by another claimant, and a lease is bound to its holder', v.id, p_actor, p_op
+            USING ERRCODE = 'DK009';
+    ELSIF NOT docket.grant_check(p_actor, v.project, 'job.claim') THEN
+        RAISE EXCEPTION 'job %: % may not %: it no longer holds job.claim on project %', v.id, p_actor, p_op, v.project
+            USING ERRCODE = 'DK009';
+    ELSIF p_now < v.claimed_at THEN
+        RAISE EXCEPTION 'job %: cannot % at %: it was claimed at %, and a record''s instants never run backwards', v.id, p_op, p_now, v.claimed_at
+            USING ERRCODE = 'DK016';
+    END IF;
 END
 $$;
 
@@ -1002,7 +1080,7 @@ DECLARE
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
     PERFORM docket.job_require_lease(p_lease);
-    v := docket.job_lock_held('renew', p_id, p_token, p_now);
+    v := docket.job_lock_held('renew', p_id, p_token, p_actor, p_now);
     PERFORM docket.job_require_revision('renew', v, p_token, p_revision);
     UPDATE docket.jobs
     SET lease_expires_at = greatest(lease_expires_at, p_now + coalesce(p_lease, lease)),
@@ -1026,7 +1104,7 @@ DECLARE
     v docket.jobs;
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
-    v := docket.job_lock_held('release', p_id, p_token, p_now);
+    v := docket.job_lock_held('release', p_id, p_token, p_actor, p_now);
     PERFORM docket.job_require_revision('release', v, p_token, p_revision);
     IF v.attempts >= v.max_attempts THEN
         UPDATE docket.jobs
@@ -1052,7 +1130,7 @@ $$;
 
 -- job_settled_code decides a holder's finishing call on a job that is no
 -- longer held under its token. Only the holder whose claim finished the job
--- (p_token is its outcome_token) is answered about the outcome: the same
+-- (p_token's digest is its outcome_token) is answered about the outcome: the same
 -- outcome again (p_outcome, and for a success p_outcome_result, is what the
 -- job holds) is a quiet no-op, NULL; another outcome is DK014. Anyone else's
 -- token is a stale claim, DK002 (a job cancelled, settled or taken over
@@ -1063,7 +1141,7 @@ CREATE OR REPLACE FUNCTION docket.job_settled_code(p_outcome_token uuid, p_state
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN CASE
-    WHEN p_outcome_token IS NULL OR p_token IS DISTINCT FROM p_outcome_token THEN 'DK002'
+    WHEN p_outcome_token IS NULL OR docket.job_token_digest(p_token) IS DISTINCT FROM p_outcome_token THEN 'DK002'
     WHEN p_state = p_outcome AND (p_outcome <> 'succeeded' OR p_result IS NOT DISTINCT FROM p_outcome_result) THEN NULL
     ELSE 'DK014'
 END;
@@ -1118,7 +1196,7 @@ BEGIN
     IF FOUND AND docket.machine_terminal('job', v.state) THEN
         RETURN docket.job_settled_outcome('complete', v, p_token, 'succeeded', p_result);
     END IF;
-    v := docket.job_lock_held('complete', p_id, p_token, p_now);
+    v := docket.job_lock_held('complete', p_id, p_token, p_actor, p_now);
     UPDATE docket.jobs
     SET state = 'succeeded', result = p_result, diagnostic = NULL, outcome_token = claim_token,
         claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
@@ -1137,14 +1215,16 @@ $$;
 -- job_completion_record; p_records NULL: none for any).
 -- It returns one row per element, in input order: the job's state after the
 -- call and, when element i was refused, the SQLSTATE job_complete would have
--- raised (DK002 stale claim or another revision than its claim's, DK014
--- finished otherwise, P0002 unknown) with nothing written for it. The other
--- elements still complete. An element whose token holds the job's live
--- claim is also refused, with DK010 and the reason in refusal_reason, for
--- its completion record: a record the rule refuses (job_record_refusal:
--- malformed, or not the job's request), or none for a job that requests an
--- output and has no record under this claim. So a bad record fails its own
--- element, not the batch, and never the batch's commit.
+-- raised (DK002 stale claim or another revision than its claim's, DK009 the
+-- actor is not the lease's holder or no longer holds job.claim, DK016 an
+-- instant before the claim, DK014 finished otherwise, P0002 unknown) with
+-- nothing written for it. The other elements still complete. An element
+-- whose token holds the job's live claim is also refused, with DK010 and
+-- the reason in refusal_reason, for its completion record: a record the
+-- rule refuses (job_record_refusal: malformed, or not the job's request), or
+-- none for a job that requests an output and has no record under this
+-- claim. So a bad record fails its own element, not the batch, and never the
+-- batch's commit.
 -- Refuses the whole batch: malformed input, arrays of different lengths, a
 -- job named twice, a batch outside 1..1000 (DK010).
 -- It finds the jobs by id and claim token, not by state: a job holds a token
@@ -1196,8 +1276,9 @@ BEGIN
             FROM unnest(p_ids, p_tokens, p_revisions, p_records) WITH ORDINALITY AS x(id, token, revision, record, i)
             LEFT JOIN LATERAL (
                 SELECT j AS job FROM docket.jobs j
-                WHERE j.id = x.id AND j.claim_token = x.token AND j.lease_expires_at > p_now
+                WHERE j.id = x.id AND j.claim_token = docket.job_token_digest(x.token) AND j.lease_expires_at > p_now
                   AND j.claimed_revision IS NOT DISTINCT FROM nullif(x.revision, '')
+                  AND j.claimed_by = p_actor AND j.claimed_at <= p_now
                 FOR UPDATE
             ) l ON true
             WHERE x.record IS NOT NULL AND x.record <> 'null'::jsonb
@@ -1209,10 +1290,12 @@ BEGIN
         SELECT x.id, x.record ->> 'asset', x.record ->> 'kind', j.target_root, nullif(x.record -> 'params', 'null'::jsonb),
                CASE WHEN x.record -> 'inputs' IS NULL OR x.record -> 'inputs' = 'null'::jsonb THEN '{}'::text[]
                     ELSE ARRAY(SELECT jsonb_array_elements_text(x.record -> 'inputs')) END,
-               p_actor, p_now, x.token
+               p_actor, p_now, j.claim_token
         FROM unnest(p_ids, p_tokens, p_revisions, p_records) AS x(id, token, revision, record)
-        JOIN docket.jobs j ON j.id = x.id AND j.claim_token = x.token AND j.lease_expires_at > p_now
+        JOIN docket.jobs j ON j.id = x.id AND j.claim_token = docket.job_token_digest(x.token) AND j.lease_expires_at > p_now
                           AND j.claimed_revision IS NOT DISTINCT FROM nullif(x.revision, '')
+                          AND j.claimed_by = p_actor AND j.claimed_at <= p_now
+                          AND docket.grant_check(p_actor, j.project, 'job.claim')
         WHERE x.record IS NOT NULL AND x.record <> 'null'::jsonb AND NOT (x.id = ANY (v_refused))
         ORDER BY x.id
         ON CONFLICT (job_id) DO NOTHING;
@@ -1221,9 +1304,16 @@ BEGIN
     -- changes; then, in a statement of its own (so it sees what a concurrent
     -- transaction committed meanwhile), why each other element was refused.
     WITH input AS (
-        SELECT x.id, x.token, nullif(x.result, 'null'::jsonb) AS result, nullif(x.revision, '') AS revision
+        SELECT x.id, docket.job_token_digest(x.token) AS digest, nullif(x.result, 'null'::jsonb) AS result,
+               nullif(x.revision, '') AS revision
         FROM unnest(p_ids, p_tokens, p_results, p_revisions) AS x(id, token, result, revision)
         WHERE NOT (x.id = ANY (v_refused))
+    ),
+    -- The projects of the batch where the actor still holds job.claim: a
+    -- grant asked once a project, not once a job.
+    claimable AS (
+        SELECT p.project FROM (SELECT DISTINCT j.project FROM docket.jobs j WHERE j.id = ANY (p_ids)) p
+        WHERE docket.grant_check(p_actor, p.project, 'job.claim')
     ),
     done AS (
         UPDATE docket.jobs j
@@ -1235,8 +1325,9 @@ BEGIN
         -- token exactly while it is claimed (jobs_claimed_holds_lease), and a
         -- state predicate would let the planner walk jobs_lease_expiry_idx,
         -- whose statistics say no job is claimed after a backlog's ANALYZE.
-        WHERE j.id = input.id AND j.claim_token = input.token AND j.lease_expires_at > p_now
+        WHERE j.id = input.id AND j.claim_token = input.digest AND j.lease_expires_at > p_now
           AND j.claimed_revision IS NOT DISTINCT FROM input.revision
+          AND j.claimed_by = p_actor AND j.claimed_at <= p_now AND j.project IN (SELECT c.project FROM claimable c)
           -- A job that requests an output completes with its record only
           -- (jobs_completion_recorded would refuse the commit).
           AND (j.requested_output IS NULL
@@ -1255,8 +1346,14 @@ BEGIN
                WHEN x.id = ANY (v_done) THEN NULL
                WHEN x.id = ANY (v_refused) OR unrecorded THEN 'DK010'
                WHEN j.id IS NULL THEN 'P0002'
-               WHEN (x.token = j.claim_token OR x.token = j.outcome_token)
+               WHEN docket.job_token_digest(x.token) IN (j.claim_token, j.outcome_token)
                     AND j.claimed_revision IS DISTINCT FROM nullif(x.revision, '') THEN 'DK002'
+               WHEN docket.job_token_digest(x.token) = j.claim_token AND j.lease_expires_at > p_now THEN
+                   CASE
+                       WHEN j.claimed_by IS DISTINCT FROM p_actor OR NOT docket.grant_check(p_actor, j.project, 'job.claim') THEN 'DK009'
+                       WHEN p_now < j.claimed_at THEN 'DK016'
+                       ELSE 'DK002' -- changed by a concurrent call since the update
+                   END
                ELSE docket.job_settled_code(j.outcome_token, j.state, j.result, x.token, 'succeeded',
                                             nullif(x.result, 'null'::jsonb))
            END,
@@ -1272,7 +1369,8 @@ BEGIN
     -- unrecorded: the element's token holds the job's live claim, the job
     -- requests an output, and there is no record under this claim.
     CROSS JOIN LATERAL (
-        SELECT j.requested_output IS NOT NULL AND x.token = j.claim_token AND j.lease_expires_at > p_now
+        SELECT j.requested_output IS NOT NULL AND docket.job_token_digest(x.token) = j.claim_token AND j.lease_expires_at > p_now
+               AND j.claimed_by = p_actor AND j.claimed_at <= p_now
                AND j.claimed_revision IS NOT DISTINCT FROM nullif(x.revision, '')
                AND NOT EXISTS (SELECT 1 FROM docket.job_completions c WHERE c.job_id = j.id AND c.claim_token = j.claim_token)
                AS unrecorded
@@ -1319,7 +1417,7 @@ BEGIN
         RETURN docket.job_settled_outcome('fail', v, p_token,
             CASE v_class WHEN 'permanent' THEN 'failed' WHEN 'uncertain' THEN 'uncertain' ELSE 'dead' END, NULL);
     END IF;
-    v := docket.job_lock_held('fail', p_id, p_token, p_now);
+    v := docket.job_lock_held('fail', p_id, p_token, p_actor, p_now);
     IF v_class = 'permanent' THEN
         UPDATE docket.jobs
         SET state = 'failed', diagnostic = v_diag, outcome_token = claim_token,
@@ -1619,7 +1717,13 @@ BEGIN
         RETURN QUERY SELECT false, n, 0, format('events end %s after %s attempts, the job is %s after %s',
                                                  prev_state, prev_attempt, j.state, j.attempts);
     ELSIF last.outcome <> docket.job_outcome(j.state, j.result, j.diagnostic, j.claimed_by,
-                                             j.claim_token, j.lease_generation, j.attempts) THEN
+                                             j.claim_token, j.lease_generation, j.attempts)
+          -- A job held when its token was replaced by a digest (00034): its
+          -- last event recorded the holding under the token.
+          AND NOT EXISTS (SELECT 1 FROM docket.job_token_rekeys r
+                          WHERE r.job_id = j.id AND r.seq = last.seq AND r.outcome_before = last.outcome
+                            AND r.outcome_after = docket.job_outcome(j.state, j.result, j.diagnostic, j.claimed_by,
+                                                                     j.claim_token, j.lease_generation, j.attempts)) THEN
         RETURN QUERY SELECT false, n, last.seq::integer, format('the job no longer holds what event %s recorded: its result, diagnostic, holder or token was rewritten',
                                                         last.seq);
     ELSIF claim_revision IS DISTINCT FROM j.claimed_revision THEN
@@ -1918,7 +2022,7 @@ $$;
 CREATE OR REPLACE FUNCTION docket.job_require_revision(p_op text, v docket.jobs, p_token uuid, p_revision text) RETURNS void
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
-    IF (p_token = v.claim_token OR p_token = v.outcome_token)
+    IF (docket.job_token_digest(p_token) IN (v.claim_token, v.outcome_token))
        AND v.claimed_revision IS DISTINCT FROM nullif(p_revision, '') THEN
         RAISE EXCEPTION 'job %: cannot %: it was claimed by revision %, not %', v.id, p_op,
             coalesce(quote_literal(v.claimed_revision), 'none'), coalesce(quote_literal(nullif(p_revision, '')), 'none')
@@ -2162,8 +2266,10 @@ $$;
 -- parameters are the worker's own, never the job's.
 --
 -- An element whose token does not hold the job's live claim at p_now (an
--- unknown job, a stale or spent token) records nothing and is left to the
--- completion that follows, which refuses it as it refuses any such token;
+-- unknown job, a stale or spent token), or whose lease p_actor does not hold
+-- (another holder's, or its own without job.claim any more, or dated before
+-- the claim), records nothing and is left to the completion that follows,
+-- which refuses it as it refuses any such call;
 -- so does an element whose job already has a record (a completion retried
 -- after a lost reply). It returns the ids it recorded.
 --
@@ -2216,7 +2322,8 @@ BEGIN
          AS x(id, token, asset, kind, root, params, inputs, i)
     JOIN LATERAL (
         SELECT j AS job FROM docket.jobs j
-        WHERE j.id = x.id AND j.claim_token = x.token AND j.lease_expires_at > p_now
+        WHERE j.id = x.id AND j.claim_token = docket.job_token_digest(x.token) AND j.lease_expires_at > p_now
+          AND j.claimed_by = p_actor AND j.claimed_at <= p_now
         FOR UPDATE
     ) l ON true
     CROSS JOIN LATERAL (SELECT docket.job_record_refusal(x.id, l.job, x.asset, x.kind, x.root, x.params, x.inputs) AS why) r
@@ -2230,7 +2337,7 @@ BEGIN
     RETURN QUERY
     INSERT INTO docket.job_completions AS c (job_id, output_asset, output_kind, output_root, params_used, inputs_used,
                                             recorded_by, recorded_at, claim_token)
-    SELECT x.id, x.asset, x.kind, j.target_root, x.params, x.inputs, p_actor, p_now, x.token
+    SELECT x.id, x.asset, x.kind, j.target_root, x.params, x.inputs, p_actor, p_now, j.claim_token
     FROM (
         SELECT x.i, x.id, x.token, x.asset, x.kind, nullif(x.root, '') AS root, nullif(x.params, 'null'::jsonb) AS params,
                CASE WHEN x.inputs IS NULL OR x.inputs = 'null'::jsonb THEN '{}'::text[]
@@ -2238,7 +2345,8 @@ BEGIN
         FROM unnest(p_ids, p_tokens, p_assets, p_kinds, p_roots, p_params, p_inputs) WITH ORDINALITY
              AS x(id, token, asset, kind, root, params, inputs, i)
     ) x
-    JOIN docket.jobs j ON j.id = x.id AND j.claim_token = x.token AND j.lease_expires_at > p_now
+    JOIN docket.jobs j ON j.id = x.id AND j.claim_token = docket.job_token_digest(x.token) AND j.lease_expires_at > p_now
+        AND j.claimed_by = p_actor AND j.claimed_at <= p_now AND docket.grant_check(p_actor, j.project, 'job.claim')
     ORDER BY x.id
     ON CONFLICT (job_id) DO NOTHING
     RETURNING c.job_id;

@@ -4,8 +4,10 @@
 --     field, the value and the rule;
 --   * the change context: set_context(actor, now) records who changes docket
 --     and at which instant for the rest of the transaction, and refuses an
---     actor the session's login role is not bound to (DK009); storage never
---     reads the wall clock;
+--     actor the session's login role is not bound to (DK009), and an instant
+--     outside the skew the database allows the caller's clock (DK016,
+--     clock_bound: the one function that reads the database's clock, only to
+--     bound the caller's; every decision is by the caller's instant);
 --   * the machine kit: the checks every guard makes of a state machine's
 --     rows (machine_birth, machine_move, machine_terminal, refuse_immutable),
 --     and the trigger that keeps the machines' rows as migrated;
@@ -16,7 +18,10 @@
 --       docket_app       calls the API functions; reads the tables;
 --       docket_operator  what docket_app may, and the operator functions:
 --                        projects, actor bindings;
---       docket_reader    the views, nothing else --
+--       docket_reader    the views, nothing else;
+--       docket_clock     may give any instant (tests, the demo,
+--                        simulations): its members' clocks are not
+--                        bounded by the database's --
 --     none of which holds INSERT, UPDATE, DELETE, TRUNCATE, TRIGGER or
 --     REFERENCES on a docket table: every change goes through an API
 --     function, which runs SECURITY DEFINER as the schema owner with
@@ -106,7 +111,7 @@ DO $$
 DECLARE
     r text;
 BEGIN
-    FOREACH r IN ARRAY ARRAY['docket_app', 'docket_operator', 'docket_reader'] LOOP
+    FOREACH r IN ARRAY ARRAY['docket_app', 'docket_operator', 'docket_reader', 'docket_clock'] LOOP
         CONTINUE WHEN EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r);
         IF (SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user) THEN
             BEGIN
@@ -160,12 +165,48 @@ BEGIN
 END
 $$;
 
+-- clock_bound refuses (DK016) a caller's instant p_now further than the
+-- setting clock_skew (docket.settings) from the start of the transaction,
+-- either way, unless the session's login role is a member of docket_clock or
+-- the owner. It is the one function of docket that reads the database's
+-- clock, and it reads it only to bound the caller's: every decision is still
+-- made by p_now. docket_clock is for a deterministic clock (tests, the demo,
+-- simulations). The owner is not bounded: it can rewrite any row anyway, a
+-- bound would stop none of that, and its repairs by hand may need to name
+-- past instants. The membership is asked only of an instant outside the
+-- bound, so a call within it reads the setting and nothing else. A missing
+-- setting refuses every instant it would bound, and a malformed one every
+-- call (fail closed).
+CREATE OR REPLACE FUNCTION docket.clock_bound(p_now timestamptz) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_db   timestamptz := transaction_timestamp();
+    v_text text;
+    v_skew interval;
+BEGIN
+    SELECT s.value, s.value::interval INTO v_text, v_skew FROM docket.settings s WHERE s.name = 'clock_skew';
+    IF p_now BETWEEN v_db - v_skew AND v_db + v_skew THEN
+        RETURN;
+    END IF;
+    IF docket.session_is_owner()
+       OR (EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'docket_clock')
+           AND pg_has_role(session_user, 'docket_clock', 'MEMBER')) THEN
+        RETURN;
+    END IF;
+    RAISE EXCEPTION 'instant % is outside the bound of the database''s clock: % ± % (setting clock_skew of docket.settings); login role % is not a member of docket_clock',
+        p_now, v_db, coalesce(v_skew::text, 'nothing: the setting is ' || coalesce(quote_literal(v_text), 'missing')), session_user
+        USING ERRCODE = 'DK016';
+END
+$$;
+
 -- set_context records who is changing docket state and at which instant, for
 -- the rest of the current transaction. Every docket function calls it; the
 -- owner changing tables by hand calls it first:
 --     SELECT docket.set_context('user:ana', '2026-11-29 10:00:00+00');
 -- Refuses: a malformed actor, or a null, infinite or pre-1970 instant (DK010);
--- an actor the session's login role is not bound to (DK009).
+-- an instant outside the bound of the database's clock, for a login outside
+-- docket_clock (DK016, clock_bound); an actor the session's login role is not
+-- bound to (DK009).
 CREATE OR REPLACE FUNCTION docket.set_context(p_actor text, p_now timestamptz) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -174,6 +215,7 @@ BEGIN
         RAISE EXCEPTION 'invalid instant %: the caller''s now must be a finite timestamp after 1970 (a zero time is a bug)', coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'DK010';
     END IF;
+    PERFORM docket.clock_bound(p_now);
     IF NOT docket.may_act_as(p_actor) THEN
         RAISE EXCEPTION 'login role % may not act as %: bind it first (docket actor bind)', session_user, p_actor
             USING ERRCODE = 'DK009';
@@ -219,6 +261,36 @@ BEGIN
     RAISE EXCEPTION '%.%: % refused%', TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_OP,
         CASE WHEN TG_NARGS > 0 THEN ': ' || TG_ARGV[0] ELSE ' (append-only)' END
         USING ERRCODE = 'DK015';
+END
+$$;
+
+-- event_in_order is the trigger, BEFORE INSERT on an event table of a record
+-- (case_events, task_events, schedule_events), that refuses (DK016) an event
+-- dated before the record's last one: a record's instants never run
+-- backwards, whoever writes them. One probe of the table's (record, id)
+-- index per event. (A job's events are held by jobs_record_update.)
+CREATE OR REPLACE FUNCTION docket.event_in_order() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_id   bigint;
+    v_last timestamptz;
+BEGIN
+    IF TG_TABLE_NAME = 'case_events' THEN
+        v_id := NEW.case_id;
+        SELECT e.at INTO v_last FROM docket.case_events e WHERE e.case_id = v_id ORDER BY e.id DESC LIMIT 1;
+    ELSIF TG_TABLE_NAME = 'task_events' THEN
+        v_id := NEW.task_id;
+        SELECT e.at INTO v_last FROM docket.task_events e WHERE e.task_id = v_id ORDER BY e.id DESC LIMIT 1;
+    ELSE
+        v_id := NEW.schedule_id;
+        SELECT e.at INTO v_last FROM docket.schedule_events e WHERE e.schedule_id = v_id ORDER BY e.id DESC LIMIT 1;
+    END IF;
+    IF NEW.at < v_last THEN
+        RAISE EXCEPTION '%: a change of % at % comes before its last event, at %: a record''s instants never run backwards',
+            TG_TABLE_NAME, v_id, NEW.at, v_last
+            USING ERRCODE = 'DK016';
+    END IF;
+    RETURN NEW;
 END
 $$;
 

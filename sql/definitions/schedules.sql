@@ -71,6 +71,10 @@ BEGIN
 END
 $$;
 
+CREATE OR REPLACE TRIGGER schedule_events_in_order
+    BEFORE INSERT ON docket.schedule_events
+    FOR EACH ROW EXECUTE FUNCTION docket.event_in_order();
+
 CREATE OR REPLACE TRIGGER schedules_guard
     BEFORE INSERT OR UPDATE ON docket.schedules
     FOR EACH ROW EXECUTE FUNCTION docket.schedules_guard();

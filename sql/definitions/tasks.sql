@@ -81,6 +81,10 @@ BEGIN
 END
 $$;
 
+CREATE OR REPLACE TRIGGER task_events_in_order
+    BEFORE INSERT ON docket.task_events
+    FOR EACH ROW EXECUTE FUNCTION docket.event_in_order();
+
 CREATE OR REPLACE TRIGGER tasks_guard
     BEFORE INSERT OR UPDATE ON docket.tasks
     FOR EACH ROW EXECUTE FUNCTION docket.tasks_guard();

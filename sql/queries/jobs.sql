@@ -68,6 +68,15 @@ WHERE docket.job_visible(@actor::text, (SELECT j.project FROM docket.jobs j WHER
 -- No row when the actor may not read the job.
 SELECT j.* FROM docket.jobs j WHERE j.id = @id AND docket.job_visible(@actor::text, j.project);
 
+-- name: JobSucceededUnder :one
+-- Whether job @id succeeded under the claim whose token is @token: what a
+-- worker asks after the reply to its completion was lost. False for a job
+-- the actor may not read. The token is compared by its digest, and neither
+-- is returned.
+SELECT coalesce((SELECT j.state = 'succeeded' AND j.outcome_token = docket.job_token_digest(@token::uuid)
+                 FROM docket.jobs j WHERE j.id = @id::bigint AND docket.job_visible(@actor::text, j.project)),
+                false)::boolean AS succeeded;
+
 -- name: JobGetMany :many
 -- The jobs of ids the actor may read, by id; the others are left out.
 SELECT j.* FROM docket.jobs j

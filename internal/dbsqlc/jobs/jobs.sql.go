@@ -1505,6 +1505,23 @@ func (q *Queries) JobRenew(ctx context.Context, db DBTX, arg JobRenewParams) (*D
 	return &i, err
 }
 
+const jobSucceededUnder = `-- name: JobSucceededUnder :one
+SELECT coalesce((SELECT j.state = 'succeeded' AND j.outcome_token = docket.job_token_digest($1::uuid)
+                 FROM docket.jobs j WHERE j.id = $2::bigint AND docket.job_visible($3::text, j.project)),
+                false)::boolean AS succeeded
+`
+
+// Whether job @id succeeded under the claim whose token is @token: what a
+// worker asks after the reply to its completion was lost. False for a job
+// the actor may not read. The token is compared by its digest, and neither
+// is returned.
+func (q *Queries) JobSucceededUnder(ctx context.Context, db DBTX, token uuid.UUID, iD int64, actor string) (bool, error) {
+	row := db.QueryRow(ctx, jobSucceededUnder, token, iD, actor)
+	var succeeded bool
+	err := row.Scan(&succeeded)
+	return succeeded, err
+}
+
 const jobVerify = `-- name: JobVerify :one
 SELECT e.ok::boolean AS ok, e.events::integer AS events, e.bad_seq::integer AS bad_seq, coalesce(e.problem, '')::text AS problem
 FROM docket.job_verify($1::bigint) e

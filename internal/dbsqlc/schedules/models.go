@@ -38,17 +38,19 @@ type DocketJob struct {
 	BackoffCap       time.Duration
 	BackoffJitter    float64
 	LeaseGeneration  int64
-	ClaimToken       *uuid.UUID
-	ClaimedBy        *string
-	ClaimedAt        *time.Time
-	LeaseExpiresAt   *time.Time
-	Result           json.RawMessage
-	Diagnostic       *string
-	CreatedBy        string
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
-	FinishedAt       *time.Time
-	OutcomeToken     *uuid.UUID
+	// The digest of the live claim's token (docket.job_token_digest), never the token; NULL unless claimed.
+	ClaimToken     *uuid.UUID
+	ClaimedBy      *string
+	ClaimedAt      *time.Time
+	LeaseExpiresAt *time.Time
+	Result         json.RawMessage
+	Diagnostic     *string
+	CreatedBy      string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	FinishedAt     *time.Time
+	// The digest of the token of the claim whose holder finished the job; NULL when no holder did.
+	OutcomeToken *uuid.UUID
 	// The handler revision of the job's latest claim; NULL when never claimed, or claimed by a claimant naming none.
 	ClaimedRevision *string
 	// The handler revisions the job may run under (docket.job_pin); NULL: any.
