@@ -272,6 +272,8 @@ type DocketJobDecoder struct {
 	RegisteredAt  time.Time
 	// The handler revision the deployment runs for the kind; NULL when it names none.
 	Revision *string
+	// The login role that registered the row; a deployment's rows belong to it. NULL: registered before roles were recorded.
+	RegisteredRole *string
 }
 
 type DocketJobEnqueued struct {
