@@ -355,7 +355,7 @@ var sqlstate = regexp.MustCompile(`^[0-9A-Z]{5}$`)
 // is the error, nothing reports whether every value of every row it
 // returned is NULL, false, zero, a refusal's code or what the call was
 // given.
-func (w world) call(t *testing.T, pool *pgxpool.Pool, f apiFunction, actor access.Actor) (refused error, nothing bool, rows [][]any) {
+func (w world) call(t *testing.T, pool *pgxpool.Pool, f apiFunction, actor access.Actor) (nothing bool, rows [][]any, refused error) {
 	t.Helper()
 	params := make([]string, len(f.args))
 	values := make([]any, len(f.args))
@@ -380,14 +380,14 @@ func (w world) call(t *testing.T, pool *pgxpool.Pool, f apiFunction, actor acces
 	sql := fmt.Sprintf("SELECT * FROM docket.%s(%s)", f.name, strings.Join(params, ", "))
 	r, err := pool.Query(context.Background(), sql, values...)
 	if err != nil {
-		return err, true, nil
+		return true, nil, err
 	}
 	defer r.Close()
 	nothing = true
 	for r.Next() {
 		vals, err := r.Values()
 		if err != nil {
-			return err, true, nil
+			return true, nil, err
 		}
 		rows = append(rows, vals)
 		for _, v := range vals {
@@ -405,9 +405,9 @@ func (w world) call(t *testing.T, pool *pgxpool.Pool, f apiFunction, actor acces
 		}
 	}
 	if err := r.Err(); err != nil {
-		return err, true, nil
+		return true, nil, err
 	}
-	return nil, nothing, rows
+	return nothing, rows, nil
 }
 
 // everything is a digest of every docket table, walked from pg_class: each
@@ -452,7 +452,7 @@ func TestNoFunctionReachesAnotherProject(t *testing.T) {
 	login := w.Login(t, testkit.AppRole, attacker)
 	before := everything(t, w.Pool)
 	for _, f := range apiFunctions(t, w.Pool) {
-		refused, nothing, rows := w.call(t, login.Pool, f, attacker)
+		nothing, rows, refused := w.call(t, login.Pool, f, attacker)
 		if refused == nil {
 			require.True(t, nothing, "%s answered the attacker with another project's records: %v", f.signature, rows)
 		}
@@ -470,7 +470,7 @@ func TestEveryFunctionChecksItsCaller(t *testing.T) {
 	login := w.Login(t, testkit.AppRole, attacker)
 	before := everything(t, w.Pool)
 	for _, f := range apiFunctions(t, w.Pool) {
-		refused, _, rows := w.call(t, login.Pool, f, victim)
+		_, rows, refused := w.call(t, login.Pool, f, victim)
 		var pgErr *pgconn.PgError
 		require.True(t, errors.As(refused, &pgErr), "%s let a login act as an actor it is not bound to: %v", f.signature, rows)
 		require.Contains(t, []string{"DK009", "42501"}, pgErr.Code, "%s: %s", f.signature, pgErr.Message)
