@@ -217,17 +217,25 @@ func TestAnUnboundActorIsRefused(t *testing.T) {
 }
 
 // TestGrantsAreGivenByTheirManagers shows a principal without grant.manage
-// refused a grant, a manager refused its own, and a manager's grant of
+// refused a grant, a manager refused its own and those of every principal
+// its login is bound to by name (one person), and a manager's grant of
 // another recorded with the login role that gave it.
 func TestGrantsAreGivenByTheirManagers(t *testing.T) {
 	t.Parallel()
 	const lead access.Actor = "svc:lead"
 	k := testkit.Setup(t, testkit.Ana, []string{testkit.Acme}, testkit.Grants(lead, testkit.Acme, access.GrantManage)...)
-	app := k.Login(t, testkit.AppRole, testkit.App, lead)
-	as := func(actor access.Actor) *access.Client {
-		c, err := access.NewClient(app.Pool, access.Config{Actor: actor, Clock: k.Clock})
+	app := k.Login(t, testkit.AppRole, testkit.App)
+	manager := k.Login(t, testkit.AppRole, lead)
+	on := func(l testkit.Login, actor access.Actor) *access.Client {
+		c, err := access.NewClient(l.Pool, access.Config{Actor: actor, Clock: k.Clock})
 		require.NoError(t, err)
 		return c
+	}
+	as := func(actor access.Actor) *access.Client {
+		if actor == lead {
+			return on(manager, actor)
+		}
+		return on(app, actor)
 	}
 	create := access.Grant{Principal: testkit.App, Project: testkit.Acme, Capability: access.JobCreate}
 
@@ -253,7 +261,19 @@ func TestGrantsAreGivenByTheirManagers(t *testing.T) {
 		SELECT actor, session_role FROM docket.grant_events WHERE principal = $1 AND capability = $2`,
 		string(testkit.App), string(access.JobCreate)).Scan(&by, &role))
 	require.Equal(t, string(lead), by)
-	require.Equal(t, app.Role, role, "the grant records the login role that gave it")
+	require.Equal(t, manager.Role, role, "the grant records the login role that gave it")
+
+	// A login bound to both by name makes lead and app one person, through
+	// whichever login either acts.
+	both := k.Login(t, testkit.AppRole, testkit.App, lead)
+	claim := access.Grant{Principal: testkit.App, Project: testkit.Acme, Capability: access.JobClaim}
+	before = everything(t, k.Pool)
+	_, err = on(both, lead).Allow(t.Context(), claim)
+	require.ErrorIs(t, err, db.ErrNotPermitted, "a manager granting another name of its own login")
+	require.ErrorContains(t, err, "svc:app is the same person")
+	_, err = as(lead).Allow(t.Context(), claim)
+	require.ErrorIs(t, err, db.ErrNotPermitted, "the same person through another login")
+	require.Equal(t, before, everything(t, k.Pool), "refused grants write nothing")
 }
 
 // TestBindingIsAnOperatorsAct shows a docket_app member refused a binding,

@@ -126,7 +126,7 @@ func TestUpgradeFromReplacedMigrations(t *testing.T) {
 	docketV, _ := appliedVersions(t, pool)
 	require.Equal(t, docketVersions(t), docketV, "21 and after, as a fresh database records them")
 	require.Equal(t, histories, jobHistories(t, pool), "the rows written before")
-	rows, err := pool.Query(ctx, `SELECT j.id, v.ok, v.problem FROM docket.jobs j, docket.job_verify(j.id) v ORDER BY j.id`)
+	rows, err := pool.Query(ctx, `SELECT j.id, v.ok, v.problem FROM docket.jobs j, docket.job_history_verify(j.id) v ORDER BY j.id`)
 	require.NoError(t, err)
 	verdicts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
 		var id int64

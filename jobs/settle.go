@@ -361,8 +361,11 @@ func (c *Client) RegisterDecoders(ctx context.Context, deployment string, decode
 // RegisterDecodersTx records in tx that deployment (a name such as
 // "billing-worker@v42") can decode the given payload versions, so
 // docket.jobs_undecodable lists only jobs nobody can decode. Registering a
-// pair again refreshes it. It refuses a malformed deployment or decoder with
-// [db.ErrInvalidArgument].
+// pair again refreshes it. A deployment's registrations belong to the login
+// role that first registered it. It refuses a malformed deployment or
+// decoder with [db.ErrInvalidArgument]; an actor holding job.claim on no
+// project, or a deployment another login role registered, with
+// [db.ErrNotPermitted].
 //
 // What it writes commits with tx, or rolls back with it.
 func (c *Client) RegisterDecodersTx(ctx context.Context, tx pgx.Tx, deployment string, decoders []Decoder) error {

@@ -53,7 +53,10 @@ type Config struct {
 	Clock db.Clock
 	// Deployment names this deployment in docket.job_decoders, where the
 	// worker records at Start which payload versions it decodes: 1-200
-	// characters of [A-Za-z0-9._:@/-]. Defaults to the host name.
+	// characters of [A-Za-z0-9._:@/-]. A deployment's registrations belong
+	// to the login role that first registered it, so workers of two logins
+	// need two names. Defaults to the pool's login role and the host name,
+	// login@host (the host name alone when that is not a valid name).
 	Deployment string
 	// Heartbeat is the fraction of a lease after which the heartbeat renews
 	// it: 0.05 .. 0.9. Defaults to 1/3, so two renewals may fail before the
@@ -169,6 +172,11 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if !runs {
 		if err := cfg.insertOnly(); err != nil {
 			return nil, err
+		}
+	}
+	if cfg.Deployment == "" {
+		if host, err := os.Hostname(); err == nil && jobs.ValidDeployment(pool.Config().ConnConfig.User+"@"+host) {
+			cfg.Deployment = pool.Config().ConnConfig.User + "@" + host
 		}
 	}
 	cfg, err := cfg.withDefaults()

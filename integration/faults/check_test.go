@@ -112,7 +112,7 @@ func (r *rig) check(started map[int64]bool) verdict {
 		ORDER BY j.id`)
 	v.unverified = r.strings(ctx, `
 		SELECT format('job %s: %s (event %s)', j.id, v.problem, v.bad_seq)
-		FROM docket.jobs j CROSS JOIN LATERAL docket.job_verify(j.id) v
+		FROM docket.jobs j CROSS JOIN LATERAL docket.job_history_verify(j.id) v
 		WHERE NOT v.ok
 		ORDER BY j.id`)
 	require.NoError(r.t, r.owner.QueryRow(ctx, "SELECT count(*) FROM docket.jobs WHERE attempts > 1").Scan(&v.retried))

@@ -205,7 +205,7 @@ func check(t *testing.T, r *rig, f form, prune bool, ids []int64) checked {
 
 	rows, err = r.owner.Query(ctx, `SELECT j.id, v.ok, coalesce(v.problem, '')
 		FROM (SELECT id FROM docket.jobs WHERE project = $1 ORDER BY random() LIMIT $2) j
-		CROSS JOIN LATERAL docket.job_verify(j.id) v`, project, verifySample)
+		CROSS JOIN LATERAL docket.job_history_verify(j.id) v`, project, verifySample)
 	require.NoError(t, err)
 	var bad []string
 	var id int64

@@ -60,6 +60,66 @@ BEGIN
 END
 $$;
 
+-- require_actor is set_context's check for the functions that only read
+-- and take no instant: it refuses a malformed actor (DK010) and an actor
+-- the session's login role may not act as (DK009), and sets nothing. Every
+-- read of the API calls it first, so a read never answers for a principal
+-- its caller is not.
+CREATE OR REPLACE FUNCTION docket.require_actor(p_actor text) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    PERFORM docket.require_principal('actor', p_actor);
+    IF NOT docket.may_act_as(p_actor) THEN
+        RAISE EXCEPTION 'login role % may not act as %: bind it first (docket actor bind)', session_user, p_actor
+            USING ERRCODE = 'DK009';
+    END IF;
+END
+$$;
+
+-- Persons -------------------------------------------------------------------
+--
+-- The rules about "the same person" (four eyes, no granting to oneself, a
+-- proposer never approving) compare persons, not principal strings. A login
+-- role bound to principals BY NAME ("user:ana", "user:bob") is one person
+-- however many names it has: all those principals are one person. A login
+-- bound to a whole kind ("user:*") is a gateway that authenticates people
+-- itself (docket serve behind its proxy): a kind binding joins nobody, and
+-- through it each principal is its own person.
+
+-- person_names returns every principal that is the same person as
+-- p_principal: itself, and every principal bound by name to a login role
+-- that is bound by name to it. Sorted, without duplicates.
+CREATE OR REPLACE FUNCTION docket.person_names(p_principal text) RETURNS text[]
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN ARRAY(
+        SELECT p_principal WHERE p_principal IS NOT NULL
+        UNION
+        SELECT o.principal FROM docket.actor_bindings b
+        JOIN docket.actor_bindings o ON o.role = b.role AND o.principal NOT LIKE '%:*'
+        WHERE b.principal = p_principal
+        ORDER BY 1);
+END
+$$;
+
+-- same_person reports whether principals p_a and p_b are one person (see
+-- person_names).
+CREATE OR REPLACE FUNCTION docket.same_person(p_a text, p_b text) RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN p_a = p_b OR p_b = ANY (docket.person_names(p_a));
+END
+$$;
+
+-- person_in reports whether principal p_principal is, as a person, one of
+-- p_principals (an exclusion list: four eyes).
+CREATE OR REPLACE FUNCTION docket.person_in(p_principal text, p_principals text[]) RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN p_principal = ANY (p_principals) OR docket.person_names(p_principal) && p_principals;
+END
+$$;
+
 -- actor_bind lets login role p_role act as p_principal (or, for "kind:*",
 -- every principal of that kind), on behalf of p_actor at p_now. Returns true
 -- when the binding is new, false when it existed. Refuses: a session that is
@@ -167,7 +227,8 @@ $$;
 
 -- require_grant_manager refuses (DK009) a grant or revoke on p_project by
 -- p_actor unless the session is an operator's, or p_actor holds grant.manage
--- on the project and is not granting to (or revoking from) itself.
+-- on the project and is not granting to (or revoking from) itself: any
+-- principal that is the same person as p_actor (see person_names).
 CREATE OR REPLACE FUNCTION docket.require_grant_manager(p_op text, p_principal text, p_project text, p_actor text)
 RETURNS void
 LANGUAGE plpgsql STABLE AS $$
@@ -175,8 +236,8 @@ BEGIN
     IF docket.session_is_operator() THEN
         RETURN;
     END IF;
-    IF p_principal = p_actor THEN
-        RAISE EXCEPTION '%: % may not change its own grants', p_op, p_actor
+    IF docket.same_person(p_actor, p_principal) THEN
+        RAISE EXCEPTION '%: % may not change its own grants (% is the same person)', p_op, p_actor, p_principal
             USING ERRCODE = 'DK009';
     END IF;
     IF NOT docket.grant_check(p_actor, p_project, 'grant.manage') THEN

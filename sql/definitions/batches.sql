@@ -313,6 +313,7 @@ $$;
 CREATE OR REPLACE FUNCTION docket.batch_get(p_id bigint, p_actor text) RETURNS SETOF docket.batches
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
+    PERFORM docket.require_actor(p_actor);
     RETURN QUERY SELECT * FROM docket.batches b
     WHERE b.id = p_id AND (docket.grant_check(p_actor, b.project, 'batch.run') OR docket.grant_check(p_actor, b.project, 'case.view'));
 END
@@ -326,6 +327,7 @@ CREATE OR REPLACE FUNCTION docket.batch_items_needing_attention(p_id bigint, p_a
 RETURNS SETOF docket.batch_items
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
+    PERFORM docket.require_actor(p_actor);
     PERFORM docket.job_require_batch('limit', p_limit, 1000);
     IF NOT EXISTS (SELECT 1 FROM docket.batch_get(p_id, p_actor)) THEN
         RETURN;

@@ -399,7 +399,8 @@ END
 $$;
 
 -- case_require_keys refuses (DK010) a key set that is not 1-32 well-formed,
--- distinct (namespace, value) pairs given as parallel arrays.
+-- distinct (namespace, value) pairs given as parallel arrays, each value in
+-- Unicode NFC.
 CREATE OR REPLACE FUNCTION docket.case_require_keys(p_namespaces text[], p_values text[]) RETURNS void
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -420,6 +421,13 @@ BEGIN
     WHERE NOT coalesce(docket.valid_case_key_value(x.val), false) LIMIT 1;
     IF FOUND THEN
         PERFORM docket.require_valid(false, 'key value', bad.val, '1-255 characters, no control characters, no leading or trailing space');
+    END IF;
+    -- A key is an identity: docket never rewrites it, so one not in Unicode
+    -- NFC is refused, not normalized (the tables hold the same rule).
+    SELECT x.ns, x.val INTO bad FROM unnest(p_namespaces, p_values) AS x(ns, val)
+    WHERE NOT x.val IS NFC NORMALIZED LIMIT 1;
+    IF FOUND THEN
+        PERFORM docket.require_valid(false, 'key value', bad.val, 'Unicode NFC (normalize keys to NFC before sending them)');
     END IF;
     SELECT x.ns, x.val INTO bad FROM unnest(p_namespaces, p_values) AS x(ns, val)
     GROUP BY x.ns, x.val HAVING count(*) > 1 LIMIT 1;
@@ -548,7 +556,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_holders bigint[];
 BEGIN
-    PERFORM docket.require_principal('actor', p_actor);
+    PERFORM docket.require_actor(p_actor);
     PERFORM docket.require_project_name(p_project);
     PERFORM docket.case_require_keys(p_namespaces, p_values);
     IF NOT docket.grant_check(p_actor, p_project, 'case.admit') THEN

@@ -1217,10 +1217,11 @@ $$;
 -- call and, when element i was refused, the SQLSTATE job_complete would have
 -- raised (DK002 stale claim or another revision than its claim's, DK009 the
 -- actor is not the lease's holder or no longer holds job.claim, DK016 an
--- instant before the claim, DK014 finished otherwise, P0002 unknown) with
--- nothing written for it. The other elements still complete. An element
--- whose token holds the job's live claim is also refused, with DK010 and
--- the reason in refusal_reason, for its completion record: a record the
+-- instant before the claim, DK014 finished otherwise, P0002 unknown, or of a
+-- project the actor may not see named with a token it never held: then no
+-- state) with nothing written for it. The other elements still complete. An
+-- element whose token holds the job's live claim is also refused, with DK010
+-- and the reason in refusal_reason, for its completion record: a record the
 -- rule refuses (job_record_refusal: malformed, or not the job's request), or
 -- none for a job that requests an output and has no record under this
 -- claim. So a bad record fails its own element, not the batch, and never the
@@ -1365,7 +1366,10 @@ BEGIN
                           x.id, quote_literal(j.requested_output))
            END
     FROM unnest(p_ids, p_tokens, p_results, p_revisions) WITH ORDINALITY AS x(id, token, result, revision, i)
+    -- A job of a project the actor may not see, named with a token it
+    -- never held, is unknown to it, state and all.
     LEFT JOIN docket.jobs j ON j.id = x.id
+        AND (docket.job_token_digest(x.token) IN (j.claim_token, j.outcome_token) OR docket.job_visible(p_actor, j.project))
     -- unrecorded: the element's token holds the job's live claim, the job
     -- requests an output, and there is no record under this claim.
     CROSS JOIN LATERAL (
@@ -1616,27 +1620,50 @@ $$;
 -- (kind, payload_schema) pairs in the parallel arrays p_kinds and p_schemas,
 -- running for each kind the handler revision of p_revisions, parallel to
 -- p_kinds (NULL or '': none), on behalf of p_actor at p_now. Registering a
--- pair again refreshes it and records its revision anew. Refuses malformed
--- input (DK010, or a check violation naming the constraint; malformed
--- revisions, see job_claim_revisions).
+-- pair again refreshes it and records its revision anew.
+-- A deployment's registrations belong to the login role that first made
+-- them (registered_role): only that login (or the owner) registers for the
+-- deployment again, so one service cannot overwrite what another's workers
+-- said they run. A registration made before roles were recorded (NULL) is
+-- taken by the next login that registers it.
+-- Refuses, writing nothing: an actor holding job.claim on no project, a
+-- deployment another login role registered (DK009); malformed input (DK010,
+-- or a check violation naming the constraint; malformed revisions, see
+-- job_claim_revisions).
 CREATE OR REPLACE FUNCTION docket.job_decoders_register(p_deployment text, p_kinds text[], p_schemas integer[], p_actor text, p_now timestamptz,
                                              p_revisions text[] DEFAULT NULL)
 RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
     n integer;
+    v_role text;
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
+    IF NOT EXISTS (SELECT 1 FROM docket.grants g WHERE g.principal = p_actor AND g.capability = 'job.claim') THEN
+        RAISE EXCEPTION '% may not register decoders: it holds job.claim on no project', p_actor
+            USING ERRCODE = 'DK009';
+    END IF;
     IF cardinality(p_kinds) IS DISTINCT FROM cardinality(p_schemas) THEN
         RAISE EXCEPTION 'invalid decoders: kinds and schemas must be parallel arrays of one length'
             USING ERRCODE = 'DK010';
     END IF;
+    -- One registration of a deployment at a time: the first login to
+    -- register it owns it, however many of its workers start at once.
+    PERFORM pg_advisory_xact_lock(hashtextextended('docket.job_decoders:' || coalesce(p_deployment, ''), 0));
+    SELECT d.registered_role INTO v_role FROM docket.job_decoders d
+    WHERE d.deployment = p_deployment AND d.registered_role IS DISTINCT FROM session_user AND d.registered_role IS NOT NULL
+    LIMIT 1;
+    IF FOUND AND NOT docket.session_is_owner() THEN
+        RAISE EXCEPTION 'deployment % is registered by login role %: % (login role %) may not register for it',
+            p_deployment, v_role, p_actor, session_user
+            USING ERRCODE = 'DK009';
+    END IF;
     p_revisions := docket.job_claim_revisions(p_kinds, p_revisions);
-    INSERT INTO docket.job_decoders (kind, payload_schema, deployment, registered_by, registered_at, revision)
-    SELECT k, s, p_deployment, p_actor, p_now, r FROM unnest(p_kinds, p_schemas, p_revisions) AS x(k, s, r)
+    INSERT INTO docket.job_decoders (kind, payload_schema, deployment, registered_by, registered_at, revision, registered_role)
+    SELECT k, s, p_deployment, p_actor, p_now, r, session_user FROM unnest(p_kinds, p_schemas, p_revisions) AS x(k, s, r)
     ON CONFLICT (kind, payload_schema, deployment)
     DO UPDATE SET registered_by = EXCLUDED.registered_by, registered_at = EXCLUDED.registered_at,
-                  revision = EXCLUDED.revision;
+                  revision = EXCLUDED.revision, registered_role = EXCLUDED.registered_role;
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;
 END
@@ -1648,8 +1675,9 @@ $$;
 -- as migrated, attempts counting claims, time never running backwards, and
 -- the job now in the state, with the attempts, result, diagnostic, holder,
 -- claim token, lease generation, claim revision and pin its last events say.
--- It reports also when the machine's tables differ from the machine.
-CREATE OR REPLACE FUNCTION docket.job_verify(p_id bigint)
+-- It reports also when the machine's tables differ from the machine. It
+-- checks no caller: the owner's audit (and job_verify's body) calls it.
+CREATE OR REPLACE FUNCTION docket.job_history_verify(p_id bigint)
 RETURNS TABLE (ok boolean, events integer, bad_seq integer, problem text)
 LANGUAGE plpgsql STABLE AS $$
 #variable_conflict use_column
@@ -1739,6 +1767,22 @@ BEGIN
     ELSE
         RETURN QUERY SELECT true, n, 0, NULL::text;
     END IF;
+END
+$$;
+
+-- job_verify is job_history_verify of job p_id for p_actor: no row when the
+-- job does not exist or p_actor may not read its project's jobs
+-- (job_visible). Refuses a malformed actor (DK010) or one the session may
+-- not act as (DK009).
+CREATE OR REPLACE FUNCTION docket.job_verify(p_id bigint, p_actor text)
+RETURNS TABLE (ok boolean, events integer, bad_seq integer, problem text)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    PERFORM docket.require_actor(p_actor);
+    IF NOT EXISTS (SELECT 1 FROM docket.jobs j WHERE j.id = p_id AND docket.job_visible(p_actor, j.project)) THEN
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT * FROM docket.job_history_verify(p_id);
 END
 $$;
 
@@ -1943,13 +1987,9 @@ LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_projects text[];
 BEGIN
-    PERFORM docket.require_principal('actor', p_actor);
+    PERFORM docket.require_actor(p_actor);
     IF p_now IS NULL OR NOT isfinite(p_now) THEN
         RAISE EXCEPTION 'invalid instant %: want a finite timestamp', coalesce(p_now::text, 'NULL') USING ERRCODE = 'DK010';
-    END IF;
-    IF NOT docket.may_act_as(p_actor) THEN
-        RAISE EXCEPTION 'login role % may not act as %: bind it first (docket actor bind)', session_user, p_actor
-            USING ERRCODE = 'DK009';
     END IF;
     SELECT array_agg(DISTINCT g.project) INTO v_projects FROM docket.grants g
     WHERE g.principal = p_actor AND docket.job_visible(p_actor, g.project);

@@ -31,6 +31,66 @@ CREATE OR REPLACE TRIGGER plan_steps_frozen BEFORE UPDATE OR DELETE ON docket.pl
 CREATE OR REPLACE TRIGGER plan_deps_frozen BEFORE UPDATE OR DELETE ON docket.plan_deps
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('a plan is frozen: a replan stores a successor');
 
+-- plan_steps_declared refuses (DK015) steps inserted into docket.plan_steps
+-- that are not, column for column, steps the plan's canonical text declares:
+-- a stored plan is frozen, inserts included, so no writer (the owner's SQL
+-- included) adds a step its digest does not cover. A statement is checked
+-- whole, the canonical text taken apart once per plan.
+CREATE OR REPLACE FUNCTION docket.plan_steps_declared() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    bad record;
+BEGIN
+    SELECT x.plan_id, x.step_id INTO bad FROM (
+        SELECT a.plan_id, a.step_id, a.kind::text AS kind, a.args, a.after, a.terminal, a.compensation::text AS compensation,
+               a.trusted, a.repeatable
+        FROM added a
+        EXCEPT
+        SELECT p.id, s ->> 'id', s ->> 'kind', coalesce(s -> 'args', '[]'),
+               ARRAY(SELECT jsonb_array_elements_text(coalesce(s -> 'after', '[]'))),
+               coalesce((s ->> 'terminal')::boolean, false), nullif(s ->> 'compensation', ''),
+               coalesce((s ->> 'trusted')::boolean, false), coalesce((s ->> 'repeatable')::boolean, false)
+        FROM docket.plans p, jsonb_array_elements(p.canonical::jsonb -> 'steps') s
+        WHERE p.id IN (SELECT DISTINCT plan_id FROM added)
+    ) x LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'plan %: step % is not as the plan declares it: a stored plan is frozen, its steps are its canonical text''s',
+            bad.plan_id, bad.step_id
+            USING ERRCODE = 'DK015';
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER plan_steps_declared AFTER INSERT ON docket.plan_steps
+    REFERENCING NEW TABLE AS added
+    FOR EACH STATEMENT EXECUTE FUNCTION docket.plan_steps_declared();
+
+-- plan_deps_declared refuses (DK015) an edge inserted into docket.plan_deps
+-- that its step's predecessors (plan_steps.after) do not declare.
+CREATE OR REPLACE FUNCTION docket.plan_deps_declared() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    bad record;
+BEGIN
+    SELECT x.plan_id, x.step_id, x.after_id INTO bad FROM (
+        SELECT a.plan_id, a.step_id, a.after_id FROM added a
+        EXCEPT
+        SELECT s.plan_id, s.step_id, f FROM docket.plan_steps s, unnest(s.after) f
+        WHERE s.plan_id IN (SELECT DISTINCT plan_id FROM added)
+    ) x LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'plan %: step % does not run after % in the plan: a stored plan is frozen', bad.plan_id, bad.step_id, bad.after_id
+            USING ERRCODE = 'DK015';
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER plan_deps_declared AFTER INSERT ON docket.plan_deps
+    REFERENCING NEW TABLE AS added
+    FOR EACH STATEMENT EXECUTE FUNCTION docket.plan_deps_declared();
+
 -- plan_store stores plan text p_canonical under digest p_digest in project
 -- p_project, once (content-addressed: storing it again returns the same id),
 -- taking its steps apart, and checks what every writer must hold to: the
@@ -213,6 +273,9 @@ CREATE OR REPLACE TRIGGER jobs_run_check
 
 -- Guards ---------------------------------------------------------------------------------------
 
+-- runs_guard holds every run to the run machine, and its plan to its
+-- recorded versions: plan_id and version move together, one version on,
+-- to the plan a docket.run_versions row of that version names (DK015).
 CREATE OR REPLACE FUNCTION docket.runs_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -224,6 +287,17 @@ BEGIN
         RETURN NEW;
     END IF;
     PERFORM docket.machine_move('run', 'run ' || OLD.id, OLD.status, NEW.status);
+    -- The plan a run runs changes only by a replan, which records the
+    -- version first: the next version, naming the plan it replaces.
+    IF (NEW.plan_id, NEW.version) IS DISTINCT FROM (OLD.plan_id, OLD.version)
+       AND NOT (NEW.version = OLD.version + 1
+                AND EXISTS (SELECT 1 FROM docket.run_versions v
+                            WHERE v.run_id = OLD.id AND v.version = NEW.version AND v.plan_id = NEW.plan_id
+                              AND v.predecessor = OLD.plan_id)
+                AND EXISTS (SELECT 1 FROM docket.plans p WHERE p.id = NEW.plan_id AND p.project = OLD.project)) THEN
+        RAISE EXCEPTION 'run %: its plan changes only by a replan that records its version (docket.run_versions) first', OLD.id
+            USING ERRCODE = 'DK015';
+    END IF;
     RETURN NEW;
 END
 $$;
@@ -782,7 +856,8 @@ $$;
 -- untrusted value (DK010, naming the source); a run that is not running
 -- (DK014); a completed step the successor carries over changed, or a
 -- started step whose kind it changed (DK010, naming the step); a plan that
--- does not hold (DK010).
+-- does not hold (DK010); a successor bringing in a job kind no plan of the
+-- run declared, by an actor without job.create on the project (DK009).
 CREATE OR REPLACE FUNCTION docket.run_replan(p_run bigint, p_predecessor text, p_digest text, p_canonical text, p_reason text,
                                   p_actor text, p_now timestamptz)
 RETURNS docket.runs
@@ -829,11 +904,28 @@ BEGIN
                  ELSE 'a completed step is carried over unchanged or not at all' END
             USING ERRCODE = 'DK010';
     END IF;
+    -- A replan by a principal without job.create brings in no job kind the
+    -- run's plans have not declared (as a step or a compensation): plan.run
+    -- reshapes a run, it does not widen what the run may enqueue.
+    IF NOT docket.grant_check(p_actor, r.project, 'job.create') THEN
+        SELECT k.kind INTO bad FROM (
+            SELECT n.kind::text AS kind FROM docket.plan_steps n WHERE n.plan_id = v_plan
+            UNION
+            SELECT n.compensation::text FROM docket.plan_steps n WHERE n.plan_id = v_plan AND n.compensation IS NOT NULL
+        ) k
+        WHERE NOT EXISTS (SELECT 1 FROM docket.run_versions v JOIN docket.plan_steps o ON o.plan_id = v.plan_id
+                          WHERE v.run_id = r.id AND (o.kind = k.kind OR o.compensation = k.kind))
+        ORDER BY k.kind LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'run %: the successor brings in job kind %, which no plan of the run declared; % holds no job.create on %',
+                r.id, bad.kind, p_actor, r.project
+                USING ERRCODE = 'DK009';
+        END IF;
+    END IF;
+    INSERT INTO docket.run_versions (run_id, version, plan_id, predecessor, reason, actor, at)
+    VALUES (r.id, r.version + 1, v_plan, r.plan_id, p_reason, p_actor, p_now);
     UPDATE docket.runs SET plan_id = v_plan, version = version + 1, updated_at = greatest(updated_at, p_now)
     WHERE id = r.id RETURNING * INTO r;
-    INSERT INTO docket.run_versions (run_id, version, plan_id, predecessor, reason, actor, at)
-    VALUES (r.id, r.version, v_plan, (SELECT plan_id FROM docket.run_versions WHERE run_id = r.id AND version = r.version - 1),
-            p_reason, p_actor, p_now);
     PERFORM docket.run_admit_ready(r.id, NULL);
     PERFORM docket.run_apply(r.id);
     SELECT * INTO r FROM docket.runs WHERE id = r.id;
@@ -878,6 +970,7 @@ $$;
 CREATE OR REPLACE FUNCTION docket.run_get(p_id bigint, p_actor text) RETURNS SETOF docket.runs
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
+    PERFORM docket.require_actor(p_actor);
     RETURN QUERY SELECT * FROM docket.runs r
     WHERE r.id = p_id AND (docket.grant_check(p_actor, r.project, 'plan.run') OR docket.grant_check(p_actor, r.project, 'case.admit')
                            OR docket.grant_check(p_actor, r.project, 'case.view'));
@@ -889,6 +982,7 @@ $$;
 CREATE OR REPLACE FUNCTION docket.run_steps_of(p_id bigint, p_actor text) RETURNS SETOF docket.run_steps
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
+    PERFORM docket.require_actor(p_actor);
     IF NOT EXISTS (SELECT 1 FROM docket.run_get(p_id, p_actor)) THEN
         RETURN;
     END IF;
@@ -902,6 +996,7 @@ CREATE OR REPLACE FUNCTION docket.run_versions_of(p_id bigint, p_actor text)
 RETURNS TABLE (version integer, digest text, canonical text, predecessor text, reason text, actor text, at timestamptz)
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
+    PERFORM docket.require_actor(p_actor);
     IF NOT EXISTS (SELECT 1 FROM docket.run_get(p_id, p_actor)) THEN
         RETURN;
     END IF;

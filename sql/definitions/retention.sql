@@ -129,6 +129,7 @@ CREATE OR REPLACE FUNCTION docket.retention_get(p_project text, p_actor text)
 RETURNS SETOF docket.retention
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
+    PERFORM docket.require_actor(p_actor);
     RETURN QUERY SELECT * FROM docket.retention r
     WHERE r.project = p_project
       AND (docket.grant_check(p_actor, p_project, 'retention.manage') OR docket.grant_check(p_actor, p_project, 'retention.prune'));
@@ -230,6 +231,7 @@ DECLARE
     p docket.prunes;
     given int8multirange;
 BEGIN
+    PERFORM docket.require_actor(p_actor);
     SELECT * INTO p FROM docket.prunes x WHERE x.id = p_prune
       AND (docket.job_visible(p_actor, x.project) OR docket.grant_check(p_actor, x.project, 'retention.manage'));
     IF NOT FOUND THEN
@@ -260,6 +262,7 @@ CREATE OR REPLACE FUNCTION docket.job_pruned(p_id bigint, p_actor text)
 RETURNS SETOF docket.prunes
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
+    PERFORM docket.require_actor(p_actor);
     RETURN QUERY SELECT * FROM docket.prunes p
     WHERE p.job_ids @> p_id AND docket.job_visible(p_actor, p.project)
     ORDER BY p.id LIMIT 1;

@@ -285,13 +285,14 @@ $$;
 
 -- schedule_lock returns schedule p_id locked (FOR NO KEY UPDATE) for p_actor,
 -- who computes its next occurrence under the lock before schedule_update.
--- Refuses: an unknown schedule or one the actor may not manage (P0002).
+-- Refuses: a malformed actor (DK010) or one the session may not act as
+-- (DK009); an unknown schedule or one the actor may not manage (P0002).
 CREATE OR REPLACE FUNCTION docket.schedule_lock(p_id bigint, p_actor text) RETURNS docket.schedules
 LANGUAGE plpgsql AS $$
 DECLARE
     v docket.schedules;
 BEGIN
-    PERFORM docket.require_principal('actor', p_actor);
+    PERFORM docket.require_actor(p_actor);
     PERFORM docket.schedule_authorize(p_id, p_actor);
     SELECT * INTO v FROM docket.schedules WHERE id = p_id FOR NO KEY UPDATE;
     RETURN v;
@@ -412,7 +413,9 @@ $$;
 -- behalf of p_actor at p_now. Returns the jobs of the occurrences this call
 -- recorded; one already recorded (the unique identity decides) is neither
 -- enqueued again nor returned.
--- Refuses, writing nothing: a schedule not active or whose cursor moved
+-- Refuses, writing nothing: an unknown schedule, or one of a project where
+-- p_actor does not hold schedule.sweep and job.create (P0002, in the same
+-- words, checked before the schedule is locked); a schedule not active or whose cursor moved
 -- (40001, retry the sweep); arrays of different lengths or more than 1000
 -- occurrences (DK010); an enqueue the actor may not make (DK009); more runs
 -- than max_occurrences (23514).
@@ -432,6 +435,12 @@ BEGIN
        OR cardinality(p_locals) > 1000 THEN
         RAISE EXCEPTION 'invalid occurrences: locals, folds and dues must be parallel arrays of at most 1000'
             USING ERRCODE = 'DK010';
+    END IF;
+    SELECT * INTO s FROM docket.schedules WHERE id = p_id;
+    IF NOT FOUND OR NOT (docket.grant_check(p_actor, s.project, 'schedule.sweep') AND docket.grant_check(p_actor, s.project, 'job.create')) THEN
+        RAISE EXCEPTION 'schedule % does not exist (or % may not sweep it: it needs schedule.sweep and job.create on its project)',
+            coalesce(p_id::text, 'NULL'), p_actor
+            USING ERRCODE = 'P0002';
     END IF;
     SELECT * INTO s FROM docket.schedules WHERE id = p_id FOR NO KEY UPDATE;
     IF NOT FOUND OR s.status <> 'active' OR s.cursor_at IS DISTINCT FROM p_expected_cursor THEN

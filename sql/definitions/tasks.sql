@@ -34,7 +34,10 @@ CREATE OR REPLACE TRIGGER task_events_refuse_delete
 -- machine and to its case: born pending, unclaimed and unsettled in an open
 -- case of its project (DK005 for a closed one); its exclusions always hold
 -- the proposer, the case's admitter and those acting for someone; a claim
--- and a decision never name an excluded principal (DK008).
+-- and a decision never name an excluded principal, nor one that is the
+-- same person as an excluded one (DK008, see person_names); an automatic
+-- decision is the one the opening signed, at the deadline, where the expiry
+-- policy is to decide (DK015), by a principal holding case.sweep (DK009).
 CREATE OR REPLACE FUNCTION docket.tasks_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -66,13 +69,26 @@ BEGIN
         RETURN NEW;
     END IF;
     PERFORM docket.machine_move('task', 'task ' || OLD.id, OLD.status, NEW.status);
-    IF NEW.claimed_by IS NOT NULL AND NEW.claimed_by::text = ANY (NEW.excluded) THEN
-        RAISE EXCEPTION '% may not claim task %: four eyes (it proposed the task, admitted its case, or is acting for someone in it)',
+    IF NEW.claimed_by IS NOT NULL AND docket.person_in(NEW.claimed_by::text, NEW.excluded) THEN
+        RAISE EXCEPTION '% may not claim task %: four eyes (it is, or is the same person as, one who proposed the task, admitted its case, or is acting for someone in it)',
             NEW.claimed_by, OLD.id USING ERRCODE = 'DK008';
     END IF;
-    IF NEW.decided_by IS NOT NULL AND NOT NEW.automatic AND NEW.decided_by::text = ANY (NEW.excluded) THEN
-        RAISE EXCEPTION '% may not answer task %: four eyes (it proposed the task, admitted its case, or is acting for someone in it)',
-            NEW.decided_by, OLD.id USING ERRCODE = 'DK008';
+    IF NEW.decided_by IS NOT NULL AND OLD.decided_by IS NULL THEN
+        IF docket.person_in(NEW.decided_by::text, NEW.excluded) THEN
+            RAISE EXCEPTION '% may not answer task %: four eyes (it is, or is the same person as, one who proposed the task, admitted its case, or is acting for someone in it)',
+                NEW.decided_by, OLD.id USING ERRCODE = 'DK008';
+        END IF;
+        -- An automatic decision is the one the opening signed, made at the
+        -- deadline, by the sweep's principal, where the policy says so.
+        IF NEW.automatic AND (OLD.on_expiry <> 'decide' OR NEW.decision IS DISTINCT FROM OLD.auto_decision
+                              OR NEW.settled_at IS NULL OR NEW.settled_at < OLD.deadline) THEN
+            RAISE EXCEPTION 'task %: an automatic decision is made only at its deadline, as its expiry policy (%) declares', OLD.id, OLD.on_expiry
+                USING ERRCODE = 'DK015';
+        END IF;
+        IF NEW.automatic AND NOT docket.grant_check(NEW.decided_by::text, OLD.project, 'case.sweep') THEN
+            RAISE EXCEPTION 'task %: an automatic decision is made by the expiry sweep''s principal, and % holds no case.sweep on %',
+                OLD.id, NEW.decided_by, OLD.project USING ERRCODE = 'DK009';
+        END IF;
     END IF;
     IF NOT (NEW.audience @> OLD.audience AND NEW.audience_caps @> OLD.audience_caps) THEN
         RAISE EXCEPTION 'task %: its audience only widens', OLD.id USING ERRCODE = 'DK015';
@@ -353,8 +369,8 @@ BEGIN
         RAISE EXCEPTION 'task % was % first: nobody may % it now', v.id, v.status, p_what
             USING ERRCODE = 'DK007', DETAIL = 'status ' || v.status || coalesce(', decision ' || v.decision, '');
     END IF;
-    IF p_actor = ANY (v.excluded) THEN
-        RAISE EXCEPTION '% may not % task %: four eyes (it proposed the task, admitted its case, or is acting for someone in it)',
+    IF docket.person_in(p_actor, v.excluded) THEN
+        RAISE EXCEPTION '% may not % task %: four eyes (it is, or is the same person as, one who proposed the task, admitted its case, or is acting for someone in it)',
             p_actor, p_what, v.id USING ERRCODE = 'DK008';
     END IF;
     IF NOT docket.task_in_audience(v.audience, v.audience_caps, v.project, p_actor) THEN
@@ -506,7 +522,9 @@ $$;
 -- decided as its opening signed, automatic. It is a range scan of
 -- tasks_expiry_idx; tasks another transaction holds are skipped, so sweeps
 -- may run at once and a task expires once, and a decision holding the task
--- wins over the sweep. Returns the tasks it moved.
+-- wins over the sweep. A sweeper the task excludes (four eyes: the same
+-- person as its proposer, ...) leaves its automatic decision to another.
+-- Returns the tasks it moved.
 CREATE OR REPLACE FUNCTION docket.task_expire_due(p_limit integer, p_actor text, p_now timestamptz)
 RETURNS SETOF docket.tasks
 LANGUAGE plpgsql AS $$
@@ -533,8 +551,10 @@ BEGIN
         escalated_at = greatest(p_now, updated_at), updated_at = greatest(p_now, updated_at)
     WHERE id = ANY (v_ids) AND on_expiry = 'escalate'
     RETURNING *;
-    -- Automatic decisions, each delivered to its wait.
-    FOR v IN SELECT * FROM docket.tasks WHERE id = ANY (v_ids) AND on_expiry = 'decide' ORDER BY deadline, id LOOP
+    -- Automatic decisions, each delivered to its wait; never by a sweeper
+    -- that is the same person as one the task excludes: another decides it.
+    FOR v IN SELECT * FROM docket.tasks t WHERE t.id = ANY (v_ids) AND t.on_expiry = 'decide'
+             AND NOT docket.person_in(p_actor, t.excluded) ORDER BY t.deadline, t.id LOOP
         v := docket.task_settle(v, v.auto_decision, format('decided automatically at its deadline %s, as its opening by %s signed',
                                                            v.deadline, v.opened_by), true, p_actor, p_now);
         RETURN NEXT v;
@@ -563,6 +583,7 @@ LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v docket.tasks;
 BEGIN
+    PERFORM docket.require_actor(p_actor);
     SELECT * INTO v FROM docket.tasks t
     WHERE t.id = p_id AND docket.task_visible(t.audience, t.audience_caps, t.project, p_actor);
     IF FOUND THEN
@@ -580,13 +601,14 @@ CREATE OR REPLACE FUNCTION docket.task_worklist(p_project text, p_actor text, p_
 RETURNS SETOF docket.tasks
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
+    PERFORM docket.require_actor(p_actor);
     PERFORM docket.job_require_batch('worklist limit', p_limit, 1000);
     RETURN QUERY SELECT (docket.task_masked(t, p_actor)).* FROM docket.tasks t
     WHERE t.project = p_project AND docket.task_is_pending(t.status)
       AND (t.deadline, t.id) > (coalesce(p_after_deadline, '-infinity'), coalesce(p_after_id, 0))
       AND (t.claimed_by = p_actor AND t.claim_expires_at > p_now
            OR NOT p_mine AND docket.task_is_queued(t.status, t.claim_expires_at, p_now)
-              AND NOT p_actor = ANY (t.excluded)
+              AND NOT docket.person_in(p_actor, t.excluded)
               AND docket.task_in_audience(t.audience, t.audience_caps, t.project, p_actor))
     ORDER BY t.deadline, t.id
     LIMIT p_limit;
@@ -597,6 +619,7 @@ $$;
 CREATE OR REPLACE FUNCTION docket.task_history(p_id bigint, p_actor text) RETURNS SETOF docket.task_events
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
+    PERFORM docket.require_actor(p_actor);
     IF NOT EXISTS (SELECT 1 FROM docket.task_get(p_id, p_actor)) THEN
         RETURN;
     END IF;
@@ -609,6 +632,7 @@ $$;
 CREATE OR REPLACE FUNCTION docket.task_backlog_of(p_project text, p_actor text) RETURNS SETOF docket.task_backlog
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
+    PERFORM docket.require_actor(p_actor);
     IF NOT (docket.grant_check(p_actor, p_project, 'task.review') OR docket.grant_check(p_actor, p_project, 'case.admit')
             OR docket.grant_check(p_actor, p_project, 'case.view')) THEN
         RETURN;

@@ -465,7 +465,9 @@ $$;
 -- one -- and, finding one, consumes it and enqueues the wait's continuation
 -- (wait_continue). Returns the wait it satisfied, or NULL. The wait's row is
 -- locked, not skipped: one held by a sweep or a withdrawal is waited for and
--- looked at again.
+-- looked at again. A message of a project where p_actor does not hold
+-- message.deliver and job.create is not there: NULL. Refuses an actor the
+-- session may not act as (DK009), malformed input (DK010).
 CREATE OR REPLACE FUNCTION docket.message_offer(p_id bigint, p_actor text, p_now timestamptz)
 RETURNS docket.waits
 LANGUAGE plpgsql AS $$
@@ -473,8 +475,10 @@ DECLARE
     m docket.messages;
     w docket.waits;
 BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
     SELECT * INTO m FROM docket.messages WHERE id = p_id;
-    IF m.status IS DISTINCT FROM 'buffered' THEN
+    IF m.status IS DISTINCT FROM 'buffered'
+       OR NOT (docket.grant_check(p_actor, m.project, 'message.deliver') AND docket.grant_check(p_actor, m.project, 'job.create')) THEN
         RETURN NULL;
     END IF;
     -- The candidates come from the keys' index, fenced off: ordered by id,

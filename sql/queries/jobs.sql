@@ -61,8 +61,7 @@ SELECT docket.job_decoders_register(@deployment::text, @kinds::text[], @schemas:
 -- name: JobVerify :one
 -- No row when the actor may not read the job.
 SELECT e.ok::boolean AS ok, e.events::integer AS events, e.bad_seq::integer AS bad_seq, coalesce(e.problem, '')::text AS problem
-FROM docket.job_verify(@id::bigint) e
-WHERE docket.job_visible(@actor::text, (SELECT j.project FROM docket.jobs j WHERE j.id = @id::bigint));
+FROM docket.job_verify(@id::bigint, @actor::text) e;
 
 -- name: JobGet :one
 -- No row when the actor may not read the job.

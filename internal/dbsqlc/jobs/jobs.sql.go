@@ -1524,8 +1524,7 @@ func (q *Queries) JobSucceededUnder(ctx context.Context, db DBTX, token uuid.UUI
 
 const jobVerify = `-- name: JobVerify :one
 SELECT e.ok::boolean AS ok, e.events::integer AS events, e.bad_seq::integer AS bad_seq, coalesce(e.problem, '')::text AS problem
-FROM docket.job_verify($1::bigint) e
-WHERE docket.job_visible($2::text, (SELECT j.project FROM docket.jobs j WHERE j.id = $1::bigint))
+FROM docket.job_verify($1::bigint, $2::text) e
 `
 
 type JobVerifyRow struct {
