@@ -89,6 +89,8 @@ type DocketBudgetQuota struct {
 	Amount    int64
 	UpdatedBy string
 	UpdatedAt time.Time
+	// Moved on by every reservation in the quota: two admissions never both sum the reservations of one stale snapshot.
+	GuardSeq int64
 }
 
 type DocketBudgetReservation struct {
@@ -116,6 +118,8 @@ type DocketCase struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	ClosedAt  *time.Time
+	// Moved on by every write a rule of this case depends on (an obligation, wait, timer, task, key or run registered on it): a concurrent close fails instead of missing it.
+	GuardSeq int64
 }
 
 type DocketCaseAdmitted struct {
@@ -130,6 +134,7 @@ type DocketCaseAdmitted struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	ClosedAt  *time.Time
+	GuardSeq  int64
 }
 
 // Append-only history of every case change: admission, keys, state writes, status, obligations, late answers.
@@ -542,6 +547,12 @@ type DocketMachineTransition struct {
 	Meaning   *string
 }
 
+// One row per hash slot of (project, key): a delivery and a wait on a common key both write its slot, so under any isolation level the later one sees the earlier or fails (40001).
+type DocketMatchSlot struct {
+	Slot     int32
+	GuardSeq int64
+}
+
 // Inbound messages, stored before anything looks for their waiter; status moves along docket.message_transitions.
 type DocketMessage struct {
 	ID               int64
@@ -805,6 +816,8 @@ type DocketRun struct {
 	SpentEffects  int64
 	SpentMoney    int64
 	Exhausted     *string
+	// Moved on by every job outcome of the run: two outcomes of one run never admit steps from one stale snapshot.
+	GuardSeq int64
 }
 
 type DocketRunBudgetEvent struct {
