@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/access"
@@ -507,4 +509,103 @@ func TestEveryCrossTableRuleHoldsAtEveryIsolationLevel(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestAQuotaOfNNeverEndsOverN releases admissions together against a quota
+// of 3,000 a day, each with a worst case of 600, at each isolation level:
+// every transaction takes its snapshot before the barrier, and one that
+// fails with db.ErrSerialization is run again from its first read. In every
+// round exactly five are admitted, the others refused with
+// db.ErrNotPermitted, and the period never holds more than its quota.
+func TestAQuotaOfNNeverEndsOverN(t *testing.T) {
+	t.Parallel()
+	const admissions, rounds, quota, fits = 10, 3, 3000, 5
+	for _, lvl := range levels {
+		t.Run(lvl.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t)
+			ctx := t.Context()
+			anchor := t0.Truncate(24 * time.Hour)
+			require.NoError(t, e.quota.SetQuota(ctx, budgets.Quota{Project: project,
+				Amount: budgets.Money{Amount: quota, Currency: "EUR"}, Period: 24 * time.Hour, Anchor: anchor}))
+			_, err := e.plans.Start(ctx, plans.Start{Project: project, Plan: chain("q"), Input: json.RawMessage(`{}`)})
+			require.NoError(t, err)
+			c := e.admit(t, "Q-1")
+			// A login pool of its own, with a connection for each admission
+			// (the env's has four).
+			cfg := e.API.Config().Copy()
+			cfg.MaxConns = admissions + 2
+			pool, err := pgxpool.NewWithConfig(ctx, cfg)
+			require.NoError(t, err)
+			t.Cleanup(pool.Close)
+			retried := 0
+			for round := range rounds {
+				release := make(chan struct{})
+				var ready, done sync.WaitGroup
+				errs := make([]error, admissions)
+				tries := make([]int, admissions)
+				for i := range admissions {
+					ready.Add(1)
+					done.Add(1)
+					go func() {
+						defer done.Done()
+						waited := false
+						barrier := func() {
+							if !waited {
+								waited = true
+								ready.Done()
+								<-release
+							}
+						}
+						defer barrier()
+						for attempt := 0; ; attempt++ {
+							tries[i]++
+							errs[i] = admitOnce(ctx, e, pool, c.ID, lvl.iso, round*admissions+i, barrier)
+							if !db.Retryable(errs[i]) || attempt == 50 {
+								return
+							}
+						}
+					}()
+				}
+				ready.Wait()
+				close(release)
+				done.Wait()
+				admitted := 0
+				for i, err := range errs {
+					retried += tries[i] - 1
+					if err == nil {
+						admitted++
+						continue
+					}
+					require.ErrorIs(t, err, db.ErrNotPermitted, "admission %d", i)
+				}
+				require.Equal(t, fits, admitted, "round %d", round)
+				held := e.count(t, `SELECT coalesce(sum(amount), 0) FROM docket.budget_reservations WHERE period_start = $1`,
+					anchor.Add(time.Duration(round)*24*time.Hour))
+				require.Equal(t, quota, held, "round %d", round)
+				e.Clock.Advance(24 * time.Hour)
+			}
+			t.Logf("%s: %d admissions in %d rounds, %d attempts run again after a serialization failure", lvl.name,
+				admissions*rounds, rounds, retried)
+		})
+	}
+}
+
+// admitOnce runs one admission at level iso in a transaction of its own on
+// pool (e's API login): a first read (its snapshot), then barrier, then the
+// budgeted start and the commit.
+func admitOnce(ctx context.Context, e env, pool *pgxpool.Pool, caseID int64, iso pgx.TxIsoLevel, i int, barrier func()) error {
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: iso})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := e.cases.GetTx(ctx, tx, caseID); err != nil {
+		return err
+	}
+	barrier()
+	if _, err := e.plans.StartTx(ctx, tx, budgeted(i)); err != nil {
+		return err
+	}
+	return db.Translate(tx.Commit(ctx), "commit")
 }

@@ -401,8 +401,8 @@ COMMENT ON VIEW docket.waits_waiting IS
 -- message_lock_keys takes, for each key of p_keys in p_project, a
 -- transaction-scoped advisory lock (class 1684764529, 'dkwq'), in the order
 -- of the locks' numbers, so two callers with overlapping keys never
--- deadlock; then it writes the keys' slots of docket.match_slots, in slot
--- order. Deliveries and waits call it before they store and look: of two on
+-- deadlock; then it writes the keys' slots of docket.match_slots (making
+-- a slot's row the first time), in slot order. Deliveries and waits call it before they store and look: of two on
 -- a common key, the second sees what the first committed (READ COMMITTED)
 -- or fails with 40001 (REPEATABLE READ, SERIALIZABLE): a lock alone would
 -- let it look in a snapshot taken before the first committed.
@@ -415,7 +415,8 @@ BEGIN
         PERFORM pg_advisory_xact_lock(1684764529, h);
     END LOOP;
     FOR h IN SELECT DISTINCT docket.match_slot(p_project, k) FROM unnest(p_keys) k ORDER BY 1 LOOP
-        UPDATE docket.match_slots SET guard_seq = guard_seq + 1 WHERE slot = h;
+        INSERT INTO docket.match_slots AS m (slot, guard_seq) VALUES (h, 1)
+        ON CONFLICT (slot) DO UPDATE SET guard_seq = m.guard_seq + 1;
     END LOOP;
 END
 $$;
@@ -426,9 +427,9 @@ CREATE OR REPLACE FUNCTION docket.match_slot(p_project text, p_key text) RETURNS
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN (hashtext(p_project || '/' || p_key) & 4095);
 
-CREATE OR REPLACE TRIGGER match_slots_refuse_change
-    BEFORE INSERT OR DELETE ON docket.match_slots
-    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('the match slots are fixed: 4096 rows, only their counters move');
+CREATE OR REPLACE TRIGGER match_slots_refuse_delete
+    BEFORE DELETE ON docket.match_slots
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('a match slot is kept: only its counter moves');
 
 -- wait_continue ends wait w (locked by the caller, waiting) as p_status --
 -- satisfied by message m (locked, buffered), or expired -- on behalf of
@@ -632,9 +633,9 @@ SELECT false AS created, w.* FROM docket.waits w WHERE false;
 -- (p_namespaces[i], p_values[i]) until p_deadline, with the continuation a
 -- message's arrival enqueues (p_arrival_*) and the one the deadline enqueues
 -- (p_timeout_kind NULL: none), on behalf of p_actor at p_now:
---   1. it takes the keys' locks (message_lock_keys);
---   2. it stores the wait, waiting (waits_guard locks the case row FOR SHARE
---      and refuses a closed case);
+--   1. it takes the keys' locks and writes their slots (message_lock_keys);
+--   2. it stores the wait, waiting (waits_guard writes the case row,
+--      case_hold, and refuses a closed case);
 --   3. it looks in the buffer for the oldest message filed under all its
 --      keys -- unaddressed, or addressed to this case -- and, finding one,
 --      consumes it and enqueues the arrival continuation at once.
@@ -884,12 +885,9 @@ BEGIN
     PERFORM docket.job_require_spec(1, p_kind, p_queue, p_payload, p_max_attempts);
     PERFORM docket.require_valid(p_payload_schema >= 1, 'payload schema', p_payload_schema::text, '1 or more');
     v_project := docket.case_authorize(p_case_id, p_actor);
-    -- The case row first, written as a close writes it, then the job.
-    IF (docket.case_hold(p_case_id)).status <> 'open' THEN
-        RAISE EXCEPTION 'case % is closed: it cannot set timer %', p_case_id, p_name USING ERRCODE = 'DK005';
-    END IF;
     -- One timer per (case, name, instant), whatever its job: a retry finds
-    -- it, under a lock of that name, and must name the same job.
+    -- it, under a lock of that name, and must name the same job; it writes
+    -- nothing, not even the case row.
     PERFORM pg_advisory_xact_lock(1684764530, hashtext(p_case_id || '/' || p_name));
     SELECT t.* INTO v FROM docket.timers t WHERE t.case_id = p_case_id AND t.name = p_name AND t.wake_at = p_wake_at;
     IF FOUND THEN
@@ -902,6 +900,11 @@ BEGIN
         END IF;
         RETURN QUERY SELECT false, (v).*;
         RETURN;
+    END IF;
+    -- A new timer: the case row first, written as a close writes it, then
+    -- the job.
+    IF (docket.case_hold(p_case_id)).status <> 'open' THEN
+        RAISE EXCEPTION 'case % is closed: it cannot set timer %', p_case_id, p_name USING ERRCODE = 'DK005';
     END IF;
     SELECT e.id INTO j
     FROM docket.job_enqueue_one(
