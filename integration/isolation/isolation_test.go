@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/batches"
 	"github.com/docket-dev/docket/budgets"
 	"github.com/docket-dev/docket/cases"
 	"github.com/docket-dev/docket/db"
@@ -35,7 +36,7 @@ const inbox, treasurer, pat, rita, rob access.Actor = "svc:inbox", "user:treasur
 var t0 = testkit.T0
 
 var grants = testkit.Join(
-	testkit.Grants(app, project, access.CaseAdmit, access.JobCreate, access.JobClaim, access.PlanRun),
+	testkit.Grants(app, project, access.CaseAdmit, access.JobCreate, access.JobClaim, access.PlanRun, access.BatchRun),
 	testkit.Grants(inbox, project, access.MessageDeliver, access.JobCreate),
 	testkit.Grants(treasurer, project, access.BudgetManage, access.PlanRun),
 	testkit.Grants(pat, project, access.TaskReview),
@@ -55,6 +56,7 @@ type env struct {
 	rita   *tasks.Client
 	rob    *tasks.Client
 	opener *tasks.Client
+	batch  *batches.Client
 }
 
 func setup(t testing.TB) env {
@@ -70,6 +72,8 @@ func setup(t testing.TB) env {
 	e.jobs, err = jobs.NewClient(e.API, jobs.Config{Project: project, Actor: app, Clock: e.Clock})
 	require.NoError(t, err)
 	e.quota, err = budgets.NewClient(e.API, budgets.Config{Actor: treasurer, Clock: e.Clock})
+	require.NoError(t, err)
+	e.batch, err = batches.NewClient(e.API, batches.Config{Actor: app, Clock: e.Clock})
 	require.NoError(t, err)
 	for _, c := range []struct {
 		to    **tasks.Client
@@ -103,7 +107,8 @@ type subject struct {
 	c     cases.Case
 	task  tasks.Task
 	run   int64
-	leads [2]jobs.Lease // the leases of a run's two parallel steps
+	batch int64
+	leads [2]jobs.Lease // the leases of two jobs that end at once
 }
 
 // A race is one cross-table rule attacked from one side: session 1 takes
@@ -268,6 +273,56 @@ func joined(t testing.TB, e env, s subject) {
 	}
 }
 
+// claimStep claims the job of step id of run.
+func claimStep(t testing.TB, e env, run int64, id string) jobs.Lease {
+	t.Helper()
+	ctx := context.Background()
+	steps, err := e.plans.Steps(ctx, run)
+	require.NoError(t, err)
+	for _, st := range steps {
+		if st.StepID == id {
+			j, ok, err := e.jobs.ClaimID(ctx, st.JobID, jobs.ClaimOptions{Lease: time.Hour})
+			require.NoError(t, err)
+			require.True(t, ok)
+			return j.Lease()
+		}
+	}
+	t.Fatalf("run %d has no step %s", run, id)
+	return jobs.Lease{}
+}
+
+// batchOfTwo opens a batch of the one-step plan over items k1 and k2 and
+// claims the job of each item's run.
+func batchOfTwo(t testing.TB, e env) subject {
+	t.Helper()
+	ctx := context.Background()
+	s := openCase(t, e)
+	b, err := e.batch.Open(ctx, project, "pair", chain("b"))
+	require.NoError(t, err)
+	s.batch = b.ID
+	items, err := e.batch.Admit(ctx, b.ID, []batches.Item{{Key: "k1", Input: json.RawMessage(`{}`)},
+		{Key: "k2", Input: json.RawMessage(`{}`)}}, true)
+	require.NoError(t, err)
+	require.Len(t, items, 2)
+	for i, it := range items {
+		require.NotZero(t, it.RunID, "item %s", it.Key)
+		s.leads[i] = claimStep(t, e, it.RunID, "s00")
+	}
+	return s
+}
+
+// countsAgree: the batch's counters are its items' states, and its cursor
+// is the contiguous settled prefix.
+func countsAgree(t testing.TB, e env, s subject) {
+	t.Helper()
+	require.Zero(t, e.count(t, `SELECT count(*) FROM docket.batches b WHERE b.id = $1 AND (
+		b.in_flight <> (SELECT count(*) FROM docket.batch_items i WHERE i.batch_id = b.id AND i.status = 'reserved')
+		OR b.succeeded <> (SELECT count(*) FROM docket.batch_items i WHERE i.batch_id = b.id AND i.status = 'succeeded')
+		OR b.cursor IS DISTINCT FROM (SELECT max(i.key) FROM docket.batch_items i WHERE i.batch_id = b.id AND i.status <> 'reserved'
+			AND NOT EXISTS (SELECT 1 FROM docket.batch_items r WHERE r.batch_id = b.id AND r.status = 'reserved' AND r.key < i.key))
+		OR (b.status = 'completed') <> (b.in_flight = 0))`, s.batch), "the batch's counters or cursor disagree with its items")
+}
+
 // openTask admits a case and opens a task on it.
 func openTask(t testing.TB, e env) subject {
 	t.Helper()
@@ -405,6 +460,18 @@ var races = []race{
 			return err
 		},
 		holds: joined,
+	},
+	{
+		name: "batch item settling beside another", prepare: batchOfTwo, read: readCase,
+		second: func(ctx context.Context, e env, s subject) error {
+			_, err := e.jobs.Complete(ctx, s.leads[0], json.RawMessage(`{}`), nil)
+			return err
+		},
+		first: func(ctx context.Context, tx pgx.Tx, e env, s subject) error {
+			_, err := e.jobs.CompleteTx(ctx, tx, s.leads[1], json.RawMessage(`{}`))
+			return err
+		},
+		holds: countsAgree,
 	},
 	{
 		name: "decision over a decision", prepare: openTask,
