@@ -40,7 +40,15 @@ type Beginner interface {
 // fn), and the panic or the exit then goes on as if WithTx were not there.
 // When b is itself a pgx.Tx, the work runs in a savepoint, so a failure
 // undoes fn's writes without aborting the caller's transaction. It returns
-// fn's error unchanged, or the error from begin or commit.
+// fn's error unchanged, or the error from begin or commit; a commit refused
+// because the transaction lost a race (40001, which SERIALIZABLE may report
+// only at commit) matches [ErrSerialization].
+//
+// WithTx does not retry: a transaction that lost a race under REPEATABLE
+// READ or SERIALIZABLE ([Retryable] reports true for its error) is the
+// caller's to run again, from its first read, as only the caller knows
+// whether its own work may be repeated. Under READ COMMITTED docket's rules
+// wait for the winner and refuse with their own DK code instead.
 func WithTx(ctx context.Context, b Beginner, fn func(tx pgx.Tx) error) (err error) {
 	tx, err := b.Begin(ctx)
 	if err != nil {
@@ -63,7 +71,7 @@ func WithTx(ctx context.Context, b Beginner, fn func(tx pgx.Tx) error) (err erro
 		return err
 	}
 	if err = tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return Translate(err, "commit")
 	}
 	return nil
 }

@@ -75,6 +75,14 @@ var (
 	// ErrMissingReference: a foreign key refused the write because the row it
 	// names does not exist, or a delete because rows still name it (23503).
 	ErrMissingReference = errors.New("missing reference")
+	// ErrSerialization: the transaction lost a race with a concurrent one
+	// and nothing it wrote was committed: a serialization failure (40001),
+	// which a REPEATABLE READ or SERIALIZABLE transaction gets when a row a
+	// rule depends on was written since its snapshot, or a deadlock
+	// (40P01). Run the whole transaction again, from its first read: a
+	// fresh snapshot sees what the winner committed, and the rule then
+	// decides on it. [Retryable] says whether an error is one.
+	ErrSerialization = errors.New("serialization failure")
 )
 
 // CodeInfo describes one entry of the DK catalogue.
@@ -120,6 +128,8 @@ const (
 	// codeInsufficientPrivilege is Postgres refusing a role a table or a
 	// function: docket's roles reach what they may through the API alone.
 	codeInsufficientPrivilege = "42501"
+	codeSerializationFailure  = "40001"
+	codeDeadlockDetected      = "40P01"
 )
 
 var sentinelByCode = func() map[string]error {
@@ -137,6 +147,9 @@ var sentinelByCode = func() map[string]error {
 		codeBadCharacter:       ErrInvalidArgument,
 
 		codeInsufficientPrivilege: ErrNotPermitted,
+
+		codeSerializationFailure: ErrSerialization,
+		codeDeadlockDetected:     ErrSerialization,
 	}
 	for _, c := range Catalogue {
 		m[c.Code] = c.Sentinel
@@ -276,4 +289,17 @@ func RefuseCode(code, op, message string, ids ...any) error {
 		sentinel = fmt.Errorf("SQLSTATE %s", code)
 	}
 	return &Error{Op: op, IDs: ids, Sentinel: sentinel, Code: code, Message: message}
+}
+
+// Retryable reports whether err means the transaction that returned it lost
+// a race and committed nothing, so that running it again, from its first
+// statement, may succeed: [ErrSerialization], translated or still the
+// *pgconn.PgError of a serialization failure (40001) or a deadlock (40P01).
+// A refusal of the DK class is never retryable: the rule decided.
+func Retryable(err error) bool {
+	if errors.Is(err, ErrSerialization) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == codeSerializationFailure || pgErr.Code == codeDeadlockDetected)
 }

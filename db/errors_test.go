@@ -89,6 +89,8 @@ func TestPostgresConditionsArriveAsSentinels(t *testing.T) {
 		{"too long", `UPDATE child SET s = 'abcd'`, db.ErrInvalidArgument, ""},
 		{"malformed value", `SELECT 'x'::int`, db.ErrInvalidArgument, ""},
 		{"not found from a function", `DO $$ BEGIN RAISE EXCEPTION 'nope' USING ERRCODE = 'P0002'; END $$`, db.ErrNotFound, ""},
+		{"serialization failure", `DO $$ BEGIN RAISE EXCEPTION 'lost' USING ERRCODE = '40001'; END $$`, db.ErrSerialization, ""},
+		{"deadlock", `DO $$ BEGIN RAISE EXCEPTION 'lost' USING ERRCODE = '40P01'; END $$`, db.ErrSerialization, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,8 +101,25 @@ func TestPostgresConditionsArriveAsSentinels(t *testing.T) {
 			var dbErr *db.Error
 			require.ErrorAs(t, err, &dbErr)
 			require.Equal(t, tc.constraint, dbErr.Constraint)
+			require.Equal(t, tc.want == db.ErrSerialization, db.Retryable(err), "retryable")
 		})
 	}
+
+	// A serialization failure at commit, as REPEATABLE READ reports one:
+	// Retryable knows it translated by WithTx and untranslated.
+	t.Run("serialization failure at commit", func(t *testing.T) {
+		tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		var n int
+		require.NoError(t, tx.QueryRow(ctx, `SELECT n FROM child WHERE id = 1`).Scan(&n))
+		_, err = pool.Exec(ctx, `UPDATE child SET n = n + 1 WHERE id = 1`)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, `UPDATE child SET n = n + 1 WHERE id = 1`)
+		require.True(t, db.Retryable(err))
+		require.ErrorIs(t, db.Translate(err, "child.bump"), db.ErrSerialization)
+		require.False(t, db.Retryable(db.Translate(errors.New("other"), "x")))
+	})
 
 	t.Run("no rows", func(t *testing.T) {
 		var id int

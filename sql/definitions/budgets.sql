@@ -31,9 +31,14 @@ CREATE OR REPLACE TRIGGER runs_settle_reservations
     EXECUTE FUNCTION docket.runs_settle_reservations();
 
 -- budget_reserve reserves run r's worst case in its project's quota for
--- r.currency, in the period p_now falls in, under the quota row's lock:
--- concurrent admissions cannot together carry the period past it. No quota:
--- nothing to reserve. Refuses (DK009) a reservation the quota cannot take.
+-- r.currency, in the period p_now falls in, having written the quota row
+-- (its guard_seq) before it sums the reservations: of two concurrent
+-- admissions the later sees the earlier's reservation (READ COMMITTED) or
+-- fails with 40001 (REPEATABLE READ, SERIALIZABLE), so together they cannot
+-- carry the period past the quota. A lock alone would not do: under
+-- REPEATABLE READ it leaves the sum to a snapshot taken before the other
+-- committed. No quota: nothing to reserve. Refuses (DK009) a reservation
+-- the quota cannot take.
 CREATE OR REPLACE FUNCTION docket.budget_reserve(r docket.runs, p_now timestamptz) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -42,7 +47,8 @@ DECLARE
     v_held bigint;
     v_worst bigint := docket.run_worst_case(r);
 BEGIN
-    SELECT * INTO q FROM docket.budget_quotas WHERE project = r.project AND currency = r.currency FOR UPDATE;
+    UPDATE docket.budget_quotas SET guard_seq = guard_seq + 1 WHERE project = r.project AND currency = r.currency
+    RETURNING * INTO q;
     IF NOT FOUND THEN
         RETURN;
     END IF;

@@ -17,7 +17,8 @@
 --     any change of state moves the version on (cases_guard);
 --   * a closed case owes nothing: the UPDATE that closes it refuses while an
 --     obligation is pending (DK006), an obligation, wait, timer or key is
---     made only on an open case, under a share lock of its row (DK005), and
+--     made only on an open case, having written its row (case_hold, DK005:
+--     a lock alone would let a REPEATABLE READ close miss it), and
 --     closing releases the case's keys in the same statement; a key is
 --     released only by its case's closing (DK001);
 --   * obligations end once: terminal states never change (obligations_guard);
@@ -98,8 +99,26 @@ CREATE OR REPLACE TRIGGER project_takes_work
     BEFORE INSERT ON docket.cases
     FOR EACH ROW EXECUTE FUNCTION docket.project_takes_work();
 
+-- case_hold writes case p_case_id (moves its guard_seq on) and returns it as
+-- it is now; a row of NULLs when there is no such case. Every rule that
+-- gives a case a duty (an obligation, wait, timer, task, key, run) holds the
+-- case this way, not with a lock alone: a close that took its snapshot
+-- before this write commits then fails (40001 under REPEATABLE READ and
+-- SERIALIZABLE) or, under READ COMMITTED, waits and sees the duty. The case
+-- machine and its events ignore the write.
+CREATE OR REPLACE FUNCTION docket.case_hold(p_case_id bigint) RETURNS docket.cases
+LANGUAGE plpgsql AS $$
+DECLARE
+    c docket.cases;
+BEGIN
+    UPDATE docket.cases SET guard_seq = guard_seq + 1 WHERE id = p_case_id RETURNING * INTO c;
+    RETURN c;
+END
+$$;
+
 -- case_keys_guard: a key is claimed, unreleased, by an open case (DK005
--- otherwise), with the case's project; afterwards only released_at may be set
+-- otherwise), held (case_hold) so a concurrent close sees it, with the
+-- case's project; afterwards only released_at may be set
 -- (case_keys_columns_immutable), once (DK015).
 CREATE OR REPLACE FUNCTION docket.case_keys_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -107,8 +126,8 @@ DECLARE
     c docket.cases;
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        SELECT * INTO c FROM docket.cases WHERE id = NEW.case_id;
-        IF NOT FOUND THEN
+        c := docket.case_hold(NEW.case_id);
+        IF c.id IS NULL THEN
             RAISE EXCEPTION 'case key: case % does not exist', coalesce(NEW.case_id::text, 'NULL')
                 USING ERRCODE = '23503', CONSTRAINT = 'case_keys_case_fkey', TABLE = 'case_keys', SCHEMA = 'docket';
         END IF;
@@ -193,9 +212,11 @@ CREATE OR REPLACE TRIGGER obligations_columns_immutable
 -- Closing a case ----------------------------------------------------------------
 
 -- cases_close_owes_nothing refuses (DK006) closing a case with a pending
--- obligation, by any writer. The UPDATE holds the case row, and
--- obligations_guard takes a share lock on it before registering, so no
--- obligation is registered between this check and the close.
+-- obligation, by any writer. The UPDATE writes the case row, and
+-- obligations_on_open_case writes it too before registering (case_hold): of
+-- a close and a registration, the later one waits for the earlier and sees
+-- it (READ COMMITTED) or fails with 40001 (REPEATABLE READ, SERIALIZABLE),
+-- so no obligation is registered unseen by this check.
 CREATE OR REPLACE FUNCTION docket.cases_close_owes_nothing() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -252,12 +273,12 @@ CREATE OR REPLACE TRIGGER case_keys_release_on_close
     EXECUTE FUNCTION docket.case_keys_release_on_close();
 
 -- obligations_on_open_case refuses (DK005) an obligation registered on a
--- closed case, by any writer, under a share lock of the case row that a
--- close's UPDATE must wait for.
+-- closed case, by any writer, having written the case row (case_hold) that a
+-- close's UPDATE writes too.
 CREATE OR REPLACE FUNCTION docket.obligations_on_open_case() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF (SELECT status FROM docket.cases WHERE id = NEW.case_id FOR SHARE) = 'closed' THEN
+    IF (docket.case_hold(NEW.case_id)).status = 'closed' THEN
         RAISE EXCEPTION 'case % is closed: it cannot owe %', NEW.case_id, NEW.name
             USING ERRCODE = 'DK005';
     END IF;

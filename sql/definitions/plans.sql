@@ -273,17 +273,23 @@ CREATE OR REPLACE TRIGGER jobs_run_check
 
 -- Guards ---------------------------------------------------------------------------------------
 
--- runs_guard holds every run to the run machine, and its plan to its
--- recorded versions: plan_id and version move together, one version on,
--- to the plan a docket.run_versions row of that version names (DK015).
+-- runs_guard holds every INSERT and UPDATE of docket.runs to the run
+-- machine, and its plan to its recorded versions: plan_id and version move
+-- together, one version on, to the plan a docket.run_versions row of that
+-- version names (DK015). A write of guard_seq alone (run_job_ended's, which
+-- orders the outcomes of one run) is no move, even of a run that ended.
 CREATE OR REPLACE FUNCTION docket.runs_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+    was docket.runs;
 BEGIN
     IF TG_OP = 'INSERT' THEN
         PERFORM docket.machine_birth('run', 'run', NEW.status);
         RETURN NEW;
     END IF;
-    IF NEW IS NOT DISTINCT FROM OLD THEN
+    was := OLD;
+    was.guard_seq := NEW.guard_seq;
+    IF NEW IS NOT DISTINCT FROM was THEN
         RETURN NEW;
     END IF;
     PERFORM docket.machine_move('run', 'run ' || OLD.id, OLD.status, NEW.status);
@@ -647,15 +653,17 @@ $$;
 -- (with p_result or p_diagnostic), its step's outcome (or its
 -- compensation's) and moves the run on: a success records the result, a
 -- failure, death or cancellation fails the step, an uncertain job leaves
--- it uncertain. The run row's lock orders two completions of one run: no
--- step is admitted twice.
+-- it uncertain. The run row is written first (its guard_seq): two
+-- completions of one run are ordered, the later one seeing the earlier
+-- (READ COMMITTED) or failing with 40001 (REPEATABLE READ, SERIALIZABLE),
+-- so no step is admitted twice nor past a ceiling from a stale snapshot.
 CREATE OR REPLACE FUNCTION docket.run_job_ended(p_id bigint, p_state text, p_result jsonb, p_diagnostic text, p_run bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     st docket.run_steps;
     v_now timestamptz := docket.context_now();
 BEGIN
-    PERFORM 1 FROM docket.runs WHERE id = p_run FOR UPDATE;
+    UPDATE docket.runs SET guard_seq = guard_seq + 1 WHERE id = p_run;
     SELECT * INTO st FROM docket.run_steps WHERE job_id = p_id;
     IF FOUND THEN
         IF st.state = 'admitted' AND p_state = 'succeeded' OR st.state = 'uncertain' AND p_state = 'succeeded' THEN
@@ -759,7 +767,7 @@ BEGIN
         IF NOT EXISTS (SELECT 1 FROM docket.cases WHERE id = p_case_id AND project = p_project) THEN
             RAISE EXCEPTION 'case % does not exist in project %', p_case_id, p_project USING ERRCODE = 'P0002';
         END IF;
-        IF (SELECT status FROM docket.cases WHERE id = p_case_id FOR SHARE) <> 'open' THEN
+        IF (docket.case_hold(p_case_id)).status <> 'open' THEN
             RAISE EXCEPTION 'case % is closed: it cannot start a run', p_case_id USING ERRCODE = 'DK005';
         END IF;
     END IF;
@@ -809,7 +817,7 @@ BEGIN
         IF NOT EXISTS (SELECT 1 FROM docket.cases WHERE id = p_case_id AND project = p_project) THEN
             RAISE EXCEPTION 'case % does not exist in project %', p_case_id, p_project USING ERRCODE = 'P0002';
         END IF;
-        IF (SELECT status FROM docket.cases WHERE id = p_case_id FOR SHARE) <> 'open' THEN
+        IF (docket.case_hold(p_case_id)).status <> 'open' THEN
             RAISE EXCEPTION 'case % is closed: it cannot start a run', p_case_id USING ERRCODE = 'DK005';
         END IF;
     END IF;

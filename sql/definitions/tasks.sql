@@ -32,7 +32,8 @@ CREATE OR REPLACE TRIGGER task_events_refuse_delete
 
 -- tasks_guard holds every INSERT and UPDATE of docket.tasks to the task
 -- machine and to its case: born pending, unclaimed and unsettled in an open
--- case of its project (DK005 for a closed one); its exclusions always hold
+-- case of its project (DK005 for a closed one), whose row it writes
+-- (case_hold) as a close does; its exclusions always hold
 -- the proposer, the case's admitter and those acting for someone; a claim
 -- and a decision never name an excluded principal, nor one that is the
 -- same person as an excluded one (DK008, see person_names); an automatic
@@ -44,8 +45,8 @@ DECLARE
     c docket.cases;
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        SELECT * INTO c FROM docket.cases WHERE id = NEW.case_id FOR SHARE;
-        IF NOT FOUND THEN
+        c := docket.case_hold(NEW.case_id);
+        IF c.id IS NULL THEN
             RAISE EXCEPTION 'task %: case % does not exist', NEW.key, coalesce(NEW.case_id::text, 'NULL')
                 USING ERRCODE = '23503', CONSTRAINT = 'tasks_case_fkey', TABLE = 'tasks', SCHEMA = 'docket';
         END IF;

@@ -15,15 +15,18 @@
 --     most one message: the match locks both rows, and each names the other
 --     (messages_consumed_iff_wait, waits_satisfied_iff_message, both unique);
 --   * deliveries and waits on one key are decided one at a time: both take a
---     transaction-scoped advisory lock per key (message_lock_keys) before
---     storing and looking, so whichever commits second sees the first --
+--     transaction-scoped advisory lock per key and write the key's slot in
+--     docket.match_slots (message_lock_keys) before storing and looking, so
+--     whichever commits second sees the first, or, under REPEATABLE READ or
+--     SERIALIZABLE, fails (40001) rather than look in a stale snapshot --
 --     the two meet in the store, not in time;
 --   * every wait has a deadline, after the instant it was registered and at
 --     most 3650 days (about ten years) ahead (waits_deadline_bounded);
 --   * a closed case waits for nothing: closing withdraws its waits,
 --     dead-letters the messages addressed to it that it never consumed and
 --     cancels its timers that have not fired (cases_settle_waits), and a wait
---     or timer is registered only on an open case, under the case row's lock;
+--     or timer is registered only on an open case, having written the case
+--     row (case_hold) as a close writes it;
 --   * terminal states never change (messages_guard, waits_guard); nothing is
 --     deleted;
 --   * every change of a case's waits, timers and addressed messages appends a
@@ -105,7 +108,8 @@ CREATE OR REPLACE TRIGGER messages_columns_immutable
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
 
 -- waits_guard: a wait is born waiting, unsettled, on an open case whose row
--- it locks (FOR SHARE, so a close waits for it or it sees the close: DK005),
+-- it writes (case_hold, so a close waits for it, sees the close (DK005), or
+-- fails under REPEATABLE READ),
 -- with the case's project (DK015); nothing but its status, its message, its
 -- continuation job and settlement ever changes (DK015); its status moves only
 -- along docket.wait_transitions, and a terminal wait never changes (DK001);
@@ -116,8 +120,8 @@ DECLARE
     c docket.cases;
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        SELECT * INTO c FROM docket.cases WHERE id = NEW.case_id FOR SHARE;
-        IF NOT FOUND THEN
+        c := docket.case_hold(NEW.case_id);
+        IF c.id IS NULL THEN
             RAISE EXCEPTION 'wait %: case % does not exist', NEW.name, coalesce(NEW.case_id::text, 'NULL')
                 USING ERRCODE = '23503', CONSTRAINT = 'waits_case_fkey', TABLE = 'waits', SCHEMA = 'docket';
         END IF;
@@ -165,7 +169,7 @@ CREATE OR REPLACE TRIGGER waits_columns_immutable
     ON docket.waits
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
 
--- timers_guard: a timer is set on an open case whose row it locks (FOR SHARE),
+-- timers_guard: a timer is set on an open case whose row it writes (case_hold),
 -- with the case's project, and never changes: its job's state says whether
 -- it fired.
 CREATE OR REPLACE FUNCTION docket.timers_guard() RETURNS trigger
@@ -177,8 +181,8 @@ BEGIN
         RAISE EXCEPTION 'timer %: a timer never changes; its job''s state says whether it fired', OLD.id
             USING ERRCODE = 'DK015';
     END IF;
-    SELECT * INTO c FROM docket.cases WHERE id = NEW.case_id FOR SHARE;
-    IF NOT FOUND THEN
+    c := docket.case_hold(NEW.case_id);
+    IF c.id IS NULL THEN
         RAISE EXCEPTION 'timer %: case % does not exist', NEW.name, coalesce(NEW.case_id::text, 'NULL')
             USING ERRCODE = '23503', CONSTRAINT = 'timers_case_fkey', TABLE = 'timers', SCHEMA = 'docket';
     END IF;
@@ -397,8 +401,11 @@ COMMENT ON VIEW docket.waits_waiting IS
 -- message_lock_keys takes, for each key of p_keys in p_project, a
 -- transaction-scoped advisory lock (class 1684764529, 'dkwq'), in the order
 -- of the locks' numbers, so two callers with overlapping keys never
--- deadlock. Deliveries and waits take them before they store and look: of
--- two on a common key, the second sees what the first committed.
+-- deadlock; then it writes the keys' slots of docket.match_slots (making
+-- a slot's row the first time), in slot order. Deliveries and waits call it before they store and look: of two on
+-- a common key, the second sees what the first committed (READ COMMITTED)
+-- or fails with 40001 (REPEATABLE READ, SERIALIZABLE): a lock alone would
+-- let it look in a snapshot taken before the first committed.
 CREATE OR REPLACE FUNCTION docket.message_lock_keys(p_project text, p_keys text[]) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -407,8 +414,22 @@ BEGIN
     FOR h IN SELECT DISTINCT hashtext(p_project || '/' || k) FROM unnest(p_keys) k ORDER BY 1 LOOP
         PERFORM pg_advisory_xact_lock(1684764529, h);
     END LOOP;
+    FOR h IN SELECT DISTINCT docket.match_slot(p_project, k) FROM unnest(p_keys) k ORDER BY 1 LOOP
+        INSERT INTO docket.match_slots AS m (slot, guard_seq) VALUES (h, 1)
+        ON CONFLICT (slot) DO UPDATE SET guard_seq = m.guard_seq + 1;
+    END LOOP;
 END
 $$;
+
+-- match_slot is the slot of docket.match_slots that key p_key of project
+-- p_project is decided in.
+CREATE OR REPLACE FUNCTION docket.match_slot(p_project text, p_key text) RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN (hashtext(p_project || '/' || p_key) & 4095);
+
+CREATE OR REPLACE TRIGGER match_slots_refuse_delete
+    BEFORE DELETE ON docket.match_slots
+    FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('a match slot is kept: only its counter moves');
 
 -- wait_continue ends wait w (locked by the caller, waiting) as p_status --
 -- satisfied by message m (locked, buffered), or expired -- on behalf of
@@ -616,9 +637,9 @@ SELECT false AS created, w.* FROM docket.waits w WHERE false;
 -- (p_namespaces[i], p_values[i]) until p_deadline, with the continuation a
 -- message's arrival enqueues (p_arrival_*) and the one the deadline enqueues
 -- (p_timeout_kind NULL: none), on behalf of p_actor at p_now:
---   1. it takes the keys' locks (message_lock_keys);
---   2. it stores the wait, waiting (waits_guard locks the case row FOR SHARE
---      and refuses a closed case);
+--   1. it takes the keys' locks and writes their slots (message_lock_keys);
+--   2. it stores the wait, waiting (waits_guard writes the case row,
+--      case_hold, and refuses a closed case);
 --   3. it looks in the buffer for the oldest message filed under all its
 --      keys -- unaddressed, or addressed to this case -- and, finding one,
 --      consumes it and enqueues the arrival continuation at once.
@@ -868,12 +889,9 @@ BEGIN
     PERFORM docket.job_require_spec(1, p_kind, p_queue, p_payload, p_max_attempts);
     PERFORM docket.require_valid(p_payload_schema >= 1, 'payload schema', p_payload_schema::text, '1 or more');
     v_project := docket.case_authorize(p_case_id, p_actor);
-    -- The case row's lock first, as a close takes it, then the job.
-    IF (SELECT status FROM docket.cases WHERE id = p_case_id FOR SHARE) <> 'open' THEN
-        RAISE EXCEPTION 'case % is closed: it cannot set timer %', p_case_id, p_name USING ERRCODE = 'DK005';
-    END IF;
     -- One timer per (case, name, instant), whatever its job: a retry finds
-    -- it, under a lock of that name, and must name the same job.
+    -- it, under a lock of that name, and must name the same job; it writes
+    -- nothing, not even the case row.
     PERFORM pg_advisory_xact_lock(1684764530, hashtext(p_case_id || '/' || p_name));
     SELECT t.* INTO v FROM docket.timers t WHERE t.case_id = p_case_id AND t.name = p_name AND t.wake_at = p_wake_at;
     IF FOUND THEN
@@ -886,6 +904,11 @@ BEGIN
         END IF;
         RETURN QUERY SELECT false, (v).*;
         RETURN;
+    END IF;
+    -- A new timer: the case row first, written as a close writes it, then
+    -- the job.
+    IF (docket.case_hold(p_case_id)).status <> 'open' THEN
+        RAISE EXCEPTION 'case % is closed: it cannot set timer %', p_case_id, p_name USING ERRCODE = 'DK005';
     END IF;
     SELECT e.id INTO j
     FROM docket.job_enqueue_one(

@@ -11,7 +11,7 @@ import (
 )
 
 const budgetQuotaSet = `-- name: BudgetQuotaSet :one
-SELECT project, currency, period, anchor, amount, updated_by, updated_at FROM docket.budget_quota_set($1::text, $2::text, $3::interval, $4::timestamptz, $5::bigint,
+SELECT project, currency, period, anchor, amount, updated_by, updated_at, guard_seq FROM docket.budget_quota_set($1::text, $2::text, $3::interval, $4::timestamptz, $5::bigint,
     $6::text, $7::timestamptz)
 `
 
@@ -44,6 +44,7 @@ func (q *Queries) BudgetQuotaSet(ctx context.Context, db DBTX, arg BudgetQuotaSe
 		&i.Amount,
 		&i.UpdatedBy,
 		&i.UpdatedAt,
+		&i.GuardSeq,
 	)
 	return &i, err
 }
@@ -82,7 +83,7 @@ func (q *Queries) RunBudgetEvents(ctx context.Context, db DBTX, iD int64, actor 
 }
 
 const runResume = `-- name: RunResume :one
-SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted FROM docket.run_resume($1::bigint, $2::integer, $3::bigint,
+SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted, guard_seq FROM docket.run_resume($1::bigint, $2::integer, $3::bigint,
     $4::bigint, $5::integer, $6::text, $7::timestamptz)
 `
 
@@ -135,6 +136,7 @@ func (q *Queries) RunResume(ctx context.Context, db DBTX, arg RunResumeParams) (
 		&i.SpentEffects,
 		&i.SpentMoney,
 		&i.Exhausted,
+		&i.GuardSeq,
 	)
 	return &i, err
 }

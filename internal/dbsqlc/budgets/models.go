@@ -17,6 +17,8 @@ type DocketBudgetQuota struct {
 	Amount    int64
 	UpdatedBy string
 	UpdatedAt time.Time
+	// Moved on by every reservation in the quota: two admissions never both sum the reservations of one stale snapshot.
+	GuardSeq int64
 }
 
 // Runs of plans: input and its trust, status along docket.run_transitions, the version of the plan it runs (all versions in docket.run_versions).
@@ -48,6 +50,8 @@ type DocketRun struct {
 	SpentEffects  int64
 	SpentMoney    int64
 	Exhausted     *string
+	// Moved on by every job outcome of the run: two outcomes of one run never admit steps from one stale snapshot.
+	GuardSeq int64
 }
 
 type DocketRunBudgetEvent struct {

@@ -12,7 +12,7 @@ import (
 )
 
 const caseAdmit = `-- name: CaseAdmit :one
-SELECT created, id, project, kind, status, state, version, created_by, created_at, updated_at, closed_at FROM docket.case_admit($1::text, $2::text, $3::text[], $4::text[],
+SELECT created, id, project, kind, status, state, version, created_by, created_at, updated_at, closed_at, guard_seq FROM docket.case_admit($1::text, $2::text, $3::text[], $4::text[],
     $5::text, $6::timestamptz)
 `
 
@@ -47,12 +47,13 @@ func (q *Queries) CaseAdmit(ctx context.Context, db DBTX, arg CaseAdmitParams) (
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ClosedAt,
+		&i.GuardSeq,
 	)
 	return &i, err
 }
 
 const caseClose = `-- name: CaseClose :one
-SELECT id, project, kind, status, state, version, created_by, created_at, updated_at, closed_at FROM docket.case_close($1::bigint, $2::text, $3::timestamptz)
+SELECT id, project, kind, status, state, version, created_by, created_at, updated_at, closed_at, guard_seq FROM docket.case_close($1::bigint, $2::text, $3::timestamptz)
 `
 
 func (q *Queries) CaseClose(ctx context.Context, db DBTX, iD int64, actor string, now time.Time) (*DocketCase, error) {
@@ -69,12 +70,13 @@ func (q *Queries) CaseClose(ctx context.Context, db DBTX, iD int64, actor string
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ClosedAt,
+		&i.GuardSeq,
 	)
 	return &i, err
 }
 
 const caseCorrelate = `-- name: CaseCorrelate :many
-SELECT id, project, kind, status, state, version, created_by, created_at, updated_at, closed_at FROM docket.case_correlate($1::text, $2::text[], $3::text[], $4::text)
+SELECT id, project, kind, status, state, version, created_by, created_at, updated_at, closed_at, guard_seq FROM docket.case_correlate($1::text, $2::text[], $3::text[], $4::text)
 `
 
 // No row when no open case holds any of the keys.
@@ -103,6 +105,7 @@ func (q *Queries) CaseCorrelate(ctx context.Context, db DBTX, project string, na
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.ClosedAt,
+			&i.GuardSeq,
 		); err != nil {
 			return nil, err
 		}
@@ -153,7 +156,7 @@ func (q *Queries) CaseEvents(ctx context.Context, db DBTX, iD int64, actor strin
 }
 
 const caseGet = `-- name: CaseGet :one
-SELECT id, project, kind, status, state, version, created_by, created_at, updated_at, closed_at FROM docket.cases c
+SELECT id, project, kind, status, state, version, created_by, created_at, updated_at, closed_at, guard_seq FROM docket.cases c
 WHERE c.id = $1::bigint AND docket.case_visible($2::text, c.project)
 `
 
@@ -172,6 +175,7 @@ func (q *Queries) CaseGet(ctx context.Context, db DBTX, iD int64, actor string) 
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ClosedAt,
+		&i.GuardSeq,
 	)
 	return &i, err
 }
@@ -214,7 +218,7 @@ func (q *Queries) CaseKeys(ctx context.Context, db DBTX, iD int64, actor string)
 }
 
 const caseList = `-- name: CaseList :many
-SELECT id, project, kind, status, state, version, created_by, created_at, updated_at, closed_at FROM docket.cases c
+SELECT id, project, kind, status, state, version, created_by, created_at, updated_at, closed_at, guard_seq FROM docket.cases c
 WHERE c.project = $1::text
   AND ($2::text = '' OR c.status = $2::text)
   AND c.id > $3::bigint
@@ -259,6 +263,7 @@ func (q *Queries) CaseList(ctx context.Context, db DBTX, arg CaseListParams) ([]
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.ClosedAt,
+			&i.GuardSeq,
 		); err != nil {
 			return nil, err
 		}
@@ -317,7 +322,7 @@ func (q *Queries) CaseObligations(ctx context.Context, db DBTX, iD int64, actor 
 }
 
 const casePutState = `-- name: CasePutState :one
-SELECT id, project, kind, status, state, version, created_by, created_at, updated_at, closed_at FROM docket.case_put_state($1::bigint, $2::bigint, $3::jsonb, $4::text, $5::timestamptz)
+SELECT id, project, kind, status, state, version, created_by, created_at, updated_at, closed_at, guard_seq FROM docket.case_put_state($1::bigint, $2::bigint, $3::jsonb, $4::text, $5::timestamptz)
 `
 
 type CasePutStateParams struct {
@@ -348,6 +353,7 @@ func (q *Queries) CasePutState(ctx context.Context, db DBTX, arg CasePutStatePar
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ClosedAt,
+		&i.GuardSeq,
 	)
 	return &i, err
 }

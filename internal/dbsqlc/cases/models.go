@@ -21,6 +21,8 @@ type DocketCase struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	ClosedAt  *time.Time
+	// Moved on by every write a rule of this case depends on (an obligation, wait, timer, task, key or run registered on it): a concurrent close fails instead of missing it.
+	GuardSeq int64
 }
 
 type DocketCaseAdmitted struct {
@@ -35,6 +37,7 @@ type DocketCaseAdmitted struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	ClosedAt  *time.Time
+	GuardSeq  int64
 }
 
 // Append-only history of every case change: admission, keys, state writes, status, obligations, late answers.

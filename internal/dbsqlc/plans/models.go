@@ -38,6 +38,8 @@ type DocketRun struct {
 	SpentEffects  int64
 	SpentMoney    int64
 	Exhausted     *string
+	// Moved on by every job outcome of the run: two outcomes of one run never admit steps from one stale snapshot.
+	GuardSeq int64
 }
 
 // The steps a run admitted, in ready order: arguments and trust, job, outcome and compensation; state along docket.run_step_transitions.

@@ -12,7 +12,7 @@ import (
 )
 
 const runCancel = `-- name: RunCancel :one
-SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted FROM docket.run_cancel($1::bigint, $2::text, $3::text, $4::timestamptz)
+SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted, guard_seq FROM docket.run_cancel($1::bigint, $2::text, $3::text, $4::timestamptz)
 `
 
 func (q *Queries) RunCancel(ctx context.Context, db DBTX, iD int64, reason string, actor string, now time.Time) (*DocketRun, error) {
@@ -51,12 +51,13 @@ func (q *Queries) RunCancel(ctx context.Context, db DBTX, iD int64, reason strin
 		&i.SpentEffects,
 		&i.SpentMoney,
 		&i.Exhausted,
+		&i.GuardSeq,
 	)
 	return &i, err
 }
 
 const runGet = `-- name: RunGet :one
-SELECT r.id, r.project, r.plan_id, r.version, r.case_id, r.input, r.input_trusted, r.status, r.replan_limit, r.untrusted_read, r.admitted, r.applied, r.output, r.failure, r.created_by, r.created_at, r.updated_at, r.finished_at, r.max_steps, r.max_effects, r.max_money, r.currency, r.max_call, r.max_parallel, r.spent_effects, r.spent_money, r.exhausted, p.digest::text AS digest FROM docket.run_get($1::bigint, $2::text) r JOIN docket.plans p ON p.id = r.plan_id
+SELECT r.id, r.project, r.plan_id, r.version, r.case_id, r.input, r.input_trusted, r.status, r.replan_limit, r.untrusted_read, r.admitted, r.applied, r.output, r.failure, r.created_by, r.created_at, r.updated_at, r.finished_at, r.max_steps, r.max_effects, r.max_money, r.currency, r.max_call, r.max_parallel, r.spent_effects, r.spent_money, r.exhausted, r.guard_seq, p.digest::text AS digest FROM docket.run_get($1::bigint, $2::text) r JOIN docket.plans p ON p.id = r.plan_id
 `
 
 type RunGetRow struct {
@@ -87,6 +88,7 @@ type RunGetRow struct {
 	SpentEffects  int64
 	SpentMoney    int64
 	Exhausted     *string
+	GuardSeq      int64
 	Digest        string
 }
 
@@ -121,13 +123,14 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, iD int64, actor string) (
 		&i.SpentEffects,
 		&i.SpentMoney,
 		&i.Exhausted,
+		&i.GuardSeq,
 		&i.Digest,
 	)
 	return &i, err
 }
 
 const runList = `-- name: RunList :many
-SELECT r.id, r.project, r.plan_id, r.version, r.case_id, r.input, r.input_trusted, r.status, r.replan_limit, r.untrusted_read, r.admitted, r.applied, r.output, r.failure, r.created_by, r.created_at, r.updated_at, r.finished_at, r.max_steps, r.max_effects, r.max_money, r.currency, r.max_call, r.max_parallel, r.spent_effects, r.spent_money, r.exhausted, p.digest::text AS digest
+SELECT r.id, r.project, r.plan_id, r.version, r.case_id, r.input, r.input_trusted, r.status, r.replan_limit, r.untrusted_read, r.admitted, r.applied, r.output, r.failure, r.created_by, r.created_at, r.updated_at, r.finished_at, r.max_steps, r.max_effects, r.max_money, r.currency, r.max_call, r.max_parallel, r.spent_effects, r.spent_money, r.exhausted, r.guard_seq, p.digest::text AS digest
 FROM (
     SELECT x.id FROM docket.runs x
     WHERE x.project = $1::text AND ($2::bigint = 0 OR x.id < $2::bigint)
@@ -167,6 +170,7 @@ type RunListRow struct {
 	SpentEffects  int64
 	SpentMoney    int64
 	Exhausted     *string
+	GuardSeq      int64
 	Digest        string
 }
 
@@ -217,6 +221,7 @@ func (q *Queries) RunList(ctx context.Context, db DBTX, project string, beforeID
 			&i.SpentEffects,
 			&i.SpentMoney,
 			&i.Exhausted,
+			&i.GuardSeq,
 			&i.Digest,
 		); err != nil {
 			return nil, err
@@ -230,7 +235,7 @@ func (q *Queries) RunList(ctx context.Context, db DBTX, project string, beforeID
 }
 
 const runReplan = `-- name: RunReplan :one
-SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted FROM docket.run_replan($1::bigint, $2::text, $3::text, $4::text, $5::text,
+SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted, guard_seq FROM docket.run_replan($1::bigint, $2::text, $3::text, $4::text, $5::text,
     $6::text, $7::timestamptz)
 `
 
@@ -283,12 +288,13 @@ func (q *Queries) RunReplan(ctx context.Context, db DBTX, arg RunReplanParams) (
 		&i.SpentEffects,
 		&i.SpentMoney,
 		&i.Exhausted,
+		&i.GuardSeq,
 	)
 	return &i, err
 }
 
 const runStart = `-- name: RunStart :one
-SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted FROM docket.run_start($1::text, $2::text, $3::text, $4::jsonb, $5::boolean,
+SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted, guard_seq FROM docket.run_start($1::text, $2::text, $3::text, $4::jsonb, $5::boolean,
     $6::bigint, $7::integer, $8::text, $9::timestamptz)
 `
 
@@ -345,12 +351,13 @@ func (q *Queries) RunStart(ctx context.Context, db DBTX, arg RunStartParams) (*D
 		&i.SpentEffects,
 		&i.SpentMoney,
 		&i.Exhausted,
+		&i.GuardSeq,
 	)
 	return &i, err
 }
 
 const runStartBudgeted = `-- name: RunStartBudgeted :one
-SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted FROM docket.run_start($1::text, $2::text, $3::text, $4::jsonb, $5::boolean,
+SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted, guard_seq FROM docket.run_start($1::text, $2::text, $3::text, $4::jsonb, $5::boolean,
     $6::bigint, $7::integer, $8::integer, $9::bigint,
     $10::bigint, $11::text, $12::bigint, $13::integer,
     $14::text, $15::timestamptz)
@@ -421,6 +428,7 @@ func (q *Queries) RunStartBudgeted(ctx context.Context, db DBTX, arg RunStartBud
 		&i.SpentEffects,
 		&i.SpentMoney,
 		&i.Exhausted,
+		&i.GuardSeq,
 	)
 	return &i, err
 }
