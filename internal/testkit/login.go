@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -21,6 +22,9 @@ const (
 	AppRole      = "docket_app"
 	OperatorRole = "docket_operator"
 	ReaderRole   = "docket_reader"
+	// WorkerRole holds what River's client needs of River's tables: a login
+	// that runs a worker is a member of it beside [AppRole].
+	WorkerRole = "docket_worker"
 )
 
 // Login is a database login role of a test's own: a member of one of
@@ -33,11 +37,24 @@ type Login struct {
 }
 
 // Login creates a login role for the test, a member of group (one of
-// [AppRole], [OperatorRole], [ReaderRole]), binds it, as the env's admin, to
-// each of principals, and returns it with a pool logged in as it: a real
-// login, not SET ROLE. The role is dropped when the test ends. The server's
-// admin must be allowed to create roles.
+// [AppRole], [OperatorRole], [ReaderRole], [WorkerRole]), binds it, as the
+// env's admin, to each of principals, and returns it with a pool logged in
+// as it: a real login, not SET ROLE. The role is dropped when the test ends.
+// The server's admin must be allowed to create roles.
 func (e Env) Login(t testing.TB, group string, principals ...access.Actor) Login {
+	t.Helper()
+	return e.LoginIn(t, []string{group}, principals...)
+}
+
+// WorkerLogin is [Env.Login] for a service that runs a worker: a member of
+// [AppRole] and [WorkerRole].
+func (e Env) WorkerLogin(t testing.TB, principals ...access.Actor) Login {
+	t.Helper()
+	return e.LoginIn(t, []string{AppRole, WorkerRole}, principals...)
+}
+
+// LoginIn is [Env.Login] for a login that is a member of each of groups.
+func (e Env) LoginIn(t testing.TB, groups []string, principals ...access.Actor) Login {
 	t.Helper()
 	ctx := context.Background()
 	var b [6]byte
@@ -45,9 +62,13 @@ func (e Env) Login(t testing.TB, group string, principals ...access.Actor) Login
 	require.NoError(t, err)
 	l := Login{Role: "docket_t_" + hex.EncodeToString(b[:])}
 	password := hex.EncodeToString(b[:]) + "-pw"
+	in := make([]string, len(groups))
+	for i, g := range groups {
+		in[i] = pgx.Identifier{g}.Sanitize()
+	}
 	_, err = e.Pool.Exec(ctx, fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s' IN ROLE %s",
-		pgx.Identifier{l.Role}.Sanitize(), password, pgx.Identifier{group}.Sanitize()))
-	require.NoError(t, err, "create login role %s in %s", l.Role, group)
+		pgx.Identifier{l.Role}.Sanitize(), password, strings.Join(in, ", ")))
+	require.NoError(t, err, "create login role %s in %s", l.Role, groups)
 	t.Cleanup(func() {
 		_, err := e.Pool.Exec(context.Background(), "DROP ROLE "+pgx.Identifier{l.Role}.Sanitize())
 		require.NoError(t, err, "drop login role %s", l.Role)
