@@ -60,8 +60,8 @@ func registerConsole(s *worklistServer) error {
 		return err
 	}
 	if c.readOnly {
-		s.cfg.Logger.Warn("docket serve: its database login is a docket_reader member only, which reads docket's views "+
-			"but neither its tables nor its API: the console runs read-only and can show nobody anything; "+
+		s.cfg.Logger.Warn("docket serve: its database login is a docket_reader member only, which reads docket's tables "+
+			"and views as its own principals may but calls no API: the console runs read-only and can show nobody anything; "+
 			"serve with a docket_app login bound to the principals it signs in", "login", c.login)
 	}
 	m := s.mux
@@ -216,8 +216,8 @@ func (c *console) refuse(w http.ResponseWriter, r *http.Request, v visitor, noun
 			"docket.prunes keeps the record of what the prune removed."}
 	case errors.Is(err, db.ErrNotPermitted) && c.readOnly:
 		p.Status, p.Reason, p.Heading = http.StatusForbidden, "reader-login", "This console cannot read as you"
-		p.Lines = []string{"Its database login is a docket_reader member: it reads docket's views, " +
-			"not the tables and API the console reads through as the person signed in, and the views do not know your grants.",
+		p.Lines = []string{"Its database login is a docket_reader member: it reads what its own principals may see, " +
+			"not through the API the console reads through as the person signed in, and that does not know your grants.",
 			"Ask whoever runs docket serve to give it a docket_app login bound to the principals it signs in."}
 	case errors.Is(err, db.ErrNotFound):
 		p.Status, p.Reason, p.Heading = http.StatusNotFound, "not-found", "No such "+noun
