@@ -212,7 +212,7 @@ ON CONFLICT DO NOTHING`, quoteLiteral(f.name), definitionsSnapshot)})
 
 // dropSteps are the statements that drop every function, trigger and view the
 // definitions made (the TRUNCATE-refusing triggers apply_privileges put on
-// every table too), and forget them, in one transaction: what a rollback does
+// every table and the row-level security policies too), and forget them, in one transaction: what a rollback does
 // before goose's down migrations, so that they find nothing standing on the
 // tables and types they drop.
 func dropSteps() []definitionStep {
@@ -229,6 +229,19 @@ BEGIN
     END LOOP;
 END
 $guards$`},
+		// The policies stand on the definitions' functions; the files make
+		// them again whole each time they are applied (kit.sql).
+		{"drop the row-level security policies", `DO $policies$
+DECLARE
+    p record;
+BEGIN
+    FOR p IN SELECT pol.polname, pol.polrelid::regclass AS rel FROM pg_policy pol JOIN pg_class c ON c.oid = pol.polrelid
+             WHERE c.relnamespace = 'docket'::regnamespace
+    LOOP
+        EXECUTE format('DROP POLICY %I ON %s', p.polname, p.rel);
+    END LOOP;
+END
+$policies$`},
 		{"drop", fmt.Sprintf(dropDefinitions, notVersioned())},
 		{"forget", "DO $forget$\nBEGIN\n    IF to_regclass('" + definitionsTable + "') IS NOT NULL THEN\n        DELETE FROM " +
 			definitionsTable + ";\n    END IF;\nEND\n$forget$"},

@@ -36,7 +36,9 @@
 // the handler's error, a panic, the result's writes in the completion
 // transaction), records the outcome, and returns the job as it is after with
 // the handler's error. [Work] enqueues a job first. Neither starts the
-// worker: no batch, no sweep, no River job runs.
+// worker: no batch, no sweep, no River job runs, so the application login
+// needs no docket_worker membership (River's tables), which a test that
+// starts a worker.Client does (docs/security.md).
 //
 // Time is the worker client's clock. Give it a [db.FakeClock]
 // (db.NewFakeClock) and move it: a retry's wait ends when the test sets the

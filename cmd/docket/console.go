@@ -60,28 +60,28 @@ func registerConsole(s *worklistServer) error {
 		return err
 	}
 	if c.readOnly {
-		s.cfg.Logger.Warn("docket serve: its database login is a docket_reader member only, which reads docket's views "+
-			"but neither its tables nor its API: the console runs read-only and can show nobody anything; "+
+		s.cfg.Logger.Warn("docket serve: its database login is a docket_reader member only, which reads docket's tables "+
+			"and views as its own principals may but calls no API: the console runs read-only and can show nobody anything; "+
 			"serve with a docket_app login bound to the principals it signs in", "login", c.login)
 	}
 	m := s.mux
-	m.HandleFunc("GET /console/{$}", s.signedIn(c.overview))
-	m.HandleFunc("GET /console/{project}/jobs", s.signedIn(c.inProject(c.jobList)))
-	m.HandleFunc("GET /console/{project}/uncertain", s.signedIn(c.inProject(c.uncertainList)))
-	m.HandleFunc("GET /console/{project}/dead", s.signedIn(c.inProject(c.deadList)))
-	m.HandleFunc("GET /console/{project}/jobs/{id}", s.signedIn(c.withID("job", c.jobPage)))
+	m.HandleFunc("GET /console/{$}", s.signedIn(c.readable(c.overview)))
+	m.HandleFunc("GET /console/{project}/jobs", s.signedIn(c.readable(c.inProject(c.jobList))))
+	m.HandleFunc("GET /console/{project}/uncertain", s.signedIn(c.readable(c.inProject(c.uncertainList))))
+	m.HandleFunc("GET /console/{project}/dead", s.signedIn(c.readable(c.inProject(c.deadList))))
+	m.HandleFunc("GET /console/{project}/jobs/{id}", s.signedIn(c.readable(c.withID("job", c.jobPage))))
 	m.HandleFunc("POST /console/{project}/jobs/{id}/reconcile", s.signedIn(c.posted(c.withID("job", c.reconcile))))
 	m.HandleFunc("POST /console/{project}/jobs/{id}/cancel", s.signedIn(c.posted(c.withID("job", c.cancel))))
-	m.HandleFunc("GET /console/{project}/cases", s.signedIn(c.inProject(c.caseList)))
-	m.HandleFunc("GET /console/{project}/cases/{id}", s.signedIn(c.withID("case", c.casePage)))
-	m.HandleFunc("GET /console/{project}/waits", s.signedIn(c.inProject(c.waitList)))
-	m.HandleFunc("GET /console/{project}/dead-letters", s.signedIn(c.inProject(c.deadLetterList)))
-	m.HandleFunc("GET /console/{project}/schedules", s.signedIn(c.inProject(c.scheduleList)))
-	m.HandleFunc("GET /console/{project}/schedules/{id}", s.signedIn(c.withID("schedule", c.schedulePage)))
-	m.HandleFunc("GET /console/{project}/runs", s.signedIn(c.inProject(c.runList)))
-	m.HandleFunc("GET /console/{project}/runs/{id}", s.signedIn(c.withID("run", c.runPage)))
-	m.HandleFunc("GET /console/{project}/batches", s.signedIn(c.inProject(c.batchList)))
-	m.HandleFunc("GET /console/{project}/batches/{id}", s.signedIn(c.withID("batch", c.batchPage)))
+	m.HandleFunc("GET /console/{project}/cases", s.signedIn(c.readable(c.inProject(c.caseList))))
+	m.HandleFunc("GET /console/{project}/cases/{id}", s.signedIn(c.readable(c.withID("case", c.casePage))))
+	m.HandleFunc("GET /console/{project}/waits", s.signedIn(c.readable(c.inProject(c.waitList))))
+	m.HandleFunc("GET /console/{project}/dead-letters", s.signedIn(c.readable(c.inProject(c.deadLetterList))))
+	m.HandleFunc("GET /console/{project}/schedules", s.signedIn(c.readable(c.inProject(c.scheduleList))))
+	m.HandleFunc("GET /console/{project}/schedules/{id}", s.signedIn(c.readable(c.withID("schedule", c.schedulePage))))
+	m.HandleFunc("GET /console/{project}/runs", s.signedIn(c.readable(c.inProject(c.runList))))
+	m.HandleFunc("GET /console/{project}/runs/{id}", s.signedIn(c.readable(c.withID("run", c.runPage))))
+	m.HandleFunc("GET /console/{project}/batches", s.signedIn(c.readable(c.inProject(c.batchList))))
+	m.HandleFunc("GET /console/{project}/batches/{id}", s.signedIn(c.readable(c.withID("batch", c.batchPage))))
 	return nil
 }
 
@@ -142,6 +142,20 @@ func (c *console) withID(noun string, h func(http.ResponseWriter, *http.Request,
 		}
 		h(w, r, v, project, id)
 	})
+}
+
+// readable serves h, or, when the console runs read-only, refuses the page
+// before the database is asked: a docket_reader login reads what its own
+// principals may see, not what the person signed in may, and calls no API
+// function the console's pages read through.
+func (c *console) readable(h func(http.ResponseWriter, *http.Request, visitor)) func(http.ResponseWriter, *http.Request, visitor) {
+	return func(w http.ResponseWriter, r *http.Request, v visitor) {
+		if c.readOnly {
+			c.refuse(w, r, v, "page", db.Refuse(db.ErrNotPermitted, "console", "the console's login is a docket_reader member only"))
+			return
+		}
+		h(w, r, v)
+	}
 }
 
 // posted serves h to a form posted from the console's own pages: same
@@ -216,8 +230,8 @@ func (c *console) refuse(w http.ResponseWriter, r *http.Request, v visitor, noun
 			"docket.prunes keeps the record of what the prune removed."}
 	case errors.Is(err, db.ErrNotPermitted) && c.readOnly:
 		p.Status, p.Reason, p.Heading = http.StatusForbidden, "reader-login", "This console cannot read as you"
-		p.Lines = []string{"Its database login is a docket_reader member: it reads docket's views, " +
-			"not the tables and API the console reads through as the person signed in, and the views do not know your grants.",
+		p.Lines = []string{"Its database login is a docket_reader member: it reads what its own principals may see, " +
+			"not through the API the console reads through as the person signed in, and that does not know your grants.",
 			"Ask whoever runs docket serve to give it a docket_app login bound to the principals it signs in."}
 	case errors.Is(err, db.ErrNotFound):
 		p.Status, p.Reason, p.Heading = http.StatusNotFound, "not-found", "No such "+noun

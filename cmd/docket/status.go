@@ -166,7 +166,7 @@ func tableCounts(ctx context.Context, q *pgxpool.Pool) ([]tableCount, error) {
 }
 
 // groupRoles are the roles docket's trust model grants to login roles.
-var groupRoles = []string{"docket_app", "docket_operator", "docket_reader", "docket_clock"}
+var groupRoles = []string{"docket_app", "docket_operator", "docket_reader", "docket_worker", "docket_clock"}
 
 // missingRoles lists which of docket's group roles do not exist.
 func missingRoles(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {

@@ -5,11 +5,11 @@
 // Each scenario starts a PostgreSQL cluster of its own from local binaries
 // (internal/pgserver's Cluster: never the server of DOCKET_TEST_DATABASE_URL,
 // which others share), migrates the docket schema into it, gives the
-// application a login role in docket_app bound to its actor, and enqueues
-// the workload. The worker runs in a child process (the test binary run
-// again, selected by an environment variable, through internal/workerproc,
-// which the soak harness shares), on the system clock, so that
-// leases really expire and the test can kill it. The waits poll the database
+// application a login role in docket_app and docket_worker bound to its
+// actor, and enqueues the workload. The worker runs in a child process (the
+// test binary run again, selected by an environment variable, through
+// internal/workerproc, which the soak harness shares), on the system clock,
+// so that leases really expire and the test can kill it. The waits poll the database
 // with a deadline; nothing sleeps to let time pass but an outage itself.
 //
 // # The workload

@@ -34,8 +34,8 @@ type rig struct {
 	// owner is the cluster's superuser on the database: for setup, faults
 	// and looking. Its queries fail while the cluster is down.
 	owner *pgxpool.Pool
-	// login is the application's: a docket_app member bound to app. The
-	// workers log in as it.
+	// login is the application's: a docket_app and docket_worker member
+	// bound to app. The workers log in as it.
 	login testkit.Login
 
 	children []*child
@@ -86,7 +86,7 @@ func newRig(t *testing.T) *rig {
 	env.Allow(t, testkit.Grants(app, project, access.JobCreate, access.JobClaim)...)
 	_, err = r.owner.Exec(ctx, handlerTables)
 	require.NoError(t, err)
-	r.login = env.Login(t, testkit.AppRole, app)
+	r.login = env.WorkerLogin(t, app)
 
 	// Cleanups run last first: the workers are killed (workerproc.Start
 	// registers each one's kill), then the cluster is running again for

@@ -7,9 +7,9 @@
 // Each run gets a fresh migrated database from integration/pgtest (the
 // server of DOCKET_TEST_DATABASE_URL, or whatever pgtest finds), creates
 // project acme as user:ana, grants svc:app job.create and worker:soak
-// job.claim and retention.prune, gives both a docket_app login bound to
-// them, and sets acme's policy: succeeded jobs kept a short horizon, the
-// rest the defaults. The workers are child processes (the test binary run
+// job.claim and retention.prune, gives both a login in docket_app and
+// docket_worker bound to them, and sets acme's policy: succeeded jobs kept
+// a short horizon, the rest the defaults. The workers are child processes (the test binary run
 // again, selected by an environment variable, through internal/workerproc,
 // which the fault suite shares), each a worker.Client acting
 // as worker:soak with one no-op handler, the default batching and queues,

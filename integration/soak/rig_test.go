@@ -29,7 +29,7 @@ type rig struct {
 	t *testing.T
 	// owner is the database owner's pool: for setup and looking.
 	owner *pgxpool.Pool
-	// login is a docket_app member bound to app and runner.
+	// login is a member of docket_app and docket_worker bound to app and runner.
 	login testkit.Login
 	// enqueuer enqueues as app, in project.
 	enqueuer *jobs.Client
@@ -70,7 +70,7 @@ func newRig(t *testing.T, horizon time.Duration) *rig {
 	// The login's binding is made at the system clock's now too: testkit
 	// takes a fake clock, here one set to it.
 	env := testkit.Env{Pool: r.owner, Clock: db.NewFakeClock(time.Now()), Admin: ana}
-	r.login = env.Login(t, testkit.AppRole, app, runner)
+	r.login = env.WorkerLogin(t, app, runner)
 
 	rc, err := retention.NewClient(r.owner, retention.Config{Actor: ana, Clock: clock})
 	require.NoError(t, err)

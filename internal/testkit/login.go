@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -26,6 +27,9 @@ const (
 	// (DK016). Every [Env.Login] is a member, for the fake clock tests
 	// run on; [Env.LoginWithoutClock] makes one that is not.
 	ClockRole = "docket_clock"
+	// WorkerRole holds what River's client needs of River's tables: a login
+	// that runs a worker is a member of it beside [AppRole].
+	WorkerRole = "docket_worker"
 )
 
 // Login is a database login role of a test's own: a member of one of
@@ -38,17 +42,18 @@ type Login struct {
 }
 
 // Login creates a login role for the test, a member of group (one of
-// [AppRole], [OperatorRole], [ReaderRole]) and of [ClockRole], binds it, as
-// the env's admin, to each of principals, and returns it with a pool logged
-// in as it: a real login, not SET ROLE. The role is dropped when the test
-// ends. The server's admin must be allowed to create roles.
+// [AppRole], [OperatorRole], [ReaderRole], [WorkerRole]) and of
+// [ClockRole], binds it, as the env's admin, to each of principals, and
+// returns it with a pool logged in as it: a real login, not SET ROLE. The
+// role is dropped when the test ends. The server's admin must be allowed to
+// create roles.
 //
 // Being in [ClockRole] lets the login give docket the instants of the env's
 // fake clock. A production login is not a member: see
 // [Env.LoginWithoutClock].
 func (e Env) Login(t testing.TB, group string, principals ...access.Actor) Login {
 	t.Helper()
-	return e.login(t, true, group, principals)
+	return e.login(t, true, []string{group}, principals)
 }
 
 // LoginWithoutClock is [Env.Login] for a login outside [ClockRole], as a
@@ -57,10 +62,24 @@ func (e Env) Login(t testing.TB, group string, principals ...access.Actor) Login
 // act at the database's time (time.Now), not at the env's fake clock.
 func (e Env) LoginWithoutClock(t testing.TB, group string, principals ...access.Actor) Login {
 	t.Helper()
-	return e.login(t, false, group, principals)
+	return e.login(t, false, []string{group}, principals)
 }
 
-func (e Env) login(t testing.TB, clock bool, group string, principals []access.Actor) Login {
+// WorkerLogin is [Env.Login] for a service that runs a worker: a member of
+// [AppRole] and [WorkerRole] (and [ClockRole]).
+func (e Env) WorkerLogin(t testing.TB, principals ...access.Actor) Login {
+	t.Helper()
+	return e.login(t, true, []string{AppRole, WorkerRole}, principals)
+}
+
+// LoginIn is [Env.Login] for a login that is a member of each of groups
+// (and of [ClockRole]).
+func (e Env) LoginIn(t testing.TB, groups []string, principals ...access.Actor) Login {
+	t.Helper()
+	return e.login(t, true, groups, principals)
+}
+
+func (e Env) login(t testing.TB, clock bool, groups []string, principals []access.Actor) Login {
 	t.Helper()
 	ctx := context.Background()
 	var b [6]byte
@@ -68,13 +87,16 @@ func (e Env) login(t testing.TB, clock bool, group string, principals []access.A
 	require.NoError(t, err)
 	l := Login{Role: "docket_t_" + hex.EncodeToString(b[:])}
 	password := hex.EncodeToString(b[:]) + "-pw"
-	groups := pgx.Identifier{group}.Sanitize()
+	in := make([]string, 0, len(groups)+1)
+	for _, g := range groups {
+		in = append(in, pgx.Identifier{g}.Sanitize())
+	}
 	if clock {
-		groups += ", " + pgx.Identifier{ClockRole}.Sanitize()
+		in = append(in, pgx.Identifier{ClockRole}.Sanitize())
 	}
 	_, err = e.Pool.Exec(ctx, fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s' IN ROLE %s",
-		pgx.Identifier{l.Role}.Sanitize(), password, groups))
-	require.NoError(t, err, "create login role %s in %s", l.Role, group)
+		pgx.Identifier{l.Role}.Sanitize(), password, strings.Join(in, ", ")))
+	require.NoError(t, err, "create login role %s in %s", l.Role, groups)
 	t.Cleanup(func() {
 		_, err := e.Pool.Exec(context.Background(), "DROP ROLE "+pgx.Identifier{l.Role}.Sanitize())
 		require.NoError(t, err, "drop login role %s", l.Role)

@@ -32,9 +32,10 @@ type Env struct {
 	// Pool is logged in as the schema owner: for setup, snapshots and SQL
 	// by hand, which no other role may write.
 	Pool *pgxpool.Pool
-	// API is logged in as a docket_app member bound to every principal of
-	// the kinds tests act as (svc:*, user:*, worker:*), as a service is:
-	// the API runs on it.
+	// API is logged in as a member of docket_app and docket_worker bound to
+	// every principal of the kinds tests act as (svc:*, user:*, worker:*),
+	// as a service that enqueues and runs its jobs is: the API and the
+	// tests' workers run on it.
 	API   *pgxpool.Pool
 	Clock *db.FakeClock
 	// Admin created the projects and gave the grants.
@@ -45,13 +46,13 @@ type Env struct {
 var apiKinds = []access.Actor{"svc:*", "user:*", "worker:*"}
 
 // Setup returns a fresh migrated database with projects created by admin,
-// each grant given by admin, a docket_app login for the API, and a fake
-// clock at [T0].
+// each grant given by admin, a docket_app and docket_worker login for the
+// API, and a fake clock at [T0].
 func Setup(t testing.TB, admin access.Actor, projectNames []string, grants ...access.Grant) Env {
 	t.Helper()
 	e := Env{Pool: pgtest.NewDB(t), Clock: db.NewFakeClock(T0), Admin: admin}
 	require.NoError(t, populate(context.Background(), e.Pool, e.Clock, admin, projectNames, grants))
-	e.API = e.Login(t, AppRole, apiKinds...).Pool
+	e.API = e.WorkerLogin(t, apiKinds...).Pool
 	return e
 }
 

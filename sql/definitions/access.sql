@@ -301,3 +301,26 @@ $$;
 INSERT INTO docket.api_functions (name, role) VALUES
     ('actor_bind', 'operator'), ('actor_unbind', 'operator'),
     ('grant_add', 'app'), ('grant_revoke', 'app');
+
+-- Who may read what (row-level security; see kit.sql) --------------------------
+
+-- A login reads its own bindings and their history; an operator, who binds,
+-- reads every one.
+CREATE POLICY actor_bindings_visible_to_their_login_and_operators ON docket.actor_bindings FOR SELECT
+    USING (role = session_user OR (SELECT docket.session_is_operator()));
+
+CREATE POLICY actor_binding_events_visible_to_their_login_and_operators ON docket.actor_binding_events FOR SELECT
+    USING (role = session_user OR (SELECT docket.session_is_operator()));
+
+-- A grant, and its history, is visible to the principals it names (the
+-- reads check an actor's grants as the login), to the holders of
+-- grant.manage on its project, and to operators.
+CREATE POLICY grants_visible_to_grantees_managers_and_operators ON docket.grants FOR SELECT
+    USING (docket.principal_bound(principal, (SELECT docket.login_principals()))
+           OR project = ANY ((SELECT docket.visible_projects('grant.manage'))::text[])
+           OR (SELECT docket.session_is_operator()));
+
+CREATE POLICY grant_events_visible_to_grantees_managers_and_operators ON docket.grant_events FOR SELECT
+    USING (docket.principal_bound(principal, (SELECT docket.login_principals()))
+           OR project = ANY ((SELECT docket.visible_projects('grant.manage'))::text[])
+           OR (SELECT docket.session_is_operator()));

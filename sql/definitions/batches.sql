@@ -195,7 +195,7 @@ $$;
 -- batch_item_admitted is a row batch_admit returns: an item, and whether
 -- this call reserved it (false: it was reserved before, and this is a
 -- resume offering it again).
-CREATE OR REPLACE VIEW docket.batch_item_admitted AS
+CREATE OR REPLACE VIEW docket.batch_item_admitted WITH (security_invoker = true) AS
 SELECT false AS reserved_now, i.* FROM docket.batch_items i WHERE false;
 
 -- batch_admit admits a page of items to batch p_batch, on behalf of p_actor
@@ -342,3 +342,13 @@ $$;
 
 INSERT INTO docket.api_functions (name, role) VALUES
     ('batch_open', 'app'), ('batch_admit', 'app'), ('batch_get', 'app'), ('batch_items_needing_attention', 'app');
+
+-- Who may read what (row-level security; see kit.sql) --------------------------
+
+-- A batch is visible where the login's principals hold batch.run or
+-- case.view (as batch_get); its items with it.
+CREATE POLICY batches_visible_to_batch_readers ON docket.batches FOR SELECT
+    USING (project = ANY ((SELECT docket.visible_projects('batch.run', 'case.view'))::text[]));
+
+CREATE POLICY batch_items_visible_with_their_batch ON docket.batch_items FOR SELECT
+    USING (EXISTS (SELECT 1 FROM docket.batches b WHERE b.id = batch_id));

@@ -164,3 +164,17 @@ CREATE OR REPLACE TRIGGER runs_leave_exhausted
     EXECUTE FUNCTION docket.runs_leave_exhausted();
 
 INSERT INTO docket.api_functions (name, role) VALUES ('run_resume', 'app'), ('budget_quota_set', 'app');
+
+-- Who may read what (row-level security; see kit.sql) --------------------------
+
+-- A project's quotas are visible where the login's principals hold
+-- budget.manage or plan.run; a run's reservation and budget events with
+-- its run.
+CREATE POLICY budget_quotas_visible_to_budget_holders ON docket.budget_quotas FOR SELECT
+    USING (project = ANY ((SELECT docket.visible_projects('budget.manage', 'plan.run'))::text[]));
+
+CREATE POLICY budget_reservations_visible_with_their_run ON docket.budget_reservations FOR SELECT
+    USING (EXISTS (SELECT 1 FROM docket.runs r WHERE r.id = run_id));
+
+CREATE POLICY run_budget_events_visible_with_their_run ON docket.run_budget_events FOR SELECT
+    USING (EXISTS (SELECT 1 FROM docket.runs r WHERE r.id = run_id));

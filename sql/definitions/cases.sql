@@ -377,7 +377,7 @@ RETURN EXISTS (
 -- and the reader filters with the instant they mean:
 --     SELECT * FROM docket.obligations_due WHERE due_at <= '2026-11-29 10:00Z'
 
-CREATE OR REPLACE VIEW docket.obligations_due AS
+CREATE OR REPLACE VIEW docket.obligations_due WITH (security_invoker = true) AS
 SELECT o.id, o.case_id, o.project, c.kind AS case_kind, o.name, o.due_at, o.rule, o.calendar_digest,
        o.escalation_kind, o.created_at
 FROM docket.obligations o
@@ -388,7 +388,7 @@ ORDER BY o.due_at, o.id;
 COMMENT ON VIEW docket.obligations_due IS
     'Pending obligations, soonest due first. Due at instant T: WHERE due_at <= T; the breach sweep moves them.';
 
-CREATE OR REPLACE VIEW docket.cases_open_with_obligations AS
+CREATE OR REPLACE VIEW docket.cases_open_with_obligations WITH (security_invoker = true) AS
 SELECT c.id, c.project, c.kind, c.version, count(*) AS pending, min(o.due_at) AS next_due, c.updated_at
 FROM docket.cases c
 JOIN docket.obligations o ON o.case_id = c.id AND o.state = 'pending'
@@ -480,7 +480,7 @@ $$;
 
 -- case_admitted is the row case_admit returns: whether the case was created by
 -- this admission, and the case.
-CREATE OR REPLACE VIEW docket.case_admitted AS
+CREATE OR REPLACE VIEW docket.case_admitted WITH (security_invoker = true) AS
 SELECT false AS created, c.* FROM docket.cases c WHERE false;
 
 -- case_admit finds the open case of p_project holding any of the keys
@@ -676,7 +676,7 @@ $$;
 
 -- case_reopened is a row of what case_reopen returns: a key the case held
 -- when it closed, and whether the reopening took it back.
-CREATE OR REPLACE VIEW docket.case_reopened AS
+CREATE OR REPLACE VIEW docket.case_reopened WITH (security_invoker = true) AS
 SELECT ''::text AS namespace, ''::text AS value, false AS taken WHERE false;
 
 -- case_reopen reopens case p_id on behalf of p_actor at p_now and takes back
@@ -912,3 +912,19 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- Who may read what (row-level security; see kit.sql) --------------------------
+
+-- A case, its keys and obligations are visible where the login's principals
+-- hold case.view or case.admit (as case_visible); its events with it.
+CREATE POLICY cases_visible_to_case_readers ON docket.cases FOR SELECT
+    USING (project = ANY ((SELECT docket.visible_projects('case.view', 'case.admit'))::text[]));
+
+CREATE POLICY case_keys_visible_to_case_readers ON docket.case_keys FOR SELECT
+    USING (project = ANY ((SELECT docket.visible_projects('case.view', 'case.admit'))::text[]));
+
+CREATE POLICY obligations_visible_to_case_readers ON docket.obligations FOR SELECT
+    USING (project = ANY ((SELECT docket.visible_projects('case.view', 'case.admit'))::text[]));
+
+CREATE POLICY case_events_visible_with_their_case ON docket.case_events FOR SELECT
+    USING (EXISTS (SELECT 1 FROM docket.cases c WHERE c.id = case_id));

@@ -489,7 +489,7 @@ $$;
 -- and leave the present to the reader, who filters with the instant they mean:
 --     SELECT * FROM docket.jobs_expired_leases WHERE lease_expires_at <= '2026-11-29 10:00Z'
 
-CREATE OR REPLACE VIEW docket.jobs_due AS
+CREATE OR REPLACE VIEW docket.jobs_due WITH (security_invoker = true) AS
 SELECT id, project, queue, priority, kind, available_at, attempts, max_attempts, external, created_at
 FROM docket.jobs
 WHERE state = 'queued'
@@ -498,7 +498,7 @@ ORDER BY available_at, priority, id;
 COMMENT ON VIEW docket.jobs_due IS
     'Queued jobs, soonest claimable first. Due at instant T: WHERE available_at <= T.';
 
-CREATE OR REPLACE VIEW docket.jobs_expired_leases AS
+CREATE OR REPLACE VIEW docket.jobs_expired_leases WITH (security_invoker = true) AS
 SELECT id, project, queue, kind, claimed_by, claimed_at, lease_expires_at, lease_generation, attempts,
        max_attempts, repeatable
 FROM docket.jobs
@@ -508,7 +508,7 @@ ORDER BY lease_expires_at, id;
 COMMENT ON VIEW docket.jobs_expired_leases IS
     'Claimed jobs by lease expiry, earliest first. Expired at instant T: WHERE lease_expires_at <= T; docket.job_expire_leases sweeps them.';
 
-CREATE OR REPLACE VIEW docket.jobs_dead AS
+CREATE OR REPLACE VIEW docket.jobs_dead WITH (security_invoker = true) AS
 SELECT id, project, queue, kind, attempts, max_attempts, diagnostic, finished_at
 FROM docket.jobs
 WHERE state = 'dead'
@@ -516,7 +516,7 @@ ORDER BY finished_at DESC, id DESC;
 
 COMMENT ON VIEW docket.jobs_dead IS 'Jobs that ran out of attempts, latest first.';
 
-CREATE OR REPLACE VIEW docket.jobs_uncertain AS
+CREATE OR REPLACE VIEW docket.jobs_uncertain WITH (security_invoker = true) AS
 SELECT id, project, queue, kind, attempts, max_attempts, diagnostic, updated_at AS uncertain_since
 FROM docket.jobs
 WHERE state = 'uncertain'
@@ -525,7 +525,7 @@ ORDER BY updated_at, id;
 COMMENT ON VIEW docket.jobs_uncertain IS
     'Jobs whose worker may or may not have done the work, oldest first: settle each with docket.job_reconcile or cancel it.';
 
-CREATE OR REPLACE VIEW docket.jobs_undecodable AS
+CREATE OR REPLACE VIEW docket.jobs_undecodable WITH (security_invoker = true) AS
 SELECT j.id, j.project, j.queue, j.kind, j.payload_schema, j.state, j.available_at
 FROM docket.jobs j
 WHERE j.state IN ('queued', 'claimed', 'uncertain')
@@ -773,7 +773,7 @@ $$;
 -- there under its idempotency key, and the job, with every column of
 -- docket.jobs (a column added to the table is added here when the
 -- definitions are next applied).
-CREATE OR REPLACE VIEW docket.job_enqueued AS
+CREATE OR REPLACE VIEW docket.job_enqueued WITH (security_invoker = true) AS
 SELECT false AS duplicate, j.* FROM docket.jobs j WHERE false;
 
 -- job_enqueue_one enqueues one job as job_enqueue_many does a batch of one, with
@@ -1882,7 +1882,7 @@ END
 $$;
 
 -- The chain heads, for an auditor to export.
-CREATE OR REPLACE VIEW docket.job_chain_heads AS
+CREATE OR REPLACE VIEW docket.job_chain_heads WITH (security_invoker = true) AS
 SELECT DISTINCT ON (e.job_id) e.job_id, e.seq, e.at, encode(e.hash, 'hex') AS hash
 FROM docket.job_events e
 ORDER BY e.job_id, e.seq DESC;
@@ -2132,7 +2132,7 @@ $$;
 
 -- Operator view ---------------------------------------------------------------
 
-CREATE OR REPLACE VIEW docket.jobs_unrunnable AS
+CREATE OR REPLACE VIEW docket.jobs_unrunnable WITH (security_invoker = true) AS
 SELECT j.id, j.project, j.queue, j.kind, j.payload_schema, j.state, j.revisions, j.available_at,
        ARRAY(SELECT DISTINCT d.revision FROM docket.job_decoders d
              WHERE d.kind = j.kind AND d.payload_schema = j.payload_schema AND d.revision IS NOT NULL
@@ -2506,3 +2506,29 @@ BEGIN
         USING ERRCODE = '23514', CONSTRAINT = p_rule, TABLE = 'jobs', SCHEMA = 'docket';
 END
 $$;
+
+-- Who may read what (row-level security; see kit.sql) --------------------------
+
+-- A job is visible where the login's principals may read jobs (job.view or
+-- another job capability, as job_visible), and a lane's job where they hold
+-- lane.view. Its events, completion record and trace context are visible
+-- with it.
+CREATE POLICY jobs_visible_to_job_and_lane_readers ON docket.jobs FOR SELECT
+    USING (project = ANY ((SELECT docket.visible_projects('job.view', 'job.create', 'job.claim', 'job.cancel',
+                                                           'job.reconcile', 'job.pin'))::text[])
+           OR (lane_id IS NOT NULL AND project = ANY ((SELECT docket.visible_projects('lane.view'))::text[])));
+
+CREATE POLICY job_events_visible_with_their_job ON docket.job_events FOR SELECT
+    USING (EXISTS (SELECT 1 FROM docket.jobs j WHERE j.id = job_id));
+
+CREATE POLICY job_completions_visible_with_their_job ON docket.job_completions FOR SELECT
+    USING (EXISTS (SELECT 1 FROM docket.jobs j WHERE j.id = job_id));
+
+CREATE POLICY job_traces_visible_with_their_job ON docket.job_traces FOR SELECT
+    USING (EXISTS (SELECT 1 FROM docket.jobs j WHERE j.id = job_id));
+
+-- A deployment's decoders are visible to the login that registered them
+-- (its principals) and, kind by kind, to readers of a job of that kind.
+CREATE POLICY job_decoders_visible_to_registrars_and_job_readers ON docket.job_decoders FOR SELECT
+    USING (docket.principal_bound(registered_by, (SELECT docket.login_principals()))
+           OR EXISTS (SELECT 1 FROM docket.jobs j WHERE j.kind = job_decoders.kind));

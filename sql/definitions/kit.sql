@@ -13,12 +13,13 @@
 --     and the trigger that keeps the machines' rows as migrated;
 --   * the refusals: of an update or delete of an append-only record
 --     (refuse_change), of TRUNCATE on every docket table (refuse_truncate);
---   * the trust boundary: three NOLOGIN group roles, granted to login roles
+--   * the trust boundary: four NOLOGIN group roles, granted to login roles
 --     by the DBA --
 --       docket_app       calls the API functions; reads the tables;
 --       docket_operator  what docket_app may, and the operator functions:
 --                        projects, actor bindings;
---       docket_reader    the views, nothing else;
+--       docket_reader    the tables and views, nothing else;
+--       docket_worker    what River's client needs of River's tables;
 --       docket_clock     may give any instant (tests, the demo,
 --                        simulations): its members' clocks are not
 --                        bounded by the database's --
@@ -111,7 +112,7 @@ DO $$
 DECLARE
     r text;
 BEGIN
-    FOREACH r IN ARRAY ARRAY['docket_app', 'docket_operator', 'docket_reader', 'docket_clock'] LOOP
+    FOREACH r IN ARRAY ARRAY['docket_app', 'docket_operator', 'docket_reader', 'docket_worker', 'docket_clock'] LOOP
         CONTINUE WHEN EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r);
         IF (SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user) THEN
             BEGIN
@@ -306,6 +307,89 @@ BEGIN
 END
 $$;
 
+-- Row-level security ------------------------------------------------------------
+-- Every docket table (River's aside) has row-level security enabled
+-- (apply_privileges), so a table no policy opens is unreadable to every role
+-- but the owner. Each aggregate's definitions give each of its tables one
+-- SELECT policy, named for who may see what: a login's sessions see the rows
+-- of the projects where a principal the login is bound to (actor_bindings)
+-- holds a capability that reads them, and the rows of a table without a
+-- project through its parent's. No policy admits a write: the group roles
+-- hold none. The owner owns the tables and bypasses the policies (they are
+-- not FORCEd), and so do the API functions, SECURITY DEFINER as the owner.
+-- The views are security_invoker, so a reader meets the same policies
+-- through them, evaluated before any function of the reader's own WHERE.
+--
+-- Policies have no CREATE OR REPLACE, and this file is applied first: every
+-- policy on a docket table is dropped here, and the files after make again
+-- those they still name, so a policy no file names any more is gone.
+DO $$
+DECLARE
+    p record;
+BEGIN
+    FOR p IN
+        SELECT pol.polname, pol.polrelid::regclass AS rel FROM pg_policy pol
+        JOIN pg_class c ON c.oid = pol.polrelid
+        WHERE c.relnamespace = 'docket'::regnamespace
+    LOOP
+        EXECUTE format('DROP POLICY %I ON %s', p.polname, p.rel);
+    END LOOP;
+END
+$$;
+
+-- login_principals returns what the session's login role is bound to
+-- (actor_bindings.principal: principals and "kind:*"), for policies that
+-- name a principal on the row (a conductor, an assignee, a grantee).
+-- SECURITY DEFINER, so it reads the bindings whatever the caller may read;
+-- call it as (SELECT docket.login_principals()), so it runs once a statement.
+CREATE OR REPLACE FUNCTION docket.login_principals() RETURNS text[]
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, docket, pg_temp
+RETURN ARRAY(SELECT b.principal FROM docket.actor_bindings b WHERE b.role = session_user);
+
+-- principal_bound reports whether p_principal is one of p_bound (what
+-- login_principals returned), itself or by its kind ("kind:*"). An SQL
+-- function without a subquery: the planner inlines it into each policy.
+CREATE OR REPLACE FUNCTION docket.principal_bound(p_principal text, p_bound text[]) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN p_principal = ANY (p_bound) OR split_part(p_principal, ':', 1) || ':*' = ANY (p_bound);
+
+-- visible_projects returns the names of the projects where a principal the
+-- session's login role is bound to holds one of p_capabilities ('*': any
+-- capability); every project for the owner. The policies scope by it:
+--     project = ANY ((SELECT docket.visible_projects('job.view', 'job.create'))::text[])
+-- the subquery makes it run once a statement, not once a row. SECURITY
+-- DEFINER, so it reads the grants and bindings whatever the caller may read.
+CREATE OR REPLACE FUNCTION docket.visible_projects(VARIADIC p_capabilities text[]) RETURNS text[]
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, docket, pg_temp AS $$
+BEGIN
+    IF docket.session_is_owner() THEN
+        RETURN ARRAY(SELECT p.name FROM docket.projects p);
+    END IF;
+    RETURN ARRAY(
+        SELECT DISTINCT g.project FROM docket.grants g
+        JOIN docket.actor_bindings b
+          ON b.role = session_user AND b.principal IN (g.principal, split_part(g.principal, ':', 1) || ':*')
+        WHERE g.capability = ANY (p_capabilities) OR '*' = ANY (p_capabilities)
+    );
+END
+$$;
+
+-- The kit's own tables and the migrations' records hold no project's data:
+-- the machines, capabilities, error codes, the API's list and which
+-- migrations and definitions the database has (docket status reads them as
+-- any login). Every login may read them.
+DO $$
+DECLARE
+    t text;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['machines', 'machine_states', 'machine_transitions', 'capabilities', 'error_codes',
+                             'api_functions', 'goose_db_version', 'definitions', 'definition_objects'] LOOP
+        CONTINUE WHEN to_regclass('docket.' || t) IS NULL;
+        EXECUTE format('CREATE POLICY %I ON docket.%I FOR SELECT USING (true)', 'everyone_reads_' || t, t);
+    END LOOP;
+END
+$$;
+
 -- The machine kit -------------------------------------------------------------
 
 -- Every state machine of docket is declared as rows (docket.machines,
@@ -360,9 +444,9 @@ CREATE OR REPLACE TRIGGER refuse_machine_change
 CREATE OR REPLACE FUNCTION docket.machine_views(p_machine text) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    EXECUTE format('CREATE OR REPLACE VIEW docket.%I AS SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = %L',
+    EXECUTE format('CREATE OR REPLACE VIEW docket.%I WITH (security_invoker = true) AS SELECT state, initial, terminal, meaning FROM docket.machine_states WHERE machine = %L',
                    p_machine || '_states', p_machine);
-    EXECUTE format('CREATE OR REPLACE VIEW docket.%I AS SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = %L',
+    EXECUTE format('CREATE OR REPLACE VIEW docket.%I WITH (security_invoker = true) AS SELECT from_state, to_state, meaning FROM docket.machine_transitions WHERE machine = %L',
                    p_machine || '_transitions', p_machine);
 END
 $$;
@@ -464,13 +548,19 @@ DELETE FROM docket.api_functions;
 -- apply_privileges makes the database match the trust model, for the objects
 -- that exist now; it is idempotent, and privileges.sql calls it once every
 -- definition file has been applied. It:
---   * puts the TRUNCATE-refusing trigger on every docket table (not River's);
+--   * puts the TRUNCATE-refusing trigger on every docket table (not River's)
+--     and enables row-level security on it (not FORCEd: the owner, and the
+--     API functions running as the owner, see every row);
 --   * makes each function of docket.api_functions SECURITY DEFINER with a
 --     pinned search_path, callable by its role and by nobody else;
---   * gives the group roles that exist USAGE on the schema, docket_app and
---     docket_operator SELECT on every table and view and what River's client
---     needs on River's tables, docket_reader SELECT on the views; and takes
---     every other table privilege from them.
+--   * gives the group roles that exist USAGE on the schema; docket_app,
+--     docket_operator and docket_reader SELECT on every docket table, under
+--     its policies, and on every view (security_invoker: the same
+--     policies); docket_worker what River's client needs of River's tables
+--     (SELECT, INSERT, UPDATE, DELETE, and their sequences) but
+--     river_migration, which only the owner writes and every group role may
+--     read (docket status reads it); and takes every other table privilege
+--     from them.
 CREATE OR REPLACE FUNCTION docket.apply_privileges() RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -479,16 +569,23 @@ DECLARE
     app boolean := EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'docket_app');
     operator boolean := EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'docket_operator');
     reader boolean := EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'docket_reader');
-    roles text := concat_ws(', ', CASE WHEN app THEN 'docket_app' END, CASE WHEN operator THEN 'docket_operator' END,
-                            CASE WHEN reader THEN 'docket_reader' END);
-    writers text := concat_ws(', ', CASE WHEN app THEN 'docket_app' END, CASE WHEN operator THEN 'docket_operator' END);
+    worker boolean := EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'docket_worker');
+    readers text := concat_ws(', ', CASE WHEN app THEN 'docket_app' END, CASE WHEN operator THEN 'docket_operator' END,
+                              CASE WHEN reader THEN 'docket_reader' END);
+    roles text := concat_ws(', ', nullif(readers, ''), CASE WHEN worker THEN 'docket_worker' END);
 BEGIN
     FOR t IN
-        SELECT c.oid::regclass AS rel FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        SELECT c.oid::regclass AS rel, c.relrowsecurity,
+               EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = c.oid AND g.tgname = 'refuse_truncate') AS guarded
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
         WHERE n.nspname = 'docket' AND c.relkind IN ('r', 'p') AND c.relname NOT LIKE 'river\_%'
-          AND NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = c.oid AND g.tgname = 'refuse_truncate')
     LOOP
-        EXECUTE format('CREATE TRIGGER refuse_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION docket.refuse_truncate()', t.rel);
+        IF NOT t.guarded THEN
+            EXECUTE format('CREATE TRIGGER refuse_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION docket.refuse_truncate()', t.rel);
+        END IF;
+        IF NOT t.relrowsecurity THEN
+            EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', t.rel);
+        END IF;
     END LOOP;
 
     FOR f IN
@@ -513,27 +610,25 @@ BEGIN
     IF roles <> '' THEN
         EXECUTE format('GRANT USAGE ON SCHEMA docket TO %s', roles);
         EXECUTE format('REVOKE ALL ON ALL TABLES IN SCHEMA docket FROM %s', roles);
+        EXECUTE format('REVOKE ALL ON ALL SEQUENCES IN SCHEMA docket FROM %s', roles);
     END IF;
-    IF writers <> '' THEN
-        EXECUTE format('GRANT SELECT ON ALL TABLES IN SCHEMA docket TO %s', writers);
-        FOR t IN
-            SELECT c.oid::regclass AS rel, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-            WHERE n.nspname = 'docket' AND c.relname LIKE 'river\_%' AND c.relkind IN ('r', 'p', 'S')
-        LOOP
-            IF t.relkind = 'S' THEN
-                EXECUTE format('GRANT USAGE, SELECT ON SEQUENCE %s TO %s', t.rel, writers);
-            ELSE
-                EXECUTE format('GRANT INSERT, UPDATE, DELETE ON %s TO %s', t.rel, writers);
+    FOR t IN
+        SELECT c.oid::regclass AS rel, c.relkind, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = 'docket' AND c.relkind IN ('r', 'p', 'v', 'S')
+    LOOP
+        IF t.relname LIKE 'river\_%' THEN
+            IF t.relname = 'river_migration' THEN
+                IF roles <> '' THEN
+                    EXECUTE format('GRANT SELECT ON %s TO %s', t.rel, roles);
+                END IF;
+            ELSIF worker AND t.relkind = 'S' THEN
+                EXECUTE format('GRANT USAGE, SELECT ON SEQUENCE %s TO docket_worker', t.rel);
+            ELSIF worker AND t.relkind <> 'S' THEN
+                EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO docket_worker', t.rel);
             END IF;
-        END LOOP;
-    END IF;
-    IF reader THEN
-        FOR t IN
-            SELECT c.oid::regclass AS rel FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-            WHERE n.nspname = 'docket' AND c.relkind = 'v'
-        LOOP
-            EXECUTE format('GRANT SELECT ON %s TO docket_reader', t.rel);
-        END LOOP;
-    END IF;
+        ELSIF t.relkind <> 'S' AND readers <> '' THEN
+            EXECUTE format('GRANT SELECT ON %s TO %s', t.rel, readers);
+        END IF;
+    END LOOP;
 END
 $$;

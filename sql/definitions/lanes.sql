@@ -232,7 +232,7 @@ CREATE OR REPLACE TRIGGER lane_dependencies_record
 
 -- A lane as the API shows it: with its quorum's name and conductor and the
 -- lanes it depends on. Every lane function returns this row.
-CREATE OR REPLACE VIEW docket.lane_details AS
+CREATE OR REPLACE VIEW docket.lane_details WITH (security_invoker = true) AS
 SELECT l.id, l.quorum_id, q.name AS quorum, l.project, q.conductor, l.name, l.branch, l.assignee, l.task_ref,
        ARRAY(SELECT d.depends_on FROM docket.lane_dependencies d WHERE d.lane_id = l.id ORDER BY d.depends_on)::bigint[]
            AS depends_on,
@@ -255,7 +255,7 @@ RETURN p_principal = p_conductor OR p_principal = p_assignee
 
 -- Operator views ------------------------------------------------------------------
 
-CREATE OR REPLACE VIEW docket.lanes_open AS
+CREATE OR REPLACE VIEW docket.lanes_open WITH (security_invoker = true) AS
 SELECT l.id, l.project, q.name AS quorum, q.conductor, l.name, l.branch, l.assignee, l.state, l.review,
        (SELECT count(*) FROM docket.lane_dependencies d JOIN docket.lanes dl ON dl.id = d.depends_on
         WHERE d.lane_id = l.id AND dl.state <> 'done') AS waiting_on,
@@ -268,7 +268,7 @@ ORDER BY l.project, q.name, l.id;
 COMMENT ON VIEW docket.lanes_open IS
     'Lanes not yet finished, by project and quorum; waiting_on counts dependencies that are not done.';
 
-CREATE OR REPLACE VIEW docket.lanes_awaiting_review AS
+CREATE OR REPLACE VIEW docket.lanes_awaiting_review WITH (security_invoker = true) AS
 SELECT l.id, l.project, q.name AS quorum, q.conductor, l.name, l.branch, l.assignee, l.state, l.updated_at
 FROM docket.lanes l
 JOIN docket.quorums q ON q.id = l.quorum_id
@@ -278,7 +278,7 @@ ORDER BY l.updated_at, l.id;
 COMMENT ON VIEW docket.lanes_awaiting_review IS
     'Lanes submitted for review, waiting for their conductor''s verdict, longest waiting first.';
 
-CREATE OR REPLACE VIEW docket.lanes_ready_to_merge AS
+CREATE OR REPLACE VIEW docket.lanes_ready_to_merge WITH (security_invoker = true) AS
 SELECT l.id, l.project, q.name AS quorum, q.conductor, l.name, l.branch, l.assignee, l.updated_at
 FROM docket.lanes l
 JOIN docket.quorums q ON q.id = l.quorum_id
@@ -535,3 +535,25 @@ $$;
 INSERT INTO docket.api_functions (name, role) VALUES
     ('quorum_create', 'app'), ('lane_create', 'app'), ('lane_set_state', 'app'), ('lane_review', 'app'),
     ('lane_merge', 'app');
+
+-- Who may read what (row-level security; see kit.sql) --------------------------
+
+-- A quorum is visible to its conductor's login and where the login's
+-- principals hold lane.view or quorum.create; a lane to its assignee's login,
+-- its quorum's conductor's, and where they hold lane.view (as lane_visible).
+-- Its dependencies and events are visible with it.
+CREATE POLICY quorums_visible_to_conductors_and_lane_readers ON docket.quorums FOR SELECT
+    USING (docket.principal_bound(conductor, (SELECT docket.login_principals()))
+           OR project = ANY ((SELECT docket.visible_projects('lane.view', 'quorum.create'))::text[]));
+
+CREATE POLICY lanes_visible_to_conductors_assignees_and_lane_readers ON docket.lanes FOR SELECT
+    USING (project = ANY ((SELECT docket.visible_projects('lane.view'))::text[])
+           OR docket.principal_bound(assignee, (SELECT docket.login_principals()))
+           OR EXISTS (SELECT 1 FROM docket.quorums q
+                      WHERE q.id = quorum_id AND docket.principal_bound(q.conductor, (SELECT docket.login_principals()))));
+
+CREATE POLICY lane_dependencies_visible_with_their_lane ON docket.lane_dependencies FOR SELECT
+    USING (EXISTS (SELECT 1 FROM docket.lanes l WHERE l.id = lane_id));
+
+CREATE POLICY lane_events_visible_with_their_lane ON docket.lane_events FOR SELECT
+    USING (EXISTS (SELECT 1 FROM docket.lanes l WHERE l.id = lane_id));

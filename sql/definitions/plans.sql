@@ -1018,3 +1018,26 @@ $$;
 INSERT INTO docket.api_functions (name, role) VALUES
     ('run_start', 'app'), ('run_replan', 'app'), ('run_cancel', 'app'), ('run_get', 'app'), ('run_steps_of', 'app'),
     ('run_versions_of', 'app');
+
+-- Who may read what (row-level security; see kit.sql) --------------------------
+
+-- Plans and runs are visible where the login's principals hold plan.run,
+-- batch.run, case.admit or case.view (as run_get and batch_get); a plan's
+-- steps and a run's versions and steps with them.
+CREATE POLICY plans_visible_to_run_readers ON docket.plans FOR SELECT
+    USING (project = ANY ((SELECT docket.visible_projects('plan.run', 'batch.run', 'case.admit', 'case.view'))::text[]));
+
+CREATE POLICY plan_steps_visible_with_their_plan ON docket.plan_steps FOR SELECT
+    USING (EXISTS (SELECT 1 FROM docket.plans p WHERE p.id = plan_id));
+
+CREATE POLICY plan_deps_visible_with_their_plan ON docket.plan_deps FOR SELECT
+    USING (EXISTS (SELECT 1 FROM docket.plans p WHERE p.id = plan_id));
+
+CREATE POLICY runs_visible_to_run_readers ON docket.runs FOR SELECT
+    USING (project = ANY ((SELECT docket.visible_projects('plan.run', 'batch.run', 'case.admit', 'case.view'))::text[]));
+
+CREATE POLICY run_versions_visible_with_their_run ON docket.run_versions FOR SELECT
+    USING (EXISTS (SELECT 1 FROM docket.runs r WHERE r.id = run_id));
+
+CREATE POLICY run_steps_visible_with_their_run ON docket.run_steps FOR SELECT
+    USING (EXISTS (SELECT 1 FROM docket.runs r WHERE r.id = run_id));

@@ -139,3 +139,14 @@ $$;
 
 INSERT INTO docket.api_functions (name, role) VALUES
     ('project_create', 'operator'), ('project_set_status', 'operator');
+
+-- Who may read what (row-level security; see kit.sql) --------------------------
+
+-- A project, and its history, is visible to a login whose principals hold
+-- any capability on it, and to operators, who create projects and manage
+-- every project's grants.
+CREATE POLICY projects_visible_to_grantees_and_operators ON docket.projects FOR SELECT
+    USING (name = ANY ((SELECT docket.visible_projects('*'))::text[]) OR (SELECT docket.session_is_operator()));
+
+CREATE POLICY project_events_visible_to_grantees_and_operators ON docket.project_events FOR SELECT
+    USING (project = ANY ((SELECT docket.visible_projects('*'))::text[]) OR (SELECT docket.session_is_operator()));

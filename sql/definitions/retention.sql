@@ -75,7 +75,7 @@ CREATE OR REPLACE TRIGGER retention_policies_record
     FOR EACH ROW EXECUTE FUNCTION docket.retention_policies_record();
 
 -- The horizons each project keeps now: its policy, or the defaults.
-CREATE OR REPLACE VIEW docket.retention AS
+CREATE OR REPLACE VIEW docket.retention WITH (security_invoker = true) AS
 SELECT p.name AS project, r.project IS NOT NULL AS explicit,
        CASE WHEN r.project IS NULL THEN d.jobs_succeeded ELSE r.jobs_succeeded END AS jobs_succeeded,
        CASE WHEN r.project IS NULL THEN d.jobs_failed ELSE r.jobs_failed END AS jobs_failed,
@@ -547,3 +547,18 @@ CREATE OR REPLACE TRIGGER schedule_occurrences_refuse_delete
 INSERT INTO docket.api_functions (name, role) VALUES
     ('retention_set', 'app'), ('retention_get', 'app'), ('prune_run', 'app'), ('prune_verify', 'app'),
     ('job_pruned', 'app');
+
+-- Who may read what (row-level security; see kit.sql) --------------------------
+
+-- A project's horizons and their history are visible where the login's
+-- principals hold retention.manage or retention.prune; its prune records
+-- also to its job readers (as PruneGet).
+CREATE POLICY retention_policies_visible_to_retention_holders ON docket.retention_policies FOR SELECT
+    USING (project = ANY ((SELECT docket.visible_projects('retention.manage', 'retention.prune'))::text[]));
+
+CREATE POLICY retention_events_visible_to_retention_holders ON docket.retention_events FOR SELECT
+    USING (project = ANY ((SELECT docket.visible_projects('retention.manage', 'retention.prune'))::text[]));
+
+CREATE POLICY prunes_visible_to_retention_holders_and_job_readers ON docket.prunes FOR SELECT
+    USING (project = ANY ((SELECT docket.visible_projects('retention.manage', 'retention.prune', 'job.view', 'job.create',
+                                                           'job.claim', 'job.cancel', 'job.reconcile', 'job.pin'))::text[]));

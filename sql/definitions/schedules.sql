@@ -174,7 +174,7 @@ RETURN EXISTS (
 -- Operator views: what falls due when (filter with the instant you mean:
 --     SELECT * FROM docket.schedules_due WHERE next_due_at <= '2026-11-29 10:00Z'),
 -- and what was skipped.
-CREATE OR REPLACE VIEW docket.schedules_due AS
+CREATE OR REPLACE VIEW docket.schedules_due WITH (security_invoker = true) AS
 SELECT s.id, s.project, s.name, s.cron, s.zone, s.catch_up, s.next_due_at, s.cursor_at, s.runs, s.max_occurrences, s.ends_at
 FROM docket.schedules s
 WHERE s.status = 'active'
@@ -183,7 +183,7 @@ ORDER BY s.next_due_at, s.id;
 COMMENT ON VIEW docket.schedules_due IS
     'Active schedules, soonest due first. Due at instant T: WHERE next_due_at <= T; the schedule sweep runs them.';
 
-CREATE OR REPLACE VIEW docket.schedule_skips AS
+CREATE OR REPLACE VIEW docket.schedule_skips WITH (security_invoker = true) AS
 SELECT e.schedule_id, s.project, s.name, e.at AS swept_at, e.detail ->> 'policy' AS policy,
        (e.detail ->> 'count')::bigint AS skipped, e.detail -> 'first' AS first, e.detail -> 'last' AS last
 FROM docket.schedule_events e
@@ -483,3 +483,16 @@ $$;
 INSERT INTO docket.api_functions (name, role) VALUES
     ('schedule_create', 'app'), ('schedule_update', 'app'), ('schedule_set_status', 'app'),
     ('schedule_lock', 'app'), ('schedule_due', 'app'), ('schedule_advance', 'app');
+
+-- Who may read what (row-level security; see kit.sql) --------------------------
+
+-- A schedule is visible where the login's principals hold schedule.view or
+-- schedule.manage (as schedule_visible); its occurrences and events with it.
+CREATE POLICY schedules_visible_to_schedule_readers ON docket.schedules FOR SELECT
+    USING (project = ANY ((SELECT docket.visible_projects('schedule.view', 'schedule.manage'))::text[]));
+
+CREATE POLICY schedule_occurrences_visible_with_their_schedule ON docket.schedule_occurrences FOR SELECT
+    USING (EXISTS (SELECT 1 FROM docket.schedules s WHERE s.id = schedule_id));
+
+CREATE POLICY schedule_events_visible_with_their_schedule ON docket.schedule_events FOR SELECT
+    USING (EXISTS (SELECT 1 FROM docket.schedules s WHERE s.id = schedule_id));

@@ -218,7 +218,7 @@ $$;
 -- escalated, owed an expiry, and the nearest deadline. Storage never reads the
 -- clock, so "queued" counts tasks no claim holds at all; a claim that
 -- expired still counts as held until someone takes the task.
-CREATE OR REPLACE VIEW docket.task_backlog AS
+CREATE OR REPLACE VIEW docket.task_backlog WITH (security_invoker = true) AS
 SELECT project,
        count(*) FILTER (WHERE docket.task_is_pending(status)) AS pending,
        count(*) FILTER (WHERE docket.task_is_pending(status) AND claimed_by IS NULL) AS unclaimed,
@@ -233,7 +233,7 @@ GROUP BY project;
 COMMENT ON VIEW docket.task_backlog IS
     'Per project: undecided tasks, unclaimed and claimed, escalated, those the expiry sweep still owes, and the next deadline.';
 
-CREATE OR REPLACE VIEW docket.tasks_awaiting_expiry AS
+CREATE OR REPLACE VIEW docket.tasks_awaiting_expiry WITH (security_invoker = true) AS
 SELECT id, project, case_id, key, title, deadline, on_expiry, claimed_by
 FROM docket.tasks
 WHERE docket.task_awaits_expiry(status)
@@ -246,7 +246,7 @@ COMMENT ON VIEW docket.tasks_awaiting_expiry IS
 
 -- task_opened is the row task_open returns: whether this call opened it, and
 -- the task.
-CREATE OR REPLACE VIEW docket.task_opened AS
+CREATE OR REPLACE VIEW docket.task_opened WITH (security_invoker = true) AS
 SELECT false AS created, t.* FROM docket.tasks t WHERE false;
 
 -- task_open opens task p_key of case p_case_id, on behalf of p_actor at
@@ -649,3 +649,16 @@ INSERT INTO docket.api_functions (name, role) VALUES
     ('task_open', 'app'), ('task_claim', 'app'), ('task_release', 'app'), ('task_decide', 'app'),
     ('task_expire_due', 'app'), ('task_get', 'app'), ('task_worklist', 'app'), ('task_history', 'app'),
     ('task_backlog_of', 'app');
+
+-- Who may read what (row-level security; see kit.sql) --------------------------
+
+-- A task is visible to its audience's logins (named, or by a capability on
+-- its project) and where the login's principals hold case.view or
+-- case.admit (as task_visible); its events with it.
+CREATE POLICY tasks_visible_to_audience_and_case_readers ON docket.tasks FOR SELECT
+    USING (project = ANY ((SELECT docket.visible_projects('case.view', 'case.admit'))::text[])
+           OR EXISTS (SELECT 1 FROM unnest(audience) a WHERE docket.principal_bound(a, (SELECT docket.login_principals())))
+           OR EXISTS (SELECT 1 FROM unnest(audience_caps) c WHERE project = ANY ((SELECT docket.visible_projects(c))::text[])));
+
+CREATE POLICY task_events_visible_with_their_task ON docket.task_events FOR SELECT
+    USING (EXISTS (SELECT 1 FROM docket.tasks t WHERE t.id = task_id));

@@ -366,7 +366,7 @@ RETURN EXISTS (
 --     SELECT producer, message_id, keys, reason, '2026-11-29 10:00Z' - arrived_at AS age
 --     FROM docket.messages_dead;
 
-CREATE OR REPLACE VIEW docket.messages_dead AS
+CREATE OR REPLACE VIEW docket.messages_dead WITH (security_invoker = true) AS
 SELECT m.id, m.project, m.producer, m.message_id, m.keys, m.addressee, m.dead_letter_reason AS reason,
        m.arrived_at, m.settled_at AS dead_lettered_at, m.settled_at - m.arrived_at AS buffered_for
 FROM docket.messages m
@@ -376,7 +376,7 @@ ORDER BY m.settled_at DESC, m.id DESC;
 COMMENT ON VIEW docket.messages_dead IS
     'Dead letters, newest first: who sent each and the keys it was filed under, never the payload (it is the counterparty''s). A non-empty list means a correlation key is wrong somewhere.';
 
-CREATE OR REPLACE VIEW docket.messages_buffered AS
+CREATE OR REPLACE VIEW docket.messages_buffered WITH (security_invoker = true) AS
 SELECT m.id, m.project, m.producer, m.message_id, m.keys, m.addressee, m.arrived_at
 FROM docket.messages m
 WHERE m.status = 'buffered'
@@ -385,7 +385,7 @@ ORDER BY m.arrived_at, m.id;
 COMMENT ON VIEW docket.messages_buffered IS
     'Messages no wait has claimed yet, oldest first; the dead-letter sweep moves those older than its horizon.';
 
-CREATE OR REPLACE VIEW docket.waits_waiting AS
+CREATE OR REPLACE VIEW docket.waits_waiting WITH (security_invoker = true) AS
 SELECT w.id, w.case_id, w.project, c.kind AS case_kind, w.name, w.keys, w.deadline,
        w.on_arrival_kind, w.on_timeout_kind, w.created_by, w.created_at
 FROM docket.waits w
@@ -523,7 +523,7 @@ $$;
 
 -- message_stored is the row message_store returns: whether the message was
 -- stored before (a producer's retry), and the message.
-CREATE OR REPLACE VIEW docket.message_stored AS
+CREATE OR REPLACE VIEW docket.message_stored WITH (security_invoker = true) AS
 SELECT false AS duplicate, m.* FROM docket.messages m WHERE false;
 
 -- message_store is the first step of message_deliver: it checks the
@@ -585,7 +585,7 @@ $$;
 -- message_delivered is the row message_deliver returns: whether the message
 -- was stored before (a producer's retry), the message, and the continuation
 -- job the wait it satisfied enqueued (NULL while buffered).
-CREATE OR REPLACE VIEW docket.message_delivered AS
+CREATE OR REPLACE VIEW docket.message_delivered WITH (security_invoker = true) AS
 SELECT false AS duplicate, NULL::bigint AS continuation_job_id, m.* FROM docket.messages m WHERE false;
 
 -- message_deliver delivers a message from p_producer, its id p_message_id,
@@ -630,7 +630,7 @@ $$;
 -- wait_registered is the row wait_register returns: whether the wait was
 -- created by this call, the continuation job enqueued when a buffered message
 -- satisfied it at once, and the wait.
-CREATE OR REPLACE VIEW docket.wait_registered AS
+CREATE OR REPLACE VIEW docket.wait_registered WITH (security_invoker = true) AS
 SELECT false AS created, w.* FROM docket.waits w WHERE false;
 
 -- wait_register registers wait p_name of case p_case_id on the keys
@@ -852,7 +852,7 @@ $$;
 
 -- timer_placed is the row timer_set returns: whether this call set the
 -- timer (false: it was set before, and this was a retry), and the timer.
-CREATE OR REPLACE VIEW docket.timer_placed AS
+CREATE OR REPLACE VIEW docket.timer_placed WITH (security_invoker = true) AS
 SELECT false AS created, t.* FROM docket.timers t WHERE false;
 
 -- timer_set sets timer p_name of case p_case_id to wake at p_wake_at: a job
@@ -933,3 +933,17 @@ INSERT INTO docket.api_functions (name, role) VALUES
     ('message_deliver', 'app'), ('message_store', 'app'), ('message_offer', 'app'),
     ('message_dead_letter_due', 'app'), ('wait_register', 'app'), ('wait_withdraw', 'app'),
     ('wait_expire_due', 'app'), ('timer_set', 'app');
+
+-- Who may read what (row-level security; see kit.sql) --------------------------
+
+-- Messages are visible where the login's principals hold message.deliver,
+-- case.admit or case.view (as message_visible); waits and timers where they
+-- hold case.view or case.admit (as case_visible), or plan.run for a run's.
+CREATE POLICY messages_visible_to_deliverers_and_case_readers ON docket.messages FOR SELECT
+    USING (project = ANY ((SELECT docket.visible_projects('message.deliver', 'case.view', 'case.admit'))::text[]));
+
+CREATE POLICY waits_visible_to_case_and_run_readers ON docket.waits FOR SELECT
+    USING (project = ANY ((SELECT docket.visible_projects('case.view', 'case.admit', 'plan.run'))::text[]));
+
+CREATE POLICY timers_visible_to_case_and_run_readers ON docket.timers FOR SELECT
+    USING (project = ANY ((SELECT docket.visible_projects('case.view', 'case.admit', 'plan.run'))::text[]));
