@@ -663,7 +663,10 @@ DECLARE
     st docket.run_steps;
     v_now timestamptz := docket.context_now();
 BEGIN
-    UPDATE docket.runs SET guard_seq = guard_seq + 1 WHERE id = p_run;
+    -- Not again if this transaction wrote the run already (age(xmin) = 0):
+    -- it holds the row, and a statement ending many of its jobs writes it
+    -- once.
+    UPDATE docket.runs SET guard_seq = guard_seq + 1 WHERE id = p_run AND age(xmin) <> 0;
     SELECT * INTO st FROM docket.run_steps WHERE job_id = p_id;
     IF FOUND THEN
         IF st.state = 'admitted' AND p_state = 'succeeded' OR st.state = 'uncertain' AND p_state = 'succeeded' THEN
