@@ -1,78 +1,63 @@
 package db_test
 
 import (
-	"archive/tar"
 	"bytes"
 	"compress/gzip"
 	"context"
-	"database/sql"
 	_ "embed"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"testing"
-	"testing/fstest"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/rivermigrate"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/integration/pgtest"
 )
 
-// premigrations are docket's migrations 1 to 20 as they were before the
-// versioned migrations of sql/schema replaced them (from 21) and the
-// definitions of sql/definitions took their functions, triggers and views:
-// the schema a database migrated by a build of that time has.
+// premigrations17 and premigrations20 are the schemas (and seed rows) that
+// docket's migrations 1 to 17 and 1 to 20 made, before the versioned
+// migrations of sql/schema replaced them (from 21) and the definitions of
+// sql/definitions took their functions, triggers and views: what a database
+// migrated by a build of that time holds. They are pg_dump's output
+// (--schema=docket --no-owner --no-privileges --inserts, its \restrict
+// lines removed, and each pair `((x >= a) AND (x <= b))` written back as the
+// `x BETWEEN a AND b` it was printed from, so that it parses to the same
+// tree) of databases those migrations made on PostgreSQL 15.18;
+// the migrations themselves are in git history (db/testdata/
+// premigrations.tar.gz). They cannot be run again on every server: from
+// 15.20, PostgreSQL refuses migration 15's ALTER TABLE of docket.jobs, whose
+// row type functions of that time take as an argument. A dump restores the
+// same catalog on any 15 or later.
 //
-//go:embed testdata/premigrations.tar.gz
-var premigrations []byte
+//go:embed testdata/premigrations17.sql.gz
+var premigrations17 []byte
 
-func premigrationsFS(t *testing.T) fstest.MapFS {
-	t.Helper()
-	zr, err := gzip.NewReader(bytes.NewReader(premigrations))
-	require.NoError(t, err)
-	out := fstest.MapFS{}
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
-		data, err := io.ReadAll(tr)
-		require.NoError(t, err)
-		out[h.Name] = &fstest.MapFile{Data: data, Mode: 0o644}
-	}
-	require.Len(t, out, 20)
-	return out
-}
+//go:embed testdata/premigrations20.sql.gz
+var premigrations20 []byte
 
-// migrateAsBefore migrates the database behind pool as a build from before
-// the versioned migrations replaced 1 to 20 did: River's line, then goose
-// over those 20, up to version to.
+// migrateAsBefore makes the database behind pool what a build from before
+// the versioned migrations replaced 1 to 20 left after migrating up to
+// version to (17 or 20): River's line, and docket's migrations to that
+// version, recorded in goose's table as that build recorded them.
 func migrateAsBefore(t *testing.T, pool *pgxpool.Pool, to int64) {
 	t.Helper()
 	ctx := t.Context()
-	_, err := pool.Exec(ctx, `CREATE SCHEMA docket`)
+	dump := map[int64][]byte{17: premigrations17, 20: premigrations20}[to]
+	require.NotNil(t, dump, "no schema of version %d kept", to)
+	zr, err := gzip.NewReader(bytes.NewReader(dump))
 	require.NoError(t, err)
-	river, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Schema: db.Schema, Logger: slog.New(slog.DiscardHandler)})
+	script, err := io.ReadAll(zr)
 	require.NoError(t, err)
-	_, err = river.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	// The dump sets search_path for its session: restore on a connection
+	// of its own and close it after.
+	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)
-	sqlDB := stdlib.OpenDBFromPool(pool)
-	defer func(d *sql.DB) { require.NoError(t, d.Close()) }(sqlDB)
-	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, premigrationsFS(t),
-		goose.WithTableName(db.Schema+".goose_db_version"), goose.WithDisableGlobalRegistry(true))
-	require.NoError(t, err)
-	_, err = p.UpTo(ctx, to)
-	require.NoError(t, err)
+	defer func() { require.NoError(t, conn.Hijack().Close(context.Background())) }()
+	_, err = conn.Exec(ctx, string(script))
+	require.NoError(t, err, "restore the schema of version %d", to)
 }
 
 // A database that migrations 1 to 20 made, holding jobs with their

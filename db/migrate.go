@@ -47,10 +47,13 @@ var ErrSchemaReplaced = errors.New("database schema is at a version of migration
 // which made the same tables change by change. A database those made is at
 // version 20 of them: [Migrate] recognises it, and records this build's
 // migrations as applied for it instead of running them (its tables are
-// theirs), before it applies the definitions.
+// theirs), before it applies the definitions. Only the migrations that
+// replaced them, 21 to 33, are recorded so: those after 33 change the schema
+// further, and run on such a database as on any other.
 const (
 	replacedFirst int64 = 1
 	replacedLast  int64 = 20
+	replacingLast int64 = 33
 )
 
 // MigrateOption adjusts [Migrate].
@@ -114,7 +117,20 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, opts ...MigrateOption) err
 				return err
 			}
 			cfg.logger.InfoContext(ctx, "recorded docket migrations as applied: migrations 1-20 made their schema",
-				"from", replacedLast+1, "to", LatestVersion())
+				"from", replacedLast+1, "to", replacingLast)
+		}
+		// PostgreSQL (from 15.20, 16.12, 17.8) refuses to alter a table whose
+		// row type a function takes as an argument, as many of the
+		// definitions' functions do: a versioned migration to run finds the
+		// definitions dropped, and they are made again below.
+		pending := status.Version > 0 && status.Version < status.Latest
+		if status.Baseline {
+			pending = replacingLast < status.Latest
+		}
+		if pending {
+			if err := runSteps(ctx, pool, dropSteps()); err != nil {
+				return fmt.Errorf("migrate: drop the definitions before migrations %d-%d: %w", status.Version+1, status.Latest, err)
+			}
 		}
 		err = withGoose(pool, cfg.logger, func(p *goose.Provider) error {
 			results, err := p.Up(ctx)
@@ -155,8 +171,8 @@ func baseline(ctx context.Context, pool *pgxpool.Pool) error {
 			replacedFirst, replacedLast); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO `+gooseTable+` (version_id, is_applied) SELECT v, true FROM unnest($1::bigint[]) v`,
-			sources().versions); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO `+gooseTable+` (version_id, is_applied) SELECT v, true FROM unnest($1::bigint[]) v WHERE v <= $2`,
+			sources().versions, replacingLast); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, "SET LOCAL search_path = pg_catalog;\n"+definitionsDDL); err != nil {
@@ -169,7 +185,7 @@ func baseline(ctx context.Context, pool *pgxpool.Pool) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("migrate: record migrations %d-%d in place of 1-%d: %w", replacedLast+1, LatestVersion(), replacedLast, err)
+		return fmt.Errorf("migrate: record migrations %d-%d in place of 1-%d: %w", replacedLast+1, replacingLast, replacedLast, err)
 	}
 	return nil
 }
