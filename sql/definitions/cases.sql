@@ -83,9 +83,12 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE TRIGGER case_events_in_order
-    BEFORE INSERT ON docket.case_events
-    FOR EACH ROW EXECUTE FUNCTION docket.event_in_order();
+-- A case's events are not held to the order of their instants, as a task's
+-- and a schedule's are (event_in_order): a case is written by many callers
+-- at once (producers of messages, sweeps, people, its own jobs), each with
+-- its own clock within the bound set_context holds it to, so two honest
+-- callers' instants may interleave by up to that bound. The events' order is
+-- their id's; each instant is its caller's, within the bound.
 
 CREATE OR REPLACE TRIGGER cases_guard
     BEFORE INSERT OR UPDATE ON docket.cases

@@ -266,7 +266,7 @@ END
 $$;
 
 -- event_in_order is the trigger, BEFORE INSERT on an event table of a record
--- (case_events, task_events, schedule_events), that refuses (DK016) an event
+-- (task_events, schedule_events), that refuses (DK016) an event
 -- dated before the record's last one: a record's instants never run
 -- backwards, whoever writes them. One probe of the table's (record, id)
 -- index per event. (A job's events are held by jobs_record_update.)
@@ -276,10 +276,7 @@ DECLARE
     v_id   bigint;
     v_last timestamptz;
 BEGIN
-    IF TG_TABLE_NAME = 'case_events' THEN
-        v_id := NEW.case_id;
-        SELECT e.at INTO v_last FROM docket.case_events e WHERE e.case_id = v_id ORDER BY e.id DESC LIMIT 1;
-    ELSIF TG_TABLE_NAME = 'task_events' THEN
+    IF TG_TABLE_NAME = 'task_events' THEN
         v_id := NEW.task_id;
         SELECT e.at INTO v_last FROM docket.task_events e WHERE e.task_id = v_id ORDER BY e.id DESC LIMIT 1;
     ELSE
