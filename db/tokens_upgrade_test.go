@@ -83,6 +83,7 @@ func migrateTo33(t *testing.T, pool *pgxpool.Pool) {
 		}
 		return nil
 	}))
+	require.NoError(t, db.RecordDefinitionsMadeByHand(ctx, pool, "definitions33"))
 }
 
 // A database whose jobs were claimed and completed before claim tokens were
@@ -135,7 +136,7 @@ func TestUpgradeStoresClaimTokensAsDigests(t *testing.T) {
 	require.Zero(t, tokens, "no token is stored")
 	verifyAll := func() {
 		t.Helper()
-		rows, err := pool.Query(ctx, `SELECT j.id, v.ok, v.problem FROM docket.jobs j, docket.job_verify(j.id) v ORDER BY j.id`)
+		rows, err := pool.Query(ctx, `SELECT j.id, v.ok, v.problem FROM docket.jobs j, docket.job_history_verify(j.id) v ORDER BY j.id`)
 		require.NoError(t, err)
 		verdicts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
 			var id int64
