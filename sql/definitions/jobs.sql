@@ -1262,10 +1262,13 @@ BEGIN
             USING ERRCODE = 'DK010';
     END IF;
     IF EXISTS (SELECT 1 FROM unnest(p_records) r WHERE r IS NOT NULL AND r <> 'null'::jsonb) THEN
-        -- Each record against the rule, its job locked as the completion
-        -- below locks it when the element's token holds its live claim
-        -- (otherwise the completion refuses the element, and its record is
-        -- judged by its shape alone); then the records the rule takes.
+        -- Each record against the rule, when the element's token holds its
+        -- job's live claim for this actor, its job locked as the completion
+        -- below locks it; then the records the rule takes. The record of
+        -- any other element is not judged at all: the completion refuses
+        -- that element as stale, unknown or not the actor's, and a verdict
+        -- on its record would tell a caller without the claim something of
+        -- the job (what it requests).
         SELECT coalesce(array_agg(c.id ORDER BY c.i), '{}'), coalesce(array_agg(c.why ORDER BY c.i), '{}')
         INTO v_refused, v_reasons
         FROM (
@@ -1275,11 +1278,12 @@ BEGIN
                         ELSE docket.job_record_refusal(x.id, l.job, x.record ->> 'asset', x.record ->> 'kind', x.record ->> 'root',
                                                        x.record -> 'params', x.record -> 'inputs') END AS why
             FROM unnest(p_ids, p_tokens, p_revisions, p_records) WITH ORDINALITY AS x(id, token, revision, record, i)
-            LEFT JOIN LATERAL (
+            JOIN LATERAL (
                 SELECT j AS job FROM docket.jobs j
                 WHERE j.id = x.id AND j.claim_token = docket.job_token_digest(x.token) AND j.lease_expires_at > p_now
                   AND j.claimed_revision IS NOT DISTINCT FROM nullif(x.revision, '')
                   AND j.claimed_by = p_actor AND j.claimed_at <= p_now
+                  AND docket.grant_check(p_actor, j.project, 'job.claim')
                 FOR UPDATE
             ) l ON true
             WHERE x.record IS NOT NULL AND x.record <> 'null'::jsonb
@@ -2397,7 +2401,7 @@ $$;
 -- requested output that its holder completed without a completion record
 -- under the completing claim's token.
 CREATE OR REPLACE FUNCTION docket.job_completion_required() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, docket, pg_temp AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM docket.job_completions c WHERE c.job_id = NEW.id AND c.claim_token = NEW.outcome_token) THEN
         RAISE EXCEPTION 'job % requests output %: its completion must record the output it produced (docket.job_completion_record)',
@@ -2420,7 +2424,7 @@ CREATE CONSTRAINT TRIGGER jobs_completion_recorded
 -- of a job that did not succeed under the record's claim: a record made and
 -- then followed by a failure, a release or nothing at all.
 CREATE OR REPLACE FUNCTION docket.job_completion_completed() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, docket, pg_temp AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM docket.jobs j
                    WHERE j.id = NEW.job_id AND j.state = 'succeeded' AND j.outcome_token = NEW.claim_token) THEN
