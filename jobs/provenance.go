@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 	"unicode/utf8"
@@ -146,6 +147,14 @@ func (c *Client) inTxChecked(ctx context.Context, op string, fn func(tx pgx.Tx) 
 		return nil
 	})
 	if err != nil && ran {
+		// WithTx names a refused commit's operation "commit"; here the
+		// commit is the completion's, and so is the refusal.
+		var e *db.Error
+		if errors.As(err, &e) && e.Op == "commit" {
+			named := *e
+			named.Op = op
+			return &named
+		}
 		return db.Translate(err, op)
 	}
 	return err
