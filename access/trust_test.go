@@ -192,6 +192,32 @@ func TestAPIFunctionsAreCalledByTheirRoles(t *testing.T) {
 	require.Zero(t, n, "docket_reader bound to nobody sees no project")
 }
 
+// TestChecksAtCommitRunAsTheOwner: a constraint trigger deferred to commit
+// runs as the committing login, outside the API function that wrote its
+// row, so its function must be SECURITY DEFINER, or a policy would hide the
+// rows it checks from a login that may write them but not read them.
+func TestChecksAtCommitRunAsTheOwner(t *testing.T) {
+	t.Parallel()
+	k := testkit.Setup(t, testkit.Ana, []string{testkit.Acme})
+	rows, err := k.Pool.Query(t.Context(), `
+		SELECT t.tgname || ' on ' || t.tgrelid::regclass::text, p.prosecdef FROM pg_trigger t
+		JOIN pg_proc p ON p.oid = t.tgfoid
+		WHERE t.tgrelid IN (SELECT oid FROM pg_class WHERE relnamespace = 'docket'::regnamespace)
+		  AND t.tgdeferrable AND NOT t.tgisinternal
+		ORDER BY 1`)
+	require.NoError(t, err)
+	type check struct {
+		Name    string
+		Definer bool
+	}
+	checks, err := pgx.CollectRows(rows, pgx.RowToStructByPos[check])
+	require.NoError(t, err)
+	require.NotEmpty(t, checks)
+	for _, c := range checks {
+		require.True(t, c.Definer, "%s runs at commit as the owner", c.Name)
+	}
+}
+
 // TestAnUnboundActorIsRefused shows a login role acting only as the
 // principals it is bound to: another principal is refused with
 // db.ErrNotPermitted and nothing is written, and a kind:* binding covers

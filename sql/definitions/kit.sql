@@ -316,6 +316,10 @@ $$;
 -- not FORCEd), and so do the API functions, SECURITY DEFINER as the owner.
 -- The views are security_invoker, so a reader meets the same policies
 -- through them, evaluated before any function of the reader's own WHERE.
+-- A check deferred to commit (a constraint trigger) runs as the committing
+-- login, after the API function that wrote the row has returned: its
+-- function is SECURITY DEFINER too, so no policy hides from it the rows it
+-- checks (a gateway may decide a task whose case it may not read).
 --
 -- Policies have no CREATE OR REPLACE, and this file is applied first: every
 -- policy on a docket table is dropped here, and the files after make again

@@ -206,7 +206,7 @@ CREATE OR REPLACE TRIGGER timers_guard
 -- consumed_by is a satisfied wait whose satisfied_by is that message
 -- (DK001). A dead letter, or a message another wait took, satisfies nothing.
 CREATE OR REPLACE FUNCTION docket.waits_messages_agree() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, docket, pg_temp AS $$
 BEGIN
     IF TG_TABLE_NAME = 'waits' THEN
         IF (NEW.status = 'satisfied') <> (NEW.satisfied_by IS NOT NULL) OR (NEW.satisfied_by IS NOT NULL AND NOT EXISTS (
