@@ -1244,8 +1244,13 @@ DECLARE
     v_done bigint[];
     v_refused bigint[] := '{}'; -- the elements refused for their record, by id
     v_reasons text[] := '{}';   -- and why, in the same order
+    v_claimable text[];         -- the projects where the actor holds job.claim
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
+    -- The grant asked once a batch, by the actor's grants (an index on
+    -- the principal), not once a job: a holder whose job.claim was revoked
+    -- completes nothing of that project.
+    v_claimable := ARRAY(SELECT g.project FROM docket.grants g WHERE g.principal = p_actor AND g.capability = 'job.claim');
     PERFORM docket.job_require_batch('completion batch size', cardinality(p_ids), 1000);
     IF cardinality(p_tokens) IS DISTINCT FROM cardinality(p_ids) OR cardinality(p_results) IS DISTINCT FROM cardinality(p_ids)
        OR (p_revisions IS NOT NULL AND cardinality(p_revisions) IS DISTINCT FROM cardinality(p_ids))
@@ -1282,8 +1287,7 @@ BEGIN
                 SELECT j AS job FROM docket.jobs j
                 WHERE j.id = x.id AND j.claim_token = docket.job_token_digest(x.token) AND j.lease_expires_at > p_now
                   AND j.claimed_revision IS NOT DISTINCT FROM nullif(x.revision, '')
-                  AND j.claimed_by = p_actor AND j.claimed_at <= p_now
-                  AND docket.grant_check(p_actor, j.project, 'job.claim')
+                  AND j.claimed_by = p_actor AND j.claimed_at <= p_now AND j.project = ANY (v_claimable)
                 FOR UPDATE
             ) l ON true
             WHERE x.record IS NOT NULL AND x.record <> 'null'::jsonb
@@ -1299,8 +1303,7 @@ BEGIN
         FROM unnest(p_ids, p_tokens, p_revisions, p_records) AS x(id, token, revision, record)
         JOIN docket.jobs j ON j.id = x.id AND j.claim_token = docket.job_token_digest(x.token) AND j.lease_expires_at > p_now
                           AND j.claimed_revision IS NOT DISTINCT FROM nullif(x.revision, '')
-                          AND j.claimed_by = p_actor AND j.claimed_at <= p_now
-                          AND docket.grant_check(p_actor, j.project, 'job.claim')
+                          AND j.claimed_by = p_actor AND j.claimed_at <= p_now AND j.project = ANY (v_claimable)
         WHERE x.record IS NOT NULL AND x.record <> 'null'::jsonb AND NOT (x.id = ANY (v_refused))
         ORDER BY x.id
         ON CONFLICT (job_id) DO NOTHING;
@@ -1314,12 +1317,6 @@ BEGIN
         FROM unnest(p_ids, p_tokens, p_results, p_revisions) AS x(id, token, result, revision)
         WHERE NOT (x.id = ANY (v_refused))
     ),
-    -- The projects of the batch where the actor still holds job.claim: a
-    -- grant asked once a project, not once a job.
-    claimable AS (
-        SELECT p.project FROM (SELECT DISTINCT j.project FROM docket.jobs j WHERE j.id = ANY (p_ids)) p
-        WHERE docket.grant_check(p_actor, p.project, 'job.claim')
-    ),
     done AS (
         UPDATE docket.jobs j
         SET state = 'succeeded', result = input.result, diagnostic = NULL, outcome_token = j.claim_token,
@@ -1332,7 +1329,7 @@ BEGIN
         -- whose statistics say no job is claimed after a backlog's ANALYZE.
         WHERE j.id = input.id AND j.claim_token = input.digest AND j.lease_expires_at > p_now
           AND j.claimed_revision IS NOT DISTINCT FROM input.revision
-          AND j.claimed_by = p_actor AND j.claimed_at <= p_now AND j.project IN (SELECT c.project FROM claimable c)
+          AND j.claimed_by = p_actor AND j.claimed_at <= p_now AND j.project = ANY (v_claimable)
           -- A job that requests an output completes with its record only
           -- (jobs_completion_recorded would refuse the commit).
           AND (j.requested_output IS NULL
@@ -1355,7 +1352,7 @@ BEGIN
                     AND j.claimed_revision IS DISTINCT FROM nullif(x.revision, '') THEN 'DK002'
                WHEN docket.job_token_digest(x.token) = j.claim_token AND j.lease_expires_at > p_now THEN
                    CASE
-                       WHEN j.claimed_by IS DISTINCT FROM p_actor OR NOT docket.grant_check(p_actor, j.project, 'job.claim') THEN 'DK009'
+                       WHEN j.claimed_by IS DISTINCT FROM p_actor OR NOT (j.project = ANY (v_claimable)) THEN 'DK009'
                        WHEN p_now < j.claimed_at THEN 'DK016'
                        ELSE 'DK002' -- changed by a concurrent call since the update
                    END
