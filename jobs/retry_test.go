@@ -261,6 +261,12 @@ func TestRetryableFailureBacksOffThenDies(t *testing.T) {
 		require.Equal(t, fmt.Sprintf("timeout %d", attempt), f.Diagnostic)
 		require.True(t, f.FinishedAt.IsZero())
 		require.Equal(t, jobs.Lease{}, f.Lease())
+		var retryAt time.Time
+		var diagnostic string
+		require.NoError(t, e.API.QueryRow(ctx, `SELECT retry_at, diagnostic FROM docket.jobs_retrying WHERE id = $1`, j.ID).
+			Scan(&retryAt, &diagnostic), "an app login finds the retryable failure in jobs_retrying")
+		require.Equal(t, f.AvailableAt, retryAt.UTC())
+		require.Equal(t, f.Diagnostic, diagnostic)
 
 		// One microsecond before it is due, nobody can claim it.
 		e.Clock.Set(f.AvailableAt.Add(-time.Microsecond))
@@ -290,6 +296,9 @@ func TestRetryableFailureBacksOffThenDies(t *testing.T) {
 	var inDead int
 	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.jobs_dead WHERE id = $1 AND finished_at = $2`, j.ID, now).Scan(&inDead))
 	require.Equal(t, 1, inDead)
+	var retrying int
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.jobs_retrying WHERE id = $1`, j.ID).Scan(&retrying))
+	require.Zero(t, retrying, "a dead job retries no more")
 
 	require.Equal(t, []jobs.State{jobs.Queued, jobs.Claimed, jobs.Queued, jobs.Claimed, jobs.Queued, jobs.Claimed,
 		jobs.Queued, jobs.Claimed, jobs.Dead}, retryHistory(t, e, j.ID))

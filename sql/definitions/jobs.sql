@@ -498,6 +498,15 @@ ORDER BY available_at, priority, id;
 COMMENT ON VIEW docket.jobs_due IS
     'Queued jobs, soonest claimable first. Due at instant T: WHERE available_at <= T.';
 
+CREATE OR REPLACE VIEW docket.jobs_retrying WITH (security_invoker = true) AS
+SELECT id, project, queue, kind, attempts, max_attempts, diagnostic, available_at AS retry_at, updated_at AS last_attempt_ended
+FROM docket.jobs
+WHERE state = 'queued' AND attempts > 0
+ORDER BY available_at, id;
+
+COMMENT ON VIEW docket.jobs_retrying IS
+    'Queued jobs that ran before (a retryable failure waiting out its backoff, a release, a repeatable job whose lease expired), next retry first, with the last diagnostic. Still backing off at instant T: WHERE retry_at > T.';
+
 CREATE OR REPLACE VIEW docket.jobs_expired_leases WITH (security_invoker = true) AS
 SELECT id, project, queue, kind, claimed_by, claimed_at, lease_expires_at, lease_generation, attempts,
        max_attempts, repeatable
