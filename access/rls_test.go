@@ -94,7 +94,7 @@ func seed(t *testing.T, e testkit.Env, p string) {
 	sc, err := schedules.NewClient(e.Pool, schedules.Config{Actor: testkit.Ana, Clock: e.Clock})
 	require.NoError(t, err)
 	_, err = sc.Create(ctx, schedules.Spec{Project: p, Name: "schedule-of-" + p, Cron: "0 9 * * *", Zone: "UTC",
-		Job: schedules.Job{Kind: "rls." + p, Payload: payload}})
+		Job: schedules.Job{Kind: "rls." + p, Payload: payload}, MaxOccurrences: 10})
 	require.NoError(t, err)
 	lc, err := lanes.NewClient(e.Pool, lanes.Config{Actor: testkit.Ana, Clock: e.Clock})
 	require.NoError(t, err)
