@@ -161,3 +161,49 @@ func TestAnUnboundedScheduleSignsItsReason(t *testing.T) {
 	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT unbounded_reason FROM docket.schedules WHERE id = $1`, s.ID).Scan(&stored))
 	require.Equal(t, sp.UnboundedReason, stored)
 }
+
+// TestUpgradeSignsTheUnboundedSchedulesBefore: a database rolled back to
+// before bounds were required (a broken schedule paused by the way down) and
+// migrated again gives the schedule that has neither an end nor a count the
+// reason 'before bounds were required', and none to the bounded ones.
+func TestUpgradeSignsTheUnboundedSchedulesBefore(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	forever, err := e.app.Create(ctx, spec("forever", "0 * * * *", "UTC"))
+	require.NoError(t, err)
+	counted := spec("counted", "0 * * * *", "UTC")
+	counted.MaxOccurrences = 5
+	bounded(&counted)
+	c, err := e.app.Create(ctx, counted)
+	require.NoError(t, err)
+	until := spec("until", "0 * * * *", "UTC")
+	until.End = t0.Add(30 * 24 * time.Hour)
+	bounded(&until)
+	u, err := e.app.Create(ctx, until)
+	require.NoError(t, err)
+	require.NoError(t, testkit.Raw(ctx, e.Pool, ops, t0, `SELECT docket.schedule_break($1, $2, 'by hand', $3, $4)`,
+		u.ID, u.Cursor, string(sweeper), t0))
+
+	require.NoError(t, db.MigrateDownTo(ctx, e.Pool, 37))
+	require.NoError(t, db.Migrate(ctx, e.Pool))
+	reasons := map[int64]*string{}
+	rows, err := e.Pool.Query(ctx, `SELECT id, unbounded_reason, status FROM docket.schedules`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id int64
+		var reason *string
+		var status string
+		require.NoError(t, rows.Scan(&id, &reason, &status))
+		reasons[id] = reason
+		if id == u.ID {
+			require.Equal(t, "paused", status, "a broken schedule is paused on the way down")
+		}
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, reasons, 3)
+	require.NotNil(t, reasons[forever.ID])
+	require.Equal(t, "before bounds were required", *reasons[forever.ID])
+	require.Nil(t, reasons[c.ID])
+	require.Nil(t, reasons[u.ID])
+}
