@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/access"
@@ -217,4 +218,47 @@ func TestSweepRecordsABrokenScheduleAndAdvancesTheOthers(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"active>broken by svc:sweeper", "broken>active by svc:app", "active>broken by svc:sweeper"}, moves)
+}
+
+// TestAResumeUnderRepeatableReadMeetsTheBreak: a resume in a REPEATABLE
+// READ transaction whose snapshot predates the sweep that broke the
+// schedule does not take it for active and do nothing: it fails
+// (db.ErrSerialization), the schedule stays broken, and the resume retried
+// mends it.
+func TestAResumeUnderRepeatableReadMeetsTheBreak(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	login := e.Login(t, testkit.AppRole, app)
+	c, err := schedules.NewClient(login.Pool, schedules.Config{Actor: app, Clock: e.Clock})
+	require.NoError(t, err)
+	sp := spec("edited", "0 * * * *", "UTC")
+	sp.Start = t0
+	s, err := c.Create(ctx, sp)
+	require.NoError(t, err)
+	require.NoError(t, testkit.Raw(ctx, e.Pool, ops, t0, `UPDATE docket.schedules SET cron = '@every 1h' WHERE id = $1`, s.ID))
+	e.Clock.Advance(time.Hour + time.Minute)
+
+	tx, err := login.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	var status string
+	require.NoError(t, tx.QueryRow(ctx, `SELECT status FROM docket.schedules WHERE id = $1`, s.ID).Scan(&status))
+	require.Equal(t, "active", status, "the snapshot is taken")
+
+	moved, err := e.sweeperWorker(t, 10).Sweep(ctx, schedules.SweepName)
+	require.NoError(t, err)
+	require.Equal(t, 1, moved)
+
+	_, err = c.ResumeTx(ctx, tx, s.ID)
+	require.ErrorIs(t, err, db.ErrSerialization)
+	require.NoError(t, tx.Rollback(ctx))
+	got, err := c.Get(ctx, s.ID)
+	require.NoError(t, err)
+	require.Equal(t, schedules.Broken, got.Status)
+
+	got, err = c.Resume(ctx, s.ID)
+	require.NoError(t, err)
+	require.Equal(t, schedules.Active, got.Status)
+	require.Empty(t, got.BrokenReason)
 }
