@@ -94,7 +94,7 @@ func seed(t *testing.T, e testkit.Env, p string) {
 	sc, err := schedules.NewClient(e.Pool, schedules.Config{Actor: testkit.Ana, Clock: e.Clock})
 	require.NoError(t, err)
 	_, err = sc.Create(ctx, schedules.Spec{Project: p, Name: "schedule-of-" + p, Cron: "0 9 * * *", Zone: "UTC",
-		Job: schedules.Job{Kind: "rls." + p, Payload: payload}})
+		Job: schedules.Job{Kind: "rls." + p, Payload: payload}, MaxOccurrences: 10})
 	require.NoError(t, err)
 	lc, err := lanes.NewClient(e.Pool, lanes.Config{Actor: testkit.Ana, Clock: e.Clock})
 	require.NoError(t, err)
@@ -216,7 +216,13 @@ func TestALeakyFunctionSeesNoOtherProject(t *testing.T) {
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	require.NoError(t, err)
-	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	// The function is dropped before the connection closes: a backend drops
+	// its temporary objects as it exits, after the client has gone, and the
+	// login role's drop at cleanup must not race it.
+	defer func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `DROP FUNCTION IF EXISTS pg_temp.leak(text)`)
+		_ = conn.Close(context.WithoutCancel(ctx))
+	}()
 	// Not LEAKPROOF (only a superuser may say so), just cheap, so the
 	// planner would like to run it first.
 	_, err = conn.Exec(ctx, `CREATE FUNCTION pg_temp.leak(text) RETURNS boolean

@@ -73,7 +73,8 @@ func TestAnArchivedProjectsSchedulesWait(t *testing.T) {
 	_, pc := testkit.Clients(t, k.Pool, k.Clock, testkit.Ana)
 	spec := func(name string) schedules.Spec {
 		return schedules.Spec{Project: testkit.Acme, Name: name, Cron: "@hourly", Zone: "UTC",
-			Job: schedules.Job{Kind: "report.tick", Payload: json.RawMessage(`{}`)}}
+			Job:       schedules.Job{Kind: "report.tick", Payload: json.RawMessage(`{}`)},
+			Unbounded: true, UnboundedReason: "runs for as long as the test"}
 	}
 	_, err = sc.Create(ctx, spec("hourly"))
 	require.NoError(t, err)

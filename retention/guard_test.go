@@ -287,7 +287,8 @@ func TestAScheduledJobStaysAsLongAsItsOccurrence(t *testing.T) {
 	sc, err := schedules.NewClient(e.API, schedules.Config{Actor: app, Clock: e.Clock})
 	require.NoError(t, err)
 	_, err = sc.Create(ctx, schedules.Spec{Project: project, Name: "hourly", Cron: "0 * * * *", Zone: "UTC",
-		Job: schedules.Job{Kind: "report.build", Payload: json.RawMessage(`{}`)}})
+		Job:       schedules.Job{Kind: "report.build", Payload: json.RawMessage(`{}`)},
+		Unbounded: true, UnboundedReason: "runs for as long as the test"})
 	require.NoError(t, err)
 	reg := worker.NewRegistry()
 	require.NoError(t, worker.Handle(reg, jobs.MustKind[struct{}]("report.build", 1), func(context.Context, *jobs.Typed[struct{}]) error { return nil }))

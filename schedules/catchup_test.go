@@ -109,10 +109,12 @@ func TestBounds(t *testing.T) {
 	w := e.sweeperWorker(t, 100)
 	byCount := spec("three", "*/15 * * * *", "UTC")
 	byCount.Start, byCount.MaxOccurrences, byCount.Grace = t0.Add(-time.Minute), 3, 3*time.Hour
+	bounded(&byCount)
 	a, err := e.app.Create(ctx, byCount)
 	require.NoError(t, err)
 	byEnd := spec("until", "*/15 * * * *", "UTC")
 	byEnd.Start, byEnd.End, byEnd.Grace = t0.Add(-time.Minute), t0.Add(30*time.Minute), 3*time.Hour
+	bounded(&byEnd)
 	b, err := e.app.Create(ctx, byEnd)
 	require.NoError(t, err)
 

@@ -24,8 +24,18 @@
 // After downtime or a pause, occurrences more than a schedule's grace late
 // are missed, and its [CatchUp] policy decides: skip none, run one, or run
 // all up to MaxCatchUp; the rest are recorded as a skipped window
-// ([EventSkipped]), never dropped silently. A schedule past its End or its
+// ([EventSkipped]), never dropped silently. A sweep runs at most
+// [MaxRunsPerSweep] occurrences of a schedule; the oldest caught-up ones
+// that do not fit are skipped.
+//
+// Every schedule declares how it ends: an End, a MaxOccurrences, or
+// Unbounded with an UnboundedReason, a decision signed in advance and kept
+// on the schedule and in its created event. A schedule past its End or its
 // MaxOccurrences is finished, not deleted.
+//
+// A schedule the sweep cannot plan, or whose plan the database refuses, is
+// [Broken], with the reason: the sweep passes it over, and every other
+// schedule advances, until [Client.Update] or [Client.Resume] mends it.
 //
 // Grants: schedule.manage (with job.create) to create and change schedules,
 // schedule.view to read them, schedule.sweep (with job.create) for the

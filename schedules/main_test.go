@@ -68,7 +68,17 @@ var tickKind = jobs.MustKind[Tick]("report.tick", 1)
 // spec is a schedule of tick jobs in acme.
 func spec(name, cron, zone string) schedules.Spec {
 	return schedules.Spec{Project: project, Name: name, Cron: cron, Zone: zone,
-		Job: schedules.Job{Kind: tickKind.Name(), Payload: json.RawMessage(`{"n": 1}`)}}
+		Job:       schedules.Job{Kind: tickKind.Name(), Payload: json.RawMessage(`{"n": 1}`)},
+		Unbounded: true, UnboundedReason: testReason}
+}
+
+// testReason is why the tests' schedules run forever.
+const testReason = "runs for as long as the test"
+
+// bounded makes s a bounded schedule: it drops Unbounded and its reason, for
+// a test that sets End or MaxOccurrences.
+func bounded(s *schedules.Spec) {
+	s.Unbounded, s.UnboundedReason = false, ""
 }
 
 // sweeperWorker returns a worker client acting as sweeper on e's clock with

@@ -77,8 +77,11 @@ func (t terms) nextWithin(after time.Time, runs int64) (*Occurrence, error) {
 // occurrences due at now (at or before it) that are no later than the
 // grace are on time and run; older ones are missed, and the catch-up
 // policy decides: skip runs none of them, one runs the latest, all runs the
-// latest max_catch_up. Missed occurrences not run are reported as one
-// skipped window. The cursor moves to the last due occurrence walked.
+// latest max_catch_up. The plan runs at most MaxRunsPerSweep occurrences in
+// all: where the on-time and the caught-up ones together are more, the
+// oldest caught-up ones are skipped. Missed occurrences not run are
+// reported as one skipped window. The cursor moves to the last due
+// occurrence walked.
 func planSweep(t terms, now time.Time) (plan, error) {
 	keep := 0
 	switch t.catchUp {
@@ -132,6 +135,13 @@ func planSweep(t terms, now time.Time) (plan, error) {
 	var caught []Occurrence
 	if exhausted || len(onTime) > 0 {
 		caught = missed[max(0, len(missed)-keep):]
+	}
+	// A sweep runs at most MaxRunsPerSweep occurrences of a schedule, the
+	// bound schedule_advance holds it to: the on-time ones first, then the
+	// latest caught-up ones that still fit. The oldest that do not are
+	// skipped with the rest of the missed window.
+	if over := len(caught) + len(onTime) - MaxRunsPerSweep; over > 0 {
+		caught = caught[over:]
 	}
 	if n := missedN - len(caught); n > 0 {
 		last := missed[len(missed)-1]

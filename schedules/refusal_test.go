@@ -47,7 +47,7 @@ func TestRefusals(t *testing.T) {
 		{"unknown policy", e.app, with(func(s *schedules.Spec) { s.CatchUp = "some" }), db.ErrInvalidArgument, "catch_up"},
 		{"end before start", e.app, with(func(s *schedules.Spec) { s.Start, s.End = t0, t0.Add(-time.Hour) }), db.ErrInvalidArgument, "ends_at"},
 		{"end at start", e.app, with(func(s *schedules.Spec) { s.Start, s.End = t0, t0 }), db.ErrInvalidArgument, "ends_at"},
-		{"no occurrence before the end", e.app, with(func(s *schedules.Spec) { s.Start, s.End = t0, t0.Add(time.Hour) }), db.ErrInvalidArgument, "cron"},
+		{"no occurrence before the end", e.app, with(func(s *schedules.Spec) { s.Start, s.End = t0, t0.Add(time.Hour); bounded(s) }), db.ErrInvalidArgument, "cron"},
 		{"bad name", e.app, with(func(s *schedules.Spec) { s.Name = "Bad Name" }), db.ErrInvalidArgument, "schedule name"},
 		{"bad job kind", e.app, with(func(s *schedules.Spec) { s.Job.Kind = "Bad Kind" }), db.ErrInvalidArgument, "kind"},
 		{"payload not JSON", e.app, with(func(s *schedules.Spec) { s.Job.Payload = []byte("{") }), db.ErrInvalidArgument, "job payload"},

@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/docket-dev/docket/db"
 	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/schedules"
@@ -22,6 +25,9 @@ const (
 	DefaultGrace = 5 * time.Minute
 	// MaxGrace bounds [Spec].Grace; the least is one second.
 	MaxGrace = 24 * time.Hour
+	// MaxReason bounds [Spec].UnboundedReason and a broken schedule's
+	// reason, in characters.
+	MaxReason = 500
 )
 
 // CatchUp is a schedule's policy for occurrences missed while nothing swept
@@ -44,11 +50,17 @@ const (
 // Status is where a schedule is in its life.
 type Status string
 
-// The statuses: active ↔ paused, either → finished (terminal).
+// The statuses: active ↔ paused, either → finished (terminal); active →
+// broken → active, paused or finished.
 const (
 	Active   Status = "active"
 	Paused   Status = "paused"
 	Finished Status = "finished"
+	// Broken is a schedule the sweep could not plan, or whose plan the
+	// database refused: [Schedule].BrokenReason says why. The sweep passes
+	// it over, and the schedules behind it advance, until [Client.Update]
+	// or [Client.Resume] mends it.
+	Broken Status = "broken"
 )
 
 // Job is the job each occurrence enqueues, in the schedule's project.
@@ -91,6 +103,14 @@ type Spec struct {
 	// MaxOccurrences, when positive, bounds how many occurrences run; a
 	// negative value is refused.
 	MaxOccurrences int64
+	// Unbounded declares that the schedule runs forever: it has neither End
+	// nor MaxOccurrences, and UnboundedReason says why. A schedule needs End,
+	// MaxOccurrences or Unbounded; Unbounded beside a bound is refused.
+	Unbounded bool
+	// UnboundedReason is why an Unbounded schedule runs forever, recorded
+	// on the schedule and in its created event: 1-[MaxReason] characters of
+	// text, no control characters. Only with Unbounded.
+	UnboundedReason string
 }
 
 // Schedule is a schedule as stored.
@@ -109,6 +129,9 @@ type Schedule struct {
 	Start          time.Time
 	End            time.Time // zero: none
 	MaxOccurrences int64     // zero: none
+	// UnboundedReason is why the schedule has neither End nor
+	// MaxOccurrences; empty when it has one.
+	UnboundedReason string
 	// Runs is how many occurrences were materialized.
 	Runs   int64
 	Status Status
@@ -120,6 +143,10 @@ type Schedule struct {
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	FinishedAt time.Time
+	// BrokenReason and BrokenAt say why and since when a [Broken] schedule
+	// cannot be planned; empty and zero otherwise.
+	BrokenReason string
+	BrokenAt     time.Time
 }
 
 func fromRow(r *dbsqlc.DocketSchedule) Schedule {
@@ -143,6 +170,15 @@ func fromRow(r *dbsqlc.DocketSchedule) Schedule {
 	if r.FinishedAt != nil {
 		s.FinishedAt = r.FinishedAt.UTC()
 	}
+	if r.UnboundedReason != nil {
+		s.UnboundedReason = *r.UnboundedReason
+	}
+	if r.BrokenReason != nil {
+		s.BrokenReason = *r.BrokenReason
+	}
+	if r.BrokenAt != nil {
+		s.BrokenAt = r.BrokenAt.UTC()
+	}
 	return s
 }
 
@@ -154,11 +190,18 @@ func (s Schedule) terms() (terms, error) {
 	}
 	loc, err := loadZone(s.Zone)
 	if err != nil {
-		return terms{}, err
+		return terms{}, &zoneError{err}
 	}
 	return terms{cron: c, loc: loc, catchUp: s.CatchUp, maxCatchUp: s.MaxCatchUp, grace: s.Grace, endsAt: s.End,
 		maxOccurrences: s.MaxOccurrences, runs: s.Runs, cursor: s.Cursor}, nil
 }
+
+// zoneError is a schedule's zone that this machine's tz database does not
+// hold: the machine's want, not the schedule's fault.
+type zoneError struct{ err error }
+
+func (e *zoneError) Error() string { return e.err.Error() }
+func (e *zoneError) Unwrap() error { return e.err }
 
 // checked is a Spec with its defaults applied, parsed and validated.
 type checked struct {
@@ -229,7 +272,39 @@ func check(op string, spec Spec, now time.Time) (checked, error) {
 			return refuse("ends_at", fmt.Sprintf("%s is not after the start %s", spec.End.Format(time.RFC3339), spec.Start.Format(time.RFC3339)))
 		}
 	}
+	bounded := !spec.End.IsZero() || spec.MaxOccurrences > 0
+	switch {
+	case !bounded && !spec.Unbounded:
+		return refuse("ends_at, max_occurrences or unbounded_reason",
+			"a schedule needs a bound: End (ends_at) or MaxOccurrences (max_occurrences); "+
+				"to run forever, Unbounded: true with UnboundedReason (unbounded_reason)")
+	case bounded && spec.Unbounded:
+		return refuse("unbounded_reason", "Unbounded beside End or MaxOccurrences: a bounded schedule does not run forever")
+	case !spec.Unbounded && spec.UnboundedReason != "":
+		return refuse("unbounded_reason", "given without Unbounded: true")
+	case spec.Unbounded:
+		if err := checkReason(spec.UnboundedReason); err != nil {
+			return refuse("unbounded_reason", err.Error())
+		}
+	}
 	return checked{Spec: spec, cron: c, loc: loc}, nil
+}
+
+// checkReason refuses a reason the database would: empty or blank, longer
+// than [MaxReason] characters, not UTF-8, or with control characters.
+func checkReason(r string) error {
+	n := utf8.RuneCountInString(r)
+	switch {
+	case !utf8.ValidString(r):
+		return errors.New("not UTF-8 text")
+	case strings.TrimSpace(r) == "":
+		return errors.New("empty: say why the schedule runs forever")
+	case n > MaxReason:
+		return fmt.Errorf("%d characters: at most %d", n, MaxReason)
+	case strings.ContainsFunc(r, unicode.IsControl):
+		return errors.New("control characters: want one line of text")
+	}
+	return nil
 }
 
 // loadZone loads an IANA zone, refusing (naming the field "zone") an empty
@@ -252,6 +327,13 @@ func timePtr(t time.Time) *time.Time {
 		return nil
 	}
 	return &t
+}
+
+func stringPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 func int64Ptr(n int64) *int64 {

@@ -137,10 +137,11 @@ func fillSchedules(t testing.TB, e env, n, due int) {
 	ctx := context.Background()
 	require.NoError(t, testkit.Raw(ctx, e.Pool, ops, t0, `
 		INSERT INTO docket.schedules (project, name, cron, zone, fixed_time, job_kind, job_queue, job_payload,
-		    job_payload_schema, job_max_attempts, catch_up, max_catch_up, grace, starts_at, cursor_at, next_due_at,
-		    created_by, created_at, updated_at)
+		    job_payload_schema, job_max_attempts, catch_up, max_catch_up, grace, starts_at, unbounded_reason, cursor_at,
+		    next_due_at, created_by, created_at, updated_at)
 		SELECT 'acme', 'bulk-' || k, '*/15 * * * *', 'UTC', false, 'report.tick', 'default', '{}', 1, 5, 'skip', 10,
-		       interval '1 hour', $3::timestamptz - interval '1 hour', $3::timestamptz - interval '1 hour',
+		       interval '1 hour', $3::timestamptz - interval '1 hour', 'runs for as long as the test',
+		       $3::timestamptz - interval '1 hour',
 		       CASE WHEN k <= $2 THEN $3::timestamptz - interval '45 minutes'
 		            ELSE $3::timestamptz + interval '1 day' + k * interval '1 second' END,
 		       'user:ops', $3, $3

@@ -20,10 +20,14 @@ func (c *Client) Create(ctx context.Context, spec Spec) (Schedule, error) {
 // cursor at spec.Start, its first occurrence the first after it, and
 // returns it. It commits or rolls back with q's transaction.
 //
+// A schedule declares how it ends: End, MaxOccurrences, or Unbounded with
+// an UnboundedReason, which is recorded on it and in its created event.
+//
 // It refuses, writing nothing: a malformed expression, an unknown zone,
 // malformed job or catch-up terms, a negative MaxOccurrences, an End not
-// after Start, or no occurrence between Start and End within
-// [SearchHorizon] ([db.ErrInvalidArgument], naming the field); an actor
+// after Start, no bound and not Unbounded, Unbounded beside a bound, a
+// missing or malformed UnboundedReason, or no occurrence between Start and
+// End within [SearchHorizon] ([db.ErrInvalidArgument], naming the fields); an actor
 // without schedule.manage and job.create on the project, or an unknown
 // project ([db.ErrNotPermitted]); a schedule of that name in the project
 // ([db.ErrAlreadyExists]).
@@ -55,7 +59,7 @@ func (c *Client) create(ctx context.Context, q db.DBTX, spec Spec) (Schedule, er
 		JobPayloadSchema: int32(ck.Job.PayloadSchema), JobMaxAttempts: int32(ck.Job.MaxAttempts),
 		CatchUp: string(ck.CatchUp), MaxCatchUp: int32(ck.MaxCatchUp), Grace: ck.Grace,
 		StartsAt: ck.Start, EndsAt: timePtr(ck.End), MaxOccurrences: int64Ptr(ck.MaxOccurrences),
-		NextDueAt: first.At, Actor: string(c.actor), Now: now,
+		UnboundedReason: stringPtr(ck.UnboundedReason), NextDueAt: first.At, Actor: string(c.actor), Now: now,
 	})
 	if err != nil {
 		return Schedule{}, db.Translate(err, op, "project", ck.Project, "schedule", ck.Name)
@@ -77,7 +81,9 @@ func (c *Client) Update(ctx context.Context, id int64, spec Spec) (s Schedule, e
 // schedule id with spec's on tx (spec's Project, Name and Start are
 // ignored), keeping its cursor and run count: the next occurrence is the
 // first of the new terms after the cursor. A schedule whose new bounds
-// leave no occurrence finishes. It commits or rolls back with tx.
+// leave no occurrence finishes. The new terms need a bound or Unbounded, as
+// at creation. A [Broken] schedule is mended: it is active again, and the
+// next sweep plans it by its new terms. It commits or rolls back with tx.
 //
 // It refuses, writing nothing: malformed terms ([db.ErrInvalidArgument],
 // naming the field); an unknown schedule or one the actor may not manage
@@ -111,8 +117,8 @@ func (c *Client) UpdateTx(ctx context.Context, tx pgx.Tx, id int64, spec Spec) (
 		JobKind: ck.Job.Kind, JobQueue: ck.Job.Queue, JobPayload: ck.Job.Payload,
 		JobPayloadSchema: int32(ck.Job.PayloadSchema), JobMaxAttempts: int32(ck.Job.MaxAttempts),
 		CatchUp: string(ck.CatchUp), MaxCatchUp: int32(ck.MaxCatchUp), Grace: ck.Grace,
-		EndsAt: timePtr(ck.End), MaxOccurrences: int64Ptr(ck.MaxOccurrences), NextDueAt: nextDue,
-		Actor: string(c.actor), Now: now,
+		EndsAt: timePtr(ck.End), MaxOccurrences: int64Ptr(ck.MaxOccurrences), UnboundedReason: stringPtr(ck.UnboundedReason),
+		NextDueAt: nextDue, Actor: string(c.actor), Now: now,
 	})
 	if err != nil {
 		return Schedule{}, db.Translate(err, op, "schedule", id)
@@ -147,7 +153,9 @@ func (c *Client) Resume(ctx context.Context, id int64) (Schedule, error) {
 
 // ResumeTx resumes paused schedule id in tx from its kept cursor: what fell
 // due while it was paused is handled by its catch-up policy at the next
-// sweep. Resuming an active schedule is a no-op. Refuses as
+// sweep. Resuming a [Broken] schedule mends it the same way: its reason is
+// cleared and the next sweep tries it again (a status event records who
+// resumed it). Resuming an active schedule is a no-op. Refuses as
 // [Client.PauseTx].
 //
 // What it writes commits with tx, or rolls back with it.

@@ -56,7 +56,7 @@ type schedulePage struct {
 }
 
 // schedulePage shows a schedule, its next runs, in its zone and in UTC,
-// and the runs it made last.
+// and the runs it made last; a broken one, why the sweep passes it over.
 func (c *console) schedulePage(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64) {
 	ctx := r.Context()
 	cl, err := c.schedules(v)
@@ -68,7 +68,9 @@ func (c *console) schedulePage(w http.ResponseWriter, r *http.Request, v visitor
 		err = notFound("schedule", id)
 	}
 	p := schedulePage{consoleFrame: c.frame(v, "Schedule "+printable(s.Name), project), Schedule: s}
-	if err == nil {
+	// A broken schedule runs nothing until it is mended, and its terms may
+	// be what cannot be planned: it has no next runs to show.
+	if err == nil && s.Status != schedules.Broken {
 		p.Next, err = cl.Preview(ctx, id, consolePreview)
 	}
 	if err == nil {

@@ -173,7 +173,8 @@ func seedConsole(t *testing.T, h harness) consoleSeed {
 	sc, err := schedules.NewClient(h.API, schedules.Config{Actor: app, Clock: h.Clock})
 	require.NoError(t, err)
 	s.schedule, err = sc.Create(ctx, schedules.Spec{Project: project, Name: "nightly", Cron: "30 2 * * *", Zone: "Europe/Berlin",
-		Job: schedules.Job{Kind: "report.nightly", Payload: json.RawMessage(`{}`)}})
+		Job:       schedules.Job{Kind: "report.nightly", Payload: json.RawMessage(`{}`)},
+		Unbounded: true, UnboundedReason: "the nightly report runs for as long as the service"})
 	require.NoError(t, err)
 
 	pc, err := plans.NewClient(h.API, plans.Config{Actor: app, Clock: h.Clock})

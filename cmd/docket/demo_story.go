@@ -669,7 +669,8 @@ func (s *story) scheduleReadings(ctx context.Context) error {
 	s.section("5. A schedule across the change to winter time: Sunday 25 October, 03:00 CEST becomes 02:00 CET")
 	sc, err := s.sched.Create(ctx, schedules.Spec{
 		Project: s.project, Name: "meter-readings", Cron: demoCron, Zone: demoZone,
-		Job: schedules.Job{Kind: "meter.import", Payload: json.RawMessage(`{"supplier": "stadtwerke-nord"}`)},
+		Job:       schedules.Job{Kind: "meter.import", Payload: json.RawMessage(`{"supplier": "stadtwerke-nord"}`)},
+		Unbounded: true, UnboundedReason: "meter readings are imported for as long as the supply contract runs",
 	})
 	if err != nil {
 		return err

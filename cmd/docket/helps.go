@@ -18,10 +18,11 @@ var helps = []cmdHelp{
 			"record it as applied, and last docket's definitions in one transaction, recorded as migrate records them, " +
 			"so that docket status and docket migrate agree afterwards. For teams whose own migration tool runs the " +
 			"schema changes. --down prints the rollbacks instead, in the reverse order. Needs no database."},
-	{"status", "[--check] [-o json]", "schema versions and definitions, docket's group roles, row counts per table",
+	{"status", "[--check] [-o json]", "schema versions and definitions, docket's group roles, broken schedules, row counts per table",
 		"Says at which version docket's and River's schemas are against this build, whether the database's " +
-			"definitions are this build's, which of docket's group roles exist, and how many rows each docket table " +
-			"holds. --check prints only the versions and definitions and exits 3 when a migration is pending, the " +
+			"definitions are this build's, which of docket's group roles exist, which schedules the sweep could not " +
+			"plan and why (those the login may see: an update or a resume mends one), and how many rows each docket " +
+			"table the login may read holds. --check prints only the versions and definitions and exits 3 when a migration is pending, the " +
 			"definitions differ from this build's, or the database was never migrated, naming them, 0 when none " +
 			"is, 1 when the database cannot be read."},
 	{"version", "[-o json]", "build, schema and River versions",

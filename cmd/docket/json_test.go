@@ -140,7 +140,8 @@ func setupWorld(t *testing.T) world {
 	sc, err := schedules.NewClient(h.Pool, schedules.Config{Actor: app, Clock: h.Clock})
 	require.NoError(t, err)
 	s, err := sc.Create(ctx, schedules.Spec{Project: project, Name: "nightly", Cron: "30 2 * * *", Zone: "Europe/Berlin",
-		Job: schedules.Job{Kind: "report.nightly", Payload: json.RawMessage(`{}`)}})
+		Job:       schedules.Job{Kind: "report.nightly", Payload: json.RawMessage(`{}`)},
+		Unbounded: true, UnboundedReason: "the nightly report runs for as long as the service"})
 	require.NoError(t, err)
 	w.schedule = s.ID
 

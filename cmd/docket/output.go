@@ -62,6 +62,16 @@ type (
 		Definitions definitionsJSON `json:"definitions"`
 		Roles       *rolesJSON      `json:"roles"`
 		Tables      []tableJSON     `json:"tables"`
+		// BrokenSchedules are the schedules the sweep could not plan, as
+		// far as the login may see them (docket.schedules_broken).
+		BrokenSchedules []brokenScheduleJSON `json:"broken_schedules"`
+	}
+	brokenScheduleJSON struct {
+		ID       int64     `json:"id"`
+		Project  string    `json:"project"`
+		Name     string    `json:"name"`
+		BrokenAt time.Time `json:"broken_at"`
+		Reason   string    `json:"reason"`
 	}
 	definitionsJSON struct {
 		Applied string                 `json:"applied"`
@@ -516,14 +526,21 @@ type (
 		Start          time.Time         `json:"start"`
 		End            *time.Time        `json:"end"`
 		MaxOccurrences int64             `json:"max_occurrences"`
-		Runs           int64             `json:"runs"`
-		Status         schedules.Status  `json:"status"`
-		Cursor         *time.Time        `json:"cursor"`
-		NextDue        *time.Time        `json:"next_due"`
-		CreatedBy      string            `json:"created_by"`
-		CreatedAt      time.Time         `json:"created_at"`
-		UpdatedAt      time.Time         `json:"updated_at"`
-		FinishedAt     *time.Time        `json:"finished_at"`
+		// UnboundedReason is why a schedule with neither end nor
+		// max_occurrences runs forever; null for a bounded one.
+		UnboundedReason *string          `json:"unbounded_reason"`
+		Runs            int64            `json:"runs"`
+		Status          schedules.Status `json:"status"`
+		// BrokenReason and BrokenAt: why and since when the sweep cannot
+		// plan a broken schedule; null otherwise.
+		BrokenReason *string    `json:"broken_reason"`
+		BrokenAt     *time.Time `json:"broken_at"`
+		Cursor       *time.Time `json:"cursor"`
+		NextDue      *time.Time `json:"next_due"`
+		CreatedBy    string     `json:"created_by"`
+		CreatedAt    time.Time  `json:"created_at"`
+		UpdatedAt    time.Time  `json:"updated_at"`
+		FinishedAt   *time.Time `json:"finished_at"`
 	}
 	previewDoc struct {
 		Zone        string           `json:"zone"`
@@ -543,8 +560,17 @@ func scheduleOf(s schedules.Schedule) scheduleJSON {
 	return scheduleJSON{ID: s.ID, Project: s.Project, Name: s.Name, Cron: s.Cron, Zone: s.Zone, FixedTime: s.FixedTime,
 		JobKind: s.Job.Kind, JobQueue: s.Job.Queue, CatchUp: s.CatchUp, MaxCatchUp: s.MaxCatchUp,
 		GraceSeconds: s.Grace.Seconds(), Start: s.Start.UTC(), End: instant(s.End), MaxOccurrences: s.MaxOccurrences,
-		Runs: s.Runs, Status: s.Status, Cursor: instant(s.Cursor), NextDue: instant(s.NextDue), CreatedBy: s.CreatedBy,
+		UnboundedReason: orNull(s.UnboundedReason), Runs: s.Runs, Status: s.Status,
+		BrokenReason: orNull(s.BrokenReason), BrokenAt: instant(s.BrokenAt), Cursor: instant(s.Cursor), NextDue: instant(s.NextDue), CreatedBy: s.CreatedBy,
 		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(), FinishedAt: instant(s.FinishedAt)}
+}
+
+// orNull is s, or null when it is empty.
+func orNull(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 func occurrenceOf(o schedules.Occurrence) occurrenceJSON {

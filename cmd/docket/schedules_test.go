@@ -25,7 +25,7 @@ func TestSchedulesCommands(t *testing.T) {
 	sc, err := schedules.NewClient(c.Pool, schedules.Config{Actor: app, Clock: c.Clock})
 	require.NoError(t, err)
 	s, err := sc.Create(ctx, schedules.Spec{Project: project, Name: "nightly", Cron: "30 2 * * *", Zone: "Europe/Berlin",
-		Job: schedules.Job{Kind: "report.nightly", Payload: json.RawMessage(`{}`)}})
+		Job: schedules.Job{Kind: "report.nightly", Payload: json.RawMessage(`{}`)}, End: time.Date(2027, 10, 24, 12, 0, 0, 0, time.UTC)})
 	require.NoError(t, err)
 
 	r := c.as(t, vic, "schedules", "list", project)

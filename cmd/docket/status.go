@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -88,6 +89,9 @@ func (c *cli) printStatus(ctx context.Context, pool *pgxpool.Pool, check bool, f
 		for i, tc := range counts {
 			doc.Tables[i] = tableJSON{Table: db.Schema + "." + tc.table, Rows: tc.rows}
 		}
+		if doc.BrokenSchedules, err = brokenSchedules(ctx, pool); err != nil {
+			return err
+		}
 	}
 	if format == formatJSON {
 		if err := writeSafeJSON(c.stdout, doc); err != nil {
@@ -118,6 +122,9 @@ func (c *cli) printStatus(ctx context.Context, pool *pgxpool.Pool, check bool, f
 		return behind
 	}
 	c.printRoles(doc.Roles.Missing)
+	if err := c.printBroken(doc.BrokenSchedules); err != nil {
+		return err
+	}
 	if len(doc.Tables) == 0 {
 		return nil
 	}
@@ -135,10 +142,12 @@ type tableCount struct {
 	rows  int64
 }
 
-// tableCounts counts the rows of every table in docket's schema, in one
-// round trip.
+// tableCounts counts the rows of every table in docket's schema the login
+// may read (those its row-level security lets it see), in one round trip.
 func tableCounts(ctx context.Context, q *pgxpool.Pool) ([]tableCount, error) {
-	rows, err := q.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = $1 ORDER BY tablename`, db.Schema)
+	rows, err := q.Query(ctx, `SELECT tablename FROM pg_tables
+		WHERE schemaname = $1 AND has_table_privilege(format('%I.%I', schemaname, tablename), 'SELECT')
+		ORDER BY tablename`, db.Schema)
 	if err != nil {
 		return nil, fmt.Errorf("list tables: %w", err)
 	}
@@ -203,4 +212,55 @@ func joinChanges(changes []db.DefinitionChange) string {
 		out[i] = ch.String()
 	}
 	return strings.Join(out, ", ")
+}
+
+// statusMaxBroken is the most broken schedules docket status lists.
+const statusMaxBroken = 100
+
+// brokenSchedules reads the broken schedules the login may see from the
+// operators' view, soonest broken first: none where the view is not there
+// (a database behind this build) or the login may not read it.
+func brokenSchedules(ctx context.Context, pool *pgxpool.Pool) ([]brokenScheduleJSON, error) {
+	out := []brokenScheduleJSON{}
+	var readable bool
+	err := pool.QueryRow(ctx, `SELECT coalesce(has_table_privilege(to_regclass($1), 'SELECT'), false)`,
+		db.Schema+".schedules_broken").Scan(&readable)
+	if err != nil || !readable {
+		return out, db.Translate(err, "status.schedules")
+	}
+	rows, err := pool.Query(ctx, `SELECT id, project, name, broken_at, broken_reason FROM docket.schedules_broken
+		ORDER BY broken_at, id LIMIT $1`, statusMaxBroken)
+	if err != nil {
+		return nil, db.Translate(err, "status.schedules")
+	}
+	for rows.Next() {
+		var b brokenScheduleJSON
+		if err := rows.Scan(&b.ID, &b.Project, &b.Name, &b.BrokenAt, &b.Reason); err != nil {
+			rows.Close()
+			return nil, db.Translate(err, "status.schedules")
+		}
+		b.BrokenAt = b.BrokenAt.UTC()
+		out = append(out, b)
+	}
+	return out, db.Translate(rows.Err(), "status.schedules")
+}
+
+// printBroken lists the broken schedules, or says there are none.
+func (c *cli) printBroken(broken []brokenScheduleJSON) error {
+	if len(broken) == 0 {
+		fmt.Fprintln(c.stdout, "schedules:     none broken")
+		return nil
+	}
+	more := ""
+	if len(broken) == statusMaxBroken {
+		more = fmt.Sprintf(" (the first %d; docket.schedules_broken has them all)", statusMaxBroken)
+	}
+	fmt.Fprintf(c.stdout, "schedules:     %s the sweep passes over until an update or a resume mends them%s\n",
+		count(len(broken), "broken schedule"), more)
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "  SCHEDULE\tPROJECT\tNAME\tBROKEN AT\tREASON")
+	for _, b := range broken {
+		fmt.Fprintf(w, "  %d\t%s\t%s\t%s\t%s\n", b.ID, b.Project, printable(b.Name), b.BrokenAt.Format(time.RFC3339), printable(b.Reason))
+	}
+	return w.Flush()
 }

@@ -89,7 +89,7 @@ func setupWorld(t *testing.T) world {
 	one("quorum", `SELECT id FROM docket.quorum_create('victim', 'q1', $1, $1, $2)`, v, now)
 	one("lane", `SELECT id FROM docket.lane_create($1, 'l1', 'main', $2, 'T-1', '{}', $2, $3)`, w.ids["quorum"], v, now)
 	one("schedule", `SELECT id FROM docket.schedule_create('victim', 'nightly', '0 2 * * *', 'UTC', false, 'victim.nightly', 'default',
-		'{}', 1, 5, 'one', 10, '1 hour', $1, NULL, NULL, $2, $3, $1)`, now, now.Add(17*time.Hour), v)
+		'{}', 1, 5, 'one', 10, '1 hour', $1, NULL, NULL, 'the victim''s nightly runs forever', $2, $3, $1)`, now, now.Add(17*time.Hour), v)
 	canonical, digest := string(plans.Canonical(victimPlan)), plans.Digest(victimPlan)
 	one("run", `SELECT id FROM docket.run_start('victim', $1, $2, '{}', true, 0, 1, $3, $4)`, digest, canonical, v, now)
 	one("batch", `SELECT id FROM docket.batch_open('victim', 'b1', $1, $2, $3, $4)`, digest, canonical, v, now)
@@ -262,7 +262,7 @@ func (w world) value(f apiFunction, a argument, actor access.Actor) (v *string, 
 		return lit("succeeded")
 	case "p_class text":
 		return lit("retryable")
-	case "p_revision text", "p_after text", "p_rule text", "p_calendar_digest text", "p_escalation_kind text",
+	case "p_revision text", "p_after text", "p_rule text", "p_calendar_digest text", "p_escalation_kind text", "p_unbounded_reason text",
 		"p_escalation_queue text", "p_timeout_kind text", "p_timeout_queue text", "p_auto_decision text",
 		"p_compensation_kind text", "p_output text", "p_output_kind text", "p_root text", "p_tracestate text":
 		return null()

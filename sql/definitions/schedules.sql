@@ -3,7 +3,8 @@
 -- occurrence as an ordinary job, in the transaction that moves the
 -- schedule's cursor on.
 --
---   schedule status   active <-> paused, active | paused -> finished
+--   schedule status   active <-> paused, active | paused -> finished,
+--                     active -> broken -> active | paused | finished
 --                     (docket.schedule_transitions; finished is terminal)
 --
 -- The invariants live here, for every writer, psql included:
@@ -19,6 +20,14 @@
 --     and the run count only move forward; a finished schedule never
 --     changes (schedules_guard);
 --   * a schedule never runs more than max_occurrences (a CHECK on runs);
+--   * a schedule declares how it ends: an end instant (ends_at) or an
+--     occurrence count (max_occurrences), or, to run forever, a reason
+--     (unbounded_reason, 1-500 characters) and neither bound
+--     (schedules_bounded_or_reasoned, a CHECK);
+--   * a schedule the sweep cannot plan is broken, with the reason
+--     (broken_reason, broken_at, set exactly then): it is passed over, and
+--     the schedules behind it still advance, until an update or a resume
+--     mends it;
 --   * every change appends a docket.schedule_events row, and a missed
 --     window the catch-up policy does not run is recorded there as skipped.
 --
@@ -36,8 +45,9 @@
 -- P0002, as for an unknown schedule.
 --
 -- Bounds: name 1-63 characters; cron 200; zone 64; max_catch_up 1..1000;
--- grace 1 second .. 24 hours; max_occurrences 1 or more; sweep batch
--- 1..10000; 1000 occurrences per schedule per sweep.
+-- grace 1 second .. 24 hours; max_occurrences 1 or more; unbounded_reason
+-- and broken_reason 1-500 characters; sweep batch 1..10000; 1000
+-- occurrences per schedule per sweep.
 
 -- The schedule machine's states and moves (docket.schedule_states, docket.schedule_transitions),
 -- as 00028_schedules.sql declares them.
@@ -128,7 +138,8 @@ CREATE OR REPLACE TRIGGER schedule_events_append_only
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
 
 -- schedules_record appends the created, status and updated events of a
--- schedule, attributed to the change context. The sweep's cursor moves
+-- schedule, attributed to the change context: a creation with its bounds or
+-- its unbounded reason, a move to broken with the reason. The sweep's cursor moves
 -- record nothing here: their record is the occurrences.
 CREATE OR REPLACE FUNCTION docket.schedules_record() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -136,21 +147,26 @@ BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO docket.schedule_events (schedule_id, what, to_state, actor, at, detail)
         VALUES (NEW.id, 'created', NEW.status, docket.context_actor(), docket.context_now(),
-                jsonb_build_object('cron', NEW.cron, 'zone', NEW.zone, 'job_kind', NEW.job_kind));
+                jsonb_strip_nulls(jsonb_build_object('cron', NEW.cron, 'zone', NEW.zone, 'job_kind', NEW.job_kind,
+                    'ends_at', NEW.ends_at, 'max_occurrences', NEW.max_occurrences,
+                    'unbounded_reason', NEW.unbounded_reason)));
         RETURN NULL;
     END IF;
     IF NEW.status <> OLD.status THEN
-        INSERT INTO docket.schedule_events (schedule_id, what, from_state, to_state, actor, at)
-        VALUES (NEW.id, 'status', OLD.status, NEW.status, docket.context_actor(), docket.context_now());
+        INSERT INTO docket.schedule_events (schedule_id, what, from_state, to_state, actor, at, detail)
+        VALUES (NEW.id, 'status', OLD.status, NEW.status, docket.context_actor(), docket.context_now(),
+                CASE WHEN NEW.status = 'broken' THEN jsonb_build_object('reason', NEW.broken_reason) END);
     END IF;
     IF (NEW.cron, NEW.zone, NEW.job_kind, NEW.job_queue, NEW.job_payload, NEW.job_payload_schema, NEW.job_max_attempts,
-        NEW.catch_up, NEW.max_catch_up, NEW.grace, NEW.ends_at, NEW.max_occurrences)
+        NEW.catch_up, NEW.max_catch_up, NEW.grace, NEW.ends_at, NEW.max_occurrences, NEW.unbounded_reason)
        IS DISTINCT FROM
        (OLD.cron, OLD.zone, OLD.job_kind, OLD.job_queue, OLD.job_payload, OLD.job_payload_schema, OLD.job_max_attempts,
-        OLD.catch_up, OLD.max_catch_up, OLD.grace, OLD.ends_at, OLD.max_occurrences) THEN
+        OLD.catch_up, OLD.max_catch_up, OLD.grace, OLD.ends_at, OLD.max_occurrences, OLD.unbounded_reason) THEN
         INSERT INTO docket.schedule_events (schedule_id, what, actor, at, detail)
         VALUES (NEW.id, 'updated', docket.context_actor(), docket.context_now(),
-                jsonb_build_object('cron', NEW.cron, 'zone', NEW.zone, 'job_kind', NEW.job_kind, 'catch_up', NEW.catch_up));
+                jsonb_strip_nulls(jsonb_build_object('cron', NEW.cron, 'zone', NEW.zone, 'job_kind', NEW.job_kind,
+                    'catch_up', NEW.catch_up, 'ends_at', NEW.ends_at, 'max_occurrences', NEW.max_occurrences,
+                    'unbounded_reason', NEW.unbounded_reason)));
     END IF;
     RETURN NULL;
 END
@@ -194,6 +210,20 @@ ORDER BY e.id;
 COMMENT ON VIEW docket.schedule_skips IS
     'Missed windows the catch-up policy did not run: how many, the first and the last.';
 
+-- Broken schedules: what the sweep could not plan, since when and why. Like
+-- every view here it is security_invoker, so a reader sees through it the
+-- rows docket.schedules' policy admits (the projects where a principal the
+-- login is bound to holds schedule.view or schedule.manage), and the owner
+-- sees every one. An update or a resume mends a schedule (docs/schedules.md).
+CREATE OR REPLACE VIEW docket.schedules_broken WITH (security_invoker = true) AS
+SELECT s.id, s.project, s.name, s.cron, s.zone, s.broken_at, s.broken_reason, s.cursor_at, s.next_due_at, s.runs
+FROM docket.schedules s
+WHERE s.status = 'broken'
+ORDER BY s.broken_at, s.id;
+
+COMMENT ON VIEW docket.schedules_broken IS
+    'Schedules the sweep could not plan, with the reason: passed over until an update or a resume mends them.';
+
 -- Protocol ----------------------------------------------------------------------------
 
 -- schedule_authorize returns the project of schedule p_id when p_actor holds
@@ -214,11 +244,13 @@ END
 $$;
 
 -- schedule_require_terms refuses (DK010, naming the field) malformed terms
--- of a schedule: what schedule_create and schedule_update both take.
+-- of a schedule: what schedule_create and schedule_update both take. A
+-- schedule needs a bound (p_ends_at or p_max_occurrences) or, to run
+-- forever, p_unbounded_reason; a reason beside a bound contradicts it.
 CREATE OR REPLACE FUNCTION docket.schedule_require_terms(
     p_cron text, p_zone text, p_job_kind text, p_job_queue text, p_job_payload jsonb, p_job_payload_schema integer,
     p_job_max_attempts integer, p_catch_up text, p_max_catch_up integer, p_grace interval,
-    p_starts_at timestamptz, p_ends_at timestamptz, p_max_occurrences bigint)
+    p_starts_at timestamptz, p_ends_at timestamptz, p_max_occurrences bigint, p_unbounded_reason text)
 RETURNS void
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
@@ -236,23 +268,33 @@ BEGIN
         'after starts_at ' || p_starts_at);
     PERFORM docket.require_valid(p_max_occurrences IS NULL OR p_max_occurrences >= 1, 'max_occurrences',
         p_max_occurrences::text, '1 or more');
+    PERFORM docket.require_valid(p_ends_at IS NOT NULL OR p_max_occurrences IS NOT NULL OR p_unbounded_reason IS NOT NULL,
+        'ends_at, max_occurrences or unbounded_reason', NULL,
+        'a bound: an end instant (ends_at) or an occurrence count (max_occurrences); to run forever, a reason (unbounded_reason)');
+    PERFORM docket.require_valid(p_unbounded_reason IS NULL OR (p_ends_at IS NULL AND p_max_occurrences IS NULL),
+        'unbounded_reason', p_unbounded_reason,
+        'none beside ends_at or max_occurrences: a bounded schedule does not run forever');
+    PERFORM docket.require_valid(p_unbounded_reason IS NULL OR (length(p_unbounded_reason) BETWEEN 1 AND 500
+            AND btrim(p_unbounded_reason) <> '' AND p_unbounded_reason !~ '[[:cntrl:]]'),
+        'unbounded_reason', p_unbounded_reason, '1-500 characters of text, not blank, no control characters');
 END
 $$;
 
 -- schedule_create creates schedule p_name of p_project, active, its cursor at
 -- p_starts_at and its first occurrence due at p_next_due_at (computed by the
 -- caller from the expression, the zone and the start), on behalf of p_actor
--- at p_now, and returns it.
--- Refuses, writing nothing: malformed terms or no first occurrence (DK010,
--- naming the field); an actor without schedule.manage and job.create on
+-- at p_now, and returns it. Its created event records its bounds, or the
+-- reason it has none (p_unbounded_reason).
+-- Refuses, writing nothing: malformed terms, no bound and no reason, a
+-- reason beside a bound, or no first occurrence (DK010, naming the fields); an actor without schedule.manage and job.create on
 -- p_project, or an unknown project (DK009); a schedule of that name in the
 -- project (23505 on schedules_project_name_key).
 CREATE OR REPLACE FUNCTION docket.schedule_create(
     p_project text, p_name text, p_cron text, p_zone text, p_fixed_time boolean,
     p_job_kind text, p_job_queue text, p_job_payload jsonb, p_job_payload_schema integer, p_job_max_attempts integer,
     p_catch_up text, p_max_catch_up integer, p_grace interval,
-    p_starts_at timestamptz, p_ends_at timestamptz, p_max_occurrences bigint, p_next_due_at timestamptz,
-    p_actor text, p_now timestamptz)
+    p_starts_at timestamptz, p_ends_at timestamptz, p_max_occurrences bigint, p_unbounded_reason text,
+    p_next_due_at timestamptz, p_actor text, p_now timestamptz)
 RETURNS docket.schedules
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -263,7 +305,8 @@ BEGIN
     PERFORM docket.require_valid(docket.valid_project_name(p_name), 'schedule name', p_name,
         '1-63 characters of [a-z0-9._-], starting with a letter or digit');
     PERFORM docket.schedule_require_terms(p_cron, p_zone, p_job_kind, p_job_queue, p_job_payload, p_job_payload_schema,
-        p_job_max_attempts, p_catch_up, p_max_catch_up, p_grace, p_starts_at, p_ends_at, p_max_occurrences);
+        p_job_max_attempts, p_catch_up, p_max_catch_up, p_grace, p_starts_at, p_ends_at, p_max_occurrences,
+        p_unbounded_reason);
     PERFORM docket.require_valid(p_next_due_at > p_starts_at AND (p_ends_at IS NULL OR p_next_due_at <= p_ends_at),
         'next_due_at', p_next_due_at::text, 'the first occurrence, after starts_at and not after ends_at');
     IF NOT docket.grant_check(p_actor, p_project, 'schedule.manage') OR NOT docket.grant_check(p_actor, p_project, 'job.create') THEN
@@ -272,11 +315,11 @@ BEGIN
     END IF;
     INSERT INTO docket.schedules (project, name, cron, zone, fixed_time, job_kind, job_queue, job_payload,
                                   job_payload_schema, job_max_attempts, catch_up, max_catch_up, grace,
-                                  starts_at, ends_at, max_occurrences, cursor_at, next_due_at,
+                                  starts_at, ends_at, max_occurrences, unbounded_reason, cursor_at, next_due_at,
                                   created_by, created_at, updated_at)
     VALUES (p_project, p_name, p_cron, p_zone, p_fixed_time, p_job_kind, p_job_queue, p_job_payload,
             p_job_payload_schema, p_job_max_attempts, p_catch_up, p_max_catch_up, p_grace,
-            p_starts_at, p_ends_at, p_max_occurrences, p_starts_at, p_next_due_at,
+            p_starts_at, p_ends_at, p_max_occurrences, p_unbounded_reason, p_starts_at, p_next_due_at,
             p_actor, p_now, p_now)
     RETURNING * INTO v;
     RETURN v;
@@ -303,8 +346,11 @@ $$;
 -- holds locked by schedule_lock) on behalf of p_actor at p_now, keeping its
 -- name, start, cursor and run count, with p_next_due_at the first occurrence
 -- of the new terms after the cursor (NULL: there is none within the bounds,
--- and the schedule finishes). Returns it.
--- Refuses, writing nothing: malformed terms (DK010, naming the field); an
+-- and the schedule finishes). A broken schedule is mended: it is active
+-- again (a status event, broken to active, records who mended it). Returns
+-- it.
+-- Refuses, writing nothing: malformed terms, no bound and no reason, or a
+-- reason beside a bound (DK010, naming the fields); an
 -- unknown schedule or one the actor may not manage (P0002); an actor without
 -- job.create on the project (DK009); a finished schedule (DK001); a run
 -- count already past the new max_occurrences (23514).
@@ -312,7 +358,7 @@ CREATE OR REPLACE FUNCTION docket.schedule_update(
     p_id bigint, p_cron text, p_zone text, p_fixed_time boolean,
     p_job_kind text, p_job_queue text, p_job_payload jsonb, p_job_payload_schema integer, p_job_max_attempts integer,
     p_catch_up text, p_max_catch_up integer, p_grace interval,
-    p_ends_at timestamptz, p_max_occurrences bigint, p_next_due_at timestamptz,
+    p_ends_at timestamptz, p_max_occurrences bigint, p_unbounded_reason text, p_next_due_at timestamptz,
     p_actor text, p_now timestamptz)
 RETURNS docket.schedules
 LANGUAGE plpgsql AS $$
@@ -324,7 +370,8 @@ BEGIN
     v_project := docket.schedule_authorize(p_id, p_actor);
     SELECT * INTO v FROM docket.schedules WHERE id = p_id FOR NO KEY UPDATE;
     PERFORM docket.schedule_require_terms(p_cron, p_zone, p_job_kind, p_job_queue, p_job_payload, p_job_payload_schema,
-        p_job_max_attempts, p_catch_up, p_max_catch_up, p_grace, v.starts_at, p_ends_at, p_max_occurrences);
+        p_job_max_attempts, p_catch_up, p_max_catch_up, p_grace, v.starts_at, p_ends_at, p_max_occurrences,
+        p_unbounded_reason);
     PERFORM docket.require_valid(p_next_due_at IS NULL OR p_next_due_at > v.cursor_at, 'next_due_at',
         p_next_due_at::text, 'after the cursor ' || v.cursor_at);
     IF NOT docket.grant_check(p_actor, v_project, 'job.create') THEN
@@ -338,8 +385,9 @@ BEGIN
     SET cron = p_cron, zone = p_zone, fixed_time = p_fixed_time, job_kind = p_job_kind, job_queue = p_job_queue,
         job_payload = p_job_payload, job_payload_schema = p_job_payload_schema, job_max_attempts = p_job_max_attempts,
         catch_up = p_catch_up, max_catch_up = p_max_catch_up, grace = p_grace, ends_at = p_ends_at,
-        max_occurrences = p_max_occurrences, next_due_at = p_next_due_at,
-        status = CASE WHEN p_next_due_at IS NULL THEN 'finished' ELSE status END,
+        max_occurrences = p_max_occurrences, unbounded_reason = p_unbounded_reason, next_due_at = p_next_due_at,
+        status = CASE WHEN p_next_due_at IS NULL THEN 'finished' WHEN status = 'broken' THEN 'active' ELSE status END,
+        broken_reason = NULL, broken_at = NULL,
         finished_at = CASE WHEN p_next_due_at IS NULL THEN greatest(created_at, p_now) END,
         updated_at = greatest(updated_at, p_now)
     WHERE id = p_id
@@ -351,8 +399,10 @@ $$;
 -- schedule_set_status pauses (paused), resumes (active) or finishes
 -- (finished) schedule p_id on behalf of p_actor at p_now, and returns it.
 -- Pausing and resuming keep the cursor and the next due instant, so the
--- sweep applies the catch-up policy to what fell due while paused. Setting
--- the status held is a no-op.
+-- sweep applies the catch-up policy to what fell due while paused. Resuming
+-- a broken schedule mends it: it is active again, its broken reason cleared,
+-- and the sweep tries it again (pausing or finishing it clears the reason
+-- too). Setting the status held is a no-op.
 -- Refuses, writing nothing: a malformed status, actor or instant (DK010); an
 -- unknown schedule or one the actor may not manage (P0002); a move out of
 -- finished (DK001).
@@ -373,6 +423,7 @@ BEGIN
     SET status = p_status,
         next_due_at = CASE WHEN p_status = 'finished' THEN NULL ELSE next_due_at END,
         finished_at = CASE WHEN p_status = 'finished' THEN greatest(created_at, p_now) END,
+        broken_reason = NULL, broken_at = NULL,
         updated_at = greatest(updated_at, p_now)
     WHERE id = p_id
     RETURNING * INTO v;
@@ -478,11 +529,50 @@ BEGIN
 END
 $$;
 
+-- schedule_break records that the sweep of p_actor could not plan schedule
+-- p_id, which it holds locked (schedule_due) with its cursor at
+-- p_expected_cursor, or that the database refused its plan: the schedule is
+-- broken, since p_now, for p_reason (cut to 500 characters), and the sweep
+-- passes it over until an update or a resume mends it. A status event,
+-- active to broken, records the reason. Returns it.
+-- Refuses, writing nothing: an unknown schedule, or one of a project where
+-- p_actor does not hold schedule.sweep and job.create (P0002, in the same
+-- words as schedule_advance); a schedule not active or whose cursor moved
+-- (40001, sweep again); an empty reason (DK010).
+CREATE OR REPLACE FUNCTION docket.schedule_break(
+    p_id bigint, p_expected_cursor timestamptz, p_reason text, p_actor text, p_now timestamptz)
+RETURNS docket.schedules
+LANGUAGE plpgsql AS $$
+DECLARE
+    s docket.schedules;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.require_valid(btrim(p_reason) <> '', 'broken reason', p_reason, 'why the schedule cannot be planned');
+    SELECT * INTO s FROM docket.schedules WHERE id = p_id;
+    IF NOT FOUND OR NOT (docket.grant_check(p_actor, s.project, 'schedule.sweep') AND docket.grant_check(p_actor, s.project, 'job.create')) THEN
+        RAISE EXCEPTION 'schedule % does not exist (or % may not sweep it: it needs schedule.sweep and job.create on its project)',
+            coalesce(p_id::text, 'NULL'), p_actor
+            USING ERRCODE = 'P0002';
+    END IF;
+    SELECT * INTO s FROM docket.schedules WHERE id = p_id FOR NO KEY UPDATE;
+    IF s.status <> 'active' OR s.cursor_at IS DISTINCT FROM p_expected_cursor THEN
+        RAISE EXCEPTION 'schedule %: not active at cursor % any more; sweep again', p_id, p_expected_cursor
+            USING ERRCODE = '40001';
+    END IF;
+    UPDATE docket.schedules
+    SET status = 'broken', broken_reason = docket.bounded_text(p_reason, 500), broken_at = p_now,
+        updated_at = greatest(updated_at, p_now)
+    WHERE id = p_id
+    RETURNING * INTO s;
+    RETURN s;
+END
+$$;
+
 -- The API ---------------------------------------------------------------------
 
 INSERT INTO docket.api_functions (name, role) VALUES
     ('schedule_create', 'app'), ('schedule_update', 'app'), ('schedule_set_status', 'app'),
-    ('schedule_lock', 'app'), ('schedule_due', 'app'), ('schedule_advance', 'app');
+    ('schedule_lock', 'app'), ('schedule_due', 'app'), ('schedule_advance', 'app'), ('schedule_break', 'app');
 
 -- Who may read what (row-level security; see kit.sql) --------------------------
 

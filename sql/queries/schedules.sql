@@ -3,7 +3,7 @@ SELECT * FROM docket.schedule_create(@project::text, @name::text, @cron::text, @
     @job_kind::text, @job_queue::text, @job_payload::jsonb, @job_payload_schema::integer, @job_max_attempts::integer,
     @catch_up::text, @max_catch_up::integer, @grace::interval,
     @starts_at::timestamptz, sqlc.narg('ends_at')::timestamptz, sqlc.narg('max_occurrences')::bigint,
-    @next_due_at::timestamptz, @actor::text, @now::timestamptz);
+    sqlc.narg('unbounded_reason')::text, @next_due_at::timestamptz, @actor::text, @now::timestamptz);
 
 -- name: ScheduleLock :one
 SELECT * FROM docket.schedule_lock(@id::bigint, @actor::text);
@@ -12,8 +12,8 @@ SELECT * FROM docket.schedule_lock(@id::bigint, @actor::text);
 SELECT * FROM docket.schedule_update(@id::bigint, @cron::text, @zone::text, @fixed_time::boolean,
     @job_kind::text, @job_queue::text, @job_payload::jsonb, @job_payload_schema::integer, @job_max_attempts::integer,
     @catch_up::text, @max_catch_up::integer, @grace::interval,
-    sqlc.narg('ends_at')::timestamptz, sqlc.narg('max_occurrences')::bigint, sqlc.narg('next_due_at')::timestamptz,
-    @actor::text, @now::timestamptz);
+    sqlc.narg('ends_at')::timestamptz, sqlc.narg('max_occurrences')::bigint, sqlc.narg('unbounded_reason')::text,
+    sqlc.narg('next_due_at')::timestamptz, @actor::text, @now::timestamptz);
 
 -- name: ScheduleSetStatus :one
 SELECT * FROM docket.schedule_set_status(@id::bigint, @status::text, @actor::text, @now::timestamptz);
@@ -25,6 +25,10 @@ SELECT * FROM docket.schedule_due(@max_rows::integer, @actor::text, @now::timest
 SELECT * FROM docket.schedule_advance(@id::bigint, @expected_cursor::timestamptz, @locals::timestamp[],
     @folds::integer[], @dues::timestamptz[], @skipped::jsonb[], @cursor_at::timestamptz,
     sqlc.narg('next_due_at')::timestamptz, @actor::text, @now::timestamptz);
+
+-- name: ScheduleBreak :one
+SELECT * FROM docket.schedule_break(@id::bigint, @expected_cursor::timestamptz, @reason::text, @actor::text,
+    @now::timestamptz);
 
 -- name: ScheduleGet :one
 -- No row when the actor may not read the schedule.

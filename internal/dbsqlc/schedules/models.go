@@ -86,6 +86,12 @@ type DocketSchedule struct {
 	CreatedAt        time.Time
 	UpdatedAt        time.Time
 	FinishedAt       *time.Time
+	// Why the schedule has neither an end nor an occurrence count: set exactly when both are NULL.
+	UnboundedReason *string
+	// Why the sweep could not plan the schedule: set exactly when it is broken.
+	BrokenReason *string
+	// When the sweep found the schedule broken: set exactly when it is broken.
+	BrokenAt *time.Time
 }
 
 // Append-only history of every schedule change, and of every missed window the catch-up policy skipped.

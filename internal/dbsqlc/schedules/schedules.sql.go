@@ -102,12 +102,67 @@ func (q *Queries) ScheduleAdvance(ctx context.Context, db DBTX, arg ScheduleAdva
 	return items, nil
 }
 
+const scheduleBreak = `-- name: ScheduleBreak :one
+SELECT id, project, name, cron, zone, fixed_time, job_kind, job_queue, job_payload, job_payload_schema, job_max_attempts, catch_up, max_catch_up, grace, starts_at, ends_at, max_occurrences, runs, status, cursor_at, next_due_at, created_by, created_at, updated_at, finished_at, unbounded_reason, broken_reason, broken_at FROM docket.schedule_break($1::bigint, $2::timestamptz, $3::text, $4::text,
+    $5::timestamptz)
+`
+
+type ScheduleBreakParams struct {
+	ID             int64
+	ExpectedCursor time.Time
+	Reason         string
+	Actor          string
+	Now            time.Time
+}
+
+func (q *Queries) ScheduleBreak(ctx context.Context, db DBTX, arg ScheduleBreakParams) (*DocketSchedule, error) {
+	row := db.QueryRow(ctx, scheduleBreak,
+		arg.ID,
+		arg.ExpectedCursor,
+		arg.Reason,
+		arg.Actor,
+		arg.Now,
+	)
+	var i DocketSchedule
+	err := row.Scan(
+		&i.ID,
+		&i.Project,
+		&i.Name,
+		&i.Cron,
+		&i.Zone,
+		&i.FixedTime,
+		&i.JobKind,
+		&i.JobQueue,
+		&i.JobPayload,
+		&i.JobPayloadSchema,
+		&i.JobMaxAttempts,
+		&i.CatchUp,
+		&i.MaxCatchUp,
+		&i.Grace,
+		&i.StartsAt,
+		&i.EndsAt,
+		&i.MaxOccurrences,
+		&i.Runs,
+		&i.Status,
+		&i.CursorAt,
+		&i.NextDueAt,
+		&i.CreatedBy,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.FinishedAt,
+		&i.UnboundedReason,
+		&i.BrokenReason,
+		&i.BrokenAt,
+	)
+	return &i, err
+}
+
 const scheduleCreate = `-- name: ScheduleCreate :one
-SELECT id, project, name, cron, zone, fixed_time, job_kind, job_queue, job_payload, job_payload_schema, job_max_attempts, catch_up, max_catch_up, grace, starts_at, ends_at, max_occurrences, runs, status, cursor_at, next_due_at, created_by, created_at, updated_at, finished_at FROM docket.schedule_create($1::text, $2::text, $3::text, $4::text, $5::boolean,
+SELECT id, project, name, cron, zone, fixed_time, job_kind, job_queue, job_payload, job_payload_schema, job_max_attempts, catch_up, max_catch_up, grace, starts_at, ends_at, max_occurrences, runs, status, cursor_at, next_due_at, created_by, created_at, updated_at, finished_at, unbounded_reason, broken_reason, broken_at FROM docket.schedule_create($1::text, $2::text, $3::text, $4::text, $5::boolean,
     $6::text, $7::text, $8::jsonb, $9::integer, $10::integer,
     $11::text, $12::integer, $13::interval,
     $14::timestamptz, $15::timestamptz, $16::bigint,
-    $17::timestamptz, $18::text, $19::timestamptz)
+    $17::text, $18::timestamptz, $19::text, $20::timestamptz)
 `
 
 type ScheduleCreateParams struct {
@@ -127,6 +182,7 @@ type ScheduleCreateParams struct {
 	StartsAt         time.Time
 	EndsAt           *time.Time
 	MaxOccurrences   *int64
+	UnboundedReason  *string
 	NextDueAt        time.Time
 	Actor            string
 	Now              time.Time
@@ -150,6 +206,7 @@ func (q *Queries) ScheduleCreate(ctx context.Context, db DBTX, arg ScheduleCreat
 		arg.StartsAt,
 		arg.EndsAt,
 		arg.MaxOccurrences,
+		arg.UnboundedReason,
 		arg.NextDueAt,
 		arg.Actor,
 		arg.Now,
@@ -181,12 +238,15 @@ func (q *Queries) ScheduleCreate(ctx context.Context, db DBTX, arg ScheduleCreat
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.UnboundedReason,
+		&i.BrokenReason,
+		&i.BrokenAt,
 	)
 	return &i, err
 }
 
 const scheduleDue = `-- name: ScheduleDue :many
-SELECT id, project, name, cron, zone, fixed_time, job_kind, job_queue, job_payload, job_payload_schema, job_max_attempts, catch_up, max_catch_up, grace, starts_at, ends_at, max_occurrences, runs, status, cursor_at, next_due_at, created_by, created_at, updated_at, finished_at FROM docket.schedule_due($1::integer, $2::text, $3::timestamptz)
+SELECT id, project, name, cron, zone, fixed_time, job_kind, job_queue, job_payload, job_payload_schema, job_max_attempts, catch_up, max_catch_up, grace, starts_at, ends_at, max_occurrences, runs, status, cursor_at, next_due_at, created_by, created_at, updated_at, finished_at, unbounded_reason, broken_reason, broken_at FROM docket.schedule_due($1::integer, $2::text, $3::timestamptz)
 `
 
 func (q *Queries) ScheduleDue(ctx context.Context, db DBTX, maxRows int32, actor string, now time.Time) ([]*DocketSchedule, error) {
@@ -224,6 +284,9 @@ func (q *Queries) ScheduleDue(ctx context.Context, db DBTX, maxRows int32, actor
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.FinishedAt,
+			&i.UnboundedReason,
+			&i.BrokenReason,
+			&i.BrokenAt,
 		); err != nil {
 			return nil, err
 		}
@@ -273,7 +336,7 @@ func (q *Queries) ScheduleEvents(ctx context.Context, db DBTX, iD int64, actor s
 }
 
 const scheduleGet = `-- name: ScheduleGet :one
-SELECT id, project, name, cron, zone, fixed_time, job_kind, job_queue, job_payload, job_payload_schema, job_max_attempts, catch_up, max_catch_up, grace, starts_at, ends_at, max_occurrences, runs, status, cursor_at, next_due_at, created_by, created_at, updated_at, finished_at FROM docket.schedules s
+SELECT id, project, name, cron, zone, fixed_time, job_kind, job_queue, job_payload, job_payload_schema, job_max_attempts, catch_up, max_catch_up, grace, starts_at, ends_at, max_occurrences, runs, status, cursor_at, next_due_at, created_by, created_at, updated_at, finished_at, unbounded_reason, broken_reason, broken_at FROM docket.schedules s
 WHERE s.id = $1::bigint AND docket.schedule_visible($2::text, s.project)
 `
 
@@ -307,12 +370,15 @@ func (q *Queries) ScheduleGet(ctx context.Context, db DBTX, iD int64, actor stri
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.UnboundedReason,
+		&i.BrokenReason,
+		&i.BrokenAt,
 	)
 	return &i, err
 }
 
 const scheduleList = `-- name: ScheduleList :many
-SELECT id, project, name, cron, zone, fixed_time, job_kind, job_queue, job_payload, job_payload_schema, job_max_attempts, catch_up, max_catch_up, grace, starts_at, ends_at, max_occurrences, runs, status, cursor_at, next_due_at, created_by, created_at, updated_at, finished_at FROM docket.schedules s
+SELECT id, project, name, cron, zone, fixed_time, job_kind, job_queue, job_payload, job_payload_schema, job_max_attempts, catch_up, max_catch_up, grace, starts_at, ends_at, max_occurrences, runs, status, cursor_at, next_due_at, created_by, created_at, updated_at, finished_at, unbounded_reason, broken_reason, broken_at FROM docket.schedules s
 WHERE s.project = $1::text
   AND s.name > $2::text
   AND docket.schedule_visible($3::text, $1::text)
@@ -362,6 +428,9 @@ func (q *Queries) ScheduleList(ctx context.Context, db DBTX, project string, aft
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.FinishedAt,
+			&i.UnboundedReason,
+			&i.BrokenReason,
+			&i.BrokenAt,
 		); err != nil {
 			return nil, err
 		}
@@ -374,7 +443,7 @@ func (q *Queries) ScheduleList(ctx context.Context, db DBTX, project string, aft
 }
 
 const scheduleLock = `-- name: ScheduleLock :one
-SELECT id, project, name, cron, zone, fixed_time, job_kind, job_queue, job_payload, job_payload_schema, job_max_attempts, catch_up, max_catch_up, grace, starts_at, ends_at, max_occurrences, runs, status, cursor_at, next_due_at, created_by, created_at, updated_at, finished_at FROM docket.schedule_lock($1::bigint, $2::text)
+SELECT id, project, name, cron, zone, fixed_time, job_kind, job_queue, job_payload, job_payload_schema, job_max_attempts, catch_up, max_catch_up, grace, starts_at, ends_at, max_occurrences, runs, status, cursor_at, next_due_at, created_by, created_at, updated_at, finished_at, unbounded_reason, broken_reason, broken_at FROM docket.schedule_lock($1::bigint, $2::text)
 `
 
 func (q *Queries) ScheduleLock(ctx context.Context, db DBTX, iD int64, actor string) (*DocketSchedule, error) {
@@ -406,6 +475,9 @@ func (q *Queries) ScheduleLock(ctx context.Context, db DBTX, iD int64, actor str
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.UnboundedReason,
+		&i.BrokenReason,
+		&i.BrokenAt,
 	)
 	return &i, err
 }
@@ -448,7 +520,7 @@ func (q *Queries) ScheduleOccurrences(ctx context.Context, db DBTX, iD int64, ac
 }
 
 const scheduleSetStatus = `-- name: ScheduleSetStatus :one
-SELECT id, project, name, cron, zone, fixed_time, job_kind, job_queue, job_payload, job_payload_schema, job_max_attempts, catch_up, max_catch_up, grace, starts_at, ends_at, max_occurrences, runs, status, cursor_at, next_due_at, created_by, created_at, updated_at, finished_at FROM docket.schedule_set_status($1::bigint, $2::text, $3::text, $4::timestamptz)
+SELECT id, project, name, cron, zone, fixed_time, job_kind, job_queue, job_payload, job_payload_schema, job_max_attempts, catch_up, max_catch_up, grace, starts_at, ends_at, max_occurrences, runs, status, cursor_at, next_due_at, created_by, created_at, updated_at, finished_at, unbounded_reason, broken_reason, broken_at FROM docket.schedule_set_status($1::bigint, $2::text, $3::text, $4::timestamptz)
 `
 
 func (q *Queries) ScheduleSetStatus(ctx context.Context, db DBTX, iD int64, status string, actor string, now time.Time) (*DocketSchedule, error) {
@@ -485,16 +557,19 @@ func (q *Queries) ScheduleSetStatus(ctx context.Context, db DBTX, iD int64, stat
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.UnboundedReason,
+		&i.BrokenReason,
+		&i.BrokenAt,
 	)
 	return &i, err
 }
 
 const scheduleUpdate = `-- name: ScheduleUpdate :one
-SELECT id, project, name, cron, zone, fixed_time, job_kind, job_queue, job_payload, job_payload_schema, job_max_attempts, catch_up, max_catch_up, grace, starts_at, ends_at, max_occurrences, runs, status, cursor_at, next_due_at, created_by, created_at, updated_at, finished_at FROM docket.schedule_update($1::bigint, $2::text, $3::text, $4::boolean,
+SELECT id, project, name, cron, zone, fixed_time, job_kind, job_queue, job_payload, job_payload_schema, job_max_attempts, catch_up, max_catch_up, grace, starts_at, ends_at, max_occurrences, runs, status, cursor_at, next_due_at, created_by, created_at, updated_at, finished_at, unbounded_reason, broken_reason, broken_at FROM docket.schedule_update($1::bigint, $2::text, $3::text, $4::boolean,
     $5::text, $6::text, $7::jsonb, $8::integer, $9::integer,
     $10::text, $11::integer, $12::interval,
-    $13::timestamptz, $14::bigint, $15::timestamptz,
-    $16::text, $17::timestamptz)
+    $13::timestamptz, $14::bigint, $15::text,
+    $16::timestamptz, $17::text, $18::timestamptz)
 `
 
 type ScheduleUpdateParams struct {
@@ -512,6 +587,7 @@ type ScheduleUpdateParams struct {
 	Grace            time.Duration
 	EndsAt           *time.Time
 	MaxOccurrences   *int64
+	UnboundedReason  *string
 	NextDueAt        *time.Time
 	Actor            string
 	Now              time.Time
@@ -533,6 +609,7 @@ func (q *Queries) ScheduleUpdate(ctx context.Context, db DBTX, arg ScheduleUpdat
 		arg.Grace,
 		arg.EndsAt,
 		arg.MaxOccurrences,
+		arg.UnboundedReason,
 		arg.NextDueAt,
 		arg.Actor,
 		arg.Now,
@@ -564,6 +641,9 @@ func (q *Queries) ScheduleUpdate(ctx context.Context, db DBTX, arg ScheduleUpdat
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.UnboundedReason,
+		&i.BrokenReason,
+		&i.BrokenAt,
 	)
 	return &i, err
 }
