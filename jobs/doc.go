@@ -18,8 +18,9 @@
 // caller's transaction, so a job commits or rolls back with the business
 // write beside it; [Client.EnqueueManyTx] enqueues up to 100,000 jobs in one
 // statement. An idempotency key makes enqueueing safe to retry: the same key
-// and payload return the existing job as a duplicate, the same key with
-// another payload is refused ([db.ErrIdempotencyConflict]). Creating a job
+// and request return the existing job as a duplicate, the same key with
+// another payload, params, inputs, output or any other field that changes
+// what the job does is refused ([db.ErrIdempotencyConflict]). Creating a job
 // needs an explicit job.create grant on the project.
 //
 // [Kind] gives a kind a typed payload and a payload schema version, so code

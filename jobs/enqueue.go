@@ -36,14 +36,14 @@ func (c *Client) Enqueue(ctx context.Context, spec Spec) (Enqueued, error) {
 // EnqueueTx creates the job spec describes in tx, typically the caller's
 // transaction: the job and its first event commit with the caller's writes or
 // not at all. A spec whose idempotency key names an existing job of the same
-// kind in the project returns that job, Duplicate, when its payload and
-// payload schema are equal.
+// kind in the project returns that job, Duplicate, when it is the same
+// request (see [Spec.IdempotencyKey]).
 //
 // It refuses, writing nothing: a spec that fails [Spec.Validate] with
 // [db.ErrInvalidArgument]; an actor without an explicit job.create grant on
 // the project, or an unknown project, with [db.ErrNotPermitted]; an
-// idempotency key held by a job with another payload or requested output
-// with [db.ErrIdempotencyConflict].
+// idempotency key held by a job that is another request (see
+// [Spec.IdempotencyKey]) with [db.ErrIdempotencyConflict].
 func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, spec Spec) (Enqueued, error) {
 	return c.enqueue(ctx, tx, spec)
 }

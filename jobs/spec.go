@@ -26,8 +26,11 @@ type Spec struct {
 	// Priority orders due jobs of a queue: 1 first .. 4 last. Defaults to 1.
 	Priority int
 	// IdempotencyKey, when set, makes the job unique in its project and kind:
-	// enqueueing the key again returns the existing job (a duplicate) if the
-	// payload is equal, and refuses with [db.ErrIdempotencyConflict] if not.
+	// enqueueing the key again returns the existing job (a duplicate) if it
+	// is the same request in every field that changes what the job does
+	// (payload, schema, params, inputs, output, Repeatable, External, lane,
+	// case, compensation; not queue, priority, AvailableAt or Retry), and
+	// refuses with [db.ErrIdempotencyConflict] naming the fields if not.
 	// Up to 255 characters, no control characters.
 	IdempotencyKey string
 	// AvailableAt is the instant from which the job may be claimed. Defaults

@@ -605,14 +605,27 @@ $$;
 
 -- job_resolve_duplicate settles a job an enqueue did not insert because its
 -- key was taken: the key must be held by a job in p_project of the same kind
--- with an equal payload and payload_schema. It returns that job's id, or
--- refuses with DK003 naming the key. Call it in a statement after the INSERT,
--- so it sees the rows a concurrent enqueue committed.
-CREATE OR REPLACE FUNCTION docket.job_resolve_duplicate(p_project text, p_kind text, p_key text, p_payload jsonb, p_payload_schema integer)
+-- that is the same request in every field that changes what the job does —
+-- its payload and payload schema, params, inputs, requested output (asset,
+-- kind, target root), whether it is repeatable, whether an external executor
+-- runs it, its lane, its case and its compensation kind. It returns that
+-- job's id, or refuses with DK003 naming the key and the fields that
+-- differ. Where and when the job runs (queue, priority, available_at) and
+-- how persistently (max attempts, lease, backoff) are not compared: a retry
+-- of an enqueue computes its instant afresh, and a deployment that raises a
+-- ceiling must not turn its retries into conflicts. Arguments are as the
+-- enqueue's ('' or 0: none; JSON null: no params). Call it in a statement
+-- after the INSERT, so it sees the rows a concurrent enqueue committed. It
+-- runs only for a key already held: the enqueue's own path pays nothing.
+CREATE OR REPLACE FUNCTION docket.job_resolve_duplicate(p_project text, p_kind text, p_key text, p_payload jsonb, p_payload_schema integer,
+                                             p_params jsonb, p_inputs text[], p_output text, p_output_kind text, p_root text,
+                                             p_repeatable boolean, p_external boolean, p_lane_id bigint, p_case_id bigint,
+                                             p_compensation_kind text)
 RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     v docket.jobs;
+    v_differ text[];
 BEGIN
     SELECT * INTO v FROM docket.jobs
     WHERE project = p_project AND kind = p_kind AND idempotency_key = p_key;
@@ -622,35 +635,27 @@ BEGIN
         RAISE EXCEPTION 'job of kind % with idempotency key % was not created, and no job holds the key: retry the enqueue',
             p_kind, quote_literal(p_key) USING ERRCODE = 'DK003';
     END IF;
-    IF v.payload <> p_payload OR v.payload_schema <> p_payload_schema THEN
-        RAISE EXCEPTION 'idempotency key % of kind % in project % is held by job % with a different payload',
-            quote_literal(p_key), p_kind, p_project, v.id USING ERRCODE = 'DK003';
+    v_differ := ARRAY(
+        SELECT d.field FROM (VALUES
+            ('payload', v.payload IS DISTINCT FROM p_payload),
+            ('payload schema', v.payload_schema IS DISTINCT FROM p_payload_schema),
+            ('params', v.params IS DISTINCT FROM nullif(p_params, 'null'::jsonb)),
+            ('inputs', v.inputs IS DISTINCT FROM coalesce(p_inputs, '{}')),
+            ('requested output', v.requested_output IS DISTINCT FROM nullif(p_output, '')
+                                 OR v.requested_kind IS DISTINCT FROM nullif(p_output_kind, '')
+                                 OR v.target_root IS DISTINCT FROM nullif(p_root, '')),
+            ('repeatable', v.repeatable IS DISTINCT FROM p_repeatable),
+            ('external', v.external IS DISTINCT FROM p_external),
+            ('lane', v.lane_id IS DISTINCT FROM nullif(p_lane_id, 0)),
+            ('case', v.case_id IS DISTINCT FROM nullif(p_case_id, 0)),
+            ('compensation kind', v.compensation_kind IS DISTINCT FROM nullif(p_compensation_kind, ''))
+        ) AS d(field, differs)
+        WHERE d.differs);
+    IF cardinality(v_differ) > 0 THEN
+        RAISE EXCEPTION 'idempotency key % of kind % in project % is held by job % with a different %',
+            quote_literal(p_key), p_kind, p_project, v.id, array_to_string(v_differ, ', ') USING ERRCODE = 'DK003';
     END IF;
     RETURN v.id;
-END
-$$;
-
--- The form with a requested output compares what the job is asked to
--- produce too: a key held by a job with another requested output (asset,
--- kind or root; '' or NULL: none) is a conflict (DK003), as one with another
--- payload is.
-CREATE OR REPLACE FUNCTION docket.job_resolve_duplicate(p_project text, p_kind text, p_key text, p_payload jsonb, p_payload_schema integer,
-                                             p_output text, p_output_kind text, p_root text)
-RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_id bigint := docket.job_resolve_duplicate(p_project, p_kind, p_key, p_payload, p_payload_schema);
-BEGIN
-    IF NOT EXISTS (
-        SELECT 1 FROM docket.jobs j
-        WHERE j.id = v_id
-          AND j.requested_output IS NOT DISTINCT FROM nullif(p_output, '')
-          AND j.requested_kind IS NOT DISTINCT FROM nullif(p_output_kind, '')
-          AND j.target_root IS NOT DISTINCT FROM nullif(p_root, '')) THEN
-        RAISE EXCEPTION 'idempotency key % of kind % in project % is held by job % with a different requested output',
-            quote_literal(p_key), p_kind, p_project, v_id USING ERRCODE = 'DK003';
-    END IF;
-    RETURN v_id;
 END
 $$;
 
@@ -664,16 +669,16 @@ $$;
 --
 -- A job whose (project, kind, idempotency key) already exists, or repeats an
 -- earlier element of the batch, is not created again: the element returns the
--- id of the job holding the key, duplicate = true, when its payload,
--- payload_schema and requested output equal the new ones (see
--- job_resolve_duplicate).
+-- id of the job holding the key, duplicate = true, when it is the same
+-- request in every field that changes what the job does (see
+-- job_resolve_duplicate for the list).
 --
 -- Refuses, writing nothing: a malformed actor or instant, an empty or
 -- oversized batch, arrays of different lengths, a malformed kind, queue or
 -- other field, an output kind or target root without an asset (DK010, or a
 -- check violation naming the constraint); an actor without job.create on
--- p_project, or an unknown project (DK009); a key held by a job with a
--- different payload or requested output (DK003).
+-- p_project, or an unknown project (DK009); a key held by a job that is
+-- another request (DK003, naming the fields that differ).
 CREATE OR REPLACE FUNCTION docket.job_enqueue_many(
     p_project text, p_actor text, p_now timestamptz,
     p_kinds text[], p_queues text[], p_priorities smallint[], p_payloads jsonb[], p_payload_schemas integer[],
@@ -768,9 +773,12 @@ BEGIN
         -- names the job that holds its key.
         RETURN QUERY
         SELECT x.i::integer, j.id IS NULL,
-               coalesce(j.id, docket.job_resolve_duplicate(p_project, p_kinds[x.i], p_keys[x.i],
-                                                           p_payloads[x.i], p_payload_schemas[x.i],
-                                                           p_outputs[x.i], p_output_kinds[x.i], p_roots[x.i]))
+               coalesce(j.id, docket.job_resolve_duplicate(
+                   p_project, p_kinds[x.i], p_keys[x.i], p_payloads[x.i], p_payload_schemas[x.i], p_params[x.i],
+                   CASE WHEN p_inputs[x.i] IS NULL OR p_inputs[x.i] = 'null'::jsonb THEN '{}'::text[]
+                        ELSE ARRAY(SELECT jsonb_array_elements_text(p_inputs[x.i])) END,
+                   p_outputs[x.i], p_output_kinds[x.i], p_roots[x.i], p_repeatable[x.i], p_external[x.i],
+                   p_lane_ids[x.i], p_case_ids[x.i], p_compensation_kinds[x.i]))
         FROM unnest(v_ids) WITH ORDINALITY AS x(id, i)
         LEFT JOIN docket.jobs j ON j.id = x.id
         ORDER BY x.i;
@@ -830,8 +838,9 @@ BEGIN
         RETURN QUERY SELECT false, (v).*;
         RETURN;
     END IF;
-    v_id := docket.job_resolve_duplicate(p_project, p_kind, p_key, p_payload, p_payload_schema,
-                                         p_output, p_output_kind, p_root);
+    v_id := docket.job_resolve_duplicate(p_project, p_kind, p_key, p_payload, p_payload_schema, p_params, p_inputs,
+                                         p_output, p_output_kind, p_root, p_repeatable, p_external, p_lane_id,
+                                         p_case_id, p_compensation_kind);
     SELECT * INTO v FROM docket.jobs WHERE id = v_id;
     RETURN QUERY SELECT true, (v).*;
 END
