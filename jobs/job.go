@@ -67,12 +67,18 @@ type Job struct {
 	ClaimedBy        access.Actor
 	ClaimedAt        time.Time // zero unless Claimed
 	LeaseExpiresAt   time.Time // zero unless Claimed
-	Result           json.RawMessage
-	Diagnostic       string
-	CreatedBy        access.Actor
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
-	FinishedAt       time.Time // zero unless terminal
+	// Renewals counts the renewals of the current attempt's lease (of the
+	// last attempt's, once it ended), and RenewedAt is the last one's
+	// instant (zero when none). A claim starts them again from none; the
+	// event that ends the attempt records both (see docs/jobs.md).
+	Renewals   int
+	RenewedAt  time.Time
+	Result     json.RawMessage
+	Diagnostic string
+	CreatedBy  access.Actor
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	FinishedAt time.Time // zero unless terminal
 	// ClaimedRevision is the handler revision of the job's latest claim (see
 	// [Decoder.Revision]); empty when it was never claimed, or claimed by a
 	// claimant that names no revision. It stays after the claim ends.
@@ -191,6 +197,8 @@ func fromRow(r *dbsqlc.DocketJob) Job {
 	j.ClaimedAt = utc(r.ClaimedAt)
 	j.LeaseExpiresAt = utc(r.LeaseExpiresAt)
 	j.FinishedAt = utc(r.FinishedAt)
+	j.Renewals = int(r.Renewals)
+	j.RenewedAt = utc(r.RenewedAt)
 	return j
 }
 
@@ -208,7 +216,7 @@ func fromEnqueuedRow(r *dbsqlc.DocketJobEnqueued) Enqueued {
 		ClaimedAt: r.ClaimedAt, LeaseExpiresAt: r.LeaseExpiresAt, Result: r.Result, Diagnostic: r.Diagnostic,
 		CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt,
 		ClaimedRevision: r.ClaimedRevision, Revisions: r.Revisions,
-		RequestedKind: r.RequestedKind, TargetRoot: r.TargetRoot,
+		RequestedKind: r.RequestedKind, TargetRoot: r.TargetRoot, Renewals: r.Renewals, RenewedAt: r.RenewedAt,
 	})}
 }
 

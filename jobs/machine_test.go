@@ -1014,7 +1014,8 @@ func TestMachineVerify(t *testing.T) {
 	})
 }
 
-// TestMachineNonMovesRecordNoEvent: only moves are events. Renewing a lease,
+// TestMachineNonMovesRecordNoEvent: only moves are events. Renewing a lease
+// (which counts itself on the row),
 // changing a queued job's priority or writing a state as itself records
 // nothing; one statement moving several jobs records exactly one event for
 // each.
@@ -1029,8 +1030,11 @@ func TestMachineNonMovesRecordNoEvent(t *testing.T) {
 		// took is true of the row once the statement took effect.
 		took string
 	}{
-		{"renew_lease", jobs.Claimed, "lease_expires_at = lease_expires_at + interval '10 minutes'",
-			"lease_expires_at - claimed_at = lease + interval '10 minutes'"},
+		// A renewal by hand counts itself, as job_renew does (one that does
+		// not is refused: TestALeaseEditedByHandIsCaught).
+		{"renew_lease", jobs.Claimed,
+			"lease_expires_at = lease_expires_at + interval '10 minutes', renewals = renewals + 1, renewed_at = docket.context_now()",
+			"lease_expires_at - claimed_at = lease + interval '10 minutes' AND renewals = 1"},
 		{"priority", jobs.Queued, "priority = 3", "priority = 3"},
 		{"priority_of_claimed", jobs.Claimed, "priority = 2", "priority = 2"},
 		{"queued_state_as_itself", jobs.Queued, "state = 'queued', available_at = available_at + interval '1 hour'",

@@ -176,6 +176,20 @@ func TestOutcomeIsTheDocumentedFormula(t *testing.T) {
 		      FROM generate_series(1, 5000) g) x`).Scan(&same, &all))
 	require.Equal(t, all, same, "outcome digests differ from the formula")
 	require.Equal(t, 5000, all)
+
+	// With renewals, the array goes on with their count and the last one's
+	// instant in epoch microseconds; with none, it is the form above.
+	require.NoError(t, e.Pool.QueryRow(t.Context(), `
+		SELECT count(*) FILTER (WHERE docket.job_outcome('succeeded', NULL, NULL, NULL, NULL, 3, 2, n, at)
+		                              = CASE WHEN n > 0
+		                                     THEN sha256(textsend(jsonb_build_array('succeeded', NULL, NULL, NULL, NULL, 3, 2, n,
+		                                                                            docket.epoch_micros(at))::text))
+		                                     ELSE sha256(textsend(jsonb_build_array('succeeded', NULL, NULL, NULL, NULL, 3, 2)::text)) END),
+		       count(*)
+		FROM (SELECT g % 4 AS n, CASE WHEN g % 4 = 0 THEN NULL
+		                              ELSE '2026-11-02 09:00:00.000123+00'::timestamptz + g * interval '1.000007 seconds' END AS at
+		      FROM generate_series(1, 500) g) x`).Scan(&same, &all))
+	require.Equal(t, all, same, "outcome digests with renewals differ from the formula")
 }
 
 // The statements a worker runs per batch keep one plan a session: the claims

@@ -106,9 +106,14 @@ CREATE OR REPLACE TRIGGER job_events_check
 -- is built by concatenation, byte for byte what jsonb_build_array(...)::text
 -- makes (strings through to_json, which escapes as jsonb does; numbers and
 -- nulls as jsonb prints them; ", " between elements) and a microsecond
--- cheaper; TestOutcomeIsTheDocumentedFormula compares the two.
+-- cheaper; TestOutcomeIsTheDocumentedFormula compares the two. When the
+-- attempt's lease was renewed (p_renewals > 0) the array goes on with
+--     ..., attempts, renewals, renewed_at (epoch microseconds)]
+-- so what an attempt's renewals were is covered by the event that ends it;
+-- an outcome without renewals is the text it always was.
 CREATE OR REPLACE FUNCTION docket.job_outcome(p_state text, p_result jsonb, p_diagnostic text, p_claimed_by text,
-                                              p_claim_token uuid, p_lease_generation bigint, p_attempts integer)
+                                              p_claim_token uuid, p_lease_generation bigint, p_attempts integer,
+                                              p_renewals integer DEFAULT 0, p_renewed_at timestamptz DEFAULT NULL)
 RETURNS bytea
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN sha256(textsend('[' || coalesce(to_json(p_state)::text, 'null')
@@ -117,7 +122,11 @@ RETURN sha256(textsend('[' || coalesce(to_json(p_state)::text, 'null')
     || ', ' || coalesce(to_json(p_claimed_by)::text, 'null')
     || ', ' || coalesce('"' || p_claim_token::text || '"', 'null')
     || ', ' || coalesce(p_lease_generation::text, 'null')
-    || ', ' || coalesce(p_attempts::text, 'null') || ']'));
+    || ', ' || coalesce(p_attempts::text, 'null')
+    || CASE WHEN p_renewals > 0
+            THEN ', ' || p_renewals::text || ', ' || coalesce(docket.epoch_micros(p_renewed_at)::text, 'null')
+            ELSE '' END
+    || ']'));
 
 -- job_event_hash is the chain link of one event: sha256 of the previous hash
 -- followed by the event as canonical JSON text
@@ -157,14 +166,26 @@ RETURN docket.job_event_hash(p_prev, p_job_id, p_seq, p_from, p_to, p_actor, p_a
                              p_lease_until, p_outcome, NULL::text);
 
 -- job_event_detail is what an event says beyond from and to: the claimant and
--- lease generation of a claim, else the job's diagnostic at that moment.
+-- lease generation of a claim, else the job's diagnostic at that moment;
+-- then, for a move that ends an attempt whose lease was renewed
+-- (p_renewals > 0: the attempt's count and last instant), how many times
+-- and when last, so the history shows every renewal an attempt made
+-- without an event for each.
 -- It takes the columns, not the row: a whole-row argument would build a copy
 -- of every job row an UPDATE moves. STABLE, as text || bigint is, so the
 -- planner inlines it.
-CREATE OR REPLACE FUNCTION docket.job_event_detail(p_state text, p_claimed_by text, p_lease_generation bigint, p_diagnostic text)
+CREATE OR REPLACE FUNCTION docket.job_event_detail(p_state text, p_claimed_by text, p_lease_generation bigint, p_diagnostic text,
+                                                   p_renewals integer DEFAULT 0, p_renewed_at timestamptz DEFAULT NULL)
 RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN CASE
+    WHEN p_renewals > 0 THEN
+        concat_ws('; ',
+            CASE WHEN p_state = 'claimed' THEN 'claimed by ' || p_claimed_by || ', lease generation ' || p_lease_generation
+                 ELSE docket.bounded_text(p_diagnostic, 900) END,
+            CASE WHEN p_state = 'claimed' THEN 'the lease before' ELSE 'the lease' END
+            || ' was renewed ' || p_renewals || CASE WHEN p_renewals = 1 THEN ' time' ELSE ' times' END
+            || ', last at ' || to_char(p_renewed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
     WHEN p_state = 'claimed' THEN 'claimed by ' || p_claimed_by || ', lease generation ' || p_lease_generation
     ELSE docket.bounded_text(p_diagnostic, 1000)
 END;
@@ -365,9 +386,18 @@ BEGIN
                            CASE
                                WHEN n.lease_generation <> o.lease_generation + 1 OR n.attempts <> o.attempts + 1 THEN 'claim_counts'
                                WHEN n.claim_token IS NOT DISTINCT FROM o.claim_token THEN 'claim_token'
+                               -- a claim counts its lease's renewals afresh
+                               WHEN n.renewals <> 0 OR n.renewed_at IS NOT NULL THEN 'renewals'
                            END
                        WHEN n.attempts <> o.attempts OR n.lease_generation <> o.lease_generation THEN 'counts'
                        WHEN n.state = 'claimed' AND o.state = 'claimed' AND n.claim_token IS DISTINCT FROM o.claim_token THEN 'token'
+                       -- Renewals: a renewal of a held lease counts one, at
+                       -- the change context's instant; nothing else changes
+                       -- them, or a held lease's expiry.
+                       WHEN n.renewals <> o.renewals OR n.renewed_at IS DISTINCT FROM o.renewed_at THEN
+                           CASE WHEN n.state <> 'claimed' OR o.state <> 'claimed' OR n.renewals <> o.renewals + 1
+                                     OR n.renewed_at IS DISTINCT FROM docket.context_now() THEN 'renewals' END
+                       WHEN n.state = 'claimed' AND n.lease_expires_at IS DISTINCT FROM o.lease_expires_at THEN 'lease'
                    END) AS why
         FROM old_jobs o JOIN new_jobs n ON n.id = o.id
     ) x
@@ -404,6 +434,12 @@ BEGIN
         WHEN 'token' THEN
             RAISE EXCEPTION 'job %: a new claim token needs a new lease generation', bad.id
                 USING ERRCODE = 'DK001';
+        WHEN 'renewals' THEN
+            RAISE EXCEPTION 'job %: renewals count one per renewal of a held lease, at its instant, and start again from none at a claim', bad.id
+                USING ERRCODE = 'DK001';
+        WHEN 'lease' THEN
+            RAISE EXCEPTION 'job %: a held lease''s expiry changes only by a renewal, which counts itself (docket.job_renew)', bad.id
+                USING ERRCODE = 'DK001';
         ELSE
             PERFORM docket.job_row_refuse(bad.id, bad.why);
         END CASE;
@@ -435,12 +471,15 @@ BEGIN
                CASE
                    WHEN n.state = o.state AND n.lease_generation = o.lease_generation THEN
                        coalesce('pinned to revisions ' || array_to_string(n.revisions, ', '), 'unpinned: any revision may run it')
+                   -- A move out of a claim says what the attempt's renewals were.
+                   WHEN o.state = 'claimed' THEN
+                       docket.job_event_detail(n.state, n.claimed_by, n.lease_generation, n.diagnostic, o.renewals, o.renewed_at)
                    ELSE docket.job_event_detail(n.state, n.claimed_by, n.lease_generation, n.diagnostic)
                END AS detail,
                CASE WHEN n.state = 'claimed' THEN n.claimed_revision WHEN o.state = 'claimed' THEN o.claimed_revision END AS revision,
                n.lease_expires_at AS lease_until,
                docket.job_outcome(n.state, n.result, n.diagnostic, n.claimed_by, n.claim_token, n.lease_generation,
-                                  n.attempts) AS outcome,
+                                  n.attempts, n.renewals, n.renewed_at) AS outcome,
                last.hash AS prev_hash
         FROM old_jobs o
         JOIN new_jobs n ON n.id = o.id
@@ -895,6 +934,8 @@ BEGIN
                                 WHERE d.kind = j.kind AND d.revision IS NOT NULL LIMIT 1),
             lease_generation = j.lease_generation + 1,
             attempts = j.attempts + 1,
+            renewals = 0,
+            renewed_at = NULL,
             updated_at = greatest(j.updated_at, p_now)
         FROM fresh
         WHERE j.id = fresh.id AND j.created_at <= p_now
@@ -905,7 +946,7 @@ BEGIN
            t.available_at, t.attempts, t.max_attempts, t.lease, t.backoff_base, t.backoff_cap, t.backoff_jitter,
            t.lease_generation, t.fresh_token, t.claimed_by, t.claimed_at, t.lease_expires_at, t.result, t.diagnostic,
            t.created_by, t.created_at, t.updated_at, t.finished_at, t.outcome_token, t.claimed_revision, t.revisions,
-           t.requested_kind, t.target_root
+           t.requested_kind, t.target_root, t.renewals, t.renewed_at
     FROM taken t;
 END
 $$;
@@ -1102,6 +1143,7 @@ BEGIN
     PERFORM docket.job_require_revision('renew', v, p_token, p_revision);
     UPDATE docket.jobs
     SET lease_expires_at = greatest(lease_expires_at, p_now + coalesce(p_lease, lease)),
+        renewals = renewals + 1, renewed_at = p_now,
         updated_at = greatest(updated_at, p_now)
     WHERE id = v.id
     RETURNING * INTO v;
@@ -1764,7 +1806,9 @@ BEGIN
         RETURN QUERY SELECT false, n, 0, format('events end %s after %s attempts, the job is %s after %s',
                                                  prev_state, prev_attempt, j.state, j.attempts);
     ELSIF last.outcome <> docket.job_outcome(j.state, j.result, j.diagnostic, j.claimed_by,
-                                             j.claim_token, j.lease_generation, j.attempts)
+                                             j.claim_token, j.lease_generation, j.attempts,
+                                             -- a held lease's renewals come after its claim's event
+                                             CASE WHEN j.state = 'claimed' THEN 0 ELSE j.renewals END, j.renewed_at)
           -- A job held when its token was replaced by a digest (00034): its
           -- last event recorded the holding under the token.
           AND NOT EXISTS (SELECT 1 FROM docket.job_token_rekeys r
@@ -1773,6 +1817,16 @@ BEGIN
                                                                      j.claim_token, j.lease_generation, j.attempts)) THEN
         RETURN QUERY SELECT false, n, last.seq::integer, format('the job no longer holds what event %s recorded: its result, diagnostic, holder or token was rewritten',
                                                         last.seq);
+    ELSIF j.state = 'claimed' AND (CASE
+              WHEN j.renewals = 0 THEN j.lease_expires_at IS DISTINCT FROM last.lease_until
+              -- renewed: later than the claim made it, by a renewal at or
+              -- after the claim, for at most the longest lease
+              ELSE j.lease_expires_at < last.lease_until OR j.renewed_at < j.claimed_at
+                   OR j.lease_expires_at > j.renewed_at + interval '24 hours'
+          END) THEN
+        RETURN QUERY SELECT false, n, last.seq::integer,
+            format('the job''s lease expires at %s, which neither its claim (event %s, until %s) nor its %s renewals made',
+                   j.lease_expires_at, last.seq, last.lease_until, j.renewals);
     ELSIF claim_revision IS DISTINCT FROM j.claimed_revision THEN
         RETURN QUERY SELECT false, n, 0, format('the job''s claimed revision %s is not %s, which its last claim recorded',
                                                  coalesce(j.claimed_revision, 'NULL'), coalesce(claim_revision, 'NULL'));

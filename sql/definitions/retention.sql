@@ -206,7 +206,8 @@ LANGUAGE sql STABLE AS $$
     SELECT j.id,
            coalesce(c.linked AND c.to_state = j.state AND c.attempt = j.attempts
                     AND c.outcome = docket.job_outcome(j.state, j.result, j.diagnostic, j.claimed_by, j.claim_token,
-                                                       j.lease_generation, j.attempts)
+                                                       j.lease_generation, j.attempts,
+                                                       CASE WHEN j.state = 'claimed' THEN 0 ELSE j.renewals END, j.renewed_at)
                     AND c.claim_revision IS NOT DISTINCT FROM j.claimed_revision::text
                     AND coalesce(c.pin_detail, 'unpinned: any revision may run it')
                         = CASE WHEN j.revisions IS NULL THEN 'unpinned: any revision may run it'

@@ -14,7 +14,7 @@ import (
 )
 
 const jobCancel = `-- name: JobCancel :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.job_cancel($1::bigint, $2::text, $3::text, $4::timestamptz)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.job_cancel($1::bigint, $2::text, $3::text, $4::timestamptz)
 `
 
 func (q *Queries) JobCancel(ctx context.Context, db DBTX, iD int64, reason *string, actor string, now time.Time) (*DocketJob, error) {
@@ -66,12 +66,14 @@ func (q *Queries) JobCancel(ctx context.Context, db DBTX, iD int64, reason *stri
 		&i.Revisions,
 		&i.RequestedKind,
 		&i.TargetRoot,
+		&i.Renewals,
+		&i.RenewedAt,
 	)
 	return &i, err
 }
 
 const jobClaim = `-- name: JobClaim :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.job_claim($1::text, $2::text, $3::integer, $4::interval,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.job_claim($1::text, $2::text, $3::integer, $4::interval,
     $5::text[], $6::integer[], $7::text, $8::timestamptz,
     $9::text[])
 ORDER BY priority, available_at, id
@@ -150,6 +152,8 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 			&i.Revisions,
 			&i.RequestedKind,
 			&i.TargetRoot,
+			&i.Renewals,
+			&i.RenewedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -162,7 +166,7 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 }
 
 const jobClaimID = `-- name: JobClaimID :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.job_claim_id($1::bigint, $2::interval,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.job_claim_id($1::bigint, $2::interval,
     $3::text[], $4::integer[], $5::text, $6::timestamptz,
     $7::text[])
 `
@@ -235,6 +239,8 @@ func (q *Queries) JobClaimID(ctx context.Context, db DBTX, arg JobClaimIDParams)
 			&i.Revisions,
 			&i.RequestedKind,
 			&i.TargetRoot,
+			&i.Renewals,
+			&i.RenewedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -275,7 +281,7 @@ func (q *Queries) JobClaimProjects(ctx context.Context, db DBTX, actor string) (
 }
 
 const jobClaimQueue = `-- name: JobClaimQueue :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.job_claim_queue($1::text, $2::integer,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.job_claim_queue($1::text, $2::integer,
     $3::text[], $4::integer[], $5::interval[],
     $6::text, $7::timestamptz, $8::text[])
 `
@@ -350,6 +356,8 @@ func (q *Queries) JobClaimQueue(ctx context.Context, db DBTX, arg JobClaimQueueP
 			&i.Revisions,
 			&i.RequestedKind,
 			&i.TargetRoot,
+			&i.Renewals,
+			&i.RenewedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -362,7 +370,7 @@ func (q *Queries) JobClaimQueue(ctx context.Context, db DBTX, arg JobClaimQueueP
 }
 
 const jobComplete = `-- name: JobComplete :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.job_complete($1::bigint, $2::uuid, $3::jsonb, $4::text, $5::timestamptz,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.job_complete($1::bigint, $2::uuid, $3::jsonb, $4::text, $5::timestamptz,
     $6::text)
 `
 
@@ -426,6 +434,8 @@ func (q *Queries) JobComplete(ctx context.Context, db DBTX, arg JobCompleteParam
 		&i.Revisions,
 		&i.RequestedKind,
 		&i.TargetRoot,
+		&i.Renewals,
+		&i.RenewedAt,
 	)
 	return &i, err
 }
@@ -609,7 +619,7 @@ func (q *Queries) JobEnqueueMany(ctx context.Context, db DBTX, arg JobEnqueueMan
 }
 
 const jobEnqueueOne = `-- name: JobEnqueueOne :many
-SELECT duplicate, id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.job_enqueue_one(
+SELECT duplicate, id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.job_enqueue_one(
     $1::text, $2::text, $3::timestamptz,
     $4::text, $5::text, $6::smallint, $7::jsonb, $8::integer,
     $9::text, $10::timestamptz, $11::integer, $12::boolean,
@@ -723,6 +733,8 @@ func (q *Queries) JobEnqueueOne(ctx context.Context, db DBTX, arg JobEnqueueOneP
 			&i.Revisions,
 			&i.RequestedKind,
 			&i.TargetRoot,
+			&i.Renewals,
+			&i.RenewedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -777,7 +789,7 @@ func (q *Queries) JobEvents(ctx context.Context, db DBTX, iD int64, actor string
 }
 
 const jobExpireLeases = `-- name: JobExpireLeases :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.job_expire_leases($1::integer, $2::text, $3::timestamptz)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.job_expire_leases($1::integer, $2::text, $3::timestamptz)
 `
 
 func (q *Queries) JobExpireLeases(ctx context.Context, db DBTX, maxJobs int32, actor string, now time.Time) ([]*DocketJob, error) {
@@ -830,6 +842,8 @@ func (q *Queries) JobExpireLeases(ctx context.Context, db DBTX, maxJobs int32, a
 			&i.Revisions,
 			&i.RequestedKind,
 			&i.TargetRoot,
+			&i.Renewals,
+			&i.RenewedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -842,7 +856,7 @@ func (q *Queries) JobExpireLeases(ctx context.Context, db DBTX, maxJobs int32, a
 }
 
 const jobFail = `-- name: JobFail :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.job_fail($1::bigint, $2::uuid, $3::text, $4::text,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.job_fail($1::bigint, $2::uuid, $3::text, $4::text,
     $5::interval, $6::text, $7::timestamptz, $8::text)
 `
 
@@ -910,12 +924,14 @@ func (q *Queries) JobFail(ctx context.Context, db DBTX, arg JobFailParams) (*Doc
 		&i.Revisions,
 		&i.RequestedKind,
 		&i.TargetRoot,
+		&i.Renewals,
+		&i.RenewedAt,
 	)
 	return &i, err
 }
 
 const jobGet = `-- name: JobGet :one
-SELECT j.id, j.project, j.kind, j.queue, j.priority, j.state, j.payload, j.payload_schema, j.params, j.inputs, j.requested_output, j.lane_id, j.case_id, j.idempotency_key, j.compensation_kind, j.external, j.repeatable, j.available_at, j.attempts, j.max_attempts, j.lease, j.backoff_base, j.backoff_cap, j.backoff_jitter, j.lease_generation, j.claim_token, j.claimed_by, j.claimed_at, j.lease_expires_at, j.result, j.diagnostic, j.created_by, j.created_at, j.updated_at, j.finished_at, j.outcome_token, j.claimed_revision, j.revisions, j.requested_kind, j.target_root FROM docket.jobs j WHERE j.id = $1 AND docket.job_visible($2::text, j.project)
+SELECT j.id, j.project, j.kind, j.queue, j.priority, j.state, j.payload, j.payload_schema, j.params, j.inputs, j.requested_output, j.lane_id, j.case_id, j.idempotency_key, j.compensation_kind, j.external, j.repeatable, j.available_at, j.attempts, j.max_attempts, j.lease, j.backoff_base, j.backoff_cap, j.backoff_jitter, j.lease_generation, j.claim_token, j.claimed_by, j.claimed_at, j.lease_expires_at, j.result, j.diagnostic, j.created_by, j.created_at, j.updated_at, j.finished_at, j.outcome_token, j.claimed_revision, j.revisions, j.requested_kind, j.target_root, j.renewals, j.renewed_at FROM docket.jobs j WHERE j.id = $1 AND docket.job_visible($2::text, j.project)
 `
 
 // No row when the actor may not read the job.
@@ -963,12 +979,14 @@ func (q *Queries) JobGet(ctx context.Context, db DBTX, iD int64, actor string) (
 		&i.Revisions,
 		&i.RequestedKind,
 		&i.TargetRoot,
+		&i.Renewals,
+		&i.RenewedAt,
 	)
 	return &i, err
 }
 
 const jobGetMany = `-- name: JobGetMany :many
-SELECT j.id, j.project, j.kind, j.queue, j.priority, j.state, j.payload, j.payload_schema, j.params, j.inputs, j.requested_output, j.lane_id, j.case_id, j.idempotency_key, j.compensation_kind, j.external, j.repeatable, j.available_at, j.attempts, j.max_attempts, j.lease, j.backoff_base, j.backoff_cap, j.backoff_jitter, j.lease_generation, j.claim_token, j.claimed_by, j.claimed_at, j.lease_expires_at, j.result, j.diagnostic, j.created_by, j.created_at, j.updated_at, j.finished_at, j.outcome_token, j.claimed_revision, j.revisions, j.requested_kind, j.target_root FROM docket.jobs j
+SELECT j.id, j.project, j.kind, j.queue, j.priority, j.state, j.payload, j.payload_schema, j.params, j.inputs, j.requested_output, j.lane_id, j.case_id, j.idempotency_key, j.compensation_kind, j.external, j.repeatable, j.available_at, j.attempts, j.max_attempts, j.lease, j.backoff_base, j.backoff_cap, j.backoff_jitter, j.lease_generation, j.claim_token, j.claimed_by, j.claimed_at, j.lease_expires_at, j.result, j.diagnostic, j.created_by, j.created_at, j.updated_at, j.finished_at, j.outcome_token, j.claimed_revision, j.revisions, j.requested_kind, j.target_root, j.renewals, j.renewed_at FROM docket.jobs j
 WHERE j.id = ANY ($1::bigint[]) AND docket.job_visible($2::text, j.project)
 ORDER BY j.id
 `
@@ -1024,6 +1042,8 @@ func (q *Queries) JobGetMany(ctx context.Context, db DBTX, ids []int64, actor st
 			&i.Revisions,
 			&i.RequestedKind,
 			&i.TargetRoot,
+			&i.Renewals,
+			&i.RenewedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -1036,7 +1056,7 @@ func (q *Queries) JobGetMany(ctx context.Context, db DBTX, ids []int64, actor st
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.jobs
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.jobs
 WHERE project = $1::text
   AND docket.job_visible($2::text, $1::text)
   AND ($3::text = '' OR state = $3::text)
@@ -1119,6 +1139,8 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*D
 			&i.Revisions,
 			&i.RequestedKind,
 			&i.TargetRoot,
+			&i.Renewals,
+			&i.RenewedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -1131,7 +1153,7 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*D
 }
 
 const jobPin = `-- name: JobPin :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.job_pin($1::bigint[], $2::text[], $3::text, $4::timestamptz)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.job_pin($1::bigint[], $2::text[], $3::text, $4::timestamptz)
 `
 
 // By id.
@@ -1190,6 +1212,8 @@ func (q *Queries) JobPin(ctx context.Context, db DBTX, ids []int64, revisions []
 			&i.Revisions,
 			&i.RequestedKind,
 			&i.TargetRoot,
+			&i.Renewals,
+			&i.RenewedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -1297,7 +1321,7 @@ func (q *Queries) JobQueueDue(ctx context.Context, db DBTX, queue string, now ti
 }
 
 const jobReconcile = `-- name: JobReconcile :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.job_reconcile($1::bigint, $2::text, $3::jsonb, $4::text,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.job_reconcile($1::bigint, $2::text, $3::jsonb, $4::text,
     $5::text, $6::timestamptz)
 `
 
@@ -1361,12 +1385,14 @@ func (q *Queries) JobReconcile(ctx context.Context, db DBTX, arg JobReconcilePar
 		&i.Revisions,
 		&i.RequestedKind,
 		&i.TargetRoot,
+		&i.Renewals,
+		&i.RenewedAt,
 	)
 	return &i, err
 }
 
 const jobRelease = `-- name: JobRelease :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.job_release($1::bigint, $2::uuid, $3::timestamptz,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.job_release($1::bigint, $2::uuid, $3::timestamptz,
     $4::text, $5::text, $6::timestamptz, $7::text)
 `
 
@@ -1432,12 +1458,14 @@ func (q *Queries) JobRelease(ctx context.Context, db DBTX, arg JobReleaseParams)
 		&i.Revisions,
 		&i.RequestedKind,
 		&i.TargetRoot,
+		&i.Renewals,
+		&i.RenewedAt,
 	)
 	return &i, err
 }
 
 const jobRenew = `-- name: JobRenew :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root FROM docket.job_renew($1::bigint, $2::uuid, $3::interval, $4::text, $5::timestamptz,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.job_renew($1::bigint, $2::uuid, $3::interval, $4::text, $5::timestamptz,
     $6::text)
 `
 
@@ -1501,6 +1529,8 @@ func (q *Queries) JobRenew(ctx context.Context, db DBTX, arg JobRenewParams) (*D
 		&i.Revisions,
 		&i.RequestedKind,
 		&i.TargetRoot,
+		&i.Renewals,
+		&i.RenewedAt,
 	)
 	return &i, err
 }

@@ -57,6 +57,10 @@ type DocketJob struct {
 	Revisions     []string
 	RequestedKind *string
 	TargetRoot    *string
+	// How many times the lease of the current (or last) attempt was renewed: 0 at each claim.
+	Renewals int32
+	// The instant of the last renewal of the current (or last) attempt's lease: set exactly when renewals > 0.
+	RenewedAt *time.Time
 }
 
 type DocketJobEnqueued struct {
@@ -101,6 +105,8 @@ type DocketJobEnqueued struct {
 	Revisions        []string
 	RequestedKind    *string
 	TargetRoot       *string
+	Renewals         int32
+	RenewedAt        *time.Time
 }
 
 // Append-only, hash-chained history of every job transition. docket.job_verify(id) checks a job's chain.

@@ -57,6 +57,10 @@ type DocketJob struct {
 	Revisions     []string
 	RequestedKind *string
 	TargetRoot    *string
+	// How many times the lease of the current (or last) attempt was renewed: 0 at each claim.
+	Renewals int32
+	// The instant of the last renewal of the current (or last) attempt's lease: set exactly when renewals > 0.
+	RenewedAt *time.Time
 }
 
 // Recurring jobs: a cron expression in a zone, the job each occurrence enqueues, catch-up policy, bounds and cursor.

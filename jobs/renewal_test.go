@@ -1,0 +1,123 @@
+package jobs_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-dev/docket/jobs"
+)
+
+// TestRenewalsAreRecorded: each renewal counts on the job row with its
+// instant, a claim starts the count again, and the event that ends the
+// attempt says how many there were and when the last was; the history
+// verifies.
+func TestRenewalsAreRecorded(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	enq, err := e.client.Enqueue(ctx, spec(`{"invoice": 7}`))
+	require.NoError(t, err)
+	j, ok, err := e.client.ClaimID(ctx, enq.Job.ID, jobs.ClaimOptions{})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Zero(t, j.Renewals)
+	require.True(t, j.RenewedAt.IsZero())
+
+	var last time.Time
+	for i := 1; i <= 3; i++ {
+		e.Clock.Advance(time.Minute)
+		last = e.Clock.Now()
+		j, err = e.client.Renew(ctx, j.Lease(), 10*time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, i, j.Renewals)
+		require.Equal(t, last, j.RenewedAt)
+		require.Equal(t, last.Add(10*time.Minute), j.LeaseExpiresAt)
+	}
+	v, err := e.client.Verify(ctx, j.ID)
+	require.NoError(t, err)
+	require.True(t, v.OK, "a renewed lease verifies: %s", v.Problem)
+
+	got, err := e.client.Fail(ctx, j.Lease(), jobs.Failure{Diagnostic: "upstream timed out"})
+	require.NoError(t, err)
+	require.Equal(t, jobs.Queued, got.State)
+	require.Equal(t, 3, got.Renewals, "the ended attempt's renewals stay on the row")
+	history, err := e.client.History(ctx, j.ID)
+	require.NoError(t, err)
+	end := history[len(history)-1]
+	require.Equal(t, fmt.Sprintf("upstream timed out; the lease was renewed 3 times, last at %s",
+		last.UTC().Format("2006-01-02T15:04:05.000000Z")), end.Detail)
+
+	// The next claim counts afresh; a takeover says what the lease before it had.
+	e.Clock.Set(got.AvailableAt)
+	again, ok, err := e.client.ClaimID(ctx, j.ID, jobs.ClaimOptions{})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Zero(t, again.Renewals)
+	require.True(t, again.RenewedAt.IsZero())
+	_, err = e.client.Complete(ctx, again.Lease(), nil, nil)
+	require.NoError(t, err)
+	history, err = e.client.History(ctx, j.ID)
+	require.NoError(t, err)
+	require.Empty(t, history[len(history)-1].Detail, "an attempt without renewals says nothing of them")
+	v, err = e.client.Verify(ctx, j.ID)
+	require.NoError(t, err)
+	require.True(t, v.OK, v.Problem)
+}
+
+// TestALeaseEditedByHandIsCaught: the owner's raw UPDATE of a held lease's
+// expiry, or of the renewals, is refused and changes nothing; made with the
+// job's triggers disabled, verification finds it.
+func TestALeaseEditedByHandIsCaught(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	enq, err := e.client.Enqueue(ctx, spec(`{"invoice": 8}`))
+	require.NoError(t, err)
+	j, ok, err := e.client.ClaimID(ctx, enq.Job.ID, jobs.ClaimOptions{})
+	require.NoError(t, err)
+	require.True(t, ok)
+	now := e.Clock.Now()
+	before := snapshot(t, e.Pool)
+
+	for _, edit := range []string{
+		`UPDATE docket.jobs SET lease_expires_at = lease_expires_at + interval '1 hour' WHERE id = $1`,
+		`UPDATE docket.jobs SET renewals = 5, renewed_at = $2 WHERE id = $1`,
+		`UPDATE docket.jobs SET renewals = 1, renewed_at = $2, lease_expires_at = lease_expires_at + interval '1 hour' WHERE id = $1 AND $2::timestamptz IS NOT NULL`,
+	} {
+		tx, err := e.Pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, `SELECT docket.set_context('user:ana', $1)`, now.Add(time.Minute))
+		require.NoError(t, err)
+		args := []any{j.ID}
+		if strings.Contains(edit, "$2") {
+			args = append(args, now)
+		}
+		_, err = tx.Exec(ctx, edit, args...)
+		require.Error(t, err, edit)
+		require.Contains(t, err.Error(), "DK001", edit)
+		require.NoError(t, tx.Rollback(ctx))
+	}
+	require.Equal(t, before, snapshot(t, e.Pool), "refused edits change nothing")
+
+	// With the triggers off (the owner may), the edit goes in, and
+	// verification catches it.
+	tx, err := e.Pool.Begin(ctx)
+	require.NoError(t, err)
+	for _, sql := range []string{
+		`ALTER TABLE docket.jobs DISABLE TRIGGER USER`,
+		fmt.Sprintf(`UPDATE docket.jobs SET lease_expires_at = lease_expires_at + interval '1 hour' WHERE id = %d`, j.ID),
+		`ALTER TABLE docket.jobs ENABLE TRIGGER USER`,
+	} {
+		_, err := tx.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+	require.NoError(t, tx.Commit(ctx))
+	v, err := e.client.Verify(ctx, j.ID)
+	require.NoError(t, err)
+	require.False(t, v.OK)
+	require.Contains(t, v.Problem, "neither its claim")
+}
