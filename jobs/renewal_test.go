@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"fmt"
+	"io/fs"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/jobs"
+	"github.com/docket-dev/docket/sql/schema"
 )
 
 // TestRenewalsAreRecorded: each renewal counts on the job row with its
@@ -120,4 +122,65 @@ func TestALeaseEditedByHandIsCaught(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, v.OK)
 	require.Contains(t, v.Problem, "neither its claim")
+}
+
+// TestAnUpgradeCountsARenewalMadeBeforeRenewalsWere: a job held across
+// migration 39 whose lease was renewed before it holds an expiry its claim's
+// event did not record and no count; the migration's data step gives it
+// one renewal, and its history verifies again.
+func TestAnUpgradeCountsARenewalMadeBeforeRenewalsWere(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	enq, err := e.client.Enqueue(ctx, spec(`{"invoice": 9}`))
+	require.NoError(t, err)
+	j, ok, err := e.client.ClaimID(ctx, enq.Job.ID, jobs.ClaimOptions{})
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	// What a renewal before migration 39 left: a later expiry and update,
+	// nothing counted.
+	renewed := e.Clock.Now().Add(time.Minute)
+	tx, err := e.Pool.Begin(ctx)
+	require.NoError(t, err)
+	for _, sql := range []string{
+		`ALTER TABLE docket.jobs DISABLE TRIGGER USER`,
+		fmt.Sprintf(`UPDATE docket.jobs SET lease_expires_at = '%s'::timestamptz + lease, updated_at = '%[1]s' WHERE id = %d`,
+			renewed.Format(time.RFC3339Nano), j.ID),
+		`ALTER TABLE docket.jobs ENABLE TRIGGER USER`,
+	} {
+		_, err := tx.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+	require.NoError(t, tx.Commit(ctx))
+	v, err := e.client.Verify(ctx, j.ID)
+	require.NoError(t, err)
+	require.False(t, v.OK, "uncounted, the renewal looks like an edit")
+
+	text, err := fs.ReadFile(schema.FS, "00039_job_renewals.sql")
+	require.NoError(t, err)
+	up := string(text)
+	start := strings.Index(up, "UPDATE docket.jobs j")
+	require.GreaterOrEqual(t, start, 0, "the migration's data step")
+	step := up[start : start+strings.Index(up[start:], ";")]
+	tx, err = e.Pool.Begin(ctx)
+	require.NoError(t, err)
+	for _, sql := range []string{`ALTER TABLE docket.jobs DISABLE TRIGGER USER`, step, `ALTER TABLE docket.jobs ENABLE TRIGGER USER`} {
+		_, err := tx.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+	require.NoError(t, tx.Commit(ctx))
+
+	got, err := e.client.Get(ctx, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, 1, got.Renewals)
+	require.Equal(t, renewed, got.RenewedAt)
+	v, err = e.client.Verify(ctx, j.ID)
+	require.NoError(t, err)
+	require.True(t, v.OK, v.Problem)
+	_, err = e.client.Complete(ctx, j.Lease(), nil, nil)
+	require.NoError(t, err, "its holder completes it")
+	v, err = e.client.Verify(ctx, j.ID)
+	require.NoError(t, err)
+	require.True(t, v.OK, v.Problem)
 }

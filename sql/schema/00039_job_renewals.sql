@@ -20,6 +20,17 @@ COMMENT ON COLUMN docket.jobs.renewed_at IS
 ALTER TABLE docket.jobs
     ADD CONSTRAINT jobs_renewals_counted CHECK (renewals >= 0 AND (renewals = 0) = (renewed_at IS NULL));
 
+-- A job held across the upgrade whose lease was renewed before it has an
+-- expiry other than its claim's event recorded, and no count of it: it is
+-- given one renewal, at its last update (a renewal's instant, or later), so
+-- its history still verifies. How many renewals there were is not known.
+UPDATE docket.jobs j
+SET renewals = 1, renewed_at = j.updated_at
+FROM (SELECT DISTINCT ON (e.job_id) e.job_id, e.lease_until
+      FROM docket.job_events e JOIN docket.jobs h ON h.id = e.job_id AND h.state = 'claimed'
+      ORDER BY e.job_id, e.seq DESC) last
+WHERE j.id = last.job_id AND j.state = 'claimed' AND j.lease_expires_at IS DISTINCT FROM last.lease_until;
+
 -- +goose Down
 SET LOCAL docket.migrating = 'on';
 ALTER TABLE docket.jobs DROP CONSTRAINT jobs_renewals_counted;
