@@ -21,11 +21,7 @@ func TestRenewalsAreRecorded(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	enq, err := e.client.Enqueue(ctx, spec(`{"invoice": 7}`))
-	require.NoError(t, err)
-	j, ok, err := e.client.ClaimID(ctx, enq.Job.ID, jobs.ClaimOptions{})
-	require.NoError(t, err)
-	require.True(t, ok)
+	j := claimed(t, e, spec(`{"invoice": 7}`))
 	require.Zero(t, j.Renewals)
 	require.True(t, j.RenewedAt.IsZero())
 
@@ -33,6 +29,7 @@ func TestRenewalsAreRecorded(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		e.Clock.Advance(time.Minute)
 		last = e.Clock.Now()
+		var err error
 		j, err = e.client.Renew(ctx, j.Lease(), 10*time.Minute)
 		require.NoError(t, err)
 		require.Equal(t, i, j.Renewals)
@@ -77,11 +74,7 @@ func TestALeaseEditedByHandIsCaught(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	enq, err := e.client.Enqueue(ctx, spec(`{"invoice": 8}`))
-	require.NoError(t, err)
-	j, ok, err := e.client.ClaimID(ctx, enq.Job.ID, jobs.ClaimOptions{})
-	require.NoError(t, err)
-	require.True(t, ok)
+	j := claimed(t, e, spec(`{"invoice": 8}`))
 	now := e.Clock.Now()
 	before := snapshot(t, e.Pool)
 
@@ -132,11 +125,7 @@ func TestAnUpgradeCountsARenewalMadeBeforeRenewalsWere(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	enq, err := e.client.Enqueue(ctx, spec(`{"invoice": 9}`))
-	require.NoError(t, err)
-	j, ok, err := e.client.ClaimID(ctx, enq.Job.ID, jobs.ClaimOptions{})
-	require.NoError(t, err)
-	require.True(t, ok)
+	j := claimed(t, e, spec(`{"invoice": 9}`))
 
 	// What a renewal before migration 39 left: a later expiry and update,
 	// nothing counted.

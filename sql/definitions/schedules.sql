@@ -453,6 +453,32 @@ BEGIN
 END
 $$;
 
+-- schedule_lock_for_sweep returns schedule p_id locked for a sweep by
+-- p_actor: refused as unknown (P0002) when it does not exist or p_actor
+-- lacks schedule.sweep or job.create on its project, and with 40001 when it
+-- is no longer active at p_expected_cursor, the cursor the sweep read (the
+-- sweep reads it again). schedule_advance and schedule_break start with it.
+CREATE OR REPLACE FUNCTION docket.schedule_lock_for_sweep(p_id bigint, p_expected_cursor timestamptz, p_actor text)
+RETURNS docket.schedules
+LANGUAGE plpgsql AS $$
+DECLARE
+    s docket.schedules;
+BEGIN
+    SELECT * INTO s FROM docket.schedules WHERE id = p_id;
+    IF NOT FOUND OR NOT (docket.grant_check(p_actor, s.project, 'schedule.sweep') AND docket.grant_check(p_actor, s.project, 'job.create')) THEN
+        RAISE EXCEPTION 'schedule % does not exist (or % may not sweep it: it needs schedule.sweep and job.create on its project)',
+            coalesce(p_id::text, 'NULL'), p_actor
+            USING ERRCODE = 'P0002';
+    END IF;
+    SELECT * INTO s FROM docket.schedules WHERE id = p_id FOR NO KEY UPDATE;
+    IF NOT FOUND OR s.status <> 'active' OR s.cursor_at IS DISTINCT FROM p_expected_cursor THEN
+        RAISE EXCEPTION 'schedule %: not active at cursor % any more; sweep again', coalesce(p_id::text, 'NULL'), p_expected_cursor
+            USING ERRCODE = '40001';
+    END IF;
+    RETURN s;
+END
+$$;
+
 -- schedule_advance records one sweep of schedule p_id, which the caller
 -- holds locked (schedule_due) with its cursor at p_expected_cursor: it
 -- enqueues a job for each occurrence (p_locals[i], p_folds[i], due at
@@ -487,17 +513,7 @@ BEGIN
         RAISE EXCEPTION 'invalid occurrences: locals, folds and dues must be parallel arrays of at most 1000'
             USING ERRCODE = 'DK010';
     END IF;
-    SELECT * INTO s FROM docket.schedules WHERE id = p_id;
-    IF NOT FOUND OR NOT (docket.grant_check(p_actor, s.project, 'schedule.sweep') AND docket.grant_check(p_actor, s.project, 'job.create')) THEN
-        RAISE EXCEPTION 'schedule % does not exist (or % may not sweep it: it needs schedule.sweep and job.create on its project)',
-            coalesce(p_id::text, 'NULL'), p_actor
-            USING ERRCODE = 'P0002';
-    END IF;
-    SELECT * INTO s FROM docket.schedules WHERE id = p_id FOR NO KEY UPDATE;
-    IF NOT FOUND OR s.status <> 'active' OR s.cursor_at IS DISTINCT FROM p_expected_cursor THEN
-        RAISE EXCEPTION 'schedule %: not active at cursor % any more; sweep again', coalesce(p_id::text, 'NULL'), p_expected_cursor
-            USING ERRCODE = '40001';
-    END IF;
+    s := docket.schedule_lock_for_sweep(p_id, p_expected_cursor, p_actor);
     FOR i IN 1 .. coalesce(cardinality(p_locals), 0) LOOP
         SELECT e.id INTO v_job
         FROM docket.job_enqueue_one(
@@ -548,17 +564,7 @@ DECLARE
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
     PERFORM docket.require_valid(btrim(p_reason) <> '', 'broken reason', p_reason, 'why the schedule cannot be planned');
-    SELECT * INTO s FROM docket.schedules WHERE id = p_id;
-    IF NOT FOUND OR NOT (docket.grant_check(p_actor, s.project, 'schedule.sweep') AND docket.grant_check(p_actor, s.project, 'job.create')) THEN
-        RAISE EXCEPTION 'schedule % does not exist (or % may not sweep it: it needs schedule.sweep and job.create on its project)',
-            coalesce(p_id::text, 'NULL'), p_actor
-            USING ERRCODE = 'P0002';
-    END IF;
-    SELECT * INTO s FROM docket.schedules WHERE id = p_id FOR NO KEY UPDATE;
-    IF s.status <> 'active' OR s.cursor_at IS DISTINCT FROM p_expected_cursor THEN
-        RAISE EXCEPTION 'schedule %: not active at cursor % any more; sweep again', p_id, p_expected_cursor
-            USING ERRCODE = '40001';
-    END IF;
+    s := docket.schedule_lock_for_sweep(p_id, p_expected_cursor, p_actor);
     UPDATE docket.schedules
     SET status = 'broken', broken_reason = docket.bounded_text(p_reason, 500), broken_at = p_now,
         updated_at = greatest(updated_at, p_now)
