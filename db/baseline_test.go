@@ -111,17 +111,7 @@ func TestUpgradeFromReplacedMigrations(t *testing.T) {
 	docketV, _ := appliedVersions(t, pool)
 	require.Equal(t, docketVersions(t), docketV, "21 and after, as a fresh database records them")
 	require.Equal(t, histories, jobHistories(t, pool), "the rows written before")
-	rows, err := pool.Query(ctx, `SELECT j.id, v.ok, v.problem FROM docket.jobs j, docket.job_history_verify(j.id) v ORDER BY j.id`)
-	require.NoError(t, err)
-	verdicts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
-		var id int64
-		var ok bool
-		var problem *string
-		err := r.Scan(&id, &ok, &problem)
-		return fmt.Sprintf("%d %t %v", id, ok, problem), err
-	})
-	require.NoError(t, err)
-	require.Equal(t, []string{"1 true <nil>", "2 true <nil>", "3 true <nil>"}, verdicts)
+	require.Equal(t, []string{"1 true <nil>", "2 true <nil>", "3 true <nil>"}, historyVerdicts(t, pool))
 
 	// And it works as a fresh one does: the next claim, settled.
 	var claimed int64
@@ -146,6 +136,23 @@ func definitionObjects(t *testing.T, q db.DBTX) []string {
 }
 
 // jobHistories lists every job's state and its events' hashes.
+// historyVerdicts returns, for every job, "id ok problem" of its
+// docket.job_history_verify, by id.
+func historyVerdicts(t *testing.T, q db.DBTX) []string {
+	t.Helper()
+	rows, err := q.Query(context.Background(), `SELECT j.id, v.ok, v.problem FROM docket.jobs j, docket.job_history_verify(j.id) v ORDER BY j.id`)
+	require.NoError(t, err)
+	verdicts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var id int64
+		var ok bool
+		var problem *string
+		err := r.Scan(&id, &ok, &problem)
+		return fmt.Sprintf("%d %t %v", id, ok, problem), err
+	})
+	require.NoError(t, err)
+	return verdicts
+}
+
 func jobHistories(t *testing.T, q db.DBTX) []string {
 	t.Helper()
 	rows, err := q.Query(context.Background(), `

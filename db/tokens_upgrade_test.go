@@ -136,17 +136,7 @@ func TestUpgradeStoresClaimTokensAsDigests(t *testing.T) {
 	require.Zero(t, tokens, "no token is stored")
 	verifyAll := func() {
 		t.Helper()
-		rows, err := pool.Query(ctx, `SELECT j.id, v.ok, v.problem FROM docket.jobs j, docket.job_history_verify(j.id) v ORDER BY j.id`)
-		require.NoError(t, err)
-		verdicts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
-			var id int64
-			var ok bool
-			var problem *string
-			err := r.Scan(&id, &ok, &problem)
-			return fmt.Sprintf("%d %t %v", id, ok, problem), err
-		})
-		require.NoError(t, err)
-		require.Equal(t, []string{"1 true <nil>", "2 true <nil>", "3 true <nil>"}, verdicts)
+		require.Equal(t, []string{"1 true <nil>", "2 true <nil>", "3 true <nil>"}, historyVerdicts(t, pool))
 	}
 	verifyAll()
 
