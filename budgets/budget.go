@@ -11,6 +11,7 @@ import (
 	"github.com/docket-dev/docket/db"
 	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/budgets"
 	"github.com/docket-dev/docket/internal/newclient"
+	"github.com/docket-dev/docket/jobs"
 )
 
 var queries = dbsqlc.New()
@@ -82,11 +83,9 @@ func (b Budget) Args() (steps *int32, effects, money *int64, currency *string, c
 	return
 }
 
-// Spent is what a step reports it spent.
-type Spent struct {
-	Effects int64 `json:"effects,omitempty"`
-	Money   int64 `json:"money,omitempty"`
-}
+// Spent is what a step reports it spent: the shape a job's attempt
+// reports ([jobs.Spend]).
+type Spent = jobs.Spend
 
 // Report is a step's result value with what it spent, as the member spent:
 // the result a handler returns for its run's tally to count it. value must

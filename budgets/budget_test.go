@@ -297,3 +297,46 @@ func TestBudgetRefusals(t *testing.T) {
 	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.runs`).Scan(&runs))
 	require.Zero(t, runs)
 }
+
+// TestAResumeReservesInItsOwnPeriod: with a quota of 1,000 a day, run A
+// (worst case 600) and run B (400) fill day 1, and A is exhausted having
+// spent 500. Resumed on day 2 to a worst case of 1,000, A reserves its 500
+// still to spend on day 2, and day 1 keeps the 500 it spent there: day 1
+// holds 900, not 1,400, and day 2 has room for a run of 500 but not one of
+// 501.
+func TestAResumeReservesInItsOwnPeriod(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	day1 := testkit.T0.Truncate(24 * time.Hour)
+	require.NoError(t, e.treasurer.SetQuota(ctx, budgets.Quota{Project: project, Amount: eur(1000), Period: 24 * time.Hour, Anchor: day1}))
+	a, err := e.plans.Start(ctx, plans.Start{Project: project, Plan: chain(10),
+		Budget: budgets.Budget{MaxMoney: eur(500), MaxCall: 100, MaxParallel: 1}})
+	require.NoError(t, err)
+	_, err = e.plans.Start(ctx, plans.Start{Project: project, Plan: chain(1),
+		Budget: budgets.Budget{MaxMoney: eur(300), MaxCall: 100, MaxParallel: 1}})
+	require.NoError(t, err, "400 more fills the day")
+	require.Equal(t, 5, drain(t, e, a.ID, budgets.Spent{Money: 100}))
+	got, err := e.plans.Get(ctx, a.ID)
+	require.NoError(t, err)
+	require.Equal(t, plans.Exhausted, got.Status)
+
+	e.Clock.Set(day1.Add(36 * time.Hour))
+	_, err = e.treasurer.Resume(ctx, a.ID, budgets.Budget{MaxMoney: eur(900)})
+	require.NoError(t, err)
+	held := func(start time.Time) int64 {
+		var n int64
+		require.NoError(t, e.Pool.QueryRow(ctx, `SELECT coalesce(sum(amount), 0) FROM docket.budget_reservations
+			WHERE period_start = $1`, start).Scan(&n))
+		return n
+	}
+	require.Equal(t, int64(900), held(day1), "day 1: A's 500 spent, B's 400")
+	require.Equal(t, int64(500), held(day1.Add(24*time.Hour)), "day 2: what A may still spend")
+
+	_, err = e.plans.Start(ctx, plans.Start{Project: project, Plan: chain(1),
+		Budget: budgets.Budget{MaxMoney: eur(402), MaxCall: 100, MaxParallel: 1}})
+	require.ErrorIs(t, err, db.ErrNotPermitted, "502 does not fit in day 2's 500 left")
+	_, err = e.plans.Start(ctx, plans.Start{Project: project, Plan: chain(1),
+		Budget: budgets.Budget{MaxMoney: eur(400), MaxCall: 100, MaxParallel: 1}})
+	require.NoError(t, err, "500 does")
+}

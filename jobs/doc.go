@@ -4,9 +4,10 @@
 //
 // A job lives in docket.jobs and moves along docket.job_transitions only:
 //
-//	queued    → claimed | cancelled | queued (pinned to handler revisions)
-//	claimed   → queued | claimed | succeeded | failed | dead | uncertain | cancelled
-//	uncertain → succeeded | failed | queued | cancelled
+//	queued    → claimed | cancelled | queued (pinned to handler revisions) | exhausted
+//	claimed   → queued | claimed | succeeded | failed | dead | uncertain | cancelled | exhausted
+//	uncertain → succeeded | failed | queued | cancelled | exhausted
+//	exhausted → queued | cancelled
 //
 // The database enforces the machine for every writer, a hand-written UPDATE
 // in psql included, and appends a hash-chained docket.job_events row for
@@ -25,6 +26,18 @@
 //
 // [Kind] gives a kind a typed payload and a payload schema version, so code
 // never marshals by hand and never decodes one version as another.
+//
+// # Budgets
+//
+// A job may carry a [Budget]: ceilings on the effects and the money (integer
+// minor units of one currency) its attempts spend, together. Each attempt
+// reports what it spent with its outcome ([Completion.Spent],
+// [Failure.Spent]). A success stands whatever it spent; a retryable failure
+// that leaves a ceiling reached makes the job [Exhausted], not failed and
+// not retried, until [Client.Resume] raises the ceiling. A job with a money
+// ceiling reserves what it may still spend in its project's quota at each
+// claim; a claim the quota cannot take leaves it exhausted. See
+// docs/budgets.md.
 //
 // # The lease protocol
 //

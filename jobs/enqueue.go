@@ -80,7 +80,7 @@ func (c *Client) enqueueOne(ctx context.Context, q db.DBTX, spec Spec, trace *te
 		Lease: p.Leases[0], BackoffBase: p.BackoffBase[0], BackoffCap: p.BackoffCap[0],
 		BackoffJitter: p.BackoffJitter[0], Params: p.Params[0], Inputs: inputs, Output: p.Outputs[0],
 		LaneID: p.LaneIds[0], CaseID: p.CaseIds[0], CompensationKind: p.CompensationKinds[0],
-		OutputKind: p.OutputKinds[0], Root: p.Roots[0],
+		OutputKind: p.OutputKinds[0], Root: p.Roots[0], Budget: spec.Budget.json(),
 	}
 	var rows []*dbsqlc.DocketJobEnqueued
 	if trace == nil {
@@ -204,6 +204,15 @@ func (c *Client) enqueueParams(now time.Time, specs []Spec) (dbsqlc.JobEnqueueMa
 		p.LaneIds[i] = s.LaneID
 		p.CaseIds[i] = s.CaseID
 		p.CompensationKinds[i] = s.CompensationKind
+		if !s.Budget.IsZero() {
+			if p.Budgets == nil {
+				p.Budgets = make([]json.RawMessage, n)
+				for k := range p.Budgets {
+					p.Budgets[k] = null
+				}
+			}
+			p.Budgets[i] = s.Budget.json()
+		}
 	}
 	return p, nil
 }

@@ -13,9 +13,10 @@ import (
 // State is where a job stands. The legal moves between states are the rows of
 // docket.job_transitions:
 //
-//	queued    → claimed | cancelled | queued (pinned to handler revisions: [Client.Pin])
-//	claimed   → queued | claimed (expired lease taken over) | succeeded | failed | dead | uncertain | cancelled
-//	uncertain → succeeded | failed | queued | cancelled
+//	queued    → claimed | cancelled | queued (pinned to handler revisions: [Client.Pin]) | exhausted (quota)
+//	claimed   → queued | claimed (expired lease taken over) | succeeded | failed | dead | uncertain | cancelled | exhausted
+//	uncertain → succeeded | failed | queued | cancelled | exhausted
+//	exhausted → queued ([Client.Resume]) | cancelled
 //
 // Succeeded, failed, dead and cancelled are terminal.
 type State string
@@ -29,10 +30,11 @@ const (
 	Dead      State = "dead"      // ran out of attempts
 	Uncertain State = "uncertain" // its worker may or may not have done the work
 	Cancelled State = "cancelled" // withdrawn before it finished
+	Exhausted State = "exhausted" // a ceiling of its [Budget] (or its quota) stopped it until it is resumed
 )
 
 // States lists every state, in the order of the machine.
-var States = []State{Queued, Claimed, Succeeded, Failed, Dead, Uncertain, Cancelled}
+var States = []State{Queued, Claimed, Succeeded, Failed, Dead, Uncertain, Cancelled, Exhausted}
 
 // Terminal reports whether s is a state a job never leaves.
 func (s State) Terminal() bool {
@@ -71,8 +73,12 @@ type Job struct {
 	// last attempt's, once it ended), and RenewedAt is the last one's
 	// instant (zero when none). A claim starts them again from none; the
 	// event that ends the attempt records both (see docs/jobs.md).
-	Renewals   int
-	RenewedAt  time.Time
+	Renewals  int
+	RenewedAt time.Time
+	// Budget is what the job's attempts may spend ([Spec.Budget]), and
+	// Spent what they reported so far.
+	Budget     Budget
+	Spent      Spend
 	Result     json.RawMessage
 	Diagnostic string
 	CreatedBy  access.Actor
@@ -199,6 +205,8 @@ func fromRow(r *dbsqlc.DocketJob) Job {
 	j.FinishedAt = utc(r.FinishedAt)
 	j.Renewals = int(r.Renewals)
 	j.RenewedAt = utc(r.RenewedAt)
+	j.Budget = budgetOf(r.MaxEffects, r.MaxMoney, r.Currency)
+	j.Spent = Spend{Effects: r.SpentEffects, Money: r.SpentMoney}
 	return j
 }
 
@@ -217,6 +225,8 @@ func fromEnqueuedRow(r *dbsqlc.DocketJobEnqueued) Enqueued {
 		CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt,
 		ClaimedRevision: r.ClaimedRevision, Revisions: r.Revisions,
 		RequestedKind: r.RequestedKind, TargetRoot: r.TargetRoot, Renewals: r.Renewals, RenewedAt: r.RenewedAt,
+		MaxEffects: r.MaxEffects, MaxMoney: r.MaxMoney, Currency: r.Currency, SpentEffects: r.SpentEffects,
+		SpentMoney: r.SpentMoney,
 	})}
 }
 

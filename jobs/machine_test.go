@@ -50,6 +50,9 @@ type mOpts struct {
 	repeatable  bool
 	// ownDB asks for a database of its own: the call sweeps every job in it.
 	ownDB bool
+	// budget is the job's; an uncertain job is built with an attempt that
+	// spent its effects ceiling.
+	budget jobs.Budget
 }
 
 // mBuild drives a new job into state from through the API alone, and returns
@@ -64,11 +67,25 @@ func mBuild(t testing.TB, e env, from jobs.State, o mOpts) (jobs.Job, jobs.Lease
 	s := spec(`{"invoice": 7}`)
 	s.Retry = jobs.RetryPolicy{MaxAttempts: o.maxAttempts}
 	s.Repeatable = o.repeatable
+	s.Budget = o.budget
+	if from == jobs.Exhausted && s.Budget.IsZero() {
+		s.Budget = jobs.Budget{Effects: 1}
+	}
 	enq, err := e.client.Enqueue(ctx, s)
 	require.NoError(t, err)
 	j := enq.Job
 	lease := jobs.Lease{JobID: j.ID, Token: uuid.New()}
-	if from == jobs.Queued {
+	switch from {
+	case jobs.Queued:
+		return j, lease
+	case jobs.Exhausted:
+		// Parked by an operator, with nothing spent: the API's own ways in
+		// (a failure over budget, a claim over quota, a reconcile) are calls
+		// of mAPICalls, and this job may leave by any legal move.
+		require.NoError(t, mOperatorExec(t, e.Pool, e.Clock.Now(), `UPDATE docket.jobs SET state = 'exhausted' WHERE id = $1`, j.ID))
+		j, err = e.client.Get(ctx, j.ID)
+		require.NoError(t, err)
+		require.Equal(t, from, j.State)
 		return j, lease
 	}
 	claim := func() {
@@ -95,7 +112,8 @@ func mBuild(t testing.TB, e env, from jobs.State, o mOpts) (jobs.Job, jobs.Lease
 		}
 	case jobs.Uncertain:
 		require.False(t, o.repeatable, "a repeatable job is never uncertain")
-		j, err = e.client.Fail(ctx, lease, jobs.Failure{Class: jobs.ClassUncertain, Diagnostic: "timed out"})
+		j, err = e.client.Fail(ctx, lease, jobs.Failure{Class: jobs.ClassUncertain, Diagnostic: "timed out",
+			Spent: jobs.Spend{Effects: o.budget.Effects}})
 	case jobs.Cancelled:
 		j, err = e.client.Cancel(ctx, j.ID, "no longer wanted")
 	default:
@@ -287,10 +305,11 @@ var (
 )
 
 // mByState lists a call's wants in the order of jobs.States: queued, claimed,
-// succeeded, failed, dead, uncertain, cancelled.
-func mByState(q, c, s, f, d, u, x mWant) map[jobs.State]mWant {
+// succeeded, failed, dead, uncertain, cancelled, exhausted.
+func mByState(q, c, s, f, d, u, x, h mWant) map[jobs.State]mWant {
 	return map[jobs.State]mWant{
 		jobs.Queued: q, jobs.Claimed: c, jobs.Succeeded: s, jobs.Failed: f, jobs.Dead: d, jobs.Uncertain: u, jobs.Cancelled: x,
+		jobs.Exhausted: h,
 	}
 }
 
@@ -348,57 +367,87 @@ func mAPICalls() []mAPICall {
 	sweep := mOpts{ownDB: true}
 	sweepRepeatable := mOpts{repeatable: true, ownDB: true}
 	sweepRepeatableLast := mOpts{repeatable: true, maxAttempts: 1, ownDB: true}
+	oneEffect := mOpts{budget: jobs.Budget{Effects: 1}}
+	money := mOpts{budget: jobs.Budget{Money: 100, Currency: "EUR"}, ownDB: true} // its quota is the database's
 	return []mAPICall{
 		{"Pin", jobs.Queued, mOpts{}, pin,
-			mByState(wMove, wIllegal, wIllegal, wIllegal, wIllegal, wIllegal, wIllegal)},
+			mByState(wMove, wIllegal, wIllegal, wIllegal, wIllegal, wIllegal, wIllegal, wIllegal)},
 		{"ClaimID", jobs.Claimed, mOpts{}, claimID,
-			mByState(wMove, wNoop, wNoop, wNoop, wNoop, wNoop, wNoop)},
+			mByState(wMove, wNoop, wNoop, wNoop, wNoop, wNoop, wNoop, wNoop)},
 		{"ClaimIDAfterExpiry", jobs.Claimed, repeatable,
 			func(t *testing.T, e env, j jobs.Job, l jobs.Lease) (jobs.Job, error) {
 				e.Clock.Advance(j.LeaseDuration)
 				return claimID(t, e, j, l)
 			},
-			mByState(wMove, wMove, wNoop, wNoop, wNoop, wNA, wNoop)},
+			mByState(wMove, wMove, wNoop, wNoop, wNoop, wNA, wNoop, wNoop)},
 		{"Release", jobs.Queued, mOpts{}, release,
-			mByState(wStale, wMove, wStale, wStale, wStale, wStale, wStale)},
+			mByState(wStale, wMove, wStale, wStale, wStale, wStale, wStale, wStale)},
 		{"ReleaseLastAttempt", jobs.Dead, last, release,
-			mByState(wStale, wMove, wStale, wStale, wStale, wStale, wStale)},
+			mByState(wStale, wMove, wStale, wStale, wStale, wStale, wStale, wStale)},
 		{"FailRetryable", jobs.Queued, mOpts{}, fail(jobs.ClassRetryable),
-			mByState(wStale, wMove, wTerminal, wTerminal, wNoop, wStale, wStale)},
+			mByState(wStale, wMove, wTerminal, wTerminal, wNoop, wStale, wStale, wStale)},
 		{"FailRetryableLastAttempt", jobs.Dead, last, fail(jobs.ClassRetryable),
-			mByState(wStale, wMove, wTerminal, wTerminal, wNoop, wStale, wStale)},
+			mByState(wStale, wMove, wTerminal, wTerminal, wNoop, wStale, wStale, wStale)},
 		{"FailPermanent", jobs.Failed, mOpts{}, fail(jobs.ClassPermanent),
-			mByState(wStale, wMove, wTerminal, wNoop, wTerminal, wStale, wStale)},
+			mByState(wStale, wMove, wTerminal, wNoop, wTerminal, wStale, wStale, wStale)},
 		{"FailUncertain", jobs.Uncertain, mOpts{}, fail(jobs.ClassUncertain),
-			mByState(wStale, wMove, wTerminal, wTerminal, wTerminal, wStale, wStale)},
+			mByState(wStale, wMove, wTerminal, wTerminal, wTerminal, wStale, wStale, wStale)},
 		{"FailUncertainRepeatable", jobs.Queued, repeatable, fail(jobs.ClassUncertain),
-			mByState(wStale, wMove, wTerminal, wTerminal, wNoop, wNA, wStale)},
+			mByState(wStale, wMove, wTerminal, wTerminal, wNoop, wNA, wStale, wStale)},
 		{"Complete", jobs.Succeeded, mOpts{},
 			func(t *testing.T, e env, _ jobs.Job, l jobs.Lease) (jobs.Job, error) {
 				return e.client.Complete(t.Context(), l, nil, nil)
 			},
-			mByState(wStale, wMove, wNoop, wTerminal, wTerminal, wStale, wStale)},
+			mByState(wStale, wMove, wNoop, wTerminal, wTerminal, wStale, wStale, wStale)},
 		{"Cancel", jobs.Cancelled, mOpts{},
 			func(t *testing.T, e env, j jobs.Job, _ jobs.Lease) (jobs.Job, error) {
 				return e.client.Cancel(t.Context(), j.ID, "no longer wanted")
 			},
-			mByState(wMove, wMove, wTerminal, wTerminal, wTerminal, wMove, wNoop)},
+			mByState(wMove, wMove, wTerminal, wTerminal, wTerminal, wMove, wNoop, wMove)},
 		// ReconcileTx: "a job that is not uncertain with ErrIllegalTransition,
 		// or that finished otherwise with ErrTerminal": a job that finished
 		// without passing through uncertain is not reconciled after the fact,
 		// even to the outcome it has.
 		{"ReconcileDidSucceed", jobs.Succeeded, mOpts{}, reconcile(jobs.DidSucceed),
-			mByState(wIllegal, wIllegal, wTerminal, wTerminal, wTerminal, wMove, wTerminal)},
+			mByState(wIllegal, wIllegal, wTerminal, wTerminal, wTerminal, wMove, wTerminal, wIllegal)},
 		{"ReconcileDidFail", jobs.Failed, mOpts{}, reconcile(jobs.DidFail),
-			mByState(wIllegal, wIllegal, wTerminal, wTerminal, wTerminal, wMove, wTerminal)},
+			mByState(wIllegal, wIllegal, wTerminal, wTerminal, wTerminal, wMove, wTerminal, wIllegal)},
 		{"ReconcileRunAgain", jobs.Queued, mOpts{}, reconcile(jobs.RunAgain),
-			mByState(wIllegal, wIllegal, wTerminal, wTerminal, wTerminal, wMove, wTerminal)},
+			mByState(wIllegal, wIllegal, wTerminal, wTerminal, wTerminal, wMove, wTerminal, wIllegal)},
+		{"FailRetryableOverBudget", jobs.Exhausted, oneEffect,
+			func(t *testing.T, e env, _ jobs.Job, l jobs.Lease) (jobs.Job, error) {
+				return e.client.Fail(t.Context(), l, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "boom", Spent: jobs.Spend{Effects: 1}})
+			},
+			mByState(wStale, wMove, wTerminal, wTerminal, wNoop, wStale, wStale, wStale)},
+		{"ReconcileRunAgainOverBudget", jobs.Exhausted, oneEffect, reconcile(jobs.RunAgain),
+			mByState(wIllegal, wIllegal, wTerminal, wTerminal, wTerminal, wMove, wTerminal, wIllegal)},
+		{"ClaimIDOverQuota", jobs.Exhausted, money,
+			func(t *testing.T, e env, j jobs.Job, l jobs.Lease) (jobs.Job, error) {
+				// A quota of less than the job's ceiling: no claim can reserve it.
+				_, err := e.Pool.Exec(t.Context(), `INSERT INTO docket.budget_quotas (project, currency, period, anchor, amount, updated_by, updated_at)
+					VALUES ($1, 'EUR', interval '1 day', $2, 50, 'user:ana', $2) ON CONFLICT DO NOTHING`, project, t0)
+				require.NoError(t, err)
+				if _, err := claimID(t, e, j, l); err != nil {
+					return jobs.Job{}, err
+				}
+				got, err := e.client.Get(t.Context(), j.ID)
+				if err != nil || got.State == j.State {
+					return jobs.Job{}, err
+				}
+				return got, nil
+			},
+			mByState(wMove, wNoop, wNoop, wNoop, wNoop, wNoop, wNoop, wNoop)},
+		{"Resume", jobs.Queued, oneEffect,
+			func(t *testing.T, e env, j jobs.Job, _ jobs.Lease) (jobs.Job, error) {
+				return e.client.Resume(t.Context(), j.ID, jobs.Ceilings{Effects: 5})
+			},
+			mByState(wIllegal, wIllegal, wTerminal, wTerminal, wTerminal, wIllegal, wTerminal, wMove)},
 		{"ExpireLeases", jobs.Uncertain, sweep, expire,
-			mByState(wNoop, wMove, wNoop, wNoop, wNoop, wNoop, wNoop)},
+			mByState(wNoop, wMove, wNoop, wNoop, wNoop, wNoop, wNoop, wNoop)},
 		{"ExpireLeasesRepeatable", jobs.Queued, sweepRepeatable, expire,
-			mByState(wNoop, wMove, wNoop, wNoop, wNoop, wNA, wNoop)},
+			mByState(wNoop, wMove, wNoop, wNoop, wNoop, wNA, wNoop, wNoop)},
 		{"ExpireLeasesRepeatableLastAttempt", jobs.Dead, sweepRepeatableLast, expire,
-			mByState(wNoop, wMove, wNoop, wNoop, wNoop, wNA, wNoop)},
+			mByState(wNoop, wMove, wNoop, wNoop, wNoop, wNA, wNoop, wNoop)},
 	}
 }
 
@@ -784,7 +833,7 @@ func TestMachineGoAgreesWithTables(t *testing.T) {
 	require.Equal(t, jobs.Queued, enq.Job.State)
 
 	legal := mLegalPairs(t, e.Pool)
-	require.Len(t, legal, 14)
+	require.Len(t, legal, 19)
 
 	fset := token.NewFileSet()
 	docFile, err := parser.ParseFile(fset, "doc.go", nil, parser.ParseComments)

@@ -33,7 +33,8 @@ type env struct {
 func setup(t testing.TB, more ...string) env {
 	t.Helper()
 	k := testkit.Setup(t, ana, append([]string{project}, more...),
-		testkit.Grants(app, project, access.JobCreate, access.JobClaim, access.JobCancel, access.JobReconcile, access.JobPin)...)
+		testkit.Grants(app, project, access.JobCreate, access.JobClaim, access.JobCancel, access.JobReconcile, access.JobPin,
+			access.BudgetManage)...)
 	return env{Env: k, client: clientAs(t, k.API, k.Clock, app)}
 }
 

@@ -190,6 +190,24 @@ func TestOutcomeIsTheDocumentedFormula(t *testing.T) {
 		                              ELSE '2026-11-02 09:00:00.000123+00'::timestamptz + g * interval '1.000007 seconds' END AS at
 		      FROM generate_series(1, 500) g) x`).Scan(&same, &all))
 	require.Equal(t, all, same, "outcome digests with renewals differ from the formula")
+
+	// Once the job spent anything, the renewals' two elements (0 and null
+	// when none) and both spent columns follow.
+	require.NoError(t, e.Pool.QueryRow(t.Context(), `
+		SELECT count(*) FILTER (WHERE docket.job_outcome('queued', NULL, 'd', NULL, NULL, 3, 2, n, at, fx, m)
+		                              = CASE WHEN fx > 0 OR m > 0
+		                                     THEN sha256(textsend(jsonb_build_array('queued', NULL, 'd', NULL, NULL, 3, 2, n,
+		                                                                            docket.epoch_micros(at), fx, m)::text))
+		                                     WHEN n > 0
+		                                     THEN sha256(textsend(jsonb_build_array('queued', NULL, 'd', NULL, NULL, 3, 2, n,
+		                                                                            docket.epoch_micros(at))::text))
+		                                     ELSE sha256(textsend(jsonb_build_array('queued', NULL, 'd', NULL, NULL, 3, 2)::text)) END),
+		       count(*)
+		FROM (SELECT g % 3 AS n, CASE WHEN g % 3 = 0 THEN NULL
+		                              ELSE '2026-11-02 09:00:00.000123+00'::timestamptz + g * interval '1.000007 seconds' END AS at,
+		             (g / 3) % 3 AS fx, ((g / 9) % 2) * 12345678901 AS m
+		      FROM generate_series(1, 500) g) x`).Scan(&same, &all))
+	require.Equal(t, all, same, "outcome digests with spending differ from the formula")
 }
 
 // The statements a worker runs per batch keep one plan a session: the claims

@@ -117,7 +117,7 @@ func recordsJSON(batch []Completion) []json.RawMessage {
 // [Client.CompleteWithTx] for what it refuses.
 func (c *Client) CompleteWith(ctx context.Context, cm Completion, writes func(tx pgx.Tx) error) (Job, error) {
 	if writes == nil && cm.Record == nil {
-		return c.complete(ctx, c.pool, cm.Lease, cm.Result)
+		return c.completeSpent(ctx, c.pool, cm.Lease, cm.Result, cm.Spent)
 	}
 	var job Job
 	err := c.inTxChecked(ctx, "job.complete", func(tx pgx.Tx) error {
@@ -180,7 +180,7 @@ func (c *Client) CompleteWithTx(ctx context.Context, tx pgx.Tx, cm Completion) (
 			return Job{}, err
 		}
 	}
-	return c.complete(ctx, tx, cm.Lease, cm.Result)
+	return c.completeSpent(ctx, tx, cm.Lease, cm.Result, cm.Spent)
 }
 
 // record writes the completion records of batch (those that have one) in

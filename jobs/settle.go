@@ -49,12 +49,21 @@ func (c *Client) CompleteTx(ctx context.Context, tx pgx.Tx, l Lease, result json
 
 // complete is [Client.CompleteTx] on q: the client's pool or the caller's transaction.
 func (c *Client) complete(ctx context.Context, q db.DBTX, l Lease, result json.RawMessage) (Job, error) {
+	return c.completeSpent(ctx, q, l, result, Spend{})
+}
+
+// completeSpent is complete with what the attempt spent.
+func (c *Client) completeSpent(ctx context.Context, q db.DBTX, l Lease, result json.RawMessage, spent Spend) (Job, error) {
 	const op = "job.complete"
 	if result != nil && !json.Valid(result) {
 		return Job{}, db.Refuse(db.ErrInvalidArgument, op, "result is not valid JSON", "job", l.JobID)
 	}
+	if err := spent.validate(op, l.JobID); err != nil {
+		return Job{}, err
+	}
 	row, err := queries.JobComplete(ctx, q, dbsqlc.JobCompleteParams{
 		ID: l.JobID, Token: l.Token, Result: result, Actor: string(c.actor), Now: c.clock.Now(), Revision: optional(l.Revision),
+		SpentEffects: spent.Effects, SpentMoney: spent.Money,
 	})
 	if err != nil {
 		return Job{}, db.Translate(err, op, "job", l.JobID)
@@ -70,6 +79,8 @@ type Completion struct {
 	// Record is what the worker produced and used (nil: none stated). A job
 	// that requests an output ([Spec.Output]) needs one.
 	Record *CompletionRecord
+	// Spent is what the attempt spent, added to the job's (see [Budget]).
+	Spent Spend
 }
 
 // CompleteMany completes a batch of leases, with their completion records,
@@ -116,7 +127,17 @@ func (c *Client) completeMany(ctx context.Context, q db.DBTX, batch []Completion
 	tokens := make([]uuid.UUID, len(batch))
 	results := make([]json.RawMessage, len(batch))
 	revisions := make([]string, len(batch))
+	var effects, money []int64 // nil unless an element spent something
 	for i, b := range batch {
+		if err := b.Spent.validate(op, b.Lease.JobID); err != nil {
+			return nil, err
+		}
+		if b.Spent != (Spend{}) && effects == nil {
+			effects, money = make([]int64, len(batch)), make([]int64, len(batch))
+		}
+		if effects != nil {
+			effects[i], money[i] = b.Spent.Effects, b.Spent.Money
+		}
 		ids[i], tokens[i], results[i], revisions[i] = b.Lease.JobID, b.Lease.Token, json.RawMessage("null"), b.Lease.Revision
 		if b.Result != nil {
 			if !json.Valid(b.Result) {
@@ -127,7 +148,7 @@ func (c *Client) completeMany(ctx context.Context, q db.DBTX, batch []Completion
 	}
 	rows, err := queries.JobCompleteMany(ctx, q, dbsqlc.JobCompleteManyParams{
 		Ids: ids, Tokens: tokens, Results: results, Actor: string(c.actor), Now: c.clock.Now(), Revisions: revisions,
-		Records: recordsJSON(batch),
+		Records: recordsJSON(batch), SpentEffects: effects, SpentMoney: money,
 	})
 	if err != nil {
 		return nil, db.Translate(err, op)
@@ -184,6 +205,10 @@ type Failure struct {
 	// retryable failure: a peer's hint such as an HTTP Retry-After, clamped to
 	// [MaxRetryAfter]. Negative retries at once; zero uses the policy.
 	RetryAfter time.Duration
+	// Spent is what the attempt spent, added to the job's. A retryable
+	// failure that leaves a ceiling of the job's [Budget] reached makes it
+	// [Exhausted] rather than queued again.
+	Spent Spend
 }
 
 // Fail reports that the attempt lease l holds failed. See [Client.FailTx].
@@ -193,13 +218,15 @@ func (c *Client) Fail(ctx context.Context, l Lease, f Failure) (Job, error) {
 
 // FailTx reports in tx that the attempt lease l holds failed, and moves the job
 // by f.Class: [ClassRetryable] to [Queued] after a backoff ([Dead] on its
-// last attempt), [ClassPermanent] to [Failed], [ClassUncertain] to
+// last attempt; [Exhausted] when f.Spent left a ceiling of its [Budget]
+// reached), [ClassPermanent] to [Failed], [ClassUncertain] to
 // [Uncertain] (or as retryable when the job is repeatable). The holder whose
 // claim finished the job reporting the same outcome again is a quiet no-op;
 // a failure that queued the job again, or left it uncertain, has spent the
 // token, and a repeat is [db.ErrStaleClaim].
 //
-// It refuses, changing nothing: an unknown class with [db.ErrInvalidArgument];
+// It refuses, changing nothing: an unknown class or a negative f.Spent with
+// [db.ErrInvalidArgument];
 // an unknown job with [db.ErrNotFound]; the finishing holder's token on a job
 // that finished otherwise with [db.ErrTerminal]; any other token that does
 // not hold a live lease, or a lease from another revision than the claim's,
@@ -221,6 +248,9 @@ func (c *Client) fail(ctx context.Context, q db.DBTX, l Lease, f Failure) (Job, 
 	if f.Class != ClassRetryable && f.Class != ClassPermanent && f.Class != ClassUncertain {
 		return Job{}, db.Refuse(db.ErrInvalidArgument, op, "unknown failure class "+quote(string(f.Class)), "job", l.JobID)
 	}
+	if err := f.Spent.validate(op, l.JobID); err != nil {
+		return Job{}, err
+	}
 	var retryAfter *time.Duration
 	if f.RetryAfter != 0 {
 		d := min(max(f.RetryAfter, 0), MaxRetryAfter)
@@ -229,6 +259,7 @@ func (c *Client) fail(ctx context.Context, q db.DBTX, l Lease, f Failure) (Job, 
 	row, err := queries.JobFail(ctx, q, dbsqlc.JobFailParams{
 		ID: l.JobID, Token: l.Token, Class: string(f.Class), Diagnostic: optional(f.Diagnostic),
 		RetryAfter: retryAfter, Actor: string(c.actor), Now: c.clock.Now(), Revision: optional(l.Revision),
+		SpentEffects: f.Spent.Effects, SpentMoney: f.Spent.Money,
 	})
 	if err != nil {
 		return Job{}, db.Translate(err, op, "job", l.JobID)

@@ -68,6 +68,9 @@ type Spec struct {
 	// CompensationKind, when set, is the kind of a job enqueued when this one
 	// is cancelled, with payload {"job_id", "kind", "payload"}.
 	CompensationKind string
+	// Budget caps what the job's attempts may spend, together (see
+	// [Budget]). The zero value sets no ceiling.
+	Budget Budget
 }
 
 // Bounds on what a job carries. docket.jobs' constraints enforce the same;
@@ -207,6 +210,9 @@ func (s Spec) Validate() error {
 		return invalid("kind %s: lane and case ids are positive (0: none)", s.Kind)
 	case s.CompensationKind != "" && !ValidKind(s.CompensationKind):
 		return invalid("kind %s: invalid compensation kind %q", s.Kind, s.CompensationKind)
+	}
+	if p := s.Budget.problem(); p != "" {
+		return invalid("kind %s: %s", s.Kind, p)
 	}
 	for _, in := range s.Inputs {
 		if utf8.RuneCountInString(in) > maxInputLen {

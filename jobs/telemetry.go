@@ -50,6 +50,7 @@ func tracedParams(p dbsqlc.JobEnqueueOneParams, c telemetry.Carrier) dbsqlc.JobE
 		MaxAttempts: p.MaxAttempts, Repeatable: p.Repeatable, External: p.External, Lease: p.Lease,
 		BackoffBase: p.BackoffBase, BackoffCap: p.BackoffCap, BackoffJitter: p.BackoffJitter, Params: p.Params,
 		Inputs: p.Inputs, Output: p.Output, LaneID: p.LaneID, CaseID: p.CaseID, CompensationKind: p.CompensationKind,
+		OutputKind: p.OutputKind, Root: p.Root, Budget: p.Budget,
 		Traceparent: c.Traceparent, Tracestate: c.Tracestate,
 	}
 }

@@ -454,7 +454,8 @@ func (w *Client) settled(p outcome, refusal error) Event {
 	e := p.event
 	if recordRefused(refusal) {
 		ctx := context.WithValue(context.Background(), attemptKey{}, p.attempt)
-		return w.fail(ctx, p.job, e, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "completion record: " + refusal.Error()}, p.until)
+		return w.fail(ctx, p.job, e, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "completion record: " + refusal.Error(),
+			Spent: p.success.Spent}, p.until)
 	}
 	if refusal != nil {
 		e.Type, e.Err = EventLeaseLost, refusal

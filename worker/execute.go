@@ -31,7 +31,8 @@ func (w *Client) run(ctx context.Context, j jobs.Job, link trace.SpanContext) ou
 		return outcome{job: j, event: e}
 	}
 	lease := j.Lease()
-	hctx, cancel := context.WithCancelCause(ctx)
+	meter := &spendMeter{}
+	hctx, cancel := context.WithCancelCause(context.WithValue(ctx, spendKey{}, meter))
 	defer cancel(nil)
 	if h.opts.Timeout > 0 {
 		var stop context.CancelFunc
@@ -69,6 +70,7 @@ func (w *Client) run(ctx context.Context, j jobs.Job, link trace.SpanContext) ou
 			recorded = fmt.Errorf("%w after %v: %w", errTimeout, h.opts.Timeout, err)
 		}
 		f := failureOf(recorded)
+		f.Spent = meter.total()
 		if h.opts.Revision != "" {
 			f.Diagnostic = "[" + h.opts.Revision + "] " + f.Diagnostic
 		}
@@ -80,9 +82,10 @@ func (w *Client) run(ctx context.Context, j jobs.Job, link trace.SpanContext) ou
 	// attempt then fails (see settled); one with writes is refused in its
 	// own transaction, which rolls the writes back (succeedWithWrites).
 	if res.WritesFunc == nil {
-		return outcome{job: j, success: &jobs.Completion{Lease: lease, Result: res.Value, Record: res.Record}, event: base, until: beat.leaseUntil(), attempt: att}
+		return outcome{job: j, success: &jobs.Completion{Lease: lease, Result: res.Value, Record: res.Record, Spent: meter.total()},
+			event: base, until: beat.leaseUntil(), attempt: att}
 	}
-	e, err := w.succeedWithWrites(ctx, j, res, base, beat.leaseUntil())
+	e, err := w.succeedWithWrites(ctx, j, res, meter.total(), base, beat.leaseUntil())
 	return outcome{job: j, event: e, err: err}
 }
 
@@ -109,7 +112,7 @@ func callHandler(ctx context.Context, h *handler, j jobs.Job) (res Result, err e
 // turned into a failure, so a job that must not run twice is not run again.
 // It returns the event it emitted and, when the writes failed (or storage
 // refused the record) and so failed the attempt, their error.
-func (w *Client) succeedWithWrites(ctx context.Context, j jobs.Job, res Result, e Event, until time.Time) (Event, error) {
+func (w *Client) succeedWithWrites(ctx context.Context, j jobs.Job, res Result, spent jobs.Spend, e Event, until time.Time) (Event, error) {
 	lease := j.Lease()
 	d := j.LeaseExpiresAt.Sub(j.ClaimedAt)
 	tries := 0
@@ -124,7 +127,7 @@ func (w *Client) succeedWithWrites(ctx context.Context, j jobs.Job, res Result, 
 			if err := writesOf(res.WritesFunc(tctx, tx)); err != nil {
 				return err
 			}
-			_, err := w.jobs.CompleteWithTx(tctx, tx, jobs.Completion{Lease: lease, Result: res.Value, Record: res.Record})
+			_, err := w.jobs.CompleteWithTx(tctx, tx, jobs.Completion{Lease: lease, Result: res.Value, Record: res.Record, Spent: spent})
 			if errors.Is(err, db.ErrInvalidArgument) {
 				// Storage refused the record: as the writes' own failure,
 				// the attempt fails and the writes roll back.
@@ -156,7 +159,7 @@ func (w *Client) succeedWithWrites(ctx context.Context, j jobs.Job, res Result, 
 		// handler's own error): the attempt failed, retryably.
 		var we *writesError
 		errors.As(err, &we)
-		return w.fail(ctx, j, e, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "completion writes: " + err.Error()}, until), we.err
+		return w.fail(ctx, j, e, jobs.Failure{Class: jobs.ClassRetryable, Diagnostic: "completion writes: " + err.Error(), Spent: spent}, until), we.err
 	default:
 		e.Type, e.Err = EventError, err // abandoned: hold logged it
 	}

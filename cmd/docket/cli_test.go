@@ -108,7 +108,7 @@ func TestBadInputNamesTheFlagOrArgument(t *testing.T) {
 		{[]string{"job", "reconcile", "1", "maybe"}, `docket job reconcile: OUTCOME "maybe": want succeeded, failed or queued`},
 		{[]string{"job", "reconcile", "1", "succeeded", "--result", "{"}, `docket job reconcile: --result "{": not a JSON document`},
 		{[]string{"job", "sweep", "--limit", "0"}, `docket job sweep: --limit 0: want 1..`},
-		{[]string{"job", "frob"}, `docket job: unknown subcommand "frob": want list, census, show, cancel, reconcile, pin, sweep`},
+		{[]string{"job", "frob"}, `docket job: unknown subcommand "frob": want list, census, show, cancel, reconcile, resume, pin, sweep`},
 		{[]string{"lanes", "list", "acme", "--review", "meh"}, `docket lanes list: --review "meh": want one of`},
 		{[]string{"lanes", "list", "acme", "--after", "-1"}, `docket lanes list: --after -1: want an id, 0 or more`},
 		{[]string{"lanes", "show", "0"}, `docket lanes show: ID "0": want a positive lane id`},

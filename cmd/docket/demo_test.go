@@ -146,7 +146,7 @@ func TestDemoOnAGivenDatabase(t *testing.T) {
 	require.Regexp(t, `(?m)^              user:ana\s+job\.reconcile case\.view schedule\.view\s+you: reads it all`, r.stdout)
 	require.Contains(t, r.stdout, "clock     the demo's own: it starts at Thu 22 Oct 2026 09:00 CEST")
 	// Not a terminal: the progress comes as lines, the last one final.
-	require.Regexp(t, `placed 40/40  queued 0  claimed 0  succeeded 28  failed 4  dead 4  uncertain 4\n`, r.stdout)
+	require.Regexp(t, `placed 40/40  queued 0  claimed 0  succeeded 28  failed 4  dead 4  uncertain 4  exhausted 0\n`, r.stdout)
 	require.NotContains(t, r.stdout, "\r")
 	require.Contains(t, r.stdout, "All 40 invoice jobs settled in")
 	requireClosingTable(t, r.stdout, 40)

@@ -54,11 +54,15 @@ var helps = []cmdHelp{
 		"Shows job ID, its requested output and, once it succeeded, what its completion record says the worker " +
 			"produced and used; its history of transitions, and whether the history's hash chain verifies; exits 1 " +
 			"when it does not."},
-	{"job cancel", "ID [--reason TEXT]", "cancel a queued, claimed or uncertain job",
+	{"job cancel", "ID [--reason TEXT]", "cancel a queued, claimed, uncertain or exhausted job",
 		"Cancels job ID, keeping --reason as its diagnostic."},
 	{"job reconcile", "ID succeeded|failed|queued [--note TEXT] [--result JSON]", "settle an uncertain job",
 		"Settles uncertain job ID after finding out what became of its run: succeeded (with --result), failed, or " +
 			"queued to run again."},
+	{"job resume", "ID [--effects N] [--money N]", "queue an exhausted job again, raising its ceilings",
+		"Resumes exhausted job ID: raises its budget's ceilings to --effects and --money (minor units; 0 keeps a " +
+			"ceiling) and queues it again, due now; a job its project's quota stopped resumes as it was. The raise " +
+			"is recorded in the job's history; needs budget.manage."},
 	{"job pin", "ID[,ID...] REVISION... | --unpin ID[,ID...]", "pin queued jobs to the handler revisions they may run under",
 		"Pins the queued jobs ID, comma-separated, to the handler revisions REVISION (up to 8): only a worker running " +
 			"one of them for the job's kind claims it, and none while no deployment runs one (see job list " +

@@ -127,6 +127,21 @@ func (c *cli) job(args []string) (dbAction, error) {
 				return cl.Reconcile(ctx, id, outcome, res, *note)
 			})
 		}, nil
+	case "resume":
+		effects := fs.Int64("effects", 0, "raise the effects ceiling to `N` (0: keep it)")
+		money := fs.Int64("money", 0, "raise the money ceiling to `N` minor units (0: keep it)")
+		id, err := c.idArg(fs, rest, "job")
+		if err != nil {
+			return nil, err
+		}
+		if *effects < 0 || *money < 0 {
+			return nil, usageOf(fs, "a ceiling is a whole number of zero (keep) or more")
+		}
+		return func(ctx context.Context, pool *pgxpool.Pool) error {
+			return c.jobChange(ctx, pool, id, func(cl *jobs.Client) (jobs.Job, error) {
+				return cl.Resume(ctx, id, jobs.Ceilings{Effects: *effects, Money: *money})
+			})
+		}, nil
 	case "pin":
 		unpin := fs.Bool("unpin", false, "unpin the jobs: any revision may run them again")
 		pos, err := c.parse(fs, rest, "ID[,ID...]", "[REVISION...]")

@@ -78,8 +78,8 @@ func TestConsoleAndCLIShareTheListReads(t *testing.T) {
 	// Their text forms too.
 	r = s.harness.as(t, ops, "job", "census", project, "--per-state", "50")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	requireAll(t, r.stdout, "QUEUE       QUEUED  CLAIMED  SUCCEEDED  FAILED  DEAD  UNCERTAIN  CANCELLED  TOTAL\n",
-		"\nall queues  50      1        1          1       1     2          0          56\n",
+	requireAll(t, r.stdout, "QUEUE       QUEUED  CLAIMED  SUCCEEDED  FAILED  DEAD  UNCERTAIN  CANCELLED  EXHAUSTED  TOTAL\n",
+		"\nall queues  50      1        1          1       1     2          0          0          56\n",
 		"The census counts at most 50 jobs of each state: queued reached it, and may have more.\n")
 	r = s.harness.as(t, ops, "plans", "list", project)
 	require.Equal(t, exitOK, r.code, r.stderr)

@@ -15,12 +15,106 @@ RETURN r.max_money + coalesce(r.max_call, 0) * coalesce(r.max_parallel,
 
 -- The hooks plans left for budgets ----------------------------------------------------------
 
+-- Reservations ------------------------------------------------------------------------------
+--
+-- A run or a job with a money ceiling reserves in its project's quota for
+-- its currency, in the period its admission (a run's start or resume, a
+-- job's claim) falls in, what it spent and the most it may still spend. It
+-- holds one reservation per period it was admitted in: when it is admitted
+-- again in a later period, its earlier reservations keep what it spent
+-- while they were current, and the new one takes what it may still spend.
+-- As it stops spending (a run that ended, a job's attempt that ended) its
+-- current reservation shrinks to what it spent since the earlier ones.
+
+-- budget_reserve_for reserves for the run p_run or the job p_job (one of
+-- the two) of project p_project: in p_currency's quota, in the period p_now
+-- falls in, p_outstanding more than what it spent, p_spent, in all. It
+-- writes the quota row (its guard_seq) before it sums the reservations: of
+-- two concurrent admissions the later sees the earlier's reservation (READ
+-- COMMITTED) or fails with 40001 (REPEATABLE READ, SERIALIZABLE), so
+-- together they cannot carry the period past the quota. A lock alone would
+-- not do: under REPEATABLE READ it leaves the sum to a snapshot taken
+-- before the other committed. No quota: nothing to reserve. Refuses
+-- (DK009), naming p_what, a reservation the quota cannot take.
+CREATE OR REPLACE FUNCTION docket.budget_reserve_for(p_project text, p_currency text, p_run bigint, p_job bigint,
+                                                     p_now timestamptz, p_spent bigint, p_outstanding bigint, p_what text)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    q docket.budget_quotas;
+    v_start timestamptz;
+    v_before bigint;   -- what its reservations of earlier periods hold
+    v_latest docket.budget_reservations;
+    v_here bigint;     -- what its reservation of this period is to hold
+    v_held bigint;     -- what the others hold in this period
+BEGIN
+    UPDATE docket.budget_quotas SET guard_seq = guard_seq + 1 WHERE project = p_project AND currency = p_currency
+    RETURNING * INTO q;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    v_start := q.anchor + q.period * floor(extract(epoch FROM p_now - q.anchor) / extract(epoch FROM q.period));
+    -- Its latest reservation of an earlier period, left holding what it may
+    -- still spend (a run exhausted then, resumed now), keeps what it spent.
+    SELECT * INTO v_latest FROM docket.budget_reservations b
+    WHERE (b.run_id = p_run OR b.job_id = p_job) AND b.period_start < v_start
+    ORDER BY b.period_start DESC LIMIT 1;
+    IF FOUND THEN
+        SELECT coalesce(sum(b.amount), 0) INTO v_before FROM docket.budget_reservations b
+        WHERE (b.run_id = p_run OR b.job_id = p_job) AND b.period_start < v_latest.period_start;
+        UPDATE docket.budget_reservations SET amount = greatest(least(amount, p_spent - v_before), 0) WHERE id = v_latest.id;
+    END IF;
+    SELECT coalesce(sum(b.amount), 0) INTO v_before FROM docket.budget_reservations b
+    WHERE (b.run_id = p_run OR b.job_id = p_job) AND b.period_start <> v_start;
+    v_here := greatest(p_spent - v_before, 0) + p_outstanding;
+    SELECT coalesce(sum(b.amount), 0) INTO v_held FROM docket.budget_reservations b
+    WHERE b.project = p_project AND b.currency = p_currency AND b.period_start = v_start
+      AND NOT coalesce(b.run_id = p_run OR b.job_id = p_job, false);
+    IF v_held + v_here > q.amount THEN
+        RAISE EXCEPTION '% of project %: % % more would carry the period from % past its quota: % of % reserved',
+            p_what, p_project, p_outstanding, p_currency, v_start, v_held, q.amount
+            USING ERRCODE = 'DK009';
+    END IF;
+    IF p_run IS NOT NULL THEN
+        INSERT INTO docket.budget_reservations (run_id, project, currency, period_start, amount)
+        VALUES (p_run, p_project, p_currency, v_start, v_here)
+        ON CONFLICT (run_id, period_start) DO UPDATE SET amount = EXCLUDED.amount;
+    ELSE
+        INSERT INTO docket.budget_reservations (job_id, project, currency, period_start, amount)
+        VALUES (p_job, p_project, p_currency, v_start, v_here)
+        ON CONFLICT (job_id, period_start) DO UPDATE SET amount = EXCLUDED.amount;
+    END IF;
+END
+$$;
+
+-- budget_settle_for shrinks the latest reservation of run p_run or job
+-- p_job (one of the two) to what it spent, p_spent in all, less what its
+-- earlier reservations hold: it spends no more until admitted again.
+CREATE OR REPLACE FUNCTION docket.budget_settle_for(p_run bigint, p_job bigint, p_spent bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_latest docket.budget_reservations;
+    v_before bigint;
+BEGIN
+    SELECT * INTO v_latest FROM docket.budget_reservations b
+    WHERE (b.run_id = p_run OR b.job_id = p_job) ORDER BY b.period_start DESC LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    SELECT coalesce(sum(b.amount), 0) INTO v_before FROM docket.budget_reservations b
+    WHERE (b.run_id = p_run OR b.job_id = p_job) AND b.id <> v_latest.id;
+    UPDATE docket.budget_reservations SET amount = greatest(p_spent - v_before, 0) WHERE id = v_latest.id;
+END
+$$;
+
+-- The hooks plans left for budgets ----------------------------------------------------------
+
 -- runs_settle_reservations shrinks a run's reservation to what it spent
 -- once it ended.
 CREATE OR REPLACE FUNCTION docket.runs_settle_reservations() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    UPDATE docket.budget_reservations SET amount = NEW.spent_money WHERE run_id = NEW.id;
+    PERFORM docket.budget_settle_for(NEW.id, NULL, NEW.spent_money);
     RETURN NULL;
 END
 $$;
@@ -31,38 +125,19 @@ CREATE OR REPLACE TRIGGER runs_settle_reservations
     EXECUTE FUNCTION docket.runs_settle_reservations();
 
 -- budget_reserve reserves run r's worst case in its project's quota for
--- r.currency, in the period p_now falls in, having written the quota row
--- (its guard_seq) before it sums the reservations: of two concurrent
--- admissions the later sees the earlier's reservation (READ COMMITTED) or
--- fails with 40001 (REPEATABLE READ, SERIALIZABLE), so together they cannot
--- carry the period past the quota. A lock alone would not do: under
--- REPEATABLE READ it leaves the sum to a snapshot taken before the other
--- committed. No quota: nothing to reserve. Refuses (DK009) a reservation
--- the quota cannot take.
+-- r.currency, in the period p_now falls in (budget_reserve_for: what it
+-- spent, and its worst case less that, more). A run resumed in a later
+-- period than it was admitted in reserves there; what it spent stays where
+-- it was reserved. Refuses (DK009) a reservation the quota cannot take.
 CREATE OR REPLACE FUNCTION docket.budget_reserve(r docket.runs, p_now timestamptz) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    q docket.budget_quotas;
-    v_start timestamptz;
-    v_held bigint;
     v_worst bigint := docket.run_worst_case(r);
 BEGIN
-    UPDATE docket.budget_quotas SET guard_seq = guard_seq + 1 WHERE project = r.project AND currency = r.currency
-    RETURNING * INTO q;
-    IF NOT FOUND THEN
-        RETURN;
-    END IF;
-    v_start := q.anchor + q.period * floor(extract(epoch FROM p_now - q.anchor) / extract(epoch FROM q.period));
-    SELECT coalesce(sum(amount), 0) INTO v_held FROM docket.budget_reservations
-    WHERE project = r.project AND currency = r.currency AND period_start = v_start AND run_id <> r.id;
-    IF v_held + v_worst > q.amount THEN
-        RAISE EXCEPTION 'run of project %: its worst case of % % (a ceiling of % and % a call in flight) would carry the period from % past its quota: % of % reserved',
-            r.project, v_worst, r.currency, r.max_money, coalesce(r.max_call, 0), v_start, v_held, q.amount
-            USING ERRCODE = 'DK009';
-    END IF;
-    INSERT INTO docket.budget_reservations (run_id, project, currency, period_start, amount)
-    VALUES (r.id, r.project, r.currency, v_start, v_worst)
-    ON CONFLICT (run_id) DO UPDATE SET amount = EXCLUDED.amount;
+    PERFORM docket.budget_reserve_for(r.project, r.currency, r.id, NULL, p_now, r.spent_money,
+        greatest(v_worst - r.spent_money, 0),
+        format('run %s: its worst case of %s %s (a ceiling of %s and %s a call in flight)',
+               r.id, v_worst, r.currency, r.max_money, coalesce(r.max_call, 0)));
 END
 $$;
 
@@ -168,13 +243,13 @@ INSERT INTO docket.api_functions (name, role) VALUES ('run_resume', 'app'), ('bu
 -- Who may read what (row-level security; see kit.sql) --------------------------
 
 -- A project's quotas are visible where the login's principals hold
--- budget.manage or plan.run; a run's reservation and budget events with
--- its run.
+-- budget.manage or plan.run; a reservation with its run or job, and a
+-- run's budget events with its run.
 CREATE POLICY budget_quotas_visible_to_budget_holders ON docket.budget_quotas FOR SELECT
     USING (project = ANY ((SELECT docket.visible_projects('budget.manage', 'plan.run'))::text[]));
 
-CREATE POLICY budget_reservations_visible_with_their_run ON docket.budget_reservations FOR SELECT
-    USING (EXISTS (SELECT 1 FROM docket.runs r WHERE r.id = run_id));
+CREATE POLICY budget_reservations_visible_with_their_owner ON docket.budget_reservations FOR SELECT
+    USING (EXISTS (SELECT 1 FROM docket.runs r WHERE r.id = run_id) OR EXISTS (SELECT 1 FROM docket.jobs j WHERE j.id = job_id));
 
 CREATE POLICY run_budget_events_visible_with_their_run ON docket.run_budget_events FOR SELECT
     USING (EXISTS (SELECT 1 FROM docket.runs r WHERE r.id = run_id));

@@ -110,10 +110,17 @@ CREATE OR REPLACE TRIGGER job_events_check
 -- attempt's lease was renewed (p_renewals > 0) the array goes on with
 --     ..., attempts, renewals, renewed_at (epoch microseconds)]
 -- so what an attempt's renewals were is covered by the event that ends it;
--- an outcome without renewals is the text it always was.
+-- and when the job's attempts reported spending (p_spent_effects or
+-- p_spent_money > 0) it goes on with both, after the renewals' two elements
+-- (0 and null when there were none):
+--     ..., attempts, renewals, renewed_at, spent_effects, spent_money]
+-- so what was spent is covered too. An outcome without renewals or spending
+-- is the text it always was.
+DROP FUNCTION IF EXISTS docket.job_outcome(text, jsonb, text, text, uuid, bigint, integer, integer, timestamptz);
 CREATE OR REPLACE FUNCTION docket.job_outcome(p_state text, p_result jsonb, p_diagnostic text, p_claimed_by text,
                                               p_claim_token uuid, p_lease_generation bigint, p_attempts integer,
-                                              p_renewals integer DEFAULT 0, p_renewed_at timestamptz DEFAULT NULL)
+                                              p_renewals integer DEFAULT 0, p_renewed_at timestamptz DEFAULT NULL,
+                                              p_spent_effects bigint DEFAULT 0, p_spent_money bigint DEFAULT 0)
 RETURNS bytea
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN sha256(textsend('[' || coalesce(to_json(p_state)::text, 'null')
@@ -123,7 +130,10 @@ RETURN sha256(textsend('[' || coalesce(to_json(p_state)::text, 'null')
     || ', ' || coalesce('"' || p_claim_token::text || '"', 'null')
     || ', ' || coalesce(p_lease_generation::text, 'null')
     || ', ' || coalesce(p_attempts::text, 'null')
-    || CASE WHEN p_renewals > 0
+    || CASE WHEN p_spent_effects > 0 OR p_spent_money > 0
+            THEN ', ' || coalesce(p_renewals, 0)::text || ', ' || coalesce(docket.epoch_micros(p_renewed_at)::text, 'null')
+                 || ', ' || p_spent_effects::text || ', ' || p_spent_money::text
+            WHEN p_renewals > 0
             THEN ', ' || p_renewals::text || ', ' || coalesce(docket.epoch_micros(p_renewed_at)::text, 'null')
             ELSE '' END
     || ']'));
@@ -255,7 +265,8 @@ BEGIN
                    CASE
                        WHEN n.requested_output IS NULL AND (n.requested_kind IS NOT NULL OR n.target_root IS NOT NULL)
                            THEN 'jobs_request_names_asset'
-                       WHEN s.initial IS NOT TRUE OR n.attempts <> 0 OR n.lease_generation <> 0 THEN 'birth'
+                       WHEN s.initial IS NOT TRUE OR n.attempts <> 0 OR n.lease_generation <> 0
+                            OR n.spent_effects <> 0 OR n.spent_money <> 0 THEN 'birth'
                        WHEN p.name IS NULL THEN 'project'
                        WHEN p.status <> 'active' AND n.case_id IS NULL AND n.lane_id IS NULL THEN 'status'
                        WHEN n.case_id IS NOT NULL AND NOT EXISTS (
@@ -272,7 +283,7 @@ BEGIN
     IF FOUND THEN
         CASE bad.why
         WHEN 'birth' THEN
-            RAISE EXCEPTION 'job %: a job is created in an initial state with no attempts and no lease, not % with % attempts and lease generation %',
+            RAISE EXCEPTION 'job %: a job is created in an initial state with no attempts, no lease and nothing spent, not % with % attempts and lease generation %',
                 bad.id, bad.state, bad.attempts, bad.lease_generation
                 USING ERRCODE = 'DK001';
         WHEN 'project' THEN
@@ -382,6 +393,18 @@ BEGIN
                            WHERE t.machine = 'job' AND t.from_state = o.state AND t.to_state = n.state) THEN 'move'
                        WHEN n.revisions IS DISTINCT FROM o.revisions AND (o.state <> 'queued' OR n.state <> 'queued') THEN 'pin'
                        WHEN n.claimed_revision IS DISTINCT FROM o.claimed_revision AND n.lease_generation = o.lease_generation THEN 'revision'
+                       -- Budgets: what was spent grows only as an attempt
+                       -- ends; ceilings change only as an exhausted job is
+                       -- resumed, and only upwards; a queued job has room
+                       -- under its ceilings.
+                       WHEN (n.spent_effects <> o.spent_effects OR n.spent_money <> o.spent_money)
+                            AND (o.state <> 'claimed' OR n.state = 'claimed'
+                                 OR n.spent_effects < o.spent_effects OR n.spent_money < o.spent_money) THEN 'spent'
+                       WHEN (n.max_effects, n.max_money, n.currency) IS DISTINCT FROM (o.max_effects, o.max_money, o.currency)
+                            AND NOT (o.state = 'exhausted' AND n.state = 'queued' AND n.currency IS NOT DISTINCT FROM o.currency
+                                     AND (n.max_money IS NOT DISTINCT FROM o.max_money OR n.max_money > o.max_money)
+                                     AND (n.max_effects IS NOT DISTINCT FROM o.max_effects OR n.max_effects > o.max_effects)) THEN 'ceilings'
+                       WHEN n.state = 'queued' AND (n.spent_effects >= n.max_effects OR n.spent_money >= n.max_money) THEN 'over_budget'
                        WHEN n.state = 'claimed' AND (o.state <> 'claimed' OR n.lease_generation <> o.lease_generation) THEN
                            CASE
                                WHEN n.lease_generation <> o.lease_generation + 1 OR n.attempts <> o.attempts + 1 THEN 'claim_counts'
@@ -440,6 +463,15 @@ BEGIN
         WHEN 'lease' THEN
             RAISE EXCEPTION 'job %: a held lease''s expiry changes only by a renewal, which counts itself (docket.job_renew)', bad.id
                 USING ERRCODE = 'DK001';
+        WHEN 'spent' THEN
+            RAISE EXCEPTION 'job %: what its attempts spent grows only as an attempt ends, by what the attempt reported', bad.id
+                USING ERRCODE = 'DK001';
+        WHEN 'ceilings' THEN
+            RAISE EXCEPTION 'job %: its budget''s ceilings change only as it is resumed from exhausted, and only upwards (docket.job_resume)', bad.id
+                USING ERRCODE = 'DK001';
+        WHEN 'over_budget' THEN
+            RAISE EXCEPTION 'job %: a ceiling of its budget is reached: it is exhausted, not queued, until the ceiling is raised (docket.job_resume)', bad.id
+                USING ERRCODE = 'DK001';
         ELSE
             PERFORM docket.job_row_refuse(bad.id, bad.why);
         END CASE;
@@ -479,7 +511,7 @@ BEGIN
                CASE WHEN n.state = 'claimed' THEN n.claimed_revision WHEN o.state = 'claimed' THEN o.claimed_revision END AS revision,
                n.lease_expires_at AS lease_until,
                docket.job_outcome(n.state, n.result, n.diagnostic, n.claimed_by, n.claim_token, n.lease_generation,
-                                  n.attempts, n.renewals, n.renewed_at) AS outcome,
+                                  n.attempts, n.renewals, n.renewed_at, n.spent_effects, n.spent_money) AS outcome,
                last.hash AS prev_hash
         FROM old_jobs o
         JOIN new_jobs n ON n.id = o.id
@@ -545,6 +577,16 @@ ORDER BY available_at, id;
 
 COMMENT ON VIEW docket.jobs_retrying IS
     'Queued jobs that ran before (a retryable failure waiting out its backoff, a release, a repeatable job whose lease expired), next retry first, with the last diagnostic. Still backing off at instant T: WHERE retry_at > T.';
+
+CREATE OR REPLACE VIEW docket.jobs_exhausted WITH (security_invoker = true) AS
+SELECT id, project, queue, kind, attempts, max_attempts, max_effects, spent_effects, max_money, spent_money, currency,
+       diagnostic, updated_at AS exhausted_at
+FROM docket.jobs
+WHERE state = 'exhausted'
+ORDER BY updated_at, id;
+
+COMMENT ON VIEW docket.jobs_exhausted IS
+    'Jobs a ceiling of their budget, or their project''s quota, stopped: what they may spend and spent, and why (diagnostic). docket.job_resume raises a ceiling and queues one again.';
 
 CREATE OR REPLACE VIEW docket.jobs_expired_leases WITH (security_invoker = true) AS
 SELECT id, project, queue, kind, claimed_by, claimed_at, lease_expires_at, lease_generation, attempts,
@@ -642,24 +684,50 @@ BEGIN
 END
 $$;
 
+-- job_budget_refusal says what is wrong with budget p_budget of an enqueue,
+-- or is NULL when it is none (SQL or JSON null) or well formed: an object
+-- of "effects" and "money" (whole numbers of at least 1, each optional) and
+-- "currency" (three capital letters, exactly when money is given), nothing
+-- else.
+CREATE OR REPLACE FUNCTION docket.job_budget_refusal(p_budget jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE
+    WHEN p_budget IS NULL OR p_budget = 'null'::jsonb THEN NULL
+    WHEN jsonb_typeof(p_budget) <> 'object' THEN 'want a JSON object of effects, money and currency'
+    WHEN EXISTS (SELECT 1 FROM jsonb_object_keys(p_budget) k WHERE k NOT IN ('effects', 'money', 'currency'))
+        THEN 'want only effects, money and currency'
+    WHEN p_budget ? 'effects' AND NOT (jsonb_typeof(p_budget -> 'effects') = 'number'
+                                       AND (p_budget ->> 'effects') ~ '^[0-9]{1,18}$' AND (p_budget ->> 'effects')::numeric >= 1)
+        THEN 'effects: want a whole number of at least 1'
+    WHEN p_budget ? 'money' AND NOT (jsonb_typeof(p_budget -> 'money') = 'number'
+                                     AND (p_budget ->> 'money') ~ '^[0-9]{1,18}$' AND (p_budget ->> 'money')::numeric >= 1)
+        THEN 'money: want a whole number of minor units, at least 1'
+    WHEN (p_budget ? 'money') <> (p_budget ? 'currency')
+        THEN 'a money ceiling and its currency come together'
+    WHEN p_budget ? 'currency' AND NOT coalesce((p_budget ->> 'currency') ~ '^[A-Z]{3}$', false)
+        THEN 'currency: want three capital letters (ISO 4217)'
+END;
+
 -- job_resolve_duplicate settles a job an enqueue did not insert because its
 -- key was taken: the key must be held by a job in p_project of the same kind
 -- that is the same request in every field that changes what the job does —
 -- its payload and payload schema, params, inputs, requested output (asset,
 -- kind, target root), whether it is repeatable, whether an external executor
--- runs it, its lane, its case and its compensation kind. It returns that
--- job's id, or refuses with DK003 naming the key and the fields that
--- differ. Where and when the job runs (queue, priority, available_at) and
+-- runs it, its lane, its case, its compensation kind and its budget's
+-- ceilings. It returns that job's id, or refuses with DK003 naming the key
+-- and the fields that differ. Where and when the job runs (queue, priority, available_at) and
 -- how persistently (max attempts, lease, backoff) are not compared: a retry
 -- of an enqueue computes its instant afresh, and a deployment that raises a
 -- ceiling must not turn its retries into conflicts. Arguments are as the
 -- enqueue's ('' or 0: none; JSON null: no params). Call it in a statement
 -- after the INSERT, so it sees the rows a concurrent enqueue committed. It
 -- runs only for a key already held: the enqueue's own path pays nothing.
+DROP FUNCTION IF EXISTS docket.job_resolve_duplicate(text, text, text, jsonb, integer, jsonb, text[], text, text, text, boolean,
+                                                     boolean, bigint, bigint, text);
 CREATE OR REPLACE FUNCTION docket.job_resolve_duplicate(p_project text, p_kind text, p_key text, p_payload jsonb, p_payload_schema integer,
                                              p_params jsonb, p_inputs text[], p_output text, p_output_kind text, p_root text,
                                              p_repeatable boolean, p_external boolean, p_lane_id bigint, p_case_id bigint,
-                                             p_compensation_kind text)
+                                             p_compensation_kind text, p_budget jsonb DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -687,7 +755,9 @@ BEGIN
             ('external', v.external IS DISTINCT FROM p_external),
             ('lane', v.lane_id IS DISTINCT FROM nullif(p_lane_id, 0)),
             ('case', v.case_id IS DISTINCT FROM nullif(p_case_id, 0)),
-            ('compensation kind', v.compensation_kind IS DISTINCT FROM nullif(p_compensation_kind, ''))
+            ('compensation kind', v.compensation_kind IS DISTINCT FROM nullif(p_compensation_kind, '')),
+            ('budget', (v.max_effects, v.max_money, v.currency) IS DISTINCT FROM
+                       ((p_budget ->> 'effects')::bigint, (p_budget ->> 'money')::bigint, p_budget ->> 'currency'))
         ) AS d(field, differs)
         WHERE d.differs);
     IF cardinality(v_differ) > 0 THEN
@@ -704,7 +774,9 @@ $$;
 -- output, output kind, target root or compensation kind, 0 for a lane or
 -- case, and the JSON null for params or inputs mean "none"; a null
 -- available_at means p_now. The requested output's kinds and target roots
--- come last, and a caller that names neither may leave them out.
+-- come last, and a caller that names neither may leave them out; then the
+-- budgets (job_budget_refusal; NULL or JSON null: none), which a caller
+-- that sets none may leave out.
 --
 -- A job whose (project, kind, idempotency key) already exists, or repeats an
 -- earlier element of the batch, is not created again: the element returns the
@@ -718,6 +790,10 @@ $$;
 -- check violation naming the constraint); an actor without job.create on
 -- p_project, or an unknown project (DK009); a key held by a job that is
 -- another request (DK003, naming the fields that differ).
+DROP FUNCTION IF EXISTS docket.job_enqueue_many(text, text, timestamptz, text[], text[], smallint[], jsonb[], integer[], text[],
+                                                timestamptz[], integer[], boolean[], boolean[], interval[], interval[],
+                                                interval[], double precision[], jsonb[], jsonb[], text[], bigint[], bigint[],
+                                                text[], text[], text[]);
 CREATE OR REPLACE FUNCTION docket.job_enqueue_many(
     p_project text, p_actor text, p_now timestamptz,
     p_kinds text[], p_queues text[], p_priorities smallint[], p_payloads jsonb[], p_payload_schemas integer[],
@@ -725,7 +801,7 @@ CREATE OR REPLACE FUNCTION docket.job_enqueue_many(
     p_external boolean[], p_leases interval[], p_backoff_base interval[], p_backoff_cap interval[],
     p_backoff_jitter double precision[], p_params jsonb[], p_inputs jsonb[], p_outputs text[],
     p_lane_ids bigint[], p_case_ids bigint[], p_compensation_kinds text[],
-    p_output_kinds text[] DEFAULT NULL, p_roots text[] DEFAULT NULL)
+    p_output_kinds text[] DEFAULT NULL, p_roots text[] DEFAULT NULL, p_budgets jsonb[] DEFAULT NULL)
 RETURNS TABLE (ord integer, duplicate boolean, id bigint)
 LANGUAGE plpgsql SET jit = off AS $$
 #variable_conflict use_column
@@ -740,13 +816,15 @@ BEGIN
     PERFORM docket.job_require_batch('enqueue batch size', n, 100000);
     p_output_kinds := coalesce(p_output_kinds, array_fill(NULL::text, ARRAY[n]));
     p_roots := coalesce(p_roots, array_fill(NULL::text, ARRAY[n]));
+    p_budgets := coalesce(p_budgets, array_fill(NULL::jsonb, ARRAY[n]));
     IF n = ALL (ARRAY[cardinality(p_queues), cardinality(p_priorities), cardinality(p_payloads),
                       cardinality(p_payload_schemas), cardinality(p_keys), cardinality(p_available_at),
                       cardinality(p_max_attempts), cardinality(p_repeatable), cardinality(p_external),
                       cardinality(p_leases), cardinality(p_backoff_base), cardinality(p_backoff_cap),
                       cardinality(p_backoff_jitter), cardinality(p_params), cardinality(p_inputs),
                       cardinality(p_outputs), cardinality(p_lane_ids), cardinality(p_case_ids),
-                      cardinality(p_compensation_kinds), cardinality(p_output_kinds), cardinality(p_roots)]) IS NOT TRUE THEN
+                      cardinality(p_compensation_kinds), cardinality(p_output_kinds), cardinality(p_roots),
+                      cardinality(p_budgets)]) IS NOT TRUE THEN
         RAISE EXCEPTION 'invalid enqueue batch: every field array must have % elements', n
             USING ERRCODE = 'DK010';
     END IF;
@@ -776,6 +854,14 @@ BEGIN
     IF FOUND THEN
         PERFORM docket.job_require_request(bad.i::integer, bad.output, bad.output_kind, bad.root);
     END IF;
+    SELECT x.i, docket.job_budget_refusal(x.budget) AS why INTO bad
+    FROM unnest(p_budgets) WITH ORDINALITY AS x(budget, i)
+    WHERE x.budget IS NOT NULL AND docket.job_budget_refusal(x.budget) IS NOT NULL
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'job %: invalid budget: %', bad.i, bad.why USING ERRCODE = 'DK010';
+    END IF;
+    p_budgets := ARRAY(SELECT nullif(b, 'null'::jsonb) FROM unnest(p_budgets) AS b);
 
     v_ids := ARRAY(SELECT nextval('docket.jobs_id_seq') FROM generate_series(1, n));
     WITH inserted AS (
@@ -783,7 +869,8 @@ BEGIN
             id, project, kind, queue, priority, payload, payload_schema, params, inputs, requested_output,
             requested_kind, target_root,
             lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at,
-            max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, created_by, created_at, updated_at)
+            max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, max_effects, max_money, currency,
+            created_by, created_at, updated_at)
         OVERRIDING SYSTEM VALUE
         SELECT x.new_id, p_project, x.kind, x.queue, x.priority, x.payload, x.payload_schema,
                nullif(x.params, 'null'::jsonb),
@@ -792,14 +879,16 @@ BEGIN
                nullif(x.output, ''), nullif(x.output_kind, ''), nullif(x.root, ''),
                nullif(x.lane_id, 0), nullif(x.case_id, 0), nullif(x.key, ''),
                nullif(x.compensation_kind, ''), x.external, x.repeatable, coalesce(x.available_at, p_now),
-               x.max_attempts, x.lease, x.backoff_base, x.backoff_cap, x.backoff_jitter, p_actor, p_now, p_now
+               x.max_attempts, x.lease, x.backoff_base, x.backoff_cap, x.backoff_jitter,
+               (x.budget ->> 'effects')::bigint, (x.budget ->> 'money')::bigint, x.budget ->> 'currency',
+               p_actor, p_now, p_now
         FROM unnest(v_ids, p_kinds, p_queues, p_priorities, p_payloads, p_payload_schemas, p_keys, p_available_at,
                     p_max_attempts, p_repeatable, p_external, p_leases, p_backoff_base, p_backoff_cap,
                     p_backoff_jitter, p_params, p_inputs, p_outputs, p_lane_ids, p_case_ids, p_compensation_kinds,
-                    p_output_kinds, p_roots)
+                    p_output_kinds, p_roots, p_budgets)
              AS x(new_id, kind, queue, priority, payload, payload_schema, key, available_at, max_attempts,
                   repeatable, external, lease, backoff_base, backoff_cap, backoff_jitter, params,
-                  inputs, output, lane_id, case_id, compensation_kind, output_kind, root)
+                  inputs, output, lane_id, case_id, compensation_kind, output_kind, root, budget)
         ON CONFLICT (project, kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
         RETURNING j.id
     )
@@ -817,7 +906,7 @@ BEGIN
                    CASE WHEN p_inputs[x.i] IS NULL OR p_inputs[x.i] = 'null'::jsonb THEN '{}'::text[]
                         ELSE ARRAY(SELECT jsonb_array_elements_text(p_inputs[x.i])) END,
                    p_outputs[x.i], p_output_kinds[x.i], p_roots[x.i], p_repeatable[x.i], p_external[x.i],
-                   p_lane_ids[x.i], p_case_ids[x.i], p_compensation_kinds[x.i]))
+                   p_lane_ids[x.i], p_case_ids[x.i], p_compensation_kinds[x.i], p_budgets[x.i]))
         FROM unnest(v_ids) WITH ORDINALITY AS x(id, i)
         LEFT JOIN docket.jobs j ON j.id = x.id
         ORDER BY x.i;
@@ -836,6 +925,9 @@ SELECT false AS duplicate, j.* FROM docket.jobs j WHERE false;
 -- scalar arguments and no arrays to unpack, and returns the job's row with
 -- its duplicate flag: the path of a single enqueue. Refuses as
 -- job_enqueue_many.
+DROP FUNCTION IF EXISTS docket.job_enqueue_one(text, text, timestamptz, text, text, smallint, jsonb, integer, text, timestamptz,
+                                               integer, boolean, boolean, interval, interval, interval, double precision,
+                                               jsonb, text[], text, bigint, bigint, text, text, text);
 CREATE OR REPLACE FUNCTION docket.job_enqueue_one(
     p_project text, p_actor text, p_now timestamptz,
     p_kind text, p_queue text, p_priority smallint, p_payload jsonb, p_payload_schema integer,
@@ -843,7 +935,7 @@ CREATE OR REPLACE FUNCTION docket.job_enqueue_one(
     p_external boolean, p_lease interval, p_backoff_base interval, p_backoff_cap interval,
     p_backoff_jitter double precision, p_params jsonb, p_inputs text[], p_output text,
     p_lane_id bigint, p_case_id bigint, p_compensation_kind text,
-    p_output_kind text DEFAULT NULL, p_root text DEFAULT NULL)
+    p_output_kind text DEFAULT NULL, p_root text DEFAULT NULL, p_budget jsonb DEFAULT NULL)
 RETURNS SETOF docket.job_enqueued
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -860,17 +952,23 @@ BEGIN
     IF nullif(p_output_kind, '') IS NOT NULL OR nullif(p_root, '') IS NOT NULL THEN
         PERFORM docket.job_require_request(1, p_output, p_output_kind, p_root);
     END IF;
+    IF p_budget IS NOT NULL AND docket.job_budget_refusal(p_budget) IS NOT NULL THEN
+        RAISE EXCEPTION 'job 1: invalid budget: %', docket.job_budget_refusal(p_budget) USING ERRCODE = 'DK010';
+    END IF;
+    p_budget := nullif(p_budget, 'null'::jsonb);
     INSERT INTO docket.jobs AS j (
         project, kind, queue, priority, payload, payload_schema, params, inputs, requested_output,
         requested_kind, target_root,
         lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at,
-        max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, created_by, created_at, updated_at)
+        max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, max_effects, max_money, currency,
+        created_by, created_at, updated_at)
     VALUES (p_project, p_kind, p_queue, p_priority, p_payload, p_payload_schema, nullif(p_params, 'null'::jsonb),
             coalesce(p_inputs, '{}'), nullif(p_output, ''), nullif(p_output_kind, ''), nullif(p_root, ''),
             nullif(p_lane_id, 0), nullif(p_case_id, 0),
             nullif(p_key, ''), nullif(p_compensation_kind, ''), p_external, p_repeatable,
             coalesce(p_available_at, p_now), p_max_attempts, p_lease, p_backoff_base, p_backoff_cap,
-            p_backoff_jitter, p_actor, p_now, p_now)
+            p_backoff_jitter, (p_budget ->> 'effects')::bigint, (p_budget ->> 'money')::bigint, p_budget ->> 'currency',
+            p_actor, p_now, p_now)
     ON CONFLICT (project, kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING * INTO v;
     IF FOUND THEN
@@ -879,7 +977,7 @@ BEGIN
     END IF;
     v_id := docket.job_resolve_duplicate(p_project, p_kind, p_key, p_payload, p_payload_schema, p_params, p_inputs,
                                          p_output, p_output_kind, p_root, p_repeatable, p_external, p_lane_id,
-                                         p_case_id, p_compensation_kind);
+                                         p_case_id, p_compensation_kind, p_budget);
     SELECT * INTO v FROM docket.jobs WHERE id = v_id;
     RETURN QUERY SELECT true, (v).*;
 END
@@ -916,6 +1014,13 @@ CREATE OR REPLACE FUNCTION docket.job_take(p_ids bigint[], p_lease interval, p_a
 RETURNS SETOF docket.jobs
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 BEGIN
+    -- A job with a money ceiling reserves what it may still spend in its
+    -- project's quota first (job_budget_admit); one the quota cannot take
+    -- is exhausted instead of claimed. The partial index of such jobs finds
+    -- them, or finds none, without reading the others.
+    IF EXISTS (SELECT 1 FROM docket.jobs b WHERE b.id = ANY (p_ids) AND b.max_money IS NOT NULL) THEN
+        p_ids := docket.job_budget_admit(p_ids, p_now);
+    END IF;
     RETURN QUERY
     WITH fresh AS (
         SELECT f.id, gen_random_uuid() AS token FROM unnest(p_ids) AS f(id)
@@ -946,7 +1051,8 @@ BEGIN
            t.available_at, t.attempts, t.max_attempts, t.lease, t.backoff_base, t.backoff_cap, t.backoff_jitter,
            t.lease_generation, t.fresh_token, t.claimed_by, t.claimed_at, t.lease_expires_at, t.result, t.diagnostic,
            t.created_by, t.created_at, t.updated_at, t.finished_at, t.outcome_token, t.claimed_revision, t.revisions,
-           t.requested_kind, t.target_root, t.renewals, t.renewed_at
+           t.requested_kind, t.target_root, t.renewals, t.renewed_at, t.max_effects, t.max_money, t.currency,
+           t.spent_effects, t.spent_money
     FROM taken t;
 END
 $$;
@@ -1228,22 +1334,26 @@ END
 $$;
 
 -- job_complete finishes job p_id as succeeded with p_result (NULL or JSON null:
--- none),
--- using the live lease p_token holds. Completing a succeeded job again with an
+-- none), using the live lease p_token holds; the attempt spent p_spent_effects
+-- effects and p_spent_money minor units (added to the job's, whatever its
+-- ceilings: a success stands). Completing a succeeded job again with an
 -- equal result is a quiet no-op that returns it. Run in the caller's
 -- transaction, the caller's own writes commit with the transition or not at all.
--- Refuses, writing nothing: malformed input, a result over 1 MiB (DK010); an
--- unknown job (P0002); a job finished otherwise, or succeeded with another
--- result (DK014); a token that does not hold a live lease, including on a
+-- Refuses, writing nothing: malformed input, a result over 1 MiB, a negative
+-- spend (DK010); an unknown job (P0002); a job finished otherwise, or
+-- succeeded with another result (DK014); a token that does not hold a live lease, including on a
 -- cancelled job (DK002).
+DROP FUNCTION IF EXISTS docket.job_complete(bigint, uuid, jsonb, text, timestamptz, text);
 CREATE OR REPLACE FUNCTION docket.job_complete(p_id bigint, p_token uuid, p_result jsonb, p_actor text, p_now timestamptz,
-                                    p_revision text DEFAULT NULL)
+                                    p_revision text DEFAULT NULL, p_spent_effects bigint DEFAULT 0,
+                                    p_spent_money bigint DEFAULT 0)
 RETURNS docket.jobs
 LANGUAGE plpgsql AS $$
 DECLARE
     v docket.jobs;
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.job_budget_spent(p_id, p_spent_effects, p_spent_money);
     p_result := nullif(p_result, 'null'::jsonb); -- JSON null is no result, as in job_complete_many
     IF docket.json_size(p_result) > 1048576 THEN
         RAISE EXCEPTION 'job %: result is % bytes, over the bound of 1048576', p_id, docket.json_size(p_result)
@@ -1260,6 +1370,7 @@ BEGIN
     UPDATE docket.jobs
     SET state = 'succeeded', result = p_result, diagnostic = NULL, outcome_token = claim_token,
         claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+        spent_effects = spent_effects + coalesce(p_spent_effects, 0), spent_money = spent_money + coalesce(p_spent_money, 0),
         finished_at = p_now, updated_at = greatest(updated_at, p_now)
     WHERE id = v.id
     RETURNING * INTO v;
@@ -1269,6 +1380,8 @@ $$;
 
 -- job_complete_many completes a batch in one statement: element i completes
 -- job p_ids[i] with token p_tokens[i] and result p_results[i] (JSON null: none),
+-- its attempt having spent p_spent_effects[i] effects and p_spent_money[i]
+-- minor units (NULL, or the array NULL: nothing; as job_complete),
 -- under the handler revision p_revisions[i] (NULL: no revision for any), and
 -- records its completion record p_records[i] (NULL or JSON null: none; else
 -- an object {"asset", "kind", "root", "params", "inputs"}, the arguments of
@@ -1287,7 +1400,7 @@ $$;
 -- claim. So a bad record fails its own element, not the batch, and never the
 -- batch's commit.
 -- Refuses the whole batch: malformed input, arrays of different lengths, a
--- job named twice, a batch outside 1..1000 (DK010).
+-- job named twice, a negative spend, a batch outside 1..1000 (DK010).
 -- It finds the jobs by id and claim token, not by state: a job holds a token
 -- exactly while it is claimed, so the rows are the same, but a query naming
 -- the state may be planned on the partial index of leases instead of the
@@ -1295,8 +1408,10 @@ $$;
 -- and then scans every claimed job for each completion. Its UPDATE keeps its
 -- generic plan (plan_cache_mode), each job by primary key.
 DROP FUNCTION IF EXISTS docket.job_complete_many(bigint[], uuid[], jsonb[], text, timestamptz, text[]);
+DROP FUNCTION IF EXISTS docket.job_complete_many(bigint[], uuid[], jsonb[], text, timestamptz, text[], jsonb[]);
 CREATE OR REPLACE FUNCTION docket.job_complete_many(p_ids bigint[], p_tokens uuid[], p_results jsonb[], p_actor text, p_now timestamptz,
-                                         p_revisions text[] DEFAULT NULL, p_records jsonb[] DEFAULT NULL)
+                                         p_revisions text[] DEFAULT NULL, p_records jsonb[] DEFAULT NULL,
+                                         p_spent_effects bigint[] DEFAULT NULL, p_spent_money bigint[] DEFAULT NULL)
 RETURNS TABLE (id bigint, state text, refusal text, refusal_reason text)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
@@ -1314,9 +1429,15 @@ BEGIN
     PERFORM docket.job_require_batch('completion batch size', cardinality(p_ids), 1000);
     IF cardinality(p_tokens) IS DISTINCT FROM cardinality(p_ids) OR cardinality(p_results) IS DISTINCT FROM cardinality(p_ids)
        OR (p_revisions IS NOT NULL AND cardinality(p_revisions) IS DISTINCT FROM cardinality(p_ids))
-       OR (p_records IS NOT NULL AND cardinality(p_records) IS DISTINCT FROM cardinality(p_ids)) THEN
-        RAISE EXCEPTION 'invalid completion batch: ids, tokens, results, revisions and records must have one length'
+       OR (p_records IS NOT NULL AND cardinality(p_records) IS DISTINCT FROM cardinality(p_ids))
+       OR (p_spent_effects IS NOT NULL AND cardinality(p_spent_effects) IS DISTINCT FROM cardinality(p_ids))
+       OR (p_spent_money IS NOT NULL AND cardinality(p_spent_money) IS DISTINCT FROM cardinality(p_ids)) THEN
+        RAISE EXCEPTION 'invalid completion batch: ids, tokens, results, revisions, records and spend reports must have one length'
             USING ERRCODE = 'DK010';
+    END IF;
+    IF p_spent_effects IS NOT NULL OR p_spent_money IS NOT NULL THEN
+        PERFORM docket.job_budget_spent(x.id, x.e, x.m)
+        FROM unnest(p_ids, p_spent_effects, p_spent_money) AS x(id, e, m) WHERE x.e < 0 OR x.m < 0;
     END IF;
     IF (SELECT count(DISTINCT i) FROM unnest(p_ids) i) <> cardinality(p_ids) OR array_position(p_ids, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'invalid completion batch: a job appears twice, or an id is NULL: name each job once'
@@ -1373,14 +1494,17 @@ BEGIN
     -- transaction committed meanwhile), why each other element was refused.
     WITH input AS (
         SELECT x.id, docket.job_token_digest(x.token) AS digest, nullif(x.result, 'null'::jsonb) AS result,
-               nullif(x.revision, '') AS revision
-        FROM unnest(p_ids, p_tokens, p_results, p_revisions) AS x(id, token, result, revision)
+               nullif(x.revision, '') AS revision, coalesce(x.spent_effects, 0) AS spent_effects,
+               coalesce(x.spent_money, 0) AS spent_money
+        FROM unnest(p_ids, p_tokens, p_results, p_revisions, p_spent_effects, p_spent_money)
+             AS x(id, token, result, revision, spent_effects, spent_money)
         WHERE NOT (x.id = ANY (v_refused))
     ),
     done AS (
         UPDATE docket.jobs j
         SET state = 'succeeded', result = input.result, diagnostic = NULL, outcome_token = j.claim_token,
             claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+            spent_effects = j.spent_effects + input.spent_effects, spent_money = j.spent_money + input.spent_money,
             finished_at = p_now, updated_at = greatest(j.updated_at, p_now)
         FROM input
         -- The claim token, not the state, names the claimed jobs: a job holds a
@@ -1451,13 +1575,19 @@ $$;
 --   permanent  failed;
 --   uncertain  uncertain (its effect may have happened), or as retryable when
 --              the job is repeatable.
--- p_diagnostic is kept, cut to 4096 characters. Failing a job already finished
--- with the outcome this call would give is a quiet no-op.
--- Refuses, writing nothing: malformed input or an unknown class (DK010); an
--- unknown job (P0002); a job finished otherwise (DK014); a token that does
--- not hold a live lease (DK002).
+-- p_diagnostic is kept, cut to 4096 characters. The attempt spent
+-- p_spent_effects effects and p_spent_money minor units, added to the job's;
+-- a retryable failure that leaves a ceiling of the job's budget reached makes
+-- the job exhausted instead of queued (dead still, on its last attempt).
+-- Failing a job already finished with the outcome this call would give is a
+-- quiet no-op.
+-- Refuses, writing nothing: malformed input, an unknown class or a negative
+-- spend (DK010); an unknown job (P0002); a job finished otherwise (DK014); a
+-- token that does not hold a live lease (DK002).
+DROP FUNCTION IF EXISTS docket.job_fail(bigint, uuid, text, text, interval, text, timestamptz, text);
 CREATE OR REPLACE FUNCTION docket.job_fail(p_id bigint, p_token uuid, p_class text, p_diagnostic text, p_retry_after interval,
-                                p_actor text, p_now timestamptz, p_revision text DEFAULT NULL)
+                                p_actor text, p_now timestamptz, p_revision text DEFAULT NULL,
+                                p_spent_effects bigint DEFAULT 0, p_spent_money bigint DEFAULT 0)
 RETURNS docket.jobs
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -1465,8 +1595,12 @@ DECLARE
     v_class text := p_class;
     v_diag text := docket.bounded_text(coalesce(p_diagnostic, 'no diagnostic given'), 4096);
     v_delay interval;
+    v_spent_effects bigint := coalesce(p_spent_effects, 0);
+    v_spent_money bigint := coalesce(p_spent_money, 0);
+    v_reached text;
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.job_budget_spent(p_id, p_spent_effects, p_spent_money);
     IF p_class IS NULL OR p_class NOT IN ('retryable', 'permanent', 'uncertain') THEN
         RAISE EXCEPTION 'invalid failure class %: want retryable, permanent or uncertain', coalesce(quote_literal(p_class), 'NULL')
             USING ERRCODE = 'DK010';
@@ -1483,23 +1617,39 @@ BEGIN
             CASE v_class WHEN 'permanent' THEN 'failed' WHEN 'uncertain' THEN 'uncertain' ELSE 'dead' END, NULL);
     END IF;
     v := docket.job_lock_held('fail', p_id, p_token, p_actor, p_now);
+    IF v.max_effects IS NOT NULL OR v.max_money IS NOT NULL THEN
+        v.spent_effects := v.spent_effects + v_spent_effects;
+        v.spent_money := v.spent_money + v_spent_money;
+        v_reached := docket.job_budget_reached(v);
+    END IF;
     IF v_class = 'permanent' THEN
         UPDATE docket.jobs
         SET state = 'failed', diagnostic = v_diag, outcome_token = claim_token,
             claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+            spent_effects = spent_effects + v_spent_effects, spent_money = spent_money + v_spent_money,
             finished_at = p_now, updated_at = greatest(updated_at, p_now)
         WHERE id = v.id RETURNING * INTO v;
     ELSIF v_class = 'uncertain' THEN
         UPDATE docket.jobs
         SET state = 'uncertain', diagnostic = v_diag,
             claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+            spent_effects = spent_effects + v_spent_effects, spent_money = spent_money + v_spent_money,
             updated_at = greatest(updated_at, p_now)
         WHERE id = v.id RETURNING * INTO v;
     ELSIF v.attempts >= v.max_attempts THEN
         UPDATE docket.jobs
         SET state = 'dead', diagnostic = v_diag, outcome_token = claim_token,
             claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+            spent_effects = spent_effects + v_spent_effects, spent_money = spent_money + v_spent_money,
             finished_at = p_now, updated_at = greatest(updated_at, p_now)
+        WHERE id = v.id RETURNING * INTO v;
+    ELSIF v_reached IS NOT NULL THEN
+        -- Out of budget, not failed: it waits for a raise (job_resume).
+        UPDATE docket.jobs
+        SET state = 'exhausted', diagnostic = docket.bounded_text('exhausted: ' || v_reached || '; the attempt failed: ' || v_diag, 4096),
+            claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+            spent_effects = spent_effects + v_spent_effects, spent_money = spent_money + v_spent_money,
+            updated_at = greatest(updated_at, p_now)
         WHERE id = v.id RETURNING * INTO v;
     ELSE
         v_delay := CASE
@@ -1509,6 +1659,7 @@ BEGIN
         UPDATE docket.jobs
         SET state = 'queued', diagnostic = v_diag, available_at = p_now + v_delay,
             claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+            spent_effects = spent_effects + v_spent_effects, spent_money = spent_money + v_spent_money,
             updated_at = greatest(updated_at, p_now)
         WHERE id = v.id RETURNING * INTO v;
     END IF;
@@ -1619,9 +1770,13 @@ BEGIN
             RAISE EXCEPTION 'job %: cannot queue it again: it has used all % attempts; settle it succeeded or failed, or enqueue a new job',
                 v.id, v.max_attempts USING ERRCODE = 'DK010';
         END IF;
+        -- A ceiling reached: it waits for a raise instead (job_resume).
         UPDATE docket.jobs
-        SET state = 'queued', available_at = p_now,
-            diagnostic = docket.bounded_text('reconciled: run again: ' || coalesce(p_note, 'no note given'), 4096),
+        SET state = CASE WHEN docket.job_budget_reached(v) IS NULL THEN 'queued' ELSE 'exhausted' END,
+            available_at = p_now,
+            diagnostic = docket.bounded_text(CASE WHEN docket.job_budget_reached(v) IS NULL THEN ''
+                                                  ELSE 'exhausted: ' || docket.job_budget_reached(v) || '; ' END
+                                             || 'reconciled: run again: ' || coalesce(p_note, 'no note given'), 4096),
             updated_at = greatest(updated_at, p_now)
         WHERE id = v.id RETURNING * INTO v;
     ELSE
@@ -1808,7 +1963,9 @@ BEGIN
     ELSIF last.outcome <> docket.job_outcome(j.state, j.result, j.diagnostic, j.claimed_by,
                                              j.claim_token, j.lease_generation, j.attempts,
                                              -- a held lease's renewals come after its claim's event
-                                             CASE WHEN j.state = 'claimed' THEN 0 ELSE j.renewals END, j.renewed_at)
+                                             CASE WHEN j.state = 'claimed' THEN 0 ELSE j.renewals END,
+                                             CASE WHEN j.state = 'claimed' THEN NULL ELSE j.renewed_at END,
+                                             j.spent_effects, j.spent_money)
           -- A job held when its token was replaced by a digest (00034): its
           -- last event recorded the holding under the token.
           AND NOT EXISTS (SELECT 1 FROM docket.job_token_rekeys r
@@ -1867,7 +2024,10 @@ RETURN (p_from, p_to) IN (
     ('queued', 'claimed'), ('queued', 'cancelled'), ('queued', 'queued'),
     ('claimed', 'queued'), ('claimed', 'claimed'), ('claimed', 'succeeded'), ('claimed', 'failed'),
     ('claimed', 'dead'), ('claimed', 'uncertain'), ('claimed', 'cancelled'),
-    ('uncertain', 'succeeded'), ('uncertain', 'failed'), ('uncertain', 'queued'), ('uncertain', 'cancelled'));
+    ('uncertain', 'succeeded'), ('uncertain', 'failed'), ('uncertain', 'queued'), ('uncertain', 'cancelled'),
+    -- budgets (00040)
+    ('claimed', 'exhausted'), ('queued', 'exhausted'), ('uncertain', 'exhausted'), ('exhausted', 'queued'),
+    ('exhausted', 'cancelled'));
 
 -- job_machine_drift names how docket.job_states and docket.job_transitions
 -- differ from the machine as migrated, or is NULL when they do not.
@@ -1885,7 +2045,7 @@ RETURN (
         WHERE (s.initial, s.terminal) IS DISTINCT FROM (s.state = 'queued', s.state IN ('succeeded', 'failed', 'dead', 'cancelled'))
         UNION ALL
         SELECT 'transitions of the machine are missing from docket.job_transitions'
-        WHERE (SELECT count(*) FROM docket.job_transitions WHERE docket.job_machine_move(from_state, to_state)) <> 14
+        WHERE (SELECT count(*) FROM docket.job_transitions WHERE docket.job_machine_move(from_state, to_state)) <> 19
     ) x
 );
 
@@ -1971,6 +2131,156 @@ INSERT INTO docket.api_functions (name, role) VALUES
     ('job_complete_many', 'app'), ('job_fail', 'app'), ('job_cancel', 'app'), ('job_reconcile', 'app'),
     ('job_expire_leases', 'app'), ('job_decoders_register', 'app'), ('job_verify', 'app');
 
+-- Budgets ---------------------------------------------------------------------
+--
+-- A job may carry ceilings (max_effects; max_money in minor units of
+-- currency) that its attempts spend against: each attempt's handler reports
+-- what it spent with the attempt's outcome (job_complete, job_complete_many,
+-- job_fail), added to spent_effects and spent_money as the attempt ends. An
+-- attempt that succeeded stands, whatever it spent. One that did not, and
+-- left a ceiling reached, makes the job exhausted instead of queued again:
+-- not failed, and not claimed by anyone until job_resume raises the
+-- ceiling. A job with a money ceiling reserves, at each claim, what it may
+-- still spend in its project's quota for its currency (budget_reserve_for,
+-- budgets.sql); one the quota cannot take is exhausted instead of claimed,
+-- and resumes when the quota has room again. As each attempt ends its
+-- reservation shrinks to what it spent. Histories: the moves into and out
+-- of exhausted are events, their detail says why, and the outcome digest
+-- covers what was spent (job_outcome).
+
+-- job_budget_reached says which ceiling of job v is reached, or NULL.
+CREATE OR REPLACE FUNCTION docket.job_budget_reached(v docket.jobs) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE
+    WHEN v.spent_money >= v.max_money
+        THEN format('money: %s of %s %s spent', v.spent_money, v.max_money, v.currency)
+    WHEN v.spent_effects >= v.max_effects
+        THEN format('effects: %s of %s spent', v.spent_effects, v.max_effects)
+END;
+
+-- job_budget_spent refuses (DK010) a spend report of job p_id that is not
+-- two whole numbers of zero or more: effects, and money in minor units.
+CREATE OR REPLACE FUNCTION docket.job_budget_spent(p_id bigint, p_effects bigint, p_money bigint) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_effects < 0 OR p_money < 0 THEN
+        RAISE EXCEPTION 'job %: invalid spend report (effects %, money %): want whole numbers of zero or more, money in minor units',
+            p_id, p_effects, p_money USING ERRCODE = 'DK010';
+    END IF;
+END
+$$;
+
+-- job_budget_admit is job_take's first step for the jobs of p_ids that have
+-- a money ceiling (the caller holds them locked): each reserves what it may
+-- still spend, its ceiling less what it spent, in its project's quota for
+-- its currency in the period p_now falls in. A queued job the quota cannot
+-- take is exhausted, with the quota's refusal as its diagnostic; an expired
+-- claim it cannot take is left to the lease sweep. Returns p_ids without
+-- the jobs it did not admit.
+CREATE OR REPLACE FUNCTION docket.job_budget_admit(p_ids bigint[], p_now timestamptz) RETURNS bigint[]
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+    v_out bigint[] := '{}';
+BEGIN
+    FOR v IN SELECT * FROM docket.jobs b WHERE b.id = ANY (p_ids) AND b.max_money IS NOT NULL ORDER BY b.id LOOP
+        BEGIN
+            PERFORM docket.budget_reserve_for(v.project, v.currency, NULL, v.id, p_now, v.spent_money,
+                                              greatest(v.max_money - v.spent_money, 0),
+                                              format('job %s (ceiling %s, %s spent)', v.id, v.max_money, v.spent_money));
+        EXCEPTION WHEN SQLSTATE 'DK009' THEN
+            v_out := v_out || v.id;
+            IF v.state = 'queued' THEN
+                UPDATE docket.jobs
+                SET state = 'exhausted', diagnostic = docket.bounded_text('exhausted: ' || SQLERRM, 4096),
+                    updated_at = greatest(updated_at, p_now)
+                WHERE id = v.id;
+            END IF;
+        END;
+    END LOOP;
+    IF cardinality(v_out) = 0 THEN
+        RETURN p_ids;
+    END IF;
+    RETURN ARRAY(SELECT i FROM unnest(p_ids) AS i WHERE NOT (i = ANY (v_out)));
+END
+$$;
+
+-- jobs_budget_settle shrinks a job's reservation to what it spent as an
+-- attempt ends, by any route (an outcome, a release, a cancel, the lease
+-- sweep).
+CREATE OR REPLACE FUNCTION docket.jobs_budget_settle() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM docket.budget_settle_for(NULL, NEW.id, NEW.spent_money);
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER jobs_budget_settle
+    AFTER UPDATE OF state ON docket.jobs
+    FOR EACH ROW WHEN (OLD.state = 'claimed' AND NEW.state <> 'claimed' AND NEW.max_money IS NOT NULL)
+    EXECUTE FUNCTION docket.jobs_budget_settle();
+
+-- job_resume puts exhausted job p_id back in the queue on behalf of p_actor
+-- at p_now, raising its ceilings to p_max_effects and p_max_money (NULL:
+-- keep), due at once. The move is an event whose detail records the raise
+-- (from, to, by whom). A job the quota stopped resumes without a raise and
+-- reserves again at its next claim. Resuming a job that is queued again
+-- with the ceilings asked for is a quiet no-op.
+-- Refuses, writing nothing: an unknown job, or one the actor may not see
+-- (P0002); an actor without budget.manage on the job's project (DK009); a
+-- finished job (DK014), or another that is not exhausted (DK001); a lowered ceiling, a ceiling where the
+-- job has none, or one still at or under what was spent (DK010).
+CREATE OR REPLACE FUNCTION docket.job_resume(p_id bigint, p_max_effects bigint, p_max_money bigint, p_actor text, p_now timestamptz)
+RETURNS docket.jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+    v_effects bigint;
+    v_money bigint;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    SELECT * INTO v FROM docket.jobs WHERE id = p_id FOR UPDATE;
+    IF NOT FOUND OR NOT docket.job_visible(p_actor, v.project) THEN
+        RAISE EXCEPTION 'job % does not exist', coalesce(p_id::text, 'NULL') USING ERRCODE = 'P0002';
+    END IF;
+    IF NOT docket.grant_check(p_actor, v.project, 'budget.manage') THEN
+        RAISE EXCEPTION '% may not raise the ceilings of job %: it needs budget.manage on project %', p_actor, v.id, v.project
+            USING ERRCODE = 'DK009';
+    END IF;
+    v_effects := coalesce(p_max_effects, v.max_effects);
+    v_money := coalesce(p_max_money, v.max_money);
+    IF v.state = 'queued' AND (v.max_effects, v.max_money) IS NOT DISTINCT FROM (v_effects, v_money) THEN
+        RETURN v;
+    ELSIF docket.machine_terminal('job', v.state) THEN
+        RAISE EXCEPTION 'job % already finished %: it cannot resume', v.id, v.state USING ERRCODE = 'DK014';
+    ELSIF v.state <> 'exhausted' THEN
+        RAISE EXCEPTION 'job % is %: only an exhausted job resumes', v.id, v.state USING ERRCODE = 'DK001';
+    END IF;
+    IF (p_max_effects IS NOT NULL AND v.max_effects IS NULL) OR (p_max_money IS NOT NULL AND v.max_money IS NULL) THEN
+        RAISE EXCEPTION 'job %: a resume raises the ceilings the job has; it adds none', v.id USING ERRCODE = 'DK010';
+    ELSIF v_effects < v.max_effects OR v_money < v.max_money THEN
+        RAISE EXCEPTION 'job %: a resume raises ceilings, never lowers them (effects % -> %, money % -> %)',
+            v.id, v.max_effects, v_effects, v.max_money, v_money USING ERRCODE = 'DK010';
+    ELSIF v.spent_effects >= v_effects OR v.spent_money >= v_money THEN
+        RAISE EXCEPTION 'job %: still exhausted: % effects and % minor units were spent; raise the ceiling above what was spent',
+            v.id, v.spent_effects, v.spent_money USING ERRCODE = 'DK010';
+    END IF;
+    UPDATE docket.jobs
+    SET state = 'queued', max_effects = v_effects, max_money = v_money, available_at = p_now,
+        diagnostic = docket.bounded_text(format('resumed by %s: %s', p_actor, coalesce(nullif(concat_ws(', ',
+                         CASE WHEN v_effects IS DISTINCT FROM v.max_effects THEN format('effects %s -> %s', v.max_effects, v_effects) END,
+                         CASE WHEN v_money IS DISTINCT FROM v.max_money THEN format('money %s -> %s %s', v.max_money, v_money, v.currency) END),
+                         ''), 'ceilings as they were')), 4096),
+        updated_at = greatest(updated_at, p_now)
+    WHERE id = v.id
+    RETURNING * INTO v;
+    RETURN v;
+END
+$$;
+
+INSERT INTO docket.api_functions (name, role) VALUES ('job_resume', 'app');
+
 -- Traces and census ------------------------------------------------------------
 
 -- What OpenTelemetry needs from storage: docket.job_traces holds, per job, the
@@ -2046,9 +2356,9 @@ $$;
 
 -- job_census counts, at p_now, the unfinished jobs of every project whose
 -- jobs p_actor may see (docket.job_visible), by queue and state: queued
--- (and of those, due: available_at <= p_now), claimed, uncertain. Each
--- state is read on its own partial index (jobs_claim_idx, jobs_lease_expiry_idx,
--- jobs_uncertain_idx), so the census costs what the unfinished jobs number,
+-- (and of those, due: available_at <= p_now), claimed, uncertain, exhausted.
+-- Each state is read on its own partial index (jobs_claim_idx,
+-- jobs_lease_expiry_idx, jobs_uncertain_idx, jobs_exhausted_idx), so the census costs what the unfinished jobs number,
 -- however many finished ones the table keeps. No row for a (project, queue,
 -- state) with no job.
 -- Refuses a malformed actor or instant, or an actor the session may not act
@@ -2080,6 +2390,10 @@ BEGIN
     UNION ALL
     SELECT j.project::text, j.queue::text, 'uncertain'::text, count(*), 0::bigint
     FROM docket.jobs j WHERE j.state = 'uncertain' AND j.project = ANY (v_projects)
+    GROUP BY j.project, j.queue
+    UNION ALL
+    SELECT j.project::text, j.queue::text, 'exhausted'::text, count(*), 0::bigint
+    FROM docket.jobs j WHERE j.state = 'exhausted' AND j.project = ANY (v_projects)
     GROUP BY j.project, j.queue;
 END
 $$;

@@ -207,7 +207,9 @@ LANGUAGE sql STABLE AS $$
            coalesce(c.linked AND c.to_state = j.state AND c.attempt = j.attempts
                     AND c.outcome = docket.job_outcome(j.state, j.result, j.diagnostic, j.claimed_by, j.claim_token,
                                                        j.lease_generation, j.attempts,
-                                                       CASE WHEN j.state = 'claimed' THEN 0 ELSE j.renewals END, j.renewed_at)
+                                                       CASE WHEN j.state = 'claimed' THEN 0 ELSE j.renewals END,
+                                                       CASE WHEN j.state = 'claimed' THEN NULL ELSE j.renewed_at END,
+                                                       j.spent_effects, j.spent_money)
                     AND c.claim_revision IS NOT DISTINCT FROM j.claimed_revision::text
                     AND coalesce(c.pin_detail, 'unpinned: any revision may run it')
                         = CASE WHEN j.revisions IS NULL THEN 'unpinned: any revision may run it'

@@ -6,7 +6,8 @@ SELECT e.ord::integer AS ord, e.duplicate::boolean AS duplicate, e.id::bigint AS
     @keys::text[], @available_at::timestamptz[], @max_attempts::integer[], @repeatable::boolean[],
     @external::boolean[], @leases::interval[], @backoff_base::interval[], @backoff_cap::interval[],
     @backoff_jitter::float8[], @params::jsonb[], @inputs::jsonb[], @outputs::text[],
-    @lane_ids::bigint[], @case_ids::bigint[], @compensation_kinds::text[], @output_kinds::text[], @roots::text[]) e;
+    @lane_ids::bigint[], @case_ids::bigint[], @compensation_kinds::text[], @output_kinds::text[], @roots::text[],
+    sqlc.narg('budgets')::jsonb[]) e;
 
 -- name: JobClaim :many
 -- In the order the claim chose them.
@@ -30,7 +31,7 @@ SELECT * FROM docket.job_release(@id::bigint, @token::uuid, sqlc.narg('available
 
 -- name: JobComplete :one
 SELECT * FROM docket.job_complete(@id::bigint, @token::uuid, sqlc.narg('result')::jsonb, @actor::text, @now::timestamptz,
-    sqlc.narg('revision')::text);
+    sqlc.narg('revision')::text, @spent_effects::bigint, @spent_money::bigint);
 
 -- name: JobCompleteMany :many
 -- An unknown job has no state and an element that was not refused has no refusal: both come back empty,
@@ -38,11 +39,16 @@ SELECT * FROM docket.job_complete(@id::bigint, @token::uuid, sqlc.narg('result')
 SELECT e.id::bigint AS id, coalesce(e.state, '')::text AS state, coalesce(e.refusal, '')::text AS refusal,
     coalesce(e.refusal_reason, '')::text AS refusal_reason
 FROM docket.job_complete_many(@ids::bigint[], @tokens::uuid[], @results::jsonb[], @actor::text, @now::timestamptz,
-    @revisions::text[], sqlc.narg('records')::jsonb[]) e;
+    @revisions::text[], sqlc.narg('records')::jsonb[], sqlc.narg('spent_effects')::bigint[], sqlc.narg('spent_money')::bigint[]) e;
 
 -- name: JobFail :one
 SELECT * FROM docket.job_fail(@id::bigint, @token::uuid, @class::text, sqlc.narg('diagnostic')::text,
-    sqlc.narg('retry_after')::interval, @actor::text, @now::timestamptz, sqlc.narg('revision')::text);
+    sqlc.narg('retry_after')::interval, @actor::text, @now::timestamptz, sqlc.narg('revision')::text,
+    @spent_effects::bigint, @spent_money::bigint);
+
+-- name: JobResume :one
+SELECT * FROM docket.job_resume(@id::bigint, sqlc.narg('max_effects')::bigint, sqlc.narg('max_money')::bigint,
+    @actor::text, @now::timestamptz);
 
 -- name: JobCancel :one
 SELECT * FROM docket.job_cancel(@id::bigint, sqlc.narg('reason')::text, @actor::text, @now::timestamptz);
@@ -125,7 +131,8 @@ SELECT * FROM docket.job_enqueue_one(
     @key::text, @available_at::timestamptz, @max_attempts::integer, @repeatable::boolean,
     @external::boolean, @lease::interval, @backoff_base::interval, @backoff_cap::interval,
     @backoff_jitter::float8, @params::jsonb, @inputs::text[], @output::text,
-    @lane_id::bigint, @case_id::bigint, @compensation_kind::text, @output_kind::text, @root::text);
+    @lane_id::bigint, @case_id::bigint, @compensation_kind::text, @output_kind::text, @root::text,
+    sqlc.narg('budget')::jsonb);
 
 -- name: JobClaimQueue :many
 SELECT * FROM docket.job_claim_queue(@queue::text, @max_jobs::integer,

@@ -23,6 +23,7 @@ SELECT e.* FROM docket.job_enqueue_one(
     @key::text, @available_at::timestamptz, @max_attempts::integer, @repeatable::boolean,
     @external::boolean, @lease::interval, @backoff_base::interval, @backoff_cap::interval,
     @backoff_jitter::float8, @params::jsonb, @inputs::text[], @output::text,
-    @lane_id::bigint, @case_id::bigint, @compensation_kind::text, @output_kind::text, @root::text) e
+    @lane_id::bigint, @case_id::bigint, @compensation_kind::text, @output_kind::text, @root::text,
+    sqlc.narg('budget')::jsonb) e
 WHERE CASE WHEN e.duplicate THEN true
            ELSE docket.job_trace_put(ARRAY[e.id], @traceparent::text, @tracestate::text, @actor::text, @now::timestamptz) = 1 END;

@@ -14,7 +14,7 @@ import (
 )
 
 const jobCancel = `-- name: JobCancel :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.job_cancel($1::bigint, $2::text, $3::text, $4::timestamptz)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_cancel($1::bigint, $2::text, $3::text, $4::timestamptz)
 `
 
 func (q *Queries) JobCancel(ctx context.Context, db DBTX, iD int64, reason *string, actor string, now time.Time) (*DocketJob, error) {
@@ -68,12 +68,17 @@ func (q *Queries) JobCancel(ctx context.Context, db DBTX, iD int64, reason *stri
 		&i.TargetRoot,
 		&i.Renewals,
 		&i.RenewedAt,
+		&i.MaxEffects,
+		&i.MaxMoney,
+		&i.Currency,
+		&i.SpentEffects,
+		&i.SpentMoney,
 	)
 	return &i, err
 }
 
 const jobClaim = `-- name: JobClaim :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.job_claim($1::text, $2::text, $3::integer, $4::interval,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_claim($1::text, $2::text, $3::integer, $4::interval,
     $5::text[], $6::integer[], $7::text, $8::timestamptz,
     $9::text[])
 ORDER BY priority, available_at, id
@@ -154,6 +159,11 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 			&i.TargetRoot,
 			&i.Renewals,
 			&i.RenewedAt,
+			&i.MaxEffects,
+			&i.MaxMoney,
+			&i.Currency,
+			&i.SpentEffects,
+			&i.SpentMoney,
 		); err != nil {
 			return nil, err
 		}
@@ -166,7 +176,7 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 }
 
 const jobClaimID = `-- name: JobClaimID :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.job_claim_id($1::bigint, $2::interval,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_claim_id($1::bigint, $2::interval,
     $3::text[], $4::integer[], $5::text, $6::timestamptz,
     $7::text[])
 `
@@ -241,6 +251,11 @@ func (q *Queries) JobClaimID(ctx context.Context, db DBTX, arg JobClaimIDParams)
 			&i.TargetRoot,
 			&i.Renewals,
 			&i.RenewedAt,
+			&i.MaxEffects,
+			&i.MaxMoney,
+			&i.Currency,
+			&i.SpentEffects,
+			&i.SpentMoney,
 		); err != nil {
 			return nil, err
 		}
@@ -281,7 +296,7 @@ func (q *Queries) JobClaimProjects(ctx context.Context, db DBTX, actor string) (
 }
 
 const jobClaimQueue = `-- name: JobClaimQueue :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.job_claim_queue($1::text, $2::integer,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_claim_queue($1::text, $2::integer,
     $3::text[], $4::integer[], $5::interval[],
     $6::text, $7::timestamptz, $8::text[])
 `
@@ -358,6 +373,11 @@ func (q *Queries) JobClaimQueue(ctx context.Context, db DBTX, arg JobClaimQueueP
 			&i.TargetRoot,
 			&i.Renewals,
 			&i.RenewedAt,
+			&i.MaxEffects,
+			&i.MaxMoney,
+			&i.Currency,
+			&i.SpentEffects,
+			&i.SpentMoney,
 		); err != nil {
 			return nil, err
 		}
@@ -370,17 +390,19 @@ func (q *Queries) JobClaimQueue(ctx context.Context, db DBTX, arg JobClaimQueueP
 }
 
 const jobComplete = `-- name: JobComplete :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.job_complete($1::bigint, $2::uuid, $3::jsonb, $4::text, $5::timestamptz,
-    $6::text)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_complete($1::bigint, $2::uuid, $3::jsonb, $4::text, $5::timestamptz,
+    $6::text, $7::bigint, $8::bigint)
 `
 
 type JobCompleteParams struct {
-	ID       int64
-	Token    uuid.UUID
-	Result   json.RawMessage
-	Actor    string
-	Now      time.Time
-	Revision *string
+	ID           int64
+	Token        uuid.UUID
+	Result       json.RawMessage
+	Actor        string
+	Now          time.Time
+	Revision     *string
+	SpentEffects int64
+	SpentMoney   int64
 }
 
 func (q *Queries) JobComplete(ctx context.Context, db DBTX, arg JobCompleteParams) (*DocketJob, error) {
@@ -391,6 +413,8 @@ func (q *Queries) JobComplete(ctx context.Context, db DBTX, arg JobCompleteParam
 		arg.Actor,
 		arg.Now,
 		arg.Revision,
+		arg.SpentEffects,
+		arg.SpentMoney,
 	)
 	var i DocketJob
 	err := row.Scan(
@@ -436,6 +460,11 @@ func (q *Queries) JobComplete(ctx context.Context, db DBTX, arg JobCompleteParam
 		&i.TargetRoot,
 		&i.Renewals,
 		&i.RenewedAt,
+		&i.MaxEffects,
+		&i.MaxMoney,
+		&i.Currency,
+		&i.SpentEffects,
+		&i.SpentMoney,
 	)
 	return &i, err
 }
@@ -444,17 +473,19 @@ const jobCompleteMany = `-- name: JobCompleteMany :many
 SELECT e.id::bigint AS id, coalesce(e.state, '')::text AS state, coalesce(e.refusal, '')::text AS refusal,
     coalesce(e.refusal_reason, '')::text AS refusal_reason
 FROM docket.job_complete_many($1::bigint[], $2::uuid[], $3::jsonb[], $4::text, $5::timestamptz,
-    $6::text[], $7::jsonb[]) e
+    $6::text[], $7::jsonb[], $8::bigint[], $9::bigint[]) e
 `
 
 type JobCompleteManyParams struct {
-	Ids       []int64
-	Tokens    []uuid.UUID
-	Results   []json.RawMessage
-	Actor     string
-	Now       time.Time
-	Revisions []string
-	Records   []json.RawMessage
+	Ids          []int64
+	Tokens       []uuid.UUID
+	Results      []json.RawMessage
+	Actor        string
+	Now          time.Time
+	Revisions    []string
+	Records      []json.RawMessage
+	SpentEffects []int64
+	SpentMoney   []int64
 }
 
 type JobCompleteManyRow struct {
@@ -475,6 +506,8 @@ func (q *Queries) JobCompleteMany(ctx context.Context, db DBTX, arg JobCompleteM
 		arg.Now,
 		arg.Revisions,
 		arg.Records,
+		arg.SpentEffects,
+		arg.SpentMoney,
 	)
 	if err != nil {
 		return nil, err
@@ -534,7 +567,8 @@ SELECT e.ord::integer AS ord, e.duplicate::boolean AS duplicate, e.id::bigint AS
     $9::text[], $10::timestamptz[], $11::integer[], $12::boolean[],
     $13::boolean[], $14::interval[], $15::interval[], $16::interval[],
     $17::float8[], $18::jsonb[], $19::jsonb[], $20::text[],
-    $21::bigint[], $22::bigint[], $23::text[], $24::text[], $25::text[]) e
+    $21::bigint[], $22::bigint[], $23::text[], $24::text[], $25::text[],
+    $26::jsonb[]) e
 `
 
 type JobEnqueueManyParams struct {
@@ -563,6 +597,7 @@ type JobEnqueueManyParams struct {
 	CompensationKinds []string
 	OutputKinds       []string
 	Roots             []string
+	Budgets           []json.RawMessage
 }
 
 type JobEnqueueManyRow struct {
@@ -599,6 +634,7 @@ func (q *Queries) JobEnqueueMany(ctx context.Context, db DBTX, arg JobEnqueueMan
 		arg.CompensationKinds,
 		arg.OutputKinds,
 		arg.Roots,
+		arg.Budgets,
 	)
 	if err != nil {
 		return nil, err
@@ -619,13 +655,14 @@ func (q *Queries) JobEnqueueMany(ctx context.Context, db DBTX, arg JobEnqueueMan
 }
 
 const jobEnqueueOne = `-- name: JobEnqueueOne :many
-SELECT duplicate, id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.job_enqueue_one(
+SELECT duplicate, id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_enqueue_one(
     $1::text, $2::text, $3::timestamptz,
     $4::text, $5::text, $6::smallint, $7::jsonb, $8::integer,
     $9::text, $10::timestamptz, $11::integer, $12::boolean,
     $13::boolean, $14::interval, $15::interval, $16::interval,
     $17::float8, $18::jsonb, $19::text[], $20::text,
-    $21::bigint, $22::bigint, $23::text, $24::text, $25::text)
+    $21::bigint, $22::bigint, $23::text, $24::text, $25::text,
+    $26::jsonb)
 `
 
 type JobEnqueueOneParams struct {
@@ -654,6 +691,7 @@ type JobEnqueueOneParams struct {
 	CompensationKind string
 	OutputKind       string
 	Root             string
+	Budget           json.RawMessage
 }
 
 func (q *Queries) JobEnqueueOne(ctx context.Context, db DBTX, arg JobEnqueueOneParams) ([]*DocketJobEnqueued, error) {
@@ -683,6 +721,7 @@ func (q *Queries) JobEnqueueOne(ctx context.Context, db DBTX, arg JobEnqueueOneP
 		arg.CompensationKind,
 		arg.OutputKind,
 		arg.Root,
+		arg.Budget,
 	)
 	if err != nil {
 		return nil, err
@@ -735,6 +774,11 @@ func (q *Queries) JobEnqueueOne(ctx context.Context, db DBTX, arg JobEnqueueOneP
 			&i.TargetRoot,
 			&i.Renewals,
 			&i.RenewedAt,
+			&i.MaxEffects,
+			&i.MaxMoney,
+			&i.Currency,
+			&i.SpentEffects,
+			&i.SpentMoney,
 		); err != nil {
 			return nil, err
 		}
@@ -789,7 +833,7 @@ func (q *Queries) JobEvents(ctx context.Context, db DBTX, iD int64, actor string
 }
 
 const jobExpireLeases = `-- name: JobExpireLeases :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.job_expire_leases($1::integer, $2::text, $3::timestamptz)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_expire_leases($1::integer, $2::text, $3::timestamptz)
 `
 
 func (q *Queries) JobExpireLeases(ctx context.Context, db DBTX, maxJobs int32, actor string, now time.Time) ([]*DocketJob, error) {
@@ -844,6 +888,11 @@ func (q *Queries) JobExpireLeases(ctx context.Context, db DBTX, maxJobs int32, a
 			&i.TargetRoot,
 			&i.Renewals,
 			&i.RenewedAt,
+			&i.MaxEffects,
+			&i.MaxMoney,
+			&i.Currency,
+			&i.SpentEffects,
+			&i.SpentMoney,
 		); err != nil {
 			return nil, err
 		}
@@ -856,19 +905,22 @@ func (q *Queries) JobExpireLeases(ctx context.Context, db DBTX, maxJobs int32, a
 }
 
 const jobFail = `-- name: JobFail :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.job_fail($1::bigint, $2::uuid, $3::text, $4::text,
-    $5::interval, $6::text, $7::timestamptz, $8::text)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_fail($1::bigint, $2::uuid, $3::text, $4::text,
+    $5::interval, $6::text, $7::timestamptz, $8::text,
+    $9::bigint, $10::bigint)
 `
 
 type JobFailParams struct {
-	ID         int64
-	Token      uuid.UUID
-	Class      string
-	Diagnostic *string
-	RetryAfter *time.Duration
-	Actor      string
-	Now        time.Time
-	Revision   *string
+	ID           int64
+	Token        uuid.UUID
+	Class        string
+	Diagnostic   *string
+	RetryAfter   *time.Duration
+	Actor        string
+	Now          time.Time
+	Revision     *string
+	SpentEffects int64
+	SpentMoney   int64
 }
 
 func (q *Queries) JobFail(ctx context.Context, db DBTX, arg JobFailParams) (*DocketJob, error) {
@@ -881,6 +933,8 @@ func (q *Queries) JobFail(ctx context.Context, db DBTX, arg JobFailParams) (*Doc
 		arg.Actor,
 		arg.Now,
 		arg.Revision,
+		arg.SpentEffects,
+		arg.SpentMoney,
 	)
 	var i DocketJob
 	err := row.Scan(
@@ -926,12 +980,17 @@ func (q *Queries) JobFail(ctx context.Context, db DBTX, arg JobFailParams) (*Doc
 		&i.TargetRoot,
 		&i.Renewals,
 		&i.RenewedAt,
+		&i.MaxEffects,
+		&i.MaxMoney,
+		&i.Currency,
+		&i.SpentEffects,
+		&i.SpentMoney,
 	)
 	return &i, err
 }
 
 const jobGet = `-- name: JobGet :one
-SELECT j.id, j.project, j.kind, j.queue, j.priority, j.state, j.payload, j.payload_schema, j.params, j.inputs, j.requested_output, j.lane_id, j.case_id, j.idempotency_key, j.compensation_kind, j.external, j.repeatable, j.available_at, j.attempts, j.max_attempts, j.lease, j.backoff_base, j.backoff_cap, j.backoff_jitter, j.lease_generation, j.claim_token, j.claimed_by, j.claimed_at, j.lease_expires_at, j.result, j.diagnostic, j.created_by, j.created_at, j.updated_at, j.finished_at, j.outcome_token, j.claimed_revision, j.revisions, j.requested_kind, j.target_root, j.renewals, j.renewed_at FROM docket.jobs j WHERE j.id = $1 AND docket.job_visible($2::text, j.project)
+SELECT j.id, j.project, j.kind, j.queue, j.priority, j.state, j.payload, j.payload_schema, j.params, j.inputs, j.requested_output, j.lane_id, j.case_id, j.idempotency_key, j.compensation_kind, j.external, j.repeatable, j.available_at, j.attempts, j.max_attempts, j.lease, j.backoff_base, j.backoff_cap, j.backoff_jitter, j.lease_generation, j.claim_token, j.claimed_by, j.claimed_at, j.lease_expires_at, j.result, j.diagnostic, j.created_by, j.created_at, j.updated_at, j.finished_at, j.outcome_token, j.claimed_revision, j.revisions, j.requested_kind, j.target_root, j.renewals, j.renewed_at, j.max_effects, j.max_money, j.currency, j.spent_effects, j.spent_money FROM docket.jobs j WHERE j.id = $1 AND docket.job_visible($2::text, j.project)
 `
 
 // No row when the actor may not read the job.
@@ -981,12 +1040,17 @@ func (q *Queries) JobGet(ctx context.Context, db DBTX, iD int64, actor string) (
 		&i.TargetRoot,
 		&i.Renewals,
 		&i.RenewedAt,
+		&i.MaxEffects,
+		&i.MaxMoney,
+		&i.Currency,
+		&i.SpentEffects,
+		&i.SpentMoney,
 	)
 	return &i, err
 }
 
 const jobGetMany = `-- name: JobGetMany :many
-SELECT j.id, j.project, j.kind, j.queue, j.priority, j.state, j.payload, j.payload_schema, j.params, j.inputs, j.requested_output, j.lane_id, j.case_id, j.idempotency_key, j.compensation_kind, j.external, j.repeatable, j.available_at, j.attempts, j.max_attempts, j.lease, j.backoff_base, j.backoff_cap, j.backoff_jitter, j.lease_generation, j.claim_token, j.claimed_by, j.claimed_at, j.lease_expires_at, j.result, j.diagnostic, j.created_by, j.created_at, j.updated_at, j.finished_at, j.outcome_token, j.claimed_revision, j.revisions, j.requested_kind, j.target_root, j.renewals, j.renewed_at FROM docket.jobs j
+SELECT j.id, j.project, j.kind, j.queue, j.priority, j.state, j.payload, j.payload_schema, j.params, j.inputs, j.requested_output, j.lane_id, j.case_id, j.idempotency_key, j.compensation_kind, j.external, j.repeatable, j.available_at, j.attempts, j.max_attempts, j.lease, j.backoff_base, j.backoff_cap, j.backoff_jitter, j.lease_generation, j.claim_token, j.claimed_by, j.claimed_at, j.lease_expires_at, j.result, j.diagnostic, j.created_by, j.created_at, j.updated_at, j.finished_at, j.outcome_token, j.claimed_revision, j.revisions, j.requested_kind, j.target_root, j.renewals, j.renewed_at, j.max_effects, j.max_money, j.currency, j.spent_effects, j.spent_money FROM docket.jobs j
 WHERE j.id = ANY ($1::bigint[]) AND docket.job_visible($2::text, j.project)
 ORDER BY j.id
 `
@@ -1044,6 +1108,11 @@ func (q *Queries) JobGetMany(ctx context.Context, db DBTX, ids []int64, actor st
 			&i.TargetRoot,
 			&i.Renewals,
 			&i.RenewedAt,
+			&i.MaxEffects,
+			&i.MaxMoney,
+			&i.Currency,
+			&i.SpentEffects,
+			&i.SpentMoney,
 		); err != nil {
 			return nil, err
 		}
@@ -1056,7 +1125,7 @@ func (q *Queries) JobGetMany(ctx context.Context, db DBTX, ids []int64, actor st
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.jobs
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.jobs
 WHERE project = $1::text
   AND docket.job_visible($2::text, $1::text)
   AND ($3::text = '' OR state = $3::text)
@@ -1141,6 +1210,11 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*D
 			&i.TargetRoot,
 			&i.Renewals,
 			&i.RenewedAt,
+			&i.MaxEffects,
+			&i.MaxMoney,
+			&i.Currency,
+			&i.SpentEffects,
+			&i.SpentMoney,
 		); err != nil {
 			return nil, err
 		}
@@ -1153,7 +1227,7 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*D
 }
 
 const jobPin = `-- name: JobPin :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.job_pin($1::bigint[], $2::text[], $3::text, $4::timestamptz)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_pin($1::bigint[], $2::text[], $3::text, $4::timestamptz)
 `
 
 // By id.
@@ -1214,6 +1288,11 @@ func (q *Queries) JobPin(ctx context.Context, db DBTX, ids []int64, revisions []
 			&i.TargetRoot,
 			&i.Renewals,
 			&i.RenewedAt,
+			&i.MaxEffects,
+			&i.MaxMoney,
+			&i.Currency,
+			&i.SpentEffects,
+			&i.SpentMoney,
 		); err != nil {
 			return nil, err
 		}
@@ -1321,7 +1400,7 @@ func (q *Queries) JobQueueDue(ctx context.Context, db DBTX, queue string, now ti
 }
 
 const jobReconcile = `-- name: JobReconcile :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.job_reconcile($1::bigint, $2::text, $3::jsonb, $4::text,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_reconcile($1::bigint, $2::text, $3::jsonb, $4::text,
     $5::text, $6::timestamptz)
 `
 
@@ -1387,12 +1466,17 @@ func (q *Queries) JobReconcile(ctx context.Context, db DBTX, arg JobReconcilePar
 		&i.TargetRoot,
 		&i.Renewals,
 		&i.RenewedAt,
+		&i.MaxEffects,
+		&i.MaxMoney,
+		&i.Currency,
+		&i.SpentEffects,
+		&i.SpentMoney,
 	)
 	return &i, err
 }
 
 const jobRelease = `-- name: JobRelease :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.job_release($1::bigint, $2::uuid, $3::timestamptz,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_release($1::bigint, $2::uuid, $3::timestamptz,
     $4::text, $5::text, $6::timestamptz, $7::text)
 `
 
@@ -1460,12 +1544,17 @@ func (q *Queries) JobRelease(ctx context.Context, db DBTX, arg JobReleaseParams)
 		&i.TargetRoot,
 		&i.Renewals,
 		&i.RenewedAt,
+		&i.MaxEffects,
+		&i.MaxMoney,
+		&i.Currency,
+		&i.SpentEffects,
+		&i.SpentMoney,
 	)
 	return &i, err
 }
 
 const jobRenew = `-- name: JobRenew :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at FROM docket.job_renew($1::bigint, $2::uuid, $3::interval, $4::text, $5::timestamptz,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_renew($1::bigint, $2::uuid, $3::interval, $4::text, $5::timestamptz,
     $6::text)
 `
 
@@ -1531,6 +1620,85 @@ func (q *Queries) JobRenew(ctx context.Context, db DBTX, arg JobRenewParams) (*D
 		&i.TargetRoot,
 		&i.Renewals,
 		&i.RenewedAt,
+		&i.MaxEffects,
+		&i.MaxMoney,
+		&i.Currency,
+		&i.SpentEffects,
+		&i.SpentMoney,
+	)
+	return &i, err
+}
+
+const jobResume = `-- name: JobResume :one
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_resume($1::bigint, $2::bigint, $3::bigint,
+    $4::text, $5::timestamptz)
+`
+
+type JobResumeParams struct {
+	ID         int64
+	MaxEffects *int64
+	MaxMoney   *int64
+	Actor      string
+	Now        time.Time
+}
+
+func (q *Queries) JobResume(ctx context.Context, db DBTX, arg JobResumeParams) (*DocketJob, error) {
+	row := db.QueryRow(ctx, jobResume,
+		arg.ID,
+		arg.MaxEffects,
+		arg.MaxMoney,
+		arg.Actor,
+		arg.Now,
+	)
+	var i DocketJob
+	err := row.Scan(
+		&i.ID,
+		&i.Project,
+		&i.Kind,
+		&i.Queue,
+		&i.Priority,
+		&i.State,
+		&i.Payload,
+		&i.PayloadSchema,
+		&i.Params,
+		&i.Inputs,
+		&i.RequestedOutput,
+		&i.LaneID,
+		&i.CaseID,
+		&i.IdempotencyKey,
+		&i.CompensationKind,
+		&i.External,
+		&i.Repeatable,
+		&i.AvailableAt,
+		&i.Attempts,
+		&i.MaxAttempts,
+		&i.Lease,
+		&i.BackoffBase,
+		&i.BackoffCap,
+		&i.BackoffJitter,
+		&i.LeaseGeneration,
+		&i.ClaimToken,
+		&i.ClaimedBy,
+		&i.ClaimedAt,
+		&i.LeaseExpiresAt,
+		&i.Result,
+		&i.Diagnostic,
+		&i.CreatedBy,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.FinishedAt,
+		&i.OutcomeToken,
+		&i.ClaimedRevision,
+		&i.Revisions,
+		&i.RequestedKind,
+		&i.TargetRoot,
+		&i.Renewals,
+		&i.RenewedAt,
+		&i.MaxEffects,
+		&i.MaxMoney,
+		&i.Currency,
+		&i.SpentEffects,
+		&i.SpentMoney,
 	)
 	return &i, err
 }

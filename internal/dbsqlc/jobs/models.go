@@ -61,6 +61,15 @@ type DocketJob struct {
 	Renewals int32
 	// The instant of the last renewal of the current (or last) attempt's lease: set exactly when renewals > 0.
 	RenewedAt *time.Time
+	// The most effects the job's attempts may report together (NULL: no ceiling).
+	MaxEffects *int64
+	// The most money, in minor units of currency, the job's attempts may report together (NULL: no ceiling).
+	MaxMoney *int64
+	Currency *string
+	// The effects its attempts reported, together.
+	SpentEffects int64
+	// The money its attempts reported, together, in minor units (of currency, when it has a ceiling).
+	SpentMoney int64
 }
 
 type DocketJobEnqueued struct {
@@ -107,6 +116,11 @@ type DocketJobEnqueued struct {
 	TargetRoot       *string
 	Renewals         int32
 	RenewedAt        *time.Time
+	MaxEffects       *int64
+	MaxMoney         *int64
+	Currency         *string
+	SpentEffects     int64
+	SpentMoney       int64
 }
 
 // Append-only, hash-chained history of every job transition. docket.job_verify(id) checks a job's chain.

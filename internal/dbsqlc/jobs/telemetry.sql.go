@@ -51,15 +51,16 @@ func (q *Queries) JobCensus(ctx context.Context, db DBTX, actor string, now time
 }
 
 const jobEnqueueOneTraced = `-- name: JobEnqueueOneTraced :many
-SELECT e.duplicate, e.id, e.project, e.kind, e.queue, e.priority, e.state, e.payload, e.payload_schema, e.params, e.inputs, e.requested_output, e.lane_id, e.case_id, e.idempotency_key, e.compensation_kind, e.external, e.repeatable, e.available_at, e.attempts, e.max_attempts, e.lease, e.backoff_base, e.backoff_cap, e.backoff_jitter, e.lease_generation, e.claim_token, e.claimed_by, e.claimed_at, e.lease_expires_at, e.result, e.diagnostic, e.created_by, e.created_at, e.updated_at, e.finished_at, e.outcome_token, e.claimed_revision, e.revisions, e.requested_kind, e.target_root, e.renewals, e.renewed_at FROM docket.job_enqueue_one(
+SELECT e.duplicate, e.id, e.project, e.kind, e.queue, e.priority, e.state, e.payload, e.payload_schema, e.params, e.inputs, e.requested_output, e.lane_id, e.case_id, e.idempotency_key, e.compensation_kind, e.external, e.repeatable, e.available_at, e.attempts, e.max_attempts, e.lease, e.backoff_base, e.backoff_cap, e.backoff_jitter, e.lease_generation, e.claim_token, e.claimed_by, e.claimed_at, e.lease_expires_at, e.result, e.diagnostic, e.created_by, e.created_at, e.updated_at, e.finished_at, e.outcome_token, e.claimed_revision, e.revisions, e.requested_kind, e.target_root, e.renewals, e.renewed_at, e.max_effects, e.max_money, e.currency, e.spent_effects, e.spent_money FROM docket.job_enqueue_one(
     $1::text, $2::text, $3::timestamptz,
     $4::text, $5::text, $6::smallint, $7::jsonb, $8::integer,
     $9::text, $10::timestamptz, $11::integer, $12::boolean,
     $13::boolean, $14::interval, $15::interval, $16::interval,
     $17::float8, $18::jsonb, $19::text[], $20::text,
-    $21::bigint, $22::bigint, $23::text, $24::text, $25::text) e
+    $21::bigint, $22::bigint, $23::text, $24::text, $25::text,
+    $26::jsonb) e
 WHERE CASE WHEN e.duplicate THEN true
-           ELSE docket.job_trace_put(ARRAY[e.id], $26::text, $27::text, $2::text, $3::timestamptz) = 1 END
+           ELSE docket.job_trace_put(ARRAY[e.id], $27::text, $28::text, $2::text, $3::timestamptz) = 1 END
 `
 
 type JobEnqueueOneTracedParams struct {
@@ -88,6 +89,7 @@ type JobEnqueueOneTracedParams struct {
 	CompensationKind string
 	OutputKind       string
 	Root             string
+	Budget           json.RawMessage
 	Traceparent      string
 	Tracestate       string
 }
@@ -122,6 +124,7 @@ func (q *Queries) JobEnqueueOneTraced(ctx context.Context, db DBTX, arg JobEnque
 		arg.CompensationKind,
 		arg.OutputKind,
 		arg.Root,
+		arg.Budget,
 		arg.Traceparent,
 		arg.Tracestate,
 	)
@@ -176,6 +179,11 @@ func (q *Queries) JobEnqueueOneTraced(ctx context.Context, db DBTX, arg JobEnque
 			&i.TargetRoot,
 			&i.Renewals,
 			&i.RenewedAt,
+			&i.MaxEffects,
+			&i.MaxMoney,
+			&i.Currency,
+			&i.SpentEffects,
+			&i.SpentMoney,
 		); err != nil {
 			return nil, err
 		}
