@@ -55,8 +55,9 @@ const (
 	// past its retention horizons.
 	RetentionPrune Capability = "retention.prune"
 
-	// BudgetManage sets the project's spend quotas and raises the ceilings
-	// of its runs (with [PlanRun]).
+	// BudgetManage sets the project's spend quotas, raises the ceilings of
+	// its runs (with [PlanRun]) and resumes its exhausted jobs, raising
+	// theirs.
 	BudgetManage Capability = "budget.manage"
 	// BatchRun opens and resumes batches in the project and admits their
 	// items (with [PlanRun] and [JobCreate]), and reads them.

@@ -28,6 +28,10 @@ SELECT 'job', * FROM (VALUES
     ('exhausted', 'queued', 'resumed: its ceilings raised, or its quota freed'),
     ('exhausted', 'cancelled', 'cancel')) v;
 
+UPDATE docket.capabilities
+SET description = 'set the project''s spend quotas, raise the ceilings of its runs (with plan.run), and resume its exhausted jobs'
+WHERE name = 'budget.manage';
+
 -- The ceilings and what was spent. jobs is an argument type of functions:
 -- the spent columns are added with a constant default (which fills the rows
 -- there are without rewriting the table), then made NOT NULL.
@@ -90,6 +94,9 @@ ALTER TABLE docket.budget_reservations ALTER COLUMN run_id SET NOT NULL, ADD PRI
 DROP INDEX docket.jobs_exhausted_idx, docket.jobs_money_ceiling_idx;
 ALTER TABLE docket.jobs DROP CONSTRAINT jobs_budget_valid,
     DROP COLUMN spent_money, DROP COLUMN spent_effects, DROP COLUMN currency, DROP COLUMN max_money, DROP COLUMN max_effects;
+UPDATE docket.capabilities
+SET description = 'set the project''s spend quotas, and raise the ceilings of its runs (with plan.run)'
+WHERE name = 'budget.manage';
 DELETE FROM docket.machine_transitions WHERE machine = 'job' AND 'exhausted' IN (from_state, to_state);
 DELETE FROM docket.machine_states WHERE machine = 'job' AND state = 'exhausted';
 ALTER DOMAIN docket.job_state DROP CONSTRAINT job_state_known;
