@@ -1520,8 +1520,10 @@ $$;
 -- p_actor at p_now, with p_reason as its diagnostic. A holder learns of it when
 -- its next renew, complete or fail is refused as stale. When the job names a
 -- compensation kind, a job of that kind is enqueued in the same transaction
--- (payload {"job_id", "kind"}: the handler reads the cancelled job by id;
--- idempotency key compensate:<id>). The creator of the cancelled job, who
+-- (payload {"job_id", "kind", "payload"}: the cancelled job's id, kind and
+-- payload -- the payload omitted when it would carry the compensation's past
+-- the payload bound, for the handler to read by id; idempotency key
+-- compensate:<id>). The creator of the cancelled job, who
 -- held job.create, declared it: the canceller needs no job.create of its own.
 -- Cancelling a cancelled job again is a quiet no-op.
 -- Refuses, writing nothing: malformed input (DK010); an unknown job (P0002);
@@ -1556,7 +1558,8 @@ BEGIN
         INSERT INTO docket.jobs (project, kind, queue, priority, payload, idempotency_key, available_at,
                                  created_by, created_at, updated_at)
         VALUES (v.project, v.compensation_kind, v.queue, v.priority,
-                jsonb_build_object('job_id', v.id, 'kind', v.kind),
+                jsonb_build_object('job_id', v.id, 'kind', v.kind)
+                    || CASE WHEN docket.json_size(v.payload) <= 1048576 - 1024 THEN jsonb_build_object('payload', v.payload) ELSE '{}' END,
                 'compensate:' || v.id, p_now, p_actor, p_now, p_now)
         ON CONFLICT (project, kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
     END IF;
