@@ -210,7 +210,9 @@ func (c *Client) Replan(ctx context.Context, id int64, predecessor string, succe
 // cause: no reason; a predecessor that is not the plan the run runs now; a
 // run past its replan limit; a run that has admitted an untrusted value
 // (naming its source); a completed step the successor carries over
-// changed, or a started step whose kind it changed (naming the step); a
+// changed, or a started step whose kind it changed, measured against what
+// the step was admitted as under any earlier version (naming the step and
+// both kinds); a
 // successor that does not validate (a [*Invalid]). A run that is not
 // running is [db.ErrTerminal]; one the actor may not replan,
 // [db.ErrNotFound].

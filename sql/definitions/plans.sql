@@ -866,7 +866,9 @@ $$;
 -- a run past its replan limit (DK010); a run that has admitted an
 -- untrusted value (DK010, naming the source); a run that is not running
 -- (DK014); a completed step the successor carries over changed, or a
--- started step whose kind it changed (DK010, naming the step); a plan that
+-- started step whose kind it changed, measured against what the step was
+-- admitted as under whichever version admitted it (DK010, naming the step
+-- and both kinds); a plan that
 -- does not hold (DK010); a successor bringing in a job kind no plan of the
 -- run declared, by an actor without job.create on the project (DK009).
 CREATE OR REPLACE FUNCTION docket.run_replan(p_run bigint, p_predecessor text, p_digest text, p_canonical text, p_reason text,
@@ -900,9 +902,13 @@ BEGIN
     END IF;
     v_plan := docket.plan_store(r.project, p_digest, p_canonical, p_actor, p_now);
     -- A completed step is carried over unchanged or not at all; a started
-    -- step keeps its kind.
-    SELECT s.step_id, s.state INTO bad FROM docket.run_steps s
-    JOIN docket.plan_steps o ON o.plan_id = r.plan_id AND o.step_id = s.step_id
+    -- step keeps its kind. Checked against what the step was admitted as
+    -- (the plan of the version it was admitted under), not the plan in
+    -- force: a version that dropped a completed step does not free its id
+    -- for new work that the old result would satisfy.
+    SELECT s.step_id, s.state, s.version, o.kind AS was, n.kind AS now INTO bad FROM docket.run_steps s
+    JOIN docket.run_versions v ON v.run_id = s.run_id AND v.version = s.version
+    JOIN docket.plan_steps o ON o.plan_id = v.plan_id AND o.step_id = s.step_id
     JOIN docket.plan_steps n ON n.plan_id = v_plan AND n.step_id = s.step_id
     WHERE s.run_id = r.id
       AND (s.state <> 'admitted' AND (o.kind, o.args, o.after, o.terminal, o.compensation, o.trusted, o.repeatable)
@@ -910,9 +916,10 @@ BEGIN
            OR s.state = 'admitted' AND o.kind IS DISTINCT FROM n.kind)
     ORDER BY s.step_id LIMIT 1;
     IF FOUND THEN
-        RAISE EXCEPTION 'run %: step % is %: %', r.id, bad.step_id, bad.state,
+        RAISE EXCEPTION 'run %: step % is %: % (admitted as % under version %; the successor declares %)', r.id, bad.step_id, bad.state,
             CASE WHEN bad.state = 'admitted' THEN 'a started step keeps its kind'
-                 ELSE 'a completed step is carried over unchanged or not at all' END
+                 ELSE 'a completed step is carried over unchanged or not at all' END,
+            bad.was, bad.version, bad.now
             USING ERRCODE = 'DK010';
     END IF;
     -- A replan by a principal without job.create brings in no job kind the
