@@ -1284,8 +1284,9 @@ $$;
 -- and the reason in refusal_reason, for its completion record: a record the
 -- rule refuses (job_record_refusal: malformed, or not the job's request), or
 -- none for a job that requests an output and has no record under this
--- claim. So a bad record fails its own element, not the batch, and never the
--- batch's commit.
+-- claim; and for the result of a run's step whose spend report
+-- (budget_spend_read) is malformed. So a bad record or report fails its own
+-- element, not the batch, and never the batch's commit.
 -- Refuses the whole batch: malformed input, arrays of different lengths, a
 -- job named twice, a batch outside 1..1000 (DK010).
 -- It finds the jobs by id and claim token, not by state: a job holds a token
@@ -1367,6 +1368,21 @@ BEGIN
         WHERE x.record IS NOT NULL AND x.record <> 'null'::jsonb AND NOT (x.id = ANY (v_refused))
         ORDER BY x.id
         ON CONFLICT (job_id) DO NOTHING;
+    END IF;
+    -- The result of a run's step whose spend report the budget rule
+    -- refuses fails its own element, as a refused record does (its job
+    -- held by this claim, so a verdict tells nobody else anything).
+    IF EXISTS (SELECT 1 FROM unnest(p_results) r WHERE jsonb_typeof(r) = 'object' AND r ? 'spent') THEN
+        SELECT v_refused || coalesce(array_agg(c.id ORDER BY c.i), '{}'), v_reasons || coalesce(array_agg(c.why ORDER BY c.i), '{}')
+        INTO v_refused, v_reasons
+        FROM (
+            SELECT x.i, x.id, docket.budget_spend_refusal(x.result -> 'spent', format('job %s', x.id)) AS why
+            FROM unnest(p_ids, p_tokens, p_results) WITH ORDINALITY AS x(id, token, result, i)
+            JOIN docket.jobs j ON j.id = x.id AND j.claim_token = docket.job_token_digest(x.token) AND j.claimed_by = p_actor
+                              AND j.params ? 'run_id' AND NOT j.params ? 'compensates'
+            WHERE jsonb_typeof(x.result) = 'object' AND x.result ? 'spent' AND NOT (x.id = ANY (v_refused))
+        ) c
+        WHERE c.why IS NOT NULL;
     END IF;
     -- The successes in one statement, which locks only the rows it
     -- changes; then, in a statement of its own (so it sees what a concurrent

@@ -497,24 +497,76 @@ BEGIN
 END
 $$;
 
--- run_step_spent records what a step's job reported it spent -- the
--- members effects and money of the member spent of its result -- on the
--- step and in its run's tally: what was recorded, never asked again.
+-- budget_spend_read reads a spend report -- what an operation says it
+-- spent, {"effects": n, "money": n} -- and returns its effects and its
+-- money (minor units), each 0 when absent. It is the one reading of a spend
+-- report: a step's (the member spent of its result, run_step_spent) and any
+-- other's. Refuses (DK010, naming p_what and the member) a report that is
+-- not an object, a member it does not know, and a figure that is not a
+-- whole number of 0 or more within bigint (999.5, -1, "12", null): money
+-- is integer minor units, and a report misread as nothing spent would let
+-- a run past its ceilings unseen.
+CREATE OR REPLACE FUNCTION docket.budget_spend_read(p_report jsonb, p_what text, OUT effects bigint, OUT money bigint)
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    m record;
+BEGIN
+    effects := 0;
+    money := 0;
+    IF jsonb_typeof(p_report) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION '%: invalid spend report %: want a JSON object {"effects": n, "money": n}', p_what, left(p_report::text, 64)
+            USING ERRCODE = 'DK010';
+    END IF;
+    FOR m IN SELECT * FROM jsonb_each(p_report) LOOP
+        IF m.key NOT IN ('effects', 'money') THEN
+            RAISE EXCEPTION '%: invalid spend report: unknown member %: want effects and money', p_what, left(m.key, 64)
+                USING ERRCODE = 'DK010';
+        END IF;
+        IF jsonb_typeof(m.value) <> 'number' OR m.value::text::numeric <> trunc(m.value::text::numeric)
+           OR m.value::text::numeric NOT BETWEEN 0 AND 9223372036854775807 THEN
+            RAISE EXCEPTION '%: invalid spend report: % is %: want a whole number of 0 or more (money in integer minor units)',
+                p_what, m.key, left(m.value::text, 64)
+                USING ERRCODE = 'DK010';
+        END IF;
+        IF m.key = 'effects' THEN
+            effects := m.value::text::numeric::bigint;
+        ELSE
+            money := m.value::text::numeric::bigint;
+        END IF;
+    END LOOP;
+END
+$$;
+
+-- budget_spend_refusal is why budget_spend_read refuses report p_report
+-- (p_what naming it), or NULL when it reads it: for a caller that refuses
+-- one element of many rather than raise.
+CREATE OR REPLACE FUNCTION docket.budget_spend_refusal(p_report jsonb, p_what text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    PERFORM docket.budget_spend_read(p_report, p_what);
+    RETURN NULL;
+EXCEPTION WHEN SQLSTATE 'DK010' THEN
+    RETURN SQLERRM;
+END
+$$;
+
+-- run_step_spent records what a step's job reported it spent -- the member
+-- spent of its result, read by budget_spend_read -- on the step and in its
+-- run's tally: what was recorded, never asked again. A result that is not
+-- an object, or has no member spent, spent nothing. Refuses (DK010) a
+-- report budget_spend_read refuses: the completion that carried it fails,
+-- changing nothing.
 CREATE OR REPLACE FUNCTION docket.run_step_spent(p_run bigint, p_step text, p_result jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_effects bigint;
-    v_money bigint;
+    v record;
 BEGIN
-    IF jsonb_typeof(p_result) <> 'object' OR jsonb_typeof(p_result -> 'spent') <> 'object' THEN
+    IF jsonb_typeof(p_result) IS DISTINCT FROM 'object' OR NOT p_result ? 'spent' THEN
         RETURN;
     END IF;
-    v_effects := greatest(coalesce((p_result -> 'spent' ->> 'effects')::bigint, 0), 0);
-    v_money := greatest(coalesce((p_result -> 'spent' ->> 'money')::bigint, 0), 0);
-    UPDATE docket.run_steps SET spent_effects = v_effects, spent_money = v_money WHERE run_id = p_run AND step_id = p_step;
-    UPDATE docket.runs SET spent_effects = spent_effects + v_effects, spent_money = spent_money + v_money WHERE id = p_run;
-EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range THEN
-    RETURN; -- a malformed report is no spending: the result is recorded as it is
+    v := docket.budget_spend_read(p_result -> 'spent', format('run %s step %s', p_run, p_step));
+    UPDATE docket.run_steps SET spent_effects = v.effects, spent_money = v.money WHERE run_id = p_run AND step_id = p_step;
+    UPDATE docket.runs SET spent_effects = spent_effects + v.effects, spent_money = spent_money + v.money WHERE id = p_run;
 END
 $$;
 
