@@ -25,7 +25,8 @@ type Money struct {
 type Budget struct {
 	// MaxSteps bounds the steps the run admits.
 	MaxSteps int
-	// MaxEffects bounds the effects its steps report, an exact count.
+	// MaxEffects bounds the effects its steps report, an exact count: each
+	// step admitted takes one effect slot, given back when it ends.
 	MaxEffects int64
 	// MaxMoney bounds what its steps report they spent.
 	MaxMoney Money

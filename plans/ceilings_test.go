@@ -3,6 +3,9 @@ package plans_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -99,4 +102,99 @@ func TestASpendReportIsWholeMinorUnitsOrRefused(t *testing.T) {
 	got, err := e.app.Get(ctx, run.ID)
 	require.NoError(t, err)
 	require.Equal(t, budgets.Spent{Money: 1119, Effects: 1}, got.Spent)
+}
+
+// wide is n steps ready at once (w00..), and a terminal join after them all.
+func wide(n int) plans.Plan {
+	var p plans.Plan
+	join := plans.Step{ID: "zz", Kind: "b.pay", Terminal: true, Args: []plans.Arg{}}
+	for i := range n {
+		id := fmt.Sprintf("w%02d", i)
+		p.Steps = append(p.Steps, plans.Step{ID: id, Kind: "b.pay", Args: []plans.Arg{}})
+		join.After = append(join.After, id)
+	}
+	p.Steps = append(p.Steps, join)
+	return p
+}
+
+// finishAll claims the steps' jobs and completes them at once, released
+// together on a barrier, each reporting spent.
+func finishAll(t testing.TB, e env, steps []plans.RunStep, spent budgets.Spent) {
+	t.Helper()
+	ctx := context.Background()
+	jc := jobsAs(t, e)
+	leases := make([]jobs.Lease, len(steps))
+	for i, s := range steps {
+		j, ok, err := jc.ClaimID(ctx, s.JobID, jobs.ClaimOptions{})
+		require.NoError(t, err)
+		require.True(t, ok)
+		leases[i] = j.Lease()
+	}
+	res, err := budgets.Report(map[string]string{}, spent)
+	require.NoError(t, err)
+	start := make(chan struct{})
+	errs := make([]error, len(leases))
+	var wg sync.WaitGroup
+	for i, l := range leases {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for {
+				_, errs[i] = jc.Complete(ctx, l, res, nil)
+				if !errors.Is(errs[i], db.ErrSerialization) {
+					return
+				}
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+}
+
+// TestAnEffectsCeilingIsExactUnderAWideReadySet: six steps ready at once
+// under MaxEffects 2, each reporting one effect: two are admitted (each
+// taking its slot), the others wait for a slot, and the run is exhausted
+// at exactly 2 effects however the two complete. Steps that report none
+// give their slots back, and the run goes on two at a time to its end.
+func TestAnEffectsCeilingIsExactUnderAWideReadySet(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	for round := range 5 {
+		run, err := e.app.Start(ctx, plans.Start{Project: project, Plan: wide(6), InputTrusted: true,
+			Budget: budgets.Budget{MaxEffects: 2}})
+		require.NoError(t, err)
+		fl := inFlight(t, e, run.ID)
+		require.Len(t, fl, 2, "round %d: two slots, two admitted", round)
+		finishAll(t, e, fl, budgets.Spent{Effects: 1})
+		got, err := e.app.Get(ctx, run.ID)
+		require.NoError(t, err)
+		require.Equal(t, plans.Exhausted, got.Status)
+		require.Equal(t, int64(2), got.Spent.Effects, "exactly the ceiling")
+		require.Contains(t, got.Exhausted, "effects: 2 of 2")
+		require.Empty(t, inFlight(t, e, run.ID))
+		steps, err := e.app.Steps(ctx, run.ID)
+		require.NoError(t, err)
+		require.Len(t, steps, 2, "the other four were never admitted")
+	}
+
+	run, err := e.app.Start(ctx, plans.Start{Project: project, Plan: wide(6), InputTrusted: true,
+		Budget: budgets.Budget{MaxEffects: 2}})
+	require.NoError(t, err)
+	for {
+		fl := inFlight(t, e, run.ID)
+		if len(fl) == 0 {
+			break
+		}
+		require.LessOrEqual(t, len(fl), 2, "never more steps in flight than effect slots")
+		finishAll(t, e, fl, budgets.Spent{})
+	}
+	got, err := e.app.Get(ctx, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, plans.Succeeded, got.Status, "steps that spent nothing gave their slots back")
+	require.Equal(t, int64(0), got.Spent.Effects)
 }

@@ -334,7 +334,8 @@ END
 $$;
 
 CREATE OR REPLACE TRIGGER run_steps_columns_immutable
-    BEFORE UPDATE OF run_id, step_id, version, kind, ready_seq, args, trusted, job_id, compensation, admitted_at ON docket.run_steps
+    BEFORE UPDATE OF run_id, step_id, version, kind, ready_seq, args, trusted, job_id, compensation, effect_slot, admitted_at
+    ON docket.run_steps
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
 
 CREATE OR REPLACE TRIGGER run_steps_guard BEFORE INSERT OR UPDATE ON docket.run_steps
@@ -441,29 +442,44 @@ BEGIN
     v_job := docket.run_enqueue(r, ps.kind, v_payload,
         jsonb_build_object('run_id', r.id, 'step', p_step, 'version', r.version, 'trusted', v_trusted),
         format('run:%s:%s', r.id, p_step), ps.repeatable);
+    -- Under an effects ceiling the step takes its effect slot here, under
+    -- the lock with which run_gate found one free.
     INSERT INTO docket.run_steps (run_id, step_id, version, kind, state, ready_seq, args, trusted, job_id, compensation,
-                                  admitted_at, updated_at)
-    VALUES (r.id, p_step, r.version, ps.kind, 'admitted', v_seq, v_payload, v_trusted, v_job, ps.compensation, v_now, v_now)
+                                  effect_slot, admitted_at, updated_at)
+    VALUES (r.id, p_step, r.version, ps.kind, 'admitted', v_seq, v_payload, v_trusted, v_job, ps.compensation,
+            r.max_effects IS NOT NULL, v_now, v_now)
     RETURNING * INTO st;
     RETURN st;
 END
 $$;
 
 -- The hooks by which budgets hold a run. run_gate says whether run r may
--- admit a step now: while no ceiling is reached and fewer than max_parallel
--- steps are in flight; a ceiling reached exhausts the run (recorded, with
--- which), max_parallel only holds admission back.
+-- admit a step now: while no ceiling is reached, fewer than max_parallel
+-- steps are in flight, and (with max_effects) an effect slot is free. A
+-- ceiling reached exhausts the run (recorded, with which); max_parallel and
+-- effect slots held by steps in flight only hold admission back.
+-- Effects are counted in advance: each step admitted under max_effects
+-- takes a slot (run_steps.effect_slot), under the run's lock that checked
+-- it, so however wide the ready set, spent + slots held never passes the
+-- ceiling. A slot is held while its step is in flight or uncertain (it may
+-- have acted); it is given back when the step ends, succeeded (then what
+-- it reported counts in spent_effects instead) or failed or cancelled
+-- (nothing spent). A step is one slot: one that reports more than one
+-- effect overshoots by its excess.
 CREATE OR REPLACE FUNCTION docket.run_gate(r docket.runs) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
     v_in_flight integer;
+    v_slots integer;
     v_why text;
     v_now timestamptz := docket.context_now();
 BEGIN
     IF r.max_steps IS NULL AND r.max_effects IS NULL AND r.max_money IS NULL AND r.max_parallel IS NULL THEN
         RETURN true;
     END IF;
-    SELECT count(*) INTO v_in_flight FROM docket.run_steps WHERE run_id = r.id AND state = 'admitted';
+    SELECT count(*) FILTER (WHERE state = 'admitted'), count(*) FILTER (WHERE effect_slot AND state IN ('admitted', 'uncertain'))
+    INTO v_in_flight, v_slots
+    FROM docket.run_steps WHERE run_id = r.id AND state IN ('admitted', 'uncertain');
     IF r.max_parallel IS NOT NULL AND v_in_flight >= r.max_parallel THEN
         RETURN false;
     END IF;
@@ -476,7 +492,8 @@ BEGIN
                         v_in_flight, coalesce(r.max_call, 0))
     END;
     IF v_why IS NULL THEN
-        RETURN true;
+        -- Every effect slot is held by a step in flight: wait for one back.
+        RETURN r.max_effects IS NULL OR r.spent_effects + v_slots < r.max_effects;
     END IF;
     UPDATE docket.runs SET status = 'exhausted', exhausted = v_why, updated_at = greatest(updated_at, v_now) WHERE id = r.id;
     INSERT INTO docket.run_budget_events (run_id, what, detail, actor, at)
@@ -487,11 +504,11 @@ END
 $$;
 
 -- run_after_apply runs after outcomes were applied: a run that holds steps
--- back for max_parallel admits the ready ones as slots free.
+-- back for max_parallel or effect slots admits the ready ones as slots free.
 CREATE OR REPLACE FUNCTION docket.run_after_apply(p_run bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF (SELECT max_parallel IS NOT NULL AND status = 'running' FROM docket.runs WHERE id = p_run) THEN
+    IF (SELECT (max_parallel IS NOT NULL OR max_effects IS NOT NULL) AND status = 'running' FROM docket.runs WHERE id = p_run) THEN
         PERFORM docket.run_admit_ready(p_run, NULL);
     END IF;
 END
