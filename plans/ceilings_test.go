@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/budgets"
@@ -197,4 +199,64 @@ func TestAnEffectsCeilingIsExactUnderAWideReadySet(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, plans.Succeeded, got.Status, "steps that spent nothing gave their slots back")
 	require.Equal(t, int64(0), got.Spent.Effects)
+}
+
+// clockReadings returns the instants run read, as journaled, and at which
+// boundary of which step.
+func clockReadings(t testing.TB, e env, run int64) []string {
+	t.Helper()
+	rows, err := e.Pool.Query(t.Context(), `SELECT format('%s %s %s', detail ->> 'boundary', detail ->> 'step', to_char(at AT TIME ZONE 'UTC', 'HH24:MI'))
+		FROM docket.run_budget_events WHERE run_id = $1 AND what = 'clock' ORDER BY id`, run)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return out
+}
+
+// TestAWallClockCeilingIsReadAtStepBoundaries: a run with MaxDuration reads
+// the caller's clock at each step boundary, journaled; the distance between
+// the extremes it read reaching the ceiling exhausts it at the next
+// admission (the step in flight was not interrupted), which is not a
+// failure: cancelled, it unwinds. A run without the ceiling reads nothing.
+func TestAWallClockCeilingIsReadAtStepBoundaries(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	start := e.Clock.Now()
+	run, err := e.app.Start(ctx, plans.Start{Project: project, Plan: chain(5), InputTrusted: true,
+		Budget: budgets.Budget{MaxDuration: 10 * time.Minute}})
+	require.NoError(t, err)
+	e.Clock.Advance(4 * time.Minute)
+	finishAll(t, e, inFlight(t, e, run.ID), budgets.Spent{})
+	got, err := e.app.Get(ctx, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, plans.Running, got.Status, "4 of 10 minutes")
+	require.Equal(t, 4*time.Minute, got.Elapsed)
+
+	e.Clock.Advance(6 * time.Minute)
+	finishAll(t, e, inFlight(t, e, run.ID), budgets.Spent{})
+	got, err = e.app.Get(ctx, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, plans.Exhausted, got.Status, "10 of 10 minutes: the next step is not admitted")
+	require.Contains(t, got.Exhausted, "wall clock: 00:10:00 elapsed of 00:10:00")
+	require.Equal(t, 10*time.Minute, got.Elapsed)
+	require.Equal(t, 10*time.Minute, got.Budget.MaxDuration)
+	require.Empty(t, inFlight(t, e, run.ID))
+	h := func(d time.Duration) string { return start.Add(d).UTC().Format("15:04") }
+	require.Equal(t, []string{
+		"admit s00000 " + h(0),
+		"settle s00000 " + h(4*time.Minute), "admit s00001 " + h(4*time.Minute),
+		"settle s00001 " + h(10*time.Minute), "admit s00002 " + h(10*time.Minute),
+	}, clockReadings(t, e, run.ID), "every reading journaled, each the caller's instant")
+
+	got, err = e.app.Cancel(ctx, run.ID, "too slow")
+	require.NoError(t, err)
+	require.Equal(t, plans.Compensated, got.Status, "exhausted is not failed: it unwinds when cancelled")
+
+	other, err := e.app.Start(ctx, plans.Start{Project: project, Plan: chain(2), InputTrusted: true,
+		Budget: budgets.Budget{MaxSteps: 10}})
+	require.NoError(t, err)
+	e.Clock.Advance(time.Hour)
+	finishAll(t, e, inFlight(t, e, other.ID), budgets.Spent{})
+	require.Empty(t, clockReadings(t, e, other.ID), "no ceiling, no reading")
 }

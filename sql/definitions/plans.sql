@@ -465,7 +465,9 @@ $$;
 -- have acted); it is given back when the step ends, succeeded (then what
 -- it reported counts in spent_effects instead) or failed or cancelled
 -- (nothing spent). A step is one slot: one that reports more than one
--- effect overshoots by its excess.
+-- effect overshoots by its excess. A wall-clock ceiling is checked against
+-- the run's own readings (run_clock_read): the time between the earliest
+-- and the latest instant it read, never the database's clock.
 CREATE OR REPLACE FUNCTION docket.run_gate(r docket.runs) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -474,7 +476,8 @@ DECLARE
     v_why text;
     v_now timestamptz := docket.context_now();
 BEGIN
-    IF r.max_steps IS NULL AND r.max_effects IS NULL AND r.max_money IS NULL AND r.max_parallel IS NULL THEN
+    IF r.max_steps IS NULL AND r.max_effects IS NULL AND r.max_money IS NULL AND r.max_parallel IS NULL AND r.max_duration IS NULL
+       AND r.max_refusals IS NULL THEN
         RETURN true;
     END IF;
     SELECT count(*) FILTER (WHERE state = 'admitted'), count(*) FILTER (WHERE effect_slot AND state IN ('admitted', 'uncertain'))
@@ -490,6 +493,9 @@ BEGIN
              OR r.max_money IS NOT NULL AND r.spent_money >= r.max_money
             THEN format('money: %s of %s %s spent, %s steps in flight at up to %s each', r.spent_money, r.max_money, r.currency,
                         v_in_flight, coalesce(r.max_call, 0))
+        WHEN r.max_duration IS NOT NULL AND r.clock_last - r.clock_first >= r.max_duration
+            THEN format('wall clock: %s elapsed of %s, read from %s to %s', r.clock_last - r.clock_first, r.max_duration,
+                        r.clock_first, r.clock_last)
     END;
     IF v_why IS NULL THEN
         -- Every effect slot is held by a step in flight: wait for one back.
@@ -500,6 +506,31 @@ BEGIN
     VALUES (r.id, 'exhausted', jsonb_build_object('why', v_why, 'spent_money', r.spent_money, 'spent_effects', r.spent_effects,
                                                   'admitted', r.admitted), docket.context_actor(), v_now);
     RETURN false;
+END
+$$;
+
+-- run_clock_read takes run r's reading of the clock at a step boundary --
+-- p_boundary 'admit' (before step p_step is admitted) or 'settle' (its
+-- outcome recorded) -- when it has a wall-clock ceiling, and returns the
+-- run: the instant is the caller's (the change context's, its p_now),
+-- journaled as a clock row of run_budget_events, and widens the extremes
+-- the run read (clock_first, clock_last), whose distance is its elapsed
+-- time, whatever order its boundaries arrived in. A run without one reads
+-- nothing.
+CREATE OR REPLACE FUNCTION docket.run_clock_read(r docket.runs, p_boundary text, p_step text) RETURNS docket.runs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := docket.context_now();
+BEGIN
+    IF r.max_duration IS NULL OR r.status NOT IN ('running', 'exhausted') THEN
+        RETURN r;
+    END IF;
+    INSERT INTO docket.run_budget_events (run_id, what, detail, actor, at)
+    VALUES (r.id, 'clock', jsonb_build_object('boundary', p_boundary, 'step', p_step), docket.context_actor(), v_now);
+    UPDATE docket.runs SET clock_first = least(coalesce(clock_first, v_now), v_now), clock_last = greatest(coalesce(clock_last, v_now), v_now)
+    WHERE id = r.id
+    RETURNING * INTO r;
+    RETURN r;
 END
 $$;
 
@@ -625,7 +656,9 @@ BEGIN
           AND docket.run_deps_met(r, d.step_id);
     END IF;
     FOREACH s IN ARRAY v_ready LOOP
-        EXIT WHEN r.status <> 'running' OR NOT docket.run_gate(r);
+        EXIT WHEN r.status <> 'running';
+        r := docket.run_clock_read(r, 'admit', s);
+        EXIT WHEN NOT docket.run_gate(r);
         PERFORM docket.run_admit(r, s);
         SELECT * INTO r FROM docket.runs WHERE id = p_run;
     END LOOP;
@@ -754,6 +787,7 @@ BEGIN
         ELSE
             RETURN;
         END IF;
+        PERFORM docket.run_clock_read(r, 'settle', st.step_id) FROM docket.runs r WHERE r.id = st.run_id;
         PERFORM docket.run_apply(st.run_id);
         PERFORM docket.run_unwind(st.run_id);
         RETURN;
@@ -856,13 +890,18 @@ END
 $$;
 
 -- run_start with a budget: as run_start, with ceilings (NULL: none) set
--- before its first steps are admitted, and its worst case reserved in the
--- project's quota. Refuses, writing nothing, as run_start; ceilings out of
--- range, money without a currency (DK010); a quota it would exceed (DK009).
+-- before its first steps are admitted -- steps, effects, money in
+-- p_currency, one call, steps in flight, wall-clock time (p_max_duration)
+-- and policy refusals (p_max_refusals) -- and its worst case reserved in
+-- the project's quota. Refuses, writing nothing, as run_start; ceilings out
+-- of range, money without a currency (DK010); a quota it would exceed
+-- (DK009).
+DROP FUNCTION IF EXISTS docket.run_start(text, text, text, jsonb, boolean, bigint, integer, integer, bigint, bigint, text, bigint, integer,
+                                         text, timestamptz);
 CREATE OR REPLACE FUNCTION docket.run_start(p_project text, p_digest text, p_canonical text, p_input jsonb, p_input_trusted boolean,
                                  p_case_id bigint, p_replan_limit integer,
                                  p_max_steps integer, p_max_effects bigint, p_max_money bigint, p_currency text,
-                                 p_max_call bigint, p_max_parallel integer,
+                                 p_max_call bigint, p_max_parallel integer, p_max_duration interval, p_max_refusals integer,
                                  p_actor text, p_now timestamptz)
 RETURNS docket.runs
 LANGUAGE plpgsql AS $$
@@ -882,9 +921,10 @@ BEGIN
     PERFORM docket.require_valid((p_max_money IS NULL) = (p_currency IS NULL) AND (p_currency IS NULL OR p_currency ~ '^[A-Z]{3}$'),
         'currency', p_currency, 'a money ceiling comes with its currency, three capital letters (ISO 4217)');
     PERFORM docket.require_valid(coalesce(p_max_steps >= 0 AND p_max_steps <= 1000000, true) AND coalesce(p_max_effects >= 0, true)
-        AND coalesce(p_max_money >= 0, true) AND coalesce(p_max_call >= 0, true) AND coalesce(p_max_parallel BETWEEN 1 AND 10000, true),
-        'ceilings', concat_ws(',', p_max_steps, p_max_effects, p_max_money, p_max_call, p_max_parallel),
-        'steps 0..1000000, effects, money and a call 0 or more, in flight 1..10000');
+        AND coalesce(p_max_money >= 0, true) AND coalesce(p_max_call >= 0, true) AND coalesce(p_max_parallel BETWEEN 1 AND 10000, true)
+        AND coalesce(p_max_duration > interval '0', true) AND coalesce(p_max_refusals BETWEEN 1 AND 1000000, true),
+        'ceilings', concat_ws(',', p_max_steps, p_max_effects, p_max_money, p_max_call, p_max_parallel, p_max_duration, p_max_refusals),
+        'steps 0..1000000, effects, money and a call 0 or more, in flight 1..10000, a duration over 0, refusals 1..1000000');
     IF nullif(p_case_id, 0) IS NOT NULL THEN
         IF NOT EXISTS (SELECT 1 FROM docket.cases WHERE id = p_case_id AND project = p_project) THEN
             RAISE EXCEPTION 'case % does not exist in project %', p_case_id, p_project USING ERRCODE = 'P0002';
@@ -895,9 +935,9 @@ BEGIN
     END IF;
     v_plan := docket.plan_store(p_project, p_digest, p_canonical, p_actor, p_now);
     INSERT INTO docket.runs (project, plan_id, case_id, input, input_trusted, replan_limit, max_steps, max_effects, max_money,
-                             currency, max_call, max_parallel, created_by, created_at, updated_at)
+                             currency, max_call, max_parallel, max_duration, max_refusals, created_by, created_at, updated_at)
     VALUES (p_project, v_plan, nullif(p_case_id, 0), p_input, p_input_trusted, p_replan_limit, p_max_steps, p_max_effects,
-            p_max_money, p_currency, p_max_call, p_max_parallel, p_actor, p_now, p_now)
+            p_max_money, p_currency, p_max_call, p_max_parallel, p_max_duration, p_max_refusals, p_actor, p_now, p_now)
     RETURNING * INTO r;
     IF r.max_money IS NOT NULL THEN
         PERFORM docket.budget_reserve(r, p_now);

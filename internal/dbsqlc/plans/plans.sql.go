@@ -395,7 +395,7 @@ const runStartBudgeted = `-- name: RunStartBudgeted :one
 SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted, guard_seq, max_duration, max_refusals, refusals, clock_first, clock_last FROM docket.run_start($1::text, $2::text, $3::text, $4::jsonb, $5::boolean,
     $6::bigint, $7::integer, $8::integer, $9::bigint,
     $10::bigint, $11::text, $12::bigint, $13::integer,
-    $14::text, $15::timestamptz)
+    $14::interval, $15::integer, $16::text, $17::timestamptz)
 `
 
 type RunStartBudgetedParams struct {
@@ -412,6 +412,8 @@ type RunStartBudgetedParams struct {
 	Currency     *string
 	MaxCall      *int64
 	MaxParallel  *int32
+	MaxDuration  *time.Duration
+	MaxRefusals  *int32
 	Actor        string
 	Now          time.Time
 }
@@ -431,6 +433,8 @@ func (q *Queries) RunStartBudgeted(ctx context.Context, db DBTX, arg RunStartBud
 		arg.Currency,
 		arg.MaxCall,
 		arg.MaxParallel,
+		arg.MaxDuration,
+		arg.MaxRefusals,
 		arg.Actor,
 		arg.Now,
 	)
