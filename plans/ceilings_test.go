@@ -260,3 +260,59 @@ func TestAWallClockCeilingIsReadAtStepBoundaries(t *testing.T) {
 	finishAll(t, e, inFlight(t, e, other.ID), budgets.Spent{})
 	require.Empty(t, clockReadings(t, e, other.ID), "no ceiling, no reading")
 }
+
+// TestARefusalCeiling: steps that require trusted input and would get the
+// run's untrusted input are refused by policy and counted. Without a
+// ceiling the first refusal unwinds the run; under MaxRefusals a refusal
+// stops its own branch and the run goes on, until the refusals reach the
+// ceiling and exhaust it; a run whose every branch left was refused
+// unwinds.
+func TestARefusalCeiling(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	fromInput := []plans.Arg{{Name: "v", Source: plans.Input("v")}}
+	p := plans.Plan{Steps: []plans.Step{
+		{ID: "p1", Kind: "b.pay", Trusted: true, Args: fromInput},
+		{ID: "p2", Kind: "b.pay", Trusted: true, Args: fromInput},
+		{ID: "z", Kind: "b.pay", Terminal: true, Args: fromInput},
+	}}
+	input := json.RawMessage(`{"v": 1}`)
+
+	none, err := e.app.Start(ctx, plans.Start{Project: project, Plan: p, Input: input, Budget: budgets.Budget{MaxSteps: 10}})
+	require.NoError(t, err)
+	require.Equal(t, plans.Unwinding, none.Status, "without a ceiling the first refusal unwinds (z, admitted, runs to its end)")
+	require.Contains(t, none.Failure, "step p1 refused")
+
+	tolerant, err := e.app.Start(ctx, plans.Start{Project: project, Plan: p, Input: input, Budget: budgets.Budget{MaxRefusals: 3}})
+	require.NoError(t, err)
+	require.Equal(t, plans.Running, tolerant.Status, "two refusals of three: the run goes on")
+	require.Equal(t, 2, tolerant.Refusals)
+	fl := inFlight(t, e, tolerant.ID)
+	require.Len(t, fl, 1)
+	require.Equal(t, "z", fl[0].StepID)
+	finishAll(t, e, fl, budgets.Spent{})
+	got, err := e.app.Get(ctx, tolerant.ID)
+	require.NoError(t, err)
+	require.Equal(t, plans.Succeeded, got.Status, "its terminal step succeeded")
+
+	capped, err := e.app.Start(ctx, plans.Start{Project: project, Plan: p, Input: input, Budget: budgets.Budget{MaxRefusals: 2}})
+	require.NoError(t, err)
+	require.Equal(t, plans.Exhausted, capped.Status, "the second refusal reaches the ceiling")
+	require.Equal(t, "refusals: 2 of 2 steps refused by policy", capped.Exhausted)
+	require.Empty(t, inFlight(t, e, capped.ID), "z was never admitted")
+	var detail string
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT detail::text FROM docket.run_budget_events WHERE run_id = $1 AND what = 'exhausted'`,
+		capped.ID).Scan(&detail))
+	require.Contains(t, detail, `"refusals": 2`)
+
+	blocked := plans.Plan{Steps: []plans.Step{
+		{ID: "p1", Kind: "b.pay", Trusted: true, Args: fromInput},
+		{ID: "z", Kind: "b.pay", After: []string{"p1"}, Terminal: true, Args: []plans.Arg{}},
+	}}
+	stuck, err := e.app.Start(ctx, plans.Start{Project: project, Plan: blocked, Input: input, Budget: budgets.Budget{MaxRefusals: 5}})
+	require.NoError(t, err)
+	require.Equal(t, plans.Compensated, stuck.Status, "nothing else can run: it unwinds")
+	require.Contains(t, stuck.Failure, "step p1 refused")
+	require.Contains(t, stuck.Failure, "nothing else can run")
+}

@@ -427,7 +427,8 @@ BEGIN
         v_untrusted := (SELECT format('predecessor %s, which is untrusted', min(s.step_id)) FROM docket.run_steps s
                         WHERE s.run_id = r.id AND s.step_id = ANY (ps.after) AND NOT s.trusted);
     END IF;
-    UPDATE docket.runs SET admitted = admitted + 1,
+    -- A step the policy refuses is counted on the run (refusals).
+    UPDATE docket.runs SET admitted = admitted + 1, refusals = refusals + (ps.trusted AND NOT v_trusted)::int,
         untrusted_read = coalesce(untrusted_read, CASE WHEN NOT v_trusted THEN format('step %s: %s', p_step, v_untrusted) END)
     WHERE id = r.id
     RETURNING admitted INTO v_seq;
@@ -493,6 +494,8 @@ BEGIN
              OR r.max_money IS NOT NULL AND r.spent_money >= r.max_money
             THEN format('money: %s of %s %s spent, %s steps in flight at up to %s each', r.spent_money, r.max_money, r.currency,
                         v_in_flight, coalesce(r.max_call, 0))
+        WHEN r.max_refusals IS NOT NULL AND r.refusals >= r.max_refusals
+            THEN format('refusals: %s of %s steps refused by policy', r.refusals, r.max_refusals)
         WHEN r.max_duration IS NOT NULL AND r.clock_last - r.clock_first >= r.max_duration
             THEN format('wall clock: %s elapsed of %s, read from %s to %s', r.clock_last - r.clock_first, r.max_duration,
                         r.clock_first, r.clock_last)
@@ -501,11 +504,25 @@ BEGIN
         -- Every effect slot is held by a step in flight: wait for one back.
         RETURN r.max_effects IS NULL OR r.spent_effects + v_slots < r.max_effects;
     END IF;
-    UPDATE docket.runs SET status = 'exhausted', exhausted = v_why, updated_at = greatest(updated_at, v_now) WHERE id = r.id;
-    INSERT INTO docket.run_budget_events (run_id, what, detail, actor, at)
-    VALUES (r.id, 'exhausted', jsonb_build_object('why', v_why, 'spent_money', r.spent_money, 'spent_effects', r.spent_effects,
-                                                  'admitted', r.admitted), docket.context_actor(), v_now);
+    PERFORM docket.run_exhaust(r, v_why);
     RETURN false;
+END
+$$;
+
+-- run_exhaust exhausts running run r, saying why (p_why: which ceiling,
+-- and the figures), recorded as an exhausted row of run_budget_events, and
+-- returns the run.
+CREATE OR REPLACE FUNCTION docket.run_exhaust(r docket.runs, p_why text) RETURNS docket.runs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := docket.context_now();
+BEGIN
+    UPDATE docket.runs SET status = 'exhausted', exhausted = p_why, updated_at = greatest(updated_at, v_now) WHERE id = r.id
+    RETURNING * INTO r;
+    INSERT INTO docket.run_budget_events (run_id, what, detail, actor, at)
+    VALUES (r.id, 'exhausted', jsonb_build_object('why', p_why, 'spent_money', r.spent_money, 'spent_effects', r.spent_effects,
+                                                  'admitted', r.admitted, 'refusals', r.refusals), docket.context_actor(), v_now);
+    RETURN r;
 END
 $$;
 
@@ -667,7 +684,10 @@ $$;
 
 -- run_apply applies, in ready order, the outcomes of run p_run's steps that
 -- have one: a success admits its successors; anything else begins the
--- unwind. It stops at the first step still running. A running run whose
+-- unwind -- except a step the policy refused in a run with a refusal
+-- ceiling (max_refusals), which stops its own branch, and exhausts the run
+-- when the refusals reach the ceiling (a running run that has nothing left
+-- in flight then unwinds). It stops at the first step still running. A running run whose
 -- terminal steps have all succeeded and been applied has succeeded. An
 -- unwinding run with no step left running compensates.
 CREATE OR REPLACE FUNCTION docket.run_apply(p_run bigint) RETURNS void
@@ -685,6 +705,12 @@ BEGIN
         IF st.state = 'succeeded' THEN
             PERFORM docket.run_admit_ready(r.id, st.step_id);
             SELECT * INTO r FROM docket.runs WHERE id = p_run;
+        ELSIF st.state = 'refused' AND r.max_refusals IS NOT NULL THEN
+            -- Under a refusal ceiling a refused step stops its own branch;
+            -- reaching the ceiling exhausts the run.
+            IF r.status = 'running' AND r.refusals >= r.max_refusals THEN
+                r := docket.run_exhaust(r, format('refusals: %s of %s steps refused by policy', r.refusals, r.max_refusals));
+            END IF;
         ELSE
             UPDATE docket.runs SET status = 'unwinding', updated_at = greatest(updated_at, v_now),
                 failure = left(format('step %s %s%s', st.step_id, st.state, coalesce(': ' || st.reason, '')), 2000)
@@ -702,6 +728,15 @@ BEGIN
             output = (SELECT s.result FROM docket.run_steps s JOIN docket.plan_steps t ON t.plan_id = r.plan_id AND t.step_id = s.step_id
                       WHERE s.run_id = r.id AND t.terminal ORDER BY s.step_id LIMIT 1)
         WHERE id = r.id;
+    ELSIF r.status = 'running' AND r.refusals > 0
+          AND NOT EXISTS (SELECT 1 FROM docket.run_steps WHERE run_id = r.id AND state IN ('admitted', 'uncertain')) THEN
+        -- Refused steps held back every branch left: nothing can run, and
+        -- the run unwinds as a refusal without a ceiling would have.
+        UPDATE docket.runs SET status = 'unwinding', updated_at = greatest(updated_at, v_now),
+            failure = left((SELECT format('step %s refused%s; nothing else can run', s.step_id, coalesce(': ' || s.reason, ''))
+                            FROM docket.run_steps s WHERE s.run_id = r.id AND s.state = 'refused' ORDER BY s.ready_seq LIMIT 1), 2000)
+        WHERE id = r.id;
+        PERFORM docket.run_unwind(r.id);
     ELSIF r.status = 'unwinding' THEN
         PERFORM docket.run_unwind(r.id);
     END IF;
