@@ -311,9 +311,13 @@ type RunStep struct {
 	State    StepState
 	ReadySeq int // its place in ready order: the run's recorded order
 	Args     json.RawMessage
-	Trusted  bool
+	Trusted  bool // its arguments' trust label
 	JobID    int64
 	Result   json.RawMessage
+	// ResultTrusted is its result's trust label: false when its arguments
+	// were untrusted or it labelled its result untrusted ([LabelUntrusted]),
+	// and while it has no result.
+	ResultTrusted bool
 	// Compensation is the kind that undoes it; CompensationJobID its job
 	// once the unwind reached it.
 	Compensation      string
@@ -338,6 +342,7 @@ func (c *Client) Steps(ctx context.Context, id int64) ([]RunStep, error) {
 		if r.JobID != nil {
 			out[i].JobID = *r.JobID
 		}
+		out[i].ResultTrusted = r.Result != nil && r.Trusted && (!r.ResultTrusted.Valid || r.ResultTrusted.Bool)
 		if r.Compensation != nil {
 			out[i].Compensation = *r.Compensation
 		}

@@ -365,9 +365,20 @@ BEGIN
 END
 $$;
 
+-- run_result_trusted says whether a step's result p_result keeps its
+-- input's label: false when it is labelled untrusted -- an object with a
+-- member trust whose value is anything but "trusted" (a label lowers trust,
+-- never raises it: a misspelt one lowers it too).
+CREATE OR REPLACE FUNCTION docket.run_result_trusted(p_result jsonb) RETURNS boolean
+LANGUAGE sql IMMUTABLE
+RETURN coalesce(NOT (jsonb_typeof(p_result) = 'object' AND p_result ? 'trust'
+                     AND p_result -> 'trust' IS DISTINCT FROM '"trusted"'::jsonb), true);
+
 -- run_arg is the value and trust of one argument a (from a plan step's args)
 -- for run r: a predecessor's result or a path in it, a path in the input,
--- or a constant; and, when untrusted, the source to name.
+-- or a constant; and, when untrusted, the source to name. A predecessor's
+-- result is untrusted when its input was, or when the step labelled it so
+-- (run_result_trusted).
 CREATE OR REPLACE FUNCTION docket.run_arg(r docket.runs, a jsonb, OUT value jsonb, OUT trusted boolean, OUT source text)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -386,8 +397,9 @@ BEGIN
     ELSE
         SELECT * INTO st FROM docket.run_steps WHERE run_id = r.id AND step_id = src ->> 'step';
         value := CASE WHEN src ->> 'kind' = 'path' THEN st.result #> v_path ELSE st.result END;
-        trusted := st.trusted;
-        source := 'step ' || (src ->> 'step') || CASE WHEN src ->> 'kind' = 'path' THEN ' at ' || array_to_string(v_path, '.') ELSE '' END;
+        trusted := st.trusted AND coalesce(st.result_trusted, true);
+        source := 'step ' || (src ->> 'step') || CASE WHEN src ->> 'kind' = 'path' THEN ' at ' || array_to_string(v_path, '.') ELSE '' END
+                  || CASE WHEN st.trusted AND NOT coalesce(st.result_trusted, true) THEN ' (its result labelled untrusted)' ELSE '' END;
     END CASE;
     value := coalesce(value, 'null');
 END
@@ -422,10 +434,11 @@ BEGIN
         END IF;
     END LOOP;
     -- Downstream of anything untrusted is untrusted, data or not.
-    IF v_trusted AND EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.step_id = ANY (ps.after) AND NOT s.trusted) THEN
+    IF v_trusted AND EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.step_id = ANY (ps.after)
+                             AND NOT (s.trusted AND coalesce(s.result_trusted, true))) THEN
         v_trusted := false;
         v_untrusted := (SELECT format('predecessor %s, which is untrusted', min(s.step_id)) FROM docket.run_steps s
-                        WHERE s.run_id = r.id AND s.step_id = ANY (ps.after) AND NOT s.trusted);
+                        WHERE s.run_id = r.id AND s.step_id = ANY (ps.after) AND NOT (s.trusted AND coalesce(s.result_trusted, true)));
     END IF;
     -- A step the policy refuses is counted on the run (refusals).
     UPDATE docket.runs SET admitted = admitted + 1, refusals = refusals + (ps.trusted AND NOT v_trusted)::int,
@@ -807,7 +820,8 @@ BEGIN
     SELECT * INTO st FROM docket.run_steps WHERE job_id = p_id;
     IF FOUND THEN
         IF st.state = 'admitted' AND p_state = 'succeeded' OR st.state = 'uncertain' AND p_state = 'succeeded' THEN
-            UPDATE docket.run_steps SET state = 'succeeded', result = p_result, updated_at = greatest(updated_at, v_now)
+            UPDATE docket.run_steps SET state = 'succeeded', result = p_result, updated_at = greatest(updated_at, v_now),
+                result_trusted = st.trusted AND docket.run_result_trusted(p_result)
             WHERE run_id = st.run_id AND step_id = st.step_id;
             PERFORM docket.run_step_spent(st.run_id, st.step_id, p_result);
         ELSIF st.state = 'admitted' AND p_state IN ('failed', 'dead') THEN
