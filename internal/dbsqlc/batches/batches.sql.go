@@ -274,16 +274,27 @@ func (q *Queries) BatchList(ctx context.Context, db DBTX, project string, afterN
 }
 
 const batchOpen = `-- name: BatchOpen :one
-SELECT id, project, name, plan_id, status, last_key, cursor, source_done, items, in_flight, succeeded, failed, quarantined, created_by, created_at, updated_at, finished_at, exhausted, item_max_steps, item_max_effects, item_max_money, item_currency, item_max_call, item_max_parallel, item_max_duration, item_max_refusals FROM docket.batch_open($1::text, $2::text, $3::text, $4::text, $5::text, $6::timestamptz)
+SELECT id, project, name, plan_id, status, last_key, cursor, source_done, items, in_flight, succeeded, failed, quarantined, created_by, created_at, updated_at, finished_at, exhausted, item_max_steps, item_max_effects, item_max_money, item_currency, item_max_call, item_max_parallel, item_max_duration, item_max_refusals FROM docket.batch_open($1::text, $2::text, $3::text, $4::text,
+    $5::integer, $6::bigint, $7::bigint, $8::text,
+    $9::bigint, $10::integer, $11::interval,
+    $12::integer, $13::text, $14::timestamptz)
 `
 
 type BatchOpenParams struct {
-	Project   string
-	Name      string
-	Digest    string
-	Canonical string
-	Actor     string
-	Now       time.Time
+	Project     string
+	Name        string
+	Digest      string
+	Canonical   string
+	MaxSteps    *int32
+	MaxEffects  *int64
+	MaxMoney    *int64
+	Currency    *string
+	MaxCall     *int64
+	MaxParallel *int32
+	MaxDuration *time.Duration
+	MaxRefusals *int32
+	Actor       string
+	Now         time.Time
 }
 
 func (q *Queries) BatchOpen(ctx context.Context, db DBTX, arg BatchOpenParams) (*DocketBatch, error) {
@@ -292,6 +303,14 @@ func (q *Queries) BatchOpen(ctx context.Context, db DBTX, arg BatchOpenParams) (
 		arg.Name,
 		arg.Digest,
 		arg.Canonical,
+		arg.MaxSteps,
+		arg.MaxEffects,
+		arg.MaxMoney,
+		arg.Currency,
+		arg.MaxCall,
+		arg.MaxParallel,
+		arg.MaxDuration,
+		arg.MaxRefusals,
 		arg.Actor,
 		arg.Now,
 	)
