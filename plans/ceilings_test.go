@@ -123,6 +123,13 @@ func wide(n int) plans.Plan {
 // together on a barrier, each reporting spent.
 func finishAll(t testing.TB, e env, steps []plans.RunStep, spent budgets.Spent) {
 	t.Helper()
+	finishAllAt(t, e, steps, spent, pgx.ReadCommitted)
+}
+
+// finishAllAt is finishAll with each completion in a transaction of
+// isolation iso, retried when it fails to serialize.
+func finishAllAt(t testing.TB, e env, steps []plans.RunStep, spent budgets.Spent, iso pgx.TxIsoLevel) {
+	t.Helper()
 	ctx := context.Background()
 	jc := jobsAs(t, e)
 	leases := make([]jobs.Lease, len(steps))
@@ -143,7 +150,15 @@ func finishAll(t testing.TB, e env, steps []plans.RunStep, spent budgets.Spent) 
 			defer wg.Done()
 			<-start
 			for {
-				_, errs[i] = jc.Complete(ctx, l, res, nil)
+				var tx pgx.Tx
+				tx, errs[i] = e.API.BeginTx(ctx, pgx.TxOptions{IsoLevel: iso})
+				if errs[i] != nil {
+					return
+				}
+				if _, errs[i] = jc.CompleteTx(ctx, tx, l, res); errs[i] == nil {
+					errs[i] = db.Translate(tx.Commit(ctx), "test.commit")
+				}
+				_ = tx.Rollback(ctx)
 				if !errors.Is(errs[i], db.ErrSerialization) {
 					return
 				}
@@ -160,19 +175,21 @@ func finishAll(t testing.TB, e env, steps []plans.RunStep, spent budgets.Spent) 
 // TestAnEffectsCeilingIsExactUnderAWideReadySet: six steps ready at once
 // under MaxEffects 2, each reporting one effect: two are admitted (each
 // taking its slot), the others wait for a slot, and the run is exhausted
-// at exactly 2 effects however the two complete. Steps that report none
+// at exactly 2 effects however the two complete, at every isolation
+// level. Steps that report none
 // give their slots back, and the run goes on two at a time to its end.
 func TestAnEffectsCeilingIsExactUnderAWideReadySet(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	for round := range 5 {
+	for round := range 6 {
 		run, err := e.app.Start(ctx, plans.Start{Project: project, Plan: wide(6), InputTrusted: true,
 			Budget: budgets.Budget{MaxEffects: 2}})
 		require.NoError(t, err)
 		fl := inFlight(t, e, run.ID)
 		require.Len(t, fl, 2, "round %d: two slots, two admitted", round)
-		finishAll(t, e, fl, budgets.Spent{Effects: 1})
+		iso := []pgx.TxIsoLevel{pgx.ReadCommitted, pgx.RepeatableRead, pgx.Serializable}[round%3]
+		finishAllAt(t, e, fl, budgets.Spent{Effects: 1}, iso)
 		got, err := e.app.Get(ctx, run.ID)
 		require.NoError(t, err)
 		require.Equal(t, plans.Exhausted, got.Status)

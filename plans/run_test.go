@@ -375,6 +375,13 @@ func TestAResultLabelledUntrustedJoinsDownstream(t *testing.T) {
 	require.Equal(t, plans.StepRefused, byID["pay"].State)
 	require.Contains(t, byID["pay"].Reason, "argument amount from step fetch at amount (its result labelled untrusted)")
 
+	// The label is written once: not even the owner's SQL launders it, and
+	// the API's logins write no run step at all.
+	_, err = e.Pool.Exec(ctx, `UPDATE docket.run_steps SET result_trusted = true WHERE run_id = $1 AND step_id = 'fetch'`, run.ID)
+	require.ErrorContains(t, err, "its result's trust label is written once")
+	_, err = e.API.Exec(ctx, `UPDATE docket.run_steps SET result_trusted = true WHERE run_id = $1 AND step_id = 'fetch'`, run.ID)
+	require.ErrorContains(t, err, "permission denied")
+
 	// Unlabelled (or labelled trusted, which raises nothing), it runs through.
 	for _, result := range []string{`{"amount": 10}`, `{"amount": 10, "trust": "trusted"}`} {
 		run, err = e.app.Start(ctx, plans.Start{Project: project, Plan: p, InputTrusted: true})

@@ -329,6 +329,12 @@ BEGIN
         RETURN NEW;
     END IF;
     PERFORM docket.machine_move('run_step', 'run ' || OLD.run_id || ' step ' || OLD.step_id, OLD.state, NEW.state);
+    -- A result's trust label is written once, with the result: no writer
+    -- (the owner's SQL included) launders an untrusted result afterwards.
+    IF OLD.result_trusted IS NOT NULL AND NEW.result_trusted IS DISTINCT FROM OLD.result_trusted THEN
+        RAISE EXCEPTION 'run % step %: its result''s trust label is written once, with its result', OLD.run_id, OLD.step_id
+            USING ERRCODE = 'DK015';
+    END IF;
     RETURN NEW;
 END
 $$;
