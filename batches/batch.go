@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/budgets"
 	"github.com/docket-dev/docket/db"
 	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/batches"
 	"github.com/docket-dev/docket/internal/newclient"
@@ -82,29 +83,73 @@ type Report struct {
 	Succeeded       int
 	Failed          int
 	Quarantined     int
-	CreatedBy       access.Actor
-	CreatedAt       time.Time
-	FinishedAt      *time.Time
+	// Exhausted is how many of the items in flight have a run stopped at
+	// a ceiling: they wait for a raise (or a cancel), not for a worker.
+	Exhausted int
+	// ItemBudget is the ceilings each item's run gets ([ItemBudget]).
+	ItemBudget budgets.Budget
+	CreatedBy  access.Actor
+	CreatedAt  time.Time
+	FinishedAt *time.Time
 }
 
 // NeedsAttention reports whether a person has something to act on: items
+// in flight (running, stuck, or left by a crash), exhausted at a ceiling,
 // failed or quarantined. It reads the counts, not the status: a windowed
-// pass is running on every correct use.
-func (r Report) NeedsAttention() bool { return r.Failed > 0 || r.Quarantined > 0 }
+// pass is running on every correct use, and a pass whose items all
+// settled needs nothing, while a batch read to its end with one item
+// still in flight is not finished with.
+func (r Report) NeedsAttention() bool {
+	return r.InFlight > 0 || r.Exhausted > 0 || r.Failed > 0 || r.Quarantined > 0
+}
+
+// OpenOption is an option of [Client.Open].
+type OpenOption func(*openOptions) error
+
+type openOptions struct {
+	itemBudget budgets.Budget
+}
+
+// ItemBudget gives each item's run its own ceilings, b (see package
+// budgets): an item is its own run with its own budget, so one item at a
+// ceiling is exhausted alone. The batch records them; opening it again
+// with other ceilings is refused. A budget that does not validate is
+// refused with [db.ErrInvalidArgument] by Open.
+func ItemBudget(b budgets.Budget) OpenOption {
+	return func(o *openOptions) error {
+		if err := b.Validate(); err != nil {
+			return err
+		}
+		o.itemBudget = b
+		return nil
+	}
+}
 
 // Open opens batch name of project over plan p, or resumes it: opening
-// again a batch of that name with the same plan returns it. It refuses a
-// plan that does not validate (a *plans.Invalid, [db.ErrInvalidArgument]),
-// another plan than the batch was opened with ([db.ErrInvalidArgument],
-// naming both digests), and an actor without batch.run, plan.run and
-// job.create ([db.ErrNotPermitted]).
-func (c *Client) Open(ctx context.Context, project, name string, p plans.Plan) (Report, error) {
+// again a batch of that name with the same plan (and item ceilings,
+// [ItemBudget]) returns it. It refuses a plan that does not validate (a
+// *plans.Invalid, [db.ErrInvalidArgument]), another plan than the batch
+// was opened with ([db.ErrInvalidArgument], naming both digests), other
+// item ceilings or ones that do not validate ([db.ErrInvalidArgument]),
+// and an actor without batch.run, plan.run and job.create
+// ([db.ErrNotPermitted]).
+func (c *Client) Open(ctx context.Context, project, name string, p plans.Plan, opts ...OpenOption) (Report, error) {
 	const op = "batch.open"
+	var o openOptions
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return Report{}, err
+		}
+	}
 	if err := plans.Check(p, c.known, c.limits); err != nil {
 		return Report{}, err
 	}
+	steps, effects, money, currency, call, parallel := o.itemBudget.Args()
+	duration, refusals := o.itemBudget.Extra()
 	b, err := queries.BatchOpen(ctx, c.pool, dbsqlc.BatchOpenParams{Project: project, Name: name, Digest: plans.Digest(p),
-		Canonical: string(plans.Canonical(p)), Actor: string(c.actor), Now: c.clock.Now()})
+		Canonical: string(plans.Canonical(p)), MaxSteps: steps, MaxEffects: effects, MaxMoney: money, Currency: currency,
+		MaxCall: call, MaxParallel: parallel, MaxDuration: duration, MaxRefusals: refusals,
+		Actor: string(c.actor), Now: c.clock.Now()})
 	if err != nil {
 		return Report{}, db.Translate(err, op, "project", project, "batch", name)
 	}
@@ -128,7 +173,20 @@ func fromRow(r *dbsqlc.BatchGetRow) Report {
 	return Report{ID: r.ID, Project: r.Project, Name: r.Name, Digest: r.Digest, Status: Status(r.Status),
 		LastKey: deref(r.LastKey), Cursor: deref(r.Cursor), SourceDone: r.SourceDone, Items: int(r.Items),
 		InFlight: int(r.InFlight), Succeeded: int(r.Succeeded), Failed: int(r.Failed), Quarantined: int(r.Quarantined),
+		Exhausted: int(r.Exhausted), ItemBudget: itemBudget(r),
 		CreatedBy: access.Actor(r.CreatedBy), CreatedAt: r.CreatedAt.UTC(), FinishedAt: r.FinishedAt}
+}
+
+// itemBudget is the ceilings batch r gives each item's run.
+func itemBudget(r *dbsqlc.BatchGetRow) budgets.Budget {
+	b := budgets.FromRow(r.ItemMaxSteps, r.ItemMaxEffects, r.ItemMaxMoney, r.ItemCurrency, r.ItemMaxCall, r.ItemMaxParallel)
+	if r.ItemMaxDuration != nil {
+		b.MaxDuration = *r.ItemMaxDuration
+	}
+	if r.ItemMaxRefusals != nil {
+		b.MaxRefusals = int(*r.ItemMaxRefusals)
+	}
+	return b
 }
 
 // Item is one item a source offers: its key, its run's input, and whether

@@ -14,8 +14,9 @@
 // There is no "succeeded": a finished batch is completed with succeeded,
 // failed and quarantined counts, maintained as items settle rather than
 // counted; a windowed pass ([Client.Run] with a maximum) leaves it running.
-// [Report.NeedsAttention] is computed from the failed and quarantined
-// counts, and [Client.NeedingAttention] lists which items, oldest key
-// first, from an index. An item is admitted untrusted unless its source
-// vouches for it. See docs/batches.md.
+// [Report.NeedsAttention] is computed from the in-flight, exhausted,
+// failed and quarantined counts, and [Client.NeedingAttention] lists which
+// items, oldest key first, from an index. An item is admitted untrusted
+// unless its source vouches for it, and its run gets the batch's item
+// ceilings ([ItemBudget]). See docs/batches.md.
 package batches

@@ -26,7 +26,8 @@ type Money struct {
 type Budget struct {
 	// MaxSteps bounds the steps the run admits.
 	MaxSteps int
-	// MaxEffects bounds the effects its steps report, an exact count.
+	// MaxEffects bounds the effects its steps report, an exact count: each
+	// step admitted takes one effect slot, given back when it ends.
 	MaxEffects int64
 	// MaxMoney bounds what its steps report they spent.
 	MaxMoney Money
@@ -35,6 +36,29 @@ type Budget struct {
 	MaxCall int64
 	// MaxParallel bounds how many of its steps are in flight at once.
 	MaxParallel int
+	// MaxDuration bounds how long the run goes on admitting steps: the time
+	// between the earliest and latest instants it read at its step
+	// boundaries (each reading journaled). It stops the next step; a step
+	// in flight is not interrupted.
+	MaxDuration time.Duration
+	// MaxRefusals is how many of its steps the policy may refuse (a step
+	// that requires trusted input and would get untrusted) before the run
+	// is exhausted; below it, a refused step's branch stops and the rest of
+	// the run goes on. Without it, the first refusal unwinds the run.
+	MaxRefusals int
+}
+
+// Extra returns b's wall-clock and refusal ceilings as the database takes
+// them (nil: none).
+func (b Budget) Extra() (duration *time.Duration, refusals *int32) {
+	if b.MaxDuration > 0 {
+		duration = &b.MaxDuration
+	}
+	if b.MaxRefusals > 0 {
+		v := int32(b.MaxRefusals)
+		refusals = &v
+	}
+	return duration, refusals
 }
 
 // Zero reports whether b sets no ceiling.
@@ -47,10 +71,11 @@ var currencyPattern = regexp.MustCompile(`^[A-Z]{3}$`)
 func (b Budget) Validate() error {
 	const op = "budget.validate"
 	switch {
-	case b.MaxSteps < 0 || b.MaxEffects < 0 || b.MaxMoney.Amount < 0 || b.MaxCall < 0 || b.MaxParallel < 0:
+	case b.MaxSteps < 0 || b.MaxEffects < 0 || b.MaxMoney.Amount < 0 || b.MaxCall < 0 || b.MaxParallel < 0 || b.MaxDuration < 0 ||
+		b.MaxRefusals < 0:
 		return db.Refuse(db.ErrInvalidArgument, op, "a ceiling is 0 (none) or more")
-	case b.MaxParallel > 10000 || b.MaxSteps > 1000000:
-		return db.Refuse(db.ErrInvalidArgument, op, "at most 1000000 steps and 10000 in flight")
+	case b.MaxParallel > 10000 || b.MaxSteps > 1000000 || b.MaxRefusals > 1000000:
+		return db.Refuse(db.ErrInvalidArgument, op, "at most 1000000 steps, 10000 in flight and 1000000 refusals")
 	case (b.MaxMoney.Amount > 0 || b.MaxMoney.Currency != "") && !currencyPattern.MatchString(b.MaxMoney.Currency):
 		return db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("invalid currency %q: three capital letters (ISO 4217)", b.MaxMoney.Currency))
 	case b.MaxCall > 0 && b.MaxMoney.Currency == "":

@@ -275,8 +275,9 @@ func (c *Client) Cancel(ctx context.Context, id int64, reason string) (Job, erro
 // CancelTx withdraws job id in tx, queued, claimed or uncertain, with reason as
 // its diagnostic. A holder learns of it when its next renew, complete or fail
 // is refused with [db.ErrStaleClaim]. A job that names a compensation kind
-// gets its compensation job (payload {"job_id", "kind"}) enqueued in the same
-// transaction; the canceller needs no job.create for it, since the job's
+// gets its compensation job enqueued in the same transaction, with payload
+// {"job_id", "kind", "payload"}: the cancelled job's id, kind and payload
+// (the payload left out when it is within 1 KiB of [MaxPayloadBytes]); the canceller needs no job.create for it, since the job's
 // creator declared it. Cancelling a cancelled job is a quiet no-op.
 //
 // It refuses, changing nothing: an unknown job with [db.ErrNotFound]; an actor

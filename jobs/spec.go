@@ -66,7 +66,9 @@ type Spec struct {
 	LaneID int64
 	CaseID int64
 	// CompensationKind, when set, is the kind of a job enqueued when this one
-	// is cancelled, with payload {"job_id", "kind", "payload"}.
+	// is cancelled, with payload {"job_id", "kind", "payload"}: this job's id,
+	// kind and payload (the payload left out when it is within 1 KiB of
+	// [MaxPayloadBytes], for the handler to read by id).
 	CompensationKind string
 	// Budget caps what the job's attempts may spend, together (see
 	// [Budget]). The zero value sets no ceiling.

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/plans"
 )
@@ -182,4 +183,51 @@ func TestCancelUnwinds(t *testing.T) {
 	again, err := e.app.Cancel(ctx, run.ID, "again")
 	require.NoError(t, err)
 	require.Equal(t, plans.Compensated, again.Status, "cancelling an ended run is a no-op")
+}
+
+// TestAReplanIsCheckedAgainstWhatRan: a completed step a later version
+// dropped keeps its id's definition. Bringing it back as another capability,
+// with a new step behind it, is refused naming both capabilities, and
+// changes nothing; bringing it back as it ran is accepted.
+func TestAReplanIsCheckedAgainstWhatRan(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	a := plans.Step{ID: "a", Kind: "x.charge", Args: []plans.Arg{}}
+	b := plans.Step{ID: "b", Kind: "x.book", After: []string{"a"}, Terminal: true, Args: []plans.Arg{}}
+	v1 := plans.Plan{Steps: []plans.Step{a, b}}
+	run, err := e.app.Start(ctx, plans.Start{Project: project, Plan: v1, InputTrusted: true, ReplanLimit: 3})
+	require.NoError(t, err)
+	complete(t, e, run.ID, "a", `{"charged": 100}`)
+
+	v2 := plans.Plan{Steps: []plans.Step{{ID: "b", Kind: "x.book", Terminal: true, Args: []plans.Arg{}}}}
+	r2, err := e.app.Replan(ctx, run.ID, run.Digest, v2, "the charge is settled elsewhere")
+	require.NoError(t, err, "dropping a completed step is allowed")
+
+	c := plans.Step{ID: "c", Kind: "x.ship", After: []string{"a"}, Args: []plans.Arg{{Name: "paid", Source: plans.StepResult("a")}}}
+	v3 := plans.Plan{Steps: []plans.Step{{ID: "a", Kind: "x.verify", Args: []plans.Arg{}}, v2.Steps[0], c}}
+	snapshot := func() string {
+		return testkit.Snapshot(t, e.Pool, "docket.runs", "docket.run_versions", "docket.run_steps", "docket.jobs")
+	}
+	before := snapshot()
+	_, err = e.app.Replan(ctx, run.ID, r2.Digest, v3, "verify instead")
+	require.ErrorIs(t, err, db.ErrInvalidArgument)
+	require.ErrorContains(t, err, "step a is succeeded: a completed step is carried over unchanged or not at all")
+	require.ErrorContains(t, err, "admitted as x.charge under version 1; the successor declares x.verify")
+	require.Equal(t, before, snapshot(), "the refusal changed nothing: c was not admitted")
+
+	// The same id with other dependencies is refused too.
+	moved := plans.Plan{Steps: []plans.Step{{ID: "a", Kind: "x.charge", After: []string{"b"}, Args: []plans.Arg{}}, v2.Steps[0]}}
+	_, err = e.app.Replan(ctx, run.ID, r2.Digest, moved, "charge after booking")
+	require.ErrorIs(t, err, db.ErrInvalidArgument)
+	require.ErrorContains(t, err, "step a is succeeded")
+
+	v4 := plans.Plan{Steps: []plans.Step{a, v2.Steps[0], c}}
+	r4, err := e.app.Replan(ctx, run.ID, r2.Digest, v4, "ship after the charge")
+	require.NoError(t, err, "the completed step carried over as it ran")
+	require.Equal(t, 3, r4.Version)
+	steps, err := e.app.Steps(ctx, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, "c", steps[len(steps)-1].StepID)
+	require.JSONEq(t, `{"paid": {"charged": 100}}`, string(steps[len(steps)-1].Args))
 }

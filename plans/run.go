@@ -121,9 +121,14 @@ type Run struct {
 	Failure       string // why it unwound
 	// Budget is its ceilings; Spent what its steps reported; Exhausted why
 	// it is exhausted ("" while it is not).
-	Budget     budgets.Budget
-	Spent      budgets.Spent
-	Exhausted  string
+	Budget    budgets.Budget
+	Spent     budgets.Spent
+	Exhausted string
+	// Refusals is how many of its steps the policy refused; Elapsed the
+	// time between the earliest and latest instants it read at its step
+	// boundaries (only under a wall-clock ceiling).
+	Refusals   int
+	Elapsed    time.Duration
 	CreatedBy  access.Actor
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
@@ -182,10 +187,12 @@ func (c *Client) start(ctx context.Context, q db.DBTX, s Start) (Run, error) {
 		id = r.ID
 	} else {
 		steps, effects, money, currency, call, parallel := s.Budget.Args()
+		duration, refusals := s.Budget.Extra()
 		r, err := queries.RunStartBudgeted(ctx, q, dbsqlc.RunStartBudgetedParams{
 			Project: s.Project, Digest: Digest(s.Plan), Canonical: string(canonical), Input: input, InputTrusted: s.InputTrusted,
 			CaseID: s.CaseID, ReplanLimit: int32(s.ReplanLimit), MaxSteps: steps, MaxEffects: effects, MaxMoney: money,
-			Currency: currency, MaxCall: call, MaxParallel: parallel, Actor: string(c.actor), Now: c.clock.Now(),
+			Currency: currency, MaxCall: call, MaxParallel: parallel, MaxDuration: duration, MaxRefusals: refusals,
+			Actor: string(c.actor), Now: c.clock.Now(),
 		})
 		if err != nil {
 			return Run{}, db.Translate(err, op, "project", s.Project)
@@ -210,7 +217,9 @@ func (c *Client) Replan(ctx context.Context, id int64, predecessor string, succe
 // cause: no reason; a predecessor that is not the plan the run runs now; a
 // run past its replan limit; a run that has admitted an untrusted value
 // (naming its source); a completed step the successor carries over
-// changed, or a started step whose kind it changed (naming the step); a
+// changed, or a started step whose kind it changed, measured against what
+// the step was admitted as under any earlier version (naming the step and
+// both kinds); a
 // successor that does not validate (a [*Invalid]). A run that is not
 // running is [db.ErrTerminal]; one the actor may not replan,
 // [db.ErrNotFound].
@@ -279,7 +288,17 @@ func fromRow(r *dbsqlc.RunGetRow) Run {
 		out.Exhausted = *r.Exhausted
 	}
 	out.Budget = budgets.FromRow(r.MaxSteps, r.MaxEffects, r.MaxMoney, r.Currency, r.MaxCall, r.MaxParallel)
+	if r.MaxDuration != nil {
+		out.Budget.MaxDuration = *r.MaxDuration
+	}
+	if r.MaxRefusals != nil {
+		out.Budget.MaxRefusals = int(*r.MaxRefusals)
+	}
 	out.Spent = budgets.Spent{Effects: r.SpentEffects, Money: r.SpentMoney}
+	out.Refusals = int(r.Refusals)
+	if r.ClockFirst != nil && r.ClockLast != nil {
+		out.Elapsed = r.ClockLast.Sub(*r.ClockFirst)
+	}
 	return out
 }
 
@@ -292,9 +311,13 @@ type RunStep struct {
 	State    StepState
 	ReadySeq int // its place in ready order: the run's recorded order
 	Args     json.RawMessage
-	Trusted  bool
+	Trusted  bool // its arguments' trust label
 	JobID    int64
 	Result   json.RawMessage
+	// ResultTrusted is its result's trust label: false when its arguments
+	// were untrusted or it labelled its result untrusted ([LabelUntrusted]),
+	// and while it has no result.
+	ResultTrusted bool
 	// Compensation is the kind that undoes it; CompensationJobID its job
 	// once the unwind reached it.
 	Compensation      string
@@ -319,6 +342,7 @@ func (c *Client) Steps(ctx context.Context, id int64) ([]RunStep, error) {
 		if r.JobID != nil {
 			out[i].JobID = *r.JobID
 		}
+		out[i].ResultTrusted = r.Result != nil && r.Trusted && (!r.ResultTrusted.Valid || r.ResultTrusted.Bool)
 		if r.Compensation != nil {
 			out[i].Compensation = *r.Compensation
 		}

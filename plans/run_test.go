@@ -330,3 +330,68 @@ func TestStartRefuses(t *testing.T) {
 }
 
 var _ = slices.Sort[[]string]
+
+// TestAResultLabelledUntrustedJoinsDownstream: on trusted input, a step
+// that labels its result untrusted taints what is sourced from it and
+// everything after it, as an untrusted input would: a Trusted step fed
+// from it is refused naming the source, a step after it (no data) gets
+// untrusted input, the read is recorded on the run, and a replan is
+// refused. Unlabelled, the same plan runs through.
+func TestAResultLabelledUntrustedJoinsDownstream(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	p := plans.Plan{Steps: []plans.Step{
+		{ID: "fetch", Kind: "t.fetch", Args: []plans.Arg{}},
+		{ID: "note", Kind: "t.note", After: []string{"fetch"}, Args: []plans.Arg{}},
+		{ID: "pay", Kind: "t.pay", After: []string{"fetch"}, Trusted: true, Terminal: true,
+			Args: []plans.Arg{{Name: "amount", Source: plans.StepPath("fetch", "amount")}}},
+	}}
+	run, err := e.app.Start(ctx, plans.Start{Project: project, Plan: p, InputTrusted: true, ReplanLimit: 1})
+	require.NoError(t, err)
+	labelled, err := plans.LabelUntrusted(map[string]int{"amount": 10})
+	require.NoError(t, err)
+	complete(t, e, run.ID, "fetch", string(labelled))
+	got, err := e.app.Get(ctx, run.ID)
+	require.NoError(t, err)
+	_, err = e.app.Replan(ctx, run.ID, got.Digest, p, "try again")
+	require.ErrorIs(t, err, db.ErrInvalidArgument, "no replan once an untrusted result was read")
+	complete(t, e, run.ID, "note", `"n"`) // applied in ready order: note, then pay's refusal
+
+	got, err = e.app.Get(ctx, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, plans.Compensated, got.Status)
+	require.Contains(t, got.Failure, "step pay refused")
+	require.Equal(t, "step note: predecessor fetch, which is untrusted", got.UntrustedRead)
+	steps, err := e.app.Steps(ctx, run.ID)
+	require.NoError(t, err)
+	byID := map[string]plans.RunStep{}
+	for _, s := range steps {
+		byID[s.StepID] = s
+	}
+	require.True(t, byID["fetch"].Trusted, "fetch's own input was trusted")
+	require.False(t, byID["fetch"].ResultTrusted, "its result is labelled untrusted")
+	require.False(t, byID["note"].Trusted, "downstream of an untrusted result, data or not")
+	require.Equal(t, plans.StepRefused, byID["pay"].State)
+	require.Contains(t, byID["pay"].Reason, "argument amount from step fetch at amount (its result labelled untrusted)")
+
+	// The label is written once: not even the owner's SQL launders it, and
+	// the API's logins write no run step at all.
+	_, err = e.Pool.Exec(ctx, `UPDATE docket.run_steps SET result_trusted = true WHERE run_id = $1 AND step_id = 'fetch'`, run.ID)
+	require.ErrorContains(t, err, "its result's trust label is written once")
+	_, err = e.API.Exec(ctx, `UPDATE docket.run_steps SET result_trusted = true WHERE run_id = $1 AND step_id = 'fetch'`, run.ID)
+	require.ErrorContains(t, err, "permission denied")
+
+	// Unlabelled (or labelled trusted, which raises nothing), it runs through.
+	for _, result := range []string{`{"amount": 10}`, `{"amount": 10, "trust": "trusted"}`} {
+		run, err = e.app.Start(ctx, plans.Start{Project: project, Plan: p, InputTrusted: true})
+		require.NoError(t, err)
+		complete(t, e, run.ID, "fetch", result)
+		complete(t, e, run.ID, "note", `"n"`)
+		complete(t, e, run.ID, "pay", `"paid"`)
+		got, err = e.app.Get(ctx, run.ID)
+		require.NoError(t, err)
+		require.Equal(t, plans.Succeeded, got.Status, result)
+		require.Empty(t, got.UntrustedRead)
+	}
+}

@@ -161,6 +161,7 @@ func writeBatchText(out io.Writer, v batchView) error {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "items\t%d\n", r.Items)
 	fmt.Fprintf(w, "in flight\t%d\n", r.InFlight)
+	fmt.Fprintf(w, "exhausted\t%d\n", r.Exhausted)
 	fmt.Fprintf(w, "succeeded\t%d\n", r.Succeeded)
 	fmt.Fprintf(w, "failed\t%d\n", r.Failed)
 	fmt.Fprintf(w, "quarantined\t%d\n", r.Quarantined)
@@ -271,6 +272,7 @@ type (
 	censusJSON struct {
 		Items          int  `json:"items"`
 		InFlight       int  `json:"in_flight"`
+		Exhausted      int  `json:"exhausted"`
 		Succeeded      int  `json:"succeeded"`
 		Failed         int  `json:"failed"`
 		Quarantined    int  `json:"quarantined"`
@@ -312,6 +314,6 @@ func batchJSONOf(r batches.Report) batchJSON {
 // censusJSONOf is batch r's census as batches list and batches show print
 // it.
 func censusJSONOf(r batches.Report) censusJSON {
-	return censusJSON{Items: r.Items, InFlight: r.InFlight, Succeeded: r.Succeeded, Failed: r.Failed,
+	return censusJSON{Items: r.Items, InFlight: r.InFlight, Exhausted: r.Exhausted, Succeeded: r.Succeeded, Failed: r.Failed,
 		Quarantined: r.Quarantined, NeedsAttention: r.NeedsAttention()}
 }

@@ -111,6 +111,7 @@ func TestBatchesShow(t *testing.T) {
 		`finished\s+-`,
 		`items\s+6`,
 		`in flight\s+2`,
+		`exhausted\s+0`,
 		`succeeded\s+2`,
 		`failed\s+1`,
 		`quarantined\s+1`,
@@ -186,7 +187,7 @@ func TestBatchesShow(t *testing.T) {
 	require.Equal(t, []string{"k000005", "k000003"}, []string{doc.Batch.LastKey, doc.Batch.Cursor})
 	require.Equal(t, "svc:app", doc.Batch.CreatedBy)
 	require.Nil(t, doc.Batch.FinishedAt)
-	require.Equal(t, map[string]any{"items": 6.0, "in_flight": 2.0, "succeeded": 2.0, "failed": 1.0, "quarantined": 1.0,
+	require.Equal(t, map[string]any{"items": 6.0, "in_flight": 2.0, "exhausted": 0.0, "succeeded": 2.0, "failed": 1.0, "quarantined": 1.0,
 		"needs_attention": true}, doc.Census)
 	require.Len(t, doc.Items, 3)
 	require.Equal(t, []string{"k000000", "quarantined"}, []string{doc.Items[0].Key, doc.Items[0].Status})

@@ -127,14 +127,47 @@ CREATE OR REPLACE TRIGGER runs_settle_batch_items
     FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status AND NEW.status IN ('succeeded', 'compensated', 'failed'))
     EXECUTE FUNCTION docket.runs_settle_batch_items();
 
+-- runs_count_exhausted_items keeps the census's exhausted count: an item
+-- whose run moves into exhausted is counted, out of it (resumed,
+-- cancelled, or its last steps succeeding) no longer. An item reserved in
+-- the transaction its run was exhausted in is counted by batch_admit.
+CREATE OR REPLACE FUNCTION docket.runs_count_exhausted_items() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    it docket.batch_items;
+BEGIN
+    SELECT * INTO it FROM docket.batch_items WHERE run_id = NEW.id;
+    IF NOT FOUND OR it.status <> 'reserved' THEN
+        RETURN NULL;
+    END IF;
+    UPDATE docket.batches SET exhausted = exhausted + CASE WHEN NEW.status = 'exhausted' THEN 1 ELSE -1 END
+    WHERE id = it.batch_id;
+    RETURN NULL;
+END
+$$;
+
+-- Before runs_settle_batch_items (triggers fire in name order): an item
+-- leaves the exhausted count before it leaves in_flight.
+CREATE OR REPLACE TRIGGER runs_count_exhausted_items
+    AFTER UPDATE OF status ON docket.runs
+    FOR EACH ROW WHEN ((OLD.status = 'exhausted') IS DISTINCT FROM (NEW.status = 'exhausted'))
+    EXECUTE FUNCTION docket.runs_count_exhausted_items();
+
 -- The API ---------------------------------------------------------------------------------
 
 -- batch_open opens batch p_name of p_project over plan (p_digest,
--- p_canonical), or resumes it: opening again the batch of that name with
--- the same plan returns it; with another plan it is refused naming both
--- digests (DK010). Refuses (DK009) an actor without batch.run, plan.run and
--- job.create on the project.
-CREATE OR REPLACE FUNCTION docket.batch_open(p_project text, p_name text, p_digest text, p_canonical text, p_actor text, p_now timestamptz)
+-- p_canonical), each item's run to get the ceilings p_item_* (NULL: none;
+-- as run_start takes them), or resumes it: opening again the batch of that
+-- name with the same plan and ceilings returns it; with another plan it is
+-- refused naming both digests, with other ceilings naming both (DK010).
+-- Refuses ceilings run_start would refuse (DK010); an actor without
+-- batch.run, plan.run and job.create on the project (DK009).
+DROP FUNCTION IF EXISTS docket.batch_open(text, text, text, text, text, timestamptz);
+CREATE OR REPLACE FUNCTION docket.batch_open(p_project text, p_name text, p_digest text, p_canonical text,
+                                  p_item_max_steps integer, p_item_max_effects bigint, p_item_max_money bigint,
+                                  p_item_currency text, p_item_max_call bigint, p_item_max_parallel integer,
+                                  p_item_max_duration interval, p_item_max_refusals integer,
+                                  p_actor text, p_now timestamptz)
 RETURNS docket.batches
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -150,6 +183,16 @@ BEGIN
         RAISE EXCEPTION '% may not run batches in project %: it needs explicit batch.run, plan.run and job.create grants', p_actor, p_project
             USING ERRCODE = 'DK009';
     END IF;
+    PERFORM docket.require_valid((p_item_max_money IS NULL) = (p_item_currency IS NULL)
+        AND (p_item_currency IS NULL OR p_item_currency ~ '^[A-Z]{3}$'),
+        'currency', p_item_currency, 'a money ceiling comes with its currency, three capital letters (ISO 4217)');
+    PERFORM docket.require_valid(coalesce(p_item_max_steps BETWEEN 0 AND 1000000, true) AND coalesce(p_item_max_effects >= 0, true)
+        AND coalesce(p_item_max_money >= 0, true) AND coalesce(p_item_max_call >= 0, true)
+        AND coalesce(p_item_max_parallel BETWEEN 1 AND 10000, true) AND coalesce(p_item_max_duration > interval '0', true)
+        AND coalesce(p_item_max_refusals BETWEEN 1 AND 1000000, true),
+        'item ceilings', concat_ws(',', p_item_max_steps, p_item_max_effects, p_item_max_money, p_item_max_call, p_item_max_parallel,
+                                   p_item_max_duration, p_item_max_refusals),
+        'steps 0..1000000, effects, money and a call 0 or more, in flight 1..10000, a duration over 0, refusals 1..1000000');
     SELECT * INTO b FROM docket.batches WHERE project = p_project AND name = p_name;
     IF FOUND THEN
         SELECT digest INTO v_digest FROM docket.plans WHERE id = b.plan_id;
@@ -157,15 +200,30 @@ BEGIN
             RAISE EXCEPTION 'batch % was opened with plan %; it cannot resume with plan %', p_name, v_digest, p_digest
                 USING ERRCODE = 'DK010';
         END IF;
+        IF (b.item_max_steps, b.item_max_effects, b.item_max_money, b.item_currency, b.item_max_call, b.item_max_parallel,
+            b.item_max_duration, b.item_max_refusals)
+           IS DISTINCT FROM (p_item_max_steps, p_item_max_effects, p_item_max_money, p_item_currency, p_item_max_call,
+                             p_item_max_parallel, p_item_max_duration, p_item_max_refusals) THEN
+            RAISE EXCEPTION 'batch % was opened with item ceilings (%); it cannot resume with (%)', p_name,
+                concat_ws(',', b.item_max_steps, b.item_max_effects, b.item_max_money, b.item_currency, b.item_max_call,
+                          b.item_max_parallel, b.item_max_duration, b.item_max_refusals),
+                concat_ws(',', p_item_max_steps, p_item_max_effects, p_item_max_money, p_item_currency, p_item_max_call,
+                          p_item_max_parallel, p_item_max_duration, p_item_max_refusals)
+                USING ERRCODE = 'DK010';
+        END IF;
         RETURN b;
     END IF;
     v_plan := docket.plan_store(p_project, p_digest, p_canonical, p_actor, p_now);
-    INSERT INTO docket.batches (project, name, plan_id, created_by, created_at, updated_at)
-    VALUES (p_project, p_name, v_plan, p_actor, p_now, p_now)
+    INSERT INTO docket.batches (project, name, plan_id, item_max_steps, item_max_effects, item_max_money, item_currency,
+                                item_max_call, item_max_parallel, item_max_duration, item_max_refusals, created_by, created_at, updated_at)
+    VALUES (p_project, p_name, v_plan, p_item_max_steps, p_item_max_effects, p_item_max_money, p_item_currency,
+            p_item_max_call, p_item_max_parallel, p_item_max_duration, p_item_max_refusals, p_actor, p_now, p_now)
     ON CONFLICT (project, name) DO NOTHING
     RETURNING * INTO b;
     IF NOT FOUND THEN
-        RETURN docket.batch_open(p_project, p_name, p_digest, p_canonical, p_actor, p_now);
+        RETURN docket.batch_open(p_project, p_name, p_digest, p_canonical, p_item_max_steps, p_item_max_effects, p_item_max_money,
+                                 p_item_currency, p_item_max_call, p_item_max_parallel, p_item_max_duration, p_item_max_refusals,
+                                 p_actor, p_now);
     END IF;
     RETURN b;
 END
@@ -229,6 +287,7 @@ DECLARE
     n_quarantined integer := 0;
     n_succeeded integer := 0;
     n_failed integer := 0;
+    n_exhausted integer := 0;
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
     b := docket.batch_lock(p_batch, p_actor);
@@ -273,8 +332,10 @@ BEGIN
             RETURN QUERY SELECT true, (it).*;
             CONTINUE;
         END IF;
+        -- Each item's run its own budget: the batch's item ceilings.
         r := docket.run_start(b.project, p.digest, p.canonical, coalesce(p_inputs[i], '{}'), coalesce(p_trusted[i], false),
-                              0, 0, p_actor, p_now);
+                              0, 0, b.item_max_steps, b.item_max_effects, b.item_max_money, b.item_currency, b.item_max_call,
+                              b.item_max_parallel, b.item_max_duration, b.item_max_refusals, p_actor, p_now);
         INSERT INTO docket.batch_items (batch_id, key, status, run_id, trusted, admitted_at)
         VALUES (b.id, k, 'reserved', r.id, coalesce(p_trusted[i], false), p_now)
         RETURNING * INTO it;
@@ -294,6 +355,7 @@ BEGIN
             END IF;
         ELSE
             n_flight := n_flight + 1;
+            n_exhausted := n_exhausted + (r.status = 'exhausted')::int;
         END IF;
         RETURN QUERY SELECT true, (it).*;
     END LOOP;
@@ -301,7 +363,7 @@ BEGIN
     -- wait for it only this long.
     UPDATE docket.batches
     SET last_key = v_last, items = items + n_items, in_flight = in_flight + n_flight, quarantined = quarantined + n_quarantined,
-        succeeded = succeeded + n_succeeded, failed = failed + n_failed,
+        succeeded = succeeded + n_succeeded, failed = failed + n_failed, exhausted = exhausted + n_exhausted,
         source_done = source_done OR coalesce(p_last, false), updated_at = greatest(updated_at, p_now)
     WHERE id = b.id;
     PERFORM docket.batch_advance(b.id);
@@ -321,7 +383,8 @@ $$;
 
 -- batch_items_needing_attention returns up to p_limit (1..1000) items of
 -- batch p_id nobody is finished with -- failed, quarantined, and reserved
--- with no outcome yet -- oldest key first, after key p_after, from
+-- with no outcome yet (in flight, exhausted, or left by a crash) -- oldest
+-- key first, after key p_after, from
 -- batch_items_attention_idx; none when p_actor may not read the batch.
 CREATE OR REPLACE FUNCTION docket.batch_items_needing_attention(p_id bigint, p_after text, p_limit integer, p_actor text)
 RETURNS SETOF docket.batch_items

@@ -1397,8 +1397,9 @@ $$;
 -- and the reason in refusal_reason, for its completion record: a record the
 -- rule refuses (job_record_refusal: malformed, or not the job's request), or
 -- none for a job that requests an output and has no record under this
--- claim. So a bad record fails its own element, not the batch, and never the
--- batch's commit.
+-- claim; and for the result of a run's step whose spend report
+-- (budget_spend_read) is malformed. So a bad record or report fails its own
+-- element, not the batch, and never the batch's commit.
 -- Refuses the whole batch: malformed input, arrays of different lengths, a
 -- job named twice, a negative spend, a batch outside 1..1000 (DK010).
 -- It finds the jobs by id and claim token, not by state: a job holds a token
@@ -1488,6 +1489,21 @@ BEGIN
         WHERE x.record IS NOT NULL AND x.record <> 'null'::jsonb AND NOT (x.id = ANY (v_refused))
         ORDER BY x.id
         ON CONFLICT (job_id) DO NOTHING;
+    END IF;
+    -- The result of a run's step whose spend report the budget rule
+    -- refuses fails its own element, as a refused record does (its job
+    -- held by this claim, so a verdict tells nobody else anything).
+    IF EXISTS (SELECT 1 FROM unnest(p_results) r WHERE jsonb_typeof(r) = 'object' AND r ? 'spent') THEN
+        SELECT v_refused || coalesce(array_agg(c.id ORDER BY c.i), '{}'), v_reasons || coalesce(array_agg(c.why ORDER BY c.i), '{}')
+        INTO v_refused, v_reasons
+        FROM (
+            SELECT x.i, x.id, docket.budget_spend_refusal(x.result -> 'spent', format('job %s', x.id)) AS why
+            FROM unnest(p_ids, p_tokens, p_results) WITH ORDINALITY AS x(id, token, result, i)
+            JOIN docket.jobs j ON j.id = x.id AND j.claim_token = docket.job_token_digest(x.token) AND j.claimed_by = p_actor
+                              AND j.params ? 'run_id' AND NOT j.params ? 'compensates'
+            WHERE jsonb_typeof(x.result) = 'object' AND x.result ? 'spent' AND NOT (x.id = ANY (v_refused))
+        ) c
+        WHERE c.why IS NOT NULL;
     END IF;
     -- The successes in one statement, which locks only the rows it
     -- changes; then, in a statement of its own (so it sees what a concurrent
@@ -1671,8 +1687,10 @@ $$;
 -- p_actor at p_now, with p_reason as its diagnostic. A holder learns of it when
 -- its next renew, complete or fail is refused as stale. When the job names a
 -- compensation kind, a job of that kind is enqueued in the same transaction
--- (payload {"job_id", "kind"}: the handler reads the cancelled job by id;
--- idempotency key compensate:<id>). The creator of the cancelled job, who
+-- (payload {"job_id", "kind", "payload"}: the cancelled job's id, kind and
+-- payload -- the payload omitted when it would carry the compensation's past
+-- the payload bound, for the handler to read by id; idempotency key
+-- compensate:<id>). The creator of the cancelled job, who
 -- held job.create, declared it: the canceller needs no job.create of its own.
 -- Cancelling a cancelled job again is a quiet no-op.
 -- Refuses, writing nothing: malformed input (DK010); an unknown job (P0002);
@@ -1707,7 +1725,8 @@ BEGIN
         INSERT INTO docket.jobs (project, kind, queue, priority, payload, idempotency_key, available_at,
                                  created_by, created_at, updated_at)
         VALUES (v.project, v.compensation_kind, v.queue, v.priority,
-                jsonb_build_object('job_id', v.id, 'kind', v.kind),
+                jsonb_build_object('job_id', v.id, 'kind', v.kind)
+                    || CASE WHEN docket.json_size(v.payload) <= 1048576 - 1024 THEN jsonb_build_object('payload', v.payload) ELSE '{}' END,
                 'compensate:' || v.id, p_now, p_actor, p_now, p_now)
         ON CONFLICT (project, kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
     END IF;

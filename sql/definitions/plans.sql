@@ -329,12 +329,19 @@ BEGIN
         RETURN NEW;
     END IF;
     PERFORM docket.machine_move('run_step', 'run ' || OLD.run_id || ' step ' || OLD.step_id, OLD.state, NEW.state);
+    -- A result's trust label is written once, with the result: no writer
+    -- (the owner's SQL included) launders an untrusted result afterwards.
+    IF OLD.result_trusted IS NOT NULL AND NEW.result_trusted IS DISTINCT FROM OLD.result_trusted THEN
+        RAISE EXCEPTION 'run % step %: its result''s trust label is written once, with its result', OLD.run_id, OLD.step_id
+            USING ERRCODE = 'DK015';
+    END IF;
     RETURN NEW;
 END
 $$;
 
 CREATE OR REPLACE TRIGGER run_steps_columns_immutable
-    BEFORE UPDATE OF run_id, step_id, version, kind, ready_seq, args, trusted, job_id, compensation, admitted_at ON docket.run_steps
+    BEFORE UPDATE OF run_id, step_id, version, kind, ready_seq, args, trusted, job_id, compensation, effect_slot, admitted_at
+    ON docket.run_steps
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
 
 CREATE OR REPLACE TRIGGER run_steps_guard BEFORE INSERT OR UPDATE ON docket.run_steps
@@ -364,9 +371,20 @@ BEGIN
 END
 $$;
 
+-- run_result_trusted says whether a step's result p_result keeps its
+-- input's label: false when it is labelled untrusted -- an object with a
+-- member trust whose value is anything but "trusted" (a label lowers trust,
+-- never raises it: a misspelt one lowers it too).
+CREATE OR REPLACE FUNCTION docket.run_result_trusted(p_result jsonb) RETURNS boolean
+LANGUAGE sql IMMUTABLE
+RETURN coalesce(NOT (jsonb_typeof(p_result) = 'object' AND p_result ? 'trust'
+                     AND p_result -> 'trust' IS DISTINCT FROM '"trusted"'::jsonb), true);
+
 -- run_arg is the value and trust of one argument a (from a plan step's args)
 -- for run r: a predecessor's result or a path in it, a path in the input,
--- or a constant; and, when untrusted, the source to name.
+-- or a constant; and, when untrusted, the source to name. A predecessor's
+-- result is untrusted when its input was, or when the step labelled it so
+-- (run_result_trusted).
 CREATE OR REPLACE FUNCTION docket.run_arg(r docket.runs, a jsonb, OUT value jsonb, OUT trusted boolean, OUT source text)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -385,8 +403,9 @@ BEGIN
     ELSE
         SELECT * INTO st FROM docket.run_steps WHERE run_id = r.id AND step_id = src ->> 'step';
         value := CASE WHEN src ->> 'kind' = 'path' THEN st.result #> v_path ELSE st.result END;
-        trusted := st.trusted;
-        source := 'step ' || (src ->> 'step') || CASE WHEN src ->> 'kind' = 'path' THEN ' at ' || array_to_string(v_path, '.') ELSE '' END;
+        trusted := st.trusted AND coalesce(st.result_trusted, true);
+        source := 'step ' || (src ->> 'step') || CASE WHEN src ->> 'kind' = 'path' THEN ' at ' || array_to_string(v_path, '.') ELSE '' END
+                  || CASE WHEN st.trusted AND NOT coalesce(st.result_trusted, true) THEN ' (its result labelled untrusted)' ELSE '' END;
     END CASE;
     value := coalesce(value, 'null');
 END
@@ -421,12 +440,14 @@ BEGIN
         END IF;
     END LOOP;
     -- Downstream of anything untrusted is untrusted, data or not.
-    IF v_trusted AND EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.step_id = ANY (ps.after) AND NOT s.trusted) THEN
+    IF v_trusted AND EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.step_id = ANY (ps.after)
+                             AND NOT (s.trusted AND coalesce(s.result_trusted, true))) THEN
         v_trusted := false;
         v_untrusted := (SELECT format('predecessor %s, which is untrusted', min(s.step_id)) FROM docket.run_steps s
-                        WHERE s.run_id = r.id AND s.step_id = ANY (ps.after) AND NOT s.trusted);
+                        WHERE s.run_id = r.id AND s.step_id = ANY (ps.after) AND NOT (s.trusted AND coalesce(s.result_trusted, true)));
     END IF;
-    UPDATE docket.runs SET admitted = admitted + 1,
+    -- A step the policy refuses is counted on the run (refusals).
+    UPDATE docket.runs SET admitted = admitted + 1, refusals = refusals + (ps.trusted AND NOT v_trusted)::int,
         untrusted_read = coalesce(untrusted_read, CASE WHEN NOT v_trusted THEN format('step %s: %s', p_step, v_untrusted) END)
     WHERE id = r.id
     RETURNING admitted INTO v_seq;
@@ -441,29 +462,47 @@ BEGIN
     v_job := docket.run_enqueue(r, ps.kind, v_payload,
         jsonb_build_object('run_id', r.id, 'step', p_step, 'version', r.version, 'trusted', v_trusted),
         format('run:%s:%s', r.id, p_step), ps.repeatable);
+    -- Under an effects ceiling the step takes its effect slot here, under
+    -- the lock with which run_gate found one free.
     INSERT INTO docket.run_steps (run_id, step_id, version, kind, state, ready_seq, args, trusted, job_id, compensation,
-                                  admitted_at, updated_at)
-    VALUES (r.id, p_step, r.version, ps.kind, 'admitted', v_seq, v_payload, v_trusted, v_job, ps.compensation, v_now, v_now)
+                                  effect_slot, admitted_at, updated_at)
+    VALUES (r.id, p_step, r.version, ps.kind, 'admitted', v_seq, v_payload, v_trusted, v_job, ps.compensation,
+            r.max_effects IS NOT NULL, v_now, v_now)
     RETURNING * INTO st;
     RETURN st;
 END
 $$;
 
 -- The hooks by which budgets hold a run. run_gate says whether run r may
--- admit a step now: while no ceiling is reached and fewer than max_parallel
--- steps are in flight; a ceiling reached exhausts the run (recorded, with
--- which), max_parallel only holds admission back.
+-- admit a step now: while no ceiling is reached, fewer than max_parallel
+-- steps are in flight, and (with max_effects) an effect slot is free. A
+-- ceiling reached exhausts the run (recorded, with which); max_parallel and
+-- effect slots held by steps in flight only hold admission back.
+-- Effects are counted in advance: each step admitted under max_effects
+-- takes a slot (run_steps.effect_slot), under the run's lock that checked
+-- it, so however wide the ready set, spent + slots held never passes the
+-- ceiling. A slot is held while its step is in flight or uncertain (it may
+-- have acted); it is given back when the step ends, succeeded (then what
+-- it reported counts in spent_effects instead) or failed or cancelled
+-- (nothing spent). A step is one slot: one that reports more than one
+-- effect overshoots by its excess. A wall-clock ceiling is checked against
+-- the run's own readings (run_clock_read): the time between the earliest
+-- and the latest instant it read, never the database's clock.
 CREATE OR REPLACE FUNCTION docket.run_gate(r docket.runs) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
     v_in_flight integer;
+    v_slots integer;
     v_why text;
     v_now timestamptz := docket.context_now();
 BEGIN
-    IF r.max_steps IS NULL AND r.max_effects IS NULL AND r.max_money IS NULL AND r.max_parallel IS NULL THEN
+    IF r.max_steps IS NULL AND r.max_effects IS NULL AND r.max_money IS NULL AND r.max_parallel IS NULL AND r.max_duration IS NULL
+       AND r.max_refusals IS NULL THEN
         RETURN true;
     END IF;
-    SELECT count(*) INTO v_in_flight FROM docket.run_steps WHERE run_id = r.id AND state = 'admitted';
+    SELECT count(*) FILTER (WHERE state = 'admitted'), count(*) FILTER (WHERE effect_slot AND state IN ('admitted', 'uncertain'))
+    INTO v_in_flight, v_slots
+    FROM docket.run_steps WHERE run_id = r.id AND state IN ('admitted', 'uncertain');
     IF r.max_parallel IS NOT NULL AND v_in_flight >= r.max_parallel THEN
         RETURN false;
     END IF;
@@ -474,47 +513,144 @@ BEGIN
              OR r.max_money IS NOT NULL AND r.spent_money >= r.max_money
             THEN format('money: %s of %s %s spent, %s steps in flight at up to %s each', r.spent_money, r.max_money, r.currency,
                         v_in_flight, coalesce(r.max_call, 0))
+        WHEN r.max_refusals IS NOT NULL AND r.refusals >= r.max_refusals
+            THEN format('refusals: %s of %s steps refused by policy', r.refusals, r.max_refusals)
+        WHEN r.max_duration IS NOT NULL AND r.clock_last - r.clock_first >= r.max_duration
+            THEN format('wall clock: %s elapsed of %s, read from %s to %s', r.clock_last - r.clock_first, r.max_duration,
+                        r.clock_first, r.clock_last)
     END;
     IF v_why IS NULL THEN
-        RETURN true;
+        -- Every effect slot is held by a step in flight: wait for one back.
+        RETURN r.max_effects IS NULL OR r.spent_effects + v_slots < r.max_effects;
     END IF;
-    UPDATE docket.runs SET status = 'exhausted', exhausted = v_why, updated_at = greatest(updated_at, v_now) WHERE id = r.id;
-    INSERT INTO docket.run_budget_events (run_id, what, detail, actor, at)
-    VALUES (r.id, 'exhausted', jsonb_build_object('why', v_why, 'spent_money', r.spent_money, 'spent_effects', r.spent_effects,
-                                                  'admitted', r.admitted), docket.context_actor(), v_now);
+    PERFORM docket.run_exhaust(r, v_why);
     RETURN false;
 END
 $$;
 
+-- run_exhaust exhausts running run r, saying why (p_why: which ceiling,
+-- and the figures), recorded as an exhausted row of run_budget_events, and
+-- returns the run.
+CREATE OR REPLACE FUNCTION docket.run_exhaust(r docket.runs, p_why text) RETURNS docket.runs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := docket.context_now();
+BEGIN
+    UPDATE docket.runs SET status = 'exhausted', exhausted = p_why, updated_at = greatest(updated_at, v_now) WHERE id = r.id
+    RETURNING * INTO r;
+    INSERT INTO docket.run_budget_events (run_id, what, detail, actor, at)
+    VALUES (r.id, 'exhausted', jsonb_build_object('why', p_why, 'spent_money', r.spent_money, 'spent_effects', r.spent_effects,
+                                                  'admitted', r.admitted, 'refusals', r.refusals), docket.context_actor(), v_now);
+    RETURN r;
+END
+$$;
+
+-- run_clock_read takes run r's reading of the clock at a step boundary --
+-- p_boundary 'admit' (before step p_step is admitted) or 'settle' (its
+-- outcome recorded) -- when it has a wall-clock ceiling, and returns the
+-- run: the instant is the caller's (the change context's, its p_now),
+-- journaled as a clock row of run_budget_events, and widens the extremes
+-- the run read (clock_first, clock_last), whose distance is its elapsed
+-- time, whatever order its boundaries arrived in. A run without one reads
+-- nothing.
+CREATE OR REPLACE FUNCTION docket.run_clock_read(r docket.runs, p_boundary text, p_step text) RETURNS docket.runs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := docket.context_now();
+BEGIN
+    IF r.max_duration IS NULL OR r.status NOT IN ('running', 'exhausted') THEN
+        RETURN r;
+    END IF;
+    INSERT INTO docket.run_budget_events (run_id, what, detail, actor, at)
+    VALUES (r.id, 'clock', jsonb_build_object('boundary', p_boundary, 'step', p_step), docket.context_actor(), v_now);
+    UPDATE docket.runs SET clock_first = least(coalesce(clock_first, v_now), v_now), clock_last = greatest(coalesce(clock_last, v_now), v_now)
+    WHERE id = r.id
+    RETURNING * INTO r;
+    RETURN r;
+END
+$$;
+
 -- run_after_apply runs after outcomes were applied: a run that holds steps
--- back for max_parallel admits the ready ones as slots free.
+-- back for max_parallel or effect slots admits the ready ones as slots free.
 CREATE OR REPLACE FUNCTION docket.run_after_apply(p_run bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF (SELECT max_parallel IS NOT NULL AND status = 'running' FROM docket.runs WHERE id = p_run) THEN
+    IF (SELECT (max_parallel IS NOT NULL OR max_effects IS NOT NULL) AND status = 'running' FROM docket.runs WHERE id = p_run) THEN
         PERFORM docket.run_admit_ready(p_run, NULL);
     END IF;
 END
 $$;
 
--- run_step_spent records what a step's job reported it spent -- the
--- members effects and money of the member spent of its result -- on the
--- step and in its run's tally: what was recorded, never asked again.
+-- budget_spend_read reads a spend report -- what an operation says it
+-- spent, {"effects": n, "money": n} -- and returns its effects and its
+-- money (minor units), each 0 when absent. It is the one reading of a spend
+-- report: a step's (the member spent of its result, run_step_spent) and any
+-- other's. Refuses (DK010, naming p_what and the member) a report that is
+-- not an object, a member it does not know, and a figure that is not a
+-- whole number of 0 or more within bigint (999.5, -1, "12", null): money
+-- is integer minor units, and a report misread as nothing spent would let
+-- a run past its ceilings unseen.
+CREATE OR REPLACE FUNCTION docket.budget_spend_read(p_report jsonb, p_what text, OUT effects bigint, OUT money bigint)
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    m record;
+BEGIN
+    effects := 0;
+    money := 0;
+    IF jsonb_typeof(p_report) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION '%: invalid spend report %: want a JSON object {"effects": n, "money": n}', p_what, left(p_report::text, 64)
+            USING ERRCODE = 'DK010';
+    END IF;
+    FOR m IN SELECT * FROM jsonb_each(p_report) LOOP
+        IF m.key NOT IN ('effects', 'money') THEN
+            RAISE EXCEPTION '%: invalid spend report: unknown member %: want effects and money', p_what, left(m.key, 64)
+                USING ERRCODE = 'DK010';
+        END IF;
+        IF jsonb_typeof(m.value) <> 'number' OR m.value::text::numeric <> trunc(m.value::text::numeric)
+           OR m.value::text::numeric NOT BETWEEN 0 AND 9223372036854775807 THEN
+            RAISE EXCEPTION '%: invalid spend report: % is %: want a whole number of 0 or more (money in integer minor units)',
+                p_what, m.key, left(m.value::text, 64)
+                USING ERRCODE = 'DK010';
+        END IF;
+        IF m.key = 'effects' THEN
+            effects := m.value::text::numeric::bigint;
+        ELSE
+            money := m.value::text::numeric::bigint;
+        END IF;
+    END LOOP;
+END
+$$;
+
+-- budget_spend_refusal is why budget_spend_read refuses report p_report
+-- (p_what naming it), or NULL when it reads it: for a caller that refuses
+-- one element of many rather than raise.
+CREATE OR REPLACE FUNCTION docket.budget_spend_refusal(p_report jsonb, p_what text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    PERFORM docket.budget_spend_read(p_report, p_what);
+    RETURN NULL;
+EXCEPTION WHEN SQLSTATE 'DK010' THEN
+    RETURN SQLERRM;
+END
+$$;
+
+-- run_step_spent records what a step's job reported it spent -- the member
+-- spent of its result, read by budget_spend_read -- on the step and in its
+-- run's tally: what was recorded, never asked again. A result that is not
+-- an object, or has no member spent, spent nothing. Refuses (DK010) a
+-- report budget_spend_read refuses: the completion that carried it fails,
+-- changing nothing.
 CREATE OR REPLACE FUNCTION docket.run_step_spent(p_run bigint, p_step text, p_result jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_effects bigint;
-    v_money bigint;
+    v record;
 BEGIN
-    IF jsonb_typeof(p_result) <> 'object' OR jsonb_typeof(p_result -> 'spent') <> 'object' THEN
+    IF jsonb_typeof(p_result) IS DISTINCT FROM 'object' OR NOT p_result ? 'spent' THEN
         RETURN;
     END IF;
-    v_effects := greatest(coalesce((p_result -> 'spent' ->> 'effects')::bigint, 0), 0);
-    v_money := greatest(coalesce((p_result -> 'spent' ->> 'money')::bigint, 0), 0);
-    UPDATE docket.run_steps SET spent_effects = v_effects, spent_money = v_money WHERE run_id = p_run AND step_id = p_step;
-    UPDATE docket.runs SET spent_effects = spent_effects + v_effects, spent_money = spent_money + v_money WHERE id = p_run;
-EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range THEN
-    RETURN; -- a malformed report is no spending: the result is recorded as it is
+    v := docket.budget_spend_read(p_result -> 'spent', format('run %s step %s', p_run, p_step));
+    UPDATE docket.run_steps SET spent_effects = v.effects, spent_money = v.money WHERE run_id = p_run AND step_id = p_step;
+    UPDATE docket.runs SET spent_effects = spent_effects + v.effects, spent_money = spent_money + v.money WHERE id = p_run;
 END
 $$;
 
@@ -556,7 +692,9 @@ BEGIN
           AND docket.run_deps_met(r, d.step_id);
     END IF;
     FOREACH s IN ARRAY v_ready LOOP
-        EXIT WHEN r.status <> 'running' OR NOT docket.run_gate(r);
+        EXIT WHEN r.status <> 'running';
+        r := docket.run_clock_read(r, 'admit', s);
+        EXIT WHEN NOT docket.run_gate(r);
         PERFORM docket.run_admit(r, s);
         SELECT * INTO r FROM docket.runs WHERE id = p_run;
     END LOOP;
@@ -565,7 +703,10 @@ $$;
 
 -- run_apply applies, in ready order, the outcomes of run p_run's steps that
 -- have one: a success admits its successors; anything else begins the
--- unwind. It stops at the first step still running. A running run whose
+-- unwind -- except a step the policy refused in a run with a refusal
+-- ceiling (max_refusals), which stops its own branch, and exhausts the run
+-- when the refusals reach the ceiling (a running run that has nothing left
+-- in flight then unwinds). It stops at the first step still running. A running run whose
 -- terminal steps have all succeeded and been applied has succeeded. An
 -- unwinding run with no step left running compensates.
 CREATE OR REPLACE FUNCTION docket.run_apply(p_run bigint) RETURNS void
@@ -583,6 +724,12 @@ BEGIN
         IF st.state = 'succeeded' THEN
             PERFORM docket.run_admit_ready(r.id, st.step_id);
             SELECT * INTO r FROM docket.runs WHERE id = p_run;
+        ELSIF st.state = 'refused' AND r.max_refusals IS NOT NULL THEN
+            -- Under a refusal ceiling a refused step stops its own branch;
+            -- reaching the ceiling exhausts the run.
+            IF r.status = 'running' AND r.refusals >= r.max_refusals THEN
+                r := docket.run_exhaust(r, format('refusals: %s of %s steps refused by policy', r.refusals, r.max_refusals));
+            END IF;
         ELSE
             UPDATE docket.runs SET status = 'unwinding', updated_at = greatest(updated_at, v_now),
                 failure = left(format('step %s %s%s', st.step_id, st.state, coalesce(': ' || st.reason, '')), 2000)
@@ -600,6 +747,15 @@ BEGIN
             output = (SELECT s.result FROM docket.run_steps s JOIN docket.plan_steps t ON t.plan_id = r.plan_id AND t.step_id = s.step_id
                       WHERE s.run_id = r.id AND t.terminal ORDER BY s.step_id LIMIT 1)
         WHERE id = r.id;
+    ELSIF r.status = 'running' AND r.refusals > 0
+          AND NOT EXISTS (SELECT 1 FROM docket.run_steps WHERE run_id = r.id AND state IN ('admitted', 'uncertain')) THEN
+        -- Refused steps held back every branch left: nothing can run, and
+        -- the run unwinds as a refusal without a ceiling would have.
+        UPDATE docket.runs SET status = 'unwinding', updated_at = greatest(updated_at, v_now),
+            failure = left((SELECT format('step %s refused%s; nothing else can run', s.step_id, coalesce(': ' || s.reason, ''))
+                            FROM docket.run_steps s WHERE s.run_id = r.id AND s.state = 'refused' ORDER BY s.ready_seq LIMIT 1), 2000)
+        WHERE id = r.id;
+        PERFORM docket.run_unwind(r.id);
     ELSIF r.status = 'unwinding' THEN
         PERFORM docket.run_unwind(r.id);
     END IF;
@@ -670,7 +826,8 @@ BEGIN
     SELECT * INTO st FROM docket.run_steps WHERE job_id = p_id;
     IF FOUND THEN
         IF st.state = 'admitted' AND p_state = 'succeeded' OR st.state = 'uncertain' AND p_state = 'succeeded' THEN
-            UPDATE docket.run_steps SET state = 'succeeded', result = p_result, updated_at = greatest(updated_at, v_now)
+            UPDATE docket.run_steps SET state = 'succeeded', result = p_result, updated_at = greatest(updated_at, v_now),
+                result_trusted = st.trusted AND docket.run_result_trusted(p_result)
             WHERE run_id = st.run_id AND step_id = st.step_id;
             PERFORM docket.run_step_spent(st.run_id, st.step_id, p_result);
         ELSIF st.state = 'admitted' AND p_state IN ('failed', 'dead') THEN
@@ -685,6 +842,7 @@ BEGIN
         ELSE
             RETURN;
         END IF;
+        PERFORM docket.run_clock_read(r, 'settle', st.step_id) FROM docket.runs r WHERE r.id = st.run_id;
         PERFORM docket.run_apply(st.run_id);
         PERFORM docket.run_unwind(st.run_id);
         RETURN;
@@ -787,13 +945,18 @@ END
 $$;
 
 -- run_start with a budget: as run_start, with ceilings (NULL: none) set
--- before its first steps are admitted, and its worst case reserved in the
--- project's quota. Refuses, writing nothing, as run_start; ceilings out of
--- range, money without a currency (DK010); a quota it would exceed (DK009).
+-- before its first steps are admitted -- steps, effects, money in
+-- p_currency, one call, steps in flight, wall-clock time (p_max_duration)
+-- and policy refusals (p_max_refusals) -- and its worst case reserved in
+-- the project's quota. Refuses, writing nothing, as run_start; ceilings out
+-- of range, money without a currency (DK010); a quota it would exceed
+-- (DK009).
+DROP FUNCTION IF EXISTS docket.run_start(text, text, text, jsonb, boolean, bigint, integer, integer, bigint, bigint, text, bigint, integer,
+                                         text, timestamptz);
 CREATE OR REPLACE FUNCTION docket.run_start(p_project text, p_digest text, p_canonical text, p_input jsonb, p_input_trusted boolean,
                                  p_case_id bigint, p_replan_limit integer,
                                  p_max_steps integer, p_max_effects bigint, p_max_money bigint, p_currency text,
-                                 p_max_call bigint, p_max_parallel integer,
+                                 p_max_call bigint, p_max_parallel integer, p_max_duration interval, p_max_refusals integer,
                                  p_actor text, p_now timestamptz)
 RETURNS docket.runs
 LANGUAGE plpgsql AS $$
@@ -813,9 +976,10 @@ BEGIN
     PERFORM docket.require_valid((p_max_money IS NULL) = (p_currency IS NULL) AND (p_currency IS NULL OR p_currency ~ '^[A-Z]{3}$'),
         'currency', p_currency, 'a money ceiling comes with its currency, three capital letters (ISO 4217)');
     PERFORM docket.require_valid(coalesce(p_max_steps >= 0 AND p_max_steps <= 1000000, true) AND coalesce(p_max_effects >= 0, true)
-        AND coalesce(p_max_money >= 0, true) AND coalesce(p_max_call >= 0, true) AND coalesce(p_max_parallel BETWEEN 1 AND 10000, true),
-        'ceilings', concat_ws(',', p_max_steps, p_max_effects, p_max_money, p_max_call, p_max_parallel),
-        'steps 0..1000000, effects, money and a call 0 or more, in flight 1..10000');
+        AND coalesce(p_max_money >= 0, true) AND coalesce(p_max_call >= 0, true) AND coalesce(p_max_parallel BETWEEN 1 AND 10000, true)
+        AND coalesce(p_max_duration > interval '0', true) AND coalesce(p_max_refusals BETWEEN 1 AND 1000000, true),
+        'ceilings', concat_ws(',', p_max_steps, p_max_effects, p_max_money, p_max_call, p_max_parallel, p_max_duration, p_max_refusals),
+        'steps 0..1000000, effects, money and a call 0 or more, in flight 1..10000, a duration over 0, refusals 1..1000000');
     IF nullif(p_case_id, 0) IS NOT NULL THEN
         IF NOT EXISTS (SELECT 1 FROM docket.cases WHERE id = p_case_id AND project = p_project) THEN
             RAISE EXCEPTION 'case % does not exist in project %', p_case_id, p_project USING ERRCODE = 'P0002';
@@ -826,9 +990,9 @@ BEGIN
     END IF;
     v_plan := docket.plan_store(p_project, p_digest, p_canonical, p_actor, p_now);
     INSERT INTO docket.runs (project, plan_id, case_id, input, input_trusted, replan_limit, max_steps, max_effects, max_money,
-                             currency, max_call, max_parallel, created_by, created_at, updated_at)
+                             currency, max_call, max_parallel, max_duration, max_refusals, created_by, created_at, updated_at)
     VALUES (p_project, v_plan, nullif(p_case_id, 0), p_input, p_input_trusted, p_replan_limit, p_max_steps, p_max_effects,
-            p_max_money, p_currency, p_max_call, p_max_parallel, p_actor, p_now, p_now)
+            p_max_money, p_currency, p_max_call, p_max_parallel, p_max_duration, p_max_refusals, p_actor, p_now, p_now)
     RETURNING * INTO r;
     IF r.max_money IS NOT NULL THEN
         PERFORM docket.budget_reserve(r, p_now);
@@ -866,7 +1030,9 @@ $$;
 -- a run past its replan limit (DK010); a run that has admitted an
 -- untrusted value (DK010, naming the source); a run that is not running
 -- (DK014); a completed step the successor carries over changed, or a
--- started step whose kind it changed (DK010, naming the step); a plan that
+-- started step whose kind it changed, measured against what the step was
+-- admitted as under whichever version admitted it (DK010, naming the step
+-- and both kinds); a plan that
 -- does not hold (DK010); a successor bringing in a job kind no plan of the
 -- run declared, by an actor without job.create on the project (DK009).
 CREATE OR REPLACE FUNCTION docket.run_replan(p_run bigint, p_predecessor text, p_digest text, p_canonical text, p_reason text,
@@ -900,9 +1066,13 @@ BEGIN
     END IF;
     v_plan := docket.plan_store(r.project, p_digest, p_canonical, p_actor, p_now);
     -- A completed step is carried over unchanged or not at all; a started
-    -- step keeps its kind.
-    SELECT s.step_id, s.state INTO bad FROM docket.run_steps s
-    JOIN docket.plan_steps o ON o.plan_id = r.plan_id AND o.step_id = s.step_id
+    -- step keeps its kind. Checked against what the step was admitted as
+    -- (the plan of the version it was admitted under), not the plan in
+    -- force: a version that dropped a completed step does not free its id
+    -- for new work that the old result would satisfy.
+    SELECT s.step_id, s.state, s.version, o.kind AS was, n.kind AS now INTO bad FROM docket.run_steps s
+    JOIN docket.run_versions v ON v.run_id = s.run_id AND v.version = s.version
+    JOIN docket.plan_steps o ON o.plan_id = v.plan_id AND o.step_id = s.step_id
     JOIN docket.plan_steps n ON n.plan_id = v_plan AND n.step_id = s.step_id
     WHERE s.run_id = r.id
       AND (s.state <> 'admitted' AND (o.kind, o.args, o.after, o.terminal, o.compensation, o.trusted, o.repeatable)
@@ -910,9 +1080,10 @@ BEGIN
            OR s.state = 'admitted' AND o.kind IS DISTINCT FROM n.kind)
     ORDER BY s.step_id LIMIT 1;
     IF FOUND THEN
-        RAISE EXCEPTION 'run %: step % is %: %', r.id, bad.step_id, bad.state,
+        RAISE EXCEPTION 'run %: step % is %: % (admitted as % under version %; the successor declares %)', r.id, bad.step_id, bad.state,
             CASE WHEN bad.state = 'admitted' THEN 'a started step keeps its kind'
-                 ELSE 'a completed step is carried over unchanged or not at all' END
+                 ELSE 'a completed step is carried over unchanged or not at all' END,
+            bad.was, bad.version, bad.now
             USING ERRCODE = 'DK010';
     END IF;
     -- A replan by a principal without job.create brings in no job kind the

@@ -42,4 +42,4 @@ FROM docket.run_versions_of(@id::bigint, @actor::text);
 SELECT * FROM docket.run_start(@project::text, @digest::text, @canonical::text, @input::jsonb, @input_trusted::boolean,
     @case_id::bigint, @replan_limit::integer, sqlc.narg('max_steps')::integer, sqlc.narg('max_effects')::bigint,
     sqlc.narg('max_money')::bigint, sqlc.narg('currency')::text, sqlc.narg('max_call')::bigint, sqlc.narg('max_parallel')::integer,
-    @actor::text, @now::timestamptz);
+    sqlc.narg('max_duration')::interval, sqlc.narg('max_refusals')::integer, @actor::text, @now::timestamptz);

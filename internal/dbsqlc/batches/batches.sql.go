@@ -103,28 +103,37 @@ func (q *Queries) BatchAttention(ctx context.Context, db DBTX, iD int64, after *
 }
 
 const batchGet = `-- name: BatchGet :one
-SELECT b.id, b.project, b.name, b.plan_id, b.status, b.last_key, b.cursor, b.source_done, b.items, b.in_flight, b.succeeded, b.failed, b.quarantined, b.created_by, b.created_at, b.updated_at, b.finished_at, p.digest::text AS digest FROM docket.batch_get($1::bigint, $2::text) b JOIN docket.plans p ON p.id = b.plan_id
+SELECT b.id, b.project, b.name, b.plan_id, b.status, b.last_key, b.cursor, b.source_done, b.items, b.in_flight, b.succeeded, b.failed, b.quarantined, b.created_by, b.created_at, b.updated_at, b.finished_at, b.exhausted, b.item_max_steps, b.item_max_effects, b.item_max_money, b.item_currency, b.item_max_call, b.item_max_parallel, b.item_max_duration, b.item_max_refusals, p.digest::text AS digest FROM docket.batch_get($1::bigint, $2::text) b JOIN docket.plans p ON p.id = b.plan_id
 `
 
 type BatchGetRow struct {
-	ID          int64
-	Project     string
-	Name        string
-	PlanID      int64
-	Status      string
-	LastKey     *string
-	Cursor      *string
-	SourceDone  bool
-	Items       int64
-	InFlight    int64
-	Succeeded   int64
-	Failed      int64
-	Quarantined int64
-	CreatedBy   string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
-	FinishedAt  *time.Time
-	Digest      string
+	ID              int64
+	Project         string
+	Name            string
+	PlanID          int64
+	Status          string
+	LastKey         *string
+	Cursor          *string
+	SourceDone      bool
+	Items           int64
+	InFlight        int64
+	Succeeded       int64
+	Failed          int64
+	Quarantined     int64
+	CreatedBy       string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	FinishedAt      *time.Time
+	Exhausted       int64
+	ItemMaxSteps    *int32
+	ItemMaxEffects  *int64
+	ItemMaxMoney    *int64
+	ItemCurrency    *string
+	ItemMaxCall     *int64
+	ItemMaxParallel *int32
+	ItemMaxDuration *time.Duration
+	ItemMaxRefusals *int32
+	Digest          string
 }
 
 func (q *Queries) BatchGet(ctx context.Context, db DBTX, iD int64, actor string) (*BatchGetRow, error) {
@@ -148,13 +157,22 @@ func (q *Queries) BatchGet(ctx context.Context, db DBTX, iD int64, actor string)
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.Exhausted,
+		&i.ItemMaxSteps,
+		&i.ItemMaxEffects,
+		&i.ItemMaxMoney,
+		&i.ItemCurrency,
+		&i.ItemMaxCall,
+		&i.ItemMaxParallel,
+		&i.ItemMaxDuration,
+		&i.ItemMaxRefusals,
 		&i.Digest,
 	)
 	return &i, err
 }
 
 const batchList = `-- name: BatchList :many
-SELECT b.id, b.project, b.name, b.plan_id, b.status, b.last_key, b.cursor, b.source_done, b.items, b.in_flight, b.succeeded, b.failed, b.quarantined, b.created_by, b.created_at, b.updated_at, b.finished_at, p.digest::text AS digest
+SELECT b.id, b.project, b.name, b.plan_id, b.status, b.last_key, b.cursor, b.source_done, b.items, b.in_flight, b.succeeded, b.failed, b.quarantined, b.created_by, b.created_at, b.updated_at, b.finished_at, b.exhausted, b.item_max_steps, b.item_max_effects, b.item_max_money, b.item_currency, b.item_max_call, b.item_max_parallel, b.item_max_duration, b.item_max_refusals, p.digest::text AS digest
 FROM (
     SELECT x.id, x.name FROM docket.batches x
     WHERE x.project = $1::text AND x.name > $2::text
@@ -167,24 +185,33 @@ ORDER BY page.name
 `
 
 type BatchListRow struct {
-	ID          int64
-	Project     string
-	Name        string
-	PlanID      int64
-	Status      string
-	LastKey     *string
-	Cursor      *string
-	SourceDone  bool
-	Items       int64
-	InFlight    int64
-	Succeeded   int64
-	Failed      int64
-	Quarantined int64
-	CreatedBy   string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
-	FinishedAt  *time.Time
-	Digest      string
+	ID              int64
+	Project         string
+	Name            string
+	PlanID          int64
+	Status          string
+	LastKey         *string
+	Cursor          *string
+	SourceDone      bool
+	Items           int64
+	InFlight        int64
+	Succeeded       int64
+	Failed          int64
+	Quarantined     int64
+	CreatedBy       string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	FinishedAt      *time.Time
+	Exhausted       int64
+	ItemMaxSteps    *int32
+	ItemMaxEffects  *int64
+	ItemMaxMoney    *int64
+	ItemCurrency    *string
+	ItemMaxCall     *int64
+	ItemMaxParallel *int32
+	ItemMaxDuration *time.Duration
+	ItemMaxRefusals *int32
+	Digest          string
 }
 
 // A page of the project's batches by name, keyset-paginated by name: the
@@ -225,6 +252,15 @@ func (q *Queries) BatchList(ctx context.Context, db DBTX, project string, afterN
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.FinishedAt,
+			&i.Exhausted,
+			&i.ItemMaxSteps,
+			&i.ItemMaxEffects,
+			&i.ItemMaxMoney,
+			&i.ItemCurrency,
+			&i.ItemMaxCall,
+			&i.ItemMaxParallel,
+			&i.ItemMaxDuration,
+			&i.ItemMaxRefusals,
 			&i.Digest,
 		); err != nil {
 			return nil, err
@@ -238,16 +274,27 @@ func (q *Queries) BatchList(ctx context.Context, db DBTX, project string, afterN
 }
 
 const batchOpen = `-- name: BatchOpen :one
-SELECT id, project, name, plan_id, status, last_key, cursor, source_done, items, in_flight, succeeded, failed, quarantined, created_by, created_at, updated_at, finished_at FROM docket.batch_open($1::text, $2::text, $3::text, $4::text, $5::text, $6::timestamptz)
+SELECT id, project, name, plan_id, status, last_key, cursor, source_done, items, in_flight, succeeded, failed, quarantined, created_by, created_at, updated_at, finished_at, exhausted, item_max_steps, item_max_effects, item_max_money, item_currency, item_max_call, item_max_parallel, item_max_duration, item_max_refusals FROM docket.batch_open($1::text, $2::text, $3::text, $4::text,
+    $5::integer, $6::bigint, $7::bigint, $8::text,
+    $9::bigint, $10::integer, $11::interval,
+    $12::integer, $13::text, $14::timestamptz)
 `
 
 type BatchOpenParams struct {
-	Project   string
-	Name      string
-	Digest    string
-	Canonical string
-	Actor     string
-	Now       time.Time
+	Project     string
+	Name        string
+	Digest      string
+	Canonical   string
+	MaxSteps    *int32
+	MaxEffects  *int64
+	MaxMoney    *int64
+	Currency    *string
+	MaxCall     *int64
+	MaxParallel *int32
+	MaxDuration *time.Duration
+	MaxRefusals *int32
+	Actor       string
+	Now         time.Time
 }
 
 func (q *Queries) BatchOpen(ctx context.Context, db DBTX, arg BatchOpenParams) (*DocketBatch, error) {
@@ -256,6 +303,14 @@ func (q *Queries) BatchOpen(ctx context.Context, db DBTX, arg BatchOpenParams) (
 		arg.Name,
 		arg.Digest,
 		arg.Canonical,
+		arg.MaxSteps,
+		arg.MaxEffects,
+		arg.MaxMoney,
+		arg.Currency,
+		arg.MaxCall,
+		arg.MaxParallel,
+		arg.MaxDuration,
+		arg.MaxRefusals,
 		arg.Actor,
 		arg.Now,
 	)
@@ -278,6 +333,15 @@ func (q *Queries) BatchOpen(ctx context.Context, db DBTX, arg BatchOpenParams) (
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.Exhausted,
+		&i.ItemMaxSteps,
+		&i.ItemMaxEffects,
+		&i.ItemMaxMoney,
+		&i.ItemCurrency,
+		&i.ItemMaxCall,
+		&i.ItemMaxParallel,
+		&i.ItemMaxDuration,
+		&i.ItemMaxRefusals,
 	)
 	return &i, err
 }

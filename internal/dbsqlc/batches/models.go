@@ -10,23 +10,32 @@ import (
 
 // Batches: one frozen plan over many items, the cursor (contiguous settled prefix) and the census counts. No succeeded status: a completed batch has its counts.
 type DocketBatch struct {
-	ID          int64
-	Project     string
-	Name        string
-	PlanID      int64
-	Status      string
-	LastKey     *string
-	Cursor      *string
-	SourceDone  bool
-	Items       int64
-	InFlight    int64
-	Succeeded   int64
-	Failed      int64
-	Quarantined int64
-	CreatedBy   string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
-	FinishedAt  *time.Time
+	ID              int64
+	Project         string
+	Name            string
+	PlanID          int64
+	Status          string
+	LastKey         *string
+	Cursor          *string
+	SourceDone      bool
+	Items           int64
+	InFlight        int64
+	Succeeded       int64
+	Failed          int64
+	Quarantined     int64
+	CreatedBy       string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	FinishedAt      *time.Time
+	Exhausted       int64
+	ItemMaxSteps    *int32
+	ItemMaxEffects  *int64
+	ItemMaxMoney    *int64
+	ItemCurrency    *string
+	ItemMaxCall     *int64
+	ItemMaxParallel *int32
+	ItemMaxDuration *time.Duration
+	ItemMaxRefusals *int32
 }
 
 // The items of batches in byte order of their keys, each with the run reserved for it when it was admitted.

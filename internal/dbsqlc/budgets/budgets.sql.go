@@ -83,7 +83,7 @@ func (q *Queries) RunBudgetEvents(ctx context.Context, db DBTX, iD int64, actor 
 }
 
 const runResume = `-- name: RunResume :one
-SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted, guard_seq FROM docket.run_resume($1::bigint, $2::integer, $3::bigint,
+SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted, guard_seq, max_duration, max_refusals, refusals, clock_first, clock_last FROM docket.run_resume($1::bigint, $2::integer, $3::bigint,
     $4::bigint, $5::integer, $6::text, $7::timestamptz)
 `
 
@@ -137,6 +137,11 @@ func (q *Queries) RunResume(ctx context.Context, db DBTX, arg RunResumeParams) (
 		&i.SpentMoney,
 		&i.Exhausted,
 		&i.GuardSeq,
+		&i.MaxDuration,
+		&i.MaxRefusals,
+		&i.Refusals,
+		&i.ClockFirst,
+		&i.ClockLast,
 	)
 	return &i, err
 }

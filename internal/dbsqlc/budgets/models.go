@@ -51,7 +51,13 @@ type DocketRun struct {
 	SpentMoney    int64
 	Exhausted     *string
 	// Moved on by every job outcome of the run: two outcomes of one run never admit steps from one stale snapshot.
-	GuardSeq int64
+	GuardSeq    int64
+	MaxDuration *time.Duration
+	MaxRefusals *int32
+	// How many of its steps the policy refused (run_steps in state refused).
+	Refusals   int32
+	ClockFirst *time.Time
+	ClockLast  *time.Time
 }
 
 type DocketRunBudgetEvent struct {

@@ -7,6 +7,8 @@ package plans
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Runs of plans: input and its trust, status along docket.run_transitions, the version of the plan it runs (all versions in docket.run_versions).
@@ -39,7 +41,13 @@ type DocketRun struct {
 	SpentMoney    int64
 	Exhausted     *string
 	// Moved on by every job outcome of the run: two outcomes of one run never admit steps from one stale snapshot.
-	GuardSeq int64
+	GuardSeq    int64
+	MaxDuration *time.Duration
+	MaxRefusals *int32
+	// How many of its steps the policy refused (run_steps in state refused).
+	Refusals   int32
+	ClockFirst *time.Time
+	ClockLast  *time.Time
 }
 
 // The steps a run admitted, in ready order: arguments and trust, job, outcome and compensation; state along docket.run_step_transitions.
@@ -61,4 +69,6 @@ type DocketRunStep struct {
 	UpdatedAt         time.Time
 	SpentEffects      *int64
 	SpentMoney        *int64
+	EffectSlot        bool
+	ResultTrusted     pgtype.Bool
 }

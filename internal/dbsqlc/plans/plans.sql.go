@@ -12,7 +12,7 @@ import (
 )
 
 const runCancel = `-- name: RunCancel :one
-SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted, guard_seq FROM docket.run_cancel($1::bigint, $2::text, $3::text, $4::timestamptz)
+SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted, guard_seq, max_duration, max_refusals, refusals, clock_first, clock_last FROM docket.run_cancel($1::bigint, $2::text, $3::text, $4::timestamptz)
 `
 
 func (q *Queries) RunCancel(ctx context.Context, db DBTX, iD int64, reason string, actor string, now time.Time) (*DocketRun, error) {
@@ -52,12 +52,17 @@ func (q *Queries) RunCancel(ctx context.Context, db DBTX, iD int64, reason strin
 		&i.SpentMoney,
 		&i.Exhausted,
 		&i.GuardSeq,
+		&i.MaxDuration,
+		&i.MaxRefusals,
+		&i.Refusals,
+		&i.ClockFirst,
+		&i.ClockLast,
 	)
 	return &i, err
 }
 
 const runGet = `-- name: RunGet :one
-SELECT r.id, r.project, r.plan_id, r.version, r.case_id, r.input, r.input_trusted, r.status, r.replan_limit, r.untrusted_read, r.admitted, r.applied, r.output, r.failure, r.created_by, r.created_at, r.updated_at, r.finished_at, r.max_steps, r.max_effects, r.max_money, r.currency, r.max_call, r.max_parallel, r.spent_effects, r.spent_money, r.exhausted, r.guard_seq, p.digest::text AS digest FROM docket.run_get($1::bigint, $2::text) r JOIN docket.plans p ON p.id = r.plan_id
+SELECT r.id, r.project, r.plan_id, r.version, r.case_id, r.input, r.input_trusted, r.status, r.replan_limit, r.untrusted_read, r.admitted, r.applied, r.output, r.failure, r.created_by, r.created_at, r.updated_at, r.finished_at, r.max_steps, r.max_effects, r.max_money, r.currency, r.max_call, r.max_parallel, r.spent_effects, r.spent_money, r.exhausted, r.guard_seq, r.max_duration, r.max_refusals, r.refusals, r.clock_first, r.clock_last, p.digest::text AS digest FROM docket.run_get($1::bigint, $2::text) r JOIN docket.plans p ON p.id = r.plan_id
 `
 
 type RunGetRow struct {
@@ -89,6 +94,11 @@ type RunGetRow struct {
 	SpentMoney    int64
 	Exhausted     *string
 	GuardSeq      int64
+	MaxDuration   *time.Duration
+	MaxRefusals   *int32
+	Refusals      int32
+	ClockFirst    *time.Time
+	ClockLast     *time.Time
 	Digest        string
 }
 
@@ -124,13 +134,18 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, iD int64, actor string) (
 		&i.SpentMoney,
 		&i.Exhausted,
 		&i.GuardSeq,
+		&i.MaxDuration,
+		&i.MaxRefusals,
+		&i.Refusals,
+		&i.ClockFirst,
+		&i.ClockLast,
 		&i.Digest,
 	)
 	return &i, err
 }
 
 const runList = `-- name: RunList :many
-SELECT r.id, r.project, r.plan_id, r.version, r.case_id, r.input, r.input_trusted, r.status, r.replan_limit, r.untrusted_read, r.admitted, r.applied, r.output, r.failure, r.created_by, r.created_at, r.updated_at, r.finished_at, r.max_steps, r.max_effects, r.max_money, r.currency, r.max_call, r.max_parallel, r.spent_effects, r.spent_money, r.exhausted, r.guard_seq, p.digest::text AS digest
+SELECT r.id, r.project, r.plan_id, r.version, r.case_id, r.input, r.input_trusted, r.status, r.replan_limit, r.untrusted_read, r.admitted, r.applied, r.output, r.failure, r.created_by, r.created_at, r.updated_at, r.finished_at, r.max_steps, r.max_effects, r.max_money, r.currency, r.max_call, r.max_parallel, r.spent_effects, r.spent_money, r.exhausted, r.guard_seq, r.max_duration, r.max_refusals, r.refusals, r.clock_first, r.clock_last, p.digest::text AS digest
 FROM (
     SELECT x.id FROM docket.runs x
     WHERE x.project = $1::text AND ($2::bigint = 0 OR x.id < $2::bigint)
@@ -171,6 +186,11 @@ type RunListRow struct {
 	SpentMoney    int64
 	Exhausted     *string
 	GuardSeq      int64
+	MaxDuration   *time.Duration
+	MaxRefusals   *int32
+	Refusals      int32
+	ClockFirst    *time.Time
+	ClockLast     *time.Time
 	Digest        string
 }
 
@@ -222,6 +242,11 @@ func (q *Queries) RunList(ctx context.Context, db DBTX, project string, beforeID
 			&i.SpentMoney,
 			&i.Exhausted,
 			&i.GuardSeq,
+			&i.MaxDuration,
+			&i.MaxRefusals,
+			&i.Refusals,
+			&i.ClockFirst,
+			&i.ClockLast,
 			&i.Digest,
 		); err != nil {
 			return nil, err
@@ -235,7 +260,7 @@ func (q *Queries) RunList(ctx context.Context, db DBTX, project string, beforeID
 }
 
 const runReplan = `-- name: RunReplan :one
-SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted, guard_seq FROM docket.run_replan($1::bigint, $2::text, $3::text, $4::text, $5::text,
+SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted, guard_seq, max_duration, max_refusals, refusals, clock_first, clock_last FROM docket.run_replan($1::bigint, $2::text, $3::text, $4::text, $5::text,
     $6::text, $7::timestamptz)
 `
 
@@ -289,12 +314,17 @@ func (q *Queries) RunReplan(ctx context.Context, db DBTX, arg RunReplanParams) (
 		&i.SpentMoney,
 		&i.Exhausted,
 		&i.GuardSeq,
+		&i.MaxDuration,
+		&i.MaxRefusals,
+		&i.Refusals,
+		&i.ClockFirst,
+		&i.ClockLast,
 	)
 	return &i, err
 }
 
 const runStart = `-- name: RunStart :one
-SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted, guard_seq FROM docket.run_start($1::text, $2::text, $3::text, $4::jsonb, $5::boolean,
+SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted, guard_seq, max_duration, max_refusals, refusals, clock_first, clock_last FROM docket.run_start($1::text, $2::text, $3::text, $4::jsonb, $5::boolean,
     $6::bigint, $7::integer, $8::text, $9::timestamptz)
 `
 
@@ -352,15 +382,20 @@ func (q *Queries) RunStart(ctx context.Context, db DBTX, arg RunStartParams) (*D
 		&i.SpentMoney,
 		&i.Exhausted,
 		&i.GuardSeq,
+		&i.MaxDuration,
+		&i.MaxRefusals,
+		&i.Refusals,
+		&i.ClockFirst,
+		&i.ClockLast,
 	)
 	return &i, err
 }
 
 const runStartBudgeted = `-- name: RunStartBudgeted :one
-SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted, guard_seq FROM docket.run_start($1::text, $2::text, $3::text, $4::jsonb, $5::boolean,
+SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted, guard_seq, max_duration, max_refusals, refusals, clock_first, clock_last FROM docket.run_start($1::text, $2::text, $3::text, $4::jsonb, $5::boolean,
     $6::bigint, $7::integer, $8::integer, $9::bigint,
     $10::bigint, $11::text, $12::bigint, $13::integer,
-    $14::text, $15::timestamptz)
+    $14::interval, $15::integer, $16::text, $17::timestamptz)
 `
 
 type RunStartBudgetedParams struct {
@@ -377,6 +412,8 @@ type RunStartBudgetedParams struct {
 	Currency     *string
 	MaxCall      *int64
 	MaxParallel  *int32
+	MaxDuration  *time.Duration
+	MaxRefusals  *int32
 	Actor        string
 	Now          time.Time
 }
@@ -396,6 +433,8 @@ func (q *Queries) RunStartBudgeted(ctx context.Context, db DBTX, arg RunStartBud
 		arg.Currency,
 		arg.MaxCall,
 		arg.MaxParallel,
+		arg.MaxDuration,
+		arg.MaxRefusals,
 		arg.Actor,
 		arg.Now,
 	)
@@ -429,12 +468,17 @@ func (q *Queries) RunStartBudgeted(ctx context.Context, db DBTX, arg RunStartBud
 		&i.SpentMoney,
 		&i.Exhausted,
 		&i.GuardSeq,
+		&i.MaxDuration,
+		&i.MaxRefusals,
+		&i.Refusals,
+		&i.ClockFirst,
+		&i.ClockLast,
 	)
 	return &i, err
 }
 
 const runSteps = `-- name: RunSteps :many
-SELECT run_id, step_id, version, kind, state, ready_seq, args, trusted, job_id, result, compensation, compensation_job_id, reason, admitted_at, updated_at, spent_effects, spent_money FROM docket.run_steps_of($1::bigint, $2::text)
+SELECT run_id, step_id, version, kind, state, ready_seq, args, trusted, job_id, result, compensation, compensation_job_id, reason, admitted_at, updated_at, spent_effects, spent_money, effect_slot, result_trusted FROM docket.run_steps_of($1::bigint, $2::text)
 `
 
 func (q *Queries) RunSteps(ctx context.Context, db DBTX, iD int64, actor string) ([]*DocketRunStep, error) {
@@ -464,6 +508,8 @@ func (q *Queries) RunSteps(ctx context.Context, db DBTX, iD int64, actor string)
 			&i.UpdatedAt,
 			&i.SpentEffects,
 			&i.SpentMoney,
+			&i.EffectSlot,
+			&i.ResultTrusted,
 		); err != nil {
 			return nil, err
 		}
