@@ -54,6 +54,8 @@ func (c *Client) SetTimer(ctx context.Context, project, name string, at time.Tim
 // an actor without case.admit and job.create on the project
 // ([db.ErrNotPermitted]); the same timer with another continuation
 // ([db.ErrIdempotencyConflict]).
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) SetTimerTx(ctx context.Context, tx pgx.Tx, project, name string, at time.Time, cont Continuation) (Timer, error) {
 	const op = "timer.set"
 	ids := []any{"project", project, "timer", name}

@@ -1032,6 +1032,24 @@ BEGIN
 END
 $$;
 
+-- run_lock_waits locks, for a cancel of run p_run by p_actor (holding
+-- plan.run on its project; otherwise nothing), what the run's waiting
+-- steps wait on, in the order a decision, a delivery and a sweep take
+-- them -- its open tasks, then its waiting waits, then its armed timers --
+-- before the cancel takes the run row, so a cancel and an answer racing on
+-- one run wait for each other instead of deadlocking.
+CREATE OR REPLACE FUNCTION docket.run_lock_waits(p_run bigint, p_actor text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM docket.runs r WHERE r.id = p_run AND docket.grant_check(p_actor, r.project, 'plan.run')) THEN
+        RETURN;
+    END IF;
+    PERFORM 1 FROM docket.tasks WHERE run_id = p_run AND status IN ('pending', 'escalated') ORDER BY id FOR NO KEY UPDATE;
+    PERFORM 1 FROM docket.waits WHERE run_id = p_run AND status = 'waiting' ORDER BY id FOR UPDATE;
+    PERFORM 1 FROM docket.timers WHERE run_id = p_run AND fired_at IS NULL AND disarmed_at IS NULL ORDER BY id FOR UPDATE;
+END
+$$;
+
 -- run_cancel cancels run p_run on behalf of p_actor at p_now: the steps not
 -- started (queued jobs) are cancelled, and the run unwinds once those
 -- running have finished. Cancelling a run that is not running (or
@@ -1043,6 +1061,7 @@ DECLARE
     r docket.runs;
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.run_lock_waits(p_run, p_actor);
     r := docket.run_authorize(p_run, p_actor);
     -- exhausted: the state budgets add, a run stopped at a ceiling.
     IF r.status NOT IN ('running', 'exhausted') THEN

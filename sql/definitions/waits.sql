@@ -1184,18 +1184,19 @@ RETURNS SETOF docket.timers
 LANGUAGE plpgsql AS $$
 DECLARE
     t docket.timers;
+    c record;
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
     PERFORM docket.job_require_batch('sweep batch', p_limit, 10000);
-    FOR t IN
-        SELECT * FROM docket.timers
+    FOR c IN
+        SELECT id, run_id FROM docket.timers
         WHERE run_id IS NOT NULL AND fired_at IS NULL AND disarmed_at IS NULL AND wake_at <= p_now
           AND docket.grant_check(p_actor, project, 'case.sweep')
         ORDER BY wake_at, id
         LIMIT p_limit
         FOR UPDATE SKIP LOCKED
     LOOP
-        UPDATE docket.timers SET fired_at = greatest(created_at, p_now) WHERE id = t.id RETURNING * INTO t;
+        UPDATE docket.timers SET fired_at = greatest(created_at, p_now) WHERE id = c.id RETURNING * INTO t;
         PERFORM docket.run_step_answered(t.run_id, t.step_id, 'succeeded',
             jsonb_build_object('timer', t.name, 'wake_at', t.wake_at, 'fired_at', t.fired_at), NULL);
         RETURN NEXT t;
