@@ -656,3 +656,73 @@ func snapshot(t testing.TB, e waitEnv) string {
 	return testkit.Snapshot(t, e.Pool, "docket.waits", "docket.tasks", "docket.task_events", "docket.timers",
 		"docket.messages", "docket.runs", "docket.run_steps", "docket.jobs(id, state)")
 }
+
+// TestACancelRacingTheAnswersClosesTheRunOnce: a cancel, a decision, a
+// delivery and the timer sweep, released together on a run waiting on all
+// three, again and again: none deadlocks or fails but as documented (a
+// decision after the withdrawal is told the task was settled first), the
+// run ends compensated, and nothing of it is left waiting or armed.
+func TestACancelRacingTheAnswersClosesTheRunOnce(t *testing.T) {
+	t.Parallel()
+	e := setupWaits(t)
+	ctx := t.Context()
+	for i := range 6 {
+		order := fmt.Sprintf("race-%d", i)
+		run, err := e.env.app.Start(ctx, plans.Start{Project: project, Plan: waitAllPlan(), Input: json.RawMessage(fmt.Sprintf(`{"order": %q}`, order))})
+		require.NoError(t, err)
+		id := taskOf3(t, e, run.ID)
+		e.Clock.Advance(time.Hour)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		for k, f := range []func() error{
+			func() error { _, err := e.env.app.Cancel(ctx, run.ID, "race"); return err },
+			func() error { _, err := e.bo.Decide(ctx, id, "approve", ""); return err },
+			func() error { _, err := e.cases.Deliver(ctx, payment("m-"+order, order)); return err },
+			func() error { _, err := e.sweeps.FireTimers(ctx, 100); return err },
+		} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				errs[k] = f()
+			}()
+		}
+		close(start)
+		wg.Wait()
+		require.NoError(t, errs[0], "cancel")
+		if errs[1] != nil {
+			require.ErrorIs(t, errs[1], db.ErrAlreadyAnswered, "decision")
+		}
+		require.NoError(t, errs[2], "delivery")
+		require.NoError(t, errs[3], "timer sweep")
+		got, err := e.env.app.Get(ctx, run.ID)
+		require.NoError(t, err)
+		require.Equal(t, plans.Compensated, got.Status)
+		var waiting, armed, open int
+		require.NoError(t, e.Pool.QueryRow(ctx, `
+			SELECT (SELECT count(*) FROM docket.waits WHERE run_id = $1 AND status = 'waiting'),
+			       (SELECT count(*) FROM docket.timers WHERE run_id = $1 AND fired_at IS NULL AND disarmed_at IS NULL),
+			       (SELECT count(*) FROM docket.tasks WHERE run_id = $1 AND status IN ('pending', 'escalated'))`,
+			run.ID).Scan(&waiting, &armed, &open))
+		require.Zero(t, waiting+armed+open)
+		for _, s := range []string{"nap", "pay", "approve"} {
+			st := stepOf(t, e, run.ID, s).State
+			require.Contains(t, []plans.StepState{plans.StepSucceeded, plans.StepCancelled}, st, s)
+		}
+	}
+}
+
+// taskOf3 is the task of waitAllPlan's run id.
+func taskOf3(t testing.TB, e waitEnv, id int64) int64 {
+	t.Helper()
+	waits, err := e.env.app.Waits(t.Context(), id)
+	require.NoError(t, err)
+	for _, w := range waits {
+		if w.TaskID != 0 {
+			return w.TaskID
+		}
+	}
+	t.Fatalf("run %d opened no task", id)
+	return 0
+}
