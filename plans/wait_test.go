@@ -244,6 +244,24 @@ func TestAnAwaitingStepConsumesItsMessageOnce(t *testing.T) {
 		requirePaid(t, e, run.ID, d.ID, "o-2")
 	})
 
+	t.Run("deadline", func(t *testing.T) {
+		run, err := e.env.app.Start(ctx, plans.Start{Project: project, Plan: awaitPlan(), Input: json.RawMessage(`{"order": "o-late"}`)})
+		require.NoError(t, err)
+		e.Clock.Advance(24 * time.Hour)
+		var moved int
+		require.NoError(t, e.API.QueryRow(ctx, `SELECT count(*) FROM docket.wait_expire_due(100, $1, $2)`,
+			string(sweeper), e.Clock.Now()).Scan(&moved))
+		require.Equal(t, 1, moved)
+		run, err = e.env.app.Get(ctx, run.ID)
+		require.NoError(t, err)
+		require.Equal(t, plans.Compensated, run.Status, "no message by the deadline fails the step")
+		require.Contains(t, run.Failure, "step pay failed: wait step.pay: no message on kind:payment, order:o-late before its deadline")
+		// Late, it is buffered as any unmatched message, and wakes nothing.
+		d, err := e.cases.Deliver(ctx, payment("m-late", "o-late"))
+		require.NoError(t, err)
+		require.Equal(t, cases.Buffered, d.Status)
+	})
+
 	t.Run("duplicate", func(t *testing.T) {
 		run, err := e.env.app.Start(ctx, plans.Start{Project: project, Plan: awaitPlan(), Input: json.RawMessage(`{"order": "o-3"}`)})
 		require.NoError(t, err)

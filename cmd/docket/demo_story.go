@@ -203,7 +203,7 @@ func newStory(c *cli, pool *pgxpool.Pool, project string, clock *demoClock) (*st
 // sweeps are the deadline sweeps the story runs itself, when its clock has
 // passed a deadline.
 func (s *story) sweeps() []worker.Sweep {
-	return []worker.Sweep{cases.WaitExpirySweep(demoSweepEvery), cases.BreachSweep(demoSweepEvery),
+	return []worker.Sweep{cases.WaitExpirySweep(demoSweepEvery), cases.BreachSweep(demoSweepEvery), cases.TimerSweep(demoSweepEvery),
 		cases.DeadLetterSweep(demoSweepEvery, demoHorizon)}
 }
 
