@@ -358,6 +358,15 @@ func TestATaskStepHasFourEyes(t *testing.T) {
 	require.Equal(t, plans.StepWaiting, stepOf(t, e, run.ID, "ship").State)
 
 	// A retried opening finds the same task: one per (run, step).
+	var again int64
+	require.NoError(t, db.WithTx(ctx, e.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT docket.set_context($1, $2)`, string(app), e.Clock.Now()); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT (docket.task_open_step(r, 'approve', p.wait, '{}')).id FROM docket.runs r
+			JOIN docket.plan_steps p ON p.plan_id = r.plan_id AND p.step_id = 'approve' WHERE r.id = $1`, run.ID).Scan(&again)
+	}))
+	require.Equal(t, id, again)
 	var n int
 	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.tasks WHERE run_id = $1`, run.ID).Scan(&n))
 	require.Equal(t, 1, n)
