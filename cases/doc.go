@@ -44,7 +44,12 @@
 //     timeout continuations; [DeadLetterSweep] dead-letters messages no wait
 //     claimed within a horizon, never on arrival ([Client.DeadLetters]).
 //   - Timers ([Timer]): [Client.SleepUntil] is a job of the case available at
-//     an instant, which it records as the wake it reports.
+//     an instant, which it records as the wake it reports; [Client.SetTimer]
+//     one of the project, of no case.
+//   - Waits, timers and tasks of a run's step (package plans) are these same
+//     rows, owned by the step instead of a case: a step's wait answers the
+//     step instead of enqueuing a continuation, and a step's timer is fired
+//     by [TimerSweep] ([Client.FireTimers]).
 //   - Closing a case withdraws its waits, dead-letters the messages addressed
 //     to it and cancels its unfired timers.
 //

@@ -37,6 +37,23 @@ func sweepBreaches(ctx context.Context, run *worker.SweepRun) (int, error) {
 	return len(rows), nil
 }
 
+// SweepTimers is the name of the timer sweep ([TimerSweep]).
+const SweepTimers = "timers.fire"
+
+// TimerSweep returns the timer sweep, for worker.Config.Sweeps: each run
+// fires up to the run's limit of armed timers of run steps whose instant
+// has come (wake_at ≤ now), soonest first, and answers each one's step
+// (see package plans), all in the run's transaction; see
+// [Client.FireTimers]. every is its period; zero takes
+// worker.Config.SweepEvery. It is a range scan of the partial index of
+// armed step timers by instant.
+func TimerSweep(every time.Duration) worker.Sweep {
+	return worker.Sweep{Name: SweepTimers, Every: every, Func: func(ctx context.Context, run *worker.SweepRun) (int, error) {
+		fired, err := fireTimers(ctx, run.Tx, run.Limit, run.Actor, run.Now)
+		return len(fired), err
+	}}
+}
+
 // The names of the waits' sweeps.
 const (
 	SweepWaitExpiry  = "waits.expire"        // [WaitExpirySweep]

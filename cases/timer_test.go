@@ -247,3 +247,43 @@ func TestTimerRunsOnceDue(t *testing.T) {
 	requireSucceeds(t, e, later.JobID)
 	require.Empty(t, runs, "each timer ran once")
 }
+
+// TestATimerNeedsNoCase: a timer of the project, of no case, is a queued
+// job of no case available at its instant; setting it again is a retry,
+// with another continuation a conflict, and one without case.admit on the
+// project is refused, nothing written.
+func TestATimerNeedsNoCase(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	wake := t0.Add(72 * time.Hour)
+	remind := cases.Continuation{Kind: "supplier.remind", Payload: json.RawMessage(`{"n":1}`)}
+	tm, err := e.app.SetTimer(ctx, project, "nightly", wake, remind)
+	require.NoError(t, err)
+	require.Zero(t, tm.CaseID)
+	require.Equal(t, project, tm.Project)
+	require.Equal(t, wake, tm.WakeAt)
+	j := jobOf(t, e, tm.JobID)
+	require.Equal(t, jobs.Queued, j.State)
+	require.Equal(t, wake, j.AvailableAt)
+	require.Zero(t, j.CaseID)
+	w, err := cases.WakeOf(j)
+	require.NoError(t, err)
+	require.Equal(t, cases.Wake{Reason: cases.WakeTimer, Timer: "nightly", At: wake}, w)
+
+	again, err := e.app.SetTimer(ctx, project, "nightly", wake, remind)
+	require.NoError(t, err)
+	require.Equal(t, tm, again, "the same timer again is a retry")
+	before := snapshot(t, e.Pool)
+	_, err = e.app.SetTimer(ctx, project, "nightly", wake, cases.Continuation{Kind: "supplier.remind", Payload: json.RawMessage(`{"n":2}`)})
+	require.ErrorIs(t, err, db.ErrIdempotencyConflict)
+	_, err = e.as(t, vic).SetTimer(ctx, project, "nightly-2", wake, remind)
+	require.ErrorIs(t, err, db.ErrNotPermitted)
+	_, err = e.as(t, rival).SetTimer(ctx, project, "nightly-2", wake, remind)
+	require.ErrorIs(t, err, db.ErrNotPermitted)
+	require.Equal(t, before, snapshot(t, e.Pool))
+	// A step's timers are the timer sweep's; a timer of no case is its job's.
+	fired, err := e.as(t, sweeper).FireTimers(ctx, 100)
+	require.NoError(t, err)
+	require.Empty(t, fired)
+}

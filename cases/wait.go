@@ -91,13 +91,17 @@ type WaitSpec struct {
 // Wait is something a case waits for: a message on its keys before its
 // deadline.
 type Wait struct {
-	ID        int64
+	ID int64
+	// CaseID is the case that waits; RunID and StepID the run's step that
+	// waits instead (see package plans): a wait has exactly one owner.
 	CaseID    int64
+	RunID     int64
+	StepID    string
 	Project   string
 	Name      string
 	Keys      []Key
 	Deadline  time.Time
-	OnArrival Continuation
+	OnArrival Continuation  // zero for a run step's wait: its end answers the step
 	OnTimeout *Continuation // nil for none
 	Status    WaitStatus
 	// SatisfiedBy is the message that satisfied it; 0 unless satisfied.
@@ -301,11 +305,11 @@ func (c *Client) waiting(ctx context.Context, q db.DBTX, f WaitingFilter) ([]Wai
 
 func fromWaitRow(r *dbsqlc.DocketWait) Wait {
 	w := Wait{
-		ID: r.ID, CaseID: r.CaseID, Project: r.Project, Name: r.Name, Keys: parseKeys(r.Keys),
-		Deadline: r.Deadline.UTC(),
+		ID: r.ID, CaseID: deref(r.CaseID), RunID: deref(r.RunID), StepID: deref(r.StepID), Project: r.Project, Name: r.Name,
+		Keys: parseKeys(r.Keys), Deadline: r.Deadline.UTC(),
 		OnArrival: Continuation{
-			Kind: r.OnArrivalKind, Queue: r.OnArrivalQueue, Payload: r.OnArrivalPayload,
-			PayloadSchema: int(r.OnArrivalPayloadSchema), MaxAttempts: int(r.OnArrivalMaxAttempts),
+			Kind: deref(r.OnArrivalKind), Queue: deref(r.OnArrivalQueue), Payload: r.OnArrivalPayload,
+			PayloadSchema: int(deref(r.OnArrivalPayloadSchema)), MaxAttempts: int(deref(r.OnArrivalMaxAttempts)),
 		},
 		Status: WaitStatus(r.Status), CreatedBy: access.Actor(r.CreatedBy), CreatedAt: r.CreatedAt.UTC(),
 	}
@@ -335,4 +339,13 @@ func fromWaitRow(r *dbsqlc.DocketWait) Wait {
 		w.SettledBy = access.Actor(*r.SettledBy)
 	}
 	return w
+}
+
+// deref is *p, or the zero value when p is nil.
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }

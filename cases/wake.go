@@ -48,8 +48,8 @@ type ArrivedMessage struct {
 	Payload   json.RawMessage
 }
 
-// WakeOf returns why j, a continuation a wait or timer enqueued, runs. It
-// refuses, with [db.ErrInvalidArgument], a job that is not one.
+// WakeOf returns why j, a continuation a wait or timer enqueued, runs (a
+// timer of no case has CaseID 0). It refuses, with [db.ErrInvalidArgument], a job that is not one.
 func WakeOf(j jobs.Job) (Wake, error) {
 	var p struct {
 		WaitID   int64      `json:"wait_id"`
@@ -70,11 +70,15 @@ func WakeOf(j jobs.Job) (Wake, error) {
 	refuse := func(why string) (Wake, error) {
 		return Wake{}, db.Refuse(db.ErrInvalidArgument, "case.wake_of", fmt.Sprintf("job %d is not a continuation: %s", j.ID, why), "job", j.ID)
 	}
-	if len(j.Params) == 0 || j.CaseID == 0 {
+	if len(j.Params) == 0 {
 		return refuse("it has no params or no case")
 	}
 	if err := json.Unmarshal(j.Params, &p); err != nil {
 		return refuse(err.Error())
+	}
+	// A timer needs no case ([Client.SetTimer]); a wait's continuation has one.
+	if j.CaseID == 0 && (p.Timer == "" || p.WakeAt.IsZero()) {
+		return refuse("it has no params or no case")
 	}
 	w := Wake{CaseID: j.CaseID}
 	switch {

@@ -41,6 +41,9 @@ type Step struct {
 	// worker was lost (see jobs.Spec.Repeatable): its lease's expiry queues
 	// it again instead of leaving it uncertain, which would unwind the run.
 	Repeatable bool `json:"repeatable"`
+	// Wait, when set, makes the step a waiting step: it sleeps, awaits a
+	// message or opens a human task instead of running a job. See [Wait].
+	Wait *Wait `json:"wait,omitempty"`
 }
 
 // Arg is one named argument of a step and where its value comes from.
@@ -117,6 +120,9 @@ func Canonical(p Plan) []byte {
 		}
 		slices.SortStableFunc(s.Args, func(a, b Arg) int { return cmp.Compare(a.Name, b.Name) })
 		s.After = slices.Compact(slices.Sorted(slices.Values(s.After)))
+		if s.Wait != nil && s.Kind == "" {
+			s.Kind = WaitKind(s.Wait.Type)
+		}
 		if s.After == nil {
 			s.After = []string{}
 		}

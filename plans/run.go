@@ -43,6 +43,9 @@ const (
 	StepCompensating       StepState = "compensating"
 	StepCompensated        StepState = "compensated"
 	StepCompensationFailed StepState = "compensation_failed"
+	// StepWaiting: a waiting step (see [Wait]) registered what it waits on;
+	// it holds no job, no worker and no lease.
+	StepWaiting StepState = "waiting"
 )
 
 // MaxInput is the most a run's input may be, in characters of JSON.
@@ -107,14 +110,17 @@ type Start struct {
 
 // Run is a run as stored, with the digest of the plan it runs now.
 type Run struct {
-	ID            int64
-	Project       string
-	Digest        string
-	Version       int
-	CaseID        int64
-	Input         json.RawMessage
-	InputTrusted  bool
-	Status        Status
+	ID           int64
+	Project      string
+	Digest       string
+	Version      int
+	CaseID       int64
+	Input        json.RawMessage
+	InputTrusted bool
+	Status       Status
+	// Suspended: the run is running, with steps waiting (see [Wait]) and
+	// none running; [Client.Waits] says on what.
+	Suspended     bool
 	ReplanLimit   int
 	UntrustedRead string // the first untrusted value a step was admitted with
 	Output        json.RawMessage
@@ -272,7 +278,7 @@ func (c *Client) get(ctx context.Context, q db.DBTX, id int64) (Run, error) {
 func fromRow(r *dbsqlc.RunGetRow) Run {
 	out := Run{
 		ID: r.ID, Project: r.Project, Digest: r.Digest, Version: int(r.Version), Input: r.Input, InputTrusted: r.InputTrusted,
-		Status: Status(r.Status), ReplanLimit: int(r.ReplanLimit), Output: r.Output, CreatedBy: access.Actor(r.CreatedBy),
+		Status: Status(r.Status), Suspended: r.Suspended, ReplanLimit: int(r.ReplanLimit), Output: r.Output, CreatedBy: access.Actor(r.CreatedBy),
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), FinishedAt: r.FinishedAt,
 	}
 	if r.CaseID != nil {
@@ -323,8 +329,11 @@ type RunStep struct {
 	Compensation      string
 	CompensationJobID int64
 	Reason            string
-	AdmittedAt        time.Time
-	UpdatedAt         time.Time
+	// Wait is what a waiting step waits on ("" for a job's step): its
+	// result is the answer.
+	Wait       WaitType
+	AdmittedAt time.Time
+	UpdatedAt  time.Time
 }
 
 // Steps returns the steps run id admitted, in ready order; none when the
@@ -352,6 +361,55 @@ func (c *Client) Steps(ctx context.Context, id int64) ([]RunStep, error) {
 		if r.Reason != nil {
 			out[i].Reason = *r.Reason
 		}
+		if r.Wait != nil {
+			out[i].Wait = WaitType(*r.Wait)
+		}
+	}
+	return out, nil
+}
+
+// StepWait is what a waiting step of a running run waits on: a timer (its
+// instant), a wait for a message (its keys and deadline) or a task (its
+// deadline and status).
+type StepWait struct {
+	RunID  int64
+	StepID string
+	Type   WaitType
+	// Suspended: the run has no step running, only waiting ones.
+	Suspended  bool
+	TimerID    int64
+	WakeAt     time.Time
+	WaitID     int64
+	Keys       []string
+	Deadline   time.Time
+	TaskID     int64
+	TaskStatus string
+	AdmittedAt time.Time
+}
+
+// Waits returns what the waiting steps of run id wait on, by step id; none
+// when the run waits on nothing, has ended, or the actor may not read it.
+func (c *Client) Waits(ctx context.Context, id int64) ([]StepWait, error) {
+	rows, err := queries.RunWaits(ctx, c.pool, id, string(c.actor))
+	if err != nil {
+		return nil, db.Translate(err, "plan.waits", "run", id)
+	}
+	out := make([]StepWait, len(rows))
+	for i, r := range rows {
+		w := StepWait{RunID: r.RunID, StepID: r.StepID, Suspended: r.Suspended, Keys: r.Keys, AdmittedAt: r.AdmittedAt.UTC()}
+		if r.Wait != nil {
+			w.Type = WaitType(*r.Wait)
+		}
+		if r.TimerID != nil {
+			w.TimerID, w.WakeAt = *r.TimerID, r.WakeAt.UTC()
+		}
+		if r.WaitID != nil {
+			w.WaitID, w.Deadline = *r.WaitID, r.Deadline.UTC()
+		}
+		if r.TaskID != nil {
+			w.TaskID, w.Deadline, w.TaskStatus = *r.TaskID, r.TaskDeadline.UTC(), *r.TaskStatus
+		}
+		out[i] = w
 	}
 	return out, nil
 }

@@ -96,6 +96,12 @@ const (
 	// is not among the step's predecessors, direct or transitive: another
 	// step, the step itself, or an id no step has.
 	ProblemSourceNotPredecessor ProblemClass = "source_not_predecessor"
+	// ProblemInvalidWait: a waiting step's [Wait] is malformed: an unknown
+	// type, a sleep with no instant or both, an await without a kind, key,
+	// value source or deadline, a task without decisions, audience, title,
+	// deadline or a whole expiry policy, or a kind or compensation a
+	// waiting step does not have.
+	ProblemInvalidWait ProblemClass = "invalid_wait"
 	// ProblemNoTerminal: no step is terminal, so the run could never be
 	// said to have finished.
 	ProblemNoTerminal ProblemClass = "no_terminal"
@@ -332,8 +338,14 @@ func (v *validator) sorted() []Problem {
 func (v *validator) step(i int) {
 	s := v.p.Steps[i]
 	v.id(i)
-	v.kind(i, "kind", s.Kind)
-	if s.Compensation != "" {
+	if s.Wait != nil {
+		for _, r := range waitProblems(s) {
+			v.add(i, ProblemInvalidWait, r)
+		}
+	} else {
+		v.kind(i, "kind", s.Kind)
+	}
+	if s.Compensation != "" && s.Wait == nil {
 		v.kind(i, "compensation kind", s.Compensation)
 	}
 	if len(s.Args) > v.lim.MaxArgs {

@@ -121,7 +121,7 @@ func nonNil(s []string) []string {
 // taskOf is the task of task_open's row.
 func taskOf(r *dbsqlc.DocketTaskOpened) *dbsqlc.DocketTask {
 	return &dbsqlc.DocketTask{
-		ID: r.ID, CaseID: r.CaseID, Project: r.Project, Key: r.Key, Title: r.Title, Summary: r.Summary,
+		ID: r.ID, CaseID: r.CaseID, RunID: r.RunID, StepID: r.StepID, Project: r.Project, Key: r.Key, Title: r.Title, Summary: r.Summary,
 		Proposal: r.Proposal, Evidence: r.Evidence, Decisions: r.Decisions, Audience: r.Audience,
 		AudienceCaps: r.AudienceCaps, Proposer: r.Proposer, ActingFor: r.ActingFor, Excluded: r.Excluded,
 		Deadline: r.Deadline, OnExpiry: r.OnExpiry, EscalateTo: r.EscalateTo, EscalateCaps: r.EscalateCaps,

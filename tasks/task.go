@@ -127,7 +127,11 @@ type Claim struct {
 
 // Task is a human task as stored.
 type Task struct {
-	ID, CaseID         int64
+	ID, CaseID int64
+	// RunID and StepID are the run's step that opened it (see package
+	// plans), when no case did: a task has exactly one owner.
+	RunID              int64
+	StepID             string
 	Project, Key       string
 	Title, Summary     string
 	Proposal, Evidence json.RawMessage
@@ -227,8 +231,9 @@ func deref[T any](p *T) T {
 
 func fromRow(r *dbsqlc.DocketTask) Task {
 	t := Task{
-		ID: r.ID, CaseID: r.CaseID, Project: r.Project, Key: r.Key, Title: r.Title, Summary: r.Summary,
-		Proposal: r.Proposal, Evidence: r.Evidence, Decisions: r.Decisions, Audience: actors(r.Audience),
+		ID: r.ID, CaseID: deref(r.CaseID), RunID: deref(r.RunID), StepID: deref(r.StepID), Project: r.Project, Key: r.Key,
+		Title: r.Title, Summary: r.Summary, Proposal: r.Proposal, Evidence: r.Evidence, Decisions: r.Decisions,
+		Audience: actors(r.Audience),
 		Proposer: access.Actor(r.Proposer), ActingFor: actors(r.ActingFor), Excluded: actors(r.Excluded),
 		Deadline: r.Deadline.UTC(), WaitID: r.WaitID, Status: Status(r.Status),
 		Decision: deref(r.Decision), DecidedBy: access.Actor(deref(r.DecidedBy)), Automatic: r.Automatic,

@@ -83,7 +83,8 @@ func (c *cli) runDemo(ctx context.Context, n int) (err error) {
 	fmt.Fprintf(c.stdout, "docket demo: an order service (examples/orders) places %d orders, each written with its\n"+
 		"invoice job in one transaction, while a worker runs the invoices; then an order's fulfilment runs\n"+
 		"as a plan, a supplier switch waits for acknowledgements with business-day deadlines and a person\n"+
-		"approves it, and a schedule runs across the change to winter time.\n\n", n)
+		"approves it, a refund run waits for a second person's approval, and a schedule runs across the\n"+
+		"change to winter time.\n\n", n)
 	scratch := c.url == ""
 	if scratch {
 		// DOCKET_TEST_DATABASE_URL, else a cluster of local binaries; never

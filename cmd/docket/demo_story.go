@@ -108,6 +108,7 @@ var (
 	kindRelease      = jobs.MustKind[planArgs]("stock.release", 1)
 	kindCharge       = jobs.MustKind[planArgs]("billing.charge", 1)
 	kindShip         = jobs.MustKind[planArgs]("shipping.book", 1)
+	kindRefund       = jobs.MustKind[planArgs]("billing.refund", 1)
 )
 
 // storyGrants are what the story's cast may do in the demo's project; the
@@ -160,11 +161,13 @@ type story struct {
 	sched     *schedules.Client // svc:switch
 
 	// What the story did, for its closing screen.
-	run      plans.Run
-	steps    []plans.RunStep
-	switches []*switchCase
-	stray    cases.Delivered // a message under a key no case holds
-	schedule schedules.Schedule
+	run        plans.Run
+	steps      []plans.RunStep
+	refund     plans.Run // the run that waited for an approval
+	refundTask int64
+	switches   []*switchCase
+	stray      cases.Delivered // a message under a key no case holds
+	schedule   schedules.Schedule
 }
 
 func newStory(c *cli, pool *pgxpool.Pool, project string, clock *demoClock) (*story, error) {
@@ -200,7 +203,7 @@ func newStory(c *cli, pool *pgxpool.Pool, project string, clock *demoClock) (*st
 // sweeps are the deadline sweeps the story runs itself, when its clock has
 // passed a deadline.
 func (s *story) sweeps() []worker.Sweep {
-	return []worker.Sweep{cases.WaitExpirySweep(demoSweepEvery), cases.BreachSweep(demoSweepEvery),
+	return []worker.Sweep{cases.WaitExpirySweep(demoSweepEvery), cases.BreachSweep(demoSweepEvery), cases.TimerSweep(demoSweepEvery),
 		cases.DeadLetterSweep(demoSweepEvery, demoHorizon)}
 }
 
@@ -248,6 +251,9 @@ func (s *story) register(reg *worker.Registry) error {
 		}),
 		worker.HandleResult(reg, kindShip, func(context.Context, *jobs.Typed[planArgs]) (worker.Result, error) {
 			return ok(map[string]string{"booked": "parcel"})
+		}),
+		worker.HandleResult(reg, kindRefund, func(_ context.Context, j *jobs.Typed[planArgs]) (worker.Result, error) {
+			return ok(map[string]any{"refunded": j.Args["order"], "decision": j.Args["decision"]})
 		}),
 	} {
 		if err != nil {
@@ -659,6 +665,61 @@ func (s *story) approve(ctx context.Context) error {
 		"The decision is delivered to the task's wait, whose continuation, job %d %s, ran: "+
 		"case %d now waits for the switch's confirmation (wait %d), due %s (%s).",
 		t.DecidedBy, t.Decision, t.Note, sw.approveJob, kindApproved.Name(), sw.caseID, sw.confirm.ID, s.when(sw.confirm.Deadline), demoConfirm)
+	return s.waitingRun(ctx)
+}
+
+// waitingRun runs a refund as a plan whose first step opens an approval
+// task and waits: the run is suspended, holding no job, until a second
+// person decides; then the refund runs with the decision.
+func (s *story) waitingRun(ctx context.Context) error {
+	s.clock.moveTo(demoAt(s.loc, 23, 11, 30))
+	input := plans.Input
+	p := plans.Plan{Steps: []plans.Step{
+		{ID: "approve", Args: []plans.Arg{{Name: "order", Source: input("order")}, {Name: "amount_minor", Source: input("amount_minor")}},
+			Wait: plans.Approval(plans.TaskSpec{Title: "Refund order A-1041", Decisions: []string{"approve", "reject"},
+				Audience: []access.Actor{demoService, demoRita}, Within: 24 * time.Hour, AutoDecision: "reject"})},
+		{ID: "refund", Kind: kindRefund.Name(), After: []string{"approve"}, Terminal: true, Args: []plans.Arg{
+			{Name: "order", Source: input("order")}, {Name: "decision", Source: plans.StepPath("approve", "decision")}}},
+	}}
+	run, err := s.plans.Start(ctx, plans.Start{Project: s.project, Plan: p, InputTrusted: true,
+		Input: json.RawMessage(`{"order": "A-1041", "amount_minor": 4990}`)})
+	if err != nil {
+		return err
+	}
+	waits, err := s.plans.Waits(ctx, run.ID)
+	if err != nil {
+		return err
+	}
+	if !run.Suspended || len(waits) != 1 || waits[0].TaskID == 0 {
+		return fmt.Errorf("run %d is not suspended on an approval task: %+v", run.ID, waits)
+	}
+	s.refundTask = waits[0].TaskID
+	s.line(s.at(), "%s starts run %d, approve → refund: the approve step is no job but task %d, due %s. "+
+		"The run is suspended: no job, no worker, no lease holds it.", demoService, run.ID, s.refundTask, s.when(waits[0].Deadline))
+	starter, err := tasks.NewClient(s.pool, tasks.Config{Actor: demoService, Clock: s.clock})
+	if err != nil {
+		return err
+	}
+	_, err = starter.Decide(ctx, s.refundTask, "approve", "")
+	if !errors.Is(err, db.ErrExcludedActor) {
+		return fmt.Errorf("%s answered the task of the run it started: %v", demoService, err)
+	}
+	s.line(s.at(), "%s, which started the run, approves its own refund: refused (four eyes) [DK008].", demoService)
+	s.clock.moveTo(demoAt(s.loc, 23, 11, 40))
+	if _, err := s.rita.Decide(ctx, s.refundTask, "approve", "goodwill"); err != nil {
+		return err
+	}
+	if err := s.settle(ctx); err != nil {
+		return err
+	}
+	if s.refund, err = s.plans.Get(ctx, run.ID); err != nil {
+		return err
+	}
+	if s.refund.Status != plans.Succeeded {
+		return fmt.Errorf("run %d is %s, not succeeded: %s", run.ID, s.refund.Status, s.refund.Failure)
+	}
+	s.line(s.at(), "%s approves: the decision is the approve step's result, the run resumes, and the refund job runs "+
+		"with it. Run %d is %s: %s.", demoRita, run.ID, s.refund.Status, oneLine(string(s.refund.Output)))
 	return nil
 }
 

@@ -73,6 +73,11 @@ func requireStory(t *testing.T, out string) {
 		`Fri 23 Oct 11:05 CEST  user:rita claims task \d+ for 30 minutes`,
 		`Fri 23 Oct 11:12 CEST  user:rita decides approve: "Stadtwerke Nord confirmed the switch date, 1 November"`,
 		`case \d+ now waits for the switch's confirmation \(wait \d+\), due Fri 30 Oct 17:00 CET`,
+		// A run that waits for a second person's approval.
+		`Fri 23 Oct 11:30 CEST  svc:orders starts run \d+, approve → refund: the approve step is no job but task \d+, due Sat 24 Oct 11:30 CEST\. ` +
+			`The run is suspended`,
+		`svc:orders, which started the run, approves its own refund: refused \(four eyes\) \[DK008\]`,
+		`Fri 23 Oct 11:40 CEST  user:rita approves: .* Run \d+ is succeeded: \{"decision": "approve", "refunded": "A-1041"\}`,
 		`Fri 23 Oct 10:20 CEST  svc:inbox delivers ACK-4721, filed under document DOC-4721: a typo for DOC-4712\. ` +
 			`No case holds that key, so it is buffered \(message \d+\)`,
 		`The dead-letter sweep gives up on ACK-4721, which no wait claimed within 3 days`,

@@ -217,7 +217,11 @@ func writeRunText(out io.Writer, v runView) error {
 	if r.CaseID != 0 {
 		fmt.Fprintf(w, "case\t%d\n", r.CaseID)
 	}
-	fmt.Fprintf(w, "status\t%s\n", r.Status)
+	if r.Suspended {
+		fmt.Fprintf(w, "status\t%s, suspended: its steps wait (a timer, a message or a task), none runs\n", r.Status)
+	} else {
+		fmt.Fprintf(w, "status\t%s\n", r.Status)
+	}
 	fmt.Fprintf(w, "plan\t%s\n", shortDigest(r.Digest))
 	fmt.Fprintf(w, "digest\t%s\n", r.Digest)
 	fmt.Fprintf(w, "version\t%d of %d\n", r.Version, len(v.versions))
@@ -488,7 +492,7 @@ func notable(n *planNode) bool {
 		return false
 	}
 	switch n.run.State {
-	case plans.StepFailed, plans.StepRefused, plans.StepUncertain, plans.StepCompensationFailed:
+	case plans.StepFailed, plans.StepRefused, plans.StepUncertain, plans.StepCompensationFailed, plans.StepWaiting:
 		return true
 	}
 	return false
@@ -619,6 +623,7 @@ type (
 		Project       string          `json:"project"`
 		CaseID        int64           `json:"case_id,omitempty"`
 		Status        plans.Status    `json:"status"`
+		Suspended     bool            `json:"suspended,omitempty"`
 		Digest        string          `json:"digest"`
 		Version       int             `json:"version"`
 		Input         json.RawMessage `json:"input"`
@@ -706,7 +711,7 @@ func writeRunJSON(out io.Writer, v runView) error {
 
 // runJSONOf is run r as plans list and plans show print it.
 func runJSONOf(r plans.Run) runJSON {
-	out := runJSON{ID: r.ID, Project: r.Project, CaseID: r.CaseID, Status: r.Status, Digest: r.Digest, Version: r.Version,
+	out := runJSON{ID: r.ID, Project: r.Project, CaseID: r.CaseID, Status: r.Status, Suspended: r.Suspended, Digest: r.Digest, Version: r.Version,
 		Input: r.Input, InputTrusted: r.InputTrusted, ReplanLimit: r.ReplanLimit, UntrustedRead: r.UntrustedRead,
 		Output: r.Output, Failure: r.Failure, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		FinishedAt: utcPtr(r.FinishedAt)}

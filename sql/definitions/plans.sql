@@ -43,13 +43,13 @@ DECLARE
 BEGIN
     SELECT x.plan_id, x.step_id INTO bad FROM (
         SELECT a.plan_id, a.step_id, a.kind::text AS kind, a.args, a.after, a.terminal, a.compensation::text AS compensation,
-               a.trusted, a.repeatable
+               a.trusted, a.repeatable, a.wait
         FROM added a
         EXCEPT
         SELECT p.id, s ->> 'id', s ->> 'kind', coalesce(s -> 'args', '[]'),
                ARRAY(SELECT jsonb_array_elements_text(coalesce(s -> 'after', '[]'))),
                coalesce((s ->> 'terminal')::boolean, false), nullif(s ->> 'compensation', ''),
-               coalesce((s ->> 'trusted')::boolean, false), coalesce((s ->> 'repeatable')::boolean, false)
+               coalesce((s ->> 'trusted')::boolean, false), coalesce((s ->> 'repeatable')::boolean, false), s -> 'wait'
         FROM docket.plans p, jsonb_array_elements(p.canonical::jsonb -> 'steps') s
         WHERE p.id IN (SELECT DISTINCT plan_id FROM added)
     ) x LIMIT 1;
@@ -131,11 +131,11 @@ BEGIN
         RETURN v_id;
     END IF;
     BEGIN
-        INSERT INTO docket.plan_steps (plan_id, step_id, kind, args, after, terminal, compensation, trusted, repeatable)
+        INSERT INTO docket.plan_steps (plan_id, step_id, kind, args, after, terminal, compensation, trusted, repeatable, wait)
         SELECT v_id, s ->> 'id', s ->> 'kind', coalesce(s -> 'args', '[]'),
                ARRAY(SELECT jsonb_array_elements_text(coalesce(s -> 'after', '[]'))),
                coalesce((s ->> 'terminal')::boolean, false), nullif(s ->> 'compensation', ''),
-               coalesce((s ->> 'trusted')::boolean, false), coalesce((s ->> 'repeatable')::boolean, false)
+               coalesce((s ->> 'trusted')::boolean, false), coalesce((s ->> 'repeatable')::boolean, false), s -> 'wait'
         FROM jsonb_array_elements(v_doc -> 'steps') s;
     EXCEPTION
         WHEN unique_violation THEN
@@ -415,7 +415,8 @@ $$;
 -- assembles the arguments, joins their trust labels (a step downstream of
 -- anything untrusted is untrusted), and enqueues its job -- or, if the step
 -- requires trusted input and would not get it, records it refused, naming
--- the source. Returns the admitted step.
+-- the source. A waiting step enqueues no job: run_admit_wait registers
+-- what it waits on. Returns the admitted step.
 CREATE OR REPLACE FUNCTION docket.run_admit(r docket.runs, p_step text) RETURNS docket.run_steps
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -453,11 +454,15 @@ BEGIN
     RETURNING admitted INTO v_seq;
     IF ps.trusted AND NOT v_trusted THEN
         INSERT INTO docket.run_steps (run_id, step_id, version, kind, state, ready_seq, args, trusted, compensation, reason,
-                                      admitted_at, updated_at)
+                                      admitted_at, updated_at, wait)
         VALUES (r.id, p_step, r.version, ps.kind, 'refused', v_seq, v_payload, false, ps.compensation,
-                format('step %s requires trusted input and would get untrusted %s', p_step, v_untrusted), v_now, v_now)
+                format('step %s requires trusted input and would get untrusted %s', p_step, v_untrusted), v_now, v_now,
+                ps.wait ->> 'type')
         RETURNING * INTO st;
         RETURN st;
+    END IF;
+    IF ps.wait IS NOT NULL THEN
+        RETURN docket.run_admit_wait(r, ps, v_seq, v_payload, v_trusted);
     END IF;
     v_job := docket.run_enqueue(r, ps.kind, v_payload,
         jsonb_build_object('run_id', r.id, 'step', p_step, 'version', r.version, 'trusted', v_trusted),
@@ -706,7 +711,7 @@ $$;
 -- unwind -- except a step the policy refused in a run with a refusal
 -- ceiling (max_refusals), which stops its own branch, and exhausts the run
 -- when the refusals reach the ceiling (a running run that has nothing left
--- in flight then unwinds). It stops at the first step still running. A running run whose
+-- in flight then unwinds). It stops at the first step still running or waiting. A running run whose
 -- terminal steps have all succeeded and been applied has succeeded. An
 -- unwinding run with no step left running compensates.
 CREATE OR REPLACE FUNCTION docket.run_apply(p_run bigint) RETURNS void
@@ -719,7 +724,7 @@ BEGIN
     SELECT * INTO r FROM docket.runs WHERE id = p_run FOR UPDATE;
     WHILE r.status IN ('running', 'exhausted') LOOP
         SELECT * INTO st FROM docket.run_steps WHERE run_id = r.id AND ready_seq = r.applied + 1;
-        EXIT WHEN NOT FOUND OR st.state = 'admitted';
+        EXIT WHEN NOT FOUND OR st.state IN ('admitted', 'waiting');
         UPDATE docket.runs SET applied = applied + 1, updated_at = greatest(updated_at, v_now) WHERE id = r.id RETURNING * INTO r;
         IF st.state = 'succeeded' THEN
             PERFORM docket.run_admit_ready(r.id, st.step_id);
@@ -862,6 +867,88 @@ BEGIN
         PERFORM docket.run_unwind(st.run_id);
     END IF;
     RETURN;
+END
+$$;
+
+-- run_admit_wait admits waiting step ps of run r (held by the caller,
+-- running) at ready_seq p_seq with arguments p_args of trust p_trusted: the
+-- step is recorded waiting, with no job, and what it waits on is
+-- registered, owned by (run, step), as the change context's actor at its
+-- instant:
+--   sleep    {"type": "sleep", "until": instant} or {"for": seconds}: a
+--            timer of the step (timer_arm_step), fired by the timer sweep;
+--   message  {"type": "message", "kind", "key", "value": source, "within":
+--            seconds}: a wait on the keys kind:KIND and KEY:VALUE (the value
+--            from its source, as an argument's) until the deadline, meeting
+--            a buffered message at once (wait_place_step);
+--   task     {"type": "task", ...}: a human task of the step (task_open_step).
+-- A value that makes no valid key fails the step (its run unwinds) rather
+-- than the transaction that admitted it. Returns the step.
+CREATE OR REPLACE FUNCTION docket.run_admit_wait(r docket.runs, ps docket.plan_steps, p_seq integer, p_args jsonb,
+                                                 p_trusted boolean) RETURNS docket.run_steps
+LANGUAGE plpgsql AS $$
+DECLARE
+    st docket.run_steps;
+    v_now timestamptz := docket.context_now();
+    v_wait jsonb := ps.wait;
+    v_value text;
+    v_keys text[];
+BEGIN
+    INSERT INTO docket.run_steps (run_id, step_id, version, kind, state, ready_seq, args, trusted, compensation,
+                                  admitted_at, updated_at, wait)
+    VALUES (r.id, ps.step_id, r.version, ps.kind, 'waiting', p_seq, p_args, p_trusted, ps.compensation, v_now, v_now,
+            v_wait ->> 'type')
+    RETURNING * INTO st;
+    CASE v_wait ->> 'type'
+    WHEN 'sleep' THEN
+        PERFORM docket.timer_arm_step(r, ps.step_id,
+            coalesce((v_wait ->> 'until')::timestamptz, v_now + make_interval(secs => (v_wait ->> 'for')::double precision)));
+    WHEN 'message' THEN
+        v_value := (docket.run_arg(r, jsonb_build_object('source', v_wait -> 'value'))).value #>> '{}';
+        v_keys := ARRAY(SELECT k FROM unnest(ARRAY['kind:' || (v_wait ->> 'kind'), (v_wait ->> 'key') || ':' || v_value]) k
+                        ORDER BY k COLLATE "C");
+        IF v_value IS NULL OR NOT docket.valid_wait_keys(v_keys) THEN
+            UPDATE docket.run_steps SET state = 'failed', updated_at = v_now,
+                reason = left(format('step %s: its correlation value %s makes no valid key', ps.step_id, coalesce(v_value, 'null')), 2000)
+            WHERE run_id = r.id AND step_id = ps.step_id
+            RETURNING * INTO st;
+            RETURN st;
+        END IF;
+        PERFORM docket.wait_place_step(r, ps.step_id, left('step.' || ps.step_id, 63), v_keys,
+            v_now + make_interval(secs => (v_wait ->> 'within')::double precision));
+    WHEN 'task' THEN
+        PERFORM docket.task_open_step(r, ps.step_id, v_wait, p_args);
+    END CASE;
+    SELECT * INTO st FROM docket.run_steps WHERE run_id = r.id AND step_id = ps.step_id;
+    RETURN st;
+END
+$$;
+
+-- run_step_answered records the answer to waiting step p_step of run p_run
+-- -- p_state succeeded with p_result, or failed for p_reason -- and moves
+-- the run on as a job's end does (run_apply, run_unwind), in the
+-- transaction of whatever answered it: the timer sweep, a delivery, a
+-- task's decision or expiry, a wait's expiry. The run row is written first,
+-- ordering answers as run_job_ended orders completions. A step no longer
+-- waiting (its run stopped, or it was answered) is left alone.
+CREATE OR REPLACE FUNCTION docket.run_step_answered(p_run bigint, p_step text, p_state text, p_result jsonb, p_reason text)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    st docket.run_steps;
+    v_now timestamptz := docket.context_now();
+BEGIN
+    UPDATE docket.runs SET guard_seq = guard_seq + 1 WHERE id = p_run AND age(xmin) <> 0;
+    SELECT * INTO st FROM docket.run_steps WHERE run_id = p_run AND step_id = p_step FOR UPDATE;
+    IF NOT FOUND OR st.state <> 'waiting' THEN
+        RETURN;
+    END IF;
+    UPDATE docket.run_steps
+    SET state = p_state, result = CASE WHEN p_state = 'succeeded' THEN p_result END,
+        reason = left(p_reason, 2000), updated_at = greatest(updated_at, v_now)
+    WHERE run_id = p_run AND step_id = p_step;
+    PERFORM docket.run_apply(p_run);
+    PERFORM docket.run_unwind(p_run);
 END
 $$;
 
@@ -1075,13 +1162,14 @@ BEGIN
     JOIN docket.plan_steps o ON o.plan_id = v.plan_id AND o.step_id = s.step_id
     JOIN docket.plan_steps n ON n.plan_id = v_plan AND n.step_id = s.step_id
     WHERE s.run_id = r.id
-      AND (s.state <> 'admitted' AND (o.kind, o.args, o.after, o.terminal, o.compensation, o.trusted, o.repeatable)
-                                     IS DISTINCT FROM (n.kind, n.args, n.after, n.terminal, n.compensation, n.trusted, n.repeatable)
-           OR s.state = 'admitted' AND o.kind IS DISTINCT FROM n.kind)
+      AND (s.state NOT IN ('admitted', 'waiting')
+           AND (o.kind, o.args, o.after, o.terminal, o.compensation, o.trusted, o.repeatable, o.wait)
+               IS DISTINCT FROM (n.kind, n.args, n.after, n.terminal, n.compensation, n.trusted, n.repeatable, n.wait)
+           OR s.state IN ('admitted', 'waiting') AND (o.kind, o.wait) IS DISTINCT FROM (n.kind, n.wait))
     ORDER BY s.step_id LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'run %: step % is %: % (admitted as % under version %; the successor declares %)', r.id, bad.step_id, bad.state,
-            CASE WHEN bad.state = 'admitted' THEN 'a started step keeps its kind'
+            CASE WHEN bad.state IN ('admitted', 'waiting') THEN 'a started step keeps its kind and its wait'
                  ELSE 'a completed step is carried over unchanged or not at all' END,
             bad.was, bad.version, bad.now
             USING ERRCODE = 'DK010';
@@ -1115,6 +1203,24 @@ BEGIN
 END
 $$;
 
+-- run_lock_waits locks, for a cancel of run p_run by p_actor (holding
+-- plan.run on its project; otherwise nothing), what the run's waiting
+-- steps wait on, in the order a decision, a delivery and a sweep take
+-- them -- its open tasks, then its waiting waits, then its armed timers --
+-- before the cancel takes the run row, so a cancel and an answer racing on
+-- one run wait for each other instead of deadlocking.
+CREATE OR REPLACE FUNCTION docket.run_lock_waits(p_run bigint, p_actor text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM docket.runs r WHERE r.id = p_run AND docket.grant_check(p_actor, r.project, 'plan.run')) THEN
+        RETURN;
+    END IF;
+    PERFORM 1 FROM docket.tasks WHERE run_id = p_run AND status IN ('pending', 'escalated') ORDER BY id FOR NO KEY UPDATE;
+    PERFORM 1 FROM docket.waits WHERE run_id = p_run AND status = 'waiting' ORDER BY id FOR UPDATE;
+    PERFORM 1 FROM docket.timers WHERE run_id = p_run AND fired_at IS NULL AND disarmed_at IS NULL ORDER BY id FOR UPDATE;
+END
+$$;
+
 -- run_cancel cancels run p_run on behalf of p_actor at p_now: the steps not
 -- started (queued jobs) are cancelled, and the run unwinds once those
 -- running have finished. Cancelling a run that is not running (or
@@ -1126,6 +1232,7 @@ DECLARE
     r docket.runs;
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.run_lock_waits(p_run, p_actor);
     r := docket.run_authorize(p_run, p_actor);
     -- exhausted: the state budgets add, a run stopped at a ceiling.
     IF r.status NOT IN ('running', 'exhausted') THEN
@@ -1189,9 +1296,41 @@ BEGIN
 END
 $$;
 
+-- run_waits: what each waiting step of a run waits on -- a timer (its wake
+-- instant), a wait (its keys and deadline) or a task (its deadline) -- and
+-- whether the run is suspended: running, with steps waiting and none
+-- running (no job, no worker, no lease holds it).
+CREATE OR REPLACE VIEW docket.run_waits WITH (security_invoker = true) AS
+SELECT s.run_id, r.project, s.step_id, s.wait,
+       NOT EXISTS (SELECT 1 FROM docket.run_steps x WHERE x.run_id = s.run_id AND x.state = 'admitted') AS suspended,
+       tm.id AS timer_id, tm.wake_at, w.id AS wait_id, w.keys, w.deadline, tk.id AS task_id, tk.status AS task_status,
+       tk.deadline AS task_deadline, s.admitted_at
+FROM docket.run_steps s
+JOIN docket.runs r ON r.id = s.run_id AND r.status IN ('running', 'exhausted')
+LEFT JOIN docket.timers tm ON tm.run_id = s.run_id AND tm.step_id = s.step_id
+LEFT JOIN docket.tasks tk ON tk.run_id = s.run_id AND tk.step_id = s.step_id
+LEFT JOIN docket.waits w ON w.run_id = s.run_id AND w.step_id = s.step_id AND tk.id IS NULL
+WHERE s.state = 'waiting';
+
+COMMENT ON VIEW docket.run_waits IS
+    'Waiting steps of running runs and what each waits on (timer, wait or task); suspended: the run has no step running.';
+
+-- run_waits_of returns what the waiting steps of run p_id wait on, in step
+-- order, when p_actor may read the run.
+CREATE OR REPLACE FUNCTION docket.run_waits_of(p_id bigint, p_actor text) RETURNS SETOF docket.run_waits
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    PERFORM docket.require_actor(p_actor);
+    IF NOT EXISTS (SELECT 1 FROM docket.run_get(p_id, p_actor)) THEN
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT * FROM docket.run_waits w WHERE w.run_id = p_id ORDER BY w.step_id;
+END
+$$;
+
 INSERT INTO docket.api_functions (name, role) VALUES
     ('run_start', 'app'), ('run_replan', 'app'), ('run_cancel', 'app'), ('run_get', 'app'), ('run_steps_of', 'app'),
-    ('run_versions_of', 'app');
+    ('run_versions_of', 'app'), ('run_waits_of', 'app');
 
 -- Who may read what (row-level security; see kit.sql) --------------------------
 

@@ -279,11 +279,13 @@ RETURN (SELECT coalesce(range_agg(int8range(i, i, '[]')), '{}') FROM unnest(p_id
 
 -- prune_keeps_job reports whether a prune must keep finished job j whatever
 -- its age, because something kept refers to it: a run (runs are kept with
--- their history). Each part of docket that refers to jobs from rows of its
+-- their history), or a timer of no case (kept: it is its project's, and no
+-- case's prune takes it). Each part of docket that refers to jobs from rows of its
 -- own adds its rule here.
 CREATE OR REPLACE FUNCTION docket.prune_keeps_job(j docket.jobs) RETURNS boolean
 LANGUAGE sql STABLE
-RETURN j.params IS NOT NULL AND j.params ? 'run_id';
+RETURN j.params IS NOT NULL AND (j.params ? 'run_id'
+    OR j.case_id IS NULL AND j.params ? 'timer' AND EXISTS (SELECT 1 FROM docket.timers t WHERE t.job_id = j.id));
 
 -- prune_case_parts deletes, for a prune, what is bound to cases p_cases
 -- but their jobs (the caller deletes those, and the cases, after): their

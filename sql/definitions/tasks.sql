@@ -17,7 +17,7 @@ CREATE OR REPLACE TRIGGER tasks_refuse_delete
     EXECUTE FUNCTION docket.refuse_change('tasks are kept with their case until a prune removes it');
 
 CREATE OR REPLACE TRIGGER tasks_columns_immutable
-    BEFORE UPDATE OF id, case_id, project, key, title, summary, proposal, evidence, decisions, proposer, acting_for,
+    BEFORE UPDATE OF id, case_id, run_id, step_id, project, key, title, summary, proposal, evidence, decisions, proposer, acting_for,
                      excluded, on_expiry, auto_decision, wait_id, opened_by, opened_at ON docket.tasks
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
 
@@ -31,10 +31,12 @@ CREATE OR REPLACE TRIGGER task_events_refuse_delete
     EXECUTE FUNCTION docket.refuse_change('events are removed only with their case, by a prune');
 
 -- tasks_guard holds every INSERT and UPDATE of docket.tasks to the task
--- machine and to its case: born pending, unclaimed and unsettled in an open
+-- machine and to its owner: born pending, unclaimed and unsettled in an open
 -- case of its project (DK005 for a closed one), whose row it writes
--- (case_hold) as a close does; its exclusions always hold
--- the proposer, the case's admitter and those acting for someone; a claim
+-- (case_hold) as a close does, or on a running run's step (run_step_owner,
+-- DK014 for a run that ended); its exclusions always hold
+-- the proposer, the case's admitter (a run's: whoever started the run) and
+-- those acting for someone; a claim
 -- and a decision never name an excluded principal, nor one that is the
 -- same person as an excluded one (DK008, see person_names); an automatic
 -- decision is the one the opening signed, at the deadline, where the expiry
@@ -44,6 +46,17 @@ LANGUAGE plpgsql AS $$
 DECLARE
     c docket.cases;
 BEGIN
+    IF TG_OP = 'INSERT' AND NEW.run_id IS NOT NULL THEN
+        NEW.project := docket.run_step_owner(NEW.run_id, NEW.step_id, NEW.project, 'task ' || NEW.key);
+        PERFORM docket.machine_birth('task', 'task ' || NEW.key, NEW.status);
+        IF NEW.claimed_by IS NOT NULL OR NEW.decision IS NOT NULL OR NEW.settled_at IS NOT NULL OR NEW.escalated_at IS NOT NULL THEN
+            RAISE EXCEPTION 'task %: a task is opened unclaimed and undecided', NEW.key USING ERRCODE = 'DK001';
+        END IF;
+        NEW.excluded := ARRAY(SELECT DISTINCT x FROM unnest(NEW.excluded || NEW.proposer::text || NEW.acting_for
+                                                            || (SELECT r.created_by::text FROM docket.runs r WHERE r.id = NEW.run_id)) x
+                              ORDER BY x);
+        RETURN NEW;
+    END IF;
     IF TG_OP = 'INSERT' THEN
         c := docket.case_hold(NEW.case_id);
         IF c.id IS NULL THEN
@@ -345,6 +358,62 @@ BEGIN
 END
 $$;
 
+-- task_open_step opens the task of step p_step of run r (held by the
+-- caller, running), as the change context's actor at its instant: a wait
+-- of the step on the key (task, ID) until 3650 days on, and the task row,
+-- keyed by (run, step) -- a retried admission finds it and opens no second
+-- -- whose proposal is the step's arguments p_args. p_spec is the plan's
+-- declaration: {"title", "summary", "decisions", "audience",
+-- "audience_caps", "within" (seconds to its deadline), "on_expiry"
+-- (decide|escalate), "auto_decision", "escalate_to", "escalate_caps",
+-- "escalate_within" (seconds)}. The task excludes whoever started the run
+-- (tasks_guard). Refuses a malformed declaration as task_open does (DK010).
+CREATE OR REPLACE FUNCTION docket.task_open_step(r docket.runs, p_step text, p_spec jsonb, p_args jsonb) RETURNS docket.tasks
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.tasks;
+    w docket.waits;
+    v_id bigint;
+    v_now timestamptz := docket.context_now();
+    v_actor text := docket.context_actor();
+    v_decisions text[] := ARRAY(SELECT jsonb_array_elements_text(coalesce(p_spec -> 'decisions', '[]')));
+    v_audience text[] := ARRAY(SELECT jsonb_array_elements_text(coalesce(p_spec -> 'audience', '[]')));
+    v_caps text[] := ARRAY(SELECT jsonb_array_elements_text(coalesce(p_spec -> 'audience_caps', '[]')));
+    v_escalate_to text[] := ARRAY(SELECT jsonb_array_elements_text(coalesce(p_spec -> 'escalate_to', '[]')));
+    v_escalate_caps text[] := ARRAY(SELECT jsonb_array_elements_text(coalesce(p_spec -> 'escalate_caps', '[]')));
+    v_within interval := make_interval(secs => (p_spec ->> 'within')::double precision);
+    v_escalate_for interval := make_interval(secs => (p_spec ->> 'escalate_within')::double precision);
+BEGIN
+    SELECT * INTO v FROM docket.tasks WHERE run_id = r.id AND step_id = p_step;
+    IF FOUND THEN
+        RETURN v;
+    END IF;
+    PERFORM docket.require_valid(docket.valid_decisions(v_decisions), 'decisions', array_to_string(v_decisions, ','),
+        '1-16 distinct names of [a-z0-9._-], starting with a letter');
+    PERFORM docket.require_valid(docket.valid_principals(v_audience) AND docket.valid_capabilities(v_caps)
+        AND cardinality(v_audience) + cardinality(v_caps) > 0, 'audience',
+        array_to_string(v_audience || v_caps, ','), 'up to 64 distinct principals and 16 capabilities, not none');
+    PERFORM docket.require_valid(v_within > interval '0' AND v_within <= interval '3650 days', 'task deadline',
+        p_spec ->> 'within', 'more than 0 and at most 3650 days after the step''s admission');
+    v_id := nextval(pg_get_serial_sequence('docket.tasks', 'id'));
+    w := docket.wait_place_step(r, p_step, 'task.' || v_id, ARRAY['task:' || v_id], v_now + interval '3650 days');
+    INSERT INTO docket.tasks (id, run_id, step_id, project, key, title, summary, proposal, evidence, decisions, audience,
+                              audience_caps, proposer, acting_for, excluded, deadline, on_expiry, escalate_to,
+                              escalate_caps, escalate_for, auto_decision, wait_id, opened_by, opened_at, updated_at)
+    OVERRIDING SYSTEM VALUE
+    VALUES (v_id, r.id, p_step, r.project, format('run:%s:%s', r.id, p_step), left(coalesce(p_spec ->> 'title', p_step), 200),
+            left(coalesce(p_spec ->> 'summary', ''), 4000), p_args, '{}', v_decisions, v_audience, v_caps, r.created_by, '{}', '{}',
+            v_now + v_within, p_spec ->> 'on_expiry', v_escalate_to, v_escalate_caps,
+            CASE WHEN p_spec ->> 'on_expiry' = 'escalate' THEN v_escalate_for END,
+            CASE WHEN p_spec ->> 'on_expiry' = 'decide' THEN p_spec ->> 'auto_decision' END,
+            w.id, v_actor, v_now, v_now)
+    RETURNING * INTO v;
+    RETURN v;
+EXCEPTION WHEN check_violation OR not_null_violation OR invalid_text_representation THEN
+    RAISE EXCEPTION 'invalid task of step %: %', p_step, SQLERRM USING ERRCODE = 'DK010';
+END
+$$;
+
 -- task_lock reads task p_id for p_actor, locked: the task, when the actor may
 -- read it; P0002 otherwise, in the same words for a task that does not exist.
 CREATE OR REPLACE FUNCTION docket.task_lock(p_id bigint, p_actor text) RETURNS docket.tasks
@@ -441,7 +510,8 @@ $$;
 -- consumed by the wait at once, and the wait's continuation job enqueued
 -- with the message as its wake, in the case's project. The opening that
 -- registered the wait held job.create: a decision needs no grant of its own
--- to enqueue what the opening asked for. Returns the decided task.
+-- to enqueue what the opening asked for. A run step's task enqueues
+-- nothing: the decision is the step's result. Returns the decided task.
 CREATE OR REPLACE FUNCTION docket.task_settle(v docket.tasks, p_decision text, p_note text, p_automatic boolean,
                                    p_actor text, p_now timestamptz)
 RETURNS docket.tasks
@@ -466,6 +536,12 @@ BEGIN
                                'signed_by', CASE WHEN p_automatic THEN v.opened_by END),
             v.case_id, least(v_at, w.deadline - interval '1 microsecond'), p_actor)
     RETURNING * INTO m;
+    -- A run step's task: the decision answers the step, over the wait's
+    -- one path (wait_continue), and enqueues nothing.
+    IF w.run_id IS NOT NULL THEN
+        PERFORM docket.wait_continue(w, m, 'satisfied', p_actor, p_now);
+        RETURN v;
+    END IF;
     INSERT INTO docket.jobs AS j (project, kind, queue, priority, payload, payload_schema, params, case_id, idempotency_key,
                                   max_attempts, available_at, created_by, created_at, updated_at)
     VALUES (w.project, w.on_arrival_kind, w.on_arrival_queue, 1, w.on_arrival_payload, w.on_arrival_payload_schema,

@@ -107,8 +107,9 @@ CREATE OR REPLACE TRIGGER messages_columns_immutable
     ON docket.messages
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
 
--- waits_guard: a wait is born waiting, unsettled, on an open case whose row
--- it writes (case_hold, so a close waits for it, sees the close (DK005), or
+-- waits_guard: a wait is born waiting, unsettled, on a running run's step
+-- (run_step_owner: the run's project, DK014 for a run that ended) or on an
+-- open case whose row it writes (case_hold, so a close waits for it, sees the close (DK005), or
 -- fails under REPEATABLE READ),
 -- with the case's project (DK015); nothing but its status, its message, its
 -- continuation job and settlement ever changes (DK015); its status moves only
@@ -119,6 +120,14 @@ LANGUAGE plpgsql AS $$
 DECLARE
     c docket.cases;
 BEGIN
+    IF TG_OP = 'INSERT' AND NEW.run_id IS NOT NULL THEN
+        NEW.project := docket.run_step_owner(NEW.run_id, NEW.step_id, NEW.project, 'wait ' || NEW.name);
+        PERFORM docket.machine_birth('wait', 'wait ' || NEW.name, NEW.status);
+        IF NEW.satisfied_by IS NOT NULL OR NEW.continuation_job_id IS NOT NULL OR NEW.settled_at IS NOT NULL THEN
+            RAISE EXCEPTION 'wait %: a wait is registered unsatisfied, with no continuation', NEW.name USING ERRCODE = 'DK001';
+        END IF;
+        RETURN NEW;
+    END IF;
     IF TG_OP = 'INSERT' THEN
         c := docket.case_hold(NEW.case_id);
         IF c.id IS NULL THEN
@@ -162,7 +171,7 @@ CREATE OR REPLACE TRIGGER waits_guard
     FOR EACH ROW EXECUTE FUNCTION docket.waits_guard();
 
 CREATE OR REPLACE TRIGGER waits_columns_immutable
-    BEFORE UPDATE OF id, case_id, project, name, keys, deadline, on_arrival_kind, on_arrival_queue,
+    BEFORE UPDATE OF id, case_id, run_id, step_id, project, name, keys, deadline, on_arrival_kind, on_arrival_queue,
                      on_arrival_payload, on_arrival_payload_schema, on_arrival_max_attempts,
                      on_timeout_kind, on_timeout_queue, on_timeout_payload,
                      on_timeout_payload_schema, on_timeout_max_attempts, created_by, created_at
@@ -170,16 +179,37 @@ CREATE OR REPLACE TRIGGER waits_columns_immutable
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
 
 -- timers_guard: a timer is set on an open case whose row it writes (case_hold),
--- with the case's project, and never changes: its job's state says whether
--- it fired.
+-- with the case's project; on a running run's step (run_step_owner), with
+-- the run's project; or on neither, in its project. A case's timer, or one
+-- of no owner, never changes: its job's state says whether it fired. A
+-- step's timer has no job: it changes once, fired (the timer sweep) or
+-- disarmed (its run ended first), and nothing else of it changes (DK015).
 CREATE OR REPLACE FUNCTION docket.timers_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     c docket.cases;
 BEGIN
     IF TG_OP = 'UPDATE' THEN
-        RAISE EXCEPTION 'timer %: a timer never changes; its job''s state says whether it fired', OLD.id
-            USING ERRCODE = 'DK015';
+        IF OLD.run_id IS NULL OR OLD.fired_at IS NOT NULL OR OLD.disarmed_at IS NOT NULL
+           OR (NEW.fired_at IS NULL) = (NEW.disarmed_at IS NULL)
+           OR (NEW.id, NEW.case_id, NEW.project, NEW.name, NEW.wake_at, NEW.job_id, NEW.run_id, NEW.step_id,
+               NEW.created_by, NEW.created_at)
+              IS DISTINCT FROM (OLD.id, OLD.case_id, OLD.project, OLD.name, OLD.wake_at, OLD.job_id, OLD.run_id,
+                                OLD.step_id, OLD.created_by, OLD.created_at) THEN
+            RAISE EXCEPTION 'timer %: a timer never changes but a step''s, which fires or is disarmed once', OLD.id
+                USING ERRCODE = 'DK015';
+        END IF;
+        RETURN NEW;
+    END IF;
+    IF NEW.fired_at IS NOT NULL OR NEW.disarmed_at IS NOT NULL THEN
+        RAISE EXCEPTION 'timer %: a timer is set armed', NEW.name USING ERRCODE = 'DK001';
+    END IF;
+    IF NEW.run_id IS NOT NULL THEN
+        NEW.project := docket.run_step_owner(NEW.run_id, NEW.step_id, NEW.project, 'timer ' || NEW.name);
+        RETURN NEW;
+    END IF;
+    IF NEW.case_id IS NULL THEN
+        RETURN NEW;
     END IF;
     c := docket.case_hold(NEW.case_id);
     IF c.id IS NULL THEN
@@ -248,11 +278,12 @@ CREATE CONSTRAINT TRIGGER messages_waits_agree
 --   timer     a timer was set (detail: name, wake instant, job) or, the case
 --             closing, cancelled (from: set, to: cancelled)
 
--- waits_record appends a wait event for a registration and for its end.
+-- waits_record appends a wait event for a registration and for its end, to
+-- its case's history (a step's wait is on its run's step).
 CREATE OR REPLACE FUNCTION docket.waits_record() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'UPDATE' AND NEW.status = OLD.status THEN
+    IF TG_OP = 'UPDATE' AND NEW.status = OLD.status OR NEW.case_id IS NULL THEN
         RETURN NULL;
     END IF;
     INSERT INTO docket.case_events (case_id, what, from_state, to_state, actor, at, detail)
@@ -290,10 +321,13 @@ CREATE OR REPLACE TRIGGER messages_record
     AFTER UPDATE ON docket.messages
     FOR EACH ROW EXECUTE FUNCTION docket.messages_record();
 
--- timers_record appends a timer event when a timer is set.
+-- timers_record appends a timer event when a timer of a case is set.
 CREATE OR REPLACE FUNCTION docket.timers_record() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+    IF NEW.case_id IS NULL THEN
+        RETURN NULL;
+    END IF;
     INSERT INTO docket.case_events (case_id, what, to_state, actor, at, detail)
     VALUES (NEW.case_id, 'timer', 'set', docket.context_actor(), docket.context_now(),
             jsonb_build_object('timer_id', NEW.id, 'name', NEW.name, 'wake_at', NEW.wake_at, 'job_id', NEW.job_id));
@@ -387,14 +421,14 @@ COMMENT ON VIEW docket.messages_buffered IS
 
 CREATE OR REPLACE VIEW docket.waits_waiting WITH (security_invoker = true) AS
 SELECT w.id, w.case_id, w.project, c.kind AS case_kind, w.name, w.keys, w.deadline,
-       w.on_arrival_kind, w.on_timeout_kind, w.created_by, w.created_at
+       w.on_arrival_kind, w.on_timeout_kind, w.created_by, w.created_at, w.run_id, w.step_id
 FROM docket.waits w
-JOIN docket.cases c ON c.id = w.case_id
+LEFT JOIN docket.cases c ON c.id = w.case_id
 WHERE w.status = 'waiting'
 ORDER BY w.deadline, w.id;
 
 COMMENT ON VIEW docket.waits_waiting IS
-    'Waits no message has satisfied, soonest deadline first. Due at instant T: WHERE deadline <= T; the expiry sweep moves them.';
+    'Waits no message has satisfied, soonest deadline first, each its case''s or a run step''s (run_id, step_id). Due at instant T: WHERE deadline <= T; the expiry sweep moves them.';
 
 -- Protocol ------------------------------------------------------------------------
 
@@ -439,8 +473,9 @@ CREATE OR REPLACE TRIGGER match_slots_refuse_delete
 --   {"wait_id", "wait": name, "outcome": "satisfied", "message": {"id",
 --    "producer", "message_id", "keys", "arrived_at", "payload"}}
 --   {"wait_id", "wait": name, "outcome": "expired", "deadline"}
--- A satisfying message is marked consumed by the wait. Returns the wait.
--- Refuses as job_enqueue_one (DK009 without job.create).
+-- A satisfying message is marked consumed by the wait. A run step's wait
+-- enqueues nothing: its end is the step's answer (wait_answer_step).
+-- Returns the wait. Refuses as job_enqueue_one (DK009 without job.create).
 CREATE OR REPLACE FUNCTION docket.wait_continue(w docket.waits, m docket.messages, p_status text, p_actor text, p_now timestamptz)
 RETURNS docket.waits
 LANGUAGE plpgsql AS $$
@@ -448,6 +483,9 @@ DECLARE
     v_job bigint;
     v docket.waits;
 BEGIN
+    IF w.run_id IS NOT NULL THEN
+        RETURN docket.wait_answer_step(w, m, p_status, p_actor, p_now);
+    END IF;
     IF p_status = 'satisfied' THEN
         SELECT e.id INTO v_job
         FROM docket.job_enqueue_one(
@@ -476,6 +514,43 @@ BEGIN
         settled_at = greatest(created_at, p_now), settled_by = p_actor
     WHERE id = w.id
     RETURNING * INTO v;
+    RETURN v;
+END
+$$;
+
+-- wait_answer_step ends wait w of a run's step (locked by the caller,
+-- waiting) as p_status -- satisfied by message m (locked, buffered), which
+-- it consumes, or expired -- on behalf of p_actor at p_now, and answers the
+-- step (run_step_answered): a message is the step's result (a task's
+-- decision: the decision's payload; any other: the message as a
+-- continuation's params carry it), an expiry fails the step. Returns the
+-- wait.
+CREATE OR REPLACE FUNCTION docket.wait_answer_step(w docket.waits, m docket.messages, p_status text, p_actor text,
+                                                   p_now timestamptz)
+RETURNS docket.waits
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.waits;
+BEGIN
+    IF p_status = 'satisfied' THEN
+        UPDATE docket.messages
+        SET status = 'consumed', consumed_by = w.id, settled_at = greatest(arrived_at, p_now)
+        WHERE id = m.id;
+    END IF;
+    UPDATE docket.waits
+    SET status = p_status, satisfied_by = m.id, settled_at = greatest(created_at, p_now), settled_by = p_actor
+    WHERE id = w.id
+    RETURNING * INTO v;
+    IF p_status = 'satisfied' THEN
+        PERFORM docket.run_step_answered(w.run_id, w.step_id, 'succeeded',
+            CASE WHEN m.producer = 'docket.task' THEN m.payload
+                 ELSE jsonb_build_object('id', m.id, 'producer', m.producer, 'message_id', m.message_id,
+                                         'keys', to_jsonb(m.keys), 'arrived_at', m.arrived_at, 'payload', m.payload) END,
+            NULL);
+    ELSE
+        PERFORM docket.run_step_answered(w.run_id, w.step_id, 'failed', NULL,
+            format('wait %s: no message on %s before its deadline %s', w.name, array_to_string(w.keys, ', '), w.deadline));
+    END IF;
     RETURN v;
 END
 $$;
@@ -663,7 +738,6 @@ DECLARE
     v_project text;
     v_keys text[];
     v docket.waits;
-    m docket.messages;
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
     PERFORM docket.require_valid(docket.valid_case_key_namespace(p_name), 'wait name', p_name,
@@ -710,32 +784,93 @@ BEGIN
         RAISE EXCEPTION 'case % already waits for % (wait %, until %) on other terms', p_case_id, p_name, v.id, v.deadline
             USING ERRCODE = '23505', CONSTRAINT = 'waits_waiting_name', TABLE = 'waits', SCHEMA = 'docket';
     END IF;
-    INSERT INTO docket.waits (case_id, project, name, keys, deadline,
+    v.case_id := p_case_id;
+    v.project := v_project;
+    v.name := p_name;
+    v.keys := v_keys;
+    v.deadline := p_deadline;
+    v.on_arrival_kind := p_arrival_kind;
+    v.on_arrival_queue := p_arrival_queue;
+    v.on_arrival_payload := p_arrival_payload;
+    v.on_arrival_payload_schema := p_arrival_payload_schema;
+    v.on_arrival_max_attempts := p_arrival_max_attempts;
+    v.on_timeout_kind := p_timeout_kind;
+    v.on_timeout_queue := p_timeout_queue;
+    v.on_timeout_payload := p_timeout_payload;
+    v.on_timeout_payload_schema := p_timeout_payload_schema;
+    v.on_timeout_max_attempts := p_timeout_max_attempts;
+    v := docket.wait_place(v, p_actor, p_now);
+    RETURN QUERY SELECT true, (v).*;
+END
+$$;
+
+-- wait_place stores wait w (its owner -- case, or run and step --, name,
+-- keys, deadline and continuations), waiting, on behalf of p_actor at
+-- p_now, and looks in the buffer for the oldest message filed under all its
+-- keys -- unaddressed, or addressed to its case -- that arrived before its
+-- deadline; finding one, it ends the wait satisfied by it (wait_continue).
+-- The caller holds the keys' locks (message_lock_keys). The one path by
+-- which a case's waits and a run step's meet what was buffered before them.
+-- Returns the wait.
+CREATE OR REPLACE FUNCTION docket.wait_place(w docket.waits, p_actor text, p_now timestamptz) RETURNS docket.waits
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.waits;
+    m docket.messages;
+BEGIN
+    INSERT INTO docket.waits (case_id, run_id, step_id, project, name, keys, deadline,
                               on_arrival_kind, on_arrival_queue, on_arrival_payload, on_arrival_payload_schema,
                               on_arrival_max_attempts, on_timeout_kind, on_timeout_queue, on_timeout_payload,
                               on_timeout_payload_schema, on_timeout_max_attempts, created_by, created_at)
-    VALUES (p_case_id, v_project, p_name, v_keys, p_deadline,
-            p_arrival_kind, p_arrival_queue, p_arrival_payload, p_arrival_payload_schema, p_arrival_max_attempts,
-            p_timeout_kind, p_timeout_queue, p_timeout_payload, p_timeout_payload_schema, p_timeout_max_attempts,
+    VALUES (w.case_id, w.run_id, w.step_id, w.project, w.name, w.keys, w.deadline,
+            w.on_arrival_kind, w.on_arrival_queue, w.on_arrival_payload, w.on_arrival_payload_schema, w.on_arrival_max_attempts,
+            w.on_timeout_kind, w.on_timeout_queue, w.on_timeout_payload, w.on_timeout_payload_schema, w.on_timeout_max_attempts,
             p_actor, p_now)
     RETURNING * INTO v;
 
     -- Candidates from the keys' index, fenced off as in message_offer.
     WITH candidates AS MATERIALIZED (
-        SELECT id FROM docket.messages WHERE status = 'buffered' AND keys @> v_keys
+        SELECT id FROM docket.messages WHERE status = 'buffered' AND keys @> v.keys
     )
     SELECT x.* INTO m FROM docket.messages x
     WHERE x.id IN (SELECT id FROM candidates)
-      AND x.status = 'buffered' AND x.keys @> v_keys AND x.project = v_project
-      AND x.arrived_at < p_deadline
-      AND (x.addressee IS NULL OR x.addressee = p_case_id)
+      AND x.status = 'buffered' AND x.keys @> v.keys AND x.project = v.project
+      AND x.arrived_at < v.deadline
+      AND (x.addressee IS NULL OR x.addressee = v.case_id)
     ORDER BY x.id
     LIMIT 1
     FOR UPDATE OF x;
     IF FOUND THEN
         v := docket.wait_continue(v, m, 'satisfied', p_actor, p_now);
     END IF;
-    RETURN QUERY SELECT true, (v).*;
+    RETURN v;
+END
+$$;
+
+-- wait_place_step registers the wait of step p_step of run r (which the
+-- caller holds locked, running): wait p_name on keys p_keys (as stored,
+-- valid) until p_deadline, as the change context's actor at its instant,
+-- taking the keys' locks first (message_lock_keys) and meeting a buffered
+-- message at once (wait_place). A step waits once: its wait, found by
+-- (run, step), is returned if it is there.
+CREATE OR REPLACE FUNCTION docket.wait_place_step(r docket.runs, p_step text, p_name text, p_keys text[],
+                                                  p_deadline timestamptz) RETURNS docket.waits
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.waits;
+BEGIN
+    PERFORM docket.message_lock_keys(r.project, p_keys);
+    SELECT * INTO v FROM docket.waits WHERE run_id = r.id AND step_id = p_step;
+    IF FOUND THEN
+        RETURN v;
+    END IF;
+    v.run_id := r.id;
+    v.step_id := p_step;
+    v.project := r.project;
+    v.name := p_name;
+    v.keys := p_keys;
+    v.deadline := p_deadline;
+    RETURN docket.wait_place(v, docket.context_actor(), docket.context_now());
 END
 $$;
 
@@ -924,6 +1059,186 @@ BEGIN
 END
 $$;
 
+-- timer_set_caseless sets timer p_name of project p_project -- of no case:
+-- a timer needs none -- to wake at p_wake_at: a job of the project (p_kind,
+-- p_queue, p_payload, p_payload_schema, p_max_attempts), available at
+-- p_wake_at, with params {"timer": name, "wake_at"}, under idempotency key
+-- timer:-:NAME:MICROS, on behalf of p_actor at p_now. Setting the same timer
+-- again (project, name and instant) is a no-op that returns it, created
+-- false. Refuses, writing nothing: malformed input, a wake instant more than
+-- 3650 days ahead (DK010); an actor without case.admit and job.create on the
+-- project, or an unknown project (DK009); the same timer with another job
+-- (DK003).
+CREATE OR REPLACE FUNCTION docket.timer_set_caseless(p_project text, p_name text, p_wake_at timestamptz,
+                                 p_kind text, p_queue text, p_payload jsonb, p_payload_schema integer,
+                                 p_max_attempts integer, p_actor text, p_now timestamptz)
+RETURNS SETOF docket.timer_placed
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.timers;
+    j record;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.require_project_name(p_project);
+    PERFORM docket.require_valid(docket.valid_case_key_namespace(p_name), 'timer name', p_name,
+        '1-63 characters of [a-z0-9._-], starting with a letter or digit');
+    IF p_wake_at IS NULL OR NOT isfinite(p_wake_at) OR p_wake_at < '1970-01-01 00:00:00+00'
+       OR p_wake_at > p_now + interval '3650 days' THEN
+        RAISE EXCEPTION 'invalid wake instant %: want a finite instant at most 3650 days after now (%)',
+            coalesce(p_wake_at::text, 'NULL'), p_now
+            USING ERRCODE = 'DK010';
+    END IF;
+    PERFORM docket.job_require_spec(1, p_kind, p_queue, p_payload, p_max_attempts);
+    PERFORM docket.require_valid(p_payload_schema >= 1, 'payload schema', p_payload_schema::text, '1 or more');
+    IF NOT (docket.grant_check(p_actor, p_project, 'case.admit') AND docket.grant_check(p_actor, p_project, 'job.create')) THEN
+        RAISE EXCEPTION '% may not set timers in project %: it needs explicit case.admit and job.create grants', p_actor, p_project
+            USING ERRCODE = 'DK009';
+    END IF;
+    PERFORM pg_advisory_xact_lock(1684764530, hashtext(p_project || '//' || p_name));
+    SELECT t.* INTO v FROM docket.timers t
+    WHERE t.project = p_project AND t.name = p_name AND t.wake_at = p_wake_at AND t.case_id IS NULL AND t.run_id IS NULL;
+    IF FOUND THEN
+        SELECT jb.kind, jb.queue, jb.payload, jb.payload_schema, jb.max_attempts INTO j
+        FROM docket.jobs jb WHERE jb.id = v.job_id;
+        IF (j.kind, j.queue, j.payload, j.payload_schema, j.max_attempts)
+           IS DISTINCT FROM (p_kind, p_queue, p_payload, p_payload_schema, p_max_attempts) THEN
+            RAISE EXCEPTION 'timer % of project % at % was set before with another job (timer %)', p_name, p_project, p_wake_at, v.id
+                USING ERRCODE = 'DK003';
+        END IF;
+        RETURN QUERY SELECT false, (v).*;
+        RETURN;
+    END IF;
+    SELECT e.id INTO j
+    FROM docket.job_enqueue_one(
+        p_project, p_actor, p_now, p_kind, p_queue, 1::smallint, p_payload, p_payload_schema,
+        format('timer:-:%s:%s', p_name, (extract(epoch FROM p_wake_at) * 1000000)::bigint),
+        p_wake_at, p_max_attempts, false, false, interval '5 minutes', interval '1 second', interval '10 minutes', 0.2,
+        jsonb_build_object('timer', p_name, 'wake_at', p_wake_at),
+        '{}', '', 0, NULL, '') e;
+    INSERT INTO docket.timers (project, name, wake_at, job_id, created_by, created_at)
+    VALUES (p_project, p_name, p_wake_at, j.id, p_actor, p_now)
+    RETURNING * INTO v;
+    RETURN QUERY SELECT true, (v).*;
+END
+$$;
+
+-- Run steps' waits and timers -------------------------------------------------
+
+-- run_step_owner checks that a wait, timer or task (p_what) may be
+-- registered on step p_step of run p_run: the run exists (23503), is of
+-- p_project when one is given (DK015), and is running (DK014: a run that
+-- ended waits for nothing). Returns the run's project. The caller holds
+-- the run row (the admission that registers it locks it, as its end does).
+CREATE OR REPLACE FUNCTION docket.run_step_owner(p_run bigint, p_step text, p_project text, p_what text) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+BEGIN
+    SELECT project, status INTO r FROM docket.runs WHERE id = p_run;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: run % does not exist', p_what, coalesce(p_run::text, 'NULL')
+            USING ERRCODE = '23503', CONSTRAINT = 'run_steps_run_id_fkey', TABLE = 'run_steps', SCHEMA = 'docket';
+    END IF;
+    IF p_project IS NOT NULL AND p_project <> r.project THEN
+        RAISE EXCEPTION '%: its project is its run''s, %, not %', p_what, r.project, p_project USING ERRCODE = 'DK015';
+    END IF;
+    IF r.status NOT IN ('running', 'exhausted') THEN
+        RAISE EXCEPTION 'run % is %: its step % cannot wait (%)', p_run, r.status, p_step, p_what USING ERRCODE = 'DK014';
+    END IF;
+    RETURN r.project;
+END
+$$;
+
+-- timer_arm_step arms the timer of step p_step of run r (held by the
+-- caller, running) to wake at p_wake_at, as the change context's actor at
+-- its instant: a row, no job; the timer sweep (timer_fire_due) fires it. A
+-- step sleeps once: its timer, found by (run, step), is returned if there.
+CREATE OR REPLACE FUNCTION docket.timer_arm_step(r docket.runs, p_step text, p_wake_at timestamptz) RETURNS docket.timers
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.timers;
+BEGIN
+    SELECT * INTO v FROM docket.timers WHERE run_id = r.id AND step_id = p_step;
+    IF FOUND THEN
+        RETURN v;
+    END IF;
+    INSERT INTO docket.timers (project, run_id, step_id, name, wake_at, created_by, created_at)
+    VALUES (r.project, r.id, p_step, left('step.' || p_step, 63), p_wake_at, docket.context_actor(), docket.context_now())
+    RETURNING * INTO v;
+    RETURN v;
+END
+$$;
+
+-- timer_fire_due is the timer sweep: it fires up to p_limit armed step
+-- timers whose instant has come at p_now (wake_at <= p_now), soonest first,
+-- on behalf of p_actor, and answers each one's step, succeeded with
+-- {"timer", "wake_at", "fired_at"} -- the instant it was due, however late
+-- the sweep -- so its run moves on; returns them. It looks only at projects
+-- where p_actor holds case.sweep. A range scan of timers_armed_idx; timers
+-- another transaction holds locked are skipped, never waited for, so
+-- several sweepers may run at once and a timer fires once. A case's timer
+-- is a job: its queue's workers fire it, not this sweep.
+-- Refuses: a malformed actor or instant, a limit outside 1..10000 (DK010).
+CREATE OR REPLACE FUNCTION docket.timer_fire_due(p_limit integer, p_actor text, p_now timestamptz)
+RETURNS SETOF docket.timers
+LANGUAGE plpgsql AS $$
+DECLARE
+    t docket.timers;
+    c record;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.job_require_batch('sweep batch', p_limit, 10000);
+    FOR c IN
+        SELECT id, run_id FROM docket.timers
+        WHERE run_id IS NOT NULL AND fired_at IS NULL AND disarmed_at IS NULL AND wake_at <= p_now
+          AND docket.grant_check(p_actor, project, 'case.sweep')
+        ORDER BY wake_at, id
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED
+    LOOP
+        UPDATE docket.timers SET fired_at = greatest(created_at, p_now) WHERE id = c.id RETURNING * INTO t;
+        PERFORM docket.run_step_answered(t.run_id, t.step_id, 'succeeded',
+            jsonb_build_object('timer', t.name, 'wake_at', t.wake_at, 'fired_at', t.fired_at), NULL);
+        RETURN NEXT t;
+    END LOOP;
+END
+$$;
+
+-- runs_settle_waits runs when a run stops running -- it unwinds (a failed
+-- step, a cancel), is exhausted no more, or ends -- by any route: what its
+-- steps wait on is closed with it. Its undecided tasks are withdrawn, its
+-- waiting waits withdrawn (their subscriptions retired: a message arriving
+-- later is buffered or dead-lettered as any unmatched one, and wakes
+-- nothing), its armed timers disarmed, and its waiting steps cancelled, in
+-- the transaction that moved it.
+CREATE OR REPLACE FUNCTION docket.runs_settle_waits() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := docket.context_now();
+    v_actor text := docket.context_actor();
+BEGIN
+    UPDATE docket.tasks
+    SET status = 'withdrawn', claimed_by = NULL, claim_token = NULL, claimed_at = NULL, claim_expires_at = NULL,
+        settled_at = greatest(updated_at, v_now), updated_at = greatest(updated_at, v_now)
+    WHERE run_id = NEW.id AND status IN ('pending', 'escalated');
+    UPDATE docket.waits
+    SET status = 'withdrawn', settled_at = greatest(created_at, v_now), settled_by = v_actor
+    WHERE run_id = NEW.id AND status = 'waiting';
+    UPDATE docket.timers SET disarmed_at = greatest(created_at, v_now)
+    WHERE run_id = NEW.id AND fired_at IS NULL AND disarmed_at IS NULL;
+    UPDATE docket.run_steps
+    SET state = 'cancelled', updated_at = greatest(updated_at, v_now),
+        reason = left(format('run %s stopped running (%s) while the step waited', NEW.id, NEW.status), 2000)
+    WHERE run_id = NEW.id AND state = 'waiting';
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER runs_settle_waits
+    AFTER UPDATE OF status ON docket.runs
+    FOR EACH ROW WHEN (OLD.status IN ('running', 'exhausted') AND NEW.status NOT IN ('running', 'exhausted'))
+    EXECUTE FUNCTION docket.runs_settle_waits();
+
 -- The API ---------------------------------------------------------------------
 
 INSERT INTO docket.api_functions (name, role) VALUES
@@ -932,7 +1247,7 @@ INSERT INTO docket.api_functions (name, role) VALUES
     ('obligation_breach_due', 'app'),
     ('message_deliver', 'app'), ('message_store', 'app'), ('message_offer', 'app'),
     ('message_dead_letter_due', 'app'), ('wait_register', 'app'), ('wait_withdraw', 'app'),
-    ('wait_expire_due', 'app'), ('timer_set', 'app');
+    ('wait_expire_due', 'app'), ('timer_set', 'app'), ('timer_set_caseless', 'app'), ('timer_fire_due', 'app');
 
 -- Who may read what (row-level security; see kit.sql) --------------------------
 

@@ -10,7 +10,12 @@ SELECT * FROM docket.run_replan(@id::bigint, @predecessor::text, @digest::text, 
 SELECT * FROM docket.run_cancel(@id::bigint, @reason::text, @actor::text, @now::timestamptz);
 
 -- name: RunGet :one
-SELECT r.*, p.digest::text AS digest FROM docket.run_get(@id::bigint, @actor::text) r JOIN docket.plans p ON p.id = r.plan_id;
+-- suspended: the run is running with steps waiting and none running.
+SELECT r.*, p.digest::text AS digest,
+       (r.status IN ('running', 'exhausted')
+        AND EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.state = 'waiting')
+        AND NOT EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.state = 'admitted'))::boolean AS suspended
+FROM docket.run_get(@id::bigint, @actor::text) r JOIN docket.plans p ON p.id = r.plan_id;
 
 -- name: RunList :many
 -- A page of the project's runs, newest first, keyset-paginated by id: the
@@ -18,7 +23,10 @@ SELECT r.*, p.digest::text AS digest FROM docket.run_get(@id::bigint, @actor::te
 -- runs_project_idx, each read through run_get as RunGet reads one, with
 -- RunGet's columns. run_get decides by the run's project, so the page is
 -- whole, or empty when the actor may not read the project's runs.
-SELECT r.*, p.digest::text AS digest
+SELECT r.*, p.digest::text AS digest,
+       (r.status IN ('running', 'exhausted')
+        AND EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.state = 'waiting')
+        AND NOT EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.state = 'admitted'))::boolean AS suspended
 FROM (
     SELECT x.id FROM docket.runs x
     WHERE x.project = @project::text AND (@before_id::bigint = 0 OR x.id < @before_id::bigint)
@@ -43,3 +51,6 @@ SELECT * FROM docket.run_start(@project::text, @digest::text, @canonical::text, 
     @case_id::bigint, @replan_limit::integer, sqlc.narg('max_steps')::integer, sqlc.narg('max_effects')::bigint,
     sqlc.narg('max_money')::bigint, sqlc.narg('currency')::text, sqlc.narg('max_call')::bigint, sqlc.narg('max_parallel')::integer,
     sqlc.narg('max_duration')::interval, sqlc.narg('max_refusals')::integer, @actor::text, @now::timestamptz);
+
+-- name: RunWaits :many
+SELECT * FROM docket.run_waits_of(@id::bigint, @actor::text);

@@ -23,6 +23,13 @@ SELECT * FROM docket.message_dead_letter_due(@max_rows::integer, @horizon::inter
 SELECT * FROM docket.timer_set(@case_id::bigint, @name::text, @wake_at::timestamptz, @kind::text, @queue::text,
     @payload::jsonb, @payload_schema::integer, @max_attempts::integer, @actor::text, @now::timestamptz);
 
+-- name: TimerSetCaseless :one
+SELECT * FROM docket.timer_set_caseless(@project::text, @name::text, @wake_at::timestamptz, @kind::text, @queue::text,
+    @payload::jsonb, @payload_schema::integer, @max_attempts::integer, @actor::text, @now::timestamptz);
+
+-- name: TimerFireDue :many
+SELECT * FROM docket.timer_fire_due(@max_rows::integer, @actor::text, @now::timestamptz);
+
 -- name: WaitGet :one
 -- No row when the actor may not read the wait's case.
 SELECT w.* FROM docket.waits w

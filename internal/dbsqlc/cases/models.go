@@ -126,31 +126,51 @@ type DocketObligation struct {
 	ResolvedBy              *string
 }
 
+// Durable timers: each is a job of its case available at wake_at; the job's state says whether it fired.
+type DocketTimer struct {
+	ID         int64
+	CaseID     *int64
+	Project    string
+	Name       string
+	WakeAt     time.Time
+	JobID      *int64
+	CreatedBy  string
+	CreatedAt  time.Time
+	RunID      *int64
+	StepID     *string
+	FiredAt    *time.Time
+	DisarmedAt *time.Time
+}
+
 type DocketTimerPlaced struct {
-	Created   bool
-	ID        int64
-	CaseID    int64
-	Project   string
-	Name      string
-	WakeAt    time.Time
-	JobID     int64
-	CreatedBy string
-	CreatedAt time.Time
+	Created    bool
+	ID         int64
+	CaseID     *int64
+	Project    string
+	Name       string
+	WakeAt     time.Time
+	JobID      *int64
+	CreatedBy  string
+	CreatedAt  time.Time
+	RunID      *int64
+	StepID     *string
+	FiredAt    *time.Time
+	DisarmedAt *time.Time
 }
 
 // What a case waits for: a message on its keys before a deadline. Status moves along docket.wait_transitions.
 type DocketWait struct {
 	ID                     int64
-	CaseID                 int64
+	CaseID                 *int64
 	Project                string
 	Name                   string
 	Keys                   []string
 	Deadline               time.Time
-	OnArrivalKind          string
-	OnArrivalQueue         string
+	OnArrivalKind          *string
+	OnArrivalQueue         *string
 	OnArrivalPayload       json.RawMessage
-	OnArrivalPayloadSchema int32
-	OnArrivalMaxAttempts   int32
+	OnArrivalPayloadSchema *int32
+	OnArrivalMaxAttempts   *int32
 	OnTimeoutKind          *string
 	OnTimeoutQueue         *string
 	OnTimeoutPayload       json.RawMessage
@@ -163,21 +183,23 @@ type DocketWait struct {
 	CreatedAt              time.Time
 	SettledAt              *time.Time
 	SettledBy              *string
+	RunID                  *int64
+	StepID                 *string
 }
 
 type DocketWaitRegistered struct {
 	Created                bool
 	ID                     int64
-	CaseID                 int64
+	CaseID                 *int64
 	Project                string
 	Name                   string
 	Keys                   []string
 	Deadline               time.Time
-	OnArrivalKind          string
-	OnArrivalQueue         string
+	OnArrivalKind          *string
+	OnArrivalQueue         *string
 	OnArrivalPayload       json.RawMessage
-	OnArrivalPayloadSchema int32
-	OnArrivalMaxAttempts   int32
+	OnArrivalPayloadSchema *int32
+	OnArrivalMaxAttempts   *int32
 	OnTimeoutKind          *string
 	OnTimeoutQueue         *string
 	OnTimeoutPayload       json.RawMessage
@@ -190,4 +212,6 @@ type DocketWaitRegistered struct {
 	CreatedAt              time.Time
 	SettledAt              *time.Time
 	SettledBy              *string
+	RunID                  *int64
+	StepID                 *string
 }

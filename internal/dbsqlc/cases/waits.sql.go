@@ -12,22 +12,26 @@ import (
 )
 
 const caseTimers = `-- name: CaseTimers :many
-SELECT t.id, t.case_id, t.project, t.name, t.wake_at, t.job_id, t.created_by, t.created_at, j.state AS job_state FROM docket.timers t
+SELECT t.id, t.case_id, t.project, t.name, t.wake_at, t.job_id, t.created_by, t.created_at, t.run_id, t.step_id, t.fired_at, t.disarmed_at, j.state AS job_state FROM docket.timers t
 JOIN docket.jobs j ON j.id = t.job_id
 WHERE t.case_id = $1::bigint AND docket.case_visible($2::text, t.project)
 ORDER BY t.id
 `
 
 type CaseTimersRow struct {
-	ID        int64
-	CaseID    int64
-	Project   string
-	Name      string
-	WakeAt    time.Time
-	JobID     int64
-	CreatedBy string
-	CreatedAt time.Time
-	JobState  string
+	ID         int64
+	CaseID     *int64
+	Project    string
+	Name       string
+	WakeAt     time.Time
+	JobID      *int64
+	CreatedBy  string
+	CreatedAt  time.Time
+	RunID      *int64
+	StepID     *string
+	FiredAt    *time.Time
+	DisarmedAt *time.Time
+	JobState   string
 }
 
 // The case's timers with their jobs' states, oldest first; none when the
@@ -50,6 +54,10 @@ func (q *Queries) CaseTimers(ctx context.Context, db DBTX, iD int64, actor strin
 			&i.JobID,
 			&i.CreatedBy,
 			&i.CreatedAt,
+			&i.RunID,
+			&i.StepID,
+			&i.FiredAt,
+			&i.DisarmedAt,
 			&i.JobState,
 		); err != nil {
 			return nil, err
@@ -63,7 +71,7 @@ func (q *Queries) CaseTimers(ctx context.Context, db DBTX, iD int64, actor strin
 }
 
 const caseWaits = `-- name: CaseWaits :many
-SELECT w.id, w.case_id, w.project, w.name, w.keys, w.deadline, w.on_arrival_kind, w.on_arrival_queue, w.on_arrival_payload, w.on_arrival_payload_schema, w.on_arrival_max_attempts, w.on_timeout_kind, w.on_timeout_queue, w.on_timeout_payload, w.on_timeout_payload_schema, w.on_timeout_max_attempts, w.status, w.satisfied_by, w.continuation_job_id, w.created_by, w.created_at, w.settled_at, w.settled_by FROM docket.waits w
+SELECT w.id, w.case_id, w.project, w.name, w.keys, w.deadline, w.on_arrival_kind, w.on_arrival_queue, w.on_arrival_payload, w.on_arrival_payload_schema, w.on_arrival_max_attempts, w.on_timeout_kind, w.on_timeout_queue, w.on_timeout_payload, w.on_timeout_payload_schema, w.on_timeout_max_attempts, w.status, w.satisfied_by, w.continuation_job_id, w.created_by, w.created_at, w.settled_at, w.settled_by, w.run_id, w.step_id FROM docket.waits w
 WHERE w.case_id = $1::bigint AND docket.case_visible($2::text, w.project)
 ORDER BY w.id
 `
@@ -102,6 +110,8 @@ func (q *Queries) CaseWaits(ctx context.Context, db DBTX, iD int64, actor string
 			&i.CreatedAt,
 			&i.SettledAt,
 			&i.SettledBy,
+			&i.RunID,
+			&i.StepID,
 		); err != nil {
 			return nil, err
 		}
@@ -293,8 +303,45 @@ func (q *Queries) MessagesDead(ctx context.Context, db DBTX, project string, bef
 	return items, nil
 }
 
+const timerFireDue = `-- name: TimerFireDue :many
+SELECT id, case_id, project, name, wake_at, job_id, created_by, created_at, run_id, step_id, fired_at, disarmed_at FROM docket.timer_fire_due($1::integer, $2::text, $3::timestamptz)
+`
+
+func (q *Queries) TimerFireDue(ctx context.Context, db DBTX, maxRows int32, actor string, now time.Time) ([]*DocketTimer, error) {
+	rows, err := db.Query(ctx, timerFireDue, maxRows, actor, now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*DocketTimer{}
+	for rows.Next() {
+		var i DocketTimer
+		if err := rows.Scan(
+			&i.ID,
+			&i.CaseID,
+			&i.Project,
+			&i.Name,
+			&i.WakeAt,
+			&i.JobID,
+			&i.CreatedBy,
+			&i.CreatedAt,
+			&i.RunID,
+			&i.StepID,
+			&i.FiredAt,
+			&i.DisarmedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const timerSet = `-- name: TimerSet :one
-SELECT created, id, case_id, project, name, wake_at, job_id, created_by, created_at FROM docket.timer_set($1::bigint, $2::text, $3::timestamptz, $4::text, $5::text,
+SELECT created, id, case_id, project, name, wake_at, job_id, created_by, created_at, run_id, step_id, fired_at, disarmed_at FROM docket.timer_set($1::bigint, $2::text, $3::timestamptz, $4::text, $5::text,
     $6::jsonb, $7::integer, $8::integer, $9::text, $10::timestamptz)
 `
 
@@ -335,12 +382,66 @@ func (q *Queries) TimerSet(ctx context.Context, db DBTX, arg TimerSetParams) (*D
 		&i.JobID,
 		&i.CreatedBy,
 		&i.CreatedAt,
+		&i.RunID,
+		&i.StepID,
+		&i.FiredAt,
+		&i.DisarmedAt,
+	)
+	return &i, err
+}
+
+const timerSetCaseless = `-- name: TimerSetCaseless :one
+SELECT created, id, case_id, project, name, wake_at, job_id, created_by, created_at, run_id, step_id, fired_at, disarmed_at FROM docket.timer_set_caseless($1::text, $2::text, $3::timestamptz, $4::text, $5::text,
+    $6::jsonb, $7::integer, $8::integer, $9::text, $10::timestamptz)
+`
+
+type TimerSetCaselessParams struct {
+	Project       string
+	Name          string
+	WakeAt        time.Time
+	Kind          string
+	Queue         string
+	Payload       json.RawMessage
+	PayloadSchema int32
+	MaxAttempts   int32
+	Actor         string
+	Now           time.Time
+}
+
+func (q *Queries) TimerSetCaseless(ctx context.Context, db DBTX, arg TimerSetCaselessParams) (*DocketTimerPlaced, error) {
+	row := db.QueryRow(ctx, timerSetCaseless,
+		arg.Project,
+		arg.Name,
+		arg.WakeAt,
+		arg.Kind,
+		arg.Queue,
+		arg.Payload,
+		arg.PayloadSchema,
+		arg.MaxAttempts,
+		arg.Actor,
+		arg.Now,
+	)
+	var i DocketTimerPlaced
+	err := row.Scan(
+		&i.Created,
+		&i.ID,
+		&i.CaseID,
+		&i.Project,
+		&i.Name,
+		&i.WakeAt,
+		&i.JobID,
+		&i.CreatedBy,
+		&i.CreatedAt,
+		&i.RunID,
+		&i.StepID,
+		&i.FiredAt,
+		&i.DisarmedAt,
 	)
 	return &i, err
 }
 
 const waitExpireDue = `-- name: WaitExpireDue :many
-SELECT id, case_id, project, name, keys, deadline, on_arrival_kind, on_arrival_queue, on_arrival_payload, on_arrival_payload_schema, on_arrival_max_attempts, on_timeout_kind, on_timeout_queue, on_timeout_payload, on_timeout_payload_schema, on_timeout_max_attempts, status, satisfied_by, continuation_job_id, created_by, created_at, settled_at, settled_by FROM docket.wait_expire_due($1::integer, $2::text, $3::timestamptz)
+SELECT id, case_id, project, name, keys, deadline, on_arrival_kind, on_arrival_queue, on_arrival_payload, on_arrival_payload_schema, on_arrival_max_attempts, on_timeout_kind, on_timeout_queue, on_timeout_payload, on_timeout_payload_schema, on_timeout_max_attempts, status, satisfied_by, continuation_job_id, created_by, created_at, settled_at, settled_by, run_id, step_id FROM docket.wait_expire_due($1::integer, $2::text, $3::timestamptz)
 `
 
 func (q *Queries) WaitExpireDue(ctx context.Context, db DBTX, maxRows int32, actor string, now time.Time) ([]*DocketWait, error) {
@@ -376,6 +477,8 @@ func (q *Queries) WaitExpireDue(ctx context.Context, db DBTX, maxRows int32, act
 			&i.CreatedAt,
 			&i.SettledAt,
 			&i.SettledBy,
+			&i.RunID,
+			&i.StepID,
 		); err != nil {
 			return nil, err
 		}
@@ -388,7 +491,7 @@ func (q *Queries) WaitExpireDue(ctx context.Context, db DBTX, maxRows int32, act
 }
 
 const waitGet = `-- name: WaitGet :one
-SELECT w.id, w.case_id, w.project, w.name, w.keys, w.deadline, w.on_arrival_kind, w.on_arrival_queue, w.on_arrival_payload, w.on_arrival_payload_schema, w.on_arrival_max_attempts, w.on_timeout_kind, w.on_timeout_queue, w.on_timeout_payload, w.on_timeout_payload_schema, w.on_timeout_max_attempts, w.status, w.satisfied_by, w.continuation_job_id, w.created_by, w.created_at, w.settled_at, w.settled_by FROM docket.waits w
+SELECT w.id, w.case_id, w.project, w.name, w.keys, w.deadline, w.on_arrival_kind, w.on_arrival_queue, w.on_arrival_payload, w.on_arrival_payload_schema, w.on_arrival_max_attempts, w.on_timeout_kind, w.on_timeout_queue, w.on_timeout_payload, w.on_timeout_payload_schema, w.on_timeout_max_attempts, w.status, w.satisfied_by, w.continuation_job_id, w.created_by, w.created_at, w.settled_at, w.settled_by, w.run_id, w.step_id FROM docket.waits w
 WHERE w.id = $1::bigint AND docket.case_visible($2::text, w.project)
 `
 
@@ -420,12 +523,14 @@ func (q *Queries) WaitGet(ctx context.Context, db DBTX, iD int64, actor string) 
 		&i.CreatedAt,
 		&i.SettledAt,
 		&i.SettledBy,
+		&i.RunID,
+		&i.StepID,
 	)
 	return &i, err
 }
 
 const waitRegister = `-- name: WaitRegister :one
-SELECT created, id, case_id, project, name, keys, deadline, on_arrival_kind, on_arrival_queue, on_arrival_payload, on_arrival_payload_schema, on_arrival_max_attempts, on_timeout_kind, on_timeout_queue, on_timeout_payload, on_timeout_payload_schema, on_timeout_max_attempts, status, satisfied_by, continuation_job_id, created_by, created_at, settled_at, settled_by FROM docket.wait_register($1::bigint, $2::text, $3::text[], $4::text[],
+SELECT created, id, case_id, project, name, keys, deadline, on_arrival_kind, on_arrival_queue, on_arrival_payload, on_arrival_payload_schema, on_arrival_max_attempts, on_timeout_kind, on_timeout_queue, on_timeout_payload, on_timeout_payload_schema, on_timeout_max_attempts, status, satisfied_by, continuation_job_id, created_by, created_at, settled_at, settled_by, run_id, step_id FROM docket.wait_register($1::bigint, $2::text, $3::text[], $4::text[],
     $5::timestamptz, $6::text, $7::text, $8::jsonb,
     $9::integer, $10::integer,
     $11::text, $12::text, $13::jsonb,
@@ -499,12 +604,14 @@ func (q *Queries) WaitRegister(ctx context.Context, db DBTX, arg WaitRegisterPar
 		&i.CreatedAt,
 		&i.SettledAt,
 		&i.SettledBy,
+		&i.RunID,
+		&i.StepID,
 	)
 	return &i, err
 }
 
 const waitWithdraw = `-- name: WaitWithdraw :one
-SELECT id, case_id, project, name, keys, deadline, on_arrival_kind, on_arrival_queue, on_arrival_payload, on_arrival_payload_schema, on_arrival_max_attempts, on_timeout_kind, on_timeout_queue, on_timeout_payload, on_timeout_payload_schema, on_timeout_max_attempts, status, satisfied_by, continuation_job_id, created_by, created_at, settled_at, settled_by FROM docket.wait_withdraw($1::bigint, $2::text, $3::timestamptz)
+SELECT id, case_id, project, name, keys, deadline, on_arrival_kind, on_arrival_queue, on_arrival_payload, on_arrival_payload_schema, on_arrival_max_attempts, on_timeout_kind, on_timeout_queue, on_timeout_payload, on_timeout_payload_schema, on_timeout_max_attempts, status, satisfied_by, continuation_job_id, created_by, created_at, settled_at, settled_by, run_id, step_id FROM docket.wait_withdraw($1::bigint, $2::text, $3::timestamptz)
 `
 
 func (q *Queries) WaitWithdraw(ctx context.Context, db DBTX, iD int64, actor string, now time.Time) (*DocketWait, error) {
@@ -534,12 +641,14 @@ func (q *Queries) WaitWithdraw(ctx context.Context, db DBTX, iD int64, actor str
 		&i.CreatedAt,
 		&i.SettledAt,
 		&i.SettledBy,
+		&i.RunID,
+		&i.StepID,
 	)
 	return &i, err
 }
 
 const waitsWaiting = `-- name: WaitsWaiting :many
-SELECT w.id, w.case_id, w.project, w.name, w.keys, w.deadline, w.on_arrival_kind, w.on_arrival_queue, w.on_arrival_payload, w.on_arrival_payload_schema, w.on_arrival_max_attempts, w.on_timeout_kind, w.on_timeout_queue, w.on_timeout_payload, w.on_timeout_payload_schema, w.on_timeout_max_attempts, w.status, w.satisfied_by, w.continuation_job_id, w.created_by, w.created_at, w.settled_at, w.settled_by FROM docket.waits w
+SELECT w.id, w.case_id, w.project, w.name, w.keys, w.deadline, w.on_arrival_kind, w.on_arrival_queue, w.on_arrival_payload, w.on_arrival_payload_schema, w.on_arrival_max_attempts, w.on_timeout_kind, w.on_timeout_queue, w.on_timeout_payload, w.on_timeout_payload_schema, w.on_timeout_max_attempts, w.status, w.satisfied_by, w.continuation_job_id, w.created_by, w.created_at, w.settled_at, w.settled_by, w.run_id, w.step_id FROM docket.waits w
 WHERE w.project = $1::text AND w.status = 'waiting'
   AND (w.deadline, w.id) > ($2::timestamptz, $3::bigint)
   AND docket.case_visible($4::text, $1::text)
@@ -596,6 +705,8 @@ func (q *Queries) WaitsWaiting(ctx context.Context, db DBTX, arg WaitsWaitingPar
 			&i.CreatedAt,
 			&i.SettledAt,
 			&i.SettledBy,
+			&i.RunID,
+			&i.StepID,
 		); err != nil {
 			return nil, err
 		}

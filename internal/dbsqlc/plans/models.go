@@ -69,6 +69,25 @@ type DocketRunStep struct {
 	UpdatedAt         time.Time
 	SpentEffects      *int64
 	SpentMoney        *int64
+	Wait              *string
 	EffectSlot        bool
 	ResultTrusted     pgtype.Bool
+}
+
+// Waiting steps of running runs and what each waits on (timer, wait or task); suspended: the run has no step running.
+type DocketRunWait struct {
+	RunID        int64
+	Project      string
+	StepID       string
+	Wait         *string
+	Suspended    bool
+	TimerID      *int64
+	WakeAt       *time.Time
+	WaitID       *int64
+	Keys         []string
+	Deadline     *time.Time
+	TaskID       *int64
+	TaskStatus   *string
+	TaskDeadline *time.Time
+	AdmittedAt   time.Time
 }

@@ -62,7 +62,11 @@ func (q *Queries) RunCancel(ctx context.Context, db DBTX, iD int64, reason strin
 }
 
 const runGet = `-- name: RunGet :one
-SELECT r.id, r.project, r.plan_id, r.version, r.case_id, r.input, r.input_trusted, r.status, r.replan_limit, r.untrusted_read, r.admitted, r.applied, r.output, r.failure, r.created_by, r.created_at, r.updated_at, r.finished_at, r.max_steps, r.max_effects, r.max_money, r.currency, r.max_call, r.max_parallel, r.spent_effects, r.spent_money, r.exhausted, r.guard_seq, r.max_duration, r.max_refusals, r.refusals, r.clock_first, r.clock_last, p.digest::text AS digest FROM docket.run_get($1::bigint, $2::text) r JOIN docket.plans p ON p.id = r.plan_id
+SELECT r.id, r.project, r.plan_id, r.version, r.case_id, r.input, r.input_trusted, r.status, r.replan_limit, r.untrusted_read, r.admitted, r.applied, r.output, r.failure, r.created_by, r.created_at, r.updated_at, r.finished_at, r.max_steps, r.max_effects, r.max_money, r.currency, r.max_call, r.max_parallel, r.spent_effects, r.spent_money, r.exhausted, r.guard_seq, r.max_duration, r.max_refusals, r.refusals, r.clock_first, r.clock_last, p.digest::text AS digest,
+       (r.status IN ('running', 'exhausted')
+        AND EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.state = 'waiting')
+        AND NOT EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.state = 'admitted'))::boolean AS suspended
+FROM docket.run_get($1::bigint, $2::text) r JOIN docket.plans p ON p.id = r.plan_id
 `
 
 type RunGetRow struct {
@@ -100,8 +104,10 @@ type RunGetRow struct {
 	ClockFirst    *time.Time
 	ClockLast     *time.Time
 	Digest        string
+	Suspended     bool
 }
 
+// suspended: the run is running with steps waiting and none running.
 func (q *Queries) RunGet(ctx context.Context, db DBTX, iD int64, actor string) (*RunGetRow, error) {
 	row := db.QueryRow(ctx, runGet, iD, actor)
 	var i RunGetRow
@@ -140,12 +146,16 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, iD int64, actor string) (
 		&i.ClockFirst,
 		&i.ClockLast,
 		&i.Digest,
+		&i.Suspended,
 	)
 	return &i, err
 }
 
 const runList = `-- name: RunList :many
-SELECT r.id, r.project, r.plan_id, r.version, r.case_id, r.input, r.input_trusted, r.status, r.replan_limit, r.untrusted_read, r.admitted, r.applied, r.output, r.failure, r.created_by, r.created_at, r.updated_at, r.finished_at, r.max_steps, r.max_effects, r.max_money, r.currency, r.max_call, r.max_parallel, r.spent_effects, r.spent_money, r.exhausted, r.guard_seq, r.max_duration, r.max_refusals, r.refusals, r.clock_first, r.clock_last, p.digest::text AS digest
+SELECT r.id, r.project, r.plan_id, r.version, r.case_id, r.input, r.input_trusted, r.status, r.replan_limit, r.untrusted_read, r.admitted, r.applied, r.output, r.failure, r.created_by, r.created_at, r.updated_at, r.finished_at, r.max_steps, r.max_effects, r.max_money, r.currency, r.max_call, r.max_parallel, r.spent_effects, r.spent_money, r.exhausted, r.guard_seq, r.max_duration, r.max_refusals, r.refusals, r.clock_first, r.clock_last, p.digest::text AS digest,
+       (r.status IN ('running', 'exhausted')
+        AND EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.state = 'waiting')
+        AND NOT EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.state = 'admitted'))::boolean AS suspended
 FROM (
     SELECT x.id FROM docket.runs x
     WHERE x.project = $1::text AND ($2::bigint = 0 OR x.id < $2::bigint)
@@ -192,6 +202,7 @@ type RunListRow struct {
 	ClockFirst    *time.Time
 	ClockLast     *time.Time
 	Digest        string
+	Suspended     bool
 }
 
 // A page of the project's runs, newest first, keyset-paginated by id: the
@@ -248,6 +259,7 @@ func (q *Queries) RunList(ctx context.Context, db DBTX, project string, beforeID
 			&i.ClockFirst,
 			&i.ClockLast,
 			&i.Digest,
+			&i.Suspended,
 		); err != nil {
 			return nil, err
 		}
@@ -478,7 +490,7 @@ func (q *Queries) RunStartBudgeted(ctx context.Context, db DBTX, arg RunStartBud
 }
 
 const runSteps = `-- name: RunSteps :many
-SELECT run_id, step_id, version, kind, state, ready_seq, args, trusted, job_id, result, compensation, compensation_job_id, reason, admitted_at, updated_at, spent_effects, spent_money, effect_slot, result_trusted FROM docket.run_steps_of($1::bigint, $2::text)
+SELECT run_id, step_id, version, kind, state, ready_seq, args, trusted, job_id, result, compensation, compensation_job_id, reason, admitted_at, updated_at, spent_effects, spent_money, wait, effect_slot, result_trusted FROM docket.run_steps_of($1::bigint, $2::text)
 `
 
 func (q *Queries) RunSteps(ctx context.Context, db DBTX, iD int64, actor string) ([]*DocketRunStep, error) {
@@ -508,6 +520,7 @@ func (q *Queries) RunSteps(ctx context.Context, db DBTX, iD int64, actor string)
 			&i.UpdatedAt,
 			&i.SpentEffects,
 			&i.SpentMoney,
+			&i.Wait,
 			&i.EffectSlot,
 			&i.ResultTrusted,
 		); err != nil {
@@ -555,6 +568,45 @@ func (q *Queries) RunVersions(ctx context.Context, db DBTX, iD int64, actor stri
 			&i.Reason,
 			&i.Actor,
 			&i.At,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const runWaits = `-- name: RunWaits :many
+SELECT run_id, project, step_id, wait, suspended, timer_id, wake_at, wait_id, keys, deadline, task_id, task_status, task_deadline, admitted_at FROM docket.run_waits_of($1::bigint, $2::text)
+`
+
+func (q *Queries) RunWaits(ctx context.Context, db DBTX, iD int64, actor string) ([]*DocketRunWait, error) {
+	rows, err := db.Query(ctx, runWaits, iD, actor)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*DocketRunWait{}
+	for rows.Next() {
+		var i DocketRunWait
+		if err := rows.Scan(
+			&i.RunID,
+			&i.Project,
+			&i.StepID,
+			&i.Wait,
+			&i.Suspended,
+			&i.TimerID,
+			&i.WakeAt,
+			&i.WaitID,
+			&i.Keys,
+			&i.Deadline,
+			&i.TaskID,
+			&i.TaskStatus,
+			&i.TaskDeadline,
+			&i.AdmittedAt,
 		); err != nil {
 			return nil, err
 		}

@@ -14,7 +14,7 @@ import (
 // Human tasks: what a reviewer needs, who may take it, who may not (four eyes), its deadline and declared expiry policy; status moves along docket.task_transitions.
 type DocketTask struct {
 	ID             int64
-	CaseID         int64
+	CaseID         *int64
 	Project        string
 	Key            string
 	Title          string
@@ -48,6 +48,8 @@ type DocketTask struct {
 	OpenedAt       time.Time
 	UpdatedAt      time.Time
 	EscalatedAt    *time.Time
+	RunID          *int64
+	StepID         *string
 }
 
 // Append-only history of every task: opening, claims and releases, escalation, the decision (and whether it was automatic, signed by whom), withdrawal.
@@ -63,7 +65,7 @@ type DocketTaskEvent struct {
 type DocketTaskOpened struct {
 	Created        bool
 	ID             int64
-	CaseID         int64
+	CaseID         *int64
 	Project        string
 	Key            string
 	Title          string
@@ -97,4 +99,6 @@ type DocketTaskOpened struct {
 	OpenedAt       time.Time
 	UpdatedAt      time.Time
 	EscalatedAt    *time.Time
+	RunID          *int64
+	StepID         *string
 }

@@ -49,7 +49,7 @@ func (q *Queries) TaskBacklog(ctx context.Context, db DBTX, project string, acto
 }
 
 const taskClaim = `-- name: TaskClaim :one
-SELECT id, case_id, project, key, title, summary, proposal, evidence, decisions, audience, audience_caps, proposer, acting_for, excluded, deadline, on_expiry, escalate_to, escalate_caps, escalate_for, auto_decision, wait_id, status, claimed_by, claim_token, claimed_at, claim_expires_at, decision, decided_by, automatic, note, settled_at, opened_by, opened_at, updated_at, escalated_at FROM docket.task_claim($1::bigint, $2::interval, $3::text, $4::timestamptz)
+SELECT id, case_id, project, key, title, summary, proposal, evidence, decisions, audience, audience_caps, proposer, acting_for, excluded, deadline, on_expiry, escalate_to, escalate_caps, escalate_for, auto_decision, wait_id, status, claimed_by, claim_token, claimed_at, claim_expires_at, decision, decided_by, automatic, note, settled_at, opened_by, opened_at, updated_at, escalated_at, run_id, step_id FROM docket.task_claim($1::bigint, $2::interval, $3::text, $4::timestamptz)
 `
 
 func (q *Queries) TaskClaim(ctx context.Context, db DBTX, iD int64, lease time.Duration, actor string, now time.Time) (*DocketTask, error) {
@@ -96,12 +96,14 @@ func (q *Queries) TaskClaim(ctx context.Context, db DBTX, iD int64, lease time.D
 		&i.OpenedAt,
 		&i.UpdatedAt,
 		&i.EscalatedAt,
+		&i.RunID,
+		&i.StepID,
 	)
 	return &i, err
 }
 
 const taskDecide = `-- name: TaskDecide :one
-SELECT id, case_id, project, key, title, summary, proposal, evidence, decisions, audience, audience_caps, proposer, acting_for, excluded, deadline, on_expiry, escalate_to, escalate_caps, escalate_for, auto_decision, wait_id, status, claimed_by, claim_token, claimed_at, claim_expires_at, decision, decided_by, automatic, note, settled_at, opened_by, opened_at, updated_at, escalated_at FROM docket.task_decide($1::bigint, $2::text, $3::text, $4::text, $5::timestamptz)
+SELECT id, case_id, project, key, title, summary, proposal, evidence, decisions, audience, audience_caps, proposer, acting_for, excluded, deadline, on_expiry, escalate_to, escalate_caps, escalate_for, auto_decision, wait_id, status, claimed_by, claim_token, claimed_at, claim_expires_at, decision, decided_by, automatic, note, settled_at, opened_by, opened_at, updated_at, escalated_at, run_id, step_id FROM docket.task_decide($1::bigint, $2::text, $3::text, $4::text, $5::timestamptz)
 `
 
 type TaskDecideParams struct {
@@ -157,12 +159,14 @@ func (q *Queries) TaskDecide(ctx context.Context, db DBTX, arg TaskDecideParams)
 		&i.OpenedAt,
 		&i.UpdatedAt,
 		&i.EscalatedAt,
+		&i.RunID,
+		&i.StepID,
 	)
 	return &i, err
 }
 
 const taskExpireDue = `-- name: TaskExpireDue :many
-SELECT id, case_id, project, key, title, summary, proposal, evidence, decisions, audience, audience_caps, proposer, acting_for, excluded, deadline, on_expiry, escalate_to, escalate_caps, escalate_for, auto_decision, wait_id, status, claimed_by, claim_token, claimed_at, claim_expires_at, decision, decided_by, automatic, note, settled_at, opened_by, opened_at, updated_at, escalated_at FROM docket.task_expire_due($1::integer, $2::text, $3::timestamptz)
+SELECT id, case_id, project, key, title, summary, proposal, evidence, decisions, audience, audience_caps, proposer, acting_for, excluded, deadline, on_expiry, escalate_to, escalate_caps, escalate_for, auto_decision, wait_id, status, claimed_by, claim_token, claimed_at, claim_expires_at, decision, decided_by, automatic, note, settled_at, opened_by, opened_at, updated_at, escalated_at, run_id, step_id FROM docket.task_expire_due($1::integer, $2::text, $3::timestamptz)
 `
 
 func (q *Queries) TaskExpireDue(ctx context.Context, db DBTX, maxRows int32, actor string, now time.Time) ([]*DocketTask, error) {
@@ -210,6 +214,8 @@ func (q *Queries) TaskExpireDue(ctx context.Context, db DBTX, maxRows int32, act
 			&i.OpenedAt,
 			&i.UpdatedAt,
 			&i.EscalatedAt,
+			&i.RunID,
+			&i.StepID,
 		); err != nil {
 			return nil, err
 		}
@@ -222,7 +228,7 @@ func (q *Queries) TaskExpireDue(ctx context.Context, db DBTX, maxRows int32, act
 }
 
 const taskGet = `-- name: TaskGet :one
-SELECT id, case_id, project, key, title, summary, proposal, evidence, decisions, audience, audience_caps, proposer, acting_for, excluded, deadline, on_expiry, escalate_to, escalate_caps, escalate_for, auto_decision, wait_id, status, claimed_by, claim_token, claimed_at, claim_expires_at, decision, decided_by, automatic, note, settled_at, opened_by, opened_at, updated_at, escalated_at FROM docket.task_get($1::bigint, $2::text)
+SELECT id, case_id, project, key, title, summary, proposal, evidence, decisions, audience, audience_caps, proposer, acting_for, excluded, deadline, on_expiry, escalate_to, escalate_caps, escalate_for, auto_decision, wait_id, status, claimed_by, claim_token, claimed_at, claim_expires_at, decision, decided_by, automatic, note, settled_at, opened_by, opened_at, updated_at, escalated_at, run_id, step_id FROM docket.task_get($1::bigint, $2::text)
 `
 
 func (q *Queries) TaskGet(ctx context.Context, db DBTX, iD int64, actor string) (*DocketTask, error) {
@@ -264,6 +270,8 @@ func (q *Queries) TaskGet(ctx context.Context, db DBTX, iD int64, actor string) 
 		&i.OpenedAt,
 		&i.UpdatedAt,
 		&i.EscalatedAt,
+		&i.RunID,
+		&i.StepID,
 	)
 	return &i, err
 }
@@ -300,7 +308,7 @@ func (q *Queries) TaskHistory(ctx context.Context, db DBTX, iD int64, actor stri
 }
 
 const taskOpen = `-- name: TaskOpen :one
-SELECT created, id, case_id, project, key, title, summary, proposal, evidence, decisions, audience, audience_caps, proposer, acting_for, excluded, deadline, on_expiry, escalate_to, escalate_caps, escalate_for, auto_decision, wait_id, status, claimed_by, claim_token, claimed_at, claim_expires_at, decision, decided_by, automatic, note, settled_at, opened_by, opened_at, updated_at, escalated_at FROM docket.task_open($1::bigint, $2::text, $3::text, $4::text, $5::jsonb,
+SELECT created, id, case_id, project, key, title, summary, proposal, evidence, decisions, audience, audience_caps, proposer, acting_for, excluded, deadline, on_expiry, escalate_to, escalate_caps, escalate_for, auto_decision, wait_id, status, claimed_by, claim_token, claimed_at, claim_expires_at, decision, decided_by, automatic, note, settled_at, opened_by, opened_at, updated_at, escalated_at, run_id, step_id FROM docket.task_open($1::bigint, $2::text, $3::text, $4::text, $5::jsonb,
     $6::jsonb, $7::text[], $8::text[], $9::text[], $10::text,
     $11::text[], $12::timestamptz, $13::text, $14::text[], $15::text[],
     $16::interval, $17::text,
@@ -400,12 +408,14 @@ func (q *Queries) TaskOpen(ctx context.Context, db DBTX, arg TaskOpenParams) (*D
 		&i.OpenedAt,
 		&i.UpdatedAt,
 		&i.EscalatedAt,
+		&i.RunID,
+		&i.StepID,
 	)
 	return &i, err
 }
 
 const taskRelease = `-- name: TaskRelease :one
-SELECT id, case_id, project, key, title, summary, proposal, evidence, decisions, audience, audience_caps, proposer, acting_for, excluded, deadline, on_expiry, escalate_to, escalate_caps, escalate_for, auto_decision, wait_id, status, claimed_by, claim_token, claimed_at, claim_expires_at, decision, decided_by, automatic, note, settled_at, opened_by, opened_at, updated_at, escalated_at FROM docket.task_release($1::bigint, $2::uuid, $3::text, $4::timestamptz)
+SELECT id, case_id, project, key, title, summary, proposal, evidence, decisions, audience, audience_caps, proposer, acting_for, excluded, deadline, on_expiry, escalate_to, escalate_caps, escalate_for, auto_decision, wait_id, status, claimed_by, claim_token, claimed_at, claim_expires_at, decision, decided_by, automatic, note, settled_at, opened_by, opened_at, updated_at, escalated_at, run_id, step_id FROM docket.task_release($1::bigint, $2::uuid, $3::text, $4::timestamptz)
 `
 
 func (q *Queries) TaskRelease(ctx context.Context, db DBTX, iD int64, token uuid.UUID, actor string, now time.Time) (*DocketTask, error) {
@@ -452,12 +462,14 @@ func (q *Queries) TaskRelease(ctx context.Context, db DBTX, iD int64, token uuid
 		&i.OpenedAt,
 		&i.UpdatedAt,
 		&i.EscalatedAt,
+		&i.RunID,
+		&i.StepID,
 	)
 	return &i, err
 }
 
 const taskWorklist = `-- name: TaskWorklist :many
-SELECT id, case_id, project, key, title, summary, proposal, evidence, decisions, audience, audience_caps, proposer, acting_for, excluded, deadline, on_expiry, escalate_to, escalate_caps, escalate_for, auto_decision, wait_id, status, claimed_by, claim_token, claimed_at, claim_expires_at, decision, decided_by, automatic, note, settled_at, opened_by, opened_at, updated_at, escalated_at FROM docket.task_worklist($1::text, $2::text, $3::timestamptz, $4::boolean,
+SELECT id, case_id, project, key, title, summary, proposal, evidence, decisions, audience, audience_caps, proposer, acting_for, excluded, deadline, on_expiry, escalate_to, escalate_caps, escalate_for, auto_decision, wait_id, status, claimed_by, claim_token, claimed_at, claim_expires_at, decision, decided_by, automatic, note, settled_at, opened_by, opened_at, updated_at, escalated_at, run_id, step_id FROM docket.task_worklist($1::text, $2::text, $3::timestamptz, $4::boolean,
     $5::timestamptz, $6::bigint, $7::integer)
 `
 
@@ -524,6 +536,8 @@ func (q *Queries) TaskWorklist(ctx context.Context, db DBTX, arg TaskWorklistPar
 			&i.OpenedAt,
 			&i.UpdatedAt,
 			&i.EscalatedAt,
+			&i.RunID,
+			&i.StepID,
 		); err != nil {
 			return nil, err
 		}
