@@ -192,8 +192,9 @@ type State struct {
 // run the actor may not resume ([db.ErrNotFound]).
 func (c *Client) Resume(ctx context.Context, id int64, raise Budget) (State, error) {
 	steps, effects, money, _, _, parallel := raise.Args()
+	duration, refusals := raise.Extra()
 	r, err := queries.RunResume(ctx, c.pool, dbsqlc.RunResumeParams{ID: id, MaxSteps: steps, MaxEffects: effects, MaxMoney: money,
-		MaxParallel: parallel, Actor: string(c.actor), Now: c.clock.Now()})
+		MaxParallel: parallel, Actor: string(c.actor), Now: c.clock.Now(), MaxDuration: duration, MaxRefusals: refusals})
 	if err != nil {
 		return State{}, db.Translate(err, "budget.resume", "run", id)
 	}

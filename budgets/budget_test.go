@@ -340,3 +340,39 @@ func TestAResumeReservesInItsOwnPeriod(t *testing.T) {
 		Budget: budgets.Budget{MaxMoney: eur(400), MaxCall: 100, MaxParallel: 1}})
 	require.NoError(t, err, "500 does")
 }
+
+// TestAResumeRaisesTheWallClockAndRefusalCeilings: a run exhausted by its
+// wall-clock ceiling resumes when the ceiling is raised, and goes on to
+// the end; a resume that would lower either of the newer ceilings is
+// refused. The raise is recorded.
+func TestAResumeRaisesTheWallClockAndRefusalCeilings(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	run, err := e.plans.Start(ctx, plans.Start{Project: project, Plan: chain(3), InputTrusted: true,
+		Budget: budgets.Budget{MaxDuration: 10 * time.Minute, MaxRefusals: 5}})
+	require.NoError(t, err)
+	e.Clock.Advance(10 * time.Minute)
+	require.Equal(t, 1, drain(t, e, run.ID, budgets.Spent{}))
+	got, err := e.plans.Get(ctx, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, plans.Exhausted, got.Status)
+
+	_, err = e.treasurer.Resume(ctx, run.ID, budgets.Budget{MaxDuration: 5 * time.Minute})
+	require.ErrorIs(t, err, db.ErrInvalidArgument, "a resume raises, never lowers")
+	_, err = e.treasurer.Resume(ctx, run.ID, budgets.Budget{MaxRefusals: 2})
+	require.ErrorIs(t, err, db.ErrInvalidArgument, "a resume raises, never lowers")
+	st, err := e.treasurer.Resume(ctx, run.ID, budgets.Budget{MaxDuration: time.Hour, MaxRefusals: 6})
+	require.NoError(t, err)
+	require.Equal(t, "running", st.Status)
+	require.Equal(t, 2, drain(t, e, run.ID, budgets.Spent{}))
+	got, err = e.plans.Get(ctx, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, plans.Succeeded, got.Status)
+	require.Equal(t, time.Hour, got.Budget.MaxDuration)
+	var detail string
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT detail::text FROM docket.run_budget_events
+		WHERE run_id = $1 AND what = 'raised'`, run.ID).Scan(&detail))
+	require.Contains(t, detail, `"to": {"money": null, "steps": null, "effects": null, "duration": "01:00:00"`)
+	require.Contains(t, detail, `"refusals": 6`)
+}

@@ -198,8 +198,17 @@ func (w world) value(f apiFunction, a argument, actor access.Actor) (v *string, 
 		return lit("1")
 	case "p_after_id bigint":
 		return lit("0")
-	case "p_amount bigint", "p_max_call bigint", "p_max_effects bigint", "p_max_money bigint", "p_max_occurrences bigint":
+	case "p_amount bigint", "p_max_call bigint", "p_max_effects bigint", "p_max_money bigint", "p_max_occurrences bigint",
+		"p_item_max_call bigint", "p_item_max_effects bigint", "p_item_max_money bigint":
 		return lit("100")
+	case "p_spent_effects bigint", "p_spent_money bigint":
+		return lit("0")
+	case "p_spent_effects bigint[]", "p_spent_money bigint[]":
+		return lit("{0}")
+	case "p_budget jsonb":
+		return lit(`{"money": 100, "currency": "EUR"}`)
+	case "p_budgets jsonb[]":
+		return lit(`{"{\"money\": 100, \"currency\": \"EUR\"}"}`)
 	case "p_ids bigint[]":
 		return ids("job")
 	case "p_case_ids bigint[]":
@@ -302,7 +311,7 @@ func (w world) value(f apiFunction, a argument, actor access.Actor) (v *string, 
 		return lit("user:proposer")
 	case "p_on_expiry text":
 		return lit("escalate")
-	case "p_currency text":
+	case "p_currency text", "p_item_currency text":
 		return lit("EUR")
 	case "p_compensation_kinds text[]", "p_outputs text[]", "p_output_kinds text[]", "p_roots text[]", "p_assets text[]":
 		return lit("{NULL}")

@@ -162,12 +162,14 @@ CREATE OR REPLACE TRIGGER runs_count_exhausted_items
 -- refused naming both digests, with other ceilings naming both (DK010).
 -- Refuses ceilings run_start would refuse (DK010); an actor without
 -- batch.run, plan.run and job.create on the project (DK009).
-DROP FUNCTION IF EXISTS docket.batch_open(text, text, text, text, text, timestamptz);
+DROP FUNCTION IF EXISTS docket.batch_open(text, text, text, text, integer, bigint, bigint, text, bigint, integer, interval,
+                                           integer, text, timestamptz);
 CREATE OR REPLACE FUNCTION docket.batch_open(p_project text, p_name text, p_digest text, p_canonical text,
-                                  p_item_max_steps integer, p_item_max_effects bigint, p_item_max_money bigint,
-                                  p_item_currency text, p_item_max_call bigint, p_item_max_parallel integer,
-                                  p_item_max_duration interval, p_item_max_refusals integer,
-                                  p_actor text, p_now timestamptz)
+                                  p_actor text, p_now timestamptz,
+                                  p_item_max_steps integer DEFAULT NULL, p_item_max_effects bigint DEFAULT NULL,
+                                  p_item_max_money bigint DEFAULT NULL, p_item_currency text DEFAULT NULL,
+                                  p_item_max_call bigint DEFAULT NULL, p_item_max_parallel integer DEFAULT NULL,
+                                  p_item_max_duration interval DEFAULT NULL, p_item_max_refusals integer DEFAULT NULL)
 RETURNS docket.batches
 LANGUAGE plpgsql AS $$
 DECLARE

@@ -143,16 +143,19 @@ $$;
 
 -- The API ----------------------------------------------------------------------------------
 
--- run_resume raises the ceilings of exhausted run p_run (NULL: keep) and
--- resumes it, on behalf of p_actor (plan.run and budget.manage) at p_now:
+-- run_resume raises the ceilings of exhausted run p_run (NULL: keep) --
+-- steps, effects, money, parallel, and the wall clock and refusal ceilings
+-- (p_max_duration, p_max_refusals) -- and resumes it, on behalf of p_actor (plan.run and budget.manage) at p_now:
 -- the raise is recorded (from, to, by whom), the recorded refusal is
 -- evaluated again (a run still over a ceiling is exhausted again, and says
 -- so), its worst case is reserved again in the quota. Refuses: a run that
 -- is not exhausted (DK014: one that compensated cannot resume); a lowered
 -- ceiling (DK010); a quota the raise would exceed (DK009); a run the actor
 -- may not resume (P0002).
+DROP FUNCTION IF EXISTS docket.run_resume(bigint, integer, bigint, bigint, integer, text, timestamptz);
 CREATE OR REPLACE FUNCTION docket.run_resume(p_run bigint, p_max_steps integer, p_max_effects bigint, p_max_money bigint,
-                                  p_max_parallel integer, p_actor text, p_now timestamptz)
+                                  p_max_parallel integer, p_actor text, p_now timestamptz,
+                                  p_max_duration interval DEFAULT NULL, p_max_refusals integer DEFAULT NULL)
 RETURNS docket.runs
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -168,21 +171,25 @@ BEGIN
     IF r.status <> 'exhausted' THEN
         RAISE EXCEPTION 'run % is %: only an exhausted run resumes', r.id, r.status USING ERRCODE = 'DK014';
     END IF;
-    IF p_max_steps < r.max_steps OR p_max_effects < r.max_effects OR p_max_money < r.max_money OR p_max_parallel < r.max_parallel THEN
+    IF p_max_steps < r.max_steps OR p_max_effects < r.max_effects OR p_max_money < r.max_money OR p_max_parallel < r.max_parallel
+       OR p_max_duration < r.max_duration OR p_max_refusals < r.max_refusals THEN
         RAISE EXCEPTION 'run %: a resume raises ceilings, never lowers them', r.id USING ERRCODE = 'DK010';
     END IF;
     was := r;
     UPDATE docket.runs
     SET max_steps = coalesce(p_max_steps, max_steps), max_effects = coalesce(p_max_effects, max_effects),
         max_money = coalesce(p_max_money, max_money), max_parallel = coalesce(p_max_parallel, max_parallel),
+        max_duration = coalesce(p_max_duration, max_duration), max_refusals = coalesce(p_max_refusals, max_refusals),
         status = 'running', updated_at = greatest(updated_at, p_now)
     WHERE id = r.id
     RETURNING * INTO r;
     INSERT INTO docket.run_budget_events (run_id, what, detail, actor, at)
     VALUES (r.id, 'raised', jsonb_build_object(
         'refusal', was.exhausted,
-        'from', jsonb_build_object('steps', was.max_steps, 'effects', was.max_effects, 'money', was.max_money, 'parallel', was.max_parallel),
-        'to', jsonb_build_object('steps', r.max_steps, 'effects', r.max_effects, 'money', r.max_money, 'parallel', r.max_parallel)),
+        'from', jsonb_build_object('steps', was.max_steps, 'effects', was.max_effects, 'money', was.max_money, 'parallel', was.max_parallel,
+                                   'duration', was.max_duration, 'refusals', was.max_refusals),
+        'to', jsonb_build_object('steps', r.max_steps, 'effects', r.max_effects, 'money', r.max_money, 'parallel', r.max_parallel,
+                                 'duration', r.max_duration, 'refusals', r.max_refusals)),
         p_actor, p_now);
     IF r.max_money IS NOT NULL THEN
         PERFORM docket.budget_reserve(r, p_now);

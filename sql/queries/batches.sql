@@ -1,8 +1,8 @@
 -- name: BatchOpen :one
-SELECT * FROM docket.batch_open(@project::text, @name::text, @digest::text, @canonical::text,
+SELECT * FROM docket.batch_open(@project::text, @name::text, @digest::text, @canonical::text, @actor::text, @now::timestamptz,
     sqlc.narg('max_steps')::integer, sqlc.narg('max_effects')::bigint, sqlc.narg('max_money')::bigint, sqlc.narg('currency')::text,
     sqlc.narg('max_call')::bigint, sqlc.narg('max_parallel')::integer, sqlc.narg('max_duration')::interval,
-    sqlc.narg('max_refusals')::integer, @actor::text, @now::timestamptz);
+    sqlc.narg('max_refusals')::integer);
 
 -- name: BatchAdmit :many
 SELECT * FROM docket.batch_admit(@id::bigint, @keys::text[], @inputs::jsonb[], @trusted::boolean[], @last::boolean,

@@ -274,10 +274,10 @@ func (q *Queries) BatchList(ctx context.Context, db DBTX, project string, afterN
 }
 
 const batchOpen = `-- name: BatchOpen :one
-SELECT id, project, name, plan_id, status, last_key, cursor, source_done, items, in_flight, succeeded, failed, quarantined, created_by, created_at, updated_at, finished_at, exhausted, item_max_steps, item_max_effects, item_max_money, item_currency, item_max_call, item_max_parallel, item_max_duration, item_max_refusals FROM docket.batch_open($1::text, $2::text, $3::text, $4::text,
-    $5::integer, $6::bigint, $7::bigint, $8::text,
-    $9::bigint, $10::integer, $11::interval,
-    $12::integer, $13::text, $14::timestamptz)
+SELECT id, project, name, plan_id, status, last_key, cursor, source_done, items, in_flight, succeeded, failed, quarantined, created_by, created_at, updated_at, finished_at, exhausted, item_max_steps, item_max_effects, item_max_money, item_currency, item_max_call, item_max_parallel, item_max_duration, item_max_refusals FROM docket.batch_open($1::text, $2::text, $3::text, $4::text, $5::text, $6::timestamptz,
+    $7::integer, $8::bigint, $9::bigint, $10::text,
+    $11::bigint, $12::integer, $13::interval,
+    $14::integer)
 `
 
 type BatchOpenParams struct {
@@ -285,6 +285,8 @@ type BatchOpenParams struct {
 	Name        string
 	Digest      string
 	Canonical   string
+	Actor       string
+	Now         time.Time
 	MaxSteps    *int32
 	MaxEffects  *int64
 	MaxMoney    *int64
@@ -293,8 +295,6 @@ type BatchOpenParams struct {
 	MaxParallel *int32
 	MaxDuration *time.Duration
 	MaxRefusals *int32
-	Actor       string
-	Now         time.Time
 }
 
 func (q *Queries) BatchOpen(ctx context.Context, db DBTX, arg BatchOpenParams) (*DocketBatch, error) {
@@ -303,6 +303,8 @@ func (q *Queries) BatchOpen(ctx context.Context, db DBTX, arg BatchOpenParams) (
 		arg.Name,
 		arg.Digest,
 		arg.Canonical,
+		arg.Actor,
+		arg.Now,
 		arg.MaxSteps,
 		arg.MaxEffects,
 		arg.MaxMoney,
@@ -311,8 +313,6 @@ func (q *Queries) BatchOpen(ctx context.Context, db DBTX, arg BatchOpenParams) (
 		arg.MaxParallel,
 		arg.MaxDuration,
 		arg.MaxRefusals,
-		arg.Actor,
-		arg.Now,
 	)
 	var i DocketBatch
 	err := row.Scan(

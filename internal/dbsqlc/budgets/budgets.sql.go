@@ -84,7 +84,8 @@ func (q *Queries) RunBudgetEvents(ctx context.Context, db DBTX, iD int64, actor 
 
 const runResume = `-- name: RunResume :one
 SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted, guard_seq, max_duration, max_refusals, refusals, clock_first, clock_last FROM docket.run_resume($1::bigint, $2::integer, $3::bigint,
-    $4::bigint, $5::integer, $6::text, $7::timestamptz)
+    $4::bigint, $5::integer, $6::text, $7::timestamptz,
+    $8::interval, $9::integer)
 `
 
 type RunResumeParams struct {
@@ -95,6 +96,8 @@ type RunResumeParams struct {
 	MaxParallel *int32
 	Actor       string
 	Now         time.Time
+	MaxDuration *time.Duration
+	MaxRefusals *int32
 }
 
 func (q *Queries) RunResume(ctx context.Context, db DBTX, arg RunResumeParams) (*DocketRun, error) {
@@ -106,6 +109,8 @@ func (q *Queries) RunResume(ctx context.Context, db DBTX, arg RunResumeParams) (
 		arg.MaxParallel,
 		arg.Actor,
 		arg.Now,
+		arg.MaxDuration,
+		arg.MaxRefusals,
 	)
 	var i DocketRun
 	err := row.Scan(
