@@ -990,6 +990,24 @@ $$;
 CREATE OR REPLACE VIEW docket.timer_placed WITH (security_invoker = true) AS
 SELECT false AS created, t.* FROM docket.timers t WHERE false;
 
+-- timer_require_same_job refuses (DK003) setting again timer v, named
+-- p_what, with another job than the one it was set with (p_kind, p_queue,
+-- p_payload, p_payload_schema, p_max_attempts): a retry of a set names the
+-- same job.
+CREATE OR REPLACE FUNCTION docket.timer_require_same_job(v docket.timers, p_what text, p_kind text, p_queue text, p_payload jsonb,
+                                                         p_payload_schema integer, p_max_attempts integer)
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM docket.jobs jb
+                   WHERE jb.id = v.job_id
+                     AND (jb.kind, jb.queue, jb.payload, jb.payload_schema, jb.max_attempts)
+                         IS NOT DISTINCT FROM (p_kind, p_queue, p_payload, p_payload_schema, p_max_attempts)) THEN
+        RAISE EXCEPTION '% at % was set before with another job (timer %)', p_what, v.wake_at, v.id USING ERRCODE = 'DK003';
+    END IF;
+END
+$$;
+
 -- timer_set sets timer p_name of case p_case_id to wake at p_wake_at: a job
 -- of the case (p_kind, p_queue, p_payload, p_payload_schema,
 -- p_max_attempts), available at p_wake_at, with params {"timer": name,
@@ -1030,13 +1048,8 @@ BEGIN
     PERFORM pg_advisory_xact_lock(1684764530, hashtext(p_case_id || '/' || p_name));
     SELECT t.* INTO v FROM docket.timers t WHERE t.case_id = p_case_id AND t.name = p_name AND t.wake_at = p_wake_at;
     IF FOUND THEN
-        SELECT jb.kind, jb.queue, jb.payload, jb.payload_schema, jb.max_attempts INTO j
-        FROM docket.jobs jb WHERE jb.id = v.job_id;
-        IF (j.kind, j.queue, j.payload, j.payload_schema, j.max_attempts)
-           IS DISTINCT FROM (p_kind, p_queue, p_payload, p_payload_schema, p_max_attempts) THEN
-            RAISE EXCEPTION 'timer % of case % at % was set before with another job (timer %)', p_name, p_case_id, p_wake_at, v.id
-                USING ERRCODE = 'DK003';
-        END IF;
+        PERFORM docket.timer_require_same_job(v, format('timer %s of case %s', p_name, p_case_id),
+                                              p_kind, p_queue, p_payload, p_payload_schema, p_max_attempts);
         RETURN QUERY SELECT false, (v).*;
         RETURN;
     END IF;
@@ -1098,13 +1111,8 @@ BEGIN
     SELECT t.* INTO v FROM docket.timers t
     WHERE t.project = p_project AND t.name = p_name AND t.wake_at = p_wake_at AND t.case_id IS NULL AND t.run_id IS NULL;
     IF FOUND THEN
-        SELECT jb.kind, jb.queue, jb.payload, jb.payload_schema, jb.max_attempts INTO j
-        FROM docket.jobs jb WHERE jb.id = v.job_id;
-        IF (j.kind, j.queue, j.payload, j.payload_schema, j.max_attempts)
-           IS DISTINCT FROM (p_kind, p_queue, p_payload, p_payload_schema, p_max_attempts) THEN
-            RAISE EXCEPTION 'timer % of project % at % was set before with another job (timer %)', p_name, p_project, p_wake_at, v.id
-                USING ERRCODE = 'DK003';
-        END IF;
+        PERFORM docket.timer_require_same_job(v, format('timer %s of project %s', p_name, p_project),
+                                              p_kind, p_queue, p_payload, p_payload_schema, p_max_attempts);
         RETURN QUERY SELECT false, (v).*;
         RETURN;
     END IF;
