@@ -230,6 +230,11 @@ func TestTheIntakeChecksItsCaller(t *testing.T) {
 			rows[1][0] = uuid.New()
 			return id, app, rows
 		}, "DK010"},
+		{"ordinals out of order", e.API, func() (uuid.UUID, access.Actor, [][]any) {
+			id, rows := batch(project, app, 3)
+			rows[1], rows[2] = rows[2], rows[1]
+			return id, app, rows
+		}, "DK010"},
 		{"ordinals that are not 1..n", e.API, func() (uuid.UUID, access.Actor, [][]any) {
 			id, rows := batch(project, app, 3)
 			rows[2][1] = int32(2)

@@ -991,9 +991,10 @@ $$;
 -- docket_app and docket_operator may only INSERT into it (apply_privileges);
 -- every row one statement inserts names the same intake (a uuid the caller
 -- makes), project, actor and instant (at), and its ordinal in the batch
--- (ord, 1..n). The statement trigger job_intake_apply checks them as the
--- caller and moves them into docket.jobs through job_enqueue_many, so every
--- rule of the array path holds, and leaves the intake empty; the caller
+-- (ord, 1..n, the rows in that order). The statement trigger
+-- job_intake_apply checks them as the caller and moves them into
+-- docket.jobs through job_enqueue_many, so every rule of the array path
+-- holds, and leaves the intake empty; the caller
 -- reads the jobs' ids back, in order, with job_intake_take in the same
 -- transaction.
 
@@ -1001,14 +1002,14 @@ $$;
 -- it sets the change context for the rows' actor and instant (set_context:
 -- the session's login must be bound to the actor, DK009; the instant
 -- within the clock's bound, DK016); refuses (DK010) rows of one statement
--- naming more than one intake, project, actor or instant, or ordinals that
--- are not 1..n each once; enqueues the rows, in ordinal order, with
+-- naming more than one intake, project, actor or instant, or rows that do
+-- not come with the ordinals 1..n in that order; enqueues the rows, in ordinal order, with
 -- job_enqueue_many, which refuses as it refuses its arrays (malformed specs
 -- DK010, an actor without job.create on the project or an unknown project
 -- DK009, an idempotency key held by another request DK003, a batch over
 -- 100,000); records each row's receipt (its job's id, whether it was a
--- duplicate) in job_intake_receipts for the transaction; and deletes the
--- rows. A refusal aborts the statement: no job, no receipt, no intake row.
+-- duplicate), in order, in one row of job_intake_receipts for the
+-- transaction; and deletes the rows. A refusal aborts the statement: no job, no receipt, no intake row.
 -- SECURITY DEFINER, as the API functions are, to write the owner's tables;
 -- every check is of the caller (session_user's bindings, the actor's grants).
 -- It also deletes the receipts of other, finished transactions that never
@@ -1030,8 +1031,9 @@ BEGIN
         RAISE EXCEPTION 'invalid job intake: every row one statement inserts must name one intake, project, actor and instant'
             USING ERRCODE = 'DK010';
     END IF;
-    -- One sort, and the aggregates read it in order; the ordinals, read in
-    -- the same pass, prove that they did.
+    -- The rows in the order they came (a transition table keeps it), which
+    -- must be their ordinals' order; the ordinals, read in the same pass,
+    -- prove it.
     SELECT array_agg(s.ord) AS ords, array_agg(s.kind) AS kinds, array_agg(s.queue) AS queues,
            array_agg(s.priority) AS priorities, array_agg(s.payload) AS payloads,
            array_agg(s.payload_schema) AS payload_schemas, array_agg(s.idempotency_key) AS keys,
@@ -1043,15 +1045,15 @@ BEGIN
            array_agg(s.case_id) AS case_ids, array_agg(s.compensation_kind) AS compensation_kinds,
            array_agg(s.output_kind) AS output_kinds, array_agg(s.root) AS roots, array_agg(s.budget) AS budgets
     INTO a
-    FROM (SELECT * FROM job_intake_new i ORDER BY i.ord) s;
+    FROM job_intake_new s;
     n := cardinality(a.ords);
     IF a.ords IS DISTINCT FROM ARRAY(SELECT generate_series(1, n)) THEN
-        RAISE EXCEPTION 'invalid job intake %: the ordinals of its % rows must be 1..%, each once', f.intake, n, n
+        RAISE EXCEPTION 'invalid job intake %: its % rows must come with the ordinals 1..%, in that order', f.intake, n, n
             USING ERRCODE = 'DK010';
     END IF;
     DELETE FROM docket.job_intake_receipts r WHERE r.made_in <> pg_current_xact_id();
-    INSERT INTO docket.job_intake_receipts (intake, ord, id, duplicate, actor, made_in)
-    SELECT f.intake, e.ord, e.id, e.duplicate, f.actor, pg_current_xact_id()
+    INSERT INTO docket.job_intake_receipts (intake, actor, made_in, ids, duplicates)
+    SELECT f.intake, f.actor, pg_current_xact_id(), array_agg(e.id ORDER BY e.ord), array_agg(e.duplicate ORDER BY e.ord)
     FROM docket.job_enqueue_many(
         f.project, f.actor, f.at, a.kinds, a.queues, a.priorities, a.payloads, a.payload_schemas, a.keys,
         a.available_at, a.max_attempts, a.repeatable, a.external, a.leases, a.backoff_base, a.backoff_cap,
@@ -1082,9 +1084,11 @@ BEGIN
     WITH taken AS (
         DELETE FROM docket.job_intake_receipts r
         WHERE r.intake = p_intake AND r.actor = p_actor AND r.made_in = pg_current_xact_id_if_assigned()
-        RETURNING r.ord, r.duplicate, r.id
+        RETURNING r.ids, r.duplicates
     )
-    SELECT t.ord, t.duplicate, t.id FROM taken t ORDER BY t.ord;
+    SELECT x.ord::integer, x.duplicate, x.id
+    FROM taken t, unnest(t.ids, t.duplicates) WITH ORDINALITY AS x(id, duplicate, ord)
+    ORDER BY x.ord;
 END
 $$;
 

@@ -5,9 +5,10 @@
 -- statement trigger (job_intake_apply, sql/definitions/jobs.sql) checks the
 -- rows as docket.job_enqueue_many checks its arrays, as the caller, moves
 -- them into docket.jobs and deletes them, so the intake is empty whenever a
--- statement on it has ended; the receipts it records (one per row: the
--- job's id, whether it already existed) are read back, and deleted, by
--- job_intake_receipts in the same transaction.
+-- statement on it has ended; the receipts it records (one row an intake:
+-- its jobs' ids and whether each already existed, in order) are read back,
+-- and deleted, by
+-- job_intake_take in the same transaction.
 --
 -- Both are UNLOGGED: nothing in them outlives the transaction that wrote
 -- it, so they need no WAL and a crash that empties them loses nothing.
@@ -54,17 +55,16 @@ COMMENT ON TABLE docket.job_intake IS
     'bulk enqueue by COPY FROM: rows are checked, moved into docket.jobs and deleted by the statement trigger job_intake_apply; empty whenever no statement on it is running';
 
 CREATE UNLOGGED TABLE docket.job_intake_receipts (
-    intake    uuid NOT NULL,
-    ord       integer NOT NULL,
-    id        bigint NOT NULL,
-    duplicate boolean NOT NULL,
-    actor     text NOT NULL,
-    made_in   xid8 NOT NULL,
-    PRIMARY KEY (intake, ord)
+    intake     uuid PRIMARY KEY,
+    actor      text NOT NULL,
+    made_in    xid8 NOT NULL,
+    ids        bigint[] NOT NULL,
+    duplicates boolean[] NOT NULL,
+    CHECK (cardinality(ids) = cardinality(duplicates))
 );
 
 COMMENT ON TABLE docket.job_intake_receipts IS
-    'what a COPY into docket.job_intake made: each row''s job id, in order; read and deleted by job_intake_receipts in the same transaction';
+    'what a COPY into docket.job_intake made: one row an intake, its jobs'' ids and duplicate flags in ordinal order; read and deleted by job_intake_take in the same transaction';
 
 -- +goose Down
 SET LOCAL docket.migrating = 'on';
