@@ -98,16 +98,18 @@ func (c *Client) enqueueOne(ctx context.Context, q db.DBTX, spec Spec, trace *te
 	return fromEnqueuedRow(rows[0]), nil
 }
 
-// EnqueueMany creates the jobs specs describe, in one transaction and one
-// round trip, and reports each one's id in spec order. See
-// [Client.EnqueueManyTx].
+// EnqueueMany creates the jobs specs describe, in one transaction of its
+// own, and reports each one's id in spec order. See [Client.EnqueueManyTx].
 func (c *Client) EnqueueMany(ctx context.Context, specs []Spec) ([]Receipt, error) {
 	return c.enqueueMany(ctx, c.pool, specs)
 }
 
-// EnqueueManyTx creates the jobs specs describe in tx in one statement (up to
+// EnqueueManyTx creates the jobs specs describe in tx (up to
 // [MaxEnqueueBatch]), with their first events, and reports each one's id in
-// spec order. Idempotency keys behave as in [Client.EnqueueTx], also between
+// spec order. A batch of fewer than 1,000 specs goes in one statement, as
+// arrays; a larger one is copied (COPY FROM) into docket.job_intake, whose
+// trigger holds the same rules, and its ids read back in a second statement
+// (see docs/jobs.md). Idempotency keys behave as in [Client.EnqueueTx], also between
 // specs of the batch. The batch is all or nothing: a refusal of any spec, as
 // [Client.EnqueueTx] describes, or an empty or oversized batch
 // ([db.ErrInvalidArgument]) writes nothing.
@@ -174,15 +176,14 @@ func (c *Client) enqueueBatch(ctx context.Context, q db.DBTX, specs []Spec) ([]R
 // trip costs less than COPY's two and the intake's extra writes.
 var copyThreshold = 1000
 
-// copier is what the COPY path needs of its connection: a pgx.Tx, or a
-// *pgx.Conn in a transaction.
+// copier is what the COPY path needs of its connection: a pgx.Tx.
 type copier interface {
 	db.DBTX
 	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, rows pgx.CopyFromSource) (int64, error)
 }
 
 // intakeColumns are the columns of docket.job_intake a COPY fills, in the
-// order intakeRows gives them.
+// order enqueueCopy's rows give them.
 var intakeColumns = []string{
 	"intake", "ord", "project", "actor", "at", "kind", "queue", "priority", "payload", "payload_schema",
 	"idempotency_key", "available_at", "max_attempts", "repeatable", "external", "lease", "backoff_base",
