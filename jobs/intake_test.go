@@ -318,6 +318,24 @@ func TestIntakeReceiptsAreTheCopiersOwn(t *testing.T) {
 		return nil
 	}))
 	intakeEmpty(t, e.Pool) // the left receipt went with the next copy
+
+	// An intake id is copied once.
+	before := snapshot(t, e.Pool)
+	id3 := uuid.New()
+	err := db.WithTx(ctx, e.API, func(tx pgx.Tx) error {
+		for range 2 {
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"docket", "job_intake"}, intakeCols,
+				pgx.CopyFromRows([][]any{intakeRow(id3, 1, project, app, now, `{"twice": 1}`)})); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	var pgErr *pgconn.PgError
+	require.True(t, errors.As(err, &pgErr), "refused: %v", err)
+	require.Equal(t, "DK010", pgErr.Code, pgErr.Message)
+	require.Equal(t, before, snapshot(t, e.Pool))
+	intakeEmpty(t, e.Pool)
 }
 
 // TestEnqueueManyByCopyRefusesAConflictWhole: an idempotency key held by

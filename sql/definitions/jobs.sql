@@ -1002,8 +1002,9 @@ $$;
 -- it sets the change context for the rows' actor and instant (set_context:
 -- the session's login must be bound to the actor, DK009; the instant
 -- within the clock's bound, DK016); refuses (DK010) rows of one statement
--- naming more than one intake, project, actor or instant, or rows that do
--- not come with the ordinals 1..n in that order; enqueues the rows, in ordinal order, with
+-- naming more than one intake, project, actor or instant, rows that do
+-- not come with the ordinals 1..n in that order, or an intake the
+-- transaction copied already; enqueues the rows, in ordinal order, with
 -- job_enqueue_many, which refuses as it refuses its arrays (malformed specs
 -- DK010, an actor without job.create on the project or an unknown project
 -- DK009, an idempotency key held by another request DK003, a batch over
@@ -1052,6 +1053,10 @@ BEGIN
             USING ERRCODE = 'DK010';
     END IF;
     DELETE FROM docket.job_intake_receipts r WHERE r.made_in <> pg_current_xact_id();
+    IF EXISTS (SELECT 1 FROM docket.job_intake_receipts r WHERE r.intake = f.intake) THEN
+        RAISE EXCEPTION 'invalid job intake %: this transaction copied it already (each copy takes a fresh intake id)', f.intake
+            USING ERRCODE = 'DK010';
+    END IF;
     INSERT INTO docket.job_intake_receipts (intake, actor, made_in, ids, duplicates)
     SELECT f.intake, f.actor, pg_current_xact_id(), array_agg(e.id ORDER BY e.ord), array_agg(e.duplicate ORDER BY e.ord)
     FROM docket.job_enqueue_many(
