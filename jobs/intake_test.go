@@ -269,6 +269,15 @@ func TestTheIntakeChecksItsCaller(t *testing.T) {
 	require.Equal(t, 3, n)
 	intakeEmpty(t, e.Pool)
 
+	// Both tables are unlogged; the intake alone has no row-level security.
+	var persistence string
+	var rls []bool
+	require.NoError(t, e.Pool.QueryRow(ctx, `
+		SELECT string_agg(relpersistence::text, '' ORDER BY relname), array_agg(relrowsecurity ORDER BY relname) FROM pg_class
+		WHERE oid IN ('docket.job_intake'::regclass, 'docket.job_intake_receipts'::regclass)`).Scan(&persistence, &rls))
+	require.Equal(t, "uu", persistence)
+	require.Equal(t, []bool{false, true}, rls)
+
 	// The application role may insert into the intake and nothing else: no
 	// UPDATE or DELETE, and no other table.
 	for _, sql := range []string{

@@ -20,7 +20,7 @@
 
 SET LOCAL docket.migrating = 'on';
 
-CREATE UNLOGGED TABLE docket.job_intake (
+CREATE TABLE docket.job_intake (
     intake            uuid NOT NULL,
     ord               integer NOT NULL,
     project           text,
@@ -54,7 +54,7 @@ CREATE UNLOGGED TABLE docket.job_intake (
 COMMENT ON TABLE docket.job_intake IS
     'bulk enqueue by COPY FROM: rows are checked, moved into docket.jobs and deleted by the statement trigger job_intake_apply; empty whenever no statement on it is running';
 
-CREATE UNLOGGED TABLE docket.job_intake_receipts (
+CREATE TABLE docket.job_intake_receipts (
     intake     uuid PRIMARY KEY,
     actor      text NOT NULL,
     made_in    xid8 NOT NULL,
@@ -62,6 +62,9 @@ CREATE UNLOGGED TABLE docket.job_intake_receipts (
     duplicates boolean[] NOT NULL,
     CHECK (cardinality(ids) = cardinality(duplicates))
 );
+
+ALTER TABLE docket.job_intake SET UNLOGGED;
+ALTER TABLE docket.job_intake_receipts SET UNLOGGED;
 
 COMMENT ON TABLE docket.job_intake_receipts IS
     'what a COPY into docket.job_intake made: one row an intake, its jobs'' ids and duplicate flags in ordinal order; read and deleted by job_intake_take in the same transaction';
