@@ -272,5 +272,9 @@ func TestEveryViewIsSecurityInvoker(t *testing.T) {
 	require.NoError(t, err)
 	open, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	require.Empty(t, open, "tables without row-level security")
+	// The one exception: the intake a bulk enqueue copies into (COPY FROM
+	// refuses a table with row-level security). It is empty whenever no
+	// statement on it runs, and its statement trigger checks every row as
+	// the API does (jobs' intake tests).
+	require.Equal(t, []string{"docket.job_intake"}, open, "tables without row-level security")
 }

@@ -65,7 +65,8 @@ func attempt(t *testing.T, pool *pgxpool.Pool, sql string) string {
 
 // TestNoRoleWritesATable logs in as a member of each group role and shows
 // INSERT, UPDATE, DELETE and TRUNCATE refused with 42501 on every docket
-// table, and the database unchanged.
+// table (but INSERT into docket.job_intake by docket_app and
+// docket_operator), and the database unchanged.
 func TestNoRoleWritesATable(t *testing.T) {
 	t.Parallel()
 	k := testkit.Setup(t, testkit.Ana, []string{testkit.Acme}, testkit.Grants(testkit.App, testkit.Acme, access.JobCreate)...)
@@ -84,6 +85,15 @@ func TestNoRoleWritesATable(t *testing.T) {
 				"DELETE FROM " + table,
 				"TRUNCATE " + table,
 			} {
+				if table == "docket.job_intake" && strings.HasPrefix(sql, "INSERT") &&
+					(group == testkit.AppRole || group == testkit.OperatorRole) {
+					// The one table docket_app and docket_operator insert
+					// into: the bulk enqueue's intake, whose statement
+					// trigger checks each row as the API does (jobs' intake
+					// tests). This row breaks its NOT NULLs.
+					require.Equal(t, "23502", attempt(t, l.Pool, sql), "%s: %s", group, sql)
+					continue
+				}
 				require.Equal(t, insufficientPrivilege, attempt(t, l.Pool, sql), "%s: %s", group, sql)
 			}
 		}

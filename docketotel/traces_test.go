@@ -172,3 +172,40 @@ func TestTracedEnqueueStoresItsContextOnceWithTheJob(t *testing.T) {
 		require.Equal(t, spans[id], sc.SpanID().String(), "job %d carries the span that created it", id)
 	}
 }
+
+// A traced bulk enqueue large enough to be copied into the intake (1,000
+// specs or more) stores its span's context with every job it creates, on
+// the pool and in the caller's transaction, as the array path does.
+func TestTracedBulkEnqueueByCopyStoresItsContext(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	recorder := tracetest.NewSpanRecorder()
+	c, err := jobs.NewClient(e.API, jobs.Config{Project: project, Actor: app, Clock: e.Clock,
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))})
+	require.NoError(t, err)
+	specs := make([]jobs.Spec, 1000)
+	for i := range specs {
+		specs[i] = spec(t, 100+i, "")
+	}
+	specs[999].IdempotencyKey = "bulk-1"
+	many, err := c.EnqueueMany(ctx, specs)
+	require.NoError(t, err)
+	require.Len(t, many, 1000)
+	require.Equal(t, 1000, traceRows(t, e))
+
+	specs[0] = spec(t, 99, "") // a new job; the keyed one a duplicate
+	for i := 1; i < 999; i++ {
+		specs[i] = spec(t, 2000+i, "")
+	}
+	require.NoError(t, db.WithTx(ctx, e.API, func(tx pgx.Tx) error {
+		again, err := c.EnqueueManyTx(ctx, tx, specs)
+		if err == nil {
+			require.True(t, again[999].Duplicate)
+			require.Equal(t, many[999].ID, again[999].ID)
+		}
+		return err
+	}))
+	require.Equal(t, 1999, traceRows(t, e), "the duplicate keeps the context of the enqueue that made it")
+	require.Len(t, recorder.Ended(), 2)
+}

@@ -57,6 +57,7 @@ type Client struct {
 	actor   access.Actor
 	clock   db.Clock
 	tel     *telemetry.Set // nil: telemetry off
+	copyAt  int            // batch size from which EnqueueMany copies; 0: copyThreshold
 }
 
 // NewClient returns a client on pool. It refuses, with

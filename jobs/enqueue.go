@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/docket-dev/docket/db"
@@ -97,16 +98,18 @@ func (c *Client) enqueueOne(ctx context.Context, q db.DBTX, spec Spec, trace *te
 	return fromEnqueuedRow(rows[0]), nil
 }
 
-// EnqueueMany creates the jobs specs describe, in one transaction and one
-// round trip, and reports each one's id in spec order. See
-// [Client.EnqueueManyTx].
+// EnqueueMany creates the jobs specs describe, in one transaction of its
+// own, and reports each one's id in spec order. See [Client.EnqueueManyTx].
 func (c *Client) EnqueueMany(ctx context.Context, specs []Spec) ([]Receipt, error) {
 	return c.enqueueMany(ctx, c.pool, specs)
 }
 
-// EnqueueManyTx creates the jobs specs describe in tx in one statement (up to
+// EnqueueManyTx creates the jobs specs describe in tx (up to
 // [MaxEnqueueBatch]), with their first events, and reports each one's id in
-// spec order. Idempotency keys behave as in [Client.EnqueueTx], also between
+// spec order. A batch of fewer than 1,000 specs goes in one statement, as
+// arrays; a larger one is copied (COPY FROM) into docket.job_intake, whose
+// trigger holds the same rules, and its ids read back in a second statement
+// (see docs/jobs.md). Idempotency keys behave as in [Client.EnqueueTx], also between
 // specs of the batch. The batch is all or nothing: a refusal of any spec, as
 // [Client.EnqueueTx] describes, or an empty or oversized batch
 // ([db.ErrInvalidArgument]) writes nothing.
@@ -137,6 +140,25 @@ func (c *Client) enqueueBatch(ctx context.Context, q db.DBTX, specs []Spec) ([]R
 	if err != nil {
 		return nil, err
 	}
+	copyAt := c.copyAt
+	if copyAt == 0 {
+		copyAt = copyThreshold
+	}
+	if len(specs) >= copyAt {
+		if q == db.DBTX(c.pool) {
+			// The COPY and the read of its receipts share a transaction.
+			var out []Receipt
+			err := c.inTx(ctx, func(tx pgx.Tx) error {
+				var err error
+				out, err = c.enqueueCopy(ctx, tx, params)
+				return err
+			})
+			return out, err
+		}
+		if cq, ok := q.(copier); ok {
+			return c.enqueueCopy(ctx, cq, params)
+		}
+	}
 	rows, err := queries.JobEnqueueMany(ctx, q, params)
 	if err != nil {
 		return nil, db.Translate(err, "job.enqueue_many", "project", c.project)
@@ -144,6 +166,76 @@ func (c *Client) enqueueBatch(ctx context.Context, q db.DBTX, specs []Spec) ([]R
 	out := make([]Receipt, len(rows))
 	for i, r := range rows {
 		out[i] = Receipt{ID: r.ID, Duplicate: r.Duplicate}
+	}
+	return out, nil
+}
+
+// copyThreshold is the batch size from which [Client.EnqueueManyTx] copies
+// its specs into docket.job_intake (COPY FROM) rather than passing them as
+// arrays to docket.job_enqueue_many: below it, the array path's one round
+// trip costs less than COPY's two and the intake's extra writes.
+var copyThreshold = 1000
+
+// copier is what the COPY path needs of its connection: a pgx.Tx.
+type copier interface {
+	db.DBTX
+	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, rows pgx.CopyFromSource) (int64, error)
+}
+
+// intakeColumns are the columns of docket.job_intake a COPY fills, in the
+// order enqueueCopy's rows give them.
+var intakeColumns = []string{
+	"intake", "ord", "project", "actor", "at", "kind", "queue", "priority", "payload", "payload_schema",
+	"idempotency_key", "available_at", "max_attempts", "repeatable", "external", "lease", "backoff_base",
+	"backoff_cap", "backoff_jitter", "params", "inputs", "output", "lane_id", "case_id", "compensation_kind",
+	"output_kind", "root", "budget",
+}
+
+// enqueueCopy enqueues the batch p lays out by COPY into docket.job_intake,
+// whose statement trigger checks and enqueues it as docket.job_enqueue_many
+// would (every refusal the same) and records each job's receipt under a
+// fresh intake id; it then reads the receipts back, in spec order. Both run
+// in q's transaction.
+func (c *Client) enqueueCopy(ctx context.Context, q copier, p dbsqlc.JobEnqueueManyParams) ([]Receipt, error) {
+	intake, err := uuid.NewRandom()
+	if err != nil {
+		return nil, fmt.Errorf("job.enqueue_many: intake id: %w", err)
+	}
+	n := len(p.Kinds)
+	row := make([]any, len(intakeColumns))
+	i := 0
+	src := pgx.CopyFromFunc(func() ([]any, error) {
+		if i == n {
+			return nil, nil
+		}
+		var budget any
+		if p.Budgets != nil {
+			budget = p.Budgets[i]
+		}
+		row = append(row[:0], intake, int32(i+1), p.Project, p.Actor, p.Now, p.Kinds[i], p.Queues[i],
+			p.Priorities[i], p.Payloads[i], p.PayloadSchemas[i], p.Keys[i], p.AvailableAt[i], p.MaxAttempts[i],
+			p.Repeatable[i], p.External[i], p.Leases[i], p.BackoffBase[i], p.BackoffCap[i], p.BackoffJitter[i],
+			p.Params[i], p.Inputs[i], p.Outputs[i], p.LaneIds[i], p.CaseIds[i], p.CompensationKinds[i],
+			p.OutputKinds[i], p.Roots[i], budget)
+		i++
+		return row, nil
+	})
+	if _, err := q.CopyFrom(ctx, pgx.Identifier{db.Schema, "job_intake"}, intakeColumns, src); err != nil {
+		return nil, db.Translate(err, "job.enqueue_many", "project", c.project)
+	}
+	rows, err := queries.JobIntakeTake(ctx, q, intake, p.Actor)
+	if err != nil {
+		return nil, db.Translate(err, "job.enqueue_many", "project", c.project)
+	}
+	if len(rows) != n {
+		return nil, fmt.Errorf("job.enqueue_many: %d receipts for %d specs", len(rows), n)
+	}
+	out := make([]Receipt, n)
+	for k, r := range rows {
+		if int(r.Ord) != k+1 {
+			return nil, fmt.Errorf("job.enqueue_many: receipt %d out of order (ordinal %d)", k+1, r.Ord)
+		}
+		out[k] = Receipt{ID: r.ID, Duplicate: r.Duplicate}
 	}
 	return out, nil
 }

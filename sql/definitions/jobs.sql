@@ -983,6 +983,120 @@ BEGIN
 END
 $$;
 
+-- Intake: bulk enqueue by COPY --------------------------------------------------
+--
+-- docket.job_intake (00044_job_intake.sql) is the table a bulk enqueue copies
+-- its jobs into: Postgres refuses COPY FROM into docket.jobs, which has
+-- row-level security, to all but its owner. The intake has none, and
+-- docket_app and docket_operator may only INSERT into it (apply_privileges);
+-- every row one statement inserts names the same intake (a uuid the caller
+-- makes), project, actor and instant (at), and its ordinal in the batch
+-- (ord, 1..n, the rows in that order). The statement trigger
+-- job_intake_apply checks them as the caller and moves them into
+-- docket.jobs through job_enqueue_many, so every rule of the array path
+-- holds, and leaves the intake empty; the caller
+-- reads the jobs' ids back, in order, with job_intake_take in the same
+-- transaction.
+
+-- job_intake_apply is the AFTER INSERT statement trigger of docket.job_intake:
+-- it sets the change context for the rows' actor and instant (set_context:
+-- the session's login must be bound to the actor, DK009; the instant
+-- within the clock's bound, DK016); refuses (DK010) rows of one statement
+-- naming more than one intake, project, actor or instant, rows that do
+-- not come with the ordinals 1..n in that order, or an intake the
+-- transaction copied already; enqueues the rows, in ordinal order, with
+-- job_enqueue_many, which refuses as it refuses its arrays (malformed specs
+-- DK010, an actor without job.create on the project or an unknown project
+-- DK009, an idempotency key held by another request DK003, a batch over
+-- 100,000); records each row's receipt (its job's id, whether it was a
+-- duplicate), in order, in one row of job_intake_receipts for the
+-- transaction; and deletes the rows. A refusal aborts the statement: no job, no receipt, no intake row.
+-- SECURITY DEFINER, as the API functions are, to write the owner's tables;
+-- every check is of the caller (session_user's bindings, the actor's grants).
+-- It also deletes the receipts of other, finished transactions that never
+-- read theirs, so the receipts hold only what running transactions wrote.
+CREATE OR REPLACE FUNCTION docket.job_intake_apply() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, docket, pg_temp SET jit = off AS $$
+DECLARE
+    f record;
+    a record;
+    n integer;
+BEGIN
+    SELECT i.intake, i.project, i.actor, i.at INTO f FROM job_intake_new i LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    PERFORM docket.set_context(f.actor, f.at);
+    IF EXISTS (SELECT 1 FROM job_intake_new i
+               WHERE (i.intake, i.project, i.actor, i.at) IS DISTINCT FROM (f.intake, f.project, f.actor, f.at)) THEN
+        RAISE EXCEPTION 'invalid job intake: every row one statement inserts must name one intake, project, actor and instant'
+            USING ERRCODE = 'DK010';
+    END IF;
+    -- The rows in the order they came (a transition table keeps it), which
+    -- must be their ordinals' order; the ordinals, read in the same pass,
+    -- prove it.
+    SELECT array_agg(s.ord) AS ords, array_agg(s.kind) AS kinds, array_agg(s.queue) AS queues,
+           array_agg(s.priority) AS priorities, array_agg(s.payload) AS payloads,
+           array_agg(s.payload_schema) AS payload_schemas, array_agg(s.idempotency_key) AS keys,
+           array_agg(s.available_at) AS available_at, array_agg(s.max_attempts) AS max_attempts,
+           array_agg(s.repeatable) AS repeatable, array_agg(s.external) AS external, array_agg(s.lease) AS leases,
+           array_agg(s.backoff_base) AS backoff_base, array_agg(s.backoff_cap) AS backoff_cap,
+           array_agg(s.backoff_jitter) AS backoff_jitter, array_agg(s.params) AS params,
+           array_agg(s.inputs) AS inputs, array_agg(s.output) AS outputs, array_agg(s.lane_id) AS lane_ids,
+           array_agg(s.case_id) AS case_ids, array_agg(s.compensation_kind) AS compensation_kinds,
+           array_agg(s.output_kind) AS output_kinds, array_agg(s.root) AS roots, array_agg(s.budget) AS budgets
+    INTO a
+    FROM job_intake_new s;
+    n := cardinality(a.ords);
+    IF a.ords IS DISTINCT FROM ARRAY(SELECT generate_series(1, n)) THEN
+        RAISE EXCEPTION 'invalid job intake %: its % rows must come with the ordinals 1..%, in that order', f.intake, n, n
+            USING ERRCODE = 'DK010';
+    END IF;
+    DELETE FROM docket.job_intake_receipts r WHERE r.made_in <> pg_current_xact_id();
+    IF EXISTS (SELECT 1 FROM docket.job_intake_receipts r WHERE r.intake = f.intake) THEN
+        RAISE EXCEPTION 'invalid job intake %: this transaction copied it already (each copy takes a fresh intake id)', f.intake
+            USING ERRCODE = 'DK010';
+    END IF;
+    INSERT INTO docket.job_intake_receipts (intake, actor, made_in, ids, duplicates)
+    SELECT f.intake, f.actor, pg_current_xact_id(), array_agg(e.id ORDER BY e.ord), array_agg(e.duplicate ORDER BY e.ord)
+    FROM docket.job_enqueue_many(
+        f.project, f.actor, f.at, a.kinds, a.queues, a.priorities, a.payloads, a.payload_schemas, a.keys,
+        a.available_at, a.max_attempts, a.repeatable, a.external, a.leases, a.backoff_base, a.backoff_cap,
+        a.backoff_jitter, a.params, a.inputs, a.outputs, a.lane_ids, a.case_ids, a.compensation_kinds,
+        a.output_kinds, a.roots, a.budgets) e;
+    DELETE FROM docket.job_intake i WHERE i.intake = f.intake;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER job_intake_apply
+    AFTER INSERT ON docket.job_intake
+    REFERENCING NEW TABLE AS job_intake_new
+    FOR EACH STATEMENT EXECUTE FUNCTION docket.job_intake_apply();
+
+-- job_intake_take returns the receipts of intake p_intake that this
+-- transaction's COPY into docket.job_intake made for p_actor, in ordinal
+-- order (ord, whether the job already existed under its idempotency key,
+-- its id), and deletes them: each is read once. Receipts of another
+-- transaction or another actor are not returned. Refuses as require_actor.
+CREATE OR REPLACE FUNCTION docket.job_intake_take(p_intake uuid, p_actor text)
+RETURNS TABLE (ord integer, duplicate boolean, id bigint)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM docket.require_actor(p_actor);
+    RETURN QUERY
+    WITH taken AS (
+        DELETE FROM docket.job_intake_receipts r
+        WHERE r.intake = p_intake AND r.actor = p_actor AND r.made_in = pg_current_xact_id_if_assigned()
+        RETURNING r.ids, r.duplicates
+    )
+    SELECT x.ord::integer, x.duplicate, x.id
+    FROM taken t, unnest(t.ids, t.duplicates) WITH ORDINALITY AS x(id, duplicate, ord)
+    ORDER BY x.ord;
+END
+$$;
+
 -- job_token_digest is what a job stores of a claim token p_token: the first
 -- 128 bits of its sha256, as a UUID of version 8 (RFC 9562's custom layout,
 -- its version and variant digits set: 120 bits of the digest). The token is
@@ -2145,7 +2259,7 @@ COMMENT ON VIEW docket.job_chain_heads IS
 -- The API ---------------------------------------------------------------------
 
 INSERT INTO docket.api_functions (name, role) VALUES
-    ('job_enqueue_one', 'app'), ('job_enqueue_many', 'app'), ('job_claim', 'app'), ('job_claim_id', 'app'),
+    ('job_enqueue_one', 'app'), ('job_enqueue_many', 'app'), ('job_intake_take', 'app'), ('job_claim', 'app'), ('job_claim_id', 'app'),
     ('job_claim_queue', 'app'), ('job_renew', 'app'), ('job_release', 'app'), ('job_complete', 'app'),
     ('job_complete_many', 'app'), ('job_fail', 'app'), ('job_cancel', 'app'), ('job_reconcile', 'app'),
     ('job_expire_leases', 'app'), ('job_decoders_register', 'app'), ('job_verify', 'app');

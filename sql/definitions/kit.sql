@@ -24,9 +24,10 @@
 --                        simulations): its members' clocks are not
 --                        bounded by the database's --
 --     none of which holds INSERT, UPDATE, DELETE, TRUNCATE, TRIGGER or
---     REFERENCES on a docket table: every change goes through an API
---     function, which runs SECURITY DEFINER as the schema owner with
---     search_path pinned. Each definition file lists its API functions in
+--     REFERENCES on a docket table (but INSERT on docket.job_intake, whose
+--     statement trigger checks and moves every row as the API would):
+--     every change goes through an API function, which runs SECURITY
+--     DEFINER as the schema owner with search_path pinned. Each definition file lists its API functions in
 --     docket.api_functions, and privileges.sql, applied last, calls
 --     docket.apply_privileges(). Where the migrating role may not create
 --     roles, the roles are left for a DBA (docs/security.md) and
@@ -561,7 +562,12 @@ DELETE FROM docket.api_functions;
 --     (SELECT, INSERT, UPDATE, DELETE, and their sequences) but
 --     river_migration, which only the owner writes and every group role may
 --     read (docket status reads it); and takes every other table privilege
---     from them.
+--     from them;
+--   * but for docket.job_intake, the one table a group role writes: no
+--     row-level security (COPY FROM refuses it), INSERT for docket_app and
+--     docket_operator; its statement trigger (jobs.sql, job_intake_apply)
+--     checks each row as the API does, moves it into docket.jobs and
+--     deletes it.
 CREATE OR REPLACE FUNCTION docket.apply_privileges() RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -584,7 +590,13 @@ BEGIN
         IF NOT t.guarded THEN
             EXECUTE format('CREATE TRIGGER refuse_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION docket.refuse_truncate()', t.rel);
         END IF;
-        IF NOT t.relrowsecurity THEN
+        IF t.rel = 'docket.job_intake'::regclass THEN
+            -- COPY FROM refuses a table with row-level security; the
+            -- intake's statement trigger checks every row instead.
+            IF t.relrowsecurity THEN
+                EXECUTE format('ALTER TABLE %s DISABLE ROW LEVEL SECURITY', t.rel);
+            END IF;
+        ELSIF NOT t.relrowsecurity THEN
             EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', t.rel);
         END IF;
     END LOOP;
@@ -631,5 +643,9 @@ BEGIN
             EXECUTE format('GRANT SELECT ON %s TO %s', t.rel, readers);
         END IF;
     END LOOP;
+    IF app OR operator THEN
+        EXECUTE format('GRANT INSERT ON docket.job_intake TO %s',
+                       concat_ws(', ', CASE WHEN app THEN 'docket_app' END, CASE WHEN operator THEN 'docket_operator' END));
+    END IF;
 END
 $$;

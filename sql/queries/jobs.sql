@@ -9,6 +9,11 @@ SELECT e.ord::integer AS ord, e.duplicate::boolean AS duplicate, e.id::bigint AS
     @lane_ids::bigint[], @case_ids::bigint[], @compensation_kinds::text[], @output_kinds::text[], @roots::text[],
     sqlc.narg('budgets')::jsonb[]) e;
 
+-- name: JobIntakeTake :many
+-- The receipts of a COPY into docket.job_intake, in order.
+SELECT e.ord::integer AS ord, e.duplicate::boolean AS duplicate, e.id::bigint AS id
+FROM docket.job_intake_take(@intake::uuid, @actor::text) e;
+
 -- name: JobClaim :many
 -- In the order the claim chose them.
 SELECT * FROM docket.job_claim(@project::text, @queue::text, @max_jobs::integer, sqlc.narg('lease')::interval,

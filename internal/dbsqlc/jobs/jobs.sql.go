@@ -1124,6 +1124,38 @@ func (q *Queries) JobGetMany(ctx context.Context, db DBTX, ids []int64, actor st
 	return items, nil
 }
 
+const jobIntakeTake = `-- name: JobIntakeTake :many
+SELECT e.ord::integer AS ord, e.duplicate::boolean AS duplicate, e.id::bigint AS id
+FROM docket.job_intake_take($1::uuid, $2::text) e
+`
+
+type JobIntakeTakeRow struct {
+	Ord       int32
+	Duplicate bool
+	ID        int64
+}
+
+// The receipts of a COPY into docket.job_intake, in order.
+func (q *Queries) JobIntakeTake(ctx context.Context, db DBTX, intake uuid.UUID, actor string) ([]*JobIntakeTakeRow, error) {
+	rows, err := db.Query(ctx, jobIntakeTake, intake, actor)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*JobIntakeTakeRow{}
+	for rows.Next() {
+		var i JobIntakeTakeRow
+		if err := rows.Scan(&i.Ord, &i.Duplicate, &i.ID); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobList = `-- name: JobList :many
 SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.jobs
 WHERE project = $1::text
