@@ -28,6 +28,9 @@ const (
 	kind                 = "b.step"
 )
 
+// trace, set by BENCH_TRACE, prints W3's worker events as they happen.
+var trace = os.Getenv("BENCH_TRACE") != ""
+
 // stepArgs is what a step's job carries.
 type stepArgs map[string]json.RawMessage
 
@@ -117,7 +120,10 @@ func runDocket(ctx context.Context, ownerURL string, m *meter, want map[string]b
 		Actor: app, Registry: reg, Clock: clock, Deployment: "bench",
 		Queues: map[string]int{jobs.DefaultQueue: *handlers},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		OnEvent: func(worker.Event) {
+		OnEvent: func(ev worker.Event) {
+			if trace {
+				fmt.Fprintf(os.Stderr, "%s event %v job %d %s\n", time.Now().Format("05.000000"), ev.Type, ev.JobID, ev.State)
+			}
 			select {
 			case events <- struct{}{}:
 			default:
@@ -177,6 +183,9 @@ func runDocket(ctx context.Context, ownerURL string, m *meter, want map[string]b
 		lat := make([]time.Duration, 0, *w3N)
 		for range *w3N {
 			t0 := time.Now()
+			if trace {
+				fmt.Fprintf(os.Stderr, "%s start\n", t0.Format("05.000000"))
+			}
 			run, err := pl.Start(ctx, plans.Start{Project: project, Plan: chain()})
 			if err != nil {
 				return out, err
@@ -198,6 +207,9 @@ func runDocket(ctx context.Context, ownerURL string, m *meter, want map[string]b
 				}
 			}
 			lat = append(lat, time.Since(t0))
+			if trace {
+				fmt.Fprintf(os.Stderr, "%s done\n", time.Now().Format("05.000000"))
+			}
 		}
 		x := result{Side: "docket", Workload: "W3 one at a time", Runs: *w3N, Steps: *w3N * 3}
 		x.P50, x.P99 = percentiles(lat)

@@ -51,7 +51,7 @@ func main() {
 	ctx := context.Background()
 	settings := []string{"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.max=10000"}
 	if *profile != "" {
-		settings = append(settings, "pg_stat_statements.track=all")
+		settings = append(settings, "pg_stat_statements.track=all", "track_functions=all")
 	}
 	srv, err := pgserver.StartLocalWith(ctx, pgserver.LocalConfig{MaxConnections: 400, Settings: settings})
 	if err != nil {
@@ -163,16 +163,53 @@ func newMeter(ctx context.Context, url string) (*meter, error) {
 func (m *meter) close() { m.pool.Close() }
 
 type reading struct {
-	at  time.Time
-	cpu time.Duration
-	lsn string
+	stop func() map[string]int
+	at   time.Time
+	cpu  time.Duration
+	lsn  string
 }
 
 func (m *meter) start(ctx context.Context) (reading, error) {
-	if _, err := m.pool.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
+	if _, err := m.pool.Exec(ctx, "SELECT pg_stat_statements_reset(), pg_stat_reset()"); err != nil {
 		return reading{}, err
 	}
-	return m.read(ctx)
+	r, err := m.read(ctx)
+	if *profile != "" {
+		r.stop = m.sample(ctx)
+	}
+	return r, err
+}
+
+// sample counts, every 5 ms until stopped, what the database's active
+// backends wait on (wait_event_type:wait_event, or CPU) and in which
+// statement.
+func (m *meter) sample(ctx context.Context) func() map[string]int {
+	counts := map[string]int{}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			rows, err := m.pool.Query(ctx, `SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU'),
+				regexp_replace(left(query, 40), '\s+', ' ', 'g')
+				FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' AND pid <> pg_backend_pid()`)
+			if err != nil {
+				continue
+			}
+			for rows.Next() {
+				var w, q string
+				if rows.Scan(&w, &q) == nil {
+					counts[w+" | "+q]++
+				}
+			}
+			rows.Close()
+		}
+	}()
+	return func() map[string]int { close(quit); <-done; return counts }
 }
 
 func (m *meter) read(ctx context.Context) (reading, error) {
@@ -187,6 +224,10 @@ func (m *meter) read(ctx context.Context) (reading, error) {
 
 // finish fills x's elapsed time, CPU, exec time and WAL since before.
 func (m *meter) finish(ctx context.Context, before reading, x *result, prof *os.File) error {
+	var waits map[string]int
+	if before.stop != nil {
+		waits = before.stop()
+	}
 	after, err := m.read(ctx)
 	if err != nil {
 		return err
@@ -202,9 +243,59 @@ func (m *meter) finish(ctx context.Context, before reading, x *result, prof *os.
 	}
 	x.ExecTime = time.Duration(exec * 1e6)
 	if prof != nil {
-		return m.profile(ctx, x, prof)
+		if err := m.profile(ctx, x, prof); err != nil {
+			return err
+		}
+		writeWaits(prof, waits)
+		return m.functions(ctx, x, prof)
 	}
 	return nil
+}
+
+// functions writes the functions that took the most time of their own
+// (pg_stat_user_functions, track_functions=all).
+func (m *meter) functions(ctx context.Context, x *result, w *os.File) error {
+	// Idle backends report their statistics within 10 s (PGSTAT_IDLE_INTERVAL).
+	time.Sleep(11 * time.Second)
+	rows, err := m.pool.Query(ctx, `SELECT schemaname || '.' || funcname, calls, self_time, total_time
+		FROM pg_stat_user_functions ORDER BY self_time DESC LIMIT 25`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	fmt.Fprintf(w, "\nFunctions by self time (pg_stat_user_functions)\n\n| function | calls | self ms | self µs/step | total µs/step |\n|---|---|---|---|---|\n")
+	for rows.Next() {
+		var name string
+		var calls int64
+		var self, total float64
+		if err := rows.Scan(&name, &calls, &self, &total); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "| %s | %d | %.0f | %.0f | %.0f |\n", name, calls, self, self*1000/float64(x.Steps), total*1000/float64(x.Steps))
+	}
+	return rows.Err()
+}
+
+// writeWaits writes the sampled waits, most frequent first.
+func writeWaits(w *os.File, waits map[string]int) {
+	type kv struct {
+		k string
+		n int
+	}
+	var all []kv
+	total := 0
+	for k, n := range waits {
+		all = append(all, kv{k, n})
+		total += n
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].n > all[j].n })
+	fmt.Fprintf(w, "\nActive backends sampled every 5 ms (%d samples): wait | statement\n\n", total)
+	for i, x := range all {
+		if i == 20 {
+			break
+		}
+		fmt.Fprintf(w, "- %5.1f%% %s\n", 100*float64(x.n)/float64(max(total, 1)), x.k)
+	}
 }
 
 // profile writes the top statements, nested ones included, by total time.
