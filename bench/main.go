@@ -32,6 +32,7 @@ var (
 	only     = flag.String("only", "w1,w2,w3", "workloads to run")
 	profile  = flag.String("profile", "", "write the top statements of each docket workload (pg_stat_statements, track=all) to this file")
 	topN     = flag.Int("top", 30, "statements in the profile")
+	extra    = flag.String("set", "", "more server settings, name=value, separated by ;")
 	handlers = flag.Int("handlers", 100, "docket worker handlers / DBOS queue worker concurrency")
 )
 
@@ -52,6 +53,9 @@ func main() {
 	settings := []string{"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.max=10000"}
 	if *profile != "" {
 		settings = append(settings, "pg_stat_statements.track=all", "track_functions=all")
+	}
+	if *extra != "" {
+		settings = append(settings, strings.Split(*extra, ";")...)
 	}
 	srv, err := pgserver.StartLocalWith(ctx, pgserver.LocalConfig{MaxConnections: 400, Settings: settings})
 	if err != nil {
@@ -247,9 +251,33 @@ func (m *meter) finish(ctx context.Context, before reading, x *result, prof *os.
 			return err
 		}
 		writeWaits(prof, waits)
-		return m.functions(ctx, x, prof)
+		if err := m.functions(ctx, x, prof); err != nil {
+			return err
+		}
+		return m.tables(ctx, prof)
 	}
 	return nil
+}
+
+// tables writes the tables most updated, and how many of their updates
+// were HOT (wrote no index entry).
+func (m *meter) tables(ctx context.Context, w *os.File) error {
+	rows, err := m.pool.Query(ctx, `SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
+		WHERE n_tup_upd > 0 ORDER BY n_tup_upd DESC LIMIT 10`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	fmt.Fprintf(w, "\n| table | inserts | updates | HOT updates |\n|---|---|---|---|\n")
+	for rows.Next() {
+		var name string
+		var ins, upd, hot int64
+		if err := rows.Scan(&name, &ins, &upd, &hot); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "| %s | %d | %d | %d |\n", name, ins, upd, hot)
+	}
+	return rows.Err()
 }
 
 // functions writes the functions that took the most time of their own
