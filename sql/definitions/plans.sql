@@ -741,8 +741,12 @@ BEGIN
             WHERE id = r.id RETURNING * INTO r;
         END IF;
     END LOOP;
-    PERFORM docket.run_after_apply(r.id);
-    SELECT * INTO r FROM docket.runs WHERE id = p_run;
+    -- r is the run as the loop left it: only a run holding steps back
+    -- (max_parallel, max_effects) has anything for run_after_apply to do.
+    IF (r.max_parallel IS NOT NULL OR r.max_effects IS NOT NULL) AND r.status = 'running' THEN
+        PERFORM docket.run_after_apply(r.id);
+        SELECT * INTO r FROM docket.runs WHERE id = p_run;
+    END IF;
     IF r.status IN ('running', 'exhausted') AND NOT EXISTS (
         SELECT 1 FROM docket.plan_steps t WHERE t.plan_id = r.plan_id AND t.terminal
           AND NOT EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.step_id = t.step_id
@@ -847,7 +851,7 @@ BEGIN
         ELSE
             RETURN;
         END IF;
-        PERFORM docket.run_clock_read(r, 'settle', st.step_id) FROM docket.runs r WHERE r.id = st.run_id;
+        PERFORM docket.run_clock_read(r, 'settle', st.step_id) FROM docket.runs r WHERE r.id = st.run_id AND r.max_duration IS NOT NULL;
         PERFORM docket.run_apply(st.run_id);
         PERFORM docket.run_unwind(st.run_id);
         RETURN;
