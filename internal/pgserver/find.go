@@ -74,6 +74,10 @@ type LocalConfig struct {
 	// connection the processes using it open at once. Defaults to
 	// [DefaultMaxConnections].
 	MaxConnections int
+	// Settings are more server settings, each name=value, passed to
+	// postgres as -c name=value after docket's own: a benchmark's
+	// shared_preload_libraries=pg_stat_statements, for example.
+	Settings []string
 }
 
 // DefaultMaxConnections is the max_connections of a server [StartLocal]

@@ -151,6 +151,9 @@ func (l *localPostgres) run(ctx context.Context, data string, cred *syscall.Cred
 		// postgres killed with this process leaves nothing behind that
 		// removing its directory does not remove.
 		"-c", "dynamic_shared_memory_type=mmap")
+	for _, kv := range cfg.Settings {
+		cmd.Args = append(cmd.Args, "-c", kv)
+	}
 	cmd.Dir = l.dir
 	cmd.Env = childEnv()
 	cmd.SysProcAttr = childProcAttr(cred)

@@ -741,8 +741,12 @@ BEGIN
             WHERE id = r.id RETURNING * INTO r;
         END IF;
     END LOOP;
-    PERFORM docket.run_after_apply(r.id);
-    SELECT * INTO r FROM docket.runs WHERE id = p_run;
+    -- r is the run as the loop left it: only a run holding steps back
+    -- (max_parallel, max_effects) has anything for run_after_apply to do.
+    IF (r.max_parallel IS NOT NULL OR r.max_effects IS NOT NULL) AND r.status = 'running' THEN
+        PERFORM docket.run_after_apply(r.id);
+        SELECT * INTO r FROM docket.runs WHERE id = p_run;
+    END IF;
     IF r.status IN ('running', 'exhausted') AND NOT EXISTS (
         SELECT 1 FROM docket.plan_steps t WHERE t.plan_id = r.plan_id AND t.terminal
           AND NOT EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.step_id = t.step_id
@@ -810,24 +814,42 @@ BEGIN
 END
 $$;
 
+-- run_hold orders the outcomes of run p_run: what this transaction reads
+-- of the run after it, no other outcome of the run changes until it ends.
+-- Under READ COMMITTED a lock does it (FOR NO KEY UPDATE, the lock an
+-- UPDATE takes): the later outcome waits, and its next statement sees the
+-- earlier one. Under REPEATABLE READ and SERIALIZABLE a lock does not
+-- refresh the snapshot, so the row is written (guard_seq, once per
+-- transaction: not again once this transaction wrote it, age(xmin) = 0)
+-- and the later outcome fails with 40001. The lock writes no row version,
+-- so the run's first real write of the transaction re-checks no foreign
+-- key, as every later write of a row the transaction wrote does.
+CREATE OR REPLACE FUNCTION docket.run_hold(p_run bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF current_setting('transaction_isolation') = 'read committed' THEN
+        PERFORM 1 FROM docket.runs WHERE id = p_run FOR NO KEY UPDATE;
+    ELSE
+        UPDATE docket.runs SET guard_seq = guard_seq + 1 WHERE id = p_run AND age(xmin) <> 0;
+    END IF;
+END
+$$;
+
 -- run_job_ended records, for job p_id of run p_run that moved to p_state
 -- (with p_result or p_diagnostic), its step's outcome (or its
 -- compensation's) and moves the run on: a success records the result, a
 -- failure, death or cancellation fails the step, an uncertain job leaves
--- it uncertain. The run row is written first (its guard_seq): two
--- completions of one run are ordered, the later one seeing the earlier
--- (READ COMMITTED) or failing with 40001 (REPEATABLE READ, SERIALIZABLE),
--- so no step is admitted twice nor past a ceiling from a stale snapshot.
+-- it uncertain. The run row is held first (run_hold): two completions of
+-- one run are ordered, the later one seeing the earlier (READ COMMITTED)
+-- or failing with 40001 (REPEATABLE READ, SERIALIZABLE), so no step is
+-- admitted twice nor past a ceiling from a stale snapshot.
 CREATE OR REPLACE FUNCTION docket.run_job_ended(p_id bigint, p_state text, p_result jsonb, p_diagnostic text, p_run bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     st docket.run_steps;
     v_now timestamptz := docket.context_now();
 BEGIN
-    -- Not again if this transaction wrote the run already (age(xmin) = 0):
-    -- it holds the row, and a statement ending many of its jobs writes it
-    -- once.
-    UPDATE docket.runs SET guard_seq = guard_seq + 1 WHERE id = p_run AND age(xmin) <> 0;
+    PERFORM docket.run_hold(p_run);
     SELECT * INTO st FROM docket.run_steps WHERE job_id = p_id;
     IF FOUND THEN
         IF st.state = 'admitted' AND p_state = 'succeeded' OR st.state = 'uncertain' AND p_state = 'succeeded' THEN
@@ -847,7 +869,7 @@ BEGIN
         ELSE
             RETURN;
         END IF;
-        PERFORM docket.run_clock_read(r, 'settle', st.step_id) FROM docket.runs r WHERE r.id = st.run_id;
+        PERFORM docket.run_clock_read(r, 'settle', st.step_id) FROM docket.runs r WHERE r.id = st.run_id AND r.max_duration IS NOT NULL;
         PERFORM docket.run_apply(st.run_id);
         PERFORM docket.run_unwind(st.run_id);
         RETURN;
@@ -928,9 +950,9 @@ $$;
 -- -- p_state succeeded with p_result, or failed for p_reason -- and moves
 -- the run on as a job's end does (run_apply, run_unwind), in the
 -- transaction of whatever answered it: the timer sweep, a delivery, a
--- task's decision or expiry, a wait's expiry. The run row is written first,
--- ordering answers as run_job_ended orders completions. A step no longer
--- waiting (its run stopped, or it was answered) is left alone.
+-- task's decision or expiry, a wait's expiry. The run row is held first
+-- (run_hold), ordering answers as run_job_ended orders completions. A step
+-- no longer waiting (its run stopped, or it was answered) is left alone.
 CREATE OR REPLACE FUNCTION docket.run_step_answered(p_run bigint, p_step text, p_state text, p_result jsonb, p_reason text)
 RETURNS void
 LANGUAGE plpgsql AS $$
@@ -938,7 +960,7 @@ DECLARE
     st docket.run_steps;
     v_now timestamptz := docket.context_now();
 BEGIN
-    UPDATE docket.runs SET guard_seq = guard_seq + 1 WHERE id = p_run AND age(xmin) <> 0;
+    PERFORM docket.run_hold(p_run);
     SELECT * INTO st FROM docket.run_steps WHERE run_id = p_run AND step_id = p_step FOR UPDATE;
     IF NOT FOUND OR st.state <> 'waiting' THEN
         RETURN;

@@ -40,7 +40,7 @@ type DocketRun struct {
 	SpentEffects  int64
 	SpentMoney    int64
 	Exhausted     *string
-	// Moved on by every job outcome of the run: two outcomes of one run never admit steps from one stale snapshot.
+	// Moved on by every job outcome of the run under REPEATABLE READ or SERIALIZABLE (under READ COMMITTED a lock orders them): two outcomes of one run never admit steps from one stale snapshot.
 	GuardSeq    int64
 	MaxDuration *time.Duration
 	MaxRefusals *int32
