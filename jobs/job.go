@@ -131,6 +131,15 @@ func (j Job) Lease() Lease {
 // Event is one recorded transition of a job. Seq counts from 1; From is empty
 // for the creation. Hash is sha256(PrevHash || canonical event): see
 // docket.job_event_hash.
+//
+// A history has one event per attempt: a claim is not an event of its own.
+// While an attempt runs, its claim is on the job ([Job.ClaimedBy],
+// [Job.ClaimedAt], [Job.LeaseGeneration]); the move that ends it (a
+// completion, failure, release, expiry, takeover or cancel) is one event
+// From [Claimed] that names the claim (ClaimedAt, ClaimedBy), and the claim
+// it implies, from the event before, counts as the attempt's start. Events
+// written by docket before this shape record each claim as an event To
+// [Claimed] and name no claim on the event that ends it.
 type Event struct {
 	JobID   int64
 	Seq     int
@@ -143,9 +152,19 @@ type Event struct {
 	// Revision is the handler revision of the claim the event made or
 	// ended; empty for other events. The hash covers it.
 	Revision string
-	PrevHash []byte
-	Hash     []byte
+	// ClaimedAt and ClaimedBy are set on an event that ends an attempt:
+	// when the attempt was claimed, and by whom. The hash covers them, and
+	// the digest of the claim's token, which a history keeps and a read
+	// does not return.
+	ClaimedAt time.Time
+	ClaimedBy string
+	PrevHash  []byte
+	Hash      []byte
 }
+
+// EndsAttempt reports whether e is the event that ends an attempt whose
+// claim was recorded with it rather than as an event of its own.
+func (e Event) EndsAttempt() bool { return !e.ClaimedAt.IsZero() }
 
 // Verification is what [Client.Verify] found in a job's history.
 type Verification struct {

@@ -90,6 +90,9 @@ func (c *Client) history(ctx context.Context, q db.DBTX, id int64) ([]Event, err
 		if r.FromState != nil {
 			out[i].From = State(*r.FromState)
 		}
+		if r.ClaimedAt != nil {
+			out[i].ClaimedAt, out[i].ClaimedBy = r.ClaimedAt.UTC(), deref(r.ClaimedBy)
+		}
 	}
 	return out, nil
 }

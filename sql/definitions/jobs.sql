@@ -144,14 +144,20 @@ RETURN sha256(textsend('[' || coalesce(to_json(p_state)::text, 'null')
 --      lease_until (epoch microseconds or null), outcome (hex), revision]
 -- so a verifier in any language can recompute it from the row. The revision
 -- (of the claim the event made or ended) is left out when it is NULL, so
--- every event written before revisions were recorded hashes as it did. The
+-- every event written before revisions were recorded hashes as it did. An
+-- event that ends an attempt names the attempt's claim (claimed_at not NULL:
+-- claims are not events of their own since 00046), and its array goes on
+-- with the revision, null if none, then the claim:
+--     ..., outcome, revision, claimed_at (epoch microseconds), claimed_by, claim_token]
+-- fifteen elements, so no event of one form hashes the text of another. The
 -- text is built by concatenation as job_outcome's is
 -- (TestEventHashIsTheDocumentedFormula), each parameter named once, and the
 -- function is STABLE: the planner inlines it, and a bulk enqueue hashes
 -- 100,000 events in one statement.
 CREATE OR REPLACE FUNCTION docket.job_event_hash(p_prev bytea, p_job_id bigint, p_seq integer, p_from text, p_to text,
                                                  p_actor text, p_at timestamptz, p_attempt integer, p_detail text,
-                                                 p_lease_until timestamptz, p_outcome bytea, p_revision text)
+                                                 p_lease_until timestamptz, p_outcome bytea, p_revision text,
+                                                 p_claimed_at timestamptz, p_claimed_by text, p_claim_token uuid)
 RETURNS bytea
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN sha256(p_prev || textsend('[' || coalesce(p_job_id::text, 'null')
@@ -164,7 +170,21 @@ RETURN sha256(p_prev || textsend('[' || coalesce(p_job_id::text, 'null')
     || ', ' || coalesce(to_json(p_detail)::text, 'null')
     || ', ' || coalesce(docket.epoch_micros(p_lease_until)::text, 'null')
     || ', ' || coalesce('"' || encode(p_outcome, 'hex') || '"', 'null')
-    || coalesce(', ' || to_json(p_revision)::text, '') || ']'));
+    || CASE WHEN p_claimed_at IS NULL THEN coalesce(', ' || to_json(p_revision)::text, '')
+            ELSE ', ' || coalesce(to_json(p_revision)::text, 'null')
+                 || ', ' || docket.epoch_micros(p_claimed_at)::text
+                 || ', ' || coalesce(to_json(p_claimed_by)::text, 'null')
+                 || ', ' || coalesce('"' || p_claim_token::text || '"', 'null') END
+    || ']'));
+
+-- The form without a claim is the form with none.
+CREATE OR REPLACE FUNCTION docket.job_event_hash(p_prev bytea, p_job_id bigint, p_seq integer, p_from text, p_to text,
+                                                 p_actor text, p_at timestamptz, p_attempt integer, p_detail text,
+                                                 p_lease_until timestamptz, p_outcome bytea, p_revision text)
+RETURNS bytea
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN docket.job_event_hash(p_prev, p_job_id, p_seq, p_from, p_to, p_actor, p_at, p_attempt, p_detail,
+                             p_lease_until, p_outcome, p_revision, NULL::timestamptz, NULL::text, NULL::uuid);
 
 -- The form without a revision is the form with none.
 CREATE OR REPLACE FUNCTION docket.job_event_hash(p_prev bytea, p_job_id bigint, p_seq integer, p_from text, p_to text,
@@ -353,11 +373,16 @@ $$;
 -- queued job that stays queued is pinned; the revision of a claim changes
 -- only with a new claim; a claim comes no earlier than the job's creation,
 -- and a finish no earlier than its claim (DK016). Then it appends an event
--- for every job the UPDATE
--- moved or pinned, chained to that job's previous event, with what the move
--- left the job holding and the revision of the claim it made or ended (each
--- event's outcome, detail and revision computed once: the OFFSET 0 keeps the
--- planner from copying their expressions into the chain hash's), and, when
+-- for every job the UPDATE moved or pinned, but for a claim: one event per
+-- attempt. A claim stays on the row (holder, lease generation, token digest,
+-- claimed-at, revision) until the move that ends its attempt (a completion,
+-- failure, release, expiry, takeover, cancel) writes one event naming it
+-- (claimed_at, claimed_by, claim_token), from claimed, as Temporal writes an
+-- activity's start with its completion. Each event is chained to that job's
+-- previous one, with what the move left the job holding and the revision of
+-- the claim it made or ended (each event's outcome, detail and revision
+-- computed once: the OFFSET 0 keeps the planner from copying their
+-- expressions into the chain hash's), and, when
 -- it queued a job again, notifies docket_jobs with each queue of a job queued
 -- again and due now. Lease renewals and other edits that move nothing record
 -- nothing.
@@ -476,9 +501,13 @@ BEGIN
             PERFORM docket.job_row_refuse(bad.id, bad.why);
         END CASE;
     END IF;
-    -- Whether the statement moved a job (else it records nothing), and
-    -- whether it queued one again (else it wakes no worker).
-    SELECT bool_or(n.state <> o.state OR n.lease_generation <> o.lease_generation OR n.revisions IS DISTINCT FROM o.revisions),
+    -- Whether the statement moved a job into an event (else it records
+    -- nothing), and whether it queued one again (else it wakes no worker).
+    -- A claim is not an event of its own: it is on the row until the move
+    -- that ends its attempt writes it into the history.
+    SELECT bool_or(n.state <> o.state AND (n.state <> 'claimed' OR o.state = 'claimed')
+                   OR n.lease_generation <> o.lease_generation AND o.state = 'claimed'
+                   OR n.revisions IS DISTINCT FROM o.revisions),
            bool_or(n.state = 'queued' AND (o.state <> 'queued' OR n.revisions IS DISTINCT FROM o.revisions) AND NOT n.external)
     INTO v_moved, v_queued
     FROM old_jobs o JOIN new_jobs n ON n.id = o.id;
@@ -488,17 +517,20 @@ BEGIN
     v_actor := docket.context_actor();
     v_at := docket.context_now();
     INSERT INTO docket.job_events (job_id, seq, from_state, to_state, actor, at, attempt, detail, lease_until, outcome,
-                                   revision, prev_hash, hash)
+                                   revision, claimed_at, claimed_by, claim_token, prev_hash, hash)
     SELECT m.id, m.seq, m.from_state, m.to_state, v_actor, m.at, m.attempt, m.detail, m.lease_until, m.outcome,
-           m.revision, m.prev_hash,
+           m.revision, m.claimed_at, m.claimed_by, m.claim_token, m.prev_hash,
            docket.job_event_hash(m.prev_hash, m.id, m.seq, m.from_state, m.to_state, v_actor, m.at, m.attempt, m.detail,
-                                 m.lease_until, m.outcome, m.revision)
+                                 m.lease_until, m.outcome, m.revision, m.claimed_at, m.claimed_by, m.claim_token)
     FROM (
         -- Time never runs backwards in a history: an event is recorded at
         -- the change context's instant, and one before its predecessor's
-        -- is refused (DK016).
+        -- (or before the claim of the attempt it ends) is refused (DK016).
         SELECT n.id, last.seq + 1 AS seq,
-               CASE WHEN v_at < last.at THEN docket.job_refuse_backwards(n.id, v_at, last.at) ELSE v_at END AS at, o.state AS from_state, n.state AS to_state,
+               CASE WHEN v_at < last.at THEN docket.job_refuse_backwards(n.id, v_at, last.at)
+                    WHEN o.state = 'claimed' AND v_at < o.claimed_at THEN docket.job_refuse_backwards(n.id, v_at, o.claimed_at)
+                    ELSE v_at END AS at,
+               o.state AS from_state, n.state AS to_state,
                n.attempts AS attempt,
                CASE
                    WHEN n.state = o.state AND n.lease_generation = o.lease_generation THEN
@@ -509,9 +541,17 @@ BEGIN
                    ELSE docket.job_event_detail(n.state, n.claimed_by, n.lease_generation, n.diagnostic)
                END AS detail,
                CASE WHEN n.state = 'claimed' THEN n.claimed_revision WHEN o.state = 'claimed' THEN o.claimed_revision END AS revision,
-               n.lease_expires_at AS lease_until,
+               -- The lease the move left the job holding; for a move that
+               -- ends an attempt and leaves none, the lease the attempt
+               -- held as it ended.
+               CASE WHEN o.state = 'claimed' THEN coalesce(n.lease_expires_at, o.lease_expires_at)
+                    ELSE n.lease_expires_at END AS lease_until,
                docket.job_outcome(n.state, n.result, n.diagnostic, n.claimed_by, n.claim_token, n.lease_generation,
                                   n.attempts, n.renewals, n.renewed_at, n.spent_effects, n.spent_money) AS outcome,
+               -- The claim of the attempt the move ends.
+               CASE WHEN o.state = 'claimed' THEN o.claimed_at END AS claimed_at,
+               CASE WHEN o.state = 'claimed' THEN o.claimed_by END AS claimed_by,
+               CASE WHEN o.state = 'claimed' THEN o.claim_token END AS claim_token,
                last.hash AS prev_hash
         FROM old_jobs o
         JOIN new_jobs n ON n.id = o.id
@@ -519,7 +559,9 @@ BEGIN
             SELECT e.seq, e.at, e.hash FROM docket.job_events e
             WHERE e.job_id = n.id ORDER BY e.seq DESC LIMIT 1
         ) last
-        WHERE n.state <> o.state OR n.lease_generation <> o.lease_generation OR n.revisions IS DISTINCT FROM o.revisions
+        WHERE n.state <> o.state AND (n.state <> 'claimed' OR o.state = 'claimed')
+           OR n.lease_generation <> o.lease_generation AND o.state = 'claimed'
+           OR n.revisions IS DISTINCT FROM o.revisions
         -- A fence: each column above is computed once, not again inside the hash.
         OFFSET 0
     ) m;
@@ -2019,13 +2061,21 @@ END
 $$;
 
 -- job_verify checks job p_id's history: consecutive seq from 1, each event
--- chained to the one before and hashing to its contents (its revision
--- included), starting in the initial state, every move one of the job machine
--- as migrated, attempts counting claims, time never running backwards, and
--- the job now in the state, with the attempts, result, diagnostic, holder,
--- claim token, lease generation, claim revision and pin its last events say.
--- It reports also when the machine's tables differ from the machine. It
--- checks no caller: the owner's audit (and job_verify's body) calls it.
+-- chained to the one before and hashing to its contents (its revision and
+-- claim included), starting in the initial state, every move one of the job
+-- machine as migrated, attempts counting claims, time never running
+-- backwards, and the job now in the state, with the attempts, result,
+-- diagnostic, holder, claim token, lease generation, claim revision and pin
+-- its last events say. It knows both shapes of a history: events written
+-- before 00046 record each claim as an event of its own; since, a claim is
+-- written with the move that ends its attempt (an event from claimed that
+-- names its claim, claimed_at not NULL), and the claim move it implies
+-- (from the previous event's state) is checked as a move, an attempt and an
+-- instant. An attempt still open is on the row alone: its claim must follow
+-- the last event (a move of the machine, one attempt more, not before it),
+-- and the event that ends it will cover it. It reports also when the
+-- machine's tables differ from the machine. It checks no caller: the
+-- owner's audit (and job_verify's body) calls it.
 CREATE OR REPLACE FUNCTION docket.job_history_verify(p_id bigint)
 RETURNS TABLE (ok boolean, events integer, bad_seq integer, problem text)
 LANGUAGE plpgsql STABLE AS $$
@@ -2038,10 +2088,12 @@ DECLARE
     prev_hash bytea := decode(repeat('00', 32), 'hex');
     prev_state text;
     prev_attempt integer := 0;
+    implied boolean;       -- the event ends an attempt whose claim was no event
     drift text := docket.job_machine_drift();
     want bytea;
     claim_revision text;   -- the revision the last claim recorded
     pin_detail text;       -- what the last pin recorded
+    open_claim boolean;    -- the job holds a claim its history does not have yet
 BEGIN
     SELECT * INTO j FROM docket.jobs WHERE id = p_id;
     IF NOT FOUND THEN
@@ -2051,7 +2103,8 @@ BEGIN
     FOR e IN SELECT * FROM docket.job_events WHERE job_id = p_id ORDER BY seq LOOP
         n := n + 1;
         want := docket.job_event_hash(e.prev_hash, e.job_id, e.seq, e.from_state, e.to_state, e.actor, e.at, e.attempt, e.detail,
-                                      e.lease_until, e.outcome, e.revision);
+                                      e.lease_until, e.outcome, e.revision, e.claimed_at, e.claimed_by, e.claim_token);
+        implied := e.claimed_at IS NOT NULL AND prev_state IS DISTINCT FROM 'claimed';
         IF e.seq <> n THEN
             RETURN QUERY SELECT false, n, e.seq::integer, format('expected event %s, found %s: events are missing', n, e.seq);
             RETURN;
@@ -2061,7 +2114,15 @@ BEGIN
         ELSIF e.hash <> want THEN
             RETURN QUERY SELECT false, n, e.seq::integer, 'hash does not match the event''s contents: the row was altered';
             RETURN;
-        ELSIF e.from_state IS DISTINCT FROM prev_state THEN
+        ELSIF e.claimed_at IS NOT NULL AND e.from_state IS DISTINCT FROM 'claimed' THEN
+            RETURN QUERY SELECT false, n, e.seq::integer, format('event names a claim but moves from %s, not claimed',
+                                                         coalesce(e.from_state, 'NULL'));
+            RETURN;
+        ELSIF implied AND (prev_state IS NULL OR NOT docket.job_machine_move(prev_state, 'claimed')) THEN
+            RETURN QUERY SELECT false, n, e.seq::integer, format('the claim it ends does not follow the previous to_state %s',
+                                                         coalesce(prev_state, 'NULL'));
+            RETURN;
+        ELSIF NOT implied AND e.from_state IS DISTINCT FROM prev_state THEN
             RETURN QUERY SELECT false, n, e.seq::integer, format('from_state %s does not follow the previous to_state %s',
                                                          coalesce(e.from_state, 'NULL'), coalesce(prev_state, 'NULL'));
             RETURN;
@@ -2071,14 +2132,16 @@ BEGIN
         ELSIF e.from_state IS NOT NULL AND NOT docket.job_machine_move(e.from_state, e.to_state) THEN
             RETURN QUERY SELECT false, n, e.seq::integer, format('%s -> %s is not a move of the job machine as migrated', e.from_state, e.to_state);
             RETURN;
-        ELSIF e.attempt <> prev_attempt + (CASE WHEN e.to_state = 'claimed' THEN 1 ELSE 0 END) THEN
+        ELSIF e.attempt <> prev_attempt + (CASE WHEN implied THEN 1 ELSE 0 END)
+                                        + (CASE WHEN e.to_state = 'claimed' THEN 1 ELSE 0 END) THEN
             RETURN QUERY SELECT false, n, e.seq::integer, format('attempt %s after %s: attempts count claims only', e.attempt, prev_attempt);
             RETURN;
-        ELSIF e.at < last.at THEN
-            RETURN QUERY SELECT false, n, e.seq::integer, format('recorded at %s, before the event before it (%s): time ran backwards', e.at, last.at);
+        ELSIF e.at < last.at OR implied AND e.claimed_at < last.at OR e.at < e.claimed_at THEN
+            RETURN QUERY SELECT false, n, e.seq::integer, format('recorded at %s (its claim at %s), before the event before it (%s): time ran backwards',
+                                                         e.at, coalesce(e.claimed_at::text, 'none'), last.at);
             RETURN;
         END IF;
-        IF e.to_state = 'claimed' THEN
+        IF e.to_state = 'claimed' OR e.claimed_at IS NOT NULL THEN
             claim_revision := e.revision;
         ELSIF e.from_state = 'queued' AND e.to_state = 'queued' THEN
             pin_detail := e.detail;
@@ -2088,12 +2151,19 @@ BEGIN
         prev_attempt := e.attempt;
         last := e;
     END LOOP;
+    open_claim := j.state = 'claimed' AND prev_state IS DISTINCT FROM 'claimed';
     IF n = 0 THEN
         RETURN QUERY SELECT false, 0, 0, format('job %s has no events', p_id);
-    ELSIF prev_state <> j.state OR prev_attempt <> j.attempts THEN
+    ELSIF open_claim AND (NOT docket.job_machine_move(prev_state, 'claimed') OR j.attempts <> prev_attempt + 1) THEN
+        RETURN QUERY SELECT false, n, 0, format('events end %s after %s attempts: the job''s claim, its attempt %s, does not follow them',
+                                                 prev_state, prev_attempt, j.attempts);
+    ELSIF open_claim AND j.claimed_at < last.at THEN
+        RETURN QUERY SELECT false, n, last.seq::integer, format('the job was claimed at %s, before its last event (%s): time ran backwards',
+                                                        j.claimed_at, last.at);
+    ELSIF NOT open_claim AND (prev_state <> j.state OR prev_attempt <> j.attempts) THEN
         RETURN QUERY SELECT false, n, 0, format('events end %s after %s attempts, the job is %s after %s',
                                                  prev_state, prev_attempt, j.state, j.attempts);
-    ELSIF last.outcome <> docket.job_outcome(j.state, j.result, j.diagnostic, j.claimed_by,
+    ELSIF NOT open_claim AND last.outcome <> docket.job_outcome(j.state, j.result, j.diagnostic, j.claimed_by,
                                              j.claim_token, j.lease_generation, j.attempts,
                                              -- a held lease's renewals come after its claim's event
                                              CASE WHEN j.state = 'claimed' THEN 0 ELSE j.renewals END,
@@ -2108,6 +2178,10 @@ BEGIN
         RETURN QUERY SELECT false, n, last.seq::integer, format('the job no longer holds what event %s recorded: its result, diagnostic, holder or token was rewritten',
                                                         last.seq);
     ELSIF j.state = 'claimed' AND (CASE
+              -- an open claim: renewed, if at all, at or after it, for at
+              -- most the longest lease
+              WHEN open_claim THEN j.renewed_at < j.claimed_at
+                   OR j.lease_expires_at > greatest(j.claimed_at, j.renewed_at) + interval '24 hours'
               WHEN j.renewals = 0 THEN j.lease_expires_at IS DISTINCT FROM last.lease_until
               -- renewed: later than the claim made it, by a renewal at or
               -- after the claim, for at most the longest lease
@@ -2115,9 +2189,9 @@ BEGIN
                    OR j.lease_expires_at > j.renewed_at + interval '24 hours'
           END) THEN
         RETURN QUERY SELECT false, n, last.seq::integer,
-            format('the job''s lease expires at %s, which neither its claim (event %s, until %s) nor its %s renewals made',
-                   j.lease_expires_at, last.seq, last.lease_until, j.renewals);
-    ELSIF claim_revision IS DISTINCT FROM j.claimed_revision THEN
+            format('the job''s lease expires at %s, which neither its claim (until %s) nor its %s renewals made',
+                   j.lease_expires_at, CASE WHEN open_claim THEN 'at most a day' ELSE last.lease_until::text END, j.renewals);
+    ELSIF NOT open_claim AND claim_revision IS DISTINCT FROM j.claimed_revision THEN
         RETURN QUERY SELECT false, n, 0, format('the job''s claimed revision %s is not %s, which its last claim recorded',
                                                  coalesce(j.claimed_revision, 'NULL'), coalesce(claim_revision, 'NULL'));
     ELSIF (CASE WHEN j.revisions IS NULL THEN 'unpinned: any revision may run it'

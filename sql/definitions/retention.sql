@@ -169,7 +169,10 @@ RETURN (SELECT sha256(convert_to(string_agg(h.id || ':' || h.events || ':' || en
 -- machine as migrated and the machine's tables as migrated
 -- (docket.job_machine_drift), attempts counting claims only, time never
 -- running backwards, and the job now holding what its last events recorded
--- (its claimed revision and pin included). A chain re-hashed by hand to fit a
+-- (its claimed revision and pin included); an event that ends an attempt
+-- and names its claim (since 00046) is held to the claim it implies, as
+-- job_history_verify holds it. A prune takes finished jobs only, so no
+-- attempt is open. A chain re-hashed by hand to fit a
 -- rewritten history links; these are the checks that catch it. It returns
 -- one row per job: whether it verified, its events and its chain head; a
 -- prune keeps the jobs that fail, counted as kept_unverified.
@@ -177,16 +180,29 @@ CREATE OR REPLACE FUNCTION docket.job_heads(p_ids bigint[])
 RETURNS TABLE (job_id bigint, ok boolean, events integer, head bytea)
 LANGUAGE sql STABLE AS $$
     WITH e AS (
-        SELECT e.job_id, e.seq, e.hash, e.from_state, e.to_state, e.attempt, e.outcome, e.revision, e.detail,
+        SELECT e.job_id, e.seq, e.hash, e.from_state, e.to_state, e.attempt, e.outcome, e.revision, e.detail, e.claimed_at,
                e.seq = row_number() OVER w
                AND e.prev_hash = coalesce(lag(e.hash) OVER w, decode(repeat('00', 32), 'hex'))
                AND e.hash = docket.job_event_hash(e.prev_hash, e.job_id, e.seq, e.from_state, e.to_state, e.actor, e.at,
-                                                  e.attempt, e.detail, e.lease_until, e.outcome, e.revision)
-               AND e.from_state IS NOT DISTINCT FROM lag(e.to_state) OVER w
+                                                  e.attempt, e.detail, e.lease_until, e.outcome, e.revision,
+                                                  e.claimed_at, e.claimed_by, e.claim_token)
+               -- An event naming a claim ends an attempt: from claimed,
+               -- and, unless the event before was the claim (a history
+               -- written before 00046, or a takeover), the claim it
+               -- implies follows the event before as a move, an attempt
+               -- and an instant.
+               AND (e.claimed_at IS NULL OR e.from_state = 'claimed')
+               AND CASE WHEN e.claimed_at IS NOT NULL AND lag(e.to_state) OVER w IS DISTINCT FROM 'claimed'
+                        THEN lag(e.to_state) OVER w IS NOT NULL AND docket.job_machine_move(lag(e.to_state) OVER w, 'claimed')
+                             AND e.claimed_at >= lag(e.at) OVER w
+                             AND e.attempt = lag(e.attempt) OVER w + 1 + CASE WHEN e.to_state = 'claimed' THEN 1 ELSE 0 END
+                        ELSE e.from_state IS NOT DISTINCT FROM lag(e.to_state) OVER w
+                             AND e.attempt = coalesce(lag(e.attempt) OVER w, 0) + CASE WHEN e.to_state = 'claimed' THEN 1 ELSE 0 END
+                   END
                AND (e.from_state IS NOT NULL OR e.to_state = 'queued')
                AND (e.from_state IS NULL OR docket.job_machine_move(e.from_state, e.to_state))
-               AND e.attempt = coalesce(lag(e.attempt) OVER w, 0) + CASE WHEN e.to_state = 'claimed' THEN 1 ELSE 0 END
-               AND e.at >= coalesce(lag(e.at) OVER w, e.at) AS linked,
+               AND e.at >= coalesce(lag(e.at) OVER w, e.at)
+               AND e.at >= coalesce(e.claimed_at, e.at) AS linked,
                lead(e.seq) OVER w IS NULL AS last
         FROM docket.job_events e
         WHERE e.job_id = ANY (p_ids)
@@ -198,7 +214,8 @@ LANGUAGE sql STABLE AS $$
                (array_agg(e.attempt) FILTER (WHERE e.last))[1] AS attempt,
                (array_agg(e.outcome::bytea) FILTER (WHERE e.last))[1] AS outcome,
                -- What the last claim and the last pin recorded.
-               (array_agg(e.revision::text ORDER BY e.seq DESC) FILTER (WHERE e.to_state = 'claimed'))[1] AS claim_revision,
+               (array_agg(e.revision::text ORDER BY e.seq DESC)
+                    FILTER (WHERE e.to_state = 'claimed' OR e.claimed_at IS NOT NULL))[1] AS claim_revision,
                (array_agg(e.detail::text ORDER BY e.seq DESC)
                     FILTER (WHERE e.from_state = 'queued' AND e.to_state = 'queued'))[1] AS pin_detail
         FROM e GROUP BY e.job_id

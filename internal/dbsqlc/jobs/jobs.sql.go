@@ -791,7 +791,7 @@ func (q *Queries) JobEnqueueOne(ctx context.Context, db DBTX, arg JobEnqueueOneP
 }
 
 const jobEvents = `-- name: JobEvents :many
-SELECT e.job_id, e.seq, e.from_state, e.to_state, e.actor, e.at, e.attempt, e.detail, e.lease_until, e.outcome, e.prev_hash, e.hash, e.revision FROM docket.job_events e
+SELECT e.job_id, e.seq, e.from_state, e.to_state, e.actor, e.at, e.attempt, e.detail, e.lease_until, e.outcome, e.prev_hash, e.hash, e.revision, e.claimed_at, e.claimed_by, e.claim_token FROM docket.job_events e
 WHERE e.job_id = $1
   AND docket.job_visible($2::text, (SELECT j.project FROM docket.jobs j WHERE j.id = $1))
 ORDER BY e.seq
@@ -821,6 +821,9 @@ func (q *Queries) JobEvents(ctx context.Context, db DBTX, iD int64, actor string
 			&i.PrevHash,
 			&i.Hash,
 			&i.Revision,
+			&i.ClaimedAt,
+			&i.ClaimedBy,
+			&i.ClaimToken,
 		); err != nil {
 			return nil, err
 		}

@@ -139,4 +139,10 @@ type DocketJobEvent struct {
 	Hash       []byte
 	// The handler revision of the claim the event made or ended; NULL for other events and claimants naming none.
 	Revision *string
+	// On the event that ends an attempt: when the attempt was claimed. NULL on other events, and on every event written while claims were events of their own.
+	ClaimedAt *time.Time
+	// On the event that ends an attempt: the holder of its claim (a principal, copied from the job row, which checked it).
+	ClaimedBy *string
+	// On the event that ends an attempt: the digest of its claim token (docket.job_token_digest), as the job row held it.
+	ClaimToken *uuid.UUID
 }
