@@ -153,15 +153,14 @@ func cqRequireClaimed(t *testing.T, c *jobs.Client, before, j jobs.Job, now time
 	require.NotEqual(t, uuid.UUID{}, j.Lease().Token, "job %d", id)
 	require.Equal(t, jobs.WithoutToken(j), cqGet(t, c, id), "job %d: the answer is the job as stored", id)
 
+	// A claim is on the row until its attempt ends: the history ends
+	// where it did before the claim.
 	history, err := c.History(t.Context(), id)
 	require.NoError(t, err)
 	require.NotEmpty(t, history)
 	last := history[len(history)-1]
-	require.Equal(t, jobs.Queued, last.From, "job %d", id)
-	require.Equal(t, jobs.Claimed, last.To, "job %d", id)
-	require.Equal(t, c.Actor(), last.Actor, "job %d", id)
-	require.Equal(t, now, last.At, "job %d", id)
-	require.Equal(t, j.Attempts, last.Attempt, "job %d", id)
+	require.Equal(t, before.State, last.To, "job %d", id)
+	require.Equal(t, before.Attempts, last.Attempt, "job %d", id)
 	v, err := c.Verify(t.Context(), id)
 	require.NoError(t, err)
 	require.True(t, v.OK, "job %d: %+v", id, v)
@@ -739,9 +738,9 @@ func TestConcurrentClaimQueueBatchesNeverShareAJob(t *testing.T) {
 		require.NoError(t, e.Pool.QueryRow(ctx, `
 			SELECT count(*) FILTER (WHERE j.state = 'claimed' AND j.attempts = 1 AND j.lease_generation = 1),
 			       (SELECT count(*) FROM docket.job_events v JOIN docket.jobs k ON k.id = v.job_id
-			        WHERE k.queue = $1 AND v.to_state = 'claimed')
+			        WHERE k.queue = $1 AND v.seq > 1)
 			FROM docket.jobs j WHERE j.queue = $1`, queue).Scan(&claimed, &events))
 		require.Equal(t, total, claimed, "round %d: every job claimed once, as stored", round)
-		require.Equal(t, total, events, "round %d: one claim event per job", round)
+		require.Zero(t, events, "round %d: a claim is on the row, no event until its attempt ends", round)
 	}
 }

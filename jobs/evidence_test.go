@@ -78,7 +78,7 @@ func TestVerifyDetectsARewrittenResult(t *testing.T) {
 	v, err = e.client.Verify(t.Context(), j.ID)
 	require.NoError(t, err)
 	require.False(t, v.OK)
-	require.Contains(t, v.Problem, "no longer holds what event 3 recorded")
+	require.Contains(t, v.Problem, "no longer holds what event 2 recorded")
 }
 
 // TestVerifyJudgesByTheMachineAsMigrated shows an illegal history, made
@@ -109,7 +109,7 @@ func TestVerifyJudgesByTheMachineAsMigrated(t *testing.T) {
 	v, err := e.client.Verify(ctx, j.ID)
 	require.NoError(t, err)
 	require.False(t, v.OK)
-	require.Equal(t, 4, v.BadSeq, "queued, claimed, succeeded, then queued again")
+	require.Equal(t, 3, v.BadSeq, "queued, claimed and succeeded, then queued again")
 	require.Contains(t, v.Problem, "succeeded -> queued is not a move of the job machine as migrated")
 
 	other := evSucceeded(t, e)
@@ -151,13 +151,15 @@ func TestARebuiltHistoryIsCaughtByExportedHeads(t *testing.T) {
 			SELECT e.job_id, e.seq, e.prev_hash::bytea,
 			       docket.job_event_hash(e.prev_hash, e.job_id, e.seq, e.from_state, e.to_state,
 			           CASE WHEN e.to_state = 'succeeded' THEN 'svc:someone-else' ELSE e.actor END,
-			           e.at, e.attempt, e.detail, e.lease_until, e.outcome) AS hash
+			           e.at, e.attempt, e.detail, e.lease_until, e.outcome, e.revision,
+			           e.claimed_at, e.claimed_by, e.claim_token) AS hash
 			FROM docket.job_events e WHERE e.job_id = $1 AND e.seq = 1
 			UNION ALL
 			SELECT e.job_id, e.seq, c.hash,
 			       docket.job_event_hash(c.hash, e.job_id, e.seq, e.from_state, e.to_state,
 			           CASE WHEN e.to_state = 'succeeded' THEN 'svc:someone-else' ELSE e.actor END,
-			           e.at, e.attempt, e.detail, e.lease_until, e.outcome)
+			           e.at, e.attempt, e.detail, e.lease_until, e.outcome, e.revision,
+			           e.claimed_at, e.claimed_by, e.claim_token)
 			FROM docket.job_events e JOIN chain c ON e.job_id = c.job_id AND e.seq = c.seq + 1
 		)
 		UPDATE docket.job_events e
@@ -230,8 +232,8 @@ func TestTimeNeverRunsBackwardsInAHistory(t *testing.T) {
 	require.NoError(t, err)
 	h, err := e.client.History(ctx, claimed.ID)
 	require.NoError(t, err)
-	require.Len(t, h, 3)
-	require.Equal(t, t0.Add(time.Hour), h[2].At, "the completion is recorded at its own instant")
+	require.Len(t, h, 2)
+	require.Equal(t, t0.Add(time.Hour), h[1].At, "the completion is recorded at its own instant")
 	v, err := e.client.Verify(ctx, claimed.ID)
 	require.NoError(t, err)
 	require.True(t, v.OK, v.Problem)
@@ -301,7 +303,8 @@ BEGIN
     FOR r IN SELECT * FROM docket.job_events WHERE job_id = %d ORDER BY seq LOOP
         UPDATE docket.job_events SET prev_hash = prev,
                hash = docket.job_event_hash(prev, r.job_id, r.seq, r.from_state, r.to_state, r.actor, r.at, r.attempt,
-                                            r.detail, r.lease_until, r.outcome, r.revision)
+                                            r.detail, r.lease_until, r.outcome, r.revision,
+                                            r.claimed_at, r.claimed_by, r.claim_token)
         WHERE job_id = r.job_id AND seq = r.seq RETURNING hash INTO prev;
     END LOOP;
 END $$`, id))
@@ -341,15 +344,19 @@ func TestChainHeadsRefuseWhatVerifyRefuses(t *testing.T) {
 		{"attempts counted without a claim", succeeded, "docket.job_events",
 			`UPDATE docket.job_events SET attempt = 2 WHERE job_id = $1 AND seq = 2`, true, "attempts count claims only"},
 		{"time running backwards", succeeded, "docket.job_events",
-			`UPDATE docket.job_events SET at = at - interval '1 day' WHERE job_id = $1 AND seq = 3`, true, "time ran backwards"},
+			`UPDATE docket.job_events SET at = at - interval '1 day' WHERE job_id = $1 AND seq = 2`, true, "time ran backwards"},
+		{"a claim before the event before", succeeded, "docket.job_events",
+			`UPDATE docket.job_events SET claimed_at = claimed_at - interval '1 day' WHERE job_id = $1 AND seq = 2`, true, "time ran backwards"},
 		{"a move from another state than the last", succeeded, "docket.job_events",
-			`UPDATE docket.job_events SET from_state = 'uncertain' WHERE job_id = $1 AND seq = 3`, true, "does not follow the previous to_state"},
+			`UPDATE docket.job_events SET from_state = 'uncertain', claimed_at = NULL, claimed_by = NULL, claim_token = NULL
+			 WHERE job_id = $1 AND seq = 2`, true, "does not follow the previous to_state"},
+		{"a claim named on a move from elsewhere", succeeded, "docket.job_events",
+			`UPDATE docket.job_events SET from_state = 'uncertain' WHERE job_id = $1 AND seq = 2`, true, "names a claim but moves from uncertain"},
 		{"a history that starts elsewhere than queued", succeeded, "docket.job_events",
 			`UPDATE docket.job_events SET to_state = 'claimed' WHERE job_id = $1 AND seq = 1`, true, "not the initial state queued"},
 		{"a move the machine does not have", succeeded, "docket.job_events",
-			`UPDATE docket.job_events SET from_state = CASE seq WHEN 2 THEN 'queued' ELSE 'succeeded' END,
-			        to_state = 'succeeded', attempt = CASE seq WHEN 2 THEN 1 ELSE attempt END
-			 WHERE job_id = $1 AND seq IN (2, 3)`, true, "is not a move of the job machine"},
+			`UPDATE docket.job_events SET from_state = 'queued', attempt = 0, claimed_at = NULL, claimed_by = NULL, claim_token = NULL
+			 WHERE job_id = $1 AND seq = 2`, true, "is not a move of the job machine"},
 		{"the job's claimed revision", revised, "docket.jobs",
 			`UPDATE docket.jobs SET claimed_revision = 'r2' WHERE id = $1`, false, "claimed revision r2 is not r1"},
 		{"the job's pin", pinned, "docket.jobs",

@@ -157,7 +157,7 @@ type Event struct {
 	// the digest of the claim's token, which a history keeps and a read
 	// does not return.
 	ClaimedAt time.Time
-	ClaimedBy string
+	ClaimedBy access.Actor
 	PrevHash  []byte
 	Hash      []byte
 }

@@ -55,14 +55,20 @@ func TestLifecycleIsRecordedAndVerifies(t *testing.T) {
 
 	hist, err := e.client.History(ctx, j.ID)
 	require.NoError(t, err)
-	require.Len(t, hist, 3)
-	require.Equal(t, []jobs.State{jobs.Queued, jobs.Claimed, jobs.Succeeded}, []jobs.State{hist[0].To, hist[1].To, hist[2].To})
+	// One event per attempt: the claim is written with the completion.
+	require.Len(t, hist, 2)
+	require.Equal(t, []jobs.State{jobs.Queued, jobs.Succeeded}, []jobs.State{hist[0].To, hist[1].To})
 	require.Equal(t, jobs.State(""), hist[0].From)
+	require.Equal(t, jobs.Claimed, hist[1].From)
+	require.True(t, hist[1].EndsAttempt())
+	require.Equal(t, c.ClaimedAt, hist[1].ClaimedAt)
+	require.Equal(t, app, hist[1].ClaimedBy)
+	require.Equal(t, 1, hist[1].Attempt)
 	require.Equal(t, hist[0].Hash, hist[1].PrevHash)
 
 	v, err := e.client.Verify(ctx, j.ID)
 	require.NoError(t, err)
-	require.Equal(t, jobs.Verification{OK: true, Events: 3}, v)
+	require.Equal(t, jobs.Verification{OK: true, Events: 2}, v)
 }
 
 // A job's project and an event's job are checked once per statement rather

@@ -169,9 +169,22 @@ func mRequireVerifies(t testing.TB, e env, id int64, events int) {
 // mRequireOneMove asserts job id's history is before plus exactly one event
 // from → to, by actor at the instant at, counting the job's attempts, and
 // that the whole history still verifies.
+//
+// A claim is the exception: one event per attempt, so a claim is on the row
+// alone, and the history is before, unchanged, until the attempt ends.
 func mRequireOneMove(t testing.TB, e env, id int64, before []jobs.Event, from, to jobs.State, actor string, at time.Time) {
 	t.Helper()
 	after := mHistory(t, e, id)
+	if to == jobs.Claimed && from != jobs.Claimed {
+		require.Equal(t, before, after, "a claim writes no event")
+		job, err := e.client.Get(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, jobs.Claimed, job.State)
+		require.Equal(t, at, job.ClaimedAt)
+		require.Equal(t, before[len(before)-1].Attempt+1, job.Attempts)
+		mRequireVerifies(t, e, id, len(after))
+		return
+	}
 	require.Len(t, after, len(before)+1, "one move, one event")
 	require.Equal(t, before, after[:len(before)], "earlier events are untouched")
 	ev := after[len(before)]
@@ -185,6 +198,7 @@ func mRequireOneMove(t testing.TB, e env, id int64, before []jobs.Event, from, t
 	require.Equal(t, at, ev.At)
 	require.Equal(t, job.Attempts, ev.Attempt)
 	require.Equal(t, before[len(before)-1].Hash, ev.PrevHash)
+	require.Equal(t, from == jobs.Claimed, ev.EndsAttempt(), "an event from claimed names the claim it ends")
 	mRequireVerifies(t, e, id, len(after))
 }
 
@@ -758,8 +772,8 @@ func TestMachineAppendOnly(t *testing.T) {
 		{"update_event_detail", `UPDATE docket.job_events SET detail = 'forged' WHERE job_id = $1 AND seq = 2`},
 		{"update_event_to_itself", `UPDATE docket.job_events SET actor = actor WHERE job_id = $1 AND seq = 1`},
 		{"update_event_hash", `UPDATE docket.job_events SET hash = sha256(hash) WHERE job_id = $1`},
-		{"delete_event", `DELETE FROM docket.job_events WHERE job_id = $1 AND seq = 2`},
-		{"delete_last_event", `DELETE FROM docket.job_events WHERE job_id = $1 AND seq = 3`},
+		{"delete_event", `DELETE FROM docket.job_events WHERE job_id = $1 AND seq = 1`},
+		{"delete_last_event", `DELETE FROM docket.job_events WHERE job_id = $1 AND seq = 2`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -883,10 +897,14 @@ var mVerifyShapes = []struct {
 		require.ErrorIs(t, err, db.ErrStaleClaim, "the lost holder's lease is gone")
 		_, err = e.client.Complete(ctx, second.Lease(), []byte(`{"paid": true}`), nil)
 		require.NoError(t, err)
+		// The takeover ends the first attempt (its event names the first
+		// claim) and makes the second claim, which its completion ends.
 		h := mHistory(t, e, second.ID)
-		require.Equal(t, jobs.Claimed, h[2].From)
-		require.Equal(t, jobs.Claimed, h[2].To)
-		return second.ID, 4
+		require.Equal(t, jobs.Claimed, h[1].From)
+		require.Equal(t, jobs.Claimed, h[1].To)
+		require.Equal(t, first.ClaimedAt, h[1].ClaimedAt)
+		require.Equal(t, second.ClaimedAt, h[2].ClaimedAt)
+		return second.ID, 3
 	}},
 	{"uncertain_then_reconciled", func(t *testing.T, e env) (int64, int) {
 		ctx := t.Context()
@@ -904,7 +922,7 @@ var mVerifyShapes = []struct {
 		done, err := e.client.Reconcile(ctx, j.ID, jobs.DidSucceed, []byte(`{"charged": true}`), "found the charge")
 		require.NoError(t, err)
 		require.Equal(t, jobs.Succeeded, done.State)
-		return j.ID, 7
+		return j.ID, 5
 	}},
 	{"cancelled_with_compensation", func(t *testing.T, e env) (int64, int) {
 		ctx := t.Context()
@@ -921,7 +939,7 @@ var mVerifyShapes = []struct {
 		require.Len(t, comp, 1)
 		require.Equal(t, "compensate:"+strconv.FormatInt(c.ID, 10), comp[0].IdempotencyKey)
 		mRequireVerifies(t, e, comp[0].ID, 1)
-		return c.ID, 3
+		return c.ID, 2
 	}},
 }
 
@@ -934,8 +952,8 @@ func mClaimOne(t testing.TB, e env) jobs.Job {
 	return got[0]
 }
 
-// mRetriedThenSucceeded: queued, claimed, a retryable failure, queued again
-// after its backoff, claimed, succeeded.
+// mRetriedThenSucceeded: queued; claimed, a retryable failure, queued again
+// after its backoff; claimed, succeeded: three events, one per attempt.
 func mRetriedThenSucceeded(t *testing.T, e env) (int64, int) {
 	ctx := t.Context()
 	s := spec(`{"invoice": 7}`)
@@ -955,7 +973,7 @@ func mRetriedThenSucceeded(t *testing.T, e env) (int64, int) {
 	require.Equal(t, 2, c.Attempts)
 	_, err = e.client.Complete(ctx, c.Lease(), []byte(`{"paid": true}`), nil)
 	require.NoError(t, err)
-	return c.ID, 5
+	return c.ID, 3
 }
 
 // TestMachineVerify: Verify passes real histories of several shapes, and
@@ -1029,11 +1047,11 @@ func TestMachineVerify(t *testing.T) {
 		e := setup(t)
 		id, _ := mRetriedThenSucceeded(t, e)
 		behindTheTriggers(t, e, "docket.job_events", "job_events_refuse_delete",
-			`DELETE FROM docket.job_events WHERE job_id = $1 AND seq = 3`, id)
+			`DELETE FROM docket.job_events WHERE job_id = $1 AND seq = 2`, id)
 		v, err := e.client.Verify(t.Context(), id)
 		require.NoError(t, err)
 		require.False(t, v.OK)
-		require.Equal(t, 4, v.BadSeq, "the event after the gap")
+		require.Equal(t, 3, v.BadSeq, "the event after the gap")
 		require.Contains(t, v.Problem, "missing")
 	})
 

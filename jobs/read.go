@@ -91,7 +91,7 @@ func (c *Client) history(ctx context.Context, q db.DBTX, id int64) ([]Event, err
 			out[i].From = State(*r.FromState)
 		}
 		if r.ClaimedAt != nil {
-			out[i].ClaimedAt, out[i].ClaimedBy = r.ClaimedAt.UTC(), deref(r.ClaimedBy)
+			out[i].ClaimedAt, out[i].ClaimedBy = r.ClaimedAt.UTC(), access.Actor(deref(r.ClaimedBy))
 		}
 	}
 	return out, nil

@@ -100,12 +100,27 @@ func TestALeaseEditedByHandIsCaught(t *testing.T) {
 	require.Equal(t, before, snapshot(t, e.Pool), "refused edits change nothing")
 
 	// With the triggers off (the owner may), the edit goes in, and
-	// verification catches it.
+	// verification catches it. A claim still open is on the row alone (one
+	// event per attempt): what verification holds it to is a lease of at
+	// most a day from its claim or its last renewal.
 	tx, err := e.Pool.Begin(ctx)
 	require.NoError(t, err)
-	withTriggersOff(t, tx, `UPDATE docket.jobs SET lease_expires_at = lease_expires_at + interval '1 hour' WHERE id = $1`, j.ID)
+	withTriggersOff(t, tx, `UPDATE docket.jobs SET lease_expires_at = lease_expires_at + interval '2 days' WHERE id = $1`, j.ID)
 	require.NoError(t, tx.Commit(ctx))
 	v, err := e.client.Verify(ctx, j.ID)
+	require.NoError(t, err)
+	require.False(t, v.OK)
+	require.Contains(t, v.Problem, "neither its claim")
+
+	// A claim recorded as an event of its own (a history written before one
+	// event per attempt) is held to the lease its event recorded.
+	k := claimed(t, e, spec(`{"invoice": 9}`))
+	oldShape(t, e, k.ID)
+	tx, err = e.Pool.Begin(ctx)
+	require.NoError(t, err)
+	withTriggersOff(t, tx, `UPDATE docket.jobs SET lease_expires_at = lease_expires_at + interval '1 hour' WHERE id = $1`, k.ID)
+	require.NoError(t, tx.Commit(ctx))
+	v, err = e.client.Verify(ctx, k.ID)
 	require.NoError(t, err)
 	require.False(t, v.OK)
 	require.Contains(t, v.Problem, "neither its claim")
@@ -120,6 +135,7 @@ func TestAnUpgradeCountsARenewalMadeBeforeRenewalsWere(t *testing.T) {
 	e := setup(t)
 	ctx := t.Context()
 	j := claimed(t, e, spec(`{"invoice": 9}`))
+	oldShape(t, e, j.ID) // claimed before 00046, the claim was an event
 
 	// What a renewal before migration 39 left: a later expiry and update,
 	// nothing counted.

@@ -82,7 +82,7 @@ func Example() {
 	var pruned *jobs.PrunedError
 	fmt.Println("not found:", errors.Is(err, db.ErrNotFound), "pruned by its prune:", errors.As(err, &pruned) && pruned.Prune == p.ID)
 	// Output:
-	// pruned: 1 jobs map[succeeded:1] 3 events
+	// pruned: 1 jobs map[succeeded:1] 2 events
 	// exported heads verify: true
 	// not found: true pruned by its prune: true
 }

@@ -92,8 +92,10 @@ func TestRunJobRecordsSuccessWithItsWrites(t *testing.T) {
 	require.Equal(t, testkit.T0, run.Job.FinishedAt, "the fake clock's instant")
 	history, err := e.client.Jobs().History(t.Context(), id)
 	require.NoError(t, err)
-	require.Len(t, history, 3)
-	require.Equal(t, jobs.Claimed, history[1].To)
+	require.Len(t, history, 2, "one event per attempt")
+	require.Equal(t, jobs.Claimed, history[1].From)
+	require.Equal(t, jobs.Succeeded, history[1].To)
+	require.Equal(t, app, history[1].ClaimedBy)
 	require.Equal(t, app, history[1].Actor)
 
 	receipts, err := e.client.Jobs().List(t.Context(), jobs.Filter{Kind: receiptKind.Name()})

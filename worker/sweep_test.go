@@ -215,11 +215,11 @@ func TestSeveralWorkersNeverHoldOneJobAtOnce(t *testing.T) {
 			}
 			var claims, attempts, succeeded int
 			require.NoError(t, e.Pool.QueryRow(ctx, `
-				SELECT count(*) FILTER (WHERE e.to_state = 'claimed'), count(DISTINCT j.id) FILTER (WHERE j.attempts = 1),
+				SELECT count(*) FILTER (WHERE e.claimed_at IS NOT NULL), count(DISTINCT j.id) FILTER (WHERE j.attempts = 1),
 				       count(DISTINCT j.id) FILTER (WHERE j.state = 'succeeded')
 				FROM docket.jobs j JOIN docket.job_events e ON e.job_id = j.id
 				WHERE j.id = ANY($1)`, ids).Scan(&claims, &attempts, &succeeded))
-			require.Equal(t, backlog, claims, "one claim per job")
+			require.Equal(t, backlog, claims, "one claim per job, each named by the event ending its attempt")
 			require.Equal(t, backlog, attempts, "one attempt per job")
 			require.Equal(t, backlog, succeeded)
 			require.Zero(t, perJobRiverRows(t, e.Pool))

@@ -75,7 +75,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	last := text(o, "#history tbody tr:last-child")
 	require.Contains(t, last, "uncertain\tsucceeded\tuser:ops")
 	require.Contains(t, last, "the gateway's log shows it paid")
-	require.Equal(t, "History verified: 4 events, hash chain intact.", text(o, "#verified"))
+	require.Equal(t, "History verified: 3 events, hash chain intact.", text(o, "#verified"))
 	o.Screenshot("reconciled")
 	j, err := s.consoleJobs(t, ops).Get(t.Context(), seed.uncertain)
 	require.NoError(t, err)

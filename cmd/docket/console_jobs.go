@@ -230,6 +230,10 @@ type jobEvent struct {
 	Attempt  int
 	Revision string
 	Detail   string
+	// ClaimedBy and ClaimedAt name the claim of the attempt the event ends
+	// (one event per attempt); empty on other events.
+	ClaimedBy access.Actor
+	ClaimedAt time.Time
 }
 
 // consoleShowInput is how many characters of each input named by a
@@ -318,7 +322,8 @@ func (c *console) jobPage(w http.ResponseWriter, r *http.Request, v visitor, pro
 	}
 	for _, e := range events {
 		p.History = append(p.History, jobEvent{Seq: e.Seq, At: e.At, From: dash(string(e.From)), To: string(e.To),
-			Actor: e.Actor, Attempt: e.Attempt, Revision: printable(e.Revision), Detail: printable(e.Detail)})
+			Actor: e.Actor, Attempt: e.Attempt, Revision: printable(e.Revision), Detail: printable(e.Detail),
+			ClaimedBy: e.ClaimedBy, ClaimedAt: e.ClaimedAt})
 	}
 	if j.State == jobs.Uncertain {
 		if p.MayReconcile, err = c.may(ctx, v, project, access.JobReconcile); err != nil {

@@ -325,8 +325,8 @@ func TestConsolePages(t *testing.T) {
 	body = get(jobPath(seed.uncertain, ""))
 	requireAll(t, body, `<span id="state" class="status state-uncertain">uncertain</span>`,
 		`<dd id="kind">billing.invoice`, `<dd id="attempts">1 of 3</dd>`,
-		`<p class="verified" id="verified">History verified: 3 events, hash chain intact.</p>`,
-		`<td>queued</td><td>claimed</td><td>svc:app</td>`, `<td>claimed</td><td>uncertain</td><td>svc:app</td>`,
+		`<p class="verified" id="verified">History verified: 2 events, hash chain intact.</p>`,
+		`<td>claimed</td><td>uncertain</td><td>svc:app</td><td>1</td><td class="claim">svc:app, `,
 		`id="reconcile-succeeded"`, `id="cancel-job"`, `&#34;remark&#34;: &#34;&lt;b&gt;bold&lt;/b&gt;&#34;`)
 	require.NotContains(t, body, "<b>bold</b>")
 	body = get(jobPath(seed.claimed, ""))
@@ -451,7 +451,7 @@ func TestConsoleActs(t *testing.T) {
 	_, body = o.get(jobPath(seed.uncertain, ""))
 	requireAll(t, body, `<span id="state" class="status state-succeeded">succeeded</span>`,
 		`<td>uncertain</td><td>succeeded</td><td>user:ops</td>`, "the gateway&#39;s log shows it paid",
-		"History verified: 4 events, hash chain intact.")
+		"History verified: 3 events, hash chain intact.")
 
 	cancel := func(id int64, reason string) (int, string) {
 		resp, body := o.do(http.MethodPost, jobPath(id, "cancel"), strings.NewReader(url.Values{"csrf": {o.token}, "reason": {reason}}.Encode()), nil)
@@ -720,8 +720,8 @@ func TestConsoleJobProvenance(t *testing.T) {
 		`&#34;width&#34;: 2048`, `&#34;caption&#34;: &#34;&lt;i&gt;used&lt;/i&gt;&#34;`,
 		`<dd id="claimed-revision"><code>r7</code></dd>`,
 		`<dd id="pin"><code>r7, r8</code>`,
-		`<th>Attempt</th><th>Revision</th><th>Detail</th>`,
-		`<td>queued</td><td>claimed</td><td>svc:app</td><td>1</td><td><code>r7</code></td>`)
+		`<th>Attempt</th><th>Claimed</th><th>Revision</th><th>Detail</th>`,
+		`<td>claimed</td><td>succeeded</td><td>svc:app</td><td>1</td><td class="claim">svc:app, <time datetime="2026-11-02T09:00:00Z">2026-11-02 09:00:00 UTC</time></td><td><code>r7</code></td>`)
 	require.Regexp(t, `<dd id="recorded"><time [^>]*>[^<]*</time> by svc:app</dd>`, body)
 	params := body[strings.Index(body, `<pre id="params-used">`):]
 	params = params[:strings.Index(params, "</pre>")]

@@ -386,13 +386,19 @@ func (c *cli) jobShowText(j jobs.Job, rec *jobs.RerunPlan, events []jobs.Event, 
 	}
 	fmt.Fprintln(c.stdout)
 	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "SEQ\tAT\tFROM\tTO\tACTOR\tATTEMPT\tDETAIL")
+	fmt.Fprintln(w, "SEQ\tAT\tFROM\tTO\tACTOR\tATTEMPT\tCLAIMED\tDETAIL")
 	for _, e := range events {
 		from := string(e.From)
 		if from == "" {
 			from = "-"
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%s\n", e.Seq, e.At.Format(time.RFC3339Nano), from, e.To, e.Actor, e.Attempt, oneLine(e.Detail))
+		// One event per attempt: the event that ends one names its claim.
+		claim := "-"
+		if e.EndsAttempt() {
+			claim = string(e.ClaimedBy) + " " + e.ClaimedAt.Format(time.RFC3339Nano)
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Seq, e.At.Format(time.RFC3339Nano), from, e.To, e.Actor, e.Attempt,
+			claim, oneLine(e.Detail))
 	}
 	if err := w.Flush(); err != nil {
 		return err

@@ -68,8 +68,10 @@ func TestJobCommands(t *testing.T) {
 	r = c.as(t, ana, "job", "show", fmt.Sprint(ids[0]))
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Regexp(t, `state\s+succeeded`, r.stdout)
-	require.Regexp(t, `4\s+\S+\s+uncertain\s+succeeded\s+user:ana\s+1\s+reconciled: checked the ledger`, r.stdout)
-	require.Contains(t, r.stdout, "history verified: 4 events, hash chain intact")
+	require.Regexp(t, `3\s+\S+\s+uncertain\s+succeeded\s+user:ana\s+1\s+-\s+reconciled: checked the ledger`, r.stdout)
+	require.Regexp(t, `2\s+\S+\s+claimed\s+uncertain\s+user:ana\s+1\s+svc:app \S+\s+lease expired`, r.stdout,
+		"the event ending the attempt names its claim")
+	require.Contains(t, r.stdout, "history verified: 3 events, hash chain intact")
 
 	// Refusals: one line, exit 1, nothing changed.
 	for _, args := range [][]string{
@@ -162,7 +164,7 @@ func TestJobListUnrunnable(t *testing.T) {
 	r = c.as(t, app, "job", "show", fmt.Sprint(ids[0]))
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Regexp(t, `pinned to revisions\s+r9`, r.stdout)
-	require.Regexp(t, `queued\s+queued\s+svc:app\s+0\s+pinned to revisions r9`, r.stdout)
+	require.Regexp(t, `queued\s+queued\s+svc:app\s+0\s+-\s+pinned to revisions r9`, r.stdout)
 }
 
 // TestJobShowOfACompletionRecord: job show prints the requested output and
@@ -224,7 +226,7 @@ func TestJobPin(t *testing.T) {
 	r = c.as(t, ana, "job", "show", fmt.Sprint(ids[1]))
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Regexp(t, `pinned to revisions\s+r1, r2\n`, r.stdout)
-	require.Regexp(t, `queued\s+queued\s+user:ana\s+0\s+pinned to revisions r1, r2`, r.stdout)
+	require.Regexp(t, `queued\s+queued\s+user:ana\s+0\s+-\s+pinned to revisions r1, r2`, r.stdout)
 
 	r = c.as(t, ana, "job", "pin", "--unpin", fmt.Sprint(ids[0]))
 	require.Equal(t, 0, r.code, r.stderr)
@@ -232,7 +234,7 @@ func TestJobPin(t *testing.T) {
 	r = c.as(t, ana, "job", "show", fmt.Sprint(ids[0]))
 	require.Equal(t, 0, r.code, r.stderr)
 	require.NotRegexp(t, `(?m)^pinned to revisions`, r.stdout)
-	require.Regexp(t, `queued\s+queued\s+user:ana\s+0\s+unpinned: any revision may run it`, r.stdout)
+	require.Regexp(t, `queued\s+queued\s+user:ana\s+0\s+-\s+unpinned: any revision may run it`, r.stdout)
 	j, err := jc.Get(ctx, ids[0])
 	require.NoError(t, err)
 	require.Nil(t, j.Revisions)

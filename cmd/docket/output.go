@@ -242,6 +242,9 @@ type (
 		Attempt  int          `json:"attempt"`
 		Detail   string       `json:"detail"`
 		Revision string       `json:"revision"`
+		// The claim of the attempt the event ends; empty on other events.
+		ClaimedBy access.Actor `json:"claimed_by"`
+		ClaimedAt *time.Time   `json:"claimed_at"`
 	}
 	verificationJSON struct {
 		OK      bool   `json:"ok"`
@@ -291,8 +294,13 @@ func completionOf(p *jobs.RerunPlan) *completionJSON {
 }
 
 func jobEventOf(e jobs.Event) jobEventJSON {
-	return jobEventJSON{Seq: e.Seq, At: e.At.UTC(), From: e.From, To: e.To, Actor: e.Actor, Attempt: e.Attempt, Detail: e.Detail,
-		Revision: e.Revision}
+	out := jobEventJSON{Seq: e.Seq, At: e.At.UTC(), From: e.From, To: e.To, Actor: e.Actor, Attempt: e.Attempt, Detail: e.Detail,
+		Revision: e.Revision, ClaimedBy: e.ClaimedBy}
+	if e.EndsAttempt() {
+		at := e.ClaimedAt.UTC()
+		out.ClaimedAt = &at
+	}
+	return out
 }
 
 // Lanes.
