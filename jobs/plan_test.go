@@ -119,22 +119,32 @@ func TestHotFunctionsAreInlined(t *testing.T) {
 }
 
 // The chain's digest is the one it always was: job_event_hash, with or
-// without a revision, gives the digest the formula of docs/jobs.md gives, so
-// histories written before a change of its text still verify.
+// without a revision, with or without the claim an event ends, gives the
+// digest the formula of docs/jobs.md gives, so histories written before a
+// change of its text still verify.
 func TestEventHashIsTheDocumentedFormula(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	var same, all int
 	require.NoError(t, e.Pool.QueryRow(t.Context(), `
-		SELECT count(*) FILTER (WHERE docket.job_event_hash(p, i, s, f, t, a, x.at, att, d, l, o, r) = sha256(p || textsend(
-		           CASE WHEN r IS NULL
+		SELECT count(*) FILTER (WHERE docket.job_event_hash(p, i, s, f, t, a, x.at, att, d, l, o, r, ca, cb, ct) = sha256(p || textsend(
+		           CASE WHEN ca IS NOT NULL
+		           THEN jsonb_build_array(i, s, f, t, a, (extract(epoch FROM x.at) * 1000000)::bigint, att, d,
+		                                  (extract(epoch FROM l) * 1000000)::bigint, encode(o, 'hex'), r,
+		                                  (extract(epoch FROM ca) * 1000000)::bigint, cb, ct)
+		           WHEN r IS NULL
 		           THEN jsonb_build_array(i, s, f, t, a, (extract(epoch FROM x.at) * 1000000)::bigint, att, d,
 		                                  (extract(epoch FROM l) * 1000000)::bigint, encode(o, 'hex'))
 		           ELSE jsonb_build_array(i, s, f, t, a, (extract(epoch FROM x.at) * 1000000)::bigint, att, d,
 		                                  (extract(epoch FROM l) * 1000000)::bigint, encode(o, 'hex'), r)
-		           END::text))),
+		           END::text))
+		           AND (ca IS NOT NULL OR docket.job_event_hash(p, i, s, f, t, a, x.at, att, d, l, o, r)
+		                                  = docket.job_event_hash(p, i, s, f, t, a, x.at, att, d, l, o, r, ca, cb, ct))),
 		       count(*)
 		FROM (SELECT sha256(g::text::bytea) AS p, g::bigint AS i, g AS s,
+		             CASE WHEN g % 5 < 2 THEN NULL ELSE '2025-12-31'::timestamptz + g * interval '1.000003 s' END AS ca,
+		             CASE WHEN g % 5 < 2 THEN NULL WHEN g % 11 = 0 THEN 'svc:"é\' || chr(1 + g % 31) ELSE 'svc:w' || g END AS cb,
+		             CASE WHEN g % 5 < 2 OR g % 13 = 0 THEN NULL ELSE gen_random_uuid() END AS ct,
 		             CASE WHEN g % 3 = 0 THEN NULL ELSE 'queued' END AS f, 'claimed' AS t, 'svc:x' || g AS a,
 		             '2026-01-01'::timestamptz + g * interval '1.000001 s' AS at, g % 5 AS att,
 		             CASE WHEN g % 2 = 0 THEN NULL ELSE 'détail "q" \ ' || chr(1 + g % 31) || chr(128512) || g END AS d,
