@@ -50,6 +50,7 @@ var (
 	benchWindow       = flag.Duration("docket.bench.window", 0, "docket batch window")
 	benchCooldownFlag = flag.Duration("docket.bench.cooldown", 0, "FetchCooldown of BenchmarkStartLatency (0: the default)")
 	benchAblate       = flag.String("docket.bench.ablate", "", "for attribution only: comma-separated triggers of docket.jobs to disable in the benchmark's database (jobs_guard, jobs_record_update)")
+	benchRiverFirst   = flag.Bool("docket.bench.river-first", false, "BenchmarkBurnDown runs River's side first (alternate it between runs)")
 	benchInsert       = flag.Bool("docket.bench.insert", false, "BenchmarkBurnDown handlers each INSERT one row (outside the completion), on both sides")
 	benchPollFlag     = flag.Duration("docket.bench.poll", 0, "FetchPollInterval of BenchmarkStartLatency (0: the default)")
 	benchPerf         = flag.String("docket.bench.perf", "", "BenchmarkBurnDown records each side's run with Linux perf (perf record -a -g) into PREFIX.docket.data and PREFIX.river.data")
@@ -141,73 +142,87 @@ func BenchmarkBurnDown(b *testing.B) {
 		return n
 	}
 	for b.Loop() {
-		// docket: enqueue the backlog, then run it down.
-		specs := make([]jobs.Spec, n)
-		for i := range specs {
-			specs[i], err = noopKind.Spec(noopArgs{N: i})
+		docketSide := func() {
+			// docket: enqueue the backlog, then run it down.
+			specs := make([]jobs.Spec, n)
+			for i := range specs {
+				specs[i], err = noopKind.Spec(noopArgs{N: i})
+				require.NoError(b, err)
+			}
+			for start := 0; start < n; start += 10_000 {
+				_, err = client.EnqueueMany(ctx, specs[start:min(start+10_000, n)])
+				require.NoError(b, err)
+			}
+			var done atomic.Int64
+			all := make(chan struct{})
+			reg := worker.NewRegistry()
+			require.NoError(b, worker.Handle(reg, noopKind, func(ctx context.Context, j *jobs.Typed[noopArgs]) error {
+				return effect(ctx, j.Args.N)
+			}))
+			batch := worker.Batching{Max: *benchClaimMax, Window: *benchWindow}
+			w, err := worker.NewClient(pool, worker.Config{
+				Actor: app, Registry: reg, Deployment: "bench", Logger: testLogger,
+				Queues:        map[string]int{jobs.DefaultQueue: *benchWorkers},
+				FetchCooldown: benchCooldown, FetchPollInterval: benchPoll,
+				Batch: batch,
+				OnEvent: func(ev worker.Event) {
+					if ev.Type == worker.EventSucceeded && done.Add(1) == int64(n) {
+						close(all)
+					}
+				},
+			})
 			require.NoError(b, err)
+			wal := walBytes()
+			measure("docket", &docketSelf, &docketServer, func() {
+				began := time.Now()
+				require.NoError(b, w.Start(ctx))
+				waitAll(b, all)
+				docketTime += time.Since(began)
+			})
+			docketWAL += walBytes() - wal
+			require.NoError(b, w.Stop(ctx))
 		}
-		for start := 0; start < n; start += 10_000 {
-			_, err = client.EnqueueMany(ctx, specs[start:min(start+10_000, n)])
-			require.NoError(b, err)
-		}
-		var done atomic.Int64
-		all := make(chan struct{})
-		reg := worker.NewRegistry()
-		require.NoError(b, worker.Handle(reg, noopKind, func(ctx context.Context, j *jobs.Typed[noopArgs]) error {
-			return effect(ctx, j.Args.N)
-		}))
-		batch := worker.Batching{Max: *benchClaimMax, Window: *benchWindow}
-		w, err := worker.NewClient(pool, worker.Config{
-			Actor: app, Registry: reg, Deployment: "bench", Logger: testLogger,
-			Queues:        map[string]int{jobs.DefaultQueue: *benchWorkers},
-			FetchCooldown: benchCooldown, FetchPollInterval: benchPoll,
-			Batch: batch,
-			OnEvent: func(ev worker.Event) {
-				if ev.Type == worker.EventSucceeded && done.Add(1) == int64(n) {
-					close(all)
-				}
-			},
-		})
-		require.NoError(b, err)
-		wal := walBytes()
-		measure("docket", &docketSelf, &docketServer, func() {
-			began := time.Now()
-			require.NoError(b, w.Start(ctx))
-			waitAll(b, all)
-			docketTime += time.Since(began)
-		})
-		docketWAL += walBytes() - wal
-		require.NoError(b, w.Stop(ctx))
 
-		// River: the same backlog of no-ops.
-		rdone := &atomic.Int64{}
-		rall := make(chan struct{})
-		workers := river.NewWorkers()
-		river.AddWorker(workers, &noopWorker{done: rdone, all: rall, n: int64(n), effect: effect})
-		rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-			Schema: db.Schema, Logger: testLogger, Workers: workers,
-			Queues:        map[string]river.QueueConfig{"bench": {MaxWorkers: *benchWorkers}},
-			FetchCooldown: benchCooldown, FetchPollInterval: benchPoll,
-		})
-		require.NoError(b, err)
-		params := make([]river.InsertManyParams, n)
-		for i := range params {
-			params[i] = river.InsertManyParams{Args: noopArgs{N: i}, InsertOpts: &river.InsertOpts{Queue: "bench"}}
+		riverSide := func() {
+			// River: the same backlog of no-ops.
+			rdone := &atomic.Int64{}
+			rall := make(chan struct{})
+			workers := river.NewWorkers()
+			river.AddWorker(workers, &noopWorker{done: rdone, all: rall, n: int64(n), effect: effect})
+			rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+				Schema: db.Schema, Logger: testLogger, Workers: workers,
+				Queues:        map[string]river.QueueConfig{"bench": {MaxWorkers: *benchWorkers}},
+				FetchCooldown: benchCooldown, FetchPollInterval: benchPoll,
+			})
+			require.NoError(b, err)
+			params := make([]river.InsertManyParams, n)
+			for i := range params {
+				params[i] = river.InsertManyParams{Args: noopArgs{N: i}, InsertOpts: &river.InsertOpts{Queue: "bench"}}
+			}
+			require.NoError(b, db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+				_, err := rc.InsertManyFastTx(ctx, tx, params)
+				return err
+			}))
+			wal := walBytes()
+			measure("river", &riverSelf, &riverServer, func() {
+				began := time.Now()
+				require.NoError(b, rc.Start(ctx))
+				waitAll(b, rall)
+				riverTime += time.Since(began)
+			})
+			riverWAL += walBytes() - wal
+			require.NoError(b, rc.Stop(ctx))
 		}
-		require.NoError(b, db.WithTx(ctx, pool, func(tx pgx.Tx) error {
-			_, err := rc.InsertManyFastTx(ctx, tx, params)
-			return err
-		}))
-		wal = walBytes()
-		measure("river", &riverSelf, &riverServer, func() {
-			began := time.Now()
-			require.NoError(b, rc.Start(ctx))
-			waitAll(b, rall)
-			riverTime += time.Since(began)
-		})
-		riverWAL += walBytes() - wal
-		require.NoError(b, rc.Stop(ctx))
+		// Which side runs first alternates between runs of a series
+		// (-docket.bench.river-first), so neither always has the fresher
+		// database.
+		if *benchRiverFirst {
+			riverSide()
+			docketSide()
+		} else {
+			docketSide()
+			riverSide()
+		}
 	}
 	d := float64(n*b.N) / docketTime.Seconds()
 	r := float64(n*b.N) / riverTime.Seconds()
