@@ -6,7 +6,7 @@
 //
 //	queued    → claimed | cancelled | queued (pinned to handler revisions) | exhausted
 //	claimed   → queued | claimed | succeeded | failed | dead | uncertain | cancelled | exhausted
-//	uncertain → succeeded | failed | queued | cancelled | exhausted
+//	uncertain → succeeded | failed | queued | cancelled | exhausted | dead (a late failure on its last attempt)
 //	exhausted → queued | cancelled
 //
 // The database enforces the machine for every writer, a hand-written UPDATE

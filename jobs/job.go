@@ -15,7 +15,7 @@ import (
 //
 //	queued    → claimed | cancelled | queued (pinned to handler revisions: [Client.Pin]) | exhausted (quota)
 //	claimed   → queued | claimed (expired lease taken over) | succeeded | failed | dead | uncertain | cancelled | exhausted
-//	uncertain → succeeded | failed | queued | cancelled | exhausted
+//	uncertain → succeeded | failed | queued | cancelled | exhausted | dead (a late failure on its last attempt)
 //	exhausted → queued ([Client.Resume]) | cancelled
 //
 // Succeeded, failed, dead and cancelled are terminal.

@@ -53,6 +53,10 @@ type mOpts struct {
 	// budget is the job's; an uncertain job is built with an attempt that
 	// spent its effects ceiling.
 	budget jobs.Budget
+	// expired builds an uncertain job by its lease's expiry and the sweep
+	// (the job's lease holder may record its outcome late), not by its
+	// holder's uncertain failure; it sweeps every job in the database.
+	expired bool
 }
 
 // mBuild drives a new job into state from through the API alone, and returns
@@ -112,6 +116,15 @@ func mBuild(t testing.TB, e env, from jobs.State, o mOpts) (jobs.Job, jobs.Lease
 		}
 	case jobs.Uncertain:
 		require.False(t, o.repeatable, "a repeatable job is never uncertain")
+		if o.expired {
+			e.Clock.Advance(j.LeaseExpiresAt.Sub(e.Clock.Now()))
+			var swept []jobs.Job
+			swept, err = e.client.ExpireLeases(ctx, 10)
+			require.Len(t, swept, 1)
+			j = swept[0]
+			e.Clock.Advance(time.Second)
+			break
+		}
 		j, err = e.client.Fail(ctx, lease, jobs.Failure{Class: jobs.ClassUncertain, Diagnostic: "timed out",
 			Spent: jobs.Spend{Effects: o.budget.Effects}})
 	case jobs.Cancelled:
@@ -382,6 +395,7 @@ func mAPICalls() []mAPICall {
 	sweepRepeatable := mOpts{repeatable: true, ownDB: true}
 	sweepRepeatableLast := mOpts{repeatable: true, maxAttempts: 1, ownDB: true}
 	oneEffect := mOpts{budget: jobs.Budget{Effects: 1}}
+	lateLast := mOpts{maxAttempts: 1, expired: true, ownDB: true}
 	money := mOpts{budget: jobs.Budget{Money: 100, Currency: "EUR"}, ownDB: true} // its quota is the database's
 	return []mAPICall{
 		{"Pin", jobs.Queued, mOpts{}, pin,
@@ -456,6 +470,13 @@ func mAPICalls() []mAPICall {
 				return e.client.Resume(t.Context(), j.ID, jobs.Ceilings{Effects: 5})
 			},
 			mByState(wIllegal, wIllegal, wTerminal, wTerminal, wTerminal, wIllegal, wTerminal, wMove)},
+		// FailLate: "a job the lease's expiry did not leave uncertain ... with
+		// ErrStaleClaim".
+		{"FailLateLastAttempt", jobs.Dead, lateLast,
+			func(t *testing.T, e env, _ jobs.Job, l jobs.Lease) (jobs.Job, error) {
+				return e.client.FailLate(t.Context(), l, jobs.Failure{Diagnostic: "gateway refused"})
+			},
+			mByState(wStale, wStale, wStale, wStale, wStale, wMove, wStale, wStale)},
 		{"ExpireLeases", jobs.Uncertain, sweep, expire,
 			mByState(wNoop, wMove, wNoop, wNoop, wNoop, wNoop, wNoop, wNoop)},
 		{"ExpireLeasesRepeatable", jobs.Queued, sweepRepeatable, expire,
@@ -847,7 +868,7 @@ func TestMachineGoAgreesWithTables(t *testing.T) {
 	require.Equal(t, jobs.Queued, enq.Job.State)
 
 	legal := mLegalPairs(t, e.Pool)
-	require.Len(t, legal, 19)
+	require.Len(t, legal, 20)
 
 	fset := token.NewFileSet()
 	docFile, err := parser.ParseFile(fset, "doc.go", nil, parser.ParseComments)

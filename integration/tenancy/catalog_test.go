@@ -194,6 +194,8 @@ func (w world) value(f apiFunction, a argument, actor access.Actor) (v *string, 
 		return id("run")
 	case "p_batch bigint":
 		return id("batch")
+	case "p_generation bigint":
+		return lit("1")
 	case "p_prune bigint", "p_expected_version bigint":
 		return lit("1")
 	case "p_after_id bigint":

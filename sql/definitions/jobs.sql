@@ -423,7 +423,7 @@ BEGIN
                        -- resumed, and only upwards; a queued job has room
                        -- under its ceilings.
                        WHEN (n.spent_effects <> o.spent_effects OR n.spent_money <> o.spent_money)
-                            AND (o.state <> 'claimed' OR n.state = 'claimed'
+                            AND (o.state NOT IN ('claimed', 'uncertain') OR n.state = o.state
                                  OR n.spent_effects < o.spent_effects OR n.spent_money < o.spent_money) THEN 'spent'
                        WHEN (n.max_effects, n.max_money, n.currency) IS DISTINCT FROM (o.max_effects, o.max_money, o.currency)
                             AND NOT (o.state = 'exhausted' AND n.state = 'queued' AND n.currency IS NOT DISTINCT FROM o.currency
@@ -489,7 +489,7 @@ BEGIN
             RAISE EXCEPTION 'job %: a held lease''s expiry changes only by a renewal, which counts itself (docket.job_renew)', bad.id
                 USING ERRCODE = 'DK001';
         WHEN 'spent' THEN
-            RAISE EXCEPTION 'job %: what its attempts spent grows only as an attempt ends, by what the attempt reported', bad.id
+            RAISE EXCEPTION 'job %: what its attempts spent grows only as an attempt ends (or its uncertain end is settled), by what the attempt reported', bad.id
                 USING ERRCODE = 'DK001';
         WHEN 'ceilings' THEN
             RAISE EXCEPTION 'job %: its budget''s ceilings change only as it is resumed from exhausted, and only upwards (docket.job_resume)', bad.id
@@ -1839,6 +1839,125 @@ BEGIN
 END
 $$;
 
+-- job_late_outcome records, late, the outcome the holder of an expired lease
+-- holds: when job p_id became uncertain only because the lease of generation
+-- p_generation expired (its last event is the sweep's claimed -> uncertain
+-- of that attempt: the claim it names is p_token's, held by p_actor, and its
+-- lease had expired when it was made) and no claim came since, p_actor may
+-- say what the attempt did, within the setting late_outcome_window of the
+-- sweep (docket.settings; 0 to 24 hours). p_outcome 'succeeded' (with
+-- p_result; p_class is not read) makes the job succeeded; 'failed' moves it by p_class as
+-- job_fail would have: permanent to failed, retryable to queued after
+-- p_retry_after or its backoff (dead on its last attempt, exhausted with a
+-- ceiling of its budget reached), uncertain leaves it as it is (nothing is
+-- learnt). What the attempt spent is added. The event, by p_actor, says the
+-- outcome was recorded late, of which lease, and when that lease expired.
+-- Recording the same outcome again is a quiet no-op.
+-- Refuses, writing nothing: malformed input (DK010); an unknown job or one
+-- p_actor may not see (P0002); an actor without job.claim on its project
+-- (DK009); a job not left uncertain by this lease's expiry, claimed since,
+-- or past the window (DK002, as a stale lease is).
+CREATE OR REPLACE FUNCTION docket.job_late_outcome(p_id bigint, p_token uuid, p_generation bigint, p_outcome text,
+                                                   p_result jsonb, p_class text, p_diagnostic text, p_retry_after interval,
+                                                   p_actor text, p_now timestamptz,
+                                                   p_spent_effects bigint DEFAULT 0, p_spent_money bigint DEFAULT 0)
+RETURNS docket.jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+    e docket.job_events;
+    v_window interval;
+    v_digest uuid := docket.job_token_digest(p_token);
+    v_note text;
+    v_state text;
+    v_reached text;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.job_budget_spent(p_id, p_spent_effects, p_spent_money);
+    IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed')
+       OR p_outcome = 'failed' AND (p_class IS NULL OR p_class NOT IN ('retryable', 'permanent', 'uncertain')) THEN
+        RAISE EXCEPTION 'invalid late outcome %, class %: want succeeded, or failed with a class retryable, permanent or uncertain',
+            coalesce(quote_literal(p_outcome), 'NULL'), coalesce(quote_literal(p_class), 'NULL')
+            USING ERRCODE = 'DK010';
+    ELSIF p_token IS NULL OR p_generation IS NULL THEN
+        RAISE EXCEPTION 'invalid late outcome: it names the lease by its token and generation' USING ERRCODE = 'DK010';
+    ELSIF p_result IS NOT NULL AND docket.json_size(p_result) > 1048576 THEN
+        RAISE EXCEPTION 'invalid late outcome: the result is over the bound of 1048576 bytes' USING ERRCODE = 'DK010';
+    END IF;
+    SELECT * INTO v FROM docket.jobs WHERE id = p_id FOR UPDATE;
+    IF NOT FOUND OR NOT docket.job_visible(p_actor, v.project) THEN
+        RAISE EXCEPTION 'job % does not exist', coalesce(p_id::text, 'NULL') USING ERRCODE = 'P0002';
+    END IF;
+    IF NOT docket.grant_check(p_actor, v.project, 'job.claim') THEN
+        RAISE EXCEPTION '% may not record an outcome of job %: it needs job.claim on the job''s project', p_actor, v.id
+            USING ERRCODE = 'DK009';
+    END IF;
+    SELECT * INTO e FROM docket.job_events x WHERE x.job_id = v.id ORDER BY x.seq DESC LIMIT 1;
+    -- Recorded late already by this holder: the same outcome again is a
+    -- quiet no-op, another is refused.
+    IF v.state <> 'uncertain' AND v.lease_generation = p_generation AND e.from_state = 'uncertain'
+       AND e.actor = p_actor AND e.detail LIKE 'recorded late, lease generation ' || p_generation || ' %' THEN
+        IF (p_outcome = 'succeeded') = (v.state = 'succeeded')
+           AND (v.state <> 'succeeded' OR v.result IS NOT DISTINCT FROM nullif(p_result, 'null'::jsonb)) THEN
+            RETURN v;
+        END IF;
+        RAISE EXCEPTION 'job %: its outcome was recorded late already, as %', v.id, v.state USING ERRCODE = 'DK014';
+    END IF;
+    SELECT s.value::interval INTO v_window FROM docket.settings s WHERE s.name = 'late_outcome_window';
+    v_window := least(greatest(coalesce(v_window, '0'::interval), '0'::interval), '24 hours'::interval);
+    IF v.state <> 'uncertain' OR v.lease_generation <> p_generation
+       OR e.from_state IS DISTINCT FROM 'claimed' OR e.to_state IS DISTINCT FROM 'uncertain'
+       OR e.claim_token IS DISTINCT FROM v_digest OR e.claimed_by IS DISTINCT FROM p_actor
+       OR NOT (e.lease_until <= e.at) THEN
+        RAISE EXCEPTION 'job % is %: its lease of generation % did not expire into uncertain with no claim since, so there is nothing to record late (a stale claim)',
+            v.id, v.state, p_generation
+            USING ERRCODE = 'DK002';
+    ELSIF p_now < e.at THEN
+        RAISE EXCEPTION 'job %: a late outcome at % comes before the expiry it follows, at %: a record''s instants never run backwards',
+            v.id, p_now, e.at
+            USING ERRCODE = 'DK016';
+    ELSIF p_now > e.at + v_window THEN
+        RAISE EXCEPTION 'job %: its lease expired into uncertain at %, more than % (late_outcome_window) before %: reconcile it instead',
+            v.id, e.at, v_window, p_now
+            USING ERRCODE = 'DK002';
+    END IF;
+    IF p_outcome = 'failed' AND p_class = 'uncertain' THEN
+        RETURN v; -- nothing is learnt: it stays uncertain
+    END IF;
+    v_note := 'recorded late, lease generation ' || p_generation || ' (expired at '
+        || to_char(e.lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') || '): '
+        || CASE WHEN p_outcome = 'succeeded' THEN 'it succeeded'
+                ELSE docket.bounded_text(coalesce(p_diagnostic, 'no diagnostic given'), 3900) END;
+    v.spent_effects := v.spent_effects + coalesce(p_spent_effects, 0);
+    v.spent_money := v.spent_money + coalesce(p_spent_money, 0);
+    v_reached := docket.job_budget_reached(v);
+    v_state := CASE
+        WHEN p_outcome = 'succeeded' THEN 'succeeded'
+        WHEN p_class = 'permanent' THEN 'failed'
+        WHEN v.attempts >= v.max_attempts THEN 'dead'
+        WHEN v_reached IS NOT NULL THEN 'exhausted'
+        ELSE 'queued' END;
+    UPDATE docket.jobs j
+    SET state = v_state,
+        result = CASE WHEN v_state = 'succeeded' THEN nullif(p_result, 'null'::jsonb) END,
+        diagnostic = CASE WHEN v_state = 'exhausted' THEN docket.bounded_text('exhausted: ' || v_reached || '; ' || v_note, 4096)
+                          ELSE v_note END,
+        outcome_token = CASE WHEN v_state IN ('succeeded', 'failed', 'dead') THEN v_digest END,
+        finished_at = CASE WHEN v_state IN ('succeeded', 'failed', 'dead') THEN p_now END,
+        available_at = CASE WHEN v_state = 'queued' THEN p_now + CASE
+                WHEN p_retry_after IS NOT NULL THEN least(greatest(p_retry_after, '0'::interval), '24 hours'::interval)
+                ELSE docket.job_backoff(j.attempts, j.backoff_base, j.backoff_cap, j.backoff_jitter, random()) END
+            ELSE j.available_at END,
+        spent_effects = v.spent_effects, spent_money = v.spent_money,
+        updated_at = greatest(j.updated_at, p_now)
+    WHERE j.id = v.id RETURNING * INTO v;
+    IF v.max_money IS NOT NULL THEN
+        PERFORM docket.budget_settle_for(NULL, v.id, v.spent_money);
+    END IF;
+    RETURN v;
+END
+$$;
+
 -- job_cancel withdraws job p_id, queued, claimed or uncertain, on behalf of
 -- p_actor at p_now, with p_reason as its diagnostic. A holder learns of it when
 -- its next renew, complete or fail is refused as stale. When the job names a
@@ -2234,7 +2353,9 @@ RETURN (p_from, p_to) IN (
     ('uncertain', 'succeeded'), ('uncertain', 'failed'), ('uncertain', 'queued'), ('uncertain', 'cancelled'),
     -- budgets (00040)
     ('claimed', 'exhausted'), ('queued', 'exhausted'), ('uncertain', 'exhausted'), ('exhausted', 'queued'),
-    ('exhausted', 'cancelled'));
+    ('exhausted', 'cancelled'),
+    -- late outcomes (00047)
+    ('uncertain', 'dead'));
 
 -- job_machine_drift names how docket.job_states and docket.job_transitions
 -- differ from the machine as migrated, or is NULL when they do not.
@@ -2252,7 +2373,7 @@ RETURN (
         WHERE (s.initial, s.terminal) IS DISTINCT FROM (s.state = 'queued', s.state IN ('succeeded', 'failed', 'dead', 'cancelled'))
         UNION ALL
         SELECT 'transitions of the machine are missing from docket.job_transitions'
-        WHERE (SELECT count(*) FROM docket.job_transitions WHERE docket.job_machine_move(from_state, to_state)) <> 19
+        WHERE (SELECT count(*) FROM docket.job_transitions WHERE docket.job_machine_move(from_state, to_state)) <> 20
     ) x
 );
 
@@ -2336,7 +2457,7 @@ INSERT INTO docket.api_functions (name, role) VALUES
     ('job_enqueue_one', 'app'), ('job_enqueue_many', 'app'), ('job_intake_take', 'app'), ('job_claim', 'app'), ('job_claim_id', 'app'),
     ('job_claim_queue', 'app'), ('job_renew', 'app'), ('job_release', 'app'), ('job_complete', 'app'),
     ('job_complete_many', 'app'), ('job_fail', 'app'), ('job_cancel', 'app'), ('job_reconcile', 'app'),
-    ('job_expire_leases', 'app'), ('job_decoders_register', 'app'), ('job_verify', 'app');
+    ('job_expire_leases', 'app'), ('job_decoders_register', 'app'), ('job_verify', 'app'), ('job_late_outcome', 'app');
 
 -- Budgets ---------------------------------------------------------------------
 --

@@ -173,3 +173,8 @@ SELECT * FROM docket.job_pin(@ids::bigint[], sqlc.narg('revisions')::text[], @ac
 -- No row when the job was not pruned, or the actor may not read its
 -- project's jobs.
 SELECT id, project, at, actor::text AS actor FROM docket.job_pruned(@id::bigint, @actor::text);
+
+-- name: JobLateOutcome :one
+SELECT * FROM docket.job_late_outcome(@id::bigint, @token::uuid, @generation::bigint, @outcome::text,
+    sqlc.narg('result')::jsonb, sqlc.narg('class')::text, sqlc.narg('diagnostic')::text, sqlc.narg('retry_after')::interval,
+    @actor::text, @now::timestamptz, @spent_effects::bigint, @spent_money::bigint);

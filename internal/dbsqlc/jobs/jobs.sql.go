@@ -1159,6 +1159,95 @@ func (q *Queries) JobIntakeTake(ctx context.Context, db DBTX, intake uuid.UUID, 
 	return items, nil
 }
 
+const jobLateOutcome = `-- name: JobLateOutcome :one
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_late_outcome($1::bigint, $2::uuid, $3::bigint, $4::text,
+    $5::jsonb, $6::text, $7::text, $8::interval,
+    $9::text, $10::timestamptz, $11::bigint, $12::bigint)
+`
+
+type JobLateOutcomeParams struct {
+	ID           int64
+	Token        uuid.UUID
+	Generation   int64
+	Outcome      string
+	Result       json.RawMessage
+	Class        *string
+	Diagnostic   *string
+	RetryAfter   *time.Duration
+	Actor        string
+	Now          time.Time
+	SpentEffects int64
+	SpentMoney   int64
+}
+
+func (q *Queries) JobLateOutcome(ctx context.Context, db DBTX, arg JobLateOutcomeParams) (*DocketJob, error) {
+	row := db.QueryRow(ctx, jobLateOutcome,
+		arg.ID,
+		arg.Token,
+		arg.Generation,
+		arg.Outcome,
+		arg.Result,
+		arg.Class,
+		arg.Diagnostic,
+		arg.RetryAfter,
+		arg.Actor,
+		arg.Now,
+		arg.SpentEffects,
+		arg.SpentMoney,
+	)
+	var i DocketJob
+	err := row.Scan(
+		&i.ID,
+		&i.Project,
+		&i.Kind,
+		&i.Queue,
+		&i.Priority,
+		&i.State,
+		&i.Payload,
+		&i.PayloadSchema,
+		&i.Params,
+		&i.Inputs,
+		&i.RequestedOutput,
+		&i.LaneID,
+		&i.CaseID,
+		&i.IdempotencyKey,
+		&i.CompensationKind,
+		&i.External,
+		&i.Repeatable,
+		&i.AvailableAt,
+		&i.Attempts,
+		&i.MaxAttempts,
+		&i.Lease,
+		&i.BackoffBase,
+		&i.BackoffCap,
+		&i.BackoffJitter,
+		&i.LeaseGeneration,
+		&i.ClaimToken,
+		&i.ClaimedBy,
+		&i.ClaimedAt,
+		&i.LeaseExpiresAt,
+		&i.Result,
+		&i.Diagnostic,
+		&i.CreatedBy,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.FinishedAt,
+		&i.OutcomeToken,
+		&i.ClaimedRevision,
+		&i.Revisions,
+		&i.RequestedKind,
+		&i.TargetRoot,
+		&i.Renewals,
+		&i.RenewedAt,
+		&i.MaxEffects,
+		&i.MaxMoney,
+		&i.Currency,
+		&i.SpentEffects,
+		&i.SpentMoney,
+	)
+	return &i, err
+}
+
 const jobList = `-- name: JobList :many
 SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.jobs
 WHERE project = $1::text
