@@ -56,6 +56,7 @@ const (
 	checkStopBound  = "a stop during an outage ends in time"
 	checkCut        = "the cuts fired"
 	checkRaces      = "no data race in the worker"
+	checkAcked      = "no acknowledged completion lost"
 )
 
 // fail fails the test for check, saying why, and records that check

@@ -38,8 +38,9 @@ type childSpec struct {
 // a worker event other than a start or success, with its type, job and
 // attempt.
 const (
-	lineStarted = "started"
-	lineEvent   = "event"
+	lineStarted   = "started"
+	lineEvent     = "event"
+	lineSucceeded = "succeeded" // the worker recorded a success: the job store acknowledged it
 )
 
 // work is the workload's payload: how long its handler works before its
@@ -100,7 +101,9 @@ func serve(raw string) error {
 		Logger:         workerproc.Logger(),
 		OnEvent: func(e worker.Event) {
 			switch {
-			case e.Type == worker.EventStarted, e.Type == worker.EventSucceeded:
+			case e.Type == worker.EventSucceeded:
+				p.Say(lineSucceeded, e.JobID, e.Attempt)
+			case e.Type == worker.EventStarted:
 			case e.Type == worker.EventSweep && e.Count == 0:
 			default:
 				p.Say(lineEvent, e.Type, e.JobID, e.Attempt)
@@ -167,6 +170,7 @@ type child struct {
 	events  map[string]int  // worker events by type
 	warns   map[string]int  // logged warnings and errors, by message
 	warned  map[int64]bool  // the jobs logged warnings and errors name
+	acked   map[int64]bool  // the jobs whose success the job store acknowledged
 }
 
 // startWorker starts a worker process and waits until it is ready; the
@@ -174,7 +178,8 @@ type child struct {
 func (r *rig) startWorker() *child {
 	r.t.Helper()
 	r.workers++
-	c := &child{started: map[int64][]int{}, events: map[string]int{}, warns: map[string]int{}, warned: map[int64]bool{}}
+	c := &child{started: map[int64][]int{}, events: map[string]int{}, warns: map[string]int{}, warned: map[int64]bool{},
+		acked: map[int64]bool{}}
 	name := fmt.Sprintf("w%d", r.workers)
 	c.Child = workerproc.Start(r.t, name, childEnv, childSpec{URL: r.loginURL(), Name: name},
 		workerproc.Lines{Stdout: c.said, Stderr: c.logged})
@@ -193,6 +198,9 @@ func (c *child) said(f []string, _ string) {
 		c.started[id] = append(c.started[id], attempt)
 	case f[0] == lineEvent && len(f) >= 2:
 		c.events[f[1]]++
+	case f[0] == lineSucceeded && len(f) >= 2:
+		id, _ := strconv.ParseInt(f[1], 10, 64)
+		c.acked[id] = true
 	}
 }
 
@@ -228,6 +236,20 @@ func (c *child) logged(line string) {
 			c.warned[id] = true
 		}
 	}
+}
+
+// ackedAny reports the jobs whose success the job store acknowledged to any
+// of children.
+func ackedAny(children []*child) []int64 {
+	var out []int64
+	for _, c := range children {
+		c.mu.Lock()
+		for id := range c.acked {
+			out = append(out, id)
+		}
+		c.mu.Unlock()
+	}
+	return out
 }
 
 // startedAny reports the jobs whose handlers any of children started.

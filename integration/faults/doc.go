@@ -40,17 +40,27 @@
 //     deferred constraint trigger, for the cut at COMMIT) records in a
 //     session of its own (dblink) that it fired, then calls
 //     pg_terminate_backend(pg_backend_pid()).
-//  7. plan-kill: runs of a plan that fans out and in (root, 20 leaves, a
+//  7. failover-sync and failover-async: the cluster has a streaming standby
+//     (pg_basebackup; synchronous_standby_names '*', or none), the worker
+//     and the checks connect with a multi-host URL (target_session_attrs
+//     read-write). Mid-run the primary's WAL sender is stalled for a second
+//     (SIGSTOP), the primary killed (SIGKILL to the postmaster and that
+//     sender) and the standby promoted. Besides the checks below, every
+//     success the job store acknowledged to the worker (its "succeeded"
+//     lines) must be succeeded after the failover when replication is
+//     synchronous; when it is asynchronous the report says how many were
+//     lost and what became of their jobs (docs/operators.md).
+//  8. plan-kill: runs of a plan that fans out and in (root, 20 leaves, a
 //     join; every step repeatable) instead of the workload, the worker
 //     SIGKILLed mid-run among the completions that advance the runs, and a
 //     new one started; its own checks (plans_test.go) add that every run
 //     succeeded with all its results and no step was enqueued twice.
-//  8. batch-kill: a batch (package batches) of a three-step plan over 500
+//  9. batch-kill: a batch (package batches) of a three-step plan over 500
 //     items (5,000 in the long form), fed in windowed passes of 100 new
 //     items, the worker SIGKILLed mid-batch and a new one started (twice in
 //     the long form), and the feeder crashed: a pass cancelled while it
 //     admits a page, the feeding resumed from the cursor by a fresh client.
-//  9. batch-100k (long form only): 100,000 items of that plan through two
+//  10. batch-100k (long form only): 100,000 items of that plan through two
 //     workers, no fault, for the throughput and the cost of reading the
 //     census at 1,000 and at 100,000 items. Both batch scenarios check
 //     (batches_test.go) that the census is exact and agreed with the items

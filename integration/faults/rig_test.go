@@ -31,6 +31,9 @@ const database = "docket_faults"
 type rig struct {
 	t       *testing.T
 	cluster *pgserver.Cluster
+	// standby, when not nil, streams from cluster and is promoted when a
+	// scenario fails over to it.
+	standby *pgserver.Cluster
 	// owner is the cluster's superuser on the database: for setup, faults
 	// and looking. Its queries fail while the cluster is down.
 	owner *pgxpool.Pool
@@ -54,7 +57,13 @@ type rig struct {
 // are installed) and migrates the docket schema into a database on it, with
 // project acme, app's grants to enqueue and claim there, app's login, and the
 // tables the handlers write.
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T) *rig { return newRigOf(t, "") }
+
+// newRigOf is newRig, with a streaming standby of its cluster when standby
+// says how it replicates ("sync" or "async"): the owner's pool and the
+// workers' login then name both servers and connect to the one that takes
+// writes, so they follow a failover.
+func newRigOf(t *testing.T, standby string) *rig {
 	t.Helper()
 	ctx := t.Context()
 	cluster, err := pgserver.StartCluster(ctx)
@@ -75,6 +84,17 @@ func newRig(t *testing.T) *rig {
 	require.NoError(t, err)
 	t.Cleanup(r.owner.Close)
 	require.NoError(t, db.Migrate(ctx, r.owner))
+	if standby != "" {
+		r.standby, err = pgserver.StartStandby(ctx, cluster, standby == "sync")
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, r.standby.Close(context.Background())) })
+		multi, err := pgserver.MultiHost(ownerURL, cluster, r.standby)
+		require.NoError(t, err)
+		r.owner.Close()
+		r.owner, err = db.Open(ctx, multi)
+		require.NoError(t, err)
+		t.Cleanup(r.owner.Close)
+	}
 
 	// The setup's instants are the system clock's, as the worker's are.
 	clock := db.NewFakeClock(time.Now())
@@ -92,7 +112,7 @@ func newRig(t *testing.T) *rig {
 	// registers each one's kill), then the cluster is running again for
 	// the login's role to be dropped.
 	t.Cleanup(func() {
-		if !cluster.Running() {
+		if !cluster.Running() && r.standby == nil { // a primary failed over from stays down
 			_ = cluster.Start(context.Background())
 		}
 	})

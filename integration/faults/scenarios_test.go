@@ -4,6 +4,9 @@ package faults
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,6 +32,9 @@ type scenario struct {
 	// inject injects the i-th fault, the run's workers being r.children,
 	// and returns when the fault has cleared.
 	inject func(r *rig, i int, f form) injected
+	// standby, when not empty, gives the cluster a streaming standby,
+	// replicating "sync" or "async", for a failover to it.
+	standby string
 	// play, when not nil, runs the whole scenario instead, with a workload
 	// of its own, into the report it is given.
 	play func(t *testing.T, f form, res *result)
@@ -64,6 +70,8 @@ func scenarios(f form) []scenario {
 			"CREATE TRIGGER inside_cut AFTER INSERT ON faults.inside FOR EACH ROW")},
 		{name: "cut-commit", strict: true, prepare: cutWrites(
 			"CREATE CONSTRAINT TRIGGER inside_cut AFTER INSERT ON faults.inside DEFERRABLE INITIALLY DEFERRED FOR EACH ROW")},
+		{name: "failover-sync", standby: "sync", faults: mid, inject: failover},
+		{name: "failover-async", standby: "async", faults: mid, inject: failover},
 		{name: "plan-kill", play: planKill},
 		{name: "batch-kill", play: batchKill},
 		{name: "batch-100k", play: batch100k},
@@ -92,7 +100,7 @@ func (sc scenario) run(t *testing.T, f form, table *summary) {
 		sc.play(t, f, &res)
 		return
 	}
-	r := newRig(t)
+	r := newRigOf(t, sc.standby)
 	ids := r.enqueue(f.jobs)
 	var report func() string
 	if sc.prepare != nil {
@@ -129,6 +137,9 @@ func (sc scenario) run(t *testing.T, f form, table *summary) {
 	if report != nil {
 		res.notes = append(res.notes, report())
 	}
+	if sc.standby != "" {
+		res.notes = append(res.notes, r.acknowledgedLost(sc.standby == "sync"))
+	}
 	res.events, res.warns = tally(r.children)
 	for _, c := range r.children {
 		if c.Races() > 0 {
@@ -138,6 +149,62 @@ func (sc scenario) run(t *testing.T, f form, table *summary) {
 	r.judge(res.verdict, len(ids), sc.strict)
 	res.failed = r.failed
 	res.log(t.Logf)
+}
+
+// failoverLag is how long the primary sends its standby nothing before it
+// is lost: the replication link stalled, as over a slow network.
+const failoverLag = time.Second
+
+// failover stalls the primary's WAL sender for failoverLag (SIGSTOP), then
+// kills the primary as the loss of its machine would (SIGKILL to the
+// postmaster and to that sender, so nothing more reaches the standby), and
+// promotes the standby, which the workers' multi-host URL then finds.
+// Under synchronous replication the stall holds every commit unacknowledged;
+// under asynchronous replication what the primary acknowledged in it is on
+// the primary alone, and is lost with it.
+func failover(r *rig, _ int, _ form) injected {
+	ctx := r.t.Context()
+	pc, err := pgx.Connect(ctx, r.cluster.AdminURL())
+	require.NoError(r.t, err)
+	var sender int
+	require.NoError(r.t, pc.QueryRow(ctx, `SELECT pid FROM pg_stat_replication`).Scan(&sender))
+	require.NoError(r.t, pc.Close(ctx))
+	require.NoError(r.t, syscall.Kill(sender, syscall.SIGSTOP))
+	time.Sleep(failoverLag) // the fault itself
+	require.NoError(r.t, r.cluster.Kill())
+	effective := time.Now()
+	require.NoError(r.t, syscall.Kill(sender, syscall.SIGKILL))
+	require.NoError(r.t, r.standby.Promote(ctx))
+	return injected{what: fmt.Sprintf("the primary's WAL sender stalled %v, the primary killed (SIGKILL), the standby promoted in %v",
+		failoverLag, time.Since(effective).Round(time.Millisecond)),
+		effective: effective}
+}
+
+// acknowledgedLost checks the successes the job store acknowledged to a
+// worker against what the promoted standby holds: with synchronous
+// replication none may be missing; with asynchronous replication it reports
+// how many were, and what became of their jobs.
+func (r *rig) acknowledgedLost(synchronous bool) string {
+	acked := ackedAny(r.children)
+	ids := make([]string, len(acked))
+	for i, id := range acked {
+		ids[i] = strconv.FormatInt(id, 10)
+	}
+	lost := r.strings(r.t.Context(), fmt.Sprintf(`
+		SELECT format('job %%s %%s after %%s attempts', j.id, j.state, j.attempts)
+		FROM docket.jobs j WHERE j.id = ANY ('{%s}'::bigint[]) AND j.state <> 'succeeded' ORDER BY j.id`,
+		strings.Join(ids, ",")))
+	if synchronous && len(lost) > 0 {
+		r.fail(checkAcked, "%d successes the job store acknowledged are not succeeded after the failover: %s",
+			len(lost), strings.Join(lost[:min(examples, len(lost))], "; "))
+	}
+	byState := map[string]int{}
+	for _, l := range lost {
+		f := strings.Fields(l)
+		byState[f[2]]++
+	}
+	return fmt.Sprintf("acknowledged successes %d, missing after the failover %d %v %v", len(acked), len(lost), byState,
+		lost[:min(examples, len(lost))])
 }
 
 // restartPostgres crashes Postgres with an immediate shutdown and starts it

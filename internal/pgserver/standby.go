@@ -160,6 +160,18 @@ func (c *Cluster) Promote(ctx context.Context) error {
 	return nil
 }
 
+// Kill ends the server's postmaster with SIGKILL, as the loss of its
+// machine would: no shutdown, no checkpoint, nothing more sent to a standby
+// (its other processes end as they notice, or as the caller kills them).
+// It does not wait: the postmaster's output ends only once every process
+// of the server has, and one the caller stopped ends when it is killed.
+func (c *Cluster) Kill() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.running = false
+	return c.l.cmd.Process.Kill()
+}
+
 // Port is the port the cluster listens on, on 127.0.0.1.
 func (c *Cluster) Port() int {
 	u, err := url.Parse(c.l.url)
