@@ -60,3 +60,9 @@ FROM docket.job_heads(@ids::bigint[]) h
 JOIN docket.jobs j ON j.id = h.job_id
 WHERE docket.job_visible(@actor::text, j.project)
 ORDER BY h.job_id;
+
+-- name: HistoryMaintain :one
+-- Drops the history partitions prunes emptied of jobs, then makes those
+-- ahead of the jobs id sequence; each lock waits at most @wait.
+SELECT docket.history_partitions_drop(@wait::interval)::integer AS dropped,
+       docket.history_partitions_ensure(@wait::interval)::integer AS made;

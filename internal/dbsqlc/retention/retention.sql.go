@@ -11,6 +11,25 @@ import (
 	"time"
 )
 
+const historyMaintain = `-- name: HistoryMaintain :one
+SELECT docket.history_partitions_drop($1::interval)::integer AS dropped,
+       docket.history_partitions_ensure($1::interval)::integer AS made
+`
+
+type HistoryMaintainRow struct {
+	Dropped int32
+	Made    int32
+}
+
+// Drops the history partitions prunes emptied of jobs, then makes those
+// ahead of the jobs id sequence; each lock waits at most @wait.
+func (q *Queries) HistoryMaintain(ctx context.Context, db DBTX, wait time.Duration) (*HistoryMaintainRow, error) {
+	row := db.QueryRow(ctx, historyMaintain, wait)
+	var i HistoryMaintainRow
+	err := row.Scan(&i.Dropped, &i.Made)
+	return &i, err
+}
+
 const jobHeads = `-- name: JobHeads :many
 SELECT h.job_id::bigint AS job_id, h.ok::boolean AS ok, h.events::integer AS events, h.head::bytea AS head
 FROM docket.job_heads($1::bigint[]) h
