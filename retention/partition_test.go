@@ -1,6 +1,7 @@
 package retention_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -37,7 +38,8 @@ func TestThePruneDropsAPartitionItEmptied(t *testing.T) {
 	e := setup(t, hours(1, 2, 24))
 	ctx := t.Context()
 	const base, width = 1_000_000_000, 10
-	_, err := e.Pool.Exec(ctx, `UPDATE docket.history_partitioning SET width = $1, ahead = 5`, width)
+	_, err := e.Pool.Exec(ctx, `UPDATE docket.settings SET value = CASE name WHEN 'history_partition_width' THEN $1 ELSE '5' END
+		WHERE name IN ('history_partition_width', 'history_partitions_ahead')`, fmt.Sprint(width))
 	require.NoError(t, err)
 	_, err = e.Pool.Exec(ctx, `ALTER TABLE docket.jobs ALTER COLUMN id RESTART WITH 1000000000`)
 	require.NoError(t, err)

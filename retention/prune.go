@@ -35,7 +35,7 @@ func Sweep(every time.Duration) worker.Sweep {
 	return worker.Sweep{Name: SweepName, Every: every, Func: func(ctx context.Context, run *worker.SweepRun) (int, error) {
 		prunes, err := prune(ctx, run.Tx, string(run.Actor), run.Limit, run.Now)
 		if err == nil {
-			_, err = maintainHistory(ctx, run.Tx)
+			_, err = maintainHistory(ctx, run.Tx, string(run.Actor))
 		}
 		moved := 0
 		for _, p := range prunes {
@@ -57,7 +57,7 @@ func (c *Client) Prune(ctx context.Context, limit int) (out []Prune, err error) 
 		if out, err = c.PruneTx(ctx, tx, limit); err != nil {
 			return err
 		}
-		_, err = maintainHistory(ctx, tx)
+		_, err = maintainHistory(ctx, tx, string(c.actor))
 		return err
 	})
 	return out, err
@@ -81,16 +81,22 @@ type HistoryUpkeep struct {
 // and the prune sweep do it after each prune; a caller of [Client.PruneTx]
 // calls it last in its transaction, or in one of its own after. It takes
 // the history's lock for an instant, waiting at most [HistoryLockWait].
+// An actor holding retention.prune nowhere does nothing.
 func (c *Client) MaintainHistory(ctx context.Context, tx pgx.Tx) (HistoryUpkeep, error) {
-	return maintainHistory(ctx, tx)
+	return maintainHistory(ctx, tx, string(c.actor))
 }
 
-func maintainHistory(ctx context.Context, q db.DBTX) (HistoryUpkeep, error) {
-	r, err := queries.HistoryMaintain(ctx, q, HistoryLockWait)
+func maintainHistory(ctx context.Context, q db.DBTX, actor string) (HistoryUpkeep, error) {
+	rows, err := queries.HistoryMaintain(ctx, q, actor, HistoryLockWait)
 	if err != nil {
 		return HistoryUpkeep{}, db.Translate(err, "retention.history")
 	}
-	return HistoryUpkeep{Dropped: int(r.Dropped), Made: int(r.Made)}, nil
+	var u HistoryUpkeep
+	for _, r := range rows {
+		u.Dropped += int(r.Dropped)
+		u.Made += int(r.Made)
+	}
+	return u, nil
 }
 
 // PruneTx removes, in tx, up to limit items (jobs, closed cases counted with

@@ -327,7 +327,7 @@ $$;
 -- History partitions ----------------------------------------------------------
 --
 -- docket.job_events is partitioned by RANGE (job_id) (00045): one partition
--- every docket.history_partitioning.width ids, made ahead of the jobs id
+-- every history_partition_width ids (docket.settings), made ahead of the jobs id
 -- sequence by docket itself, and a DEFAULT partition for an event no range
 -- covers. A range is closed once the sequence has handed out its last id.
 -- A prune leaves the events of the jobs it removes in a closed partition
@@ -377,7 +377,30 @@ DECLARE
     name text;
     was text := current_setting('lock_timeout');
 BEGIN
-    SELECT h.width, h.ahead INTO w, n FROM docket.history_partitioning h;
+    SELECT s.value::bigint INTO w FROM docket.settings s WHERE s.name = 'history_partition_width';
+    SELECT s.value::integer INTO n FROM docket.settings s WHERE s.name = 'history_partitions_ahead';
+    IF w IS NULL OR w < 1 OR n IS NULL OR n NOT BETWEEN 1 AND 100 THEN
+        RAISE EXCEPTION 'settings history_partition_width % and history_partitions_ahead %: want a width of 1 or more and 1..100 ahead', w, n
+            USING ERRCODE = 'DK010';
+    END IF;
+    -- The table as it was before 00045, the DEFAULT partition until now,
+    -- becomes the partition of every id below the first boundary above
+    -- those handed out (checked by a constraint first, so the attach does
+    -- not scan it again), and a new DEFAULT partition takes its place.
+    IF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = to_regclass('docket.job_events_legacy')
+               AND pg_get_expr(c.relpartbound, c.oid) = 'DEFAULT') THEN
+        hi := greatest((last_id / w + 1) * w, w);
+        ALTER TABLE docket.job_events DETACH PARTITION docket.job_events_legacy;
+        EXECUTE format('ALTER TABLE docket.job_events_legacy ADD CONSTRAINT job_events_legacy_range CHECK (job_id < %s)', hi);
+        EXECUTE format('ALTER TABLE docket.job_events ATTACH PARTITION docket.job_events_legacy FOR VALUES FROM (MINVALUE) TO (%s)', hi);
+        ALTER TABLE docket.job_events_legacy DROP CONSTRAINT job_events_legacy_range;
+    END IF;
+    IF to_regclass('docket.job_events_default') IS NULL THEN
+        CREATE TABLE docket.job_events_default PARTITION OF docket.job_events DEFAULT;
+        ALTER TABLE docket.job_events_default SET (autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.05,
+            autovacuum_vacuum_insert_scale_factor = 0.05);
+        ALTER TABLE docket.job_events_default ENABLE ROW LEVEL SECURITY;
+    END IF;
     SELECT max(p.hi) INTO top FROM docket.history_partitions() p;
     top := coalesce(top, (last_id / w) * w);
     WHILE top <= last_id + n * w LOOP
@@ -445,6 +468,31 @@ BEGIN
         PERFORM set_config('lock_timeout', was, true);
     END LOOP;
     RETURN dropped;
+END
+$$;
+
+-- history_upkeep drops the partitions of the job history that prunes
+-- emptied (history_partitions_drop), then makes those ahead of the jobs id
+-- sequence (history_partitions_ensure), each lock waited for at most
+-- p_wait (0 .. 10 seconds), on behalf of p_actor, who must hold
+-- retention.prune in some project: the prune sweep's actor. It chooses
+-- nothing: what it drops is events of jobs pruned and recorded.
+-- It does nothing, and returns no row, for an actor holding retention.prune
+-- nowhere. Refuses: a malformed actor or wait (DK010).
+CREATE OR REPLACE FUNCTION docket.history_upkeep(p_actor text, p_wait interval)
+RETURNS TABLE (dropped integer, made integer)
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM docket.require_actor(p_actor);
+    IF p_wait IS NULL OR p_wait < interval '0' OR p_wait > interval '10 seconds' THEN
+        RAISE EXCEPTION 'invalid lock wait %: want 0 .. 10 seconds', p_wait USING ERRCODE = 'DK010';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM docket.grants g WHERE g.principal = p_actor AND g.capability = 'retention.prune') THEN
+        RETURN;
+    END IF;
+    dropped := docket.history_partitions_drop(p_wait);
+    made := docket.history_partitions_ensure(p_wait);
+    RETURN NEXT;
 END
 $$;
 
@@ -645,10 +693,26 @@ $$;
 -- The delete-refusing triggers of the tables a prune deletes from admit the
 -- deletes of a prune, and nothing else. They are retention's, though they
 -- stand on the other aggregates' tables: each names docket.pruning.
+--
+-- The jobs' and their events' are statement triggers, asking pruning() once
+-- a DELETE rather than once a row: a prune deletes thousands of each. (The
+-- events' stands on the partitioned table: a DELETE names docket.job_events,
+-- as only the owner may name a partition.)
+CREATE OR REPLACE FUNCTION docket.refuse_unless_pruning() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT docket.pruning() THEN
+        RAISE EXCEPTION '%.%: % refused: %', TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_OP, TG_ARGV[0]
+            USING ERRCODE = 'DK015';
+    END IF;
+    RETURN NULL;
+END
+$$;
+
 CREATE OR REPLACE TRIGGER jobs_refuse_delete
     BEFORE DELETE ON docket.jobs
-    FOR EACH ROW WHEN (NOT docket.pruning())
-    EXECUTE FUNCTION docket.refuse_change('jobs are kept with their history until a prune removes them past their retention: cancel a job instead');
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION docket.refuse_unless_pruning('jobs are kept with their history until a prune removes them past their retention: cancel a job instead');
 
 CREATE OR REPLACE TRIGGER job_events_append_only
     BEFORE UPDATE ON docket.job_events
@@ -656,8 +720,8 @@ CREATE OR REPLACE TRIGGER job_events_append_only
 
 CREATE OR REPLACE TRIGGER job_events_refuse_delete
     BEFORE DELETE ON docket.job_events
-    FOR EACH ROW WHEN (NOT docket.pruning())
-    EXECUTE FUNCTION docket.refuse_change('events are removed only with their job, by a prune');
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION docket.refuse_unless_pruning('events are removed only with their job, by a prune');
 
 CREATE OR REPLACE TRIGGER cases_refuse_delete
     BEFORE DELETE ON docket.cases
@@ -709,7 +773,7 @@ CREATE OR REPLACE TRIGGER schedule_occurrences_refuse_delete
 
 INSERT INTO docket.api_functions (name, role) VALUES
     ('retention_set', 'app'), ('retention_get', 'app'), ('prune_run', 'app'), ('prune_verify', 'app'),
-    ('job_pruned', 'app'), ('history_partitions_ensure', 'app'), ('history_partitions_drop', 'app');
+    ('job_pruned', 'app'), ('history_upkeep', 'app');
 
 -- The partitions ahead of the jobs id sequence, made at migrate.
 SELECT docket.history_partitions_ensure('5 seconds');

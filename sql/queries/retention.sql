@@ -61,8 +61,8 @@ JOIN docket.jobs j ON j.id = h.job_id
 WHERE docket.job_visible(@actor::text, j.project)
 ORDER BY h.job_id;
 
--- name: HistoryMaintain :one
+-- name: HistoryMaintain :many
 -- Drops the history partitions prunes emptied of jobs, then makes those
 -- ahead of the jobs id sequence; each lock waits at most @wait.
-SELECT docket.history_partitions_drop(@wait::interval)::integer AS dropped,
-       docket.history_partitions_ensure(@wait::interval)::integer AS made;
+SELECT u.dropped::integer AS dropped, u.made::integer AS made
+FROM docket.history_upkeep(@actor::text, @wait::interval) u;

@@ -11,9 +11,9 @@ import (
 	"time"
 )
 
-const historyMaintain = `-- name: HistoryMaintain :one
-SELECT docket.history_partitions_drop($1::interval)::integer AS dropped,
-       docket.history_partitions_ensure($1::interval)::integer AS made
+const historyMaintain = `-- name: HistoryMaintain :many
+SELECT u.dropped::integer AS dropped, u.made::integer AS made
+FROM docket.history_upkeep($1::text, $2::interval) u
 `
 
 type HistoryMaintainRow struct {
@@ -23,11 +23,24 @@ type HistoryMaintainRow struct {
 
 // Drops the history partitions prunes emptied of jobs, then makes those
 // ahead of the jobs id sequence; each lock waits at most @wait.
-func (q *Queries) HistoryMaintain(ctx context.Context, db DBTX, wait time.Duration) (*HistoryMaintainRow, error) {
-	row := db.QueryRow(ctx, historyMaintain, wait)
-	var i HistoryMaintainRow
-	err := row.Scan(&i.Dropped, &i.Made)
-	return &i, err
+func (q *Queries) HistoryMaintain(ctx context.Context, db DBTX, actor string, wait time.Duration) ([]*HistoryMaintainRow, error) {
+	rows, err := db.Query(ctx, historyMaintain, actor, wait)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*HistoryMaintainRow{}
+	for rows.Next() {
+		var i HistoryMaintainRow
+		if err := rows.Scan(&i.Dropped, &i.Made); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const jobHeads = `-- name: JobHeads :many
