@@ -70,7 +70,7 @@ FROM pg_proc p WHERE p.pronamespace = 'docket'::regnamespace AND p.proname NOT L
 UNION ALL
 SELECT 'trigger', quote_ident(t.tgname) || ' ON ' || t.tgrelid::regclass::text, t.xmin::text
 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-WHERE c.relnamespace = 'docket'::regnamespace AND NOT t.tgisinternal AND t.tgname <> 'refuse_truncate'
+WHERE c.relnamespace = 'docket'::regnamespace AND NOT t.tgisinternal AND t.tgparentid = 0 AND t.tgname <> 'refuse_truncate'
   AND c.relname NOT LIKE 'river\_%'
 UNION ALL
 SELECT 'view', c.oid::regclass::text, r.xmin::text

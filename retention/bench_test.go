@@ -10,6 +10,7 @@ package retention_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -126,4 +127,65 @@ func BenchmarkPruneClaimLatency(b *testing.B) {
 	b.ReportMetric(pct(pruning, 0.5), "pruning_p50_ms")
 	b.ReportMetric(pct(pruning, 0.99), "pruning_p99_ms")
 	b.ReportMetric(float64(len(pruning))/float64(b.N), "claims_during_prune")
+}
+
+// BenchmarkPruneHistory times one prune of 10,000 succeeded jobs, and the
+// WAL it writes, two ways: "rows", their events deleted row by row (the
+// jobs' ids in a partition still open), and "drop", the jobs filling one
+// history partition 10,000 ids wide, which the prune's upkeep drops whole.
+// It reports ms and WAL bytes per pruned job; WAL is the server's, so run it
+// on a server of its own (DOCKET_TEST_DATABASE_URL unset: a private one).
+func BenchmarkPruneHistory(b *testing.B) {
+	for _, mode := range []string{"rows", "drop"} {
+		b.Run(mode, func(b *testing.B) {
+			e := setup(b, hours(1, 1, 1))
+			ctx := context.Background()
+			if mode == "drop" {
+				_, err := e.Pool.Exec(ctx, `UPDATE docket.settings SET value = $1 WHERE name = 'history_partition_width'`, fmt.Sprint(benchPruned))
+				require.NoError(b, err)
+				_, err = e.Pool.Exec(ctx, `ALTER TABLE docket.jobs ALTER COLUMN id RESTART WITH 1000000000`)
+				require.NoError(b, err)
+				tx, err := e.API.Begin(ctx)
+				require.NoError(b, err)
+				_, err = e.pruner.MaintainHistory(ctx, tx)
+				require.NoError(b, err)
+				require.NoError(b, tx.Commit(ctx))
+			}
+			lsn := func() (n int64) {
+				require.NoError(b, e.Pool.QueryRow(ctx, `SELECT pg_current_wal_lsn() - '0/0'`).Scan(&n))
+				return n
+			}
+			var total, upkeep time.Duration
+			var wal int64
+			dropped := 0
+			for range b.N {
+				b.StopTimer()
+				finishMany(b, e, "default", benchPruned)
+				e.Clock.Advance(2 * time.Hour)
+				_, err := e.Pool.Exec(ctx, `CHECKPOINT`)
+				require.NoError(b, err)
+				b.StartTimer()
+				began, from := time.Now(), lsn()
+				tx, err := e.API.Begin(ctx)
+				require.NoError(b, err)
+				ps, err := e.pruner.PruneTx(ctx, tx, benchPruned)
+				require.NoError(b, err)
+				pruned := time.Now()
+				up, err := e.pruner.MaintainHistory(ctx, tx)
+				require.NoError(b, err)
+				require.NoError(b, tx.Commit(ctx))
+				upkeep += time.Since(pruned)
+				total += time.Since(began)
+				wal += lsn() - from
+				require.Len(b, ps, 1)
+				require.Equal(b, benchPruned, ps[0].Jobs)
+				dropped += up.Dropped
+			}
+			jobsPruned := float64(b.N * benchPruned)
+			b.ReportMetric(float64(total.Microseconds())/jobsPruned, "µs/job")
+			b.ReportMetric(float64(upkeep.Microseconds())/jobsPruned, "upkeep-µs/job")
+			b.ReportMetric(float64(wal)/jobsPruned, "WAL-B/job")
+			b.ReportMetric(float64(dropped)/float64(b.N), "dropped/op")
+		})
+	}
 }

@@ -34,6 +34,9 @@ func Sweep(every time.Duration) worker.Sweep {
 	}
 	return worker.Sweep{Name: SweepName, Every: every, Func: func(ctx context.Context, run *worker.SweepRun) (int, error) {
 		prunes, err := prune(ctx, run.Tx, string(run.Actor), run.Limit, run.Now)
+		if err == nil {
+			_, err = maintainHistory(ctx, run.Tx, string(run.Actor))
+		}
 		moved := 0
 		for _, p := range prunes {
 			moved += p.Removed()
@@ -51,10 +54,49 @@ func Sweep(every time.Duration) worker.Sweep {
 // client's now, in its own transaction. See [Client.PruneTx].
 func (c *Client) Prune(ctx context.Context, limit int) (out []Prune, err error) {
 	err = db.WithTx(ctx, c.pool, func(tx pgx.Tx) error {
-		out, err = c.PruneTx(ctx, tx, limit)
+		if out, err = c.PruneTx(ctx, tx, limit); err != nil {
+			return err
+		}
+		_, err = maintainHistory(ctx, tx, string(c.actor))
 		return err
 	})
 	return out, err
+}
+
+// HistoryLockWait is how long the prune's history maintenance waits for
+// the lock on the job history to drop or make a partition (three tries
+// each), before leaving it to the next prune: enqueues wait on that lock
+// no longer than this.
+const HistoryLockWait = 50 * time.Millisecond
+
+// HistoryUpkeep is what one upkeep of the job history's partitions did.
+type HistoryUpkeep struct {
+	Dropped int // partitions dropped whole: every job of their range pruned and recorded
+	Made    int // partitions made ahead of the jobs id sequence
+}
+
+// MaintainHistory drops, in tx, the partitions of the job history whose
+// jobs prunes all removed and recorded, and makes those ahead of the jobs
+// id sequence (docs/retention.md, "History partitions"). [Client.Prune]
+// and the prune sweep do it after each prune; a caller of [Client.PruneTx]
+// calls it last in its transaction, or in one of its own after. It takes
+// the history's lock for an instant, waiting at most [HistoryLockWait].
+// An actor holding retention.prune nowhere does nothing.
+func (c *Client) MaintainHistory(ctx context.Context, tx pgx.Tx) (HistoryUpkeep, error) {
+	return maintainHistory(ctx, tx, string(c.actor))
+}
+
+func maintainHistory(ctx context.Context, q db.DBTX, actor string) (HistoryUpkeep, error) {
+	rows, err := queries.HistoryMaintain(ctx, q, actor, HistoryLockWait)
+	if err != nil {
+		return HistoryUpkeep{}, db.Translate(err, "retention.history")
+	}
+	var u HistoryUpkeep
+	for _, r := range rows {
+		u.Dropped += int(r.Dropped)
+		u.Made += int(r.Made)
+	}
+	return u, nil
 }
 
 // PruneTx removes, in tx, up to limit items (jobs, closed cases counted with

@@ -324,6 +324,178 @@ BEGIN
 END
 $$;
 
+-- History partitions ----------------------------------------------------------
+--
+-- docket.job_events is partitioned by RANGE (job_id) (00045): one partition
+-- every history_partition_width ids (docket.settings), made ahead of the jobs id
+-- sequence by docket itself, and a DEFAULT partition for an event no range
+-- covers. A range is closed once the sequence has handed out its last id.
+-- A prune leaves the events of the jobs it removes in a closed partition
+-- that no job of its range outlives, and docket.history_partitions_drop then
+-- drops that partition whole, once every job id of its events is in a
+-- prune's record (docs/retention.md, "History partitions").
+
+-- history_partitions lists the ranged partitions of docket.job_events with
+-- their bounds: lo NULL for MINVALUE. The DEFAULT partition is not listed.
+CREATE OR REPLACE FUNCTION docket.history_partitions()
+RETURNS TABLE (part regclass, lo bigint, hi bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT c.oid::regclass,
+           nullif(substring(b FROM 'FROM \(''?([-0-9A-Z]+)''?\)'), 'MINVALUE')::bigint,
+           nullif(substring(b FROM 'TO \(''?([-0-9A-Z]+)''?\)'), 'MAXVALUE')::bigint
+    FROM pg_inherits i
+    JOIN pg_class c ON c.oid = i.inhrelid
+    CROSS JOIN LATERAL pg_get_expr(c.relpartbound, c.oid) b
+    WHERE i.inhparent = 'docket.job_events'::regclass AND b <> 'DEFAULT';
+$$;
+
+-- history_last_id is the last id the jobs id sequence handed out (0: none).
+CREATE OR REPLACE FUNCTION docket.history_last_id() RETURNS bigint
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM docket.jobs_id_seq;
+$$;
+
+-- history_partitions_ensure makes the partitions of docket.job_events for
+-- the ranges up to ahead widths beyond the last job id handed out, and
+-- returns how many it made. Making one locks the history (ACCESS
+-- EXCLUSIVE on docket.job_events) for an instant: it waits at most
+-- lock_timeout p_wait for it and, not getting it, makes no more now (the
+-- next call does; meanwhile the DEFAULT partition takes what no range
+-- covers). A range whose ids already have events in the DEFAULT partition
+-- is left to it. Called at migrate and by the prune sweep, in a
+-- transaction of its own.
+CREATE OR REPLACE FUNCTION docket.history_partitions_ensure(p_wait interval) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    w bigint;
+    n integer;
+    last_id bigint := docket.history_last_id();
+    top bigint;
+    lo bigint;
+    hi bigint;
+    made integer := 0;
+    name text;
+    was text := current_setting('lock_timeout');
+BEGIN
+    SELECT s.value::bigint INTO w FROM docket.settings s WHERE s.name = 'history_partition_width';
+    SELECT s.value::integer INTO n FROM docket.settings s WHERE s.name = 'history_partitions_ahead';
+    IF w IS NULL OR w < 1 OR n IS NULL OR n NOT BETWEEN 1 AND 100 THEN
+        RAISE EXCEPTION 'settings history_partition_width % and history_partitions_ahead %: want a width of 1 or more and 1..100 ahead', w, n
+            USING ERRCODE = 'DK010';
+    END IF;
+    -- The table as it was before 00045, the DEFAULT partition until now,
+    -- becomes the partition of every id below the first boundary above
+    -- those handed out (checked by a constraint first, so the attach does
+    -- not scan it again), and a new DEFAULT partition takes its place.
+    IF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = to_regclass('docket.job_events_legacy')
+               AND pg_get_expr(c.relpartbound, c.oid) = 'DEFAULT') THEN
+        hi := greatest((last_id / w + 1) * w, w);
+        ALTER TABLE docket.job_events DETACH PARTITION docket.job_events_legacy;
+        EXECUTE format('ALTER TABLE docket.job_events_legacy ADD CONSTRAINT job_events_legacy_range CHECK (job_id < %s)', hi);
+        EXECUTE format('ALTER TABLE docket.job_events ATTACH PARTITION docket.job_events_legacy FOR VALUES FROM (MINVALUE) TO (%s)', hi);
+        ALTER TABLE docket.job_events_legacy DROP CONSTRAINT job_events_legacy_range;
+    END IF;
+    IF to_regclass('docket.job_events_default') IS NULL THEN
+        CREATE TABLE docket.job_events_default PARTITION OF docket.job_events DEFAULT;
+        ALTER TABLE docket.job_events_default SET (autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.05,
+            autovacuum_vacuum_insert_scale_factor = 0.05);
+        ALTER TABLE docket.job_events_default ENABLE ROW LEVEL SECURITY;
+    END IF;
+    SELECT max(p.hi) INTO top FROM docket.history_partitions() p;
+    top := coalesce(top, (last_id / w) * w);
+    WHILE top <= last_id + n * w LOOP
+        lo := top;
+        hi := (lo / w + 1) * w;
+        top := hi;
+        CONTINUE WHEN EXISTS (SELECT 1 FROM docket.job_events_default d WHERE d.job_id >= lo AND d.job_id < hi);
+        name := format('job_events_%s', lpad(lo::text, 12, '0'));
+        PERFORM set_config('lock_timeout', (extract(epoch FROM p_wait) * 1000)::bigint::text || 'ms', true);
+        BEGIN
+            EXECUTE format('CREATE TABLE docket.%I PARTITION OF docket.job_events FOR VALUES FROM (%s) TO (%s)', name, lo, hi);
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM set_config('lock_timeout', was, true);
+            EXIT;
+        END;
+        PERFORM set_config('lock_timeout', was, true);
+        EXECUTE format('ALTER TABLE docket.%I SET (autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.05, '
+                       'autovacuum_vacuum_insert_scale_factor = 0.05)', name);
+        -- Read through docket.job_events alone, under its policy.
+        EXECUTE format('ALTER TABLE docket.%I ENABLE ROW LEVEL SECURITY', name);
+        made := made + 1;
+    END LOOP;
+    RETURN made;
+END
+$$;
+
+-- history_partitions_drop drops the closed partitions of docket.job_events
+-- that no job of their range outlives, each once every job id of its
+-- events is in a prune's record (docket.prunes), and returns how many it
+-- dropped. Dropping one locks the history (ACCESS EXCLUSIVE) for an
+-- instant: it waits at most p_wait for it and, not getting it, leaves the
+-- partition to the next call, so a drop never stalls enqueues. It removes
+-- only events whose jobs prunes removed and recorded: the prune sweep
+-- calls it after each prune, in a transaction of its own.
+CREATE OR REPLACE FUNCTION docket.history_partitions_drop(p_wait interval) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    p record;
+    dropped integer := 0;
+    covered int8multirange;
+    last_id bigint := docket.history_last_id();
+    was text := current_setting('lock_timeout');
+BEGIN
+    FOR p IN SELECT x.part, coalesce(x.lo, -9223372036854775808) AS lo, x.hi FROM docket.history_partitions() x
+             WHERE x.hi - 1 <= last_id ORDER BY x.hi
+    LOOP
+        CONTINUE WHEN EXISTS (SELECT 1 FROM docket.jobs j WHERE j.id >= p.lo AND j.id < p.hi);
+        -- Every job whose events are here was removed by a recorded prune.
+        SELECT coalesce(range_agg(r.job_ids), '{}') INTO covered FROM docket.prunes r
+        WHERE r.job_ids && int8range(p.lo, p.hi);
+        CONTINUE WHEN EXISTS (
+            SELECT 1 FROM docket.job_events e
+            WHERE e.job_id >= p.lo AND e.job_id < p.hi AND NOT e.job_id <@ covered);
+        -- Three tries, each waiting at most p_wait for the lock.
+        PERFORM set_config('lock_timeout', (extract(epoch FROM p_wait) * 1000)::bigint::text || 'ms', true);
+        FOR try IN 1..3 LOOP
+            BEGIN
+                EXECUTE format('DROP TABLE %s', p.part);
+                dropped := dropped + 1;
+                EXIT;
+            EXCEPTION WHEN lock_not_available THEN
+                NULL;
+            END;
+        END LOOP;
+        PERFORM set_config('lock_timeout', was, true);
+    END LOOP;
+    RETURN dropped;
+END
+$$;
+
+-- history_upkeep drops the partitions of the job history that prunes
+-- emptied (history_partitions_drop), then makes those ahead of the jobs id
+-- sequence (history_partitions_ensure), each lock waited for at most
+-- p_wait (0 .. 10 seconds), on behalf of p_actor, who must hold
+-- retention.prune in some project: the prune sweep's actor. It chooses
+-- nothing: what it drops is events of jobs pruned and recorded.
+-- It does nothing, and returns no row, for an actor holding retention.prune
+-- nowhere. Refuses: a malformed actor or wait (DK010).
+CREATE OR REPLACE FUNCTION docket.history_upkeep(p_actor text, p_wait interval)
+RETURNS TABLE (dropped integer, made integer)
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM docket.require_actor(p_actor);
+    IF p_wait IS NULL OR p_wait < interval '0' OR p_wait > interval '10 seconds' THEN
+        RAISE EXCEPTION 'invalid lock wait %: want 0 .. 10 seconds', p_wait USING ERRCODE = 'DK010';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM docket.grants g WHERE g.principal = p_actor AND g.capability = 'retention.prune') THEN
+        RETURN;
+    END IF;
+    dropped := docket.history_partitions_drop(p_wait);
+    made := docket.history_partitions_ensure(p_wait);
+    RETURN NEXT;
+END
+$$;
+
 -- prune_run removes, in the current transaction, up to p_limit items past
 -- their projects' horizons at p_now, on behalf of p_actor, in the projects
 -- where p_actor holds retention.prune, oldest first; an item is a job, a
@@ -372,6 +544,10 @@ DECLARE
     n_msgs integer;
     n_occ integer;
     rec docket.prunes;
+    v_rows bigint[];
+    v_drop_lo bigint[];
+    v_drop_hi bigint[];
+    v_last_id bigint := docket.history_last_id();
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
     PERFORM docket.job_require_batch('prune limit', p_limit, 10000);
@@ -489,7 +665,20 @@ BEGIN
                 cardinality(v_bad), (SELECT min(b) FROM unnest(v_bad) b))
         RETURNING * INTO rec;
 
-        DELETE FROM docket.job_events WHERE job_id = ANY (v_jobs);
+        -- The events of jobs in a closed partition no job of its range
+        -- outlives stay for docket.history_partitions_drop to drop whole;
+        -- the others go row by row.
+        SELECT coalesce(array_agg(coalesce(p.lo, -9223372036854775808)), '{}'), coalesce(array_agg(p.hi), '{}')
+        INTO v_drop_lo, v_drop_hi
+        FROM docket.history_partitions() p
+        WHERE p.hi - 1 <= v_last_id
+          AND EXISTS (SELECT 1 FROM unnest(v_jobs) j (id) WHERE j.id >= coalesce(p.lo, j.id) AND j.id < p.hi)
+          AND NOT EXISTS (SELECT 1 FROM docket.jobs x
+                          WHERE x.id >= coalesce(p.lo, -9223372036854775808) AND x.id < p.hi
+                            AND x.id NOT IN (SELECT unnest(v_jobs)));
+        SELECT coalesce(array_agg(j.id), '{}') INTO v_rows FROM unnest(v_jobs) j (id)
+        WHERE NOT EXISTS (SELECT 1 FROM unnest(v_drop_lo, v_drop_hi) d (lo, hi) WHERE j.id >= d.lo AND j.id < d.hi);
+        DELETE FROM docket.job_events WHERE job_id = ANY (v_rows);
         PERFORM docket.prune_case_parts(v_cases, v_msgs);
         DELETE FROM docket.schedule_occurrences WHERE job_id = ANY (v_jobs);
         DELETE FROM docket.jobs WHERE id = ANY (v_jobs);
@@ -504,10 +693,26 @@ $$;
 -- The delete-refusing triggers of the tables a prune deletes from admit the
 -- deletes of a prune, and nothing else. They are retention's, though they
 -- stand on the other aggregates' tables: each names docket.pruning.
+--
+-- The jobs' and their events' are statement triggers, asking pruning() once
+-- a DELETE rather than once a row: a prune deletes thousands of each. (The
+-- events' stands on the partitioned table: a DELETE names docket.job_events,
+-- as only the owner may name a partition.)
+CREATE OR REPLACE FUNCTION docket.refuse_unless_pruning() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT docket.pruning() THEN
+        RAISE EXCEPTION '%.%: % refused: %', TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_OP, TG_ARGV[0]
+            USING ERRCODE = 'DK015';
+    END IF;
+    RETURN NULL;
+END
+$$;
+
 CREATE OR REPLACE TRIGGER jobs_refuse_delete
     BEFORE DELETE ON docket.jobs
-    FOR EACH ROW WHEN (NOT docket.pruning())
-    EXECUTE FUNCTION docket.refuse_change('jobs are kept with their history until a prune removes them past their retention: cancel a job instead');
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION docket.refuse_unless_pruning('jobs are kept with their history until a prune removes them past their retention: cancel a job instead');
 
 CREATE OR REPLACE TRIGGER job_events_append_only
     BEFORE UPDATE ON docket.job_events
@@ -515,8 +720,8 @@ CREATE OR REPLACE TRIGGER job_events_append_only
 
 CREATE OR REPLACE TRIGGER job_events_refuse_delete
     BEFORE DELETE ON docket.job_events
-    FOR EACH ROW WHEN (NOT docket.pruning())
-    EXECUTE FUNCTION docket.refuse_change('events are removed only with their job, by a prune');
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION docket.refuse_unless_pruning('events are removed only with their job, by a prune');
 
 CREATE OR REPLACE TRIGGER cases_refuse_delete
     BEFORE DELETE ON docket.cases
@@ -568,7 +773,10 @@ CREATE OR REPLACE TRIGGER schedule_occurrences_refuse_delete
 
 INSERT INTO docket.api_functions (name, role) VALUES
     ('retention_set', 'app'), ('retention_get', 'app'), ('prune_run', 'app'), ('prune_verify', 'app'),
-    ('job_pruned', 'app');
+    ('job_pruned', 'app'), ('history_upkeep', 'app');
+
+-- The partitions ahead of the jobs id sequence, made at migrate.
+SELECT docket.history_partitions_ensure('5 seconds');
 
 -- Who may read what (row-level security; see kit.sql) --------------------------
 

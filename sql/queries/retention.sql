@@ -60,3 +60,9 @@ FROM docket.job_heads(@ids::bigint[]) h
 JOIN docket.jobs j ON j.id = h.job_id
 WHERE docket.job_visible(@actor::text, j.project)
 ORDER BY h.job_id;
+
+-- name: HistoryMaintain :many
+-- Drops the history partitions prunes emptied of jobs, then makes those
+-- ahead of the jobs id sequence; each lock waits at most @wait.
+SELECT u.dropped::integer AS dropped, u.made::integer AS made
+FROM docket.history_upkeep(@actor::text, @wait::interval) u;

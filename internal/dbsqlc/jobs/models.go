@@ -123,7 +123,7 @@ type DocketJobEnqueued struct {
 	SpentMoney       int64
 }
 
-// Append-only, hash-chained history of every job transition. docket.job_verify(id) checks a job's chain.
+// Append-only, hash-chained history of every job transition. docket.job_verify(id) checks a job's chain. Partitioned by job id (setting history_partition_width).
 type DocketJobEvent struct {
 	JobID      int64
 	Seq        int32

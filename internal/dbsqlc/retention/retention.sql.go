@@ -11,6 +11,38 @@ import (
 	"time"
 )
 
+const historyMaintain = `-- name: HistoryMaintain :many
+SELECT u.dropped::integer AS dropped, u.made::integer AS made
+FROM docket.history_upkeep($1::text, $2::interval) u
+`
+
+type HistoryMaintainRow struct {
+	Dropped int32
+	Made    int32
+}
+
+// Drops the history partitions prunes emptied of jobs, then makes those
+// ahead of the jobs id sequence; each lock waits at most @wait.
+func (q *Queries) HistoryMaintain(ctx context.Context, db DBTX, actor string, wait time.Duration) ([]*HistoryMaintainRow, error) {
+	rows, err := db.Query(ctx, historyMaintain, actor, wait)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*HistoryMaintainRow{}
+	for rows.Next() {
+		var i HistoryMaintainRow
+		if err := rows.Scan(&i.Dropped, &i.Made); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobHeads = `-- name: JobHeads :many
 SELECT h.job_id::bigint AS job_id, h.ok::boolean AS ok, h.events::integer AS events, h.head::bytea AS head
 FROM docket.job_heads($1::bigint[]) h

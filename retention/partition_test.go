@@ -1,0 +1,119 @@
+package retention_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-dev/docket/jobs"
+)
+
+// partitions lists the ranged partitions of the job history by their lower
+// bound (the one below every range, made by 00045, is left out).
+func partitions(t testing.TB, e env) []int64 {
+	t.Helper()
+	rs, err := e.Pool.Query(t.Context(), `SELECT lo FROM docket.history_partitions() WHERE lo IS NOT NULL ORDER BY lo`)
+	require.NoError(t, err)
+	var los []int64
+	for rs.Next() {
+		var lo int64
+		require.NoError(t, rs.Scan(&lo))
+		los = append(los, lo)
+	}
+	require.NoError(t, rs.Err())
+	return los
+}
+
+// TestThePruneDropsAPartitionItEmptied fills three history partitions ten
+// job ids wide: the first with jobs all past their horizon, the second
+// half with such jobs and half with queued ones, the third with queued
+// ones. One prune, as the pruner's login, removes all fifteen past their
+// horizon and records them; the first partition is dropped whole, the
+// second's pruned jobs lose their events row by row, and every job left
+// still verifies.
+func TestThePruneDropsAPartitionItEmptied(t *testing.T) {
+	t.Parallel()
+	e := setup(t, hours(1, 2, 24))
+	ctx := t.Context()
+	const base, width = 1_000_000_000, 10
+	_, err := e.Pool.Exec(ctx, `UPDATE docket.settings SET value = CASE name WHEN 'history_partition_width' THEN $1 ELSE '5' END
+		WHERE name IN ('history_partition_width', 'history_partitions_ahead')`, fmt.Sprint(width))
+	require.NoError(t, err)
+	_, err = e.Pool.Exec(ctx, `ALTER TABLE docket.jobs ALTER COLUMN id RESTART WITH 1000000000`)
+	require.NoError(t, err)
+
+	// The partitions are made ahead of the id sequence by the prune's upkeep.
+	tx, err := e.API.Begin(ctx)
+	require.NoError(t, err)
+	up, err := e.pruner.MaintainHistory(ctx, tx)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	require.Positive(t, up.Made)
+	require.Subset(t, partitions(t, e), []int64{base, base + width, base + 2*width})
+
+	var gone, kept []jobs.Job
+	for i := range 3 * width {
+		switch {
+		case i < width, i < width+width/2:
+			gone = append(gone, finish(t, e, e.jobs, "", jobs.Cancelled))
+		default:
+			kept = append(kept, finish(t, e, e.jobs, "", jobs.Queued))
+		}
+	}
+	require.Equal(t, int64(base), gone[0].ID)
+	require.Equal(t, int64(base+3*width-1), kept[len(kept)-1].ID)
+
+	// The prune leaves the first partition's events for the upkeep to drop
+	// with it, and deletes those of the second's pruned jobs.
+	e.Clock.Advance(time.Hour)
+	tx, err = e.API.Begin(ctx)
+	require.NoError(t, err)
+	ps, err := e.pruner.PruneTx(ctx, tx, 100)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	require.Len(t, ps, 1)
+	require.Equal(t, len(gone), ps[0].Jobs)
+	require.Equal(t, 2*len(gone), ps[0].JobEvents, "queued, cancelled")
+	require.Equal(t, 2*width, rows(t, e, "docket.job_events", "job_id < $1", base+width))
+	require.Zero(t, rows(t, e, "docket.job_events", "job_id BETWEEN $1 AND $2", base+width, base+width+width/2-1))
+	require.Zero(t, rows(t, e, "docket.jobs", "id < $1", base+width))
+
+	tx, err = e.API.Begin(ctx)
+	require.NoError(t, err)
+	up, err = e.pruner.MaintainHistory(ctx, tx)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	require.Equal(t, 2, up.Dropped, "the first range's, and the one below every range, which the jobs' ids skipped")
+	require.Zero(t, rows(t, e, "docket.job_events", "job_id < $1", base+width))
+
+	los := partitions(t, e)
+	require.NotContains(t, los, int64(base), "the partition the prune emptied is dropped whole")
+	require.Contains(t, los, int64(base+width), "the partly pruned one stays")
+	require.Contains(t, los, int64(base+2*width))
+	for _, j := range gone {
+		requirePruned(t, e, j.ID, ps[0].ID)
+	}
+	for _, j := range kept {
+		requireKept(t, e, j.ID)
+		require.Equal(t, 1, rows(t, e, "docket.job_events", "job_id = $1", j.ID))
+	}
+
+	// Nothing more to prune, nothing more to drop; the partly pruned
+	// partition goes once its last jobs are pruned.
+	for _, j := range kept[:width/2] {
+		_, err := e.jobs.Cancel(ctx, j.ID, "not needed")
+		require.NoError(t, err)
+	}
+	e.Clock.Advance(time.Hour)
+	ps, err = e.pruner.Prune(ctx, 100)
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+	require.Equal(t, width/2, ps[0].Jobs)
+	require.NotContains(t, partitions(t, e), int64(base+width))
+	require.Contains(t, partitions(t, e), int64(base+2*width), "a partition with jobs left is kept")
+	for _, j := range kept[width/2:] {
+		requireKept(t, e, j.ID)
+	}
+}
