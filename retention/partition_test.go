@@ -11,7 +11,7 @@ import (
 )
 
 // partitions lists the ranged partitions of the job history by their lower
-// bound (the one below every range, made by 00045, is left out).
+// bound (the one below every range, made by 00048, is left out).
 func partitions(t testing.TB, e env) []int64 {
 	t.Helper()
 	rs, err := e.Pool.Query(t.Context(), `SELECT lo FROM docket.history_partitions() WHERE lo IS NOT NULL ORDER BY lo`)

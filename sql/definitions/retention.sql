@@ -326,7 +326,7 @@ $$;
 
 -- History partitions ----------------------------------------------------------
 --
--- docket.job_events is partitioned by RANGE (job_id) (00045): one partition
+-- docket.job_events is partitioned by RANGE (job_id) (00048): one partition
 -- every history_partition_width ids (docket.settings), made ahead of the jobs id
 -- sequence by docket itself, and a DEFAULT partition for an event no range
 -- covers. A range is closed once the sequence has handed out its last id.
@@ -383,7 +383,7 @@ BEGIN
         RAISE EXCEPTION 'settings history_partition_width % and history_partitions_ahead %: want a width of 1 or more and 1..100 ahead', w, n
             USING ERRCODE = 'DK010';
     END IF;
-    -- The table as it was before 00045, the DEFAULT partition until now,
+    -- The table as it was before 00048, the DEFAULT partition until now,
     -- becomes the partition of every id below the first boundary above
     -- those handed out (checked by a constraint first, so the attach does
     -- not scan it again), and a new DEFAULT partition takes its place.

@@ -47,6 +47,10 @@ CREATE TABLE docket.job_events (
     prev_hash  docket.sha256 NOT NULL,
     hash       docket.sha256 NOT NULL,
     revision   docket.job_revision,
+    -- The claim of the attempt the event ends (00046).
+    claimed_at  timestamptz,
+    claimed_by  text,
+    claim_token uuid,
     PRIMARY KEY (job_id, seq)
 ) PARTITION BY RANGE (job_id);
 
@@ -55,6 +59,12 @@ COMMENT ON TABLE docket.job_events IS
 
 COMMENT ON COLUMN docket.job_events.revision IS
     'The handler revision of the claim the event made or ended; NULL for other events and claimants naming none.';
+COMMENT ON COLUMN docket.job_events.claimed_at IS
+    'On the event that ends an attempt: when the attempt was claimed. NULL on other events, and on every event written while claims were events of their own.';
+COMMENT ON COLUMN docket.job_events.claimed_by IS
+    'On the event that ends an attempt: the holder of its claim (a principal, copied from the job row, which checked it).';
+COMMENT ON COLUMN docket.job_events.claim_token IS
+    'On the event that ends an attempt: the digest of its claim token (docket.job_token_digest), as the job row held it.';
 
 -- No other partition yet: nothing to scan.
 ALTER TABLE docket.job_events ATTACH PARTITION docket.job_events_legacy DEFAULT;
@@ -74,10 +84,14 @@ CREATE TABLE docket.job_events_plain (
     outcome    docket.sha256 NOT NULL,
     prev_hash  docket.sha256 NOT NULL,
     hash       docket.sha256 NOT NULL,
-    revision   docket.job_revision
+    revision   docket.job_revision,
+    claimed_at  timestamptz,
+    claimed_by  text,
+    claim_token uuid
 );
 INSERT INTO docket.job_events_plain
-SELECT job_id, seq, from_state, to_state, actor, at, attempt, detail, lease_until, outcome, prev_hash, hash, revision
+SELECT job_id, seq, from_state, to_state, actor, at, attempt, detail, lease_until, outcome, prev_hash, hash, revision,
+       claimed_at, claimed_by, claim_token
 FROM docket.job_events;
 DROP TABLE docket.job_events;
 ALTER TABLE docket.job_events_plain RENAME TO job_events;
