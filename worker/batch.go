@@ -175,6 +175,13 @@ func (w *Client) runBatch(ctx context.Context, q *queueState) error {
 	}()
 	began, idleSince := time.Now(), time.Now()
 	var failures int
+	// drained: the batch's last claim took fewer jobs than it asked for, so
+	// the queue held no more due jobs it could see; claiming again finds
+	// nothing until work arrives (a signal since: prev closes), the poll
+	// interval passes, or the batch commits successes anyway (the claim
+	// rides along, and takes the jobs those successes made ready).
+	drained := false
+	var prev <-chan struct{}
 	running := true
 	stopRunning := func() {
 		if running {
@@ -188,7 +195,15 @@ func (w *Client) runBatch(ctx context.Context, q *queueState) error {
 	for {
 		// Taken before the claim looks, so work that arrives after it looked
 		// is never missed: its signal closes this channel.
+		if prev != nil {
+			select {
+			case <-prev:
+				drained = false
+			default:
+			}
+		}
 		wake := q.woken()
+		prev = wake
 		b.drain()
 		closing := w.quitting() || ctx.Err() != nil || time.Since(began) > batchLifetime
 		free := 0
@@ -198,14 +213,15 @@ func (w *Client) runBatch(ctx context.Context, q *queueState) error {
 		window := !closing && len(b.pending) > 0 && b.inflight > 0 && w.cfg.Batch.Window > 0 &&
 			time.Since(b.first) < w.cfg.Batch.Window && len(b.pending) < b.inflight
 		// Claim when a quarter of the batch is free, or when nothing runs.
-		claim := free > 0 && (b.inflight == 0 || free >= max(1, q.batchMax/4))
+		commit := len(b.pending) > 0 && !window
+		claim := free > 0 && (b.inflight == 0 || free >= max(1, q.batchMax/4)) && (!drained || commit)
 		if !claim {
 			for range free {
 				<-q.slots
 			}
 			free = 0
 		}
-		if (len(b.pending) > 0 && !window) || claim {
+		if commit || claim {
 			claimed, err := b.commit(free)
 			if err != nil {
 				failures++
@@ -228,6 +244,9 @@ func (w *Client) runBatch(ctx context.Context, q *queueState) error {
 				w.log.WarnContext(ctx, "docket worker: a batch reached the database again", "queue", q.name, "failed_tries", failures)
 			}
 			failures = 0
+			if claim {
+				drained = len(claimed) < free
+			}
 			if len(claimed) > 0 {
 				idleSince = time.Now()
 				if len(claimed) == free {
@@ -257,7 +276,9 @@ func (w *Client) runBatch(ctx context.Context, q *queueState) error {
 				return nil
 			}
 		}
-		b.wait(window, idleSince, wake)
+		if b.wait(window, idleSince, wake) {
+			drained = false // the poll's floor: look again
+		}
 	}
 }
 
@@ -339,6 +360,9 @@ func (b *batch) commit(free int) ([]jobs.Job, error) {
 	}
 	if err != nil {
 		return claimed, err
+	}
+	if free > 0 && w.testHookClaim != nil {
+		w.testHookClaim(b.q.name, free, len(claimed))
 	}
 	for i, p := range pending {
 		w.settled(p, refusals[i])
@@ -535,8 +559,9 @@ func (b *batch) finished(o outcome) {
 }
 
 // wait blocks until a handler finishes, work arrives, the window closes,
-// the poll interval passes or the worker stops.
-func (b *batch) wait(window bool, idleSince time.Time, wake <-chan struct{}) {
+// the poll interval passes or the worker stops. It reports whether its
+// timer fired.
+func (b *batch) wait(window bool, idleSince time.Time, wake <-chan struct{}) bool {
 	w := b.w
 	d := w.cfg.PollInterval
 	if window {
@@ -549,7 +574,7 @@ func (b *batch) wait(window bool, idleSince time.Time, wake <-chan struct{}) {
 		if b.inflight > 0 {
 			b.finished(<-b.done)
 		}
-		return
+		return false
 	}
 	t := time.NewTimer(max(d, 0))
 	defer t.Stop()
@@ -558,9 +583,11 @@ func (b *batch) wait(window bool, idleSince time.Time, wake <-chan struct{}) {
 		b.finished(o)
 	case <-wake:
 	case <-t.C:
+		return true
 	case <-w.quit:
 	case <-b.ctx.Done():
 	}
+	return false
 }
 
 // pause waits d, or less when a handler finishes or the worker stops.
