@@ -182,6 +182,11 @@ func (w *Client) runBatch(ctx context.Context, q *queueState) error {
 	// rides along, and takes the jobs those successes made ready).
 	drained := false
 	var prev <-chan struct{}
+	// claimAfter: a drained batch woken while its handlers run waits until
+	// then (the window) for one to finish, so its claim rides with that
+	// success's commit: the wake is most often the notification of the
+	// batch's own last commit, of jobs it already claimed.
+	var claimAfter time.Time
 	running := true
 	stopRunning := func() {
 		if running {
@@ -198,6 +203,9 @@ func (w *Client) runBatch(ctx context.Context, q *queueState) error {
 		if prev != nil {
 			select {
 			case <-prev:
+				if drained && b.inflight > 0 && w.cfg.Batch.Window > 0 {
+					claimAfter = time.Now().Add(w.cfg.Batch.Window)
+				}
 				drained = false
 			default:
 			}
@@ -214,7 +222,8 @@ func (w *Client) runBatch(ctx context.Context, q *queueState) error {
 			time.Since(b.first) < w.cfg.Batch.Window && len(b.pending) < b.inflight
 		// Claim when a quarter of the batch is free, or when nothing runs.
 		commit := len(b.pending) > 0 && !window
-		claim := free > 0 && (b.inflight == 0 || free >= max(1, q.batchMax/4)) && (!drained || commit)
+		claim := free > 0 && (b.inflight == 0 || free >= max(1, q.batchMax/4)) && (!drained || commit) &&
+			(commit || !time.Now().Before(claimAfter))
 		if !claim {
 			for range free {
 				<-q.slots
@@ -245,7 +254,7 @@ func (w *Client) runBatch(ctx context.Context, q *queueState) error {
 			}
 			failures = 0
 			if claim {
-				drained = len(claimed) < free
+				drained, claimAfter = len(claimed) < free, time.Time{}
 			}
 			if len(claimed) > 0 {
 				idleSince = time.Now()
@@ -276,7 +285,7 @@ func (w *Client) runBatch(ctx context.Context, q *queueState) error {
 				return nil
 			}
 		}
-		if b.wait(window, idleSince, wake) {
+		if b.wait(window, idleSince, claimAfter, wake) {
 			drained = false // the poll's floor: look again
 		}
 	}
@@ -561,9 +570,12 @@ func (b *batch) finished(o outcome) {
 // wait blocks until a handler finishes, work arrives, the window closes,
 // the poll interval passes or the worker stops. It reports whether its
 // timer fired.
-func (b *batch) wait(window bool, idleSince time.Time, wake <-chan struct{}) bool {
+func (b *batch) wait(window bool, idleSince, claimAfter time.Time, wake <-chan struct{}) bool {
 	w := b.w
 	d := w.cfg.PollInterval
+	if !claimAfter.IsZero() {
+		d = min(d, time.Until(claimAfter))
+	}
 	if window {
 		d = min(d, w.cfg.Batch.Window-time.Since(b.first))
 	} else if b.inflight == 0 {

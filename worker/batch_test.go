@@ -234,3 +234,41 @@ func TestDrainedBatchClaimsOnlyWhenWoken(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, []int{1, 0}, claims, "a claim that took the job, then one with its success")
 }
+
+// TestDrainedBatchWokenWhileRunningClaims runs a job whose handler waits
+// for a second job's handler: the second is enqueued while the first runs,
+// in a batch whose last claim found the queue drained. Its notification
+// must bring a claim within the window, without the first's success to
+// ride with (that never comes until the second has run).
+func TestDrainedBatchWokenWhileRunningClaims(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	secondRan := make(chan struct{})
+	started := make(chan struct{})
+	reg := worker.NewRegistry()
+	require.NoError(t, worker.Handle(reg, invoiceKind, func(_ context.Context, j *jobs.Typed[Invoice]) error {
+		if j.Args.Order == 0 {
+			close(started)
+			<-secondRan
+			return nil
+		}
+		close(secondRan)
+		return nil
+	}))
+	first, err := e.client.Enqueue(ctx, invoiceSpec(t, 0, ""))
+	require.NoError(t, err)
+	rec := newRecorder()
+	w := newWorker(t, e, reg, rec, notifiedOnly)
+	testkit.Start(t, w)
+	waitListening(t, w)
+	select {
+	case <-started:
+	case <-time.After(waitLimit):
+		t.Fatal("the first job did not start")
+	}
+	second, err := e.client.Enqueue(ctx, invoiceSpec(t, 1, ""))
+	require.NoError(t, err)
+	rec.waitN(t, 1, is(worker.EventSucceeded, second.Job.ID))
+	rec.waitN(t, 1, is(worker.EventSucceeded, first.Job.ID))
+}
