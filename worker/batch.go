@@ -39,6 +39,9 @@ type Batching struct {
 	// 100 ms. Defaults to 2 ms. A negative value means none: each handler's
 	// success is recorded as soon as the batch is free to, which adds no
 	// wait at low load but under load commits more, smaller transactions.
+	// A batch whose last claim drained its queue, notified while its
+	// handlers run, also waits up to Window for one of them to finish, to
+	// claim in that success's transaction.
 	Window time.Duration
 	// Idle is how long a batch with nothing to do waits for new work before
 	// it ends: 10 ms .. 1 h. Defaults to 30 s. While one waits, a job that
