@@ -39,6 +39,9 @@ type Batching struct {
 	// 100 ms. Defaults to 2 ms. A negative value means none: each handler's
 	// success is recorded as soon as the batch is free to, which adds no
 	// wait at low load but under load commits more, smaller transactions.
+	// A batch whose last claim drained its queue, notified while its
+	// handlers run, also waits up to Window for one of them to finish, to
+	// claim in that success's transaction.
 	Window time.Duration
 	// Idle is how long a batch with nothing to do waits for new work before
 	// it ends: 10 ms .. 1 h. Defaults to 30 s. While one waits, a job that
@@ -175,6 +178,18 @@ func (w *Client) runBatch(ctx context.Context, q *queueState) error {
 	}()
 	began, idleSince := time.Now(), time.Now()
 	var failures int
+	// drained: the batch's last claim took fewer jobs than it asked for, so
+	// the queue held no more due jobs it could see; claiming again finds
+	// nothing until work arrives (a signal since: prev closes), the poll
+	// interval passes, or the batch commits successes anyway (the claim
+	// rides along, and takes the jobs those successes made ready).
+	drained := false
+	var prev <-chan struct{}
+	// claimAfter: a drained batch woken while its handlers run waits until
+	// then (the window) for one to finish, so its claim rides with that
+	// success's commit: the wake is most often the notification of the
+	// batch's own last commit, of jobs it already claimed.
+	var claimAfter time.Time
 	running := true
 	stopRunning := func() {
 		if running {
@@ -188,7 +203,18 @@ func (w *Client) runBatch(ctx context.Context, q *queueState) error {
 	for {
 		// Taken before the claim looks, so work that arrives after it looked
 		// is never missed: its signal closes this channel.
+		if prev != nil {
+			select {
+			case <-prev:
+				if drained && b.inflight > 0 && w.cfg.Batch.Window > 0 {
+					claimAfter = time.Now().Add(w.cfg.Batch.Window)
+				}
+				drained = false
+			default:
+			}
+		}
 		wake := q.woken()
+		prev = wake
 		b.drain()
 		closing := w.quitting() || ctx.Err() != nil || time.Since(began) > batchLifetime
 		free := 0
@@ -198,14 +224,16 @@ func (w *Client) runBatch(ctx context.Context, q *queueState) error {
 		window := !closing && len(b.pending) > 0 && b.inflight > 0 && w.cfg.Batch.Window > 0 &&
 			time.Since(b.first) < w.cfg.Batch.Window && len(b.pending) < b.inflight
 		// Claim when a quarter of the batch is free, or when nothing runs.
-		claim := free > 0 && (b.inflight == 0 || free >= max(1, q.batchMax/4))
+		commit := len(b.pending) > 0 && !window
+		claim := free > 0 && (b.inflight == 0 || free >= max(1, q.batchMax/4)) && (!drained || commit) &&
+			(commit || !time.Now().Before(claimAfter))
 		if !claim {
 			for range free {
 				<-q.slots
 			}
 			free = 0
 		}
-		if (len(b.pending) > 0 && !window) || claim {
+		if commit || claim {
 			claimed, err := b.commit(free)
 			if err != nil {
 				failures++
@@ -228,6 +256,9 @@ func (w *Client) runBatch(ctx context.Context, q *queueState) error {
 				w.log.WarnContext(ctx, "docket worker: a batch reached the database again", "queue", q.name, "failed_tries", failures)
 			}
 			failures = 0
+			if claim {
+				drained, claimAfter = len(claimed) < free, time.Time{}
+			}
 			if len(claimed) > 0 {
 				idleSince = time.Now()
 				if len(claimed) == free {
@@ -257,7 +288,9 @@ func (w *Client) runBatch(ctx context.Context, q *queueState) error {
 				return nil
 			}
 		}
-		b.wait(window, idleSince, wake)
+		if b.wait(window, idleSince, claimAfter, wake) {
+			drained = false // the poll's floor: look again
+		}
 	}
 }
 
@@ -339,6 +372,9 @@ func (b *batch) commit(free int) ([]jobs.Job, error) {
 	}
 	if err != nil {
 		return claimed, err
+	}
+	if free > 0 && w.testHookClaim != nil {
+		w.testHookClaim(b.q.name, free, len(claimed))
 	}
 	for i, p := range pending {
 		w.settled(p, refusals[i])
@@ -535,10 +571,14 @@ func (b *batch) finished(o outcome) {
 }
 
 // wait blocks until a handler finishes, work arrives, the window closes,
-// the poll interval passes or the worker stops.
-func (b *batch) wait(window bool, idleSince time.Time, wake <-chan struct{}) {
+// the poll interval passes or the worker stops. It reports whether its
+// timer fired.
+func (b *batch) wait(window bool, idleSince, claimAfter time.Time, wake <-chan struct{}) bool {
 	w := b.w
 	d := w.cfg.PollInterval
+	if !claimAfter.IsZero() {
+		d = min(d, time.Until(claimAfter))
+	}
 	if window {
 		d = min(d, w.cfg.Batch.Window-time.Since(b.first))
 	} else if b.inflight == 0 {
@@ -549,7 +589,7 @@ func (b *batch) wait(window bool, idleSince time.Time, wake <-chan struct{}) {
 		if b.inflight > 0 {
 			b.finished(<-b.done)
 		}
-		return
+		return false
 	}
 	t := time.NewTimer(max(d, 0))
 	defer t.Stop()
@@ -558,9 +598,11 @@ func (b *batch) wait(window bool, idleSince time.Time, wake <-chan struct{}) {
 		b.finished(o)
 	case <-wake:
 	case <-t.C:
+		return true
 	case <-w.quit:
 	case <-b.ctx.Done():
 	}
+	return false
 }
 
 // pause waits d, or less when a handler finishes or the worker stops.

@@ -188,3 +188,87 @@ func goroutineID() string {
 	line := string(buf[:runtime.Stack(buf, false)])
 	return strings.Fields(line)[1] // "goroutine 123 [running]:"
 }
+
+// TestDrainedBatchClaimsOnlyWhenWoken runs one job whose handler waits: the
+// claim that took it asked for more and found none, so the batch must not
+// claim again while the handler runs (nothing woke it, its poll is an hour
+// away); its next claim rides with the commit of the job's success.
+func TestDrainedBatchClaimsOnlyWhenWoken(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	release := make(chan struct{})
+	reg := worker.NewRegistry()
+	require.NoError(t, worker.Handle(reg, invoiceKind, func(context.Context, *jobs.Typed[Invoice]) error {
+		<-release
+		return nil
+	}))
+	// Enqueued before the worker listens: its notification is not heard,
+	// and the batch the worker starts with claims it.
+	enq, err := e.client.Enqueue(ctx, invoiceSpec(t, 0, ""))
+	require.NoError(t, err)
+	rec := newRecorder()
+	w := newWorker(t, e, reg, rec, notifiedOnly)
+	var (
+		mu     sync.Mutex
+		claims []int // jobs taken by each claim, in order
+		took   = make(chan struct{})
+	)
+	worker.OnClaim(w, func(_ string, _, n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		claims = append(claims, n)
+		if n > 0 {
+			close(took)
+		}
+	})
+	testkit.Start(t, w)
+	select {
+	case <-took:
+	case <-time.After(waitLimit):
+		t.Fatal("the job was not claimed")
+	}
+	close(release)
+	rec.waitN(t, 1, is(worker.EventSucceeded, enq.Job.ID))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []int{1, 0}, claims, "a claim that took the job, then one with its success")
+}
+
+// TestDrainedBatchWokenWhileRunningClaims runs a job whose handler waits
+// for a second job's handler: the second is enqueued while the first runs,
+// in a batch whose last claim found the queue drained. Its notification
+// must bring a claim within the window, without the first's success to
+// ride with (that never comes until the second has run).
+func TestDrainedBatchWokenWhileRunningClaims(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	secondRan := make(chan struct{})
+	started := make(chan struct{})
+	reg := worker.NewRegistry()
+	require.NoError(t, worker.Handle(reg, invoiceKind, func(_ context.Context, j *jobs.Typed[Invoice]) error {
+		if j.Args.Order == 0 {
+			close(started)
+			<-secondRan
+			return nil
+		}
+		close(secondRan)
+		return nil
+	}))
+	first, err := e.client.Enqueue(ctx, invoiceSpec(t, 0, ""))
+	require.NoError(t, err)
+	rec := newRecorder()
+	w := newWorker(t, e, reg, rec, notifiedOnly)
+	testkit.Start(t, w)
+	waitListening(t, w)
+	select {
+	case <-started:
+	case <-time.After(waitLimit):
+		t.Fatal("the first job did not start")
+	}
+	second, err := e.client.Enqueue(ctx, invoiceSpec(t, 1, ""))
+	require.NoError(t, err)
+	rec.waitN(t, 1, is(worker.EventSucceeded, second.Job.ID))
+	rec.waitN(t, 1, is(worker.EventSucceeded, first.Job.ID))
+}

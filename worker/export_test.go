@@ -31,3 +31,7 @@ func RiverClients(pool *pgxpool.Pool) int64 {
 	}
 	return n.(*atomic.Int64).Load()
 }
+
+// OnClaim makes w tell f of each batch claim that committed: its queue, how
+// many jobs it asked for and how many it took. Set before w starts.
+func OnClaim(w *Client, f func(queue string, asked, took int)) { w.testHookClaim = f }

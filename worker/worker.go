@@ -139,7 +139,10 @@ type Client struct {
 	wakeDone    chan struct{}
 	sweepsDone  sync.WaitGroup // the sweep loops, ended by quit
 	listening   chan struct{}  // closed once the worker listens for new jobs
-	listenOnce  sync.Once
+	// testHookClaim, when not nil, is told of each batch claim that
+	// committed: its queue, how many jobs it asked for and how many it took.
+	testHookClaim func(queue string, asked, took int)
+	listenOnce    sync.Once
 
 	quit      chan struct{} // closed when the stop begins: batches claim no more
 	stopping  atomic.Bool   // the stop is hard: handlers are being cancelled
