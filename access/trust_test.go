@@ -27,7 +27,7 @@ func docketTables(t *testing.T, pool *pgxpool.Pool) []string {
 	t.Helper()
 	rows, err := pool.Query(t.Context(), `
 		SELECT c.oid::regclass::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = 'docket' AND c.relkind IN ('r', 'p') AND c.relname NOT LIKE 'river\_%'
+		WHERE n.nspname = 'docket' AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND c.relname NOT LIKE 'river\_%'
 		ORDER BY 1`)
 	require.NoError(t, err)
 	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])

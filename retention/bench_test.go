@@ -147,7 +147,7 @@ func BenchmarkPruneHistory(b *testing.B) {
 				require.NoError(b, err)
 				tx, err := e.API.Begin(ctx)
 				require.NoError(b, err)
-				_, err = e.pruner.MaintainHistory(ctx, tx)
+				_, err = e.pruner.MaintainHistoryTx(ctx, tx)
 				require.NoError(b, err)
 				require.NoError(b, tx.Commit(ctx))
 			}
@@ -171,7 +171,7 @@ func BenchmarkPruneHistory(b *testing.B) {
 				ps, err := e.pruner.PruneTx(ctx, tx, benchPruned)
 				require.NoError(b, err)
 				pruned := time.Now()
-				up, err := e.pruner.MaintainHistory(ctx, tx)
+				up, err := e.pruner.MaintainHistoryTx(ctx, tx)
 				require.NoError(b, err)
 				require.NoError(b, tx.Commit(ctx))
 				upkeep += time.Since(pruned)

@@ -47,7 +47,7 @@ func TestThePruneDropsAPartitionItEmptied(t *testing.T) {
 	// The partitions are made ahead of the id sequence by the prune's upkeep.
 	tx, err := e.API.Begin(ctx)
 	require.NoError(t, err)
-	up, err := e.pruner.MaintainHistory(ctx, tx)
+	up, err := e.pruner.MaintainHistoryTx(ctx, tx)
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 	require.Positive(t, up.Made)
@@ -82,7 +82,7 @@ func TestThePruneDropsAPartitionItEmptied(t *testing.T) {
 
 	tx, err = e.API.Begin(ctx)
 	require.NoError(t, err)
-	up, err = e.pruner.MaintainHistory(ctx, tx)
+	up, err = e.pruner.MaintainHistoryTx(ctx, tx)
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 	require.Equal(t, 2, up.Dropped, "the first range's, and the one below every range, which the jobs' ids skipped")

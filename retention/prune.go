@@ -75,15 +75,26 @@ type HistoryUpkeep struct {
 	Made    int // partitions made ahead of the jobs id sequence
 }
 
-// MaintainHistory drops, in tx, the partitions of the job history whose
+// MaintainHistoryTx drops, in tx, the partitions of the job history whose
 // jobs prunes all removed and recorded, and makes those ahead of the jobs
 // id sequence (docs/retention.md, "History partitions"). [Client.Prune]
 // and the prune sweep do it after each prune; a caller of [Client.PruneTx]
 // calls it last in its transaction, or in one of its own after. It takes
 // the history's lock for an instant, waiting at most [HistoryLockWait].
-// An actor holding retention.prune nowhere does nothing.
-func (c *Client) MaintainHistory(ctx context.Context, tx pgx.Tx) (HistoryUpkeep, error) {
+// An actor holding retention.prune nowhere does nothing. The drops and the
+// partitions made commit with tx, or roll back with it; until tx ends, the
+// history's lock is held, so call it last.
+func (c *Client) MaintainHistoryTx(ctx context.Context, tx pgx.Tx) (HistoryUpkeep, error) {
 	return maintainHistory(ctx, tx, string(c.actor))
+}
+
+// MaintainHistory is [Client.MaintainHistoryTx] in a transaction of its own.
+func (c *Client) MaintainHistory(ctx context.Context) (u HistoryUpkeep, err error) {
+	err = db.WithTx(ctx, c.pool, func(tx pgx.Tx) error {
+		u, err = c.MaintainHistoryTx(ctx, tx)
+		return err
+	})
+	return u, err
 }
 
 func maintainHistory(ctx context.Context, q db.DBTX, actor string) (HistoryUpkeep, error) {
