@@ -206,12 +206,17 @@ func (r *rig) sizes(ctx context.Context, label string, completed int64) (sizes, 
 		Scan(&out.buffers); err != nil {
 		return out, err
 	}
-	rows, err := r.owner.Query(ctx, `SELECT t.name, pg_total_relation_size(c.oid), pg_relation_size(c.oid), pg_indexes_size(c.oid),
-			coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0), coalesce(s.autovacuum_count, 0),
-			coalesce(s.autoanalyze_count, 0), s.last_autovacuum
+	// A partitioned table (docket.job_events) is the sum of its
+	// partitions; its last autovacuum, theirs.
+	rows, err := r.owner.Query(ctx, `SELECT t.name, sum(pg_total_relation_size(p.relid))::bigint,
+			sum(pg_relation_size(p.relid))::bigint, sum(pg_indexes_size(p.relid))::bigint,
+			coalesce(sum(s.n_live_tup), 0)::bigint, coalesce(sum(s.n_dead_tup), 0)::bigint,
+			coalesce(sum(s.autovacuum_count), 0)::bigint, coalesce(sum(s.autoanalyze_count), 0)::bigint,
+			max(s.last_autovacuum)
 		FROM unnest($1::text[]) WITH ORDINALITY AS t (name, ord)
-		JOIN pg_class c ON c.oid = t.name::regclass
-		LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
+		CROSS JOIN LATERAL pg_partition_tree(t.name::regclass) p
+		LEFT JOIN pg_stat_user_tables s ON s.relid = p.relid
+		GROUP BY t.name, t.ord
 		ORDER BY t.ord`, measured)
 	if err != nil {
 		return out, err
@@ -228,7 +233,8 @@ func (r *rig) sizes(ctx context.Context, label string, completed int64) (sizes, 
 	}
 	rows, err = r.owner.Query(ctx, `SELECT s.schemaname || '.' || s.relname, s.indexrelname, pg_relation_size(s.indexrelid), s.idx_scan
 		FROM unnest($1::text[]) WITH ORDINALITY AS t (name, ord)
-		JOIN pg_stat_user_indexes s ON s.relid = t.name::regclass
+		CROSS JOIN LATERAL pg_partition_tree(t.name::regclass) p
+		JOIN pg_stat_user_indexes s ON s.relid = p.relid
 		ORDER BY t.ord, s.indexrelname`, measured)
 	if err != nil {
 		return out, err
