@@ -13,7 +13,11 @@ import (
 // outcome its holder held while it could not reach the database. See
 // [Client.FailLate] for when it is taken.
 func (c *Client) CompleteLate(ctx context.Context, l Lease, result json.RawMessage, spent Spend) (Job, error) {
-	return c.late(ctx, "job.complete_late", l, "succeeded", result, nil, spent)
+	const op = "job.complete_late"
+	if err := spent.validate(op, l.JobID); err != nil {
+		return Job{}, err
+	}
+	return c.late(ctx, op, l, dbsqlc.JobLateOutcomeParams{Outcome: "succeeded", Result: result}, spent)
 }
 
 // FailLate records that the attempt lease l held failed, after the lease
@@ -40,32 +44,20 @@ func (c *Client) CompleteLate(ctx context.Context, l Lease, result json.RawMessa
 // recorded late already as another outcome with [db.ErrTerminal].
 func (c *Client) FailLate(ctx context.Context, l Lease, f Failure) (Job, error) {
 	const op = "job.fail_late"
-	if f.Class == "" {
-		f.Class = ClassRetryable
-	}
-	if f.Class != ClassRetryable && f.Class != ClassPermanent && f.Class != ClassUncertain {
-		return Job{}, db.Refuse(db.ErrInvalidArgument, op, "unknown failure class "+quote(string(f.Class)), "job", l.JobID)
-	}
-	return c.late(ctx, op, l, "failed", nil, &f, f.Spent)
-}
-
-// late is [Client.CompleteLate] and [Client.FailLate].
-func (c *Client) late(ctx context.Context, op string, l Lease, outcome string, result json.RawMessage, f *Failure, spent Spend) (Job, error) {
-	if err := spent.validate(op, l.JobID); err != nil {
+	f, retryAfter, err := f.checked(op, l.JobID)
+	if err != nil {
 		return Job{}, err
 	}
-	p := dbsqlc.JobLateOutcomeParams{
-		ID: l.JobID, Token: l.Token, Generation: l.Generation, Outcome: outcome, Result: result,
-		Actor: string(c.actor), Now: c.clock.Now(), SpentEffects: spent.Effects, SpentMoney: spent.Money,
-	}
-	if f != nil {
-		class := string(f.Class)
-		p.Class, p.Diagnostic = &class, optional(f.Diagnostic)
-		if f.RetryAfter != 0 {
-			d := min(max(f.RetryAfter, 0), MaxRetryAfter)
-			p.RetryAfter = &d
-		}
-	}
+	class := string(f.Class)
+	return c.late(ctx, op, l, dbsqlc.JobLateOutcomeParams{Outcome: "failed", Class: &class,
+		Diagnostic: optional(f.Diagnostic), RetryAfter: retryAfter}, f.Spent)
+}
+
+// late is [Client.CompleteLate] and [Client.FailLate]: p, the outcome, for
+// lease l at the client's now and actor.
+func (c *Client) late(ctx context.Context, op string, l Lease, p dbsqlc.JobLateOutcomeParams, spent Spend) (Job, error) {
+	p.ID, p.Token, p.Generation = l.JobID, l.Token, l.Generation
+	p.Actor, p.Now, p.SpentEffects, p.SpentMoney = string(c.actor), c.clock.Now(), spent.Effects, spent.Money
 	row, err := queries.JobLateOutcome(ctx, c.pool, p)
 	if err != nil {
 		return Job{}, db.Translate(err, op, "job", l.JobID)

@@ -242,19 +242,9 @@ func (c *Client) FailTx(ctx context.Context, tx pgx.Tx, l Lease, f Failure) (Job
 // fail is [Client.FailTx] on q: the client's pool or the caller's transaction.
 func (c *Client) fail(ctx context.Context, q db.DBTX, l Lease, f Failure) (Job, error) {
 	const op = "job.fail"
-	if f.Class == "" {
-		f.Class = ClassRetryable
-	}
-	if f.Class != ClassRetryable && f.Class != ClassPermanent && f.Class != ClassUncertain {
-		return Job{}, db.Refuse(db.ErrInvalidArgument, op, "unknown failure class "+quote(string(f.Class)), "job", l.JobID)
-	}
-	if err := f.Spent.validate(op, l.JobID); err != nil {
+	f, retryAfter, err := f.checked(op, l.JobID)
+	if err != nil {
 		return Job{}, err
-	}
-	var retryAfter *time.Duration
-	if f.RetryAfter != 0 {
-		d := min(max(f.RetryAfter, 0), MaxRetryAfter)
-		retryAfter = &d
 	}
 	row, err := queries.JobFail(ctx, q, dbsqlc.JobFailParams{
 		ID: l.JobID, Token: l.Token, Class: string(f.Class), Diagnostic: optional(f.Diagnostic),
@@ -265,6 +255,26 @@ func (c *Client) fail(ctx context.Context, q db.DBTX, l Lease, f Failure) (Job, 
 		return Job{}, db.Translate(err, op, "job", l.JobID)
 	}
 	return fromRow(row), nil
+}
+
+// checked is f as recorded for job id by op: its class, retryable when
+// none, and its RetryAfter clamped to [MaxRetryAfter] (nil: the policy's
+// backoff); or a refusal of an unknown class or a negative spend.
+func (f Failure) checked(op string, id int64) (Failure, *time.Duration, error) {
+	if f.Class == "" {
+		f.Class = ClassRetryable
+	}
+	if f.Class != ClassRetryable && f.Class != ClassPermanent && f.Class != ClassUncertain {
+		return f, nil, db.Refuse(db.ErrInvalidArgument, op, "unknown failure class "+quote(string(f.Class)), "job", id)
+	}
+	if err := f.Spent.validate(op, id); err != nil {
+		return f, nil, err
+	}
+	if f.RetryAfter == 0 {
+		return f, nil, nil
+	}
+	d := min(max(f.RetryAfter, 0), MaxRetryAfter)
+	return f, &d, nil
 }
 
 // Cancel withdraws job id. See [Client.CancelTx].

@@ -83,9 +83,9 @@ func startLocal(ctx context.Context, cfg LocalConfig) (*localPostgres, error) {
 		removeStaleDirs(disk)
 	}
 
-	dir, err := os.MkdirTemp(base, localDirPrefix)
+	dir, err := newLocalDir(base, cred)
 	if err != nil {
-		return nil, fmt.Errorf("local postgres: %w", err)
+		return nil, err
 	}
 	l := &localPostgres{binDir: binDir, dir: dir}
 	ok := false
@@ -94,14 +94,6 @@ func startLocal(ctx context.Context, cfg LocalConfig) (*localPostgres, error) {
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-		return nil, fmt.Errorf("local postgres: %w", err)
-	}
-	if cred != nil {
-		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
-			return nil, fmt.Errorf("local postgres: %w", err)
-		}
-	}
 
 	data := filepath.Join(dir, "data")
 	initdb := exec.CommandContext(ctx, filepath.Join(binDir, "initdb"),
@@ -126,6 +118,25 @@ func startLocal(ctx context.Context, cfg LocalConfig) (*localPostgres, error) {
 	}
 	ok = true
 	return l, nil
+}
+
+// newLocalDir makes a server's temporary directory under base, marked as
+// this process's (ownerFile, for removeStaleDirs) and, when the server runs
+// as another user (cred), owned by it.
+func newLocalDir(base string, cred *syscall.Credential) (string, error) {
+	dir, err := os.MkdirTemp(base, localDirPrefix)
+	if err != nil {
+		return "", fmt.Errorf("local postgres: %w", err)
+	}
+	err = os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644)
+	if err == nil && cred != nil {
+		err = os.Chown(dir, int(cred.Uid), int(cred.Gid))
+	}
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return "", fmt.Errorf("local postgres: %w", err)
+	}
+	return dir, nil
 }
 
 // run starts postgres on a free port and waits until it accepts

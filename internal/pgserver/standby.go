@@ -36,9 +36,9 @@ func StartStandby(ctx context.Context, primary *Cluster, synchronous bool) (*Clu
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp(localBase(cred != nil), localDirPrefix)
+	dir, err := newLocalDir(localBase(cred != nil), cred)
 	if err != nil {
-		return nil, fmt.Errorf("local postgres: standby: %w", err)
+		return nil, err
 	}
 	l := &localPostgres{binDir: p.binDir, dir: dir}
 	ok := false
@@ -47,14 +47,6 @@ func StartStandby(ctx context.Context, primary *Cluster, synchronous bool) (*Clu
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-		return nil, fmt.Errorf("local postgres: standby: %w", err)
-	}
-	if cred != nil {
-		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
-			return nil, fmt.Errorf("local postgres: standby: %w", err)
-		}
-	}
 	u, err := url.Parse(p.url)
 	if err != nil {
 		return nil, err

@@ -66,6 +66,17 @@ RETURN make_interval(secs => floor(
                        ELSE p_jitter * p_draw END)
        ) / 1000000);
 
+-- job_retry_delay is how long a retryable failure waits before its job is
+-- queued again: p_retry_after, a peer's hint, clamped to 0 .. 24 hours, when
+-- given; else the job's backoff after its p_attempts-th attempt
+-- (job_backoff, with a fresh draw). job_fail and job_late_outcome queue by it.
+CREATE OR REPLACE FUNCTION docket.job_retry_delay(p_retry_after interval, p_attempts integer, p_base interval,
+                                                  p_cap interval, p_jitter double precision)
+RETURNS interval
+LANGUAGE sql VOLATILE
+RETURN CASE WHEN p_retry_after IS NOT NULL THEN least(greatest(p_retry_after, '0'::interval), '24 hours'::interval)
+            ELSE docket.job_backoff(p_attempts, p_base, p_cap, p_jitter, random()) END;
+
 -- The job machine's states and moves (docket.job_states, docket.job_transitions),
 -- as 00024_jobs.sql declares them.
 SELECT docket.machine_views('job');
@@ -363,6 +374,19 @@ BEGIN
 END
 $$;
 
+-- job_move_recorded says whether an update of a job from (p_from_state,
+-- p_from_generation, p_from_revisions) to the p_to_ ones writes an event: a
+-- move of state or a new lease generation out of a claim (an attempt's end,
+-- a takeover), or a pin; not a claim, which is on the row until the event
+-- that ends its attempt records it (one event per attempt). Inlined.
+CREATE OR REPLACE FUNCTION docket.job_move_recorded(p_from_state text, p_to_state text, p_from_generation bigint,
+                                                    p_to_generation bigint, p_from_revisions text[], p_to_revisions text[])
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN p_to_state <> p_from_state AND (p_to_state <> 'claimed' OR p_from_state = 'claimed')
+    OR p_to_generation <> p_from_generation AND p_from_state = 'claimed'
+    OR p_to_revisions IS DISTINCT FROM p_from_revisions;
+
 -- jobs_record_update holds every UPDATE of docket.jobs, whoever issues it,
 -- set-based, in one pass over the statement's rows, to the rules of a job row
 -- (job_row_rule's: the check violation, 23514, a CHECK of that name would
@@ -505,9 +529,7 @@ BEGIN
     -- nothing), and whether it queued one again (else it wakes no worker).
     -- A claim is not an event of its own: it is on the row until the move
     -- that ends its attempt writes it into the history.
-    SELECT bool_or(n.state <> o.state AND (n.state <> 'claimed' OR o.state = 'claimed')
-                   OR n.lease_generation <> o.lease_generation AND o.state = 'claimed'
-                   OR n.revisions IS DISTINCT FROM o.revisions),
+    SELECT bool_or(docket.job_move_recorded(o.state, n.state, o.lease_generation, n.lease_generation, o.revisions, n.revisions)),
            bool_or(n.state = 'queued' AND (o.state <> 'queued' OR n.revisions IS DISTINCT FROM o.revisions) AND NOT n.external)
     INTO v_moved, v_queued
     FROM old_jobs o JOIN new_jobs n ON n.id = o.id;
@@ -559,9 +581,7 @@ BEGIN
             SELECT e.seq, e.at, e.hash FROM docket.job_events e
             WHERE e.job_id = n.id ORDER BY e.seq DESC LIMIT 1
         ) last
-        WHERE n.state <> o.state AND (n.state <> 'claimed' OR o.state = 'claimed')
-           OR n.lease_generation <> o.lease_generation AND o.state = 'claimed'
-           OR n.revisions IS DISTINCT FROM o.revisions
+        WHERE docket.job_move_recorded(o.state, n.state, o.lease_generation, n.lease_generation, o.revisions, n.revisions)
         -- A fence: each column above is computed once, not again inside the hash.
         OFFSET 0
     ) m;
@@ -1824,10 +1844,7 @@ BEGIN
             updated_at = greatest(updated_at, p_now)
         WHERE id = v.id RETURNING * INTO v;
     ELSE
-        v_delay := CASE
-            WHEN p_retry_after IS NOT NULL THEN least(greatest(p_retry_after, '0'::interval), '24 hours'::interval)
-            ELSE docket.job_backoff(v.attempts, v.backoff_base, v.backoff_cap, v.backoff_jitter, random())
-        END;
+        v_delay := docket.job_retry_delay(p_retry_after, v.attempts, v.backoff_base, v.backoff_cap, v.backoff_jitter);
         UPDATE docket.jobs
         SET state = 'queued', diagnostic = v_diag, available_at = p_now + v_delay,
             claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
@@ -1944,9 +1961,8 @@ BEGIN
                           ELSE v_note END,
         outcome_token = CASE WHEN v_state IN ('succeeded', 'failed', 'dead') THEN v_digest END,
         finished_at = CASE WHEN v_state IN ('succeeded', 'failed', 'dead') THEN p_now END,
-        available_at = CASE WHEN v_state = 'queued' THEN p_now + CASE
-                WHEN p_retry_after IS NOT NULL THEN least(greatest(p_retry_after, '0'::interval), '24 hours'::interval)
-                ELSE docket.job_backoff(j.attempts, j.backoff_base, j.backoff_cap, j.backoff_jitter, random()) END
+        available_at = CASE WHEN v_state = 'queued'
+            THEN p_now + docket.job_retry_delay(p_retry_after, j.attempts, j.backoff_base, j.backoff_cap, j.backoff_jitter)
             ELSE j.available_at END,
         spent_effects = v.spent_effects, spent_money = v.spent_money,
         updated_at = greatest(j.updated_at, p_now)
