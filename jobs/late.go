@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/docket-dev/docket/db"
 	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/jobs"
 )
@@ -17,7 +19,22 @@ func (c *Client) CompleteLate(ctx context.Context, l Lease, result json.RawMessa
 	if err := spent.validate(op, l.JobID); err != nil {
 		return Job{}, err
 	}
-	return c.late(ctx, op, l, dbsqlc.JobLateOutcomeParams{Outcome: "succeeded", Result: result}, spent)
+	return c.late(ctx, c.pool, op, l, dbsqlc.JobLateOutcomeParams{Outcome: "succeeded", Result: result}, spent)
+}
+
+// CompleteLateTx is [Client.CompleteLate] in tx, the caller's transaction,
+// for a success whose writes commit with it, once: the same success
+// recorded already is refused with [db.ErrTerminal], as another outcome is,
+// rather than a quiet no-op, so writes tried again after a lost reply do
+// not commit twice ([Client.SucceededUnder] then says whether the lease's
+// success is on record). It refuses as CompleteLate does, changing nothing
+// (the caller's writes are the caller's to roll back).
+func (c *Client) CompleteLateTx(ctx context.Context, tx pgx.Tx, l Lease, result json.RawMessage, spent Spend) (Job, error) {
+	const op = "job.complete_late"
+	if err := spent.validate(op, l.JobID); err != nil {
+		return Job{}, err
+	}
+	return c.late(ctx, tx, op, l, dbsqlc.JobLateOutcomeParams{Outcome: "succeeded", Result: result, Once: true}, spent)
 }
 
 // FailLate records that the attempt lease l held failed, after the lease
@@ -49,16 +66,17 @@ func (c *Client) FailLate(ctx context.Context, l Lease, f Failure) (Job, error) 
 		return Job{}, err
 	}
 	class := string(f.Class)
-	return c.late(ctx, op, l, dbsqlc.JobLateOutcomeParams{Outcome: "failed", Class: &class,
+	return c.late(ctx, c.pool, op, l, dbsqlc.JobLateOutcomeParams{Outcome: "failed", Class: &class,
 		Diagnostic: optional(f.Diagnostic), RetryAfter: retryAfter}, f.Spent)
 }
 
-// late is [Client.CompleteLate] and [Client.FailLate]: p, the outcome, for
-// lease l at the client's now and actor.
-func (c *Client) late(ctx context.Context, op string, l Lease, p dbsqlc.JobLateOutcomeParams, spent Spend) (Job, error) {
+// late is [Client.CompleteLate], [Client.CompleteLateTx] and
+// [Client.FailLate]: p, the outcome, for lease l at the client's now and
+// actor, on q.
+func (c *Client) late(ctx context.Context, q db.DBTX, op string, l Lease, p dbsqlc.JobLateOutcomeParams, spent Spend) (Job, error) {
 	p.ID, p.Token, p.Generation = l.JobID, l.Token, l.Generation
 	p.Actor, p.Now, p.SpentEffects, p.SpentMoney = string(c.actor), c.clock.Now(), spent.Effects, spent.Money
-	row, err := queries.JobLateOutcome(ctx, c.pool, p)
+	row, err := queries.JobLateOutcome(ctx, q, p)
 	if err != nil {
 		return Job{}, db.Translate(err, op, "job", l.JobID)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/access"
@@ -83,6 +84,37 @@ func TestALateOutcomeSettlesAnExpiredLease(t *testing.T) {
 		_, err = e.client.FailLate(ctx, l, jobs.Failure{Class: jobs.ClassPermanent})
 		require.ErrorIs(t, err, db.ErrTerminal)
 		require.Equal(t, before, snapshot(t, e.Pool))
+	})
+
+	t.Run("success_in_a_transaction_with_writes_once", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		l := lateExpired(t, e, jobs.Spec{})
+		_, err := e.Pool.Exec(ctx, "CREATE TABLE public.receipts (job bigint)")
+		require.NoError(t, err)
+		record := func() error {
+			return db.WithTx(ctx, e.Pool, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, "INSERT INTO public.receipts VALUES ($1)", l.JobID); err != nil {
+					return err
+				}
+				_, err := e.client.CompleteLateTx(ctx, tx, l, json.RawMessage(`{"charged": true}`), jobs.Spend{})
+				return err
+			})
+		}
+		require.NoError(t, record())
+		requireLateEvent(t, e, l, jobs.Succeeded, "it succeeded")
+		ok, err := e.client.SucceededUnder(ctx, l)
+		require.NoError(t, err)
+		require.True(t, ok, "the lease's success is on record")
+
+		// Tried again, as after a lost reply: refused, and the writes roll
+		// back with it, rather than a quiet no-op that commits them twice.
+		before := snapshot(t, e.Pool)
+		require.ErrorIs(t, record(), db.ErrTerminal)
+		require.Equal(t, before, snapshot(t, e.Pool))
+		var receipts int
+		require.NoError(t, e.Pool.QueryRow(ctx, "SELECT count(*) FROM public.receipts").Scan(&receipts))
+		require.Equal(t, 1, receipts)
 	})
 
 	t.Run("retryable_failure_queues_it_again", func(t *testing.T) {

@@ -1869,15 +1869,21 @@ $$;
 -- ceiling of its budget reached), uncertain leaves it as it is (nothing is
 -- learnt). What the attempt spent is added. The event, by p_actor, says the
 -- outcome was recorded late, of which lease, and when that lease expired.
--- Recording the same outcome again is a quiet no-op.
+-- Recording the same outcome again is a quiet no-op, unless p_once: then
+-- it is refused as another outcome is (DK014), for a caller whose
+-- transaction carries writes of its own that must not commit twice (a
+-- worker's completion writes, tried again after a reply was lost).
 -- Refuses, writing nothing: malformed input (DK010); an unknown job or one
 -- p_actor may not see (P0002); an actor without job.claim on its project
 -- (DK009); a job not left uncertain by this lease's expiry, claimed since,
 -- or past the window (DK002, as a stale lease is).
+DROP FUNCTION IF EXISTS docket.job_late_outcome(bigint, uuid, bigint, text, jsonb, text, text, interval, text, timestamptz,
+                                                bigint, bigint);
 CREATE OR REPLACE FUNCTION docket.job_late_outcome(p_id bigint, p_token uuid, p_generation bigint, p_outcome text,
                                                    p_result jsonb, p_class text, p_diagnostic text, p_retry_after interval,
                                                    p_actor text, p_now timestamptz,
-                                                   p_spent_effects bigint DEFAULT 0, p_spent_money bigint DEFAULT 0)
+                                                   p_spent_effects bigint DEFAULT 0, p_spent_money bigint DEFAULT 0,
+                                                   p_once boolean DEFAULT false)
 RETURNS docket.jobs
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -1914,7 +1920,7 @@ BEGIN
     -- quiet no-op, another is refused.
     IF v.state <> 'uncertain' AND v.lease_generation = p_generation AND e.from_state = 'uncertain'
        AND e.actor = p_actor AND e.detail LIKE 'recorded late, lease generation ' || p_generation || ' %' THEN
-        IF (p_outcome = 'succeeded') = (v.state = 'succeeded')
+        IF NOT coalesce(p_once, false) AND (p_outcome = 'succeeded') = (v.state = 'succeeded')
            AND (v.state <> 'succeeded' OR v.result IS NOT DISTINCT FROM nullif(p_result, 'null'::jsonb)) THEN
             RETURN v;
         END IF;

@@ -177,4 +177,4 @@ SELECT id, project, at, actor::text AS actor FROM docket.job_pruned(@id::bigint,
 -- name: JobLateOutcome :one
 SELECT * FROM docket.job_late_outcome(@id::bigint, @token::uuid, @generation::bigint, @outcome::text,
     sqlc.narg('result')::jsonb, sqlc.narg('class')::text, sqlc.narg('diagnostic')::text, sqlc.narg('retry_after')::interval,
-    @actor::text, @now::timestamptz, @spent_effects::bigint, @spent_money::bigint);
+    @actor::text, @now::timestamptz, @spent_effects::bigint, @spent_money::bigint, @once::boolean);

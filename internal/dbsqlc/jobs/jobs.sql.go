@@ -1162,7 +1162,7 @@ func (q *Queries) JobIntakeTake(ctx context.Context, db DBTX, intake uuid.UUID, 
 const jobLateOutcome = `-- name: JobLateOutcome :one
 SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_late_outcome($1::bigint, $2::uuid, $3::bigint, $4::text,
     $5::jsonb, $6::text, $7::text, $8::interval,
-    $9::text, $10::timestamptz, $11::bigint, $12::bigint)
+    $9::text, $10::timestamptz, $11::bigint, $12::bigint, $13::boolean)
 `
 
 type JobLateOutcomeParams struct {
@@ -1178,6 +1178,7 @@ type JobLateOutcomeParams struct {
 	Now          time.Time
 	SpentEffects int64
 	SpentMoney   int64
+	Once         bool
 }
 
 func (q *Queries) JobLateOutcome(ctx context.Context, db DBTX, arg JobLateOutcomeParams) (*DocketJob, error) {
@@ -1194,6 +1195,7 @@ func (q *Queries) JobLateOutcome(ctx context.Context, db DBTX, arg JobLateOutcom
 		arg.Now,
 		arg.SpentEffects,
 		arg.SpentMoney,
+		arg.Once,
 	)
 	var i DocketJob
 	err := row.Scan(
