@@ -102,6 +102,8 @@ func (b *batchWorker) Work(ctx context.Context, rj *river.Job[batchArgs]) error 
 	if q == nil {
 		return river.JobCancel(fmt.Errorf("worker does not serve queue %q", rj.Args.Queue))
 	}
+	b.w.alive.began(rj.ID)
+	defer b.w.alive.ended(rj.ID)
 	return b.w.runBatch(ctx, q)
 }
 
@@ -159,6 +161,7 @@ type batch struct {
 	work     chan claimedJob             // to a runner idle between jobs; closed when the batch ends
 	runners  sync.WaitGroup              // the batch's runners, which end with it
 	pending  []outcome                   // successes not yet recorded
+	lates    sync.WaitGroup              // successes being recorded late (goLate), which the batch outlives
 	first    time.Time                   // when the oldest pending success arrived
 	links    map[int64]trace.SpanContext // of the jobs claimed and not yet started, when the worker traces
 }
@@ -175,6 +178,7 @@ func (w *Client) runBatch(ctx context.Context, q *queueState) error {
 	defer func() {
 		close(b.work) // the batch returns with nothing running: its runners are idle, and end
 		b.runners.Wait()
+		b.lates.Wait()
 	}()
 	began, idleSince := time.Now(), time.Now()
 	var failures int
@@ -377,6 +381,10 @@ func (b *batch) commit(free int) ([]jobs.Job, error) {
 		w.testHookClaim(b.q.name, free, len(claimed))
 	}
 	for i, p := range pending {
+		if errors.Is(refusals[i], db.ErrStaleClaim) && b.lateable(p) {
+			b.goLate(p) // its lease expired while it was held
+			continue
+		}
 		w.settled(p, refusals[i])
 	}
 	b.pending = nil
@@ -405,11 +413,11 @@ func (b *batch) heldClaims(claimed []jobs.Job) []jobs.Job {
 		until = minTime(until, j.LeaseExpiresAt)
 	}
 	var got []jobs.Job
-	_ = w.hold(b.ctx, claimed[0], until, "claim read back", func(tctx context.Context) error {
+	_ = w.hold(b.ctx, claimed[0], until, heldOutcome{what: "claim read back", write: func(tctx context.Context) error {
 		var err error
 		got, err = w.jobs.GetMany(tctx, ids)
 		return err
-	})
+	}})
 	// A claim is its lease generation, counted once a claim, and its
 	// holder: the token is not read back, docket stores only its digest.
 	type claim struct {
@@ -463,9 +471,14 @@ func (b *batch) settleAlone() {
 	var abandoned []int64
 	for i, p := range b.pending {
 		switch {
+		case (errs[i] == nil || errors.Is(errs[i], db.ErrStaleClaim)) && b.lateable(p):
+			b.goLate(p)
 		case errs[i] == nil || permanent(errs[i]):
 			w.settled(p, errs[i])
-		case w.gone(b.ctx, p.until) != "":
+		case b.lateable(p):
+			b.goLate(p)
+		case w.gone(b.ctx, p.until, false) != "":
+			w.held.abandon(p.job, "success", p.until)
 			p.event.Type, p.event.Err = EventError, errors.Join(errAbandoned, errs[i])
 			p.attempt.end(p.event, "")
 			w.emit(p.event)
@@ -479,6 +492,33 @@ func (b *batch) settleAlone() {
 			"queue", b.q.name, "jobs", len(abandoned), "first", abandoned[:min(len(abandoned), 10)], "next", afterGone)
 	}
 	b.pending = held
+}
+
+// lateable reports whether pending success p is to be recorded late: its
+// lease has expired by the worker's clock, the worker has not stopped hard,
+// and the success has a late form (see heldSuccess).
+func (b *batch) lateable(p outcome) bool {
+	return b.ctx.Err() == nil && b.w.cfg.LateOutcomes >= 0 && p.success.Record == nil && b.w.expired(p.until)
+}
+
+// goLate hands pending success p, whose lease expired before the batch
+// could record it, to a hold of its own (see hold), which records it late
+// once the lease sweep has made its job uncertain, while the batch goes on.
+// The batch ends only once it is settled.
+func (b *batch) goLate(p outcome) {
+	w := b.w
+	b.lates.Add(1)
+	go func() {
+		defer b.lates.Done()
+		err := w.hold(b.ctx, p.job, p.until, w.heldSuccess(*p.success))
+		if err == nil || permanent(err) {
+			w.settled(p, err)
+			return
+		}
+		p.event.Type, p.event.Err = EventError, err // abandoned: hold logged it
+		p.attempt.end(p.event, "")
+		w.emit(p.event)
+	}()
 }
 
 // settled emits the event of a recorded success, or of its refusal, and

@@ -44,7 +44,9 @@ func (w *Client) run(ctx context.Context, j jobs.Job, link trace.SpanContext) ou
 
 	w.emit(Event{Type: EventStarted, JobID: j.ID, Kind: j.Kind, Attempt: j.Attempts, Revision: h.opts.Revision, State: string(j.State)})
 	began := time.Now()
+	w.handlers.Add(1)
 	res, err := callHandler(hctx, h, j)
+	w.handlers.Add(-1)
 	took := time.Since(began)
 	if att != nil {
 		att.handlerReturned(w.cfg.Clock.Now())
@@ -116,7 +118,7 @@ func (w *Client) succeedWithWrites(ctx context.Context, j jobs.Job, res Result, 
 	lease := j.Lease()
 	d := j.LeaseExpiresAt.Sub(j.ClaimedAt)
 	tries := 0
-	err := w.hold(ctx, j, until, "success with writes", func(tctx context.Context) error {
+	o := heldOutcome{what: "success with writes", write: func(tctx context.Context) error {
 		tries++
 		err := db.WithTx(tctx, w.pool, func(tx pgx.Tx) error {
 			if tries > 1 {
@@ -135,16 +137,24 @@ func (w *Client) succeedWithWrites(ctx context.Context, j jobs.Job, res Result, 
 			}
 			return err
 		})
-		if err != nil && !isWritesError(err) && definite(err) {
-			// Refused at commit: a job that requests an output completed
-			// without its record (jobs_completion_recorded). As a refused
-			// record, the attempt fails and the writes are rolled back.
-			if t := db.Translate(err, "job.complete", "job", j.ID); errors.Is(t, db.ErrInvalidArgument) {
-				return &writesError{err: t}
-			}
+		return w.refusedAtCommit(j, err)
+	}}
+	if res.Record == nil {
+		// Late, the success is recorded first, locking the job, and once:
+		// the same success on record already (an earlier try committed,
+		// its reply lost) refuses it, and the writes roll back with it.
+		o.late = func(tctx context.Context) error {
+			tries++
+			err := db.WithTx(tctx, w.pool, func(tx pgx.Tx) error {
+				if _, err := w.jobs.CompleteLateTx(tctx, tx, lease, res.Value, spent); err != nil {
+					return err
+				}
+				return writesOf(res.WritesFunc(tctx, tx))
+			})
+			return w.refusedAtCommit(j, err)
 		}
-		return err
-	})
+	}
+	err := w.hold(ctx, j, until, o)
 	if isRefusal(err) && tries > 1 && w.recordedBy(context.WithoutCancel(ctx), j, lease) {
 		err = nil
 	}
@@ -165,6 +175,20 @@ func (w *Client) succeedWithWrites(ctx context.Context, j jobs.Job, res Result, 
 	}
 	w.emitAttempt(ctx, e, "")
 	return e, nil
+}
+
+// refusedAtCommit is err, the end of a transaction recording job j's
+// success with writes, as a writesError when the commit refused the
+// completion: a job that requests an output completed without its record
+// (jobs_completion_recorded). As a refused record, the attempt fails and the
+// writes are rolled back.
+func (w *Client) refusedAtCommit(j jobs.Job, err error) error {
+	if err != nil && !isWritesError(err) && definite(err) {
+		if t := db.Translate(err, "job.complete", "job", j.ID); errors.Is(t, db.ErrInvalidArgument) {
+			return &writesError{err: t}
+		}
+	}
+	return err
 }
 
 // recordedBy reports whether job j has succeeded under lease: an earlier
@@ -219,11 +243,17 @@ func isRefusal(err error) bool {
 // over (the notification, or the poll).
 func (w *Client) fail(ctx context.Context, j jobs.Job, e Event, f jobs.Failure, until time.Time) Event {
 	var after jobs.Job
-	err := w.hold(ctx, j, until, "failure", func(tctx context.Context) error {
-		var err error
-		after, err = w.jobs.Fail(tctx, j.Lease(), f)
-		return err
-	})
+	err := w.hold(ctx, j, until, heldOutcome{what: "failure",
+		write: func(tctx context.Context) error {
+			var err error
+			after, err = w.jobs.Fail(tctx, j.Lease(), f)
+			return err
+		},
+		late: func(tctx context.Context) error {
+			var err error
+			after, err = w.jobs.FailLate(tctx, j.Lease(), f)
+			return err
+		}})
 	switch {
 	case err == nil:
 		e.Type, e.State, e.Err = EventFailed, string(after.State), errors.New(f.Diagnostic)
@@ -248,11 +278,11 @@ func (w *Client) release(ctx context.Context, j jobs.Job, e Event, until time.Ti
 	var after jobs.Job
 	// Stop's cancellation is why this runs: the release is held for its own
 	// bound, not the batch's context.
-	err := w.hold(context.WithoutCancel(ctx), j, until, "release", func(tctx context.Context) error {
+	err := w.hold(context.WithoutCancel(ctx), j, until, heldOutcome{what: "release", write: func(tctx context.Context) error {
 		var err error
 		after, err = w.jobs.Release(tctx, j.Lease(), time.Time{}, "worker stopped while the handler ran")
 		return err
-	})
+	}})
 	switch {
 	case err == nil:
 		e.Type, e.State = EventReleased, string(after.State)

@@ -19,10 +19,14 @@ import (
 // record for as long as its lease lasts. A write of one that fails for any
 // reason but a refusal is held and tried again, against the same lease,
 // until it is recorded, refused, or the lease has expired by the worker's
-// clock; only then is it abandoned, and the job is left to the lease sweep
-// (queued again when repeatable, uncertain otherwise), as it would be had
-// the worker died.
-
+// clock. A success or a failure is then held on, and recorded late
+// (jobs.Client.CompleteLate, FailLate) once the lease sweep has made the job
+// uncertain, for up to Config.LateOutcomes after the lease expired: the
+// holder of the expired lease says what its attempt did, so a job is not
+// left uncertain when its worker knew. Only then, or when the worker stops
+// hard, is it abandoned, and the job is left to the lease sweep (queued
+// again when repeatable, uncertain otherwise), as it would be had the
+// worker died.
 // holdFirstRetry and holdMaxRetry bound the waits between tries of a held
 // outcome. One try may take what is left of the lease (a try after it could
 // not record anything), and at least holdMinTry.
@@ -42,22 +46,28 @@ func permanent(err error) bool {
 	return isRefusal(err) || errors.Is(err, db.ErrInvalidArgument) || errors.Is(err, db.ErrNotPermitted) || isWritesError(err)
 }
 
-// gone says why an outcome held under a lease expiring at until can no
-// longer be recorded, or is "" while it can: the lease has expired by the
-// worker's clock, or the worker stopped hard (ctx, a batch's, ends only
-// then).
-func (w *Client) gone(ctx context.Context, until time.Time) string {
+// gone says why outcome o, held under a lease expiring at until, can no
+// longer be recorded, or is "" while it can: the worker stopped hard (ctx,
+// a batch's, ends only then), or the lease has expired by the worker's
+// clock and o has no late form, or its late window has passed too.
+func (w *Client) gone(ctx context.Context, until time.Time, late bool) string {
+	now := w.cfg.Clock.Now()
 	switch {
 	case ctx.Err() != nil:
 		return "the worker stopped"
-	case !w.cfg.Clock.Now().Before(until):
+	case now.Before(until):
+		return ""
+	case !late || w.cfg.LateOutcomes < 0:
 		return "its lease has expired"
+	case !now.Before(until.Add(w.cfg.LateOutcomes)):
+		return "its lease expired " + w.cfg.LateOutcomes.String() + " ago (Config.LateOutcomes)"
 	}
 	return ""
 }
 
-// afterGone is what happens to a job whose outcome was abandoned.
-const afterGone = "the lease sweep moves it on (uncertain, or queued again when repeatable)"
+// expired reports whether a lease expiring at until has expired by the
+// worker's clock.
+func (w *Client) expired(until time.Time) bool { return !w.cfg.Clock.Now().Before(until) }
 
 // definite reports whether err says for certain that a transaction did not
 // commit: the server answered with an error (a failed statement, or a
@@ -75,33 +85,81 @@ func definite(err error) bool {
 	return true
 }
 
-// hold runs write, the recording of what for job j, until it returns nil or
-// a permanent error, or until the lease (expiring at until) is gone or the
-// worker is stopped hard, and returns the last error: nil when recorded, a
-// refusal, or one wrapping errAbandoned. ctx is the batch's: it ends only
-// when the worker stops hard.
+// heldOutcome is an outcome for hold to record.
+type heldOutcome struct {
+	what string // "success", "failure", ...: for the logs
+	// write records the outcome under its lease, while the lease lasts.
+	write func(ctx context.Context) error
+	// late records it late, after the lease expired and the sweep made the
+	// job uncertain (see jobs.Client.CompleteLate). Nil: the outcome has no
+	// late form (a release, a success with a completion record), and is
+	// abandoned when the lease expires.
+	late func(ctx context.Context) error
+}
+
+// errNotSwept is a late outcome refused because the sweep has not yet moved
+// its job on from the expired lease: tried again, as a write that failed.
+var errNotSwept = errors.New("worker: the job's lease has expired but the lease sweep has not yet moved it on")
+
+// hold runs o's write for job j until it returns nil or a permanent error,
+// or until the lease (expiring at until) is gone or the worker is stopped
+// hard, and returns the last error: nil when recorded, a refusal, or one
+// wrapping errAbandoned. Once the lease has expired by the worker's clock,
+// it records o late instead (o.late), until its late window passes. ctx is
+// the batch's: it ends only when the worker stops hard.
 //
 // What it logs is shaped for an outage, where every outcome in flight fails
 // at once: the first outcome to fail while none is held is logged at WARN,
 // naming its job, lease generation and what happens next; those failing
 // while it is held are counted into the same spell, and when the last held
 // outcome of the spell is settled one WARN line sums it up (how many were
-// held, recorded, refused and abandoned, for how long, and which jobs). An
-// abandoned outcome is always logged at WARN on its own: it is a loss the
-// lease sweep will act on. Every held outcome emits one EventError.
-func (w *Client) hold(ctx context.Context, j jobs.Job, until time.Time, what string, write func(context.Context) error) (err error) {
+// held, recorded, recorded late, refused and abandoned, for how long, and
+// which jobs). An abandoned outcome is always logged at WARN on its own: it
+// is a loss the lease sweep will act on. Every held outcome emits one
+// EventError.
+func (w *Client) hold(ctx context.Context, j jobs.Job, until time.Time, o heldOutcome) (err error) {
 	settle := context.WithoutCancel(ctx) // recorded even as the worker stops, until it stops hard
 	wait := holdFirstRetry
+	canLate := o.late != nil && w.cfg.LateOutcomes >= 0
 	for tries := 1; ; tries++ {
-		tctx, cancel := context.WithTimeout(settle, max(until.Sub(w.cfg.Clock.Now()), holdMinTry))
-		err = write(tctx)
+		late := canLate && w.expired(until)
+		bound := until
+		if late {
+			bound = until.Add(w.cfg.LateOutcomes)
+		}
+		tctx, cancel := context.WithTimeout(settle, max(bound.Sub(w.cfg.Clock.Now()), holdMinTry))
+		if late {
+			err = o.late(tctx)
+			if errors.Is(err, db.ErrStaleClaim) {
+				err = w.notSwept(tctx, j, until, err)
+			}
+		} else {
+			err = o.write(tctx)
+			if canLate && errors.Is(err, db.ErrStaleClaim) && w.expired(until) {
+				// Refused as the lease expired while the try ran: late now.
+				err = errNotSwept
+			}
+		}
 		cancel()
+		var lives leaseLives
+		if errors.As(err, &lives) {
+			until = lives.until // a renewal whose reply was lost: the lease lasts
+			err = errNotSwept
+		}
 		switch {
 		case err == nil:
+			if late {
+				w.log.InfoContext(ctx, "docket worker: outcome recorded late, after its lease expired", "job", j.ID, "kind", j.Kind,
+					"generation", j.LeaseGeneration, "outcome", o.what, "lease_until", until, "tries", tries)
+			}
 			if tries > 1 {
 				w.log.DebugContext(ctx, "docket worker: held outcome recorded", "job", j.ID, "kind", j.Kind,
-					"generation", j.LeaseGeneration, "outcome", what, "tries", tries)
-				w.held.settle(ctx, w, heldRecorded)
+					"generation", j.LeaseGeneration, "outcome", o.what, "tries", tries)
+				how := heldRecorded
+				if late {
+					how = heldLate
+				}
+				w.held.settle(ctx, w, how)
 			}
 			return nil
 		case permanent(err):
@@ -110,9 +168,14 @@ func (w *Client) hold(ctx context.Context, j jobs.Job, until time.Time, what str
 			}
 			return err
 		}
-		if why := w.gone(ctx, until); why != "" {
+		if why := w.gone(ctx, until, canLate); why != "" {
+			next := afterGone
+			if late || w.expired(until) {
+				next = afterLateGone
+			}
 			w.log.WarnContext(ctx, "docket worker: abandoned an outcome: "+why, "job", j.ID, "kind", j.Kind,
-				"generation", j.LeaseGeneration, "outcome", what, "tries", tries, "next", afterGone, "err", err)
+				"generation", j.LeaseGeneration, "outcome", o.what, "tries", tries, "next", next, "err", err)
+			w.held.abandon(j, o.what, until)
 			if tries > 1 {
 				w.held.settle(ctx, w, heldAbandoned)
 			}
@@ -123,11 +186,15 @@ func (w *Client) hold(ctx context.Context, j jobs.Job, until time.Time, what str
 			if w.held.begin(j.ID, w.cfg.Clock.Now()) {
 				level = slog.LevelWarn
 			}
-			w.log.Log(ctx, level, "docket worker: recording an outcome failed; holding it and trying again until its lease expires",
-				"job", j.ID, "kind", j.Kind, "generation", j.LeaseGeneration, "outcome", what, "lease_until", until, "err", err)
+			w.log.Log(ctx, level, "docket worker: recording an outcome failed; holding it and trying again, late once its lease has expired",
+				"job", j.ID, "kind", j.Kind, "generation", j.LeaseGeneration, "outcome", o.what, "lease_until", until, "err", err)
 			w.emit(Event{Type: EventError, JobID: j.ID, Kind: j.Kind, Attempt: j.Attempts, Err: err})
 		}
-		t := time.NewTimer(min(wait, until.Sub(w.cfg.Clock.Now())))
+		next := wait
+		if !late && !w.expired(until) {
+			next = min(wait, until.Sub(w.cfg.Clock.Now()))
+		}
+		t := time.NewTimer(next)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -138,12 +205,48 @@ func (w *Client) hold(ctx context.Context, j jobs.Job, until time.Time, what str
 	}
 }
 
+// leaseLives is a late outcome refused because its lease has not expired
+// after all: a renewal committed whose reply was lost. The outcome is
+// recorded on time, until the lease's real expiry.
+type leaseLives struct{ until time.Time }
+
+func (e leaseLives) Error() string {
+	return "worker: the lease lasts until " + e.until.Format(time.RFC3339Nano)
+}
+
+// notSwept says what a late outcome's refusal as stale (refused) means for
+// job j, held under a lease expiring at until by the worker's last
+// renewal: the lease still lasts (leaseLives), the sweep has not yet moved
+// the job on (errNotSwept: try again), or the refusal stands (someone else
+// claimed the job, cancelled it, or the window passed). A read that fails is
+// tried again.
+func (w *Client) notSwept(ctx context.Context, j jobs.Job, until time.Time, refused error) error {
+	now, err := w.jobs.Get(ctx, j.ID)
+	switch {
+	case err != nil && !permanent(err):
+		return err
+	case err != nil || now.State != jobs.Claimed || now.LeaseGeneration != j.LeaseGeneration || now.ClaimedBy != j.ClaimedBy:
+		return refused
+	case now.LeaseExpiresAt.After(until) && now.LeaseExpiresAt.After(w.cfg.Clock.Now()):
+		return leaseLives{until: now.LeaseExpiresAt}
+	}
+	return errNotSwept
+}
+
+// afterGone is what happens to a job whose outcome was abandoned.
+const afterGone = "the lease sweep moves it on (uncertain, or queued again when repeatable)"
+
+// afterLateGone is what happens to a job whose outcome was abandoned after
+// its lease expired.
+const afterLateGone = "the lease sweep moves it on, or has (uncertain, or queued again when repeatable): reconcile it"
+
 // heldListed bounds how many job ids a spell's summary names.
 const heldListed = 50
 
 // How a held outcome ended.
 const (
 	heldRecorded = iota
+	heldLate
 	heldRefused
 	heldAbandoned
 )
@@ -155,6 +258,10 @@ type holding struct {
 	mu    sync.Mutex
 	now   int // outcomes held now
 	spell spell
+	// abandoned are the outcomes abandoned since the stop began, for
+	// Stop's error; nil before (an abandon then is logged, and the lease
+	// sweep acts on it).
+	abandoned *[]Abandoned
 }
 
 // spell is what a spell of held outcomes came to.
@@ -162,7 +269,7 @@ type spell struct {
 	since time.Time // when it began
 	jobs  []int64   // the first heldListed jobs held in it
 	held  int       // outcomes held in it
-	ended [3]int    // of those, recorded, refused and abandoned
+	ended [4]int    // of those, recorded, recorded late, refused and abandoned
 }
 
 // begin counts job's outcome as held, and reports whether it opens a spell.
@@ -194,8 +301,45 @@ func (h *holding) settle(ctx context.Context, w *Client, how int) {
 	s := h.spell
 	h.mu.Unlock()
 	w.log.WarnContext(ctx, "docket worker: held outcomes settled",
-		"held", s.held, "recorded", s.ended[heldRecorded], "refused", s.ended[heldRefused], "abandoned", s.ended[heldAbandoned],
+		"held", s.held, "recorded", s.ended[heldRecorded], "late", s.ended[heldLate], "refused", s.ended[heldRefused],
+		"abandoned", s.ended[heldAbandoned],
 		"over", w.cfg.Clock.Now().Sub(s.since).Round(time.Millisecond), "jobs", s.jobs)
+}
+
+// abandon notes, once the stop has begun, that the outcome what of job j,
+// held under a lease expiring at until, was abandoned.
+func (h *holding) abandon(j jobs.Job, what string, until time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.abandoned != nil {
+		*h.abandoned = append(*h.abandoned, Abandoned{Job: j.ID, Kind: j.Kind, Outcome: what, Repeatable: j.Repeatable, LeaseUntil: until})
+	}
+}
+
+// count is how many outcomes are held now.
+func (h *holding) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.now
+}
+
+// stopBegun starts noting abandoned outcomes, for stopEnded.
+func (h *holding) stopBegun() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.abandoned = new([]Abandoned)
+}
+
+// stopEnded returns the outcomes abandoned since stopBegun, and how many
+// are held still.
+func (h *holding) stopEnded() ([]Abandoned, int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []Abandoned
+	if h.abandoned != nil {
+		out = append(out, *h.abandoned...)
+	}
+	return out, h.now
 }
 
 // connectionLost reports whether err is the database connection failing

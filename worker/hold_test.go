@@ -203,7 +203,7 @@ func TestOutcomesAreHeldThroughAnOutage(t *testing.T) {
 	out := logs.String()
 	require.Equal(t, 1, strings.Count(out, "recording an outcome failed"), out)
 	require.Equal(t, 1, strings.Count(out, "held outcomes settled"), out)
-	require.Contains(t, out, "held=2 recorded=2 refused=0 abandoned=0", out)
+	require.Contains(t, out, "held=2 recorded=2 late=0 refused=0 abandoned=0", out)
 	require.Contains(t, out, fmt.Sprint(bad1.Job.ID), out)
 	require.Contains(t, out, fmt.Sprint(bad2.Job.ID), out)
 }

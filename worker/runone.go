@@ -119,10 +119,7 @@ func (w *Client) RunJob(ctx context.Context, id int64) (JobRun, error) {
 // attempt whose completion record storage refused, with that refusal, or
 // its abandon.
 func (w *Client) recordSuccess(ctx context.Context, o outcome) (Event, error) {
-	err := w.hold(ctx, o.job, o.until, "success", func(tctx context.Context) error {
-		_, err := w.jobs.CompleteWith(tctx, *o.success, nil)
-		return err
-	})
+	err := w.hold(ctx, o.job, o.until, w.heldSuccess(*o.success))
 	if recordRefused(err) {
 		return w.settled(o, err), err
 	}
@@ -135,6 +132,22 @@ func (w *Client) recordSuccess(ctx context.Context, o outcome) (Event, error) {
 	o.attempt.end(o.event, "")
 	w.emit(o.event)
 	return o.event, nil
+}
+
+// heldSuccess is success c, without writes, for hold: with a late form
+// unless it carries a completion record, which only a live claim records.
+func (w *Client) heldSuccess(c jobs.Completion) heldOutcome {
+	o := heldOutcome{what: "success", write: func(tctx context.Context) error {
+		_, err := w.jobs.CompleteWith(tctx, c, nil)
+		return err
+	}}
+	if c.Record == nil {
+		o.late = func(tctx context.Context) error {
+			_, err := w.jobs.CompleteLate(tctx, c.Lease, c.Result, c.Spent)
+			return err
+		}
+	}
+	return o
 }
 
 // runOf is the run of job after whose attempt ended with event e, the

@@ -176,6 +176,10 @@ func TestStartContextStopNamesAHandlerPastTheReleaseTimeout(t *testing.T) {
 		t.Fatalf("the worker did not stop within %v of its Start context's end", waitLimit)
 	}
 	err := w.Stop(ctx)
-	require.ErrorContains(t, err, "handlers still running after the release timeout")
+	require.ErrorContains(t, err, "1 handler still running after the release timeout")
+	var stopErr *worker.StopError
+	require.ErrorAs(t, err, &stopErr)
+	require.Equal(t, 1, stopErr.Running)
+	require.Empty(t, stopErr.Abandoned, "the handler has no outcome yet")
 	require.Equal(t, jobs.Claimed, jobState(t, e.Pool, ids[0]), "the stubborn handler's job keeps its lease")
 }

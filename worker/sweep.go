@@ -81,6 +81,7 @@ func (w *Client) builtinSweeps() []Sweep {
 			}
 			return len(moved), err
 		}},
+		{Name: SweepBatches, Every: w.cfg.SweepEvery, Func: w.sweepBatches},
 	}
 }
 

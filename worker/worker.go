@@ -82,6 +82,16 @@ type Config struct {
 	// passed, waits for cancelled handlers to return and their leases to be
 	// given back. Defaults to 10 s.
 	ReleaseTimeout time.Duration
+	// LateOutcomes is how long after a lease expired the worker keeps
+	// trying to record the success or failure it holds for the lease's
+	// attempt, late ([jobs.Client.CompleteLate], [jobs.Client.FailLate]),
+	// when it could not reach the database in time: once the lease sweep
+	// has made the job uncertain, the outcome moves it on as it would have
+	// on time, on record as late. 1 s .. 24 h; defaults to an hour, the
+	// database's own late_outcome_window (docket.settings), which bounds it
+	// too. Negative: never; the outcome is abandoned when the lease expires.
+	// [Client.Stop] ends the wait when its context ends.
+	LateOutcomes time.Duration
 	// FetchCooldown is the least time between two of River's fetches of
 	// batches (see river.Config). Defaults to 10 ms. Batches are few and
 	// long-lived, so this matters only when a queue has had no batch for
@@ -132,7 +142,12 @@ type Client struct {
 	leases   map[string]time.Duration // the handlers' leases, by kind
 	queues   []string
 	sweeps   map[string]Sweep
-	held     holding // the outcomes held now, for the logs
+	held     holding // the outcomes held now, for the logs and Stop
+	alive    *liveness // the River jobs of the batches running here, marked alive
+	markStop context.CancelFunc
+	markDone chan struct{}
+	// handlers counts the handlers running now, for Stop's error.
+	handlers atomic.Int64
 
 	queueStates map[string]*queueState
 	wakeCancel  context.CancelFunc
@@ -204,7 +219,8 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	}
 	w := &Client{cfg: cfg, pool: pool, jobs: jc, store: jobclaim.Of[jobs.Job, jobs.Decoder](jc), runs: true, log: log,
 		decoders: cfg.Registry.decoders(), leases: cfg.Registry.leases(), sweeps: map[string]Sweep{},
-		queueStates: map[string]*queueState{}, listening: make(chan struct{}), quit: make(chan struct{}), stopped: make(chan struct{})}
+		queueStates: map[string]*queueState{}, listening: make(chan struct{}), quit: make(chan struct{}), stopped: make(chan struct{}),
+		alive: newLiveness()}
 	for q, n := range cfg.Queues {
 		w.queues = append(w.queues, q)
 		m := cfg.Batch.perQueue(n)
@@ -370,6 +386,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.ReleaseTimeout < 0 {
 		return bad("release timeout %v is negative", cfg.ReleaseTimeout)
 	}
+	if cfg.LateOutcomes == 0 {
+		cfg.LateOutcomes = time.Hour
+	}
+	if cfg.LateOutcomes > 0 && (cfg.LateOutcomes < time.Second || cfg.LateOutcomes > 24*time.Hour) {
+		return bad("late outcomes window %v is outside 1s .. 24h (negative: never)", cfg.LateOutcomes)
+	}
 	return cfg, nil
 }
 
@@ -420,6 +442,12 @@ func (w *Client) Start(ctx context.Context) error {
 		defer close(w.wakeDone)
 		w.wake(wctx)
 	}()
+	mctx, mcancel := context.WithCancel(context.WithoutCancel(ctx))
+	w.markStop, w.markDone = mcancel, make(chan struct{})
+	go func() {
+		defer close(w.markDone)
+		w.markLoop(mctx)
+	}()
 	for _, s := range w.sweeps {
 		w.sweepsDone.Add(1)
 		go func() {
@@ -457,18 +485,27 @@ func (w *Client) stopWhenDone(ctx context.Context) {
 	close(w.stopped)
 }
 
-// Stop stops the worker: it stops claiming, and waits for running handlers
-// until ctx is done. Then it cancels the handlers still running and, as each
+// Stop stops the worker: it stops claiming, and waits until ctx is done for
+// running handlers and for the outcomes it holds (those it could not yet
+// record, the database being unreachable, say: see [Config.LateOutcomes])
+// to be recorded. Then it cancels the handlers still running and, as each
 // returns, gives its lease back (the job is queued again, its attempt
-// counted), waiting up to [Config.ReleaseTimeout] for that. After Stop
-// returns nil no job is claimed by this worker. It returns ctx's error when
-// handlers had to be cancelled, and an error naming what is left when some
-// did not return in time.
+// counted), waiting up to [Config.ReleaseTimeout] for that, and abandons
+// the outcomes it still holds.
+//
+// It returns nil only when nothing is claimed by this worker: every
+// handler returned and every outcome was recorded or given back. It returns
+// ctx's error when handlers had to be cancelled and their leases were given
+// back. When it abandoned outcomes, or handlers outlived the release
+// timeout, it returns a [*StopError] (wrapping ctx's error) that says how
+// many, names their jobs, and what becomes of them: they stay claimed until
+// their leases expire, and then the lease sweep queues a repeatable job
+// again and makes any other uncertain.
 //
 // Stop of a worker that never started returns nil. Once a stop has begun,
 // by an earlier Stop or because Start's context is done, Stop waits for it
-// to end (or for ctx) and returns nil, or the error naming what a stop by
-// Start's context left running.
+// to end (or for ctx) and returns nil, or the error of a stop by Start's
+// context.
 func (w *Client) Stop(ctx context.Context) error {
 	if !w.started.Load() {
 		return nil
@@ -491,8 +528,10 @@ func (w *Client) Stop(ctx context.Context) error {
 func (w *Client) Stopped() <-chan struct{} { return w.stopped }
 
 // shutdown stops the worker, once: gracefully until ctx is done, unless
-// hard, then cancelling the handlers still running.
+// hard, then cancelling the handlers still running and abandoning the
+// outcomes still held.
 func (w *Client) shutdown(ctx context.Context, hard bool) error {
+	w.held.stopBegun()
 	close(w.quit)
 	w.wakeCancel()
 	<-w.wakeDone
@@ -501,16 +540,34 @@ func (w *Client) shutdown(ctx context.Context, hard bool) error {
 	if !hard {
 		err = w.river.Stop(ctx)
 		if err != nil {
-			w.log.WarnContext(ctx, "docket worker: stop deadline passed; cancelling handlers and releasing their leases")
+			running, held := w.handlers.Load(), w.held.count()
+			w.log.WarnContext(ctx, "docket worker: stop deadline passed; cancelling the handlers still running, releasing their leases, and abandoning the outcomes still held",
+				"running", running, "held", held)
 		}
 	}
+	timedOut := false
 	if hard || err != nil {
 		w.stopping.Store(true)
 		release, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.ReleaseTimeout)
 		defer cancel()
 		if herr := w.river.StopAndCancel(release); herr != nil {
-			err = fmt.Errorf("worker: handlers still running after the release timeout: %w", herr)
+			timedOut = true
+			if err == nil {
+				err = herr
+			}
 		}
+	}
+	w.markStop() // the batches have ended, or been left to end on their own
+	<-w.markDone
+	abandoned, held := w.held.stopEnded()
+	if len(abandoned) > 0 || timedOut {
+		se := &StopError{Abandoned: abandoned, Err: err}
+		if timedOut {
+			se.Held, se.Running = held, int(w.handlers.Load())
+		}
+		w.log.WarnContext(ctx, "docket worker stopped, leaving jobs claimed", "abandoned", se.Jobs(), "held", se.Held,
+			"running", se.Running, "err", se)
+		return se
 	}
 	w.log.InfoContext(ctx, "docket worker stopped")
 	return err
