@@ -102,7 +102,7 @@ func (b *batchWorker) Work(ctx context.Context, rj *river.Job[batchArgs]) error 
 	if q == nil {
 		return river.JobCancel(fmt.Errorf("worker does not serve queue %q", rj.Args.Queue))
 	}
-	b.w.alive.began(rj.ID)
+	b.w.batchBegan(ctx, rj.ID)
 	defer b.w.alive.ended(rj.ID)
 	return b.w.runBatch(ctx, q)
 }

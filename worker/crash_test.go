@@ -350,6 +350,46 @@ func TestCrashMidBatch(t *testing.T) {
 	require.Zero(t, perJobRiverRows(t, e.Pool))
 }
 
+// A killed worker process does not leave its batch running in River for
+// River's rescuer: the batch's mark of life lapses three sweep periods after
+// the process last made it, well within its jobs' lease, and the batches
+// sweep of any worker then discards the row, saying why. Before that, the
+// sweep leaves it be; the job it held is the lease sweep's, as ever.
+func TestAKilledWorkersBatchIsDiscarded(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	once, err := e.client.Enqueue(ctx, invoiceSpec(t, 1, "charges a card"))
+	require.NoError(t, err)
+	killMidHandlers(t, e, once.Job.ID)
+	require.Equal(t, 1, runningBatches(t, e))
+
+	w := newCountingWorker(t, e, newRecorder(), make([]atomic.Int32, 2))
+	moved, err := w.Sweep(ctx, worker.SweepBatches)
+	require.NoError(t, err)
+	require.Zero(t, moved, "the dead process's mark has not lapsed yet")
+	require.Equal(t, 1, runningBatches(t, e))
+
+	e.Clock.Advance(3*time.Second + time.Millisecond) // three of its sweep periods
+	moved, err = w.Sweep(ctx, worker.SweepBatches)
+	require.NoError(t, err)
+	require.Equal(t, 1, moved)
+	require.Zero(t, runningBatches(t, e))
+	var state, why string
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT state, errors[array_length(errors, 1)] ->> 'error' FROM docket.river_job WHERE kind = $1`,
+		worker.BatchKind).Scan(&state, &why))
+	require.Equal(t, "discarded", state)
+	require.Contains(t, why, "the process running this batch is gone")
+	require.Less(t, 3*time.Second, jobs.DefaultLease, "well within the job's lease")
+
+	require.Equal(t, jobs.Claimed, jobState(t, e.Pool, once.Job.ID), "the job is the lease sweep's")
+	e.Clock.Advance(jobs.DefaultLease)
+	moved, err = w.Sweep(ctx, worker.SweepLeases)
+	require.NoError(t, err)
+	require.Equal(t, 1, moved)
+	require.Equal(t, jobs.Uncertain, jobState(t, e.Pool, once.Job.ID))
+}
+
 // runningBatches counts the River batches left running.
 func runningBatches(t *testing.T, e env) int {
 	t.Helper()

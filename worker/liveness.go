@@ -12,9 +12,9 @@ import (
 // rescuer, which cannot tell a dead batch from a long one, takes it after
 // RescueStuckJobsAfter. So each process marks the rows of the batches it
 // runs as alive, in their metadata (docket_alive_until: its clock's now
-// plus aliveSweeps sweep periods), every sweep period; and every worker's
-// batches sweep discards a running batch row whose mark has lapsed, with an
-// error that says why. A batch's jobs need nothing of its row: their leases
+// plus aliveSweeps sweep periods), as a batch begins and every sweep
+// period; and every worker's batches sweep discards a running batch row
+// whose mark has lapsed, with an error that says why. A batch's jobs need nothing of its row: their leases
 // expire and the lease sweep moves them on. A live batch whose row was
 // discarded (its process stalled past the mark) runs on; River's
 // completion of it then changes nothing.
@@ -49,11 +49,10 @@ FROM gone WHERE r.id = gone.id`
 type liveness struct {
 	mu   sync.Mutex
 	rows map[int64]struct{}
-	kick chan struct{} // a batch began: mark it now
 }
 
 func newLiveness() *liveness {
-	return &liveness{rows: map[int64]struct{}{}, kick: make(chan struct{}, 1)}
+	return &liveness{rows: map[int64]struct{}{}}
 }
 
 // began notes that the batch of River job id runs here.
@@ -61,9 +60,22 @@ func (l *liveness) began(id int64) {
 	l.mu.Lock()
 	l.rows[id] = struct{}{}
 	l.mu.Unlock()
-	select {
-	case l.kick <- struct{}{}:
-	default:
+}
+
+// batchBegan notes that the batch of River job id runs here, and marks its
+// row alive at once, before it claims: a process killed before its next
+// mark still leaves a mark to lapse. A mark that fails is made by the next
+// period's.
+func (w *Client) batchBegan(ctx context.Context, id int64) {
+	w.alive.began(id)
+	w.mark(ctx, []int64{id})
+}
+
+// mark marks the rows ids alive.
+func (w *Client) mark(ctx context.Context, ids []int64) {
+	until := w.cfg.Clock.Now().Add(aliveSweeps * w.cfg.SweepEvery)
+	if _, err := w.pool.Exec(ctx, markAlive, ids, until); err != nil && ctx.Err() == nil {
+		w.log.DebugContext(ctx, "docket worker: marking batches alive failed; trying again next period", "err", err)
 	}
 }
 
@@ -85,8 +97,7 @@ func (l *liveness) ids() []int64 {
 }
 
 // markLoop marks the rows of this process's batches alive every sweep
-// period, and at once when a batch begins, until ctx ends: after the last
-// batch has ended, in a stop.
+// period until ctx ends: after the last batch has ended, in a stop.
 func (w *Client) markLoop(ctx context.Context) {
 	t := time.NewTicker(w.cfg.SweepEvery)
 	defer t.Stop()
@@ -95,15 +106,9 @@ func (w *Client) markLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-w.alive.kick:
 		}
-		ids := w.alive.ids()
-		if len(ids) == 0 {
-			continue
-		}
-		until := w.cfg.Clock.Now().Add(aliveSweeps * w.cfg.SweepEvery)
-		if _, err := w.pool.Exec(ctx, markAlive, ids, until); err != nil && ctx.Err() == nil {
-			w.log.DebugContext(ctx, "docket worker: marking batches alive failed; trying again next period", "err", err)
+		if ids := w.alive.ids(); len(ids) > 0 {
+			w.mark(ctx, ids)
 		}
 	}
 }

@@ -143,6 +143,9 @@ func TestStopWithinDeadlineWaitsForHandlers(t *testing.T) {
 
 	require.Zero(t, interrupted.Load(), "no handler was cancelled")
 	require.Zero(t, rec.count(is(worker.EventReleased, 0)))
+	var claimed int
+	require.NoError(t, e.Pool.QueryRow(ctx, "SELECT count(*) FROM docket.jobs WHERE state = 'claimed'").Scan(&claimed))
+	require.Zero(t, claimed, "Stop returned nil: nothing is claimed")
 	for _, id := range ids {
 		j, err := e.client.Jobs().Get(ctx, id)
 		require.NoError(t, err)
