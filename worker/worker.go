@@ -142,7 +142,7 @@ type Client struct {
 	leases   map[string]time.Duration // the handlers' leases, by kind
 	queues   []string
 	sweeps   map[string]Sweep
-	held     holding // the outcomes held now, for the logs and Stop
+	held     holding   // the outcomes held now, for the logs and Stop
 	alive    *liveness // the River jobs of the batches running here, marked alive
 	markStop context.CancelFunc
 	markDone chan struct{}
