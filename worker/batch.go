@@ -471,7 +471,7 @@ func (b *batch) settleAlone() {
 	var abandoned []int64
 	for i, p := range b.pending {
 		switch {
-		case (errs[i] == nil || errors.Is(errs[i], db.ErrStaleClaim)) && b.lateable(p):
+		case errors.Is(errs[i], db.ErrStaleClaim) && b.lateable(p):
 			b.goLate(p)
 		case errs[i] == nil || permanent(errs[i]):
 			w.settled(p, errs[i])

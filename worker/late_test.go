@@ -41,6 +41,24 @@ func lateHandlers(t *testing.T, e env, runs []atomic.Int32) *worker.Registry {
 	return reg
 }
 
+// outageButSweeps is outage, but for the lease sweep's move to uncertain:
+// the database refuses every outcome of a claimed job, on time, while the
+// jobs expire into uncertain, out of which late outcomes move them.
+func outageButSweeps(t *testing.T, e env) (end func()) {
+	t.Helper()
+	end = outage(t, e)
+	_, err := e.Pool.Exec(t.Context(), `
+		CREATE OR REPLACE FUNCTION public.refuse_outcomes() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$
+		BEGIN
+		    IF OLD.state = 'claimed' AND NEW.state NOT IN ('claimed', 'uncertain') AND EXISTS (SELECT 1 FROM public.outage) THEN
+		        RAISE EXCEPTION 'the database is away';
+		    END IF;
+		    RETURN NULL;
+		END $$`)
+	require.NoError(t, err)
+	return end
+}
+
 // batchFailed matches a batch's failure to record the successes it holds:
 // an error event of no job.
 func batchFailed(ev worker.Event) bool { return ev.Type == worker.EventError && ev.JobID == 0 }
@@ -55,7 +73,7 @@ func TestOutcomesHeldPastTheirLeaseAreRecordedLate(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	end := outage(t, e)
+	end := outageButSweeps(t, e)
 	runs := make([]atomic.Int32, 3)
 	reg := lateHandlers(t, e, runs)
 	var ids []int64
@@ -66,23 +84,34 @@ func TestOutcomesHeldPastTheirLeaseAreRecordedLate(t *testing.T) {
 	}
 	rec := newRecorder()
 	logs := &lockedBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	})
 	w := startWorker(t, e, reg, rec, func(c *worker.Config) {
-		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
 	rec.waitN(t, 1, batchFailed) // the success, held in its batch
 	rec.waitN(t, 1, is(worker.EventError, ids[1]))
 	rec.waitN(t, 1, is(worker.EventError, ids[2]))
 
-	// The leases expire while the database is away; then it is back, and
-	// the sweep (the test's, or the worker's own) makes the jobs uncertain.
+	// The leases expire while the database refuses the outcomes; the sweep
+	// makes the jobs uncertain (it skips a job whose row a batch's failing
+	// commit holds locked, and takes it at a later run).
 	e.Clock.Advance(jobs.DefaultLease + time.Second)
-	end()
-	_, err := w.Sweep(ctx, worker.SweepLeases)
-	require.NoError(t, err)
+	swept := 0
+	for deadline := time.Now().Add(waitLimit); swept < len(ids); {
+		require.True(t, time.Now().Before(deadline), "the sweep moved %d of %d jobs within %v", swept, len(ids), waitLimit)
+		moved, err := w.Sweep(ctx, worker.SweepLeases)
+		require.NoError(t, err)
+		swept += moved
+	}
 	rec.waitN(t, 1, is(worker.EventSucceeded, ids[0]))
 	rec.waitN(t, 1, is(worker.EventSucceeded, ids[1]))
 	rec.waitN(t, 1, is(worker.EventFailed, ids[2]))
 
+	end()
 	want := []jobs.State{jobs.Succeeded, jobs.Succeeded, jobs.Queued}
 	for i, id := range ids {
 		j, err := e.client.Jobs().Get(ctx, id)
