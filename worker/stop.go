@@ -51,9 +51,9 @@ func (e *StopError) Error() string {
 		}
 		fmt.Fprintf(&b, "; abandoned %d %s it could not record", n, plural(n, "outcome", "outcomes"))
 		if len(uncertain) > 0 {
-			fmt.Fprintf(&b, "; %s %s %s uncertain when the lease sweep finds %s lease expired (reconcile %s)",
+			fmt.Fprintf(&b, "; %s %s %s uncertain when the lease sweep finds %s expired (reconcile %s)",
 				plural(len(uncertain), "job", "jobs"), strings.Join(uncertain, ", "), plural(len(uncertain), "becomes", "become"),
-				plural(len(uncertain), "its", "their"), plural(len(uncertain), "it", "them"))
+				plural(len(uncertain), "its lease", "their leases"), plural(len(uncertain), "it", "them"))
 		}
 		if len(requeued) > 0 {
 			fmt.Fprintf(&b, "; repeatable %s %s %s queued again then", plural(len(requeued), "job", "jobs"), strings.Join(requeued, ", "),

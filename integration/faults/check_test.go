@@ -51,6 +51,7 @@ const (
 	checkInsideOnce = "completion writes exactly once"
 	checkRunOnce    = "no non-repeatable job run twice"
 	checkUnstarted  = "no job uncertain whose handler never started"
+	checkKnown      = "no job uncertain whose outcome its worker knew"
 	checkVerified   = "every history verifies"
 	checkWarned     = "retried outcomes logged at WARN"
 	checkStopBound  = "a stop during an outage ends in time"
@@ -81,6 +82,10 @@ type verdict struct {
 	// uncertainUnstarted how many had neither that nor a started marker.
 	uncertainRan, uncertainUnstarted int
 	unstartedIDs                     []int64
+	uncertainIDs                     []int64
+	// late is how many jobs had an outcome recorded late, by the holder of
+	// a lease that had expired into uncertain.
+	late int
 }
 
 // examples is how many offending jobs a failure names.
@@ -117,6 +122,8 @@ func (r *rig) check(started map[int64]bool) verdict {
 		WHERE NOT v.ok
 		ORDER BY j.id`)
 	require.NoError(r.t, r.owner.QueryRow(ctx, "SELECT count(*) FROM docket.jobs WHERE attempts > 1").Scan(&v.retried))
+	require.NoError(r.t, r.owner.QueryRow(ctx, `SELECT count(DISTINCT job_id) FROM docket.job_events
+		WHERE from_state = 'uncertain' AND detail LIKE 'recorded late, lease generation %'`).Scan(&v.late))
 
 	rows, err := r.owner.Query(ctx, `SELECT j.id, EXISTS (SELECT 1 FROM faults.outside o WHERE o.job_id = j.id)
 		FROM docket.jobs j WHERE j.state = 'uncertain' ORDER BY j.id`)
@@ -125,6 +132,7 @@ func (r *rig) check(started map[int64]bool) verdict {
 	var ran bool
 	_, err = pgx.ForEachRow(rows, []any{&id, &ran}, func() error {
 		v.uncertain++
+		v.uncertainIDs = append(v.uncertainIDs, id)
 		switch {
 		case ran:
 			v.uncertainRan++
@@ -163,6 +171,17 @@ func (r *rig) judge(v verdict, total int, strict bool) {
 	if strict && v.uncertainUnstarted > 0 {
 		r.fail(checkUnstarted, "%d are (no outside effect, no started marker), e.g. %v",
 			v.uncertainUnstarted, v.unstartedIDs[:min(examples, len(v.unstartedIDs))])
+	}
+}
+
+// judgeKnown fails the test for every uncertain job, in a scenario whose
+// worker survives and knows every outcome: each handler ran to its end, and
+// what the worker could not record in time it recorded late.
+func (r *rig) judgeKnown(v verdict) {
+	r.t.Helper()
+	if v.uncertain > 0 {
+		r.fail(checkKnown, "%d jobs are uncertain (recorded late: %d), e.g. %v", v.uncertain, v.late,
+			v.uncertainIDs[:min(examples, len(v.uncertainIDs))])
 	}
 }
 

@@ -99,8 +99,8 @@ type result struct {
 func (res result) log(logf func(string, ...any)) {
 	v := res.verdict
 	logf("%s: %d jobs: %s; %d retried", res.name, res.jobs, v.states, v.retried)
-	logf("%s: uncertain %d: %d had their outside effect, %d never started (no effect, no started marker) %v",
-		res.name, v.uncertain, v.uncertainRan, v.uncertainUnstarted, v.unstartedIDs[:min(examples, len(v.unstartedIDs))])
+	logf("%s: uncertain %d: %d had their outside effect, %d never started (no effect, no started marker) %v; recorded late %d",
+		res.name, v.uncertain, v.uncertainRan, v.uncertainUnstarted, v.unstartedIDs[:min(examples, len(v.unstartedIDs))], v.late)
 	logf("%s: inside writes not exactly once %d, run twice %d, histories failing verification %d",
 		res.name, len(v.wrongInside), len(v.ranTwice), len(v.unverified))
 	for _, rc := range res.recoveries {
@@ -173,7 +173,7 @@ func (s *summary) String() string {
 	sort.Slice(rs, func(i, j int) bool { return order[rs[i].name] < order[rs[j].name] })
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "scenario\tjobs\tsucceeded\tuncertain\t(ran/unstarted)\tother\tinside≠1\ttwice\tunverified\tfirst success\thalf rate\tverdict")
+	fmt.Fprintln(w, "scenario\tjobs\tsucceeded\tuncertain\t(ran/unstarted)\tlate\tother\tinside≠1\ttwice\tunverified\tfirst success\thalf rate\tverdict")
 	for _, res := range rs {
 		v := res.verdict
 		other := 0
@@ -200,8 +200,8 @@ func (s *summary) String() string {
 		case len(res.failed) > 0:
 			verdict = "FAIL: " + strings.Join(res.failed, "; ")
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t(%d/%d)\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", res.name, res.jobs, v.states[jobs.Succeeded],
-			v.uncertain, v.uncertainRan, v.uncertainUnstarted, other, len(v.wrongInside), len(v.ranTwice), len(v.unverified),
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t(%d/%d)\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", res.name, res.jobs, v.states[jobs.Succeeded],
+			v.uncertain, v.uncertainRan, v.uncertainUnstarted, v.late, other, len(v.wrongInside), len(v.ranTwice), len(v.unverified),
 			first, half, verdict)
 	}
 	_ = w.Flush()

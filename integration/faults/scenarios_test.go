@@ -22,6 +22,10 @@ type scenario struct {
 	// strict makes an uncertain job whose handler never started a failure:
 	// the worker process survives the fault, so it knows what it claimed.
 	strict bool
+	// known makes any uncertain job a failure: the worker survives, each
+	// handler runs to its end, and an outcome the worker could not record
+	// before its lease expired it records late.
+	known bool
 	// prepare, when not nil, readies the database once the jobs are
 	// enqueued, before a worker runs: for a fault that is there from the
 	// start. It returns a report of what the fault did, for the end.
@@ -64,7 +68,7 @@ func scenarios(f form) []scenario {
 		{name: "restart", faults: mid, inject: restartPostgres},
 		{name: "kill", faults: mid, inject: killWorker},
 		{name: "terminate", strict: true, faults: mid, inject: terminateBackends},
-		{name: "outage", strict: true, faults: mid, inject: outage},
+		{name: "outage", strict: true, known: true, faults: mid, inject: outage},
 		{name: "stop-in-outage", faults: mid, inject: stopInOutage},
 		{name: "cut-writes", strict: true, prepare: cutWrites(
 			"CREATE TRIGGER inside_cut AFTER INSERT ON faults.inside FOR EACH ROW")},
@@ -147,6 +151,9 @@ func (sc scenario) run(t *testing.T, f form, table *summary) {
 		}
 	}
 	r.judge(res.verdict, len(ids), sc.strict)
+	if sc.known {
+		r.judgeKnown(res.verdict)
+	}
 	res.failed = r.failed
 	res.log(t.Logf)
 }
