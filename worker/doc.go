@@ -45,12 +45,16 @@
 //
 // An outcome the worker knows (a success, a failure, a release) whose write
 // fails for any reason but a refusal is held and tried again against the
-// same lease until it is recorded or the lease has expired; a completion in
-// doubt is resolved by reading the job back, and never turned into a retry.
+// same lease until it is recorded or the lease has expired; a success or a
+// failure is then recorded late, once the lease sweep has made the job
+// uncertain (see [Config.LateOutcomes]). A completion in doubt is resolved
+// by reading the job back, and never turned into a retry.
 //
-// [Client.Stop] stops claiming, waits for running handlers until its context
-// ends, then cancels them and gives their leases back (attempts kept), so no
-// job stays claimed by a worker that stopped.
+// [Client.Stop] stops claiming, waits for running handlers and held
+// outcomes until its context ends, then cancels the handlers and gives their
+// leases back (attempts kept). It returns nil only when nothing is claimed
+// by the worker; an outcome it had to abandon is named in its
+// [*StopError], with what becomes of the job.
 // The end of the context passed to [Client.Start] stops the worker hard, as
 // River's does: handlers cancelled at once, then the same release. Start
 // refuses a worker whose actor holds job.claim in no project.
