@@ -21,8 +21,10 @@ type beat struct {
 
 // heartbeat renews lease every Heartbeat fraction of j's lease while the
 // handler runs. A renewal the job store refuses (the job was cancelled, the
-// lease expired or was taken over) cancels the handler with errLeaseLost; a
-// renewal that fails to reach the database is tried again at the next beat.
+// lease was taken over) cancels the handler with errLeaseLost, but for a
+// lease that merely expired (see lateTo): then the heartbeat ends, the
+// handler runs on, and its outcome is recorded late. A renewal that fails
+// to reach the database is tried again at the next beat.
 func (w *Client) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, lease jobs.Lease, j jobs.Job) *beat {
 	b := &beat{quit: make(chan struct{}), done: make(chan struct{}), until: j.LeaseExpiresAt}
 	d := j.LeaseDuration
@@ -49,6 +51,14 @@ func (w *Client) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 				b.mu.Lock()
 				b.until = renewed.LeaseExpiresAt
 				b.mu.Unlock()
+			case isRefusal(err) && w.lateTo(ctx, j, err):
+				// The lease expired while the handler ran (the database
+				// was away, or the process starved): nobody else holds
+				// the job, so the handler runs on, and its outcome is
+				// recorded late.
+				w.log.InfoContext(ctx, "docket worker: the lease expired while the handler ran; its outcome will be recorded late",
+					"job", j.ID, "kind", j.Kind, "generation", j.LeaseGeneration, "err", err)
+				return
 			case isRefusal(err):
 				b.mu.Lock()
 				b.lost = err

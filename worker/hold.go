@@ -225,12 +225,32 @@ func (w *Client) notSwept(ctx context.Context, j jobs.Job, until time.Time, refu
 	switch {
 	case err != nil && !permanent(err):
 		return err
-	case err != nil || now.State != jobs.Claimed || now.LeaseGeneration != j.LeaseGeneration || now.ClaimedBy != j.ClaimedBy:
+	case err != nil || now.LeaseGeneration != j.LeaseGeneration:
+		return refused
+	case now.State == jobs.Uncertain:
+		return errNotSwept // swept since the refusal: try again
+	case now.State != jobs.Claimed:
 		return refused
 	case now.LeaseExpiresAt.After(until) && now.LeaseExpiresAt.After(w.cfg.Clock.Now()):
 		return leaseLives{until: now.LeaseExpiresAt}
 	}
 	return errNotSwept
+}
+
+// lateTo reports whether the attempt of claimed job j, whose lease renewal
+// was refused as refused, may still record its outcome late, so its
+// handler should run on: the lease expired (the job is still claimed under
+// it, unswept, or the sweep made it uncertain) and nothing else happened to
+// the job; the worker records late. A read that fails says no.
+func (w *Client) lateTo(ctx context.Context, j jobs.Job, refused error) bool {
+	if w.cfg.LateOutcomes < 0 || !errors.Is(refused, db.ErrStaleClaim) {
+		return false
+	}
+	now, err := w.jobs.Get(ctx, j.ID)
+	if err != nil || now.LeaseGeneration != j.LeaseGeneration {
+		return false
+	}
+	return now.State == jobs.Uncertain || now.State == jobs.Claimed && !now.LeaseExpiresAt.After(w.cfg.Clock.Now())
 }
 
 // afterGone is what happens to a job whose outcome was abandoned.
