@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,8 +55,13 @@ const (
 )
 
 // imageLimit bounds the build of the image, which on a machine without it
-// takes two to five minutes (mostly fetching Debian's packages).
-const imageLimit = 8 * time.Minute
+// takes two to five minutes (mostly fetching Debian's packages), and more
+// on a busy one. The build also ends partitionRun before the test binary's
+// deadline (go test -timeout), which would otherwise end every scenario.
+const (
+	imageLimit   = 8 * time.Minute
+	partitionRun = 3 * time.Minute
+)
 
 // dockerNet is a Docker network of a scenario's own, with Postgres in a
 // container on it and a container for each worker the rig starts.
@@ -75,7 +81,7 @@ type dockerNet struct {
 func inContainers(t *testing.T) *rig {
 	t.Helper()
 	ctx := t.Context()
-	img := theImage()
+	img := theImage(t)
 	if img.err != nil {
 		if v := os.Getenv(requireDockerEnv); v != "" && v != "0" {
 			t.Fatalf("the partition scenario needs a Docker engine (%s is set): %v", requireDockerEnv, img.err)
@@ -209,9 +215,27 @@ type image struct {
 }
 
 // theImage finds, once per test process, a Docker engine and the image
-// scripts/pg-image builds, building it if it is not there, and removes
-// what test processes that died left on the engine.
-var theImage = sync.OnceValue(func() image {
+// scripts/pg-image builds, building it if it is not there within
+// imageLimit and t's deadline, and removes what test processes that died
+// left on the engine.
+func theImage(t *testing.T) image {
+	imageOnce.Do(func() {
+		limit := imageLimit
+		if deadline, ok := t.Deadline(); ok {
+			limit = min(limit, time.Until(deadline)-partitionRun)
+		}
+		found = findImage(limit)
+	})
+	return found
+}
+
+var (
+	imageOnce sync.Once
+	found     image
+)
+
+// findImage is theImage, once, with limit for the build.
+func findImage(limit time.Duration) image {
 	if _, err := exec.LookPath("docker"); err != nil {
 		return image{err: errors.New("there is no docker command in PATH")}
 	}
@@ -224,19 +248,31 @@ var theImage = sync.OnceValue(func() image {
 	if err != nil {
 		return image{err: err}
 	}
-	ctx, cancel := context.WithTimeout(ctx, imageLimit)
+	if limit <= 0 {
+		return image{err: errors.New("the test binary's deadline leaves no time to look for the image: raise go test's -timeout")}
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, script)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// The script, and what it runs, are ended together: SIGTERM, so that its
+	// trap removes its work directory.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
 	began := time.Now()
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w: not done within %v (build the image beforehand with scripts/pg-image, or raise go test's -timeout)",
+				err, limit.Round(time.Second))
+		}
 		return image{err: fmt.Errorf("scripts/pg-image (which builds the image from Debian's packages) failed after %v: %w: %s",
 			time.Since(began).Round(time.Second), err, lastLine(stderr.String()))}
 	}
 	return image{name: strings.TrimSpace(stdout.String()),
 		said: fmt.Sprintf("%s (%v)", lastLine(stderr.String()), time.Since(began).Round(time.Millisecond))}
-})
+}
 
 // lastLine is the last line of s that is not blank.
 func lastLine(s string) string {
