@@ -173,15 +173,20 @@ type child struct {
 	acked   map[int64]bool  // the jobs whose success the job store acknowledged
 }
 
-// startWorker starts a worker process and waits until it is ready; the
-// worker is killed when the test ends.
+// startWorker starts a worker process (in a container on r.net when there
+// is one) and waits until it is ready; the worker is killed when the test
+// ends.
 func (r *rig) startWorker() *child {
 	r.t.Helper()
 	r.workers++
 	c := &child{started: map[int64][]int{}, events: map[string]int{}, warns: map[string]int{}, warned: map[int64]bool{},
 		acked: map[int64]bool{}}
 	name := fmt.Sprintf("w%d", r.workers)
-	c.Child = workerproc.Start(r.t, name, childEnv, childSpec{URL: r.loginURL(), Name: name},
+	url, command := r.loginURL(), []string{os.Args[0]}
+	if r.net != nil {
+		url, command = r.net.worker(r, name)
+	}
+	c.Child = workerproc.StartCommand(r.t, name, command, childEnv, childSpec{URL: url, Name: name},
 		workerproc.Lines{Stdout: c.said, Stderr: c.logged})
 	r.children = append(r.children, c)
 	return c

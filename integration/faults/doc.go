@@ -4,7 +4,7 @@
 //
 // Each scenario starts a PostgreSQL cluster of its own from local binaries
 // (internal/pgserver's Cluster: never the server of DOCKET_TEST_DATABASE_URL,
-// which others share), migrates the docket schema into it, gives the
+// which others share; partition's runs in a container), migrates the docket schema into it, gives the
 // application a login role in docket_app and docket_worker bound to its
 // actor, and enqueues the workload. The worker runs in a child process (the
 // test binary run again, selected by an environment variable, through
@@ -50,17 +50,32 @@
 //     lines) must be succeeded after the failover when replication is
 //     synchronous; when it is asynchronous the report says how many were
 //     lost and what became of their jobs (docs/operators.md).
-//  8. plan-kill: runs of a plan that fans out and in (root, 20 leaves, a
+//  8. partition: Postgres and the worker each run in a container on a Docker
+//     network the test makes (the local clusters listen on 127.0.0.1 alone):
+//     Postgres from the image scripts/pg-image builds from the machine's own
+//     Debian packages, without a registry (built once per test process if it
+//     is not there, in two to five minutes), and the worker on the same
+//     image, running the test binary mounted from this machine. The test
+//     reaches Postgres through the port its container publishes on
+//     127.0.0.1. Mid-run the worker is cut off the network for 10 s (docker
+//     network disconnect), then connected again. Neither side is told: their
+//     connections stall until TCP's retransmissions, at intervals that
+//     double, get through, up to about as long again after the network is
+//     back, so the fault clears once Postgres has heard again from every
+//     transaction the worker had open (or after 20 s). It needs a Docker
+//     engine on this machine and skips without one, or without the image;
+//     DOCKET_FAULTS_REQUIRE_DOCKER=1, which CI sets, makes that a failure.
+//  9. plan-kill: runs of a plan that fans out and in (root, 20 leaves, a
 //     join; every step repeatable) instead of the workload, the worker
 //     SIGKILLed mid-run among the completions that advance the runs, and a
 //     new one started; its own checks (plans_test.go) add that every run
 //     succeeded with all its results and no step was enqueued twice.
-//  9. batch-kill: a batch (package batches) of a three-step plan over 500
+//  10. batch-kill: a batch (package batches) of a three-step plan over 500
 //     items (5,000 in the long form), fed in windowed passes of 100 new
 //     items, the worker SIGKILLed mid-batch and a new one started (twice in
 //     the long form), and the feeder crashed: a pass cancelled while it
 //     admits a page, the feeding resumed from the cursor by a fresh client.
-//  10. batch-100k (long form only): 100,000 items of that plan through two
+//  11. batch-100k (long form only): 100,000 items of that plan through two
 //     workers, no fault, for the throughput and the cost of reading the
 //     census at 1,000 and at 100,000 items. Both batch scenarios check
 //     (batches_test.go) that the census is exact and agreed with the items
@@ -78,7 +93,8 @@
 //     attempts;
 //   - no job uncertain whose handler provably never started (no outside
 //     row, no started marker): a failure where the worker process survives
-//     (terminate, outage, cut-writes, cut-commit), a count otherwise;
+//     (terminate, outage, partition, cut-writes, cut-commit), a count
+//     otherwise;
 //   - every job's history verifies (docket.job_verify);
 //   - in the cut scenarios, every cut completion the worker tried again was
 //     logged at WARN naming its job; in stop-in-outage, the worker exited

@@ -41,6 +41,10 @@ type rig struct {
 	// bound to app. The workers log in as it.
 	login testkit.Login
 
+	// net, when not nil, is the Docker network the workers run on, each in
+	// a container of its own (partition_test.go).
+	net *dockerNet
+
 	children []*child
 	workers  int      // workers started, for their names
 	failed   []string // the checks that failed
@@ -73,22 +77,32 @@ func newRigOf(t *testing.T, standby string) *rig {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, cluster.Close(context.Background())) })
 	r := &rig{t: t, cluster: cluster}
+	r.setUp(cluster, standby)
+	return r
+}
 
-	admin, err := pgx.Connect(ctx, cluster.AdminURL())
+// setUp makes the docket database on server, as newRigOf says, with a
+// standby of r.cluster when standby is not empty.
+func (r *rig) setUp(server interface {
+	AdminURL() string
+	URL(database string) (string, error)
+}, standby string) {
+	t, ctx := r.t, r.t.Context()
+	admin, err := pgx.Connect(ctx, server.AdminURL())
 	require.NoError(t, err)
 	_, err = admin.Exec(ctx, "CREATE DATABASE "+database)
 	require.NoError(t, errors.Join(err, admin.Close(ctx)))
-	ownerURL, err := cluster.URL(database)
+	ownerURL, err := server.URL(database)
 	require.NoError(t, err)
 	r.owner, err = db.Open(ctx, ownerURL)
 	require.NoError(t, err)
 	t.Cleanup(r.owner.Close)
 	require.NoError(t, db.Migrate(ctx, r.owner))
 	if standby != "" {
-		r.standby, err = pgserver.StartStandby(ctx, cluster, standby == "sync")
+		r.standby, err = pgserver.StartStandby(ctx, r.cluster, standby == "sync")
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, r.standby.Close(context.Background())) })
-		multi, err := pgserver.MultiHost(ownerURL, cluster, r.standby)
+		multi, err := pgserver.MultiHost(ownerURL, r.cluster, r.standby)
 		require.NoError(t, err)
 		r.owner.Close()
 		r.owner, err = db.Open(ctx, multi)
@@ -112,11 +126,10 @@ func newRigOf(t *testing.T, standby string) *rig {
 	// registers each one's kill), then the cluster is running again for
 	// the login's role to be dropped.
 	t.Cleanup(func() {
-		if !cluster.Running() && r.standby == nil { // a primary failed over from stays down
-			_ = cluster.Start(context.Background())
+		if r.cluster != nil && !r.cluster.Running() && r.standby == nil { // a primary failed over from stays down
+			_ = r.cluster.Start(context.Background())
 		}
 	})
-	return r
 }
 
 // handlerTables are what the handlers write, readable and writable by

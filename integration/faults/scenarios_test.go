@@ -42,6 +42,9 @@ type scenario struct {
 	// play, when not nil, runs the whole scenario instead, with a workload
 	// of its own, into the report it is given.
 	play func(t *testing.T, f form, res *result)
+	// world, when not nil, makes the scenario's rig in place of a local
+	// cluster and workers in child processes.
+	world func(t *testing.T) *rig
 }
 
 // injected is what an inject did.
@@ -76,6 +79,7 @@ func scenarios(f form) []scenario {
 			"CREATE CONSTRAINT TRIGGER inside_cut AFTER INSERT ON faults.inside DEFERRABLE INITIALLY DEFERRED FOR EACH ROW")},
 		{name: "failover-sync", standby: "sync", faults: mid, inject: failover},
 		{name: "failover-async", standby: "async", faults: mid, inject: failover},
+		{name: "partition", strict: true, faults: mid, inject: partition, world: inContainers},
 		{name: "plan-kill", play: planKill},
 		{name: "batch-kill", play: batchKill},
 		{name: "batch-100k", play: batch100k},
@@ -104,7 +108,11 @@ func (sc scenario) run(t *testing.T, f form, table *summary) {
 		sc.play(t, f, &res)
 		return
 	}
-	r := newRigOf(t, sc.standby)
+	world := sc.world
+	if world == nil {
+		world = func(t *testing.T) *rig { return newRigOf(t, sc.standby) }
+	}
+	r := world(t)
 	ids := r.enqueue(f.jobs)
 	var report func() string
 	if sc.prepare != nil {

@@ -54,12 +54,22 @@ const tailLines = 40
 // process is killed when the test ends, if it still runs.
 func Start(t testing.TB, name, env string, spec any, lines Lines) *Child {
 	t.Helper()
+	return StartCommand(t, name, []string{os.Args[0]}, env, spec, lines)
+}
+
+// StartCommand is [Start] for a worker process that command runs (its
+// program, then its arguments) in place of the test binary: one that runs
+// the binary elsewhere, such as docker run -i in a container, passing on
+// env. Signals go to command's process, and the worker process reads its
+// standard input and writes its output through it.
+func StartCommand(t testing.TB, name string, command []string, env string, spec any, lines Lines) *Child {
+	t.Helper()
 	raw, err := json.Marshal(spec)
 	if err != nil {
 		t.Fatalf("worker %s: spec: %v", name, err)
 	}
 	c := &Child{Name: name, ready: make(chan struct{}), stopped: make(chan string, 1), done: make(chan struct{})}
-	c.cmd = exec.Command(os.Args[0])
+	c.cmd = exec.Command(command[0], command[1:]...)
 	c.cmd.Env = append(os.Environ(), env+"="+string(raw))
 	var stdout, stderr io.ReadCloser
 	c.in, err = c.cmd.StdinPipe()

@@ -32,5 +32,7 @@
 // the end of its standard error, for a failure to show, and counts the
 // data races the race detector reported there. [Child.Kill] and
 // [Child.Terminate] end it, the second as an operator would, with SIGTERM
-// and a bound.
+// and a bound. [StartCommand] does the same through a command that runs
+// the binary elsewhere and passes on its environment variable, standard
+// streams and signals: docker run -i, for a worker in a container.
 package workerproc
