@@ -27,6 +27,10 @@
 // is out of docket's scope (its histories, hash chains and prune records are
 // in its cell).
 //
+// The check needs every cell to answer: [New] refuses while one cannot be
+// read. A map holds no connection of its own, so once made it routes on
+// whatever a cell does later; make it once, at start-up.
+//
 // No transaction spans two cells, and nothing here pretends to: the map
 // has no Tx methods. A caller who enqueues in its own transaction begins
 // it on the project's cell ([Map.Pool]), with its business tables in that
