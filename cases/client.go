@@ -9,6 +9,7 @@ import (
 	"github.com/docket-dev/docket/db"
 	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/cases"
 	"github.com/docket-dev/docket/internal/newclient"
+	"github.com/docket-dev/docket/internal/replica"
 )
 
 var queries = dbsqlc.New()
@@ -21,6 +22,14 @@ type Config struct {
 	// Clock gives the instants the client passes to the database. Defaults
 	// to [db.SystemClock].
 	Clock db.Clock
+	// Replica, when not nil, is a pool on a hot standby of the client's
+	// database, read-only: the reads that tolerate lag go there (Get,
+	// List, Keys, Obligations, Obligation, History, Timers, Wait, Waits,
+	// Waiting, Message, DeadLetters), and [Client.ReplicaLag] says how far
+	// behind it is. Every write, State (whose version a PutState names)
+	// and every …Tx read stay on the pool. Nil: every read goes to the
+	// pool. See docs/cells.md.
+	Replica db.Pool
 }
 
 // Client admits, correlates, writes, closes and reads cases and settles
@@ -35,6 +44,7 @@ type Config struct {
 // rolls back (or uses a savepoint, as [db.WithTx] on a pgx.Tx does).
 type Client struct {
 	pool  db.Pool
+	reads replica.Reads // the reads that tolerate lag
 	actor access.Actor
 	clock db.Clock
 }
@@ -47,11 +57,18 @@ func NewClient(pool db.Pool, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{pool: pool, actor: cfg.Actor, clock: clock}, nil
+	return &Client{pool: pool, reads: replica.New(pool, cfg.Replica), actor: cfg.Actor, clock: clock}, nil
 }
 
 // Actor returns who the client acts as.
 func (c *Client) Actor() access.Actor { return c.actor }
+
+// ReplicaLag says how far behind the primary the client's reads that
+// tolerate lag may be (see [Config.Replica]): asked before such a read, it
+// bounds it. Without a replica it reports the primary, without asking.
+func (c *Client) ReplicaLag(ctx context.Context) (db.Lag, error) {
+	return c.reads.Lag(ctx, c.clock, "case.replica_lag")
+}
 
 // inTx runs fn in a transaction of its own on b and returns its result.
 func inTx[T any](ctx context.Context, b db.Beginner, fn func(tx pgx.Tx) (T, error)) (T, error) {

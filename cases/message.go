@@ -192,7 +192,7 @@ func (c *Client) deliver(ctx context.Context, q db.DBTX, d Delivery, caseID int6
 // none or the actor may not read its project's messages (it needs
 // message.deliver, case.admit or case.view there).
 func (c *Client) Message(ctx context.Context, id int64) (Message, error) {
-	return c.message(ctx, c.pool, id)
+	return c.message(ctx, c.reads.DB, id)
 }
 
 // MessageTx is [Client.Message] read in tx, the caller's transaction: it sees what tx
@@ -242,7 +242,7 @@ type DeadLetterFilter struct {
 // DeadLetters returns the dead letters of f.Project, newest first, in its
 // own transaction. See [Client.DeadLettersTx].
 func (c *Client) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, error) {
-	return c.deadLetters(ctx, c.pool, f)
+	return c.deadLetters(ctx, c.reads.DB, f)
 }
 
 // DeadLettersTx returns a page of the dead letters of f.Project read in tx,

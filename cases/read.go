@@ -16,7 +16,7 @@ import (
 
 // Get returns case id, in its own transaction. See [Client.GetTx].
 func (c *Client) Get(ctx context.Context, id int64) (Case, error) {
-	return c.get(ctx, c.pool, id)
+	return c.get(ctx, c.reads.DB, id)
 }
 
 // GetTx returns case id read in tx, or [db.ErrNotFound] when there is none or
@@ -51,7 +51,7 @@ type Filter struct {
 // List returns the cases of f.Project matching f, oldest first, in its own
 // transaction. See [Client.ListTx].
 func (c *Client) List(ctx context.Context, f Filter) ([]Case, error) {
-	return c.list(ctx, c.pool, f)
+	return c.list(ctx, c.reads.DB, f)
 }
 
 // ListTx returns a page of the cases of f.Project matching f read in tx,
@@ -83,7 +83,7 @@ func (c *Client) list(ctx context.Context, q db.DBTX, f Filter) ([]Case, error) 
 // Keys returns every claim of a key by case id, oldest first, in its own
 // transaction. See [Client.KeysTx].
 func (c *Client) Keys(ctx context.Context, id int64) ([]KeyClaim, error) {
-	return c.keys(ctx, c.pool, id)
+	return c.keys(ctx, c.reads.DB, id)
 }
 
 // KeysTx returns every claim of a key by case id read in tx, oldest first:
@@ -105,7 +105,7 @@ func (c *Client) keys(ctx context.Context, q db.DBTX, id int64) ([]KeyClaim, err
 // Obligations returns case id's obligations, oldest first, in its own
 // transaction. See [Client.ObligationsTx].
 func (c *Client) Obligations(ctx context.Context, id int64) ([]Obligation, error) {
-	return c.obligations(ctx, c.pool, id)
+	return c.obligations(ctx, c.reads.DB, id)
 }
 
 // ObligationsTx returns case id's obligations read in tx, oldest first,
@@ -127,7 +127,7 @@ func (c *Client) obligations(ctx context.Context, q db.DBTX, id int64) ([]Obliga
 // Obligation returns obligation id, or [db.ErrNotFound] when there is none or
 // the actor may not read its case.
 func (c *Client) Obligation(ctx context.Context, id int64) (Obligation, error) {
-	return c.obligation(ctx, c.pool, id)
+	return c.obligation(ctx, c.reads.DB, id)
 }
 
 // ObligationTx is [Client.Obligation] read in tx, the caller's transaction: it sees what tx
@@ -148,7 +148,7 @@ func (c *Client) obligation(ctx context.Context, q db.DBTX, id int64) (Obligatio
 // History returns the recorded changes of case id, oldest first, in its own
 // transaction. See [Client.HistoryTx].
 func (c *Client) History(ctx context.Context, id int64) ([]Event, error) {
-	return c.history(ctx, c.pool, id)
+	return c.history(ctx, c.reads.DB, id)
 }
 
 // HistoryTx returns the recorded changes of case id read in tx, oldest

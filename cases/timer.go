@@ -147,7 +147,7 @@ func (c *Client) SleepUntilTx(ctx context.Context, tx pgx.Tx, caseID int64, name
 // Timers returns the timers of case id with their jobs' states, oldest
 // first: none when the case does not exist or the actor may not read it.
 func (c *Client) Timers(ctx context.Context, id int64) ([]Timer, error) {
-	return c.timers(ctx, c.pool, id)
+	return c.timers(ctx, c.reads.DB, id)
 }
 
 // TimersTx is [Client.Timers] read in tx, the caller's transaction: it sees what tx

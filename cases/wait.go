@@ -219,7 +219,7 @@ func (c *Client) withdrawWait(ctx context.Context, q db.DBTX, id int64) (Wait, e
 // Wait returns wait id, or [db.ErrNotFound] when there is none or
 // the actor may not read its case.
 func (c *Client) Wait(ctx context.Context, id int64) (Wait, error) {
-	return c.wait(ctx, c.pool, id)
+	return c.wait(ctx, c.reads.DB, id)
 }
 
 // WaitTx is [Client.Wait] read in tx, the caller's transaction: it sees what tx
@@ -240,7 +240,7 @@ func (c *Client) wait(ctx context.Context, q db.DBTX, id int64) (Wait, error) {
 // Waits returns the waits of case id, oldest first, in its own transaction.
 // See [Client.WaitsTx].
 func (c *Client) Waits(ctx context.Context, id int64) ([]Wait, error) {
-	return c.waits(ctx, c.pool, id)
+	return c.waits(ctx, c.reads.DB, id)
 }
 
 // WaitsTx returns every wait of case id read in tx, oldest first: none when
@@ -272,7 +272,7 @@ type WaitingFilter struct {
 // Waiting returns the waiting waits of f.Project, soonest deadline first, in
 // its own transaction. See [Client.WaitingTx].
 func (c *Client) Waiting(ctx context.Context, f WaitingFilter) ([]Wait, error) {
-	return c.waiting(ctx, c.pool, f)
+	return c.waiting(ctx, c.reads.DB, f)
 }
 
 // WaitingTx returns a page of the waiting waits of f.Project read in tx,

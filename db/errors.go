@@ -83,6 +83,12 @@ var (
 	// fresh snapshot sees what the winner committed, and the rule then
 	// decides on it. [Retryable] says whether an error is one.
 	ErrSerialization = errors.New("serialization failure")
+	// ErrReadOnly: the write reached a server that takes no writes (25006,
+	// read_only_sql_transaction): a standby, a replica's pool given where
+	// the primary's belongs, or a READ ONLY transaction. Nothing was written.
+	// Writes go to the primary; a client's Replica (see docs/cells.md)
+	// takes only its reads.
+	ErrReadOnly = errors.New("read only")
 )
 
 // CodeInfo describes one entry of the DK catalogue.
@@ -130,6 +136,7 @@ const (
 	codeInsufficientPrivilege = "42501"
 	codeSerializationFailure  = "40001"
 	codeDeadlockDetected      = "40P01"
+	codeReadOnly              = "25006"
 )
 
 var sentinelByCode = func() map[string]error {
@@ -150,6 +157,8 @@ var sentinelByCode = func() map[string]error {
 
 		codeSerializationFailure: ErrSerialization,
 		codeDeadlockDetected:     ErrSerialization,
+
+		codeReadOnly: ErrReadOnly,
 	}
 	for _, c := range Catalogue {
 		m[c.Code] = c.Sentinel

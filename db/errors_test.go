@@ -91,6 +91,7 @@ func TestPostgresConditionsArriveAsSentinels(t *testing.T) {
 		{"not found from a function", `DO $$ BEGIN RAISE EXCEPTION 'nope' USING ERRCODE = 'P0002'; END $$`, db.ErrNotFound, ""},
 		{"serialization failure", `DO $$ BEGIN RAISE EXCEPTION 'lost' USING ERRCODE = '40001'; END $$`, db.ErrSerialization, ""},
 		{"deadlock", `DO $$ BEGIN RAISE EXCEPTION 'lost' USING ERRCODE = '40P01'; END $$`, db.ErrSerialization, ""},
+		{"read only", `DO $$ BEGIN RAISE EXCEPTION 'on a standby' USING ERRCODE = '25006'; END $$`, db.ErrReadOnly, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

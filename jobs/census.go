@@ -40,7 +40,7 @@ type CensusCell struct {
 // Census counts the client project's jobs by queue and state. See
 // [Client.CensusTx].
 func (c *Client) Census(ctx context.Context, perState int) (Census, error) {
-	return c.census(ctx, c.pool, perState)
+	return c.census(ctx, c.reads.DB, perState)
 }
 
 // CensusTx counts, in tx, the client project's jobs by queue and state, at

@@ -16,6 +16,7 @@ import (
 	"github.com/docket-dev/docket/db"
 	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/jobs"
 	"github.com/docket-dev/docket/internal/newclient"
+	"github.com/docket-dev/docket/internal/replica"
 	"github.com/docket-dev/docket/internal/telemetry"
 )
 
@@ -43,6 +44,13 @@ type Config struct {
 	// MeterProvider, when not nil, receives the client's metrics (jobs
 	// enqueued; for a worker, see worker.Config). Nil: none.
 	MeterProvider metric.MeterProvider
+	// Replica, when not nil, is a pool on a hot standby of the client's
+	// database, read-only: the reads that tolerate lag go there (Get,
+	// GetMany, List, History, Verify, Census, ProducedBy), and
+	// [Client.ReplicaLag] says how far behind it is. Every write, every
+	// read a write rests on (SucceededUnder) and every …Tx read stay on the
+	// pool. Nil: every read goes to the pool. See docs/cells.md.
+	Replica db.Pool
 }
 
 // Client enqueues, claims and settles the jobs of one project as one actor.
@@ -53,6 +61,7 @@ type Config struct {
 // commits or rolls back with the caller's own writes.
 type Client struct {
 	pool    db.Pool
+	reads   replica.Reads // the reads that tolerate lag
 	project string
 	actor   access.Actor
 	clock   db.Clock
@@ -78,7 +87,7 @@ func NewClient(pool db.Pool, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, db.Refuse(db.ErrInvalidArgument, "jobs.new_client", err.Error())
 	}
-	return &Client{pool: pool, project: cfg.Project, actor: cfg.Actor, clock: clock, tel: tel}, nil
+	return &Client{pool: pool, reads: replica.New(pool, cfg.Replica), project: cfg.Project, actor: cfg.Actor, clock: clock, tel: tel}, nil
 }
 
 // Project returns the client's project.
@@ -90,6 +99,13 @@ func (c *Client) Actor() access.Actor { return c.actor }
 // Clock returns the client's clock.
 func (c *Client) Clock() db.Clock { return c.clock }
 
+// ReplicaLag says how far behind the primary the client's reads that
+// tolerate lag may be (see [Config.Replica]): asked before such a read, it
+// bounds it. Without a replica it reports the primary, without asking.
+func (c *Client) ReplicaLag(ctx context.Context) (db.Lag, error) {
+	return c.reads.Lag(ctx, c.clock, "job.replica_lag")
+}
+
 // Get returns job id, or [db.ErrNotFound] when there is none or the actor
 // holds no job capability (job.view, job.create, job.claim, job.cancel,
 // job.reconcile) on its project: a job the actor may not see is not there,
@@ -98,7 +114,7 @@ func (c *Client) Clock() db.Clock { return c.clock }
 // [*PrunedError] naming the prune (errors.As), when the actor may see the
 // jobs of the prune's project.
 func (c *Client) Get(ctx context.Context, id int64) (Job, error) {
-	return c.get(ctx, c.pool, id)
+	return c.get(ctx, c.reads.DB, id)
 }
 
 // SucceededUnder reports whether the job of lease l succeeded under l's
@@ -157,7 +173,7 @@ func (e *PrunedError) Is(target error) bool { return target == db.ErrNotFound }
 // answer [db.ErrNotFound] for: one round trip for a batch of reads. It refuses more than
 // [MaxSweepBatch] ids with [db.ErrInvalidArgument].
 func (c *Client) GetMany(ctx context.Context, ids []int64) ([]Job, error) {
-	return c.getMany(ctx, c.pool, ids)
+	return c.getMany(ctx, c.reads.DB, ids)
 }
 
 // GetManyTx is [Client.GetMany] read in tx, the caller's transaction: it sees what tx

@@ -80,6 +80,13 @@
 // what it takes to do a completed job again as it was done, and
 // [Client.ProducedBy] which job produced an output; both only read.
 //
+// # Reading from a replica
+//
+// A client given a [Config.Replica], a pool on a hot standby, reads there
+// what tolerates lag (Get, List, History, Census, …) and says how far
+// behind that may be ([Client.ReplicaLag]); every write, and every …Tx
+// read, stays on its pool. See docs/cells.md.
+//
 // Execution is at-least-once: a lease gives one holder at a time, not one
 // execution in the world. Handlers with external effects should carry their
 // own idempotency keys. See docs/jobs.md.

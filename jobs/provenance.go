@@ -312,7 +312,7 @@ func (c *Client) rerunPlan(ctx context.Context, q db.DBTX, id int64) (RerunPlan,
 // (up to 1000). It reads one index entry per record. See
 // [Client.ProducedByTx].
 func (c *Client) ProducedBy(ctx context.Context, asset, kind string) ([]int64, error) {
-	return c.producedBy(ctx, c.pool, asset, kind)
+	return c.producedBy(ctx, c.reads.DB, asset, kind)
 }
 
 // ProducedByTx is [Client.ProducedBy] read in tx: it sees what tx has

@@ -33,7 +33,7 @@ type Filter struct {
 // It refuses a limit outside 1..[db.MaxPage] or an unknown state with
 // [db.ErrInvalidArgument].
 func (c *Client) List(ctx context.Context, f Filter) ([]Job, error) {
-	return c.list(ctx, c.pool, f)
+	return c.list(ctx, c.reads.DB, f)
 }
 
 // ListTx is [Client.List] read in tx, the caller's transaction: it sees what tx
@@ -66,7 +66,7 @@ func (c *Client) list(ctx context.Context, q db.DBTX, f Filter) ([]Job, error) {
 // unknown job has none, and so has a job the actor may not see (see
 // [Client.Get]).
 func (c *Client) History(ctx context.Context, id int64) ([]Event, error) {
-	return c.history(ctx, c.pool, id)
+	return c.history(ctx, c.reads.DB, id)
 }
 
 // HistoryTx is [Client.History] read in tx, the caller's transaction: it sees what tx
@@ -105,7 +105,7 @@ func (c *Client) history(ctx context.Context, q db.DBTX, id int64) ([]Event, err
 // history is evidence, and grants nothing. A job the actor may not see
 // (see [Client.Get]) is [db.ErrNotFound].
 func (c *Client) Verify(ctx context.Context, id int64) (Verification, error) {
-	return c.verify(ctx, c.pool, id)
+	return c.verify(ctx, c.reads.DB, id)
 }
 
 // VerifyTx is [Client.Verify] read in tx, the caller's transaction: it sees what tx

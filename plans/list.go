@@ -29,7 +29,7 @@ func (c *Client) List(ctx context.Context, f Filter) ([]Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	rows, err := queries.RunList(ctx, c.pool, f.Project, f.Before, limit, string(c.actor))
+	rows, err := queries.RunList(ctx, c.reads.DB, f.Project, f.Before, limit, string(c.actor))
 	return paging.Collect(rows, err, fromListRow, op, "project", f.Project)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/docket-dev/docket/db"
 	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/plans"
 	"github.com/docket-dev/docket/internal/newclient"
+	"github.com/docket-dev/docket/internal/replica"
 	"github.com/docket-dev/docket/jobs"
 )
 
@@ -67,12 +68,19 @@ type Config struct {
 	// Known, when set, says which job kinds the deployment knows; a plan
 	// naming another is refused before it is stored.
 	Known func(kind string) bool
+	// Replica, when not nil, is a pool on a hot standby of the client's
+	// database, read-only: the reads that tolerate lag go there (Get, List,
+	// Steps, Waits, Versions), and [Client.ReplicaLag] says how far behind
+	// it is. Every write, and the run a write returns, stay on the pool.
+	// Nil: every read goes to the pool. See docs/cells.md.
+	Replica db.Pool
 }
 
 // Client starts, replans, cancels and reads runs, as one actor. It is safe
 // for concurrent use.
 type Client struct {
 	pool   db.Pool
+	reads  replica.Reads // the reads that tolerate lag
 	actor  access.Actor
 	clock  db.Clock
 	limits Limits
@@ -86,7 +94,14 @@ func NewClient(pool db.Pool, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{pool: pool, actor: cfg.Actor, clock: clock, limits: cfg.Limits, known: cfg.Known}, nil
+	return &Client{pool: pool, reads: replica.New(pool, cfg.Replica), actor: cfg.Actor, clock: clock, limits: cfg.Limits, known: cfg.Known}, nil
+}
+
+// ReplicaLag says how far behind the primary the client's reads that
+// tolerate lag may be (see [Config.Replica]): asked before such a read, it
+// bounds it. Without a replica it reports the primary, without asking.
+func (c *Client) ReplicaLag(ctx context.Context) (db.Lag, error) {
+	return c.reads.Lag(ctx, c.clock, "plan.replica_lag")
 }
 
 // Start is what [Client.Start] starts a run with.
@@ -263,7 +278,7 @@ func (c *Client) Cancel(ctx context.Context, id int64, reason string) (Run, erro
 // Get returns run id, or [db.ErrNotFound] when there is none or the actor
 // holds none of plan.run, case.admit and case.view on its project.
 func (c *Client) Get(ctx context.Context, id int64) (Run, error) {
-	return c.get(ctx, c.pool, id)
+	return c.get(ctx, c.reads.DB, id)
 }
 
 func (c *Client) get(ctx context.Context, q db.DBTX, id int64) (Run, error) {
@@ -339,7 +354,7 @@ type RunStep struct {
 // Steps returns the steps run id admitted, in ready order; none when the
 // actor may not read it (see [Client.Get]).
 func (c *Client) Steps(ctx context.Context, id int64) ([]RunStep, error) {
-	rows, err := queries.RunSteps(ctx, c.pool, id, string(c.actor))
+	rows, err := queries.RunSteps(ctx, c.reads.DB, id, string(c.actor))
 	if err != nil {
 		return nil, db.Translate(err, "plan.steps", "run", id)
 	}
@@ -390,7 +405,7 @@ type StepWait struct {
 // Waits returns what the waiting steps of run id wait on, by step id; none
 // when the run waits on nothing, has ended, or the actor may not read it.
 func (c *Client) Waits(ctx context.Context, id int64) ([]StepWait, error) {
-	rows, err := queries.RunWaits(ctx, c.pool, id, string(c.actor))
+	rows, err := queries.RunWaits(ctx, c.reads.DB, id, string(c.actor))
 	if err != nil {
 		return nil, db.Translate(err, "plan.waits", "run", id)
 	}
@@ -428,7 +443,7 @@ type Version struct {
 // Versions returns every version of run id's plan, oldest first; none when
 // the actor may not read it.
 func (c *Client) Versions(ctx context.Context, id int64) ([]Version, error) {
-	rows, err := queries.RunVersions(ctx, c.pool, id, string(c.actor))
+	rows, err := queries.RunVersions(ctx, c.reads.DB, id, string(c.actor))
 	if err != nil {
 		return nil, db.Translate(err, "plan.versions", "run", id)
 	}
