@@ -65,6 +65,8 @@
 //     transaction the worker had open (or after 20 s). It needs a Docker
 //     engine on this machine and skips without one, or without the image;
 //     DOCKET_FAULTS_REQUIRE_DOCKER=1, which CI sets, makes that a failure.
+//     DOCKET_FAULTS_PARTITION=apart skips it in a whole run: CI runs it on
+//     its own after the README's test command.
 //  9. plan-kill: runs of a plan that fans out and in (root, 20 leaves, a
 //     join; every step repeatable) instead of the workload, the worker
 //     SIGKILLed mid-run among the completions that advance the runs, and a
