@@ -114,7 +114,9 @@ var errNotSwept = errors.New("worker: the job's lease has expired but the lease 
 // while it is held are counted into the same spell, and when the last held
 // outcome of the spell is settled one WARN line sums it up (how many were
 // held, recorded, recorded late, refused and abandoned, for how long, and
-// which jobs). An abandoned outcome is always logged at WARN on its own: it
+// which jobs). Every job held is named at WARN: a long spell names its
+// jobs in lines of heldListed as they fill, and its summary the rest. An
+// abandoned outcome is always logged at WARN on its own: it
 // is a loss the lease sweep will act on. Every held outcome emits one
 // EventError.
 func (w *Client) hold(ctx context.Context, j jobs.Job, until time.Time, o heldOutcome) (err error) {
@@ -183,11 +185,16 @@ func (w *Client) hold(ctx context.Context, j jobs.Job, until time.Time, o heldOu
 		}
 		if tries == 1 {
 			level := slog.LevelDebug
-			if w.held.begin(j.ID, w.cfg.Clock.Now()) {
+			first, named := w.held.begin(j.ID, w.cfg.Clock.Now())
+			if first {
 				level = slog.LevelWarn
 			}
 			w.log.Log(ctx, level, "docket worker: recording an outcome failed; holding it and trying again, late once its lease has expired",
 				"job", j.ID, "kind", j.Kind, "generation", j.LeaseGeneration, "outcome", o.what, "lease_until", until, "err", err)
+			if named != nil {
+				w.log.WarnContext(ctx, "docket worker: still holding outcomes; their jobs so far",
+					"held", named.held, "since", named.since, "jobs", named.jobs)
+			}
 			w.emit(Event{Type: EventError, JobID: j.ID, Kind: j.Kind, Attempt: j.Attempts, Err: err})
 		}
 		next := wait
@@ -260,7 +267,9 @@ const afterGone = "the lease sweep moves it on (uncertain, or queued again when 
 // its lease expired.
 const afterLateGone = "the lease sweep moves it on, or has (uncertain, or queued again when repeatable): reconcile it"
 
-// heldListed bounds how many job ids a spell's summary names.
+// heldListed bounds how many job ids one line names: a spell holding more
+// names them in lines of heldListed as they fill, and its summary names the
+// rest.
 const heldListed = 50
 
 // How a held outcome ended.
@@ -287,25 +296,38 @@ type holding struct {
 // spell is what a spell of held outcomes came to.
 type spell struct {
 	since time.Time // when it began
-	jobs  []int64   // the first heldListed jobs held in it
+	jobs  []int64   // the jobs held in it and not yet named in a log line
 	held  int       // outcomes held in it
 	ended [4]int    // of those, recorded, recorded late, refused and abandoned
 }
 
-// begin counts job's outcome as held, and reports whether it opens a spell.
-func (h *holding) begin(job int64, now time.Time) bool {
+// begin counts job's outcome as held, and reports whether it opens a
+// spell. When the spell's list of jobs is full it returns the list, to be
+// logged on a line of its own, and starts a new one: every job held in a
+// spell is named once, in lines of at most heldListed.
+func (h *holding) begin(job int64, now time.Time) (first bool, named *heldNamed) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	first := h.now == 0
+	first = h.now == 0
 	if first {
 		h.spell = spell{since: now}
 	}
 	h.now++
 	h.spell.held++
-	if len(h.spell.jobs) < heldListed {
-		h.spell.jobs = append(h.spell.jobs, job)
+	h.spell.jobs = append(h.spell.jobs, job)
+	if len(h.spell.jobs) == heldListed {
+		named = &heldNamed{held: h.spell.held, since: h.spell.since, jobs: h.spell.jobs}
+		h.spell.jobs = nil
 	}
-	return first
+	return first, named
+}
+
+// heldNamed is a full list of the jobs held in a spell: how many the
+// spell has held, since when, and the jobs not named before.
+type heldNamed struct {
+	held  int
+	since time.Time
+	jobs  []int64
 }
 
 // settle counts a held outcome as ended how, and when it was the spell's

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -207,6 +208,65 @@ func TestOutcomesAreHeldThroughAnOutage(t *testing.T) {
 	require.Contains(t, out, fmt.Sprint(bad1.Job.ID), out)
 	require.Contains(t, out, fmt.Sprint(bad2.Job.ID), out)
 }
+
+// TestALongSpellNamesEveryJobItHeld holds more outcomes in one spell than
+// one line names: every job is still named at WARN, the first ones as
+// their line fills while the outage lasts, the rest in the summary, so an
+// operator searching the log for a job finds its held outcome.
+func TestALongSpellNamesEveryJobItHeld(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	end := outage(t, e)
+	const n = 64 // more than a line names
+	reg := worker.NewRegistry()
+	require.NoError(t, worker.Handle(reg, invoiceKind, func(context.Context, *jobs.Typed[Invoice]) error {
+		return errors.New("the gateway said no") // a failure is held job by job
+	}))
+	var ids []int64
+	for i := range n {
+		enq, err := e.client.Enqueue(ctx, invoiceSpec(t, i+1, "fail"))
+		require.NoError(t, err)
+		ids = append(ids, enq.Job.ID)
+	}
+	rec := newRecorder()
+	logs := &lockedBuffer{}
+	startWorker(t, e, reg, rec, func(c *worker.Config) {
+		c.Queues = map[string]int{jobs.DefaultQueue: n}
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	for _, id := range ids {
+		rec.waitN(t, 1, is(worker.EventError, id))
+	}
+	end()
+	for _, id := range ids {
+		rec.waitN(t, 1, is(worker.EventFailed, id))
+	}
+
+	named := map[int64]int{}
+	lists := 0
+	for _, line := range strings.Split(logs.String(), "\n") {
+		m := jobsList.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		lists++
+		for _, f := range strings.Fields(m[1]) {
+			var id int64
+			_, err := fmt.Sscan(f, &id)
+			require.NoError(t, err)
+			named[id]++
+		}
+	}
+	require.GreaterOrEqual(t, lists, 2, "a full line, then the summary:\n%s", logs.String())
+	for _, id := range ids {
+		require.Equal(t, 1, named[id], "job %d is named once at WARN:\n%s", id, logs.String())
+	}
+	require.Contains(t, logs.String(), fmt.Sprintf("held=%d recorded=%d", n, n))
+}
+
+// jobsList finds the jobs a WARN line of held outcomes names.
+var jobsList = regexp.MustCompile(`level=WARN .* jobs="?\[([\d ]*)\]`)
 
 // lockedBuffer is a bytes.Buffer a worker's goroutines may log into.
 type lockedBuffer struct {
