@@ -46,8 +46,11 @@ type rig struct {
 	net *dockerNet
 
 	children []*child
-	workers  int      // workers started, for their names
-	failed   []string // the checks that failed
+	workers  int // workers started, for their names
+	// killedAtEnd names the workers that did not exit when told to stop at
+	// the end of the run, and were killed.
+	killedAtEnd []string
+	failed      []string // the checks that failed
 
 	// cleared is when the last fault cleared, or the first worker started:
 	// from then on the recovery bound holds. stale is the most jobs a look

@@ -137,7 +137,12 @@ func (sc scenario) run(t *testing.T, f form, table *summary) {
 		select {
 		case <-c.Done():
 		default:
-			c.Terminate(stopBound)
+			if _, _, ok := c.Terminate(stopBound); !ok {
+				// What it had yet to log is lost: say so, so a check of
+				// its logs that fails names the reason.
+				r.killedAtEnd = append(r.killedAtEnd, c.Name)
+				res.notes = append(res.notes, fmt.Sprintf("worker %s did not exit within %s of SIGTERM at the end: killed", c.Name, stopBound))
+			}
 		}
 	}
 
@@ -383,8 +388,12 @@ func (r *rig) cutsFired() string {
 		r.fail(checkCut, "no completion was cut: %d planned", planned)
 	}
 	if len(silent) > 0 {
-		r.fail(checkWarned, "%d of the %d cut completions were tried again with no warning naming their job, e.g. %v",
-			len(silent), fired, silent[:min(examples, len(silent))])
+		var states []string
+		require.NoError(r.t, r.owner.QueryRow(r.t.Context(),
+			"SELECT coalesce(array_agg(id || ' ' || state ORDER BY id), '{}') FROM docket.jobs WHERE id = ANY($1)",
+			silent[:min(examples, len(silent))]).Scan(&states))
+		r.fail(checkWarned, "%d of the %d cut completions were tried again with no warning naming their job, e.g. %v (workers killed at the end, whose last lines are lost: %v)",
+			len(silent), fired, states, r.killedAtEnd)
 	}
 	return fmt.Sprintf("completion connections cut: %d of %d planned; %d retried without a warning", fired, planned, len(silent))
 }
