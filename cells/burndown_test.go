@@ -29,6 +29,9 @@ const perProject = 300
 // Two cells, each a PostgreSQL cluster of its own, each burn down their own
 // projects' jobs with a worker of their own: every job runs once, in its
 // cell, by that cell's worker; a read across both names each row's cell.
+// Mid-run cell b's server is stopped with -m immediate: cell a's burn-down,
+// held until then, runs to its end while b is down, and b's finishes once
+// b is back, with every job's history verifying in both.
 func TestBurnDownInTwoCells(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -36,10 +39,13 @@ func TestBurnDownInTwoCells(t *testing.T) {
 	clock := db.NewFakeClock(time.Now())
 	layout := map[string][]string{"a": {"acme"}, "b": {"globex", "initech"}}
 	cfg := cells.Config{Cells: map[string]cells.Cell{}, Projects: map[string]string{}}
-	for cell, names := range layout {
-		cfg.Cells[cell] = cells.Cell{Pool: startCell(t, clock, names...)}
+	started := map[string]cell{}
+	for name, names := range layout {
+		c := startCell(t, clock, names...)
+		started[name] = c
+		cfg.Cells[name] = cells.Cell{Pool: c.app}
 		for _, p := range names {
-			cfg.Projects[p] = cell
+			cfg.Projects[p] = name
 		}
 	}
 	m, err := cells.New(ctx, cfg)
@@ -60,27 +66,36 @@ func TestBurnDownInTwoCells(t *testing.T) {
 	}
 
 	// A worker per cell; each handler notes which cell's worker ran which
-	// project's job, and each success is a signal.
+	// project's job, and each success is a signal. Cell a's handlers wait
+	// until cell b is down, so that a's burn-down runs while b's cannot.
 	var mu sync.Mutex
 	ran := map[string]map[string]int{} // cell → project → jobs run
 	succeeded := make(chan string, 3*perProject)
-	for _, cell := range m.Cells() {
+	bDown := make(chan struct{})
+	for _, name := range m.Cells() {
 		reg := worker.NewRegistry()
-		require.NoError(t, worker.Handle(reg, kind, func(_ context.Context, j *jobs.Typed[struct{ N int }]) error {
+		require.NoError(t, worker.Handle(reg, kind, func(ctx context.Context, j *jobs.Typed[struct{ N int }]) error {
+			if name == "a" {
+				select {
+				case <-bDown:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
 			mu.Lock()
 			defer mu.Unlock()
-			if ran[cell] == nil {
-				ran[cell] = map[string]int{}
+			if ran[name] == nil {
+				ran[name] = map[string]int{}
 			}
-			ran[cell][j.Project]++
+			ran[name][j.Project]++
 			return nil
 		}))
-		w, err := m.Worker(cell, worker.Config{
-			Actor: app, Registry: reg, Clock: clock, Deployment: "cell-" + cell, Logger: testkit.Logger,
+		w, err := m.Worker(name, worker.Config{
+			Actor: app, Registry: reg, Clock: clock, Deployment: "cell-" + name, Logger: testkit.Logger,
 			Queues: map[string]int{"default": 50}, SweepEvery: time.Hour,
 			OnEvent: func(ev worker.Event) {
 				if ev.Type == worker.EventSucceeded {
-					succeeded <- cell
+					succeeded <- name
 				}
 			},
 		})
@@ -89,15 +104,31 @@ func TestBurnDownInTwoCells(t *testing.T) {
 	}
 	want := map[string]int{"a": perProject, "b": 2 * perProject}
 	got := map[string]int{}
-	deadline := time.After(2 * time.Minute)
-	for got["a"]+got["b"] < 3*perProject {
-		select {
-		case cell := <-succeeded:
-			got[cell]++
-		case <-deadline:
-			t.Fatalf("burn-down: %v of %v succeeded", got, want)
+	await := func(what string, done func() bool) {
+		t.Helper()
+		deadline := time.After(2 * time.Minute)
+		for !done() {
+			select {
+			case name := <-succeeded:
+				got[name]++
+			case <-deadline:
+				t.Fatalf("burn-down, %s: %v of %v succeeded", what, got, want)
+			}
 		}
 	}
+
+	// b stops mid-run, as a crash would stop it.
+	await("b under way", func() bool { return got["b"] >= perProject/2 })
+	require.NoError(t, started["b"].cluster.Stop(ctx, pgserver.ImmediateShutdown))
+	stoppedAt := got["b"]
+	require.Zero(t, got["a"], "a's handlers waited for b to stop")
+	close(bDown)
+	await("a while b is down", func() bool { return got["a"] == perProject })
+	require.False(t, started["b"].cluster.Running())
+	t.Logf("a burnt down while b was down: %v; b had %d of %d", time.Since(t0), stoppedAt, want["b"])
+
+	require.NoError(t, started["b"].cluster.Start(ctx))
+	await("b after its restart", func() bool { return got["b"] == want["b"] })
 	require.Equal(t, want, got)
 	t.Logf("burnt down: %v", time.Since(t0))
 	mu.Lock()
@@ -106,6 +137,17 @@ func TestBurnDownInTwoCells(t *testing.T) {
 		"b": {"globex": perProject, "initech": perProject},
 	}, ran, "each cell's worker ran its own cell's jobs, each once")
 	mu.Unlock()
+	for _, name := range m.Cells() {
+		var unverified []string
+		rows, err := started[name].owner.Query(ctx, `
+			SELECT format('job %s: %s (event %s)', j.id, v.problem, v.bad_seq)
+			FROM docket.jobs j CROSS JOIN LATERAL docket.job_history_verify(j.id) v
+			WHERE NOT v.ok ORDER BY j.id`)
+		require.NoError(t, err)
+		unverified, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		require.Empty(t, unverified, "cell %s: every job's history verifies", name)
+	}
 
 	reader := jobs.Config{Actor: app, Clock: clock}
 	census, err := m.Census(ctx, reader, 0)
@@ -129,11 +171,17 @@ func TestBurnDownInTwoCells(t *testing.T) {
 	require.Equal(t, []string{"a/acme", "a/acme", "b/globex", "b/globex", "b/initech", "b/initech"}, listed)
 }
 
+// cell is a cell as the test started it.
+type cell struct {
+	cluster *pgserver.Cluster
+	owner   *pgxpool.Pool // the schema's owner, to look
+	app     *pgxpool.Pool // app's worker login: the cell's pool
+}
+
 // startCell starts a PostgreSQL cluster of t's own (skipping t without
 // local server binaries), migrates docket into a database on it with
-// projects names, app's grants there, and returns app's worker login: a
-// cell.
-func startCell(t *testing.T, clock *db.FakeClock, names ...string) *pgxpool.Pool {
+// projects names and app's grants there: a cell.
+func startCell(t *testing.T, clock *db.FakeClock, names ...string) cell {
 	t.Helper()
 	ctx := t.Context()
 	cluster, err := pgserver.StartCluster(ctx)
@@ -161,5 +209,5 @@ func startCell(t *testing.T, clock *db.FakeClock, names ...string) *pgxpool.Pool
 		require.NoError(t, err)
 		env.Allow(t, grantsOn(p)...)
 	}
-	return env.WorkerLogin(t, app).Pool
+	return cell{cluster: cluster, owner: owner, app: env.WorkerLogin(t, app).Pool}
 }
