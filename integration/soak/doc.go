@@ -50,7 +50,11 @@
 //   - the prune's time: each worker times every run of its prune sweep, in
 //     the sweep function (docket.prune_run) and through its commit (until
 //     the worker reports the run), and prints it; the parent sums them;
-//   - what the database's count cost.
+//   - what the database's count cost;
+//   - an application's enqueue latency as the run goes on: once a look,
+//     while jobs remain to enqueue, one job is enqueued alone
+//     (jobs.Client.Enqueue) and timed, and the report gives the p50 and
+//     p99 of those in the first slice and in the last slice that has any.
 //
 // The long form runs the same harness a second time with pruning off
 // (the workers run no prune sweep), on a fresh database, for contrast, and
@@ -79,7 +83,13 @@
 //	DOCKET_SOAK_LONG=1 go test -count=1 -timeout 90m ./...
 //
 // The long form runs 1,000,000 jobs with pruning on (succeeded jobs kept
-// 30 s), then 1,000,000 with pruning off; run it without -race, which
+// 30 s), then 1,000,000 with pruning off. DOCKET_SOAK_JOBS=N runs the long
+// form for N jobs with pruning on only: N = 5,000,000 is ten million events
+// (a job's birth is one, each attempt one):
+//
+//	DOCKET_SOAK_JOBS=5000000 go test -count=1 -timeout 180m -v -run TestSoak ./integration/soak/
+//
+// Run the long forms without -race, which
 // would measure the race detector. Each run logs its database's name and
 // oid, so that pg_stat_statements (keyed by dbid) can be read for it during
 // or after the run. go test -short skips the harness.

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -70,8 +71,17 @@ type form struct {
 	limit   time.Duration // how long a run may take before the harness gives up
 }
 
+// jobsEnv, when it names a number of jobs, runs the long form with pruning
+// on only, for that many jobs: DOCKET_SOAK_JOBS=5000000 runs to ten million
+// events (an event a job's birth, one an attempt).
+const jobsEnv = "DOCKET_SOAK_JOBS"
+
 // theForm is the bounded form, or the long one when asked for.
 func theForm() form {
+	if n, _ := strconv.Atoi(os.Getenv(jobsEnv)); n > 0 {
+		return form{long: true, jobs: n, slice: max(n/10, 1), backlog: 50_000, horizon: 30 * time.Second,
+			prunes: []bool{true}, limit: max(40*time.Minute, time.Duration(n/1000)*time.Second)}
+	}
 	if *longFlag || os.Getenv(longEnv) != "" {
 		return form{long: true, jobs: 1_000_000, slice: 100_000, backlog: 50_000, horizon: 30 * time.Second,
 			prunes: []bool{true, false}, limit: 40 * time.Minute}

@@ -142,6 +142,17 @@ func (r *result) report() string {
 		fmt.Fprintf(&b, "; last / second: %.3f", ss[len(ss)-1].rate()/ss[1].rate())
 	}
 	b.WriteByte('\n')
+	// The last slice with probes: the enqueues end before the completions.
+	lastProbed := len(r.slices()) - 1
+	for lastProbed > 0 && len(r.probesIn(lastProbed)) == 0 {
+		lastProbed--
+	}
+	if first, last := r.probesIn(0), r.probesIn(lastProbed); len(first) > 0 && lastProbed > 0 {
+		ls := r.slices()[lastProbed]
+		fmt.Fprintf(&b, "enqueue latency, one job alone (jobs.Client.Enqueue, once a look): first slice p50 %s p99 %s (%d enqueues), "+
+			"slice %s – %s p50 %s p99 %s (%d)\n", quantile(first, 0.5), quantile(first, 0.99), len(first),
+			thousands(ls.from), thousands(ls.to), quantile(last, 0.5), quantile(last, 0.99), len(last))
+	}
 	fmt.Fprintf(&b, "overall: %s jobs in %s s: %s jobs/s (from the first look, %s completed then)\n\n",
 		thousands(int64(r.form.jobs)), seconds(r.wall()),
 		thousands(int64(float64(int64(r.form.jobs)-r.samples[0].completed)/r.wall().Seconds())),
@@ -312,4 +323,25 @@ func deadLive(t tableSize) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.3f", float64(t.dead)/float64(t.live))
+}
+
+// probesIn returns the enqueue latencies timed during slice i, sorted.
+func (r *result) probesIn(i int) []time.Duration {
+	ss := r.slices()
+	if i < 0 || i >= len(ss) {
+		return nil
+	}
+	var out []time.Duration
+	for _, p := range r.probes {
+		if p.completed >= ss[i].from && p.completed < ss[i].to {
+			out = append(out, p.took)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// quantile is the q-quantile of sorted, rounded to 10 µs.
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))].Round(10 * time.Microsecond)
 }

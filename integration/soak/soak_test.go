@@ -42,6 +42,7 @@ type result struct {
 	database string
 	oid      uint32
 	samples  []sample // the looks at the progress, the first once the workers were ready
+	probes   []probe  // the enqueues of one job alone, timed, one a look
 	sizes    []sizes  // at the start, at each slice's end, and at the end
 	workers  workersSummary
 	checked  checked
@@ -98,6 +99,15 @@ func runSoak(t *testing.T, f form, prune bool) *result {
 		for len(ids) < f.jobs && int64(len(ids)+chunk)-s.completed <= int64(f.backlog) {
 			enqueue()
 		}
+		// One job enqueued alone, timed: an application's enqueue, beside
+		// the burn-down, as the tables grow (or do not).
+		if len(ids) < f.jobs {
+			began := time.Now()
+			got, err := r.enqueue(ctx, len(ids)+1, 1)
+			require.NoError(t, err)
+			res.probes = append(res.probes, probe{completed: s.completed, took: time.Since(began)})
+			ids = append(ids, got...)
+		}
 		<-tick.C
 		for _, c := range children {
 			if c.Exited() {
@@ -131,6 +141,13 @@ func runSoak(t *testing.T, f form, prune bool) *result {
 	require.Zero(t, res.workers.races, "data races in the workers")
 	require.Zero(t, res.workers.sweeps["leases"], "leases expired")
 	return res
+}
+
+// probe is one job enqueued alone during a run: when, by the completions
+// the workers had reported, and how long its enqueue took.
+type probe struct {
+	completed int64
+	took      time.Duration
 }
 
 // checked is what the checks found.
