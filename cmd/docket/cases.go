@@ -44,7 +44,7 @@ func (c *cli) cases(args []string) (dbAction, error) {
 }
 
 func (c *cli) caseClient(pool *pgxpool.Pool) (*cases.Client, error) {
-	return cases.NewClient(pool, cases.Config{Actor: c.actor, Clock: c.clock})
+	return cases.NewClient(pool, cases.Config{Actor: c.actor, Clock: c.clock, Replica: c.replicaPool()})
 }
 
 func (c *cli) casesList(ctx context.Context, pool *pgxpool.Pool, f cases.Filter, format string) error {

@@ -18,9 +18,16 @@ var errHelp = errors.New("help requested")
 
 // The global flags, which every command takes anywhere on its command line.
 const (
-	flagURL = "database-url"
-	flagAs  = "as"
+	flagURL     = "database-url"
+	flagAs      = "as"
+	flagReplica = "replica-url"
+	flagCell    = "cell"
 )
+
+// isGlobal reports whether name is a global flag's.
+func isGlobal(name string) bool {
+	return name == flagURL || name == flagAs || name == flagReplica || name == flagCell
+}
 
 // flags returns the flag set of command name ("job list"), holding the
 // global flags; the command adds its own.
@@ -29,6 +36,9 @@ func (c *cli) flags(name string) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&c.url, flagURL, c.url, "the Postgres `URL` (default $DOCKET_DATABASE_URL, else $DATABASE_URL)")
 	fs.StringVar(&c.as, flagAs, c.as, "the `ACTOR` changes are recorded as made by (default $DOCKET_ACTOR, else user:$USER)")
+	fs.StringVar(&c.replicaURL, flagReplica, c.replicaURL,
+		"a hot standby's Postgres `URL` to read from, saying its lag (default $DOCKET_REPLICA_URL); writes go to --database-url")
+	fs.Var(&c.cells, flagCell, "a cell, `NAME=URL`, repeated: job list and job census read every cell named, each row naming its cell")
 	return fs
 }
 
@@ -225,7 +235,7 @@ func (c *cli) printHelp(fs *flag.FlagSet) {
 	}
 	var lines [][2]string
 	fs.VisitAll(func(f *flag.Flag) {
-		if _, alias := aliases[f.Name]; alias || f.Name == flagURL || f.Name == flagAs {
+		if _, alias := aliases[f.Name]; alias || isGlobal(f.Name) {
 			return
 		}
 		name, usage := flag.UnquoteUsage(f)
@@ -249,6 +259,8 @@ func (c *cli) printHelp(fs *flag.FlagSet) {
 	printColumns(w, [][2]string{
 		{"--database-url URL", "the Postgres URL (default $DOCKET_DATABASE_URL, else $DATABASE_URL)"},
 		{"--as ACTOR", "the actor changes are recorded as made by (default $DOCKET_ACTOR, else user:$USER)"},
+		{"--replica-url URL", "a hot standby to read from, saying its lag (default $DOCKET_REPLICA_URL); writes go to --database-url"},
+		{"--cell NAME=URL", "a cell, repeated: job list and job census read every cell named, each row naming its cell"},
 	})
 }
 
@@ -324,7 +336,7 @@ func (c *cli) leadingGlobals(name string, args []string) ([]string, error) {
 	fs := c.flags(name)
 	for len(args) > 0 {
 		flagName, value, hasValue := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(args[0], "-"), "-"), "=")
-		if !strings.HasPrefix(args[0], "-") || (flagName != flagURL && flagName != flagAs) {
+		if !strings.HasPrefix(args[0], "-") || !isGlobal(flagName) {
 			break
 		}
 		args = args[1:]
@@ -374,7 +386,9 @@ func (c *cli) printUsage() {
 Flags go before or after the arguments. Every command takes the global flags
 --database-url URL (default $DOCKET_DATABASE_URL, else $DATABASE_URL) and
 --as ACTOR, the actor changes are recorded as made by (default $DOCKET_ACTOR,
-else user:$USER). The read commands take -o json. Run "docket help COMMAND"
+else user:$USER), --replica-url URL, a hot standby the read commands read from
+(default $DOCKET_REPLICA_URL), and --cell NAME=URL, repeated, the cells job
+list and job census read across. The read commands take -o json. Run "docket help COMMAND"
 or "docket COMMAND --help" for a command's flags.
 
 Exit codes: 0 done; 1 failed; 2 a wrong command line; 3 status --check found

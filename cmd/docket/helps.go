@@ -43,13 +43,16 @@ var helps = []cmdHelp{
 	{"actor unbind", "ROLE PRINCIPAL", "no longer", "Removes the binding of login role ROLE to PRINCIPAL."},
 	{"actor list", "[ROLE] [-o json]", "the bindings of a login role, or all of them",
 		"Lists the principals login role ROLE may act as, or every binding."},
-	{"job list", "PROJECT [--state S] [--kind K] [--queue Q] [--unrunnable] [--limit N] [-o json]", "list a project's jobs, newest first",
+	{"job list", "PROJECT | --cell NAME=URL... [PROJECT...] [--state S] [--kind K] [--queue Q] [--unrunnable] [--limit N] [-o json]", "list a project's jobs, newest first",
 		"Lists the jobs of PROJECT you may see, newest first, filtered by state, kind and queue; with --unrunnable, only " +
-			"those pinned to handler revisions no deployment runs, which no worker will claim."},
-	{"job census", "PROJECT [--per-state N] [-o json]", "a project's jobs counted by queue and state",
+			"those pinned to handler revisions no deployment runs, which no worker will claim. With --cell NAME=URL, " +
+			"repeated, it lists the jobs of the PROJECTs named, or of every project of every cell, each row naming " +
+			"its cell; a cell that does not answer is named after the others' rows, and the command fails."},
+	{"job census", "PROJECT | --cell NAME=URL... [PROJECT...] [--per-state N] [-o json]", "a project's jobs counted by queue and state",
 		"Counts the jobs of PROJECT you may see by queue and state, as the console's first page does, at most " +
 			"--per-state of each state, and names the states that reached the bound. A state with fewer jobs is " +
-			"read to the end of the project's jobs."},
+			"read to the end of the project's jobs. With --cell NAME=URL, repeated, it counts the PROJECTs named, or " +
+			"every project of every cell, a table each naming its cell."},
 	{"job show", "ID [-o json]", "a job, its history, and whether the history verifies",
 		"Shows job ID, its requested output and, once it succeeded, what its completion record says the worker " +
 			"produced and used; its history of transitions, and whether the history's hash chain verifies; exits 1 " +

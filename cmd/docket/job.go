@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/jobs"
 )
 
@@ -30,20 +31,27 @@ func (c *cli) job(args []string) (dbAction, error) {
 		limit := fs.Int("limit", 50, "at most `N` jobs, newest first")
 		unrunnable := fs.Bool("unrunnable", false, "only jobs pinned to handler revisions no deployment runs")
 		format := outputFlag(fs)
-		project, err := c.listArgs(fs, rest, limit, nil)
+		names, err := c.projectArgs(fs, rest)
+		if err == nil {
+			err = badLimit(fs, "limit", *limit, db.MaxPage)
+		}
 		if err == nil {
 			err = checkOneOf(fs, "state", *state, jobs.States)
 		}
 		if err != nil {
 			return nil, err
 		}
+		filter := jobs.Filter{State: jobs.State(*state), Kind: *kind, Queue: *queue, Limit: *limit, Unrunnable: *unrunnable}
+		if len(c.cells) > 0 {
+			return func(ctx context.Context, _ *pgxpool.Pool) error { return c.jobListCells(ctx, filter, names, *format) }, nil
+		}
+		project := names[0]
 		return func(ctx context.Context, pool *pgxpool.Pool) error {
 			cl, err := c.jobClient(pool, project)
 			if err != nil {
 				return err
 			}
-			list, err := cl.List(ctx, jobs.Filter{State: jobs.State(*state), Kind: *kind, Queue: *queue, Limit: *limit,
-				Unrunnable: *unrunnable})
+			list, err := cl.List(ctx, filter)
 			if err != nil {
 				return err
 			}
@@ -61,12 +69,17 @@ func (c *cli) job(args []string) (dbAction, error) {
 	case "census":
 		perState := fs.Int("per-state", jobs.DefaultCensusPerState, "count at most `N` jobs of each state")
 		format := outputFlag(fs)
-		pos, err := c.parse(fs, rest, "PROJECT")
+		pos, err := c.projectArgs(fs, rest)
 		if err == nil {
 			err = badLimit(fs, "per-state", *perState, jobs.MaxCensusPerState)
 		}
 		if err != nil {
 			return nil, err
+		}
+		if len(c.cells) > 0 {
+			return func(ctx context.Context, _ *pgxpool.Pool) error {
+				return c.jobCensusCells(ctx, *perState, pos, *format)
+			}, nil
 		}
 		return func(ctx context.Context, pool *pgxpool.Pool) error {
 			cl, err := c.jobClient(pool, pos[0])
@@ -280,7 +293,7 @@ func pinArgs(fs *flag.FlagSet, list string, revs []string, unpin bool) ([]int64,
 }
 
 func (c *cli) jobClient(pool *pgxpool.Pool, project string) (*jobs.Client, error) {
-	return jobs.NewClient(pool, jobs.Config{Project: project, Actor: c.actor, Clock: c.clock})
+	return jobs.NewClient(pool, jobs.Config{Project: project, Actor: c.actor, Clock: c.clock, Replica: c.replicaPool()})
 }
 
 // jobChange runs change with a client of no project, which works by job id,

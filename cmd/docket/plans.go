@@ -81,7 +81,7 @@ func (c *cli) plansCmd(args []string) (dbAction, error) {
 
 // plansList prints a page of a project's runs, newest first.
 func (c *cli) plansList(ctx context.Context, pool *pgxpool.Pool, f plans.Filter, format string) error {
-	cl, err := plans.NewClient(pool, plans.Config{Actor: c.actor, Clock: c.clock})
+	cl, err := plans.NewClient(pool, plans.Config{Actor: c.actor, Clock: c.clock, Replica: c.replicaPool()})
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,13 @@ type cli struct {
 	actor          access.Actor
 	clock          db.Clock
 	needsSchema    bool // the command's action needs docket's schema current
+	// replicaURL is --replica-url: a hot standby the read commands read
+	// from; replica is its pool while a command runs.
+	replicaURL string
+	replica    *pgxpool.Pool
+	// cells are the --cell NAME=URL flags, in order: the commands that
+	// read across cells read these.
+	cells cellFlags
 }
 
 // run executes the command line args and returns the exit code. Errors are
@@ -82,7 +89,8 @@ func (c *cli) command(args []string) (string, []string, error) {
 		c.printUsage()
 		return "", nil, errHelp
 	case strings.HasPrefix(args[0], "-"):
-		return "", nil, usagef("unknown flag %s before the command (the global flags are --%s and --%s)", args[0], flagURL, flagAs)
+		return "", nil, usagef("unknown flag %s before the command (the global flags are --%s, --%s, --%s and --%s)", args[0],
+			flagURL, flagAs, flagReplica, flagCell)
 	}
 	return args[0], args[1:], nil
 }
@@ -149,6 +157,9 @@ func (c *cli) resolve(getenv env) {
 	if c.url == "" {
 		c.url = firstNonEmpty(getenv("DOCKET_DATABASE_URL"), getenv("DATABASE_URL"))
 	}
+	if c.replicaURL == "" {
+		c.replicaURL = getenv("DOCKET_REPLICA_URL")
+	}
 	c.actor = access.Actor(firstNonEmpty(c.as, getenv("DOCKET_ACTOR"), defaultActor(getenv)))
 }
 
@@ -157,7 +168,7 @@ func (c *cli) resolve(getenv env) {
 func commandName(cmd string, rest []string) string {
 	for i := 0; i < len(rest); i++ {
 		name := strings.TrimLeft(rest[i], "-")
-		if name == flagURL || name == flagAs {
+		if isGlobal(name) {
 			i++ // and its value
 			continue
 		}
@@ -224,6 +235,9 @@ func (c *cli) usageError(err usageErr) int {
 type dbAction func(ctx context.Context, pool *pgxpool.Pool) error
 
 func (c *cli) withPool(ctx context.Context, fn dbAction) error {
+	if c.url == "" && len(c.cells) > 0 {
+		return fn(ctx, nil) // it reads the cells
+	}
 	if c.url == "" {
 		return usagef("no database URL: pass --database-url or set DOCKET_DATABASE_URL or DATABASE_URL")
 	}
@@ -236,6 +250,12 @@ func (c *cli) withPool(ctx context.Context, fn dbAction) error {
 		if err := requireSchema(ctx, pool); err != nil {
 			return err
 		}
+	}
+	if c.replicaURL != "" {
+		if c.replica, err = c.openReplica(ctx, pool); err != nil {
+			return err
+		}
+		defer c.replica.Close()
 	}
 	return schemaHint(pool, fn(ctx, pool))
 }

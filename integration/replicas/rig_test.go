@@ -5,6 +5,8 @@ package replicas
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/url"
 	"testing"
 	"time"
 
@@ -42,6 +44,9 @@ type rig struct {
 	replica *pgxpool.Pool
 	// standby is the standby's superuser, to pause and resume its replay.
 	standby *pgx.Conn
+	// primaryURL and replicaURL log in as app's login on the primary and
+	// on the standby: for a program under test.
+	primaryURL, replicaURL string
 }
 
 // newRig starts the primary and its standby (skipping t without PostgreSQL
@@ -103,6 +108,12 @@ func newRig(t *testing.T) *rig {
 	r.replica, err = db.OpenConfig(ctx, onStandby)
 	require.NoError(t, err)
 	t.Cleanup(r.replica.Close)
+
+	r.primaryURL = login.URL
+	u, err := url.Parse(login.URL)
+	require.NoError(t, err)
+	u.Host = fmt.Sprintf("127.0.0.1:%d", standby.Port())
+	r.replicaURL = u.String()
 	return r
 }
 
