@@ -15,14 +15,14 @@ CREATE OR REPLACE TRIGGER queue_events_append_only BEFORE UPDATE OR DELETE ON do
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
 
 -- queue_visible reports whether p_principal may read the queues of
--- p_project: it holds queue.view, queue.pause or job.view there.
+-- p_project: it holds queue.view or queue.pause there, or may read its jobs
+-- (job_visible), whose claims a pause holds up.
 CREATE OR REPLACE FUNCTION docket.queue_visible(p_principal text, p_project text) RETURNS boolean
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
-    RETURN EXISTS (
+    RETURN docket.job_visible(p_principal, p_project) OR EXISTS (
         SELECT 1 FROM docket.grants g
-        WHERE g.project = p_project AND g.principal = p_principal
-          AND g.capability IN ('queue.view', 'queue.pause', 'job.view')
+        WHERE g.project = p_project AND g.principal = p_principal AND g.capability IN ('queue.view', 'queue.pause')
     );
 END
 $$;
@@ -153,9 +153,12 @@ INSERT INTO docket.api_functions (name, role) VALUES
 -- Who may read what (row-level security; see kit.sql) --------------------------
 
 -- A project's queues and their history are visible where the login's
--- principals hold queue.view, queue.pause or job.view.
+-- principals hold queue.view, queue.pause or a job capability (as
+-- queue_visible).
 CREATE POLICY queues_visible_to_queue_and_job_readers ON docket.queues FOR SELECT
-    USING (project = ANY ((SELECT docket.visible_projects('queue.view', 'queue.pause', 'job.view'))::text[]));
+    USING (project = ANY ((SELECT docket.visible_projects('queue.view', 'queue.pause', 'job.view', 'job.create', 'job.claim',
+                                                           'job.cancel', 'job.reconcile', 'job.pin', 'job.retry'))::text[]));
 
 CREATE POLICY queue_events_visible_to_queue_and_job_readers ON docket.queue_events FOR SELECT
-    USING (project = ANY ((SELECT docket.visible_projects('queue.view', 'queue.pause', 'job.view'))::text[]));
+    USING (project = ANY ((SELECT docket.visible_projects('queue.view', 'queue.pause', 'job.view', 'job.create', 'job.claim',
+                                                           'job.cancel', 'job.reconcile', 'job.pin', 'job.retry'))::text[]));
