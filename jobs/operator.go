@@ -280,7 +280,7 @@ func fromQueueRow(r *dbsqlc.DocketQueue) Queue {
 	return Queue{
 		Project: r.Project, Name: r.Queue, Paused: r.Paused, Revision: r.Revision,
 		PausedBy: access.Actor(deref(r.PausedBy)), PausedAt: utc(r.PausedAt), Reason: deref(r.Reason),
-		UpdatedBy: access.Actor(r.UpdatedBy), UpdatedAt: r.UpdatedAt.UTC(),
+		UpdatedBy: access.Actor(r.UpdatedBy), UpdatedAt: utc(&r.UpdatedAt),
 	}
 }
 
@@ -367,7 +367,9 @@ func (c *Client) queues(ctx context.Context, q db.DBTX) ([]Queue, error) {
 	}
 	out := make([]Queue, len(rows))
 	for i, r := range rows {
-		out[i] = fromQueueRow(r)
+		at, _ := r.UpdatedAt.(time.Time) // none for a queue never paused
+		out[i] = fromQueueRow(&dbsqlc.DocketQueue{Project: r.Project, Queue: r.Queue, Paused: r.Paused, Revision: r.Revision,
+			PausedBy: r.PausedBy, PausedAt: r.PausedAt, Reason: r.Reason, UpdatedBy: r.UpdatedBy, UpdatedAt: at})
 	}
 	return out, nil
 }

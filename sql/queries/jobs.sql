@@ -214,7 +214,10 @@ SELECT * FROM docket.queue_pause(@project::text, @queue::text, sqlc.narg('reason
 SELECT * FROM docket.queue_resume(@project::text, @queue::text, sqlc.narg('reason')::text, @actor::text, @now::timestamptz);
 
 -- name: QueueList :many
-SELECT * FROM docket.queue_list(@project::text, @actor::text);
+-- A queue never paused has no updated_by and updated_at: the empty string and NULL.
+SELECT q.project, q.queue, q.paused, q.revision, q.paused_by, q.paused_at, q.reason,
+    coalesce(q.updated_by, '')::text AS updated_by, CASE WHEN q.revision > 0 THEN q.updated_at END AS updated_at
+FROM docket.queue_list(@project::text, @actor::text) q;
 
 -- name: QueueHistory :many
 -- Oldest first; none when the actor may not read the project's queues.

@@ -2273,18 +2273,33 @@ func (q *Queries) QueueHistory(ctx context.Context, db DBTX, project string, que
 }
 
 const queueList = `-- name: QueueList :many
-SELECT project, queue, paused, revision, paused_by, paused_at, reason, updated_by, updated_at FROM docket.queue_list($1::text, $2::text)
+SELECT q.project, q.queue, q.paused, q.revision, q.paused_by, q.paused_at, q.reason,
+    coalesce(q.updated_by, '')::text AS updated_by, CASE WHEN q.revision > 0 THEN q.updated_at END AS updated_at
+FROM docket.queue_list($1::text, $2::text) q
 `
 
-func (q *Queries) QueueList(ctx context.Context, db DBTX, project string, actor string) ([]*DocketQueue, error) {
+type QueueListRow struct {
+	Project   string
+	Queue     string
+	Paused    bool
+	Revision  int64
+	PausedBy  *string
+	PausedAt  *time.Time
+	Reason    *string
+	UpdatedBy string
+	UpdatedAt interface{}
+}
+
+// A queue never paused has no updated_by and updated_at: the empty string and NULL.
+func (q *Queries) QueueList(ctx context.Context, db DBTX, project string, actor string) ([]*QueueListRow, error) {
 	rows, err := db.Query(ctx, queueList, project, actor)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []*DocketQueue{}
+	items := []*QueueListRow{}
 	for rows.Next() {
-		var i DocketQueue
+		var i QueueListRow
 		if err := rows.Scan(
 			&i.Project,
 			&i.Queue,
