@@ -95,7 +95,9 @@ func (c *cli) job(args []string) (dbAction, error) {
 	case "cancel":
 		reason := fs.String("reason", "", "why, kept as the job's diagnostic (`TEXT`)")
 		return c.jobOneOrBulk(fs, rest, "cancel", []jobs.State{jobs.Queued},
-			func(ctx context.Context, cl *jobs.Client, id int64) (jobs.Job, error) { return cl.Cancel(ctx, id, *reason) },
+			func(ctx context.Context, cl *jobs.Client, id int64) (jobs.Job, error) {
+				return cl.Cancel(ctx, id, *reason)
+			},
 			func(ctx context.Context, cl *jobs.Client, f jobs.BulkFilter, count bool) (int64, error) {
 				if count {
 					return cl.CountToCancel(ctx, f)
