@@ -36,6 +36,8 @@ func (c *Client) Retry(ctx context.Context, id int64) (Job, error) {
 // [db.ErrIllegalTransition] (cancel it first); a job that succeeded with
 // [db.ErrTerminal]; a job of a lane or a case, which its owner runs again,
 // with [db.ErrInvalidArgument].
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) RetryTx(ctx context.Context, tx pgx.Tx, id int64) (Job, error) {
 	return c.retry(ctx, tx, id)
 }
@@ -56,7 +58,8 @@ func (c *Client) Retries(ctx context.Context, id int64) ([]int64, error) {
 	return c.retries(ctx, c.reads.DB, id)
 }
 
-// RetriesTx is [Client.Retries] read in tx.
+// RetriesTx is [Client.Retries] read in tx: it sees what tx has written and not yet
+// committed, and writes nothing itself.
 func (c *Client) RetriesTx(ctx context.Context, tx pgx.Tx, id int64) ([]int64, error) {
 	return c.retries(ctx, tx, id)
 }
@@ -119,7 +122,7 @@ func (c *Client) CountToRetry(ctx context.Context, f BulkFilter) (int64, error) 
 // cancelled that no job retries yet. It refuses, with
 // [db.ErrInvalidArgument], a client without a project or a malformed
 // filter, and with [db.ErrNotPermitted] an actor without job.retry on the
-// project.
+// project. It writes nothing: tx's uncommitted jobs are counted.
 func (c *Client) CountToRetryTx(ctx context.Context, tx pgx.Tx, f BulkFilter) (int64, error) {
 	return c.countToRetry(ctx, tx, f)
 }
@@ -156,6 +159,8 @@ func (c *Client) RetryMatching(ctx context.Context, f BulkFilter) ([]Job, error)
 // caller repeats the call until it returns none; two bulk retries of one
 // project run one after the other. It refuses as [Client.CountToRetryTx],
 // changing nothing.
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) RetryMatchingTx(ctx context.Context, tx pgx.Tx, f BulkFilter) ([]Job, error) {
 	return c.retryMatching(ctx, tx, f)
 }
@@ -190,7 +195,8 @@ func (c *Client) CountToCancel(ctx context.Context, f BulkFilter) (int64, error)
 // f, which [Client.CancelMatchingTx] would cancel now. It refuses, with
 // [db.ErrInvalidArgument], a client without a project or a malformed filter
 // (a state other than [Queued]), and with [db.ErrNotPermitted] an actor
-// without job.cancel on the project.
+// without job.cancel on the project. It writes nothing: tx's uncommitted
+// jobs are counted.
 func (c *Client) CountToCancelTx(ctx context.Context, tx pgx.Tx, f BulkFilter) (int64, error) {
 	return c.countToCancel(ctx, tx, f)
 }
@@ -226,6 +232,8 @@ func (c *Client) CancelMatching(ctx context.Context, f BulkFilter, reason string
 // [Client.CountToCancelTx] counts with filter f, oldest first, and returns
 // them. A job another transaction holds locked (a claim under way) is
 // skipped. It refuses as [Client.CountToCancelTx], changing nothing.
+//
+// What it writes commits with tx, or rolls back with it.
 func (c *Client) CancelMatchingTx(ctx context.Context, tx pgx.Tx, f BulkFilter, reason string) ([]Job, error) {
 	return c.cancelMatching(ctx, tx, f, reason)
 }
@@ -350,7 +358,8 @@ func (c *Client) Queues(ctx context.Context) ([]Queue, error) {
 	return c.queues(ctx, c.reads.DB)
 }
 
-// QueuesTx is [Client.Queues] read in tx.
+// QueuesTx is [Client.Queues] read in tx: it sees what tx has written and not yet
+// committed, and writes nothing itself.
 func (c *Client) QueuesTx(ctx context.Context, tx pgx.Tx) ([]Queue, error) {
 	return c.queues(ctx, tx)
 }
@@ -381,7 +390,8 @@ func (c *Client) QueueHistory(ctx context.Context, queue string) ([]QueueEvent, 
 	return c.queueHistory(ctx, c.reads.DB, queue)
 }
 
-// QueueHistoryTx is [Client.QueueHistory] read in tx.
+// QueueHistoryTx is [Client.QueueHistory] read in tx: it sees what tx has written and not yet
+// committed, and writes nothing itself.
 func (c *Client) QueueHistoryTx(ctx context.Context, tx pgx.Tx, queue string) ([]QueueEvent, error) {
 	return c.queueHistory(ctx, tx, queue)
 }

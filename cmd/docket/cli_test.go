@@ -210,7 +210,8 @@ func TestStatusCheck(t *testing.T) {
 	r = h.run(t, "status", "--check")
 	require.Equal(t, exitBehind, r.code, r.stderr)
 	require.Equal(t, 1, strings.Count(r.stdout, "pending:"), r.stdout)
-	require.Contains(t, r.stderr, "1 migration pending: docket migration "+itoa(latest))
+	require.Contains(t, r.stdout, "pending:       docket migration "+itoa(latest))
+	require.Contains(t, r.stderr, "1 migration pending;")
 	require.Contains(t, r.stderr, "; definitions not applied;", "going down dropped them")
 	require.Equal(t, exitOK, h.run(t, "migrate").code)
 
@@ -222,7 +223,7 @@ func TestStatusCheck(t *testing.T) {
 	require.Equal(t, exitBehind, r.code, r.stderr)
 	require.Contains(t, r.stdout, "differs:       jobs.sql (changed)\n")
 	require.Contains(t, r.stdout, "state:         the definitions differ from this build's")
-	require.Contains(t, r.stderr, `definitions differ: jobs.sql (changed); run "docket migrate"`)
+	require.Contains(t, r.stderr, `definitions differ (1 change); run "docket migrate"`)
 	r = h.run(t, "status", "--check", "-o", "json")
 	require.Equal(t, exitBehind, r.code, r.stderr)
 	require.Contains(t, r.stdout, `"state": "differs"`)
