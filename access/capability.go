@@ -23,8 +23,17 @@ const (
 	JobPin Capability = "job.pin"
 	// JobView reads the project's jobs and their history, and changes
 	// nothing: every other job capability reads them too.
-	JobView  Capability = "job.view"
-	LaneView Capability = "lane.view" // list and read every lane of the project
+	JobView Capability = "job.view"
+	// JobRetry enqueues a finished job of the project again, as a new job
+	// that names it (jobs.Client.Retry, RetryMatching).
+	JobRetry Capability = "job.retry"
+	// QueuePause pauses and resumes the project's queues
+	// (jobs.Client.PauseQueue); it reads them too.
+	QueuePause Capability = "queue.pause"
+	// QueueView reads the project's queues, whether they are paused, and
+	// their history (job.view reads them too).
+	QueueView Capability = "queue.view"
+	LaneView  Capability = "lane.view" // list and read every lane of the project
 	// CaseAdmit admits, correlates, writes, closes and reopens the project's
 	// cases and settles their obligations; it reads them too.
 	CaseAdmit Capability = "case.admit"

@@ -92,6 +92,9 @@ type Job struct {
 	// Revisions are the handler revisions the job may run under, set by
 	// [Client.Pin]; nil when any may.
 	Revisions []string
+	// RetryOf is the finished job this job retries ([Client.Retry]); 0 for
+	// a job enqueued afresh. [Client.Retries] lists the other direction.
+	RetryOf int64
 
 	// token is the claim token, on a job a claim (or a renewal of its
 	// lease) returned, and only there: docket stores a digest of it, which
@@ -226,6 +229,9 @@ func fromRow(r *dbsqlc.DocketJob) Job {
 	j.RenewedAt = utc(r.RenewedAt)
 	j.Budget = budgetOf(r.MaxEffects, r.MaxMoney, r.Currency)
 	j.Spent = Spend{Effects: r.SpentEffects, Money: r.SpentMoney}
+	if r.RetryOf != nil {
+		j.RetryOf = *r.RetryOf
+	}
 	return j
 }
 
@@ -245,7 +251,7 @@ func fromEnqueuedRow(r *dbsqlc.DocketJobEnqueued) Enqueued {
 		ClaimedRevision: r.ClaimedRevision, Revisions: r.Revisions,
 		RequestedKind: r.RequestedKind, TargetRoot: r.TargetRoot, Renewals: r.Renewals, RenewedAt: r.RenewedAt,
 		MaxEffects: r.MaxEffects, MaxMoney: r.MaxMoney, Currency: r.Currency, SpentEffects: r.SpentEffects,
-		SpentMoney: r.SpentMoney,
+		SpentMoney: r.SpentMoney, RetryOf: r.RetryOf,
 	})}
 }
 

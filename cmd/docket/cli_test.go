@@ -110,7 +110,7 @@ func TestBadInputNamesTheFlagOrArgument(t *testing.T) {
 		{[]string{"job", "reconcile", "1", "maybe"}, `docket job reconcile: OUTCOME "maybe": want succeeded, failed or queued`},
 		{[]string{"job", "reconcile", "1", "succeeded", "--result", "{"}, `docket job reconcile: --result "{": not a JSON document`},
 		{[]string{"job", "sweep", "--limit", "0"}, `docket job sweep: --limit 0: want 1..`},
-		{[]string{"job", "frob"}, `docket job: unknown subcommand "frob": want list, census, show, cancel, reconcile, resume, pin, sweep`},
+		{[]string{"job", "frob"}, `docket job: unknown subcommand "frob": want list, census, show, cancel, retry, reconcile, resume, pin, sweep`},
 		{[]string{"lanes", "list", "acme", "--review", "meh"}, `docket lanes list: --review "meh": want one of`},
 		{[]string{"lanes", "list", "acme", "--after", "-1"}, `docket lanes list: --after -1: want an id, 0 or more`},
 		{[]string{"lanes", "show", "0"}, `docket lanes show: ID "0": want a positive lane id`},
@@ -192,8 +192,10 @@ func TestStatusCheck(t *testing.T) {
 	require.Contains(t, r.stdout, "pending:       docket migration 21 (00021_kit.sql)")
 	require.Contains(t, r.stdout, "definitions:   none; this build's are ")
 	require.Contains(t, r.stderr, "docket status: ")
-	require.Contains(t, r.stderr, `migrations pending: River migration 1 (`)
-	require.Contains(t, r.stderr, `; definitions not applied; run "docket migrate"`)
+	// The pending list is printed once, on stdout; stderr says how many.
+	require.Contains(t, r.stderr, `migrations pending; definitions not applied; run "docket migrate"`)
+	require.NotContains(t, r.stderr, "River migration 1")
+	require.Equal(t, 1, strings.Count(r.stdout, "pending:       River migration 1 ("))
 	require.Equal(t, 1, strings.Count(r.stderr, "\n"))
 
 	r = docket(t, dbEnv(empty), "status", "--check", "-o", "json")
@@ -208,7 +210,8 @@ func TestStatusCheck(t *testing.T) {
 	r = h.run(t, "status", "--check")
 	require.Equal(t, exitBehind, r.code, r.stderr)
 	require.Equal(t, 1, strings.Count(r.stdout, "pending:"), r.stdout)
-	require.Contains(t, r.stderr, "1 migration pending: docket migration "+itoa(latest))
+	require.Contains(t, r.stdout, "pending:       docket migration "+itoa(latest))
+	require.Contains(t, r.stderr, "1 migration pending;")
 	require.Contains(t, r.stderr, "; definitions not applied;", "going down dropped them")
 	require.Equal(t, exitOK, h.run(t, "migrate").code)
 
@@ -220,7 +223,7 @@ func TestStatusCheck(t *testing.T) {
 	require.Equal(t, exitBehind, r.code, r.stderr)
 	require.Contains(t, r.stdout, "differs:       jobs.sql (changed)\n")
 	require.Contains(t, r.stdout, "state:         the definitions differ from this build's")
-	require.Contains(t, r.stderr, `definitions differ: jobs.sql (changed); run "docket migrate"`)
+	require.Contains(t, r.stderr, `definitions differ (1 change); run "docket migrate"`)
 	r = h.run(t, "status", "--check", "-o", "json")
 	require.Equal(t, exitBehind, r.code, r.stderr)
 	require.Contains(t, r.stdout, `"state": "differs"`)
@@ -277,7 +280,7 @@ func TestMigrateDryRun(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Equal(t, "would apply River migration 1 (create river migration)", lines[0])
 	require.Contains(t, r.stdout, "would apply docket migration 21 (00021_kit.sql)\n")
-	require.Equal(t, "would apply docket's definitions: all 14 files (none applied yet)", lines[len(lines)-2])
+	require.Equal(t, "would apply docket's definitions: all 15 files (none applied yet)", lines[len(lines)-2])
 	require.Equal(t, len(riverMigrations())+len(docketMigrations()), len(lines)-2)
 	require.Contains(t, lines[len(lines)-1], "pending, and the definitions; nothing changed (--dry-run)")
 	require.Equal(t, before, schemaOf(t, pool))

@@ -57,8 +57,18 @@ var helps = []cmdHelp{
 		"Shows job ID, its requested output and, once it succeeded, what its completion record says the worker " +
 			"produced and used; its history of transitions, and whether the history's hash chain verifies; exits 1 " +
 			"when it does not."},
-	{"job cancel", "ID [--reason TEXT]", "cancel a queued, claimed, uncertain or exhausted job",
-		"Cancels job ID, keeping --reason as its diagnostic."},
+	{"job cancel", "ID | --project P [--state queued] [--kind K] [--queue Q] [--yes] [--reason TEXT]",
+		"cancel a queued, claimed, uncertain or exhausted job, or a project's queued jobs in bulk",
+		"Cancels job ID, keeping --reason as its diagnostic. With --project instead of ID, cancels every queued job " +
+			"of project P matching --kind, --queue, --since and --until: without --yes it prints how many it would " +
+			"cancel and changes nothing. Needs job.cancel."},
+	{"job retry", "ID | --project P [--state S] [--kind K] [--queue Q] [--yes]",
+		"enqueue a finished job again as a new job, or a project's finished jobs in bulk",
+		"Retries job ID, finished failed, dead or cancelled: a new job of the same kind, payload, queue and project " +
+			"is queued, naming ID as the job it retries (job show lists both directions); job ID stays as it " +
+			"finished. With --project instead of ID, retries every such job of project P matching --state, --kind, " +
+			"--queue, --since and --until that no job retries yet: without --yes it prints how many it would retry " +
+			"and changes nothing. Jobs of lanes and cases are their owners' to run again. Needs job.retry."},
 	{"job reconcile", "ID succeeded|failed|queued [--note TEXT] [--result JSON]", "settle an uncertain job",
 		"Settles uncertain job ID after finding out what became of its run: succeeded (with --result), failed, or " +
 			"queued to run again."},
@@ -72,6 +82,18 @@ var helps = []cmdHelp{
 			"--unrunnable). --unpin lets any revision run them again. Prints each job's pin now; needs job.pin."},
 	{"job sweep", "[--limit N]", "move expired leases on (queued, dead or uncertain)",
 		"Moves the jobs whose lease expired on, as a worker's sweep does: to queued, dead or uncertain."},
+	{"queue list", "PROJECT [-o json]", "a project's queues: those ever paused, and those with queued jobs",
+		"Lists the queues of PROJECT: each queue ever paused, paused or running, and each other queue with a job " +
+			"queued now, by name."},
+	{"queue show", "PROJECT QUEUE [-o json]", "a queue: paused or running, and who paused and resumed it when",
+		"Shows queue QUEUE of PROJECT: whether it is paused, by whom, since when and why, and its history of pauses " +
+			"and resumes."},
+	{"queue pause", "PROJECT QUEUE [--reason TEXT]", "pause a queue: no claim takes its jobs, which stay queued",
+		"Pauses queue QUEUE of PROJECT: from now on no worker or claim takes its jobs, which stay queued; jobs " +
+			"claimed before run on. Pausing a paused queue changes nothing. Needs queue.pause."},
+	{"queue resume", "PROJECT QUEUE [--reason TEXT]", "resume a paused queue: its jobs are claimed again",
+		"Resumes queue QUEUE of PROJECT: its due jobs are claimed again and its workers woken. Resuming a running " +
+			"queue changes nothing. Needs queue.pause."},
 	{"lanes list", "PROJECT [--quorum Q] [--state S] [--review R] [--limit N] [--after ID] [-o json]",
 		"list the lanes of a project you may see, oldest first",
 		"Lists the lanes of PROJECT you may see, oldest first; --after pages on from the last id of the previous page."},

@@ -55,6 +55,9 @@ func (c *cli) job(args []string) (dbAction, error) {
 			if err != nil {
 				return err
 			}
+			if len(list) == 0 {
+				c.viewHint(ctx, pool, project, "job.view")
+			}
 			if *format == formatJSON {
 				return writeSafeJSON(c.stdout, jobListDoc{Project: project, Jobs: mapSlice(list, jobOf)})
 			}
@@ -104,15 +107,27 @@ func (c *cli) job(args []string) (dbAction, error) {
 		return func(ctx context.Context, pool *pgxpool.Pool) error { return c.jobShow(ctx, pool, id, *format) }, nil
 	case "cancel":
 		reason := fs.String("reason", "", "why, kept as the job's diagnostic (`TEXT`)")
-		id, err := c.idArg(fs, rest, "job")
-		if err != nil {
-			return nil, err
-		}
-		return func(ctx context.Context, pool *pgxpool.Pool) error {
-			return c.jobChange(ctx, pool, id, func(cl *jobs.Client) (jobs.Job, error) {
+		return c.jobOneOrBulk(fs, rest, "cancel", []jobs.State{jobs.Queued},
+			func(ctx context.Context, cl *jobs.Client, id int64) (jobs.Job, error) {
 				return cl.Cancel(ctx, id, *reason)
+			},
+			func(ctx context.Context, cl *jobs.Client, f jobs.BulkFilter, count bool) (int64, error) {
+				if count {
+					return cl.CountToCancel(ctx, f)
+				}
+				list, err := cl.CancelMatching(ctx, f, *reason)
+				return int64(len(list)), err
 			})
-		}, nil
+	case "retry":
+		return c.jobOneOrBulk(fs, rest, "retry", []jobs.State{jobs.Failed, jobs.Dead, jobs.Cancelled},
+			func(ctx context.Context, cl *jobs.Client, id int64) (jobs.Job, error) { return cl.Retry(ctx, id) },
+			func(ctx context.Context, cl *jobs.Client, f jobs.BulkFilter, count bool) (int64, error) {
+				if count {
+					return cl.CountToRetry(ctx, f)
+				}
+				list, err := cl.RetryMatching(ctx, f)
+				return int64(len(list)), err
+			})
 	case "reconcile":
 		note := fs.String("note", "", "what was found out, kept as the job's diagnostic (`TEXT`)")
 		result := fs.String("result", "", "the job's result, a `JSON` document, with outcome succeeded")
@@ -328,6 +343,10 @@ func (c *cli) jobShow(ctx context.Context, pool *pgxpool.Pool, id int64, format 
 	if err != nil {
 		return err
 	}
+	retries, err := cl.Retries(ctx, id)
+	if err != nil {
+		return err
+	}
 	// A succeeded job's completion record, as its re-run plan reads it.
 	var rec *jobs.RerunPlan
 	if j.State == jobs.Succeeded {
@@ -340,11 +359,11 @@ func (c *cli) jobShow(ctx context.Context, pool *pgxpool.Pool, id int64, format 
 	if format == formatJSON {
 		doc := jobShowDoc{Job: jobDetailOf(j), History: mapSlice(events, jobEventOf),
 			Verification: verificationJSON{OK: v.OK, Events: v.Events, BadSeq: v.BadSeq, Problem: v.Problem},
-			Completion:   completionOf(rec)}
+			Completion:   completionOf(rec), Retries: nonNil(retries)}
 		if err := writeSafeJSON(c.stdout, doc); err != nil {
 			return err
 		}
-	} else if err := c.jobShowText(j, rec, events, v); err != nil {
+	} else if err := c.jobShowText(j, rec, events, v, retries); err != nil {
 		return err
 	}
 	if v.OK {
@@ -353,7 +372,7 @@ func (c *cli) jobShow(ctx context.Context, pool *pgxpool.Pool, id int64, format 
 	return fmt.Errorf("job %d: history does not verify at event %d: %s", id, v.BadSeq, v.Problem)
 }
 
-func (c *cli) jobShowText(j jobs.Job, rec *jobs.RerunPlan, events []jobs.Event, v jobs.Verification) error {
+func (c *cli) jobShowText(j jobs.Job, rec *jobs.RerunPlan, events []jobs.Event, v jobs.Verification, retries []int64) error {
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "job\t%d\n", j.ID)
 	fmt.Fprintf(w, "project\t%s\n", j.Project)
@@ -373,6 +392,12 @@ func (c *cli) jobShowText(j jobs.Job, rec *jobs.RerunPlan, events []jobs.Event, 
 	}
 	if j.IdempotencyKey != "" {
 		fmt.Fprintf(w, "idempotency key\t%s\n", j.IdempotencyKey)
+	}
+	if j.RetryOf != 0 {
+		fmt.Fprintf(w, "retry of\tjob %d\n", j.RetryOf)
+	}
+	if len(retries) > 0 {
+		fmt.Fprintf(w, "retried by\t%s\n", strings.Trim(fmt.Sprint(retries), "[]"))
 	}
 	if j.Diagnostic != "" {
 		fmt.Fprintf(w, "diagnostic\t%s\n", oneLine(j.Diagnostic))

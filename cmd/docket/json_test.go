@@ -91,7 +91,7 @@ func setupWorld(t *testing.T) world {
 	h := setup(t,
 		testkit.Grants(app, project, access.JobCreate, access.JobClaim, access.CaseAdmit, access.MessageDeliver,
 			access.CaseSweep, access.ScheduleManage, access.PlanRun, access.BatchRun),
-		testkit.Grants(ana, project, access.QuorumCreate, access.JobCancel, access.JobReconcile),
+		testkit.Grants(ana, project, access.QuorumCreate, access.JobCancel, access.JobReconcile, access.QueuePause),
 		testkit.Grants(vic, project, access.CaseView, access.LaneView, access.ScheduleView),
 		testkit.Grants(rita, project, access.TaskReview),
 		testkit.Grants(pat, project, access.TaskReview))
@@ -103,6 +103,13 @@ func setupWorld(t *testing.T) world {
 	e, err := jc.Enqueue(ctx, jobs.Spec{Kind: "billing.invoice", Payload: json.RawMessage(`{"order": 7}`)})
 	require.NoError(t, err)
 	w.job = e.Job.ID
+	// A paused queue, for queue list and show; default stays running.
+	_, err = jc.Enqueue(ctx, jobs.Spec{Kind: "mail.send", Queue: "mail", Payload: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	qc, err := jobs.NewClient(h.Pool, jobs.Config{Project: project, Actor: ana, Clock: h.Clock})
+	require.NoError(t, err)
+	_, err = qc.PauseQueue(ctx, "mail", "relay down")
+	require.NoError(t, err)
 
 	laneAs := func(actor access.Actor) *lanes.Client {
 		lc, err := lanes.NewClient(h.Pool, lanes.Config{Actor: actor, Clock: h.Clock})
@@ -198,6 +205,8 @@ func TestReadCommandsJSON(t *testing.T) {
 		{"job-list", ana, []string{"job", "list", project}},
 		{"job-census", ana, []string{"job", "census", project}},
 		{"job-show", ana, []string{"job", "show", id(w.job)}},
+		{"queue-list", ana, []string{"queue", "list", project}},
+		{"queue-show", ana, []string{"queue", "show", project, "mail"}},
 		{"lanes-list", vic, []string{"lanes", "list", project}},
 		{"lanes-show", vic, []string{"lanes", "show", id(w.lane)}},
 		{"cases-list", vic, []string{"cases", "list", project}},

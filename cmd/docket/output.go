@@ -65,6 +65,16 @@ type (
 		// BrokenSchedules are the schedules the sweep could not plan, as
 		// far as the login may see them (docket.schedules_broken).
 		BrokenSchedules []brokenScheduleJSON `json:"broken_schedules"`
+		// PausedQueues are the paused queues the login may see
+		// (docket.queues_paused).
+		PausedQueues []pausedQueueJSON `json:"paused_queues"`
+	}
+	pausedQueueJSON struct {
+		Project  string    `json:"project"`
+		Queue    string    `json:"queue"`
+		PausedBy string    `json:"paused_by"`
+		PausedAt time.Time `json:"paused_at"`
+		Reason   string    `json:"reason"`
 	}
 	brokenScheduleJSON struct {
 		ID       int64     `json:"id"`
@@ -197,6 +207,8 @@ type (
 		FinishedAt      *time.Time   `json:"finished_at"`
 		ClaimedRevision string       `json:"claimed_revision"`
 		Revisions       []string     `json:"revisions"`
+		// RetryOf is the finished job this one retries; 0 when none.
+		RetryOf int64 `json:"retry_of"`
 	}
 	jobDetailJSON struct {
 		jobJSON
@@ -232,6 +244,8 @@ type (
 		Verification verificationJSON `json:"verification"`
 		// Completion is null unless the job succeeded.
 		Completion *completionJSON `json:"completion"`
+		// Retries are the ids of the jobs that retry this one, oldest first.
+		Retries []int64 `json:"retries"`
 	}
 	jobEventJSON struct {
 		Seq      int          `json:"seq"`
@@ -267,7 +281,7 @@ func jobOf(j jobs.Job) jobJSON {
 		CaseID: j.CaseID, IdempotencyKey: j.IdempotencyKey, ClaimedBy: j.ClaimedBy, LeaseExpiresAt: instant(j.LeaseExpiresAt),
 		LeaseGeneration: j.LeaseGeneration, CreatedBy: j.CreatedBy, CreatedAt: j.CreatedAt.UTC(),
 		UpdatedAt: j.UpdatedAt.UTC(), FinishedAt: instant(j.FinishedAt), ClaimedRevision: j.ClaimedRevision,
-		Revisions: j.Revisions}
+		Revisions: j.Revisions, RetryOf: j.RetryOf}
 }
 
 func jobDetailOf(j jobs.Job) jobDetailJSON {

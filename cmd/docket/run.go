@@ -116,8 +116,10 @@ func (c *cli) dispatch(ctx context.Context, cmd string, rest []string, getenv en
 		return c.grants(rest)
 	case "actor":
 		return c.actorCmd(rest)
-	case "job":
+	case "job", "jobs":
 		return c.job(rest)
+	case "queue", "queues":
+		return c.queueCmd(rest)
 	case "demo":
 		c.needsSchema = false // it migrates
 		return nil, c.demo(ctx, rest, getenv)

@@ -32,7 +32,7 @@ func TestMigrateThenStatus(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "state:         current")
 	require.Contains(t, r.stdout, "roles:         docket_app, docket_operator, docket_reader, docket_worker, docket_clock")
-	require.Regexp(t, `docket\.capabilities\s+22\n`, r.stdout)
+	require.Regexp(t, `docket\.capabilities\s+25\n`, r.stdout)
 	require.Regexp(t, `docket\.river_migration\s+\d+\n`, r.stdout)
 
 	r = docket(t, env, "migrate", "down", "--to", "0")

@@ -53,11 +53,8 @@ func (c *cli) printStatus(ctx context.Context, pool *pgxpool.Pool, check bool, f
 	if check && (len(todo) > 0 || s.Baseline || len(s.DefinitionChanges) > 0) {
 		var reasons []string
 		if len(todo) > 0 {
-			names := make([]string, len(todo))
-			for i, m := range todo {
-				names[i] = m.String()
-			}
-			reasons = append(reasons, fmt.Sprintf("%s pending: %s", count(len(todo), "migration"), strings.Join(names, ", ")))
+			// The list is on stdout: the error says how many.
+			reasons = append(reasons, count(len(todo), "migration")+" pending")
 		}
 		if s.Baseline {
 			reasons = append(reasons, fmt.Sprintf("docket migrations %d-%d to record as applied", s.Version+1, s.Latest))
@@ -66,7 +63,7 @@ func (c *cli) printStatus(ctx context.Context, pool *pgxpool.Pool, check bool, f
 		case s.Definitions == "":
 			reasons = append(reasons, "definitions not applied")
 		case len(s.DefinitionChanges) > 0:
-			reasons = append(reasons, "definitions differ: "+joinChanges(s.DefinitionChanges))
+			reasons = append(reasons, "definitions differ ("+count(len(s.DefinitionChanges), "change")+")")
 		}
 		behind = codeErr{exitBehind, fmt.Errorf("%s; run \"docket migrate\"", strings.Join(reasons, "; "))}
 	}
@@ -90,6 +87,9 @@ func (c *cli) printStatus(ctx context.Context, pool *pgxpool.Pool, check bool, f
 			doc.Tables[i] = tableJSON{Table: db.Schema + "." + tc.table, Rows: tc.rows}
 		}
 		if doc.BrokenSchedules, err = brokenSchedules(ctx, pool); err != nil {
+			return err
+		}
+		if doc.PausedQueues, err = pausedQueues(ctx, pool); err != nil {
 			return err
 		}
 	}
@@ -123,6 +123,9 @@ func (c *cli) printStatus(ctx context.Context, pool *pgxpool.Pool, check bool, f
 	}
 	c.printRoles(doc.Roles.Missing)
 	if err := c.printBroken(doc.BrokenSchedules); err != nil {
+		return err
+	}
+	if err := c.printPaused(doc.PausedQueues); err != nil {
 		return err
 	}
 	if len(doc.Tables) == 0 {
@@ -261,6 +264,48 @@ func (c *cli) printBroken(broken []brokenScheduleJSON) error {
 	fmt.Fprintln(w, "  SCHEDULE\tPROJECT\tNAME\tBROKEN AT\tREASON")
 	for _, b := range broken {
 		fmt.Fprintf(w, "  %d\t%s\t%s\t%s\t%s\n", b.ID, b.Project, printable(b.Name), b.BrokenAt.Format(time.RFC3339), printable(b.Reason))
+	}
+	return w.Flush()
+}
+
+// pausedQueues reads the paused queues the login may see
+// (docket.queues_paused), by project and name: none where the view is not
+// there (a database behind this build) or the login may not read it.
+func pausedQueues(ctx context.Context, pool *pgxpool.Pool) ([]pausedQueueJSON, error) {
+	out := []pausedQueueJSON{}
+	var readable bool
+	err := pool.QueryRow(ctx, `SELECT coalesce(has_table_privilege(to_regclass($1), 'SELECT'), false)`,
+		db.Schema+".queues_paused").Scan(&readable)
+	if err != nil || !readable {
+		return out, db.Translate(err, "status.queues")
+	}
+	rows, err := pool.Query(ctx, `SELECT project, queue, paused_by, paused_at, coalesce(reason, '') FROM docket.queues_paused
+		ORDER BY project, queue`)
+	if err != nil {
+		return nil, db.Translate(err, "status.queues")
+	}
+	for rows.Next() {
+		var q pausedQueueJSON
+		if err := rows.Scan(&q.Project, &q.Queue, &q.PausedBy, &q.PausedAt, &q.Reason); err != nil {
+			rows.Close()
+			return nil, db.Translate(err, "status.queues")
+		}
+		q.PausedAt = q.PausedAt.UTC()
+		out = append(out, q)
+	}
+	return out, db.Translate(rows.Err(), "status.queues")
+}
+
+// printPaused lists the paused queues, or says there are none.
+func (c *cli) printPaused(paused []pausedQueueJSON) error {
+	if len(paused) == 0 {
+		fmt.Fprintln(c.stdout, "queues:        none paused")
+		return nil
+	}
+	fmt.Fprintf(c.stdout, "queues:        %s (docket queue resume PROJECT QUEUE):\n", count(len(paused), "paused queue"))
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	for _, q := range paused {
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", q.Project, q.Queue, q.PausedBy, q.PausedAt.Format(time.RFC3339), printable(q.Reason))
 	}
 	return w.Flush()
 }

@@ -248,3 +248,62 @@ func TestKeysAreNFC(t *testing.T) {
 	require.ErrorContains(t, err, "case_keys_value_nfc")
 	require.Equal(t, before, everything(t, w.Pool), "refused keys change nothing")
 }
+
+// TestOperatorActionsStayInTheirProject: a login with every grant on its
+// own project cannot pause or resume the victim's queue, retry the victim's
+// finished job, or retry or cancel the victim's jobs in bulk, naming the
+// victim's project or its own actor; nothing changes. The victim's own
+// login can.
+func TestOperatorActionsStayInTheirProject(t *testing.T) {
+	t.Parallel()
+	w := setupWorld(t)
+	ctx := context.Background()
+	now := w.Clock.Now()
+	v, a := string(victim), string(attacker)
+	var queued, cancelled int64
+	require.NoError(t, w.Pool.QueryRow(ctx, `SELECT id FROM docket.job_enqueue_one('victim', $1, $2, 'victim.work', 'mail', 1::smallint,
+		'{}', 1, '', $2, 5, false, false, '5 minutes', '1 second', '10 minutes', 0.2, NULL, '{}', NULL, 0, 0, NULL)`, v, now).Scan(&queued))
+	require.NoError(t, w.Pool.QueryRow(ctx, `SELECT id FROM docket.job_enqueue_one('victim', $1, $2, 'victim.work', 'mail', 1::smallint,
+		'{}', 1, '', $2, 5, false, false, '5 minutes', '1 second', '10 minutes', 0.2, NULL, '{}', NULL, 0, 0, NULL)`, v, now).Scan(&cancelled))
+	_, err := w.Pool.Exec(ctx, `SELECT docket.job_cancel($1, 'done', $2, $3)`, cancelled, v, now)
+	require.NoError(t, err)
+	_, err = w.Pool.Exec(ctx, `SELECT docket.queue_pause('victim', 'default', 'hold', $1, $2)`, v, now)
+	require.NoError(t, err)
+	login := w.Login(t, testkit.AppRole, attacker)
+	before := everything(t, w.Pool)
+
+	for _, c := range []struct {
+		sql  string
+		args []any
+		code string
+	}{
+		{`SELECT docket.queue_resume('victim', 'default', NULL, $1, $2)`, []any{a, now}, "DK009"},
+		{`SELECT docket.queue_pause('victim', 'mail', NULL, $1, $2)`, []any{a, now}, "DK009"},
+		{`SELECT docket.queue_pause('victim', 'mail', NULL, $1, $2)`, []any{v, now}, "DK009"},
+		{`SELECT docket.job_retry($1, $2, $3)`, []any{cancelled, a, now}, "DK009"},
+		{`SELECT docket.job_retry($1, $2, $3)`, []any{cancelled, v, now}, "DK009"},
+		{`SELECT docket.job_retry_count('victim', '', '', '', NULL, NULL, $1, $2)`, []any{a, now}, "DK009"},
+		{`SELECT docket.job_retry_matching('victim', '', '', '', NULL, NULL, 100, $1, $2)`, []any{a, now}, "DK009"},
+		{`SELECT docket.job_cancel_count('victim', '', '', '', NULL, NULL, $1, $2)`, []any{a, now}, "DK009"},
+		{`SELECT docket.job_cancel_matching('victim', '', '', '', NULL, NULL, 'x', 100, $1, $2)`, []any{a, now}, "DK009"},
+		{`SELECT docket.job_cancel_matching('victim', '', '', '', NULL, NULL, 'x', 100, $1, $2)`, []any{v, now}, "DK009"},
+	} {
+		err := exec(login.Pool, "", now, c.sql, c.args...)
+		require.Equal(t, c.code, code(err), "%s as %v: %v", c.sql, c.args[len(c.args)-2], err)
+	}
+	var n int
+	require.NoError(t, login.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.queue_list('victim', $1)`, a).Scan(&n))
+	require.Zero(t, n, "the victim's queues are not listed to the attacker")
+	require.NoError(t, login.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.queues`).Scan(&n))
+	require.Zero(t, n, "nor readable")
+	require.NoError(t, login.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.queue_events`).Scan(&n))
+	require.Zero(t, n, "nor their history")
+	require.Equal(t, before, everything(t, w.Pool), "refused operator actions change nothing")
+
+	// The victim's own login may.
+	own := w.Login(t, testkit.AppRole, victim)
+	require.NoError(t, exec(own.Pool, "", now, `SELECT docket.job_retry($1, $2, $3)`, cancelled, v, now))
+	require.NoError(t, exec(own.Pool, "", now, `SELECT docket.queue_resume('victim', 'default', NULL, $1, $2)`, v, now))
+	require.NoError(t, own.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.queue_events`).Scan(&n))
+	require.Equal(t, 2, n, "the victim reads its queue's history")
+}

@@ -176,7 +176,8 @@ func (w world) value(f apiFunction, a argument, actor access.Actor) (v *string, 
 		return at(24 * time.Hour)
 	case "p_next_due_at timestamp with time zone", "p_cursor timestamp with time zone":
 		return at(17 * time.Hour)
-	case "p_ends_at timestamp with time zone", "p_after_deadline timestamp with time zone":
+	case "p_ends_at timestamp with time zone", "p_after_deadline timestamp with time zone",
+		"p_since timestamp with time zone", "p_until timestamp with time zone":
 		return null()
 	case "p_id bigint":
 		prefix, _, _ := strings.Cut(f.name, "_")

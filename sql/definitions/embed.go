@@ -21,6 +21,7 @@ var Order = []string{
 	"projects.sql",
 	"access.sql",
 	"jobs.sql",
+	"queues.sql",
 	"lanes.sql",
 	"cases.sql",
 	"waits.sql",

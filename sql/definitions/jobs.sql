@@ -236,7 +236,7 @@ END;
 -- jobs_columns_immutable keeps what a job is as it was enqueued (DK015).
 CREATE OR REPLACE TRIGGER jobs_columns_immutable
     BEFORE UPDATE OF project, kind, payload, payload_schema, params, inputs, requested_output,
-                     lane_id, case_id,
+                     lane_id, case_id, retry_of,
                      idempotency_key, compensation_kind, external, repeatable, max_attempts, created_by, created_at
     ON docket.jobs
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
@@ -288,7 +288,7 @@ DECLARE
 BEGIN
     -- Every rule in one pass: the first job that breaks one, and which.
     SELECT x.* INTO bad FROM (
-        SELECT n.id, n.project, n.state, n.attempts, n.lease_generation, n.case_id, n.lane_id, p.status,
+        SELECT n.id, n.project, n.state, n.attempts, n.lease_generation, n.case_id, n.lane_id, n.retry_of, p.status,
                coalesce(
                    docket.job_row_rule(n.state, n.attempts, n.max_attempts, n.backoff_base, n.backoff_cap, n.claim_token,
                                        n.claimed_by, n.claimed_at, n.lease_expires_at, n.result, n.outcome_token,
@@ -304,6 +304,9 @@ BEGIN
                            SELECT 1 FROM docket.cases c WHERE c.id = n.case_id AND c.project = n.project) THEN 'case'
                        WHEN n.lane_id IS NOT NULL AND NOT EXISTS (
                            SELECT 1 FROM docket.lanes l WHERE l.id = n.lane_id AND l.project = n.project) THEN 'lane'
+                       WHEN n.retry_of IS NOT NULL AND NOT EXISTS (
+                           SELECT 1 FROM docket.jobs o WHERE o.id = n.retry_of AND o.project = n.project
+                                                         AND o.finished_at IS NOT NULL) THEN 'retry_of'
                    END) AS why
         FROM new_jobs n
         LEFT JOIN docket.machine_states s ON s.machine = 'job' AND s.state = n.state
@@ -329,6 +332,10 @@ BEGIN
         WHEN 'lane' THEN
             RAISE EXCEPTION 'job %: lane % of project % does not exist', bad.id, bad.lane_id, quote_literal(bad.project)
                 USING ERRCODE = '23503', CONSTRAINT = 'jobs_lane_fkey', TABLE = 'jobs', SCHEMA = 'docket';
+        WHEN 'retry_of' THEN
+            RAISE EXCEPTION 'job %: it retries job %, which is no finished job of project %', bad.id, bad.retry_of,
+                quote_literal(bad.project)
+                USING ERRCODE = '23503', CONSTRAINT = 'jobs_retry_of_fkey', TABLE = 'jobs', SCHEMA = 'docket';
         ELSE
             PERFORM docket.job_row_refuse(bad.id, bad.why);
         END CASE;
@@ -340,9 +347,9 @@ BEGIN
     WITH recorded AS (
         INSERT INTO docket.job_events (job_id, seq, from_state, to_state, actor, at, attempt, detail, lease_until,
                                        outcome, prev_hash, hash)
-        SELECT n.id, 1, NULL, n.state, v_actor, v_at, n.attempts, NULL, NULL, b.outcome, v_zero,
-               docket.job_event_hash(v_zero, n.id, 1, NULL, n.state, v_actor, v_at, n.attempts, NULL, NULL, b.outcome)
-        FROM new_jobs n
+        SELECT n.id, 1, NULL, n.state, v_actor, v_at, n.attempts, n.detail, NULL, b.outcome, v_zero,
+               docket.job_event_hash(v_zero, n.id, 1, NULL, n.state, v_actor, v_at, n.attempts, n.detail, NULL, b.outcome)
+        FROM (SELECT m.*, 'retry of job ' || m.retry_of AS detail FROM new_jobs m) n
         -- What a job is born holding: nothing. One digest per state born in.
         JOIN (SELECT DISTINCT ON (m.state) m.state, docket.job_outcome(m.state, NULL, NULL, NULL, NULL, 0, 0) AS outcome
               FROM new_jobs m) b ON b.state = n.state
@@ -603,7 +610,7 @@ CREATE OR REPLACE TRIGGER jobs_record_update
 
 -- job_visible reports whether p_principal may read the jobs of p_project: it
 -- holds job.view or another job capability there (job.create, job.claim,
--- job.cancel, job.reconcile, job.pin). Listing and reading by id through the
+-- job.cancel, job.reconcile, job.pin, job.retry). Listing and reading by id through the
 -- Go API are filtered by it; an operator in psql reads everything.
 -- plpgsql, as grant_check is, so its plan is kept for the session.
 CREATE OR REPLACE FUNCTION docket.job_visible(p_principal text, p_project text) RETURNS boolean
@@ -612,7 +619,7 @@ BEGIN
     RETURN EXISTS (
         SELECT 1 FROM docket.grants g
         WHERE g.project = p_project AND g.principal = p_principal
-          AND g.capability IN ('job.view', 'job.create', 'job.claim', 'job.cancel', 'job.reconcile', 'job.pin')
+          AND g.capability IN ('job.view', 'job.create', 'job.claim', 'job.cancel', 'job.reconcile', 'job.pin', 'job.retry')
     );
 END
 $$;
@@ -1228,10 +1235,19 @@ BEGIN
            t.lease_generation, t.fresh_token, t.claimed_by, t.claimed_at, t.lease_expires_at, t.result, t.diagnostic,
            t.created_by, t.created_at, t.updated_at, t.finished_at, t.outcome_token, t.claimed_revision, t.revisions,
            t.requested_kind, t.target_root, t.renewals, t.renewed_at, t.max_effects, t.max_money, t.currency,
-           t.spent_effects, t.spent_money
+           t.spent_effects, t.spent_money, t.retry_of
     FROM taken t;
 END
 $$;
+
+-- queue_paused says whether queue p_queue of project p_project is paused
+-- (docket.queue_pause): no claim takes its jobs, which stay queued, nor
+-- takes over its expired leases, until it is resumed. A queue no row of
+-- docket.queues names is running. One primary key probe; every claim
+-- asks it.
+CREATE OR REPLACE FUNCTION docket.queue_paused(p_project text, p_queue text) RETURNS boolean
+LANGUAGE sql STABLE
+RETURN coalesce((SELECT q.paused FROM docket.queues q WHERE q.project = p_project AND q.queue = p_queue), false);
 
 -- job_claim claims up to p_limit due jobs of queue p_queue in p_project for
 -- p_actor at p_now, for p_lease (NULL: each job's own lease). Queued jobs come
@@ -1239,7 +1255,9 @@ $$;
 -- expired claims of repeatable jobs with attempts left, earliest expiry first,
 -- are taken over atomically. Each claimed job gets a fresh
 -- random claim token, a new lease generation and one more attempt. Jobs other
--- claimants hold locked are skipped, never waited for.
+-- claimants hold locked are skipped, never waited for. A paused queue
+-- (queue_paused) hands out nothing: the answer is empty, and its jobs stay
+-- queued.
 --
 -- p_kinds and p_schemas, when not NULL, are parallel arrays naming the (kind,
 -- payload_schema) pairs the claimant can decode; no other job is handed to it.
@@ -1270,7 +1288,7 @@ BEGIN
             USING ERRCODE = 'DK010';
     END IF;
     p_revisions := docket.job_claim_revisions(p_kinds, p_revisions);
-    IF NOT docket.grant_check(p_actor, p_project, 'job.claim') THEN
+    IF NOT docket.grant_check(p_actor, p_project, 'job.claim') OR docket.queue_paused(p_project, p_queue) THEN
         RETURN;
     END IF;
     RETURN QUERY
@@ -1306,7 +1324,7 @@ $$;
 -- is queued and due, or claimed with an expired lease and repeatable with
 -- attempts left, recording p_revisions as job_claim does. Otherwise
 -- (unknown, held by a live lease, not yet due, finished, locked by another
--- claimant) it returns no row; so does an actor without job.claim on the
+-- claimant, of a paused queue) it returns no row; so does an actor without job.claim on the
 -- job's project.
 --
 -- Refuses: malformed input (DK010, as job_claim); a claimable job whose (kind,
@@ -1336,7 +1354,7 @@ BEGIN
       AND ((j.state = 'queued' AND j.available_at <= p_now)
         OR (j.state = 'claimed' AND j.lease_expires_at <= p_now AND j.repeatable AND j.attempts < j.max_attempts))
     FOR UPDATE SKIP LOCKED;
-    IF NOT FOUND THEN
+    IF NOT FOUND OR docket.queue_paused(v.project, v.queue) THEN
         RETURN;
     END IF;
     IF p_kinds IS NOT NULL AND (v.kind, v.payload_schema) NOT IN (SELECT * FROM unnest(p_kinds, p_schemas)) THEN
@@ -2031,6 +2049,219 @@ BEGIN
 END
 $$;
 
+-- Retries and bulk actions ------------------------------------------------------
+--
+-- A finished job stays as it finished: a retry is a new job, of the same
+-- project, kind, queue, priority, payload and request (params, inputs,
+-- requested output), with the same attempts, lease, backoff and budget
+-- ceilings, that names the job it retries in retry_of; its first event is
+-- the retrier's, with detail "retry of job N". It is queued at once, with
+-- no idempotency key, no pin (docket.job_pin: a retry is often what follows
+-- a fix) and no trace context. Only a standalone job is retried: a job of a
+-- lane or a case (plans' steps and tasks' jobs are of cases) is its owner's
+-- to run again.
+
+-- job_retry_insert enqueues a retry of each job of p_ids, in id order, on
+-- behalf of p_actor at p_now, and returns the new jobs. Its callers check
+-- the jobs and the grant.
+CREATE OR REPLACE FUNCTION docket.job_retry_insert(p_ids bigint[], p_actor text, p_now timestamptz)
+RETURNS SETOF docket.jobs
+LANGUAGE sql AS $$
+    INSERT INTO docket.jobs (project, kind, queue, priority, payload, payload_schema, params, inputs, requested_output,
+                             requested_kind, target_root, compensation_kind, external, repeatable, available_at,
+                             max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, max_effects, max_money,
+                             currency, retry_of, created_by, created_at, updated_at)
+    SELECT o.project, o.kind, o.queue, o.priority, o.payload, o.payload_schema, o.params, o.inputs, o.requested_output,
+           o.requested_kind, o.target_root, o.compensation_kind, o.external, o.repeatable, p_now,
+           o.max_attempts, o.lease, o.backoff_base, o.backoff_cap, o.backoff_jitter, o.max_effects, o.max_money,
+           o.currency, o.id, p_actor, p_now, p_now
+    FROM docket.jobs o WHERE o.id = ANY (p_ids)
+    ORDER BY o.id
+    RETURNING *;
+$$;
+
+-- job_retry enqueues a retry of job p_id, finished failed, dead or
+-- cancelled, on behalf of p_actor at p_now, and returns the new job. A job
+-- may be retried more than once: each call makes a new job.
+-- Refuses, writing nothing: malformed input (DK010); an unknown job
+-- (P0002); an actor without job.retry on the job's project (DK009); a job
+-- not finished (DK001: cancel it first, or let it finish); a job that
+-- succeeded (DK014); a job of a lane or a case (DK010); a project that is
+-- not active (DK009).
+CREATE OR REPLACE FUNCTION docket.job_retry(p_id bigint, p_actor text, p_now timestamptz)
+RETURNS docket.jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v docket.jobs;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    SELECT * INTO v FROM docket.jobs WHERE id = p_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job % does not exist', coalesce(p_id::text, 'NULL') USING ERRCODE = 'P0002';
+    END IF;
+    IF NOT docket.grant_check(p_actor, v.project, 'job.retry') THEN
+        RAISE EXCEPTION '% may not retry job %: it needs job.retry on the job''s project', p_actor, v.id
+            USING ERRCODE = 'DK009';
+    END IF;
+    IF v.state = 'succeeded' THEN
+        RAISE EXCEPTION 'job % succeeded: there is nothing to retry', v.id USING ERRCODE = 'DK014';
+    ELSIF v.state NOT IN ('failed', 'dead', 'cancelled') THEN
+        RAISE EXCEPTION 'job % is %: only a failed, dead or cancelled job is retried', v.id, v.state USING ERRCODE = 'DK001';
+    END IF;
+    IF v.lane_id IS NOT NULL OR v.case_id IS NOT NULL THEN
+        RAISE EXCEPTION 'job % belongs to %: its owner runs it again, not a retry', v.id,
+            CASE WHEN v.lane_id IS NOT NULL THEN 'lane ' || v.lane_id ELSE 'case ' || v.case_id END
+            USING ERRCODE = 'DK010';
+    END IF;
+    SELECT * INTO v FROM docket.job_retry_insert(ARRAY[v.id], p_actor, p_now);
+    RETURN v;
+END
+$$;
+
+-- job_require_filter refuses (DK010) a bulk action's filter: a project name
+-- malformed, a state not among p_states ('' is any of them), a malformed
+-- kind or queue ('' is any), a window that ends before it starts.
+CREATE OR REPLACE FUNCTION docket.job_require_filter(p_project text, p_state text, p_states text[], p_kind text,
+                                                     p_queue text, p_since timestamptz, p_until timestamptz)
+RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    PERFORM docket.require_project_name(p_project);
+    PERFORM docket.require_valid(p_state IS NOT NULL AND (p_state = '' OR p_state = ANY (p_states)), 'state', p_state,
+        'one of ' || array_to_string(p_states, ', ') || ', or empty for any of them');
+    PERFORM docket.require_valid(p_kind IS NOT NULL AND (p_kind = '' OR docket.valid_job_kind(p_kind)), 'kind', p_kind,
+        'a job kind, or empty for any');
+    PERFORM docket.require_valid(p_queue IS NOT NULL AND (p_queue = '' OR docket.valid_queue(p_queue)), 'queue', p_queue,
+        'a queue name, or empty for any');
+    PERFORM docket.require_valid(p_since IS NULL OR p_until IS NULL OR p_since <= p_until, 'window',
+        concat_ws(' .. ', p_since, p_until), 'a start no later than its end');
+END
+$$;
+
+-- job_matching is the ids of the jobs of project p_project in p_states
+-- (p_state: only that one, '' any), of kind p_kind and queue p_queue (''
+-- any), created in [p_since, p_until) (NULL: unbounded), oldest first, at
+-- most p_limit (NULL: all). With p_retry, only the standalone ones (no lane
+-- or case) no job retries yet: what a bulk retry takes.
+CREATE OR REPLACE FUNCTION docket.job_matching(p_project text, p_states text[], p_state text, p_kind text, p_queue text,
+                                               p_since timestamptz, p_until timestamptz, p_retry boolean, p_limit integer)
+RETURNS SETOF bigint
+LANGUAGE sql STABLE AS $$
+    SELECT o.id FROM docket.jobs o
+    WHERE o.project = p_project AND o.state = ANY (CASE WHEN p_state = '' THEN p_states ELSE ARRAY[p_state] END)
+      AND (p_kind = '' OR o.kind = p_kind) AND (p_queue = '' OR o.queue = p_queue)
+      AND (p_since IS NULL OR o.created_at >= p_since) AND (p_until IS NULL OR o.created_at < p_until)
+      AND (NOT p_retry OR (o.lane_id IS NULL AND o.case_id IS NULL
+                           AND NOT EXISTS (SELECT 1 FROM docket.jobs r WHERE r.retry_of = o.id)))
+    ORDER BY o.id
+    LIMIT p_limit;
+$$;
+
+-- job_retry_count is how many jobs job_retry_matching would retry now with
+-- the same filter (its arguments but the limit), for a caller to show
+-- before acting: the finished failed, dead or cancelled standalone jobs of
+-- p_project not retried yet, of state p_state, kind p_kind and queue
+-- p_queue ('' any), created in [p_since, p_until) (NULL: unbounded).
+-- Refuses: a malformed filter (DK010); an actor without job.retry on
+-- p_project, or an unknown project (DK009).
+CREATE OR REPLACE FUNCTION docket.job_retry_count(p_project text, p_state text, p_kind text, p_queue text,
+                                                  p_since timestamptz, p_until timestamptz, p_actor text, p_now timestamptz)
+RETURNS bigint
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.job_require_filter(p_project, p_state, '{failed,dead,cancelled}', p_kind, p_queue, p_since, p_until);
+    IF NOT docket.grant_check(p_actor, p_project, 'job.retry') THEN
+        RAISE EXCEPTION '% may not retry the jobs of project %: it needs job.retry there', p_actor, p_project
+            USING ERRCODE = 'DK009';
+    END IF;
+    RETURN (SELECT count(*) FROM docket.job_matching(p_project, '{failed,dead,cancelled}', p_state, p_kind, p_queue,
+                                                      p_since, p_until, true, NULL));
+END
+$$;
+
+-- job_retry_matching retries, as job_retry does, up to p_limit (1..10000)
+-- of the jobs job_retry_count counts, oldest first, on behalf of p_actor at
+-- p_now, and returns the new jobs. A job retried already is not retried
+-- again, so a caller repeats the call until it returns nothing; two bulk
+-- retries of one project run one after the other. Refuses as
+-- job_retry_count, and a limit outside 1..10000 (DK010), writing nothing.
+CREATE OR REPLACE FUNCTION docket.job_retry_matching(p_project text, p_state text, p_kind text, p_queue text,
+                                                     p_since timestamptz, p_until timestamptz, p_limit integer,
+                                                     p_actor text, p_now timestamptz)
+RETURNS SETOF docket.jobs
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.job_require_filter(p_project, p_state, '{failed,dead,cancelled}', p_kind, p_queue, p_since, p_until);
+    PERFORM docket.job_require_batch('retry limit', p_limit, 10000);
+    IF NOT docket.grant_check(p_actor, p_project, 'job.retry') THEN
+        RAISE EXCEPTION '% may not retry the jobs of project %: it needs job.retry there', p_actor, p_project
+            USING ERRCODE = 'DK009';
+    END IF;
+    -- One bulk retry of a project at a time: the next sees what this one
+    -- retried.
+    PERFORM pg_advisory_xact_lock(hashtextextended('docket.job_retry_matching:' || p_project, 0));
+    RETURN QUERY SELECT * FROM docket.job_retry_insert(
+        ARRAY(SELECT docket.job_matching(p_project, '{failed,dead,cancelled}', p_state, p_kind, p_queue,
+                                         p_since, p_until, true, p_limit)), p_actor, p_now);
+END
+$$;
+
+-- job_cancel_count is how many jobs job_cancel_matching would cancel now
+-- with the same filter: the queued jobs of p_project (p_state 'queued' or
+-- ''), of kind p_kind and queue p_queue ('' any), created in [p_since,
+-- p_until) (NULL: unbounded). Refuses: a malformed filter (DK010); an actor
+-- without job.cancel on p_project, or an unknown project (DK009).
+CREATE OR REPLACE FUNCTION docket.job_cancel_count(p_project text, p_state text, p_kind text, p_queue text,
+                                                   p_since timestamptz, p_until timestamptz, p_actor text, p_now timestamptz)
+RETURNS bigint
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.job_require_filter(p_project, p_state, '{queued}', p_kind, p_queue, p_since, p_until);
+    IF NOT docket.grant_check(p_actor, p_project, 'job.cancel') THEN
+        RAISE EXCEPTION '% may not cancel the jobs of project %: it needs job.cancel there', p_actor, p_project
+            USING ERRCODE = 'DK009';
+    END IF;
+    RETURN (SELECT count(*) FROM docket.job_matching(p_project, '{queued}', p_state, p_kind, p_queue,
+                                                      p_since, p_until, false, NULL));
+END
+$$;
+
+-- job_cancel_matching cancels, as job_cancel does (p_reason its diagnostic,
+-- compensations enqueued), up to p_limit (1..10000) of the jobs
+-- job_cancel_count counts, oldest first, on behalf of p_actor at p_now, and
+-- returns them cancelled. Jobs another transaction holds locked (a claim
+-- under way) are skipped. Refuses as job_cancel_count, and a limit outside
+-- 1..10000 (DK010), writing nothing.
+CREATE OR REPLACE FUNCTION docket.job_cancel_matching(p_project text, p_state text, p_kind text, p_queue text,
+                                                      p_since timestamptz, p_until timestamptz, p_reason text,
+                                                      p_limit integer, p_actor text, p_now timestamptz)
+RETURNS SETOF docket.jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_id bigint;
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.job_require_filter(p_project, p_state, '{queued}', p_kind, p_queue, p_since, p_until);
+    PERFORM docket.job_require_batch('cancel limit', p_limit, 10000);
+    IF NOT docket.grant_check(p_actor, p_project, 'job.cancel') THEN
+        RAISE EXCEPTION '% may not cancel the jobs of project %: it needs job.cancel there', p_actor, p_project
+            USING ERRCODE = 'DK009';
+    END IF;
+    FOR v_id IN
+        SELECT j.id FROM docket.jobs j
+        WHERE j.id IN (SELECT docket.job_matching(p_project, '{queued}', p_state, p_kind, p_queue, p_since, p_until, false, p_limit))
+          AND j.state = 'queued'
+        ORDER BY j.id
+        FOR UPDATE SKIP LOCKED
+    LOOP
+        RETURN NEXT docket.job_cancel(v_id, p_reason, p_actor, p_now);
+    END LOOP;
+END
+$$;
+
 -- job_reconcile settles uncertain job p_id on behalf of p_actor at p_now, by
 -- someone who found out what happened: p_outcome succeeded (with p_result),
 -- failed, or queued (run it again now; only with attempts left). p_note is
@@ -2415,8 +2646,9 @@ RETURN (
 -- deployment runs). Jobs another claimant has locked are skipped,
 -- never waited for, so concurrent batches get distinct jobs. A job whose
 -- payload version the caller does not decode is left queued for one that
--- does (docket.jobs_undecodable shows it). Nothing due, or no job.claim
--- anywhere, is an empty answer.
+-- does (docket.jobs_undecodable shows it). The projects whose queue p_queue
+-- is paused (queue_paused) are skipped: their jobs stay queued. Nothing due,
+-- or no job.claim anywhere, is an empty answer.
 -- Refuses: a malformed queue, a limit outside 1..1000, decoder arrays of
 -- different lengths, a lease outside 1 s .. 24 h, malformed revisions (DK010).
 -- Its scan keeps its generic plan (plan_cache_mode), as job_claim's does.
@@ -2441,7 +2673,8 @@ BEGIN
     PERFORM docket.job_require_lease(nullif(l, '0')) FROM unnest(p_leases) l;
     p_revisions := docket.job_claim_revisions(p_kinds, p_revisions);
     SELECT array_agg(g.project ORDER BY random()) INTO v_projects
-    FROM docket.grants g WHERE g.principal = p_actor AND g.capability = 'job.claim';
+    FROM docket.grants g WHERE g.principal = p_actor AND g.capability = 'job.claim'
+      AND NOT docket.queue_paused(g.project, p_queue);
     -- One index range per project, in an order that changes from claim to
     -- claim, so no project's backlog starves another's.
     FOREACH v_project IN ARRAY coalesce(v_projects, '{}') LOOP
@@ -2479,7 +2712,9 @@ INSERT INTO docket.api_functions (name, role) VALUES
     ('job_enqueue_one', 'app'), ('job_enqueue_many', 'app'), ('job_intake_take', 'app'), ('job_claim', 'app'), ('job_claim_id', 'app'),
     ('job_claim_queue', 'app'), ('job_renew', 'app'), ('job_release', 'app'), ('job_complete', 'app'),
     ('job_complete_many', 'app'), ('job_fail', 'app'), ('job_cancel', 'app'), ('job_reconcile', 'app'),
-    ('job_expire_leases', 'app'), ('job_decoders_register', 'app'), ('job_verify', 'app'), ('job_late_outcome', 'app');
+    ('job_expire_leases', 'app'), ('job_decoders_register', 'app'), ('job_verify', 'app'), ('job_late_outcome', 'app'),
+    ('job_retry', 'app'), ('job_retry_count', 'app'), ('job_retry_matching', 'app'), ('job_cancel_count', 'app'),
+    ('job_cancel_matching', 'app');
 
 -- Budgets ---------------------------------------------------------------------
 --
@@ -3252,7 +3487,7 @@ $$;
 -- with it.
 CREATE POLICY jobs_visible_to_job_and_lane_readers ON docket.jobs FOR SELECT
     USING (project = ANY ((SELECT docket.visible_projects('job.view', 'job.create', 'job.claim', 'job.cancel',
-                                                           'job.reconcile', 'job.pin'))::text[])
+                                                           'job.reconcile', 'job.pin', 'job.retry'))::text[])
            OR (lane_id IS NOT NULL AND project = ANY ((SELECT docket.visible_projects('lane.view'))::text[])));
 
 CREATE POLICY job_events_visible_with_their_job ON docket.job_events FOR SELECT

@@ -178,3 +178,49 @@ SELECT id, project, at, actor::text AS actor FROM docket.job_pruned(@id::bigint,
 SELECT * FROM docket.job_late_outcome(@id::bigint, @token::uuid, @generation::bigint, @outcome::text,
     sqlc.narg('result')::jsonb, sqlc.narg('class')::text, sqlc.narg('diagnostic')::text, sqlc.narg('retry_after')::interval,
     @actor::text, @now::timestamptz, @spent_effects::bigint, @spent_money::bigint, @once::boolean);
+
+-- name: JobRetry :one
+SELECT * FROM docket.job_retry(@id::bigint, @actor::text, @now::timestamptz);
+
+-- name: JobRetries :many
+-- The jobs that retry job @id, oldest first; none the actor may not read.
+SELECT j.id FROM docket.jobs j
+WHERE j.retry_of = @id::bigint AND docket.job_visible(@actor::text, j.project)
+ORDER BY j.id;
+
+-- name: JobRetryCount :one
+SELECT docket.job_retry_count(@project::text, @state::text, @kind::text, @queue::text,
+    sqlc.narg('since')::timestamptz, sqlc.narg('until')::timestamptz, @actor::text, @now::timestamptz)::bigint AS jobs;
+
+-- name: JobRetryMatching :many
+SELECT * FROM docket.job_retry_matching(@project::text, @state::text, @kind::text, @queue::text,
+    sqlc.narg('since')::timestamptz, sqlc.narg('until')::timestamptz, @max_jobs::integer, @actor::text, @now::timestamptz)
+ORDER BY id;
+
+-- name: JobCancelCount :one
+SELECT docket.job_cancel_count(@project::text, @state::text, @kind::text, @queue::text,
+    sqlc.narg('since')::timestamptz, sqlc.narg('until')::timestamptz, @actor::text, @now::timestamptz)::bigint AS jobs;
+
+-- name: JobCancelMatching :many
+SELECT * FROM docket.job_cancel_matching(@project::text, @state::text, @kind::text, @queue::text,
+    sqlc.narg('since')::timestamptz, sqlc.narg('until')::timestamptz, sqlc.narg('reason')::text, @max_jobs::integer,
+    @actor::text, @now::timestamptz)
+ORDER BY id;
+
+-- name: QueuePause :one
+SELECT * FROM docket.queue_pause(@project::text, @queue::text, sqlc.narg('reason')::text, @actor::text, @now::timestamptz);
+
+-- name: QueueResume :one
+SELECT * FROM docket.queue_resume(@project::text, @queue::text, sqlc.narg('reason')::text, @actor::text, @now::timestamptz);
+
+-- name: QueueList :many
+-- A queue never paused has no updated_by and updated_at: the empty string and NULL.
+SELECT q.project, q.queue, q.paused, q.revision, q.paused_by, q.paused_at, q.reason,
+    coalesce(q.updated_by, '')::text AS updated_by, CASE WHEN q.revision > 0 THEN q.updated_at END AS updated_at
+FROM docket.queue_list(@project::text, @actor::text) q;
+
+-- name: QueueHistory :many
+-- Oldest first; none when the actor may not read the project's queues.
+SELECT e.* FROM docket.queue_events e
+WHERE e.project = @project::text AND e.queue = @queue::text AND docket.queue_visible(@actor::text, @project::text)
+ORDER BY e.revision;

@@ -14,7 +14,7 @@ import (
 )
 
 const jobCancel = `-- name: JobCancel :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_cancel($1::bigint, $2::text, $3::text, $4::timestamptz)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money, retry_of FROM docket.job_cancel($1::bigint, $2::text, $3::text, $4::timestamptz)
 `
 
 func (q *Queries) JobCancel(ctx context.Context, db DBTX, iD int64, reason *string, actor string, now time.Time) (*DocketJob, error) {
@@ -73,12 +73,145 @@ func (q *Queries) JobCancel(ctx context.Context, db DBTX, iD int64, reason *stri
 		&i.Currency,
 		&i.SpentEffects,
 		&i.SpentMoney,
+		&i.RetryOf,
 	)
 	return &i, err
 }
 
+const jobCancelCount = `-- name: JobCancelCount :one
+SELECT docket.job_cancel_count($1::text, $2::text, $3::text, $4::text,
+    $5::timestamptz, $6::timestamptz, $7::text, $8::timestamptz)::bigint AS jobs
+`
+
+type JobCancelCountParams struct {
+	Project string
+	State   string
+	Kind    string
+	Queue   string
+	Since   *time.Time
+	Until   *time.Time
+	Actor   string
+	Now     time.Time
+}
+
+func (q *Queries) JobCancelCount(ctx context.Context, db DBTX, arg JobCancelCountParams) (int64, error) {
+	row := db.QueryRow(ctx, jobCancelCount,
+		arg.Project,
+		arg.State,
+		arg.Kind,
+		arg.Queue,
+		arg.Since,
+		arg.Until,
+		arg.Actor,
+		arg.Now,
+	)
+	var jobs int64
+	err := row.Scan(&jobs)
+	return jobs, err
+}
+
+const jobCancelMatching = `-- name: JobCancelMatching :many
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money, retry_of FROM docket.job_cancel_matching($1::text, $2::text, $3::text, $4::text,
+    $5::timestamptz, $6::timestamptz, $7::text, $8::integer,
+    $9::text, $10::timestamptz)
+ORDER BY id
+`
+
+type JobCancelMatchingParams struct {
+	Project string
+	State   string
+	Kind    string
+	Queue   string
+	Since   *time.Time
+	Until   *time.Time
+	Reason  *string
+	MaxJobs int32
+	Actor   string
+	Now     time.Time
+}
+
+func (q *Queries) JobCancelMatching(ctx context.Context, db DBTX, arg JobCancelMatchingParams) ([]*DocketJob, error) {
+	rows, err := db.Query(ctx, jobCancelMatching,
+		arg.Project,
+		arg.State,
+		arg.Kind,
+		arg.Queue,
+		arg.Since,
+		arg.Until,
+		arg.Reason,
+		arg.MaxJobs,
+		arg.Actor,
+		arg.Now,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*DocketJob{}
+	for rows.Next() {
+		var i DocketJob
+		if err := rows.Scan(
+			&i.ID,
+			&i.Project,
+			&i.Kind,
+			&i.Queue,
+			&i.Priority,
+			&i.State,
+			&i.Payload,
+			&i.PayloadSchema,
+			&i.Params,
+			&i.Inputs,
+			&i.RequestedOutput,
+			&i.LaneID,
+			&i.CaseID,
+			&i.IdempotencyKey,
+			&i.CompensationKind,
+			&i.External,
+			&i.Repeatable,
+			&i.AvailableAt,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.Lease,
+			&i.BackoffBase,
+			&i.BackoffCap,
+			&i.BackoffJitter,
+			&i.LeaseGeneration,
+			&i.ClaimToken,
+			&i.ClaimedBy,
+			&i.ClaimedAt,
+			&i.LeaseExpiresAt,
+			&i.Result,
+			&i.Diagnostic,
+			&i.CreatedBy,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+			&i.OutcomeToken,
+			&i.ClaimedRevision,
+			&i.Revisions,
+			&i.RequestedKind,
+			&i.TargetRoot,
+			&i.Renewals,
+			&i.RenewedAt,
+			&i.MaxEffects,
+			&i.MaxMoney,
+			&i.Currency,
+			&i.SpentEffects,
+			&i.SpentMoney,
+			&i.RetryOf,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobClaim = `-- name: JobClaim :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_claim($1::text, $2::text, $3::integer, $4::interval,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money, retry_of FROM docket.job_claim($1::text, $2::text, $3::integer, $4::interval,
     $5::text[], $6::integer[], $7::text, $8::timestamptz,
     $9::text[])
 ORDER BY priority, available_at, id
@@ -164,6 +297,7 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 			&i.Currency,
 			&i.SpentEffects,
 			&i.SpentMoney,
+			&i.RetryOf,
 		); err != nil {
 			return nil, err
 		}
@@ -176,7 +310,7 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 }
 
 const jobClaimID = `-- name: JobClaimID :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_claim_id($1::bigint, $2::interval,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money, retry_of FROM docket.job_claim_id($1::bigint, $2::interval,
     $3::text[], $4::integer[], $5::text, $6::timestamptz,
     $7::text[])
 `
@@ -256,6 +390,7 @@ func (q *Queries) JobClaimID(ctx context.Context, db DBTX, arg JobClaimIDParams)
 			&i.Currency,
 			&i.SpentEffects,
 			&i.SpentMoney,
+			&i.RetryOf,
 		); err != nil {
 			return nil, err
 		}
@@ -296,7 +431,7 @@ func (q *Queries) JobClaimProjects(ctx context.Context, db DBTX, actor string) (
 }
 
 const jobClaimQueue = `-- name: JobClaimQueue :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_claim_queue($1::text, $2::integer,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money, retry_of FROM docket.job_claim_queue($1::text, $2::integer,
     $3::text[], $4::integer[], $5::interval[],
     $6::text, $7::timestamptz, $8::text[])
 `
@@ -378,6 +513,7 @@ func (q *Queries) JobClaimQueue(ctx context.Context, db DBTX, arg JobClaimQueueP
 			&i.Currency,
 			&i.SpentEffects,
 			&i.SpentMoney,
+			&i.RetryOf,
 		); err != nil {
 			return nil, err
 		}
@@ -390,7 +526,7 @@ func (q *Queries) JobClaimQueue(ctx context.Context, db DBTX, arg JobClaimQueueP
 }
 
 const jobComplete = `-- name: JobComplete :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_complete($1::bigint, $2::uuid, $3::jsonb, $4::text, $5::timestamptz,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money, retry_of FROM docket.job_complete($1::bigint, $2::uuid, $3::jsonb, $4::text, $5::timestamptz,
     $6::text, $7::bigint, $8::bigint)
 `
 
@@ -465,6 +601,7 @@ func (q *Queries) JobComplete(ctx context.Context, db DBTX, arg JobCompleteParam
 		&i.Currency,
 		&i.SpentEffects,
 		&i.SpentMoney,
+		&i.RetryOf,
 	)
 	return &i, err
 }
@@ -655,7 +792,7 @@ func (q *Queries) JobEnqueueMany(ctx context.Context, db DBTX, arg JobEnqueueMan
 }
 
 const jobEnqueueOne = `-- name: JobEnqueueOne :many
-SELECT duplicate, id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_enqueue_one(
+SELECT duplicate, id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money, retry_of FROM docket.job_enqueue_one(
     $1::text, $2::text, $3::timestamptz,
     $4::text, $5::text, $6::smallint, $7::jsonb, $8::integer,
     $9::text, $10::timestamptz, $11::integer, $12::boolean,
@@ -779,6 +916,7 @@ func (q *Queries) JobEnqueueOne(ctx context.Context, db DBTX, arg JobEnqueueOneP
 			&i.Currency,
 			&i.SpentEffects,
 			&i.SpentMoney,
+			&i.RetryOf,
 		); err != nil {
 			return nil, err
 		}
@@ -836,7 +974,7 @@ func (q *Queries) JobEvents(ctx context.Context, db DBTX, iD int64, actor string
 }
 
 const jobExpireLeases = `-- name: JobExpireLeases :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_expire_leases($1::integer, $2::text, $3::timestamptz)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money, retry_of FROM docket.job_expire_leases($1::integer, $2::text, $3::timestamptz)
 `
 
 func (q *Queries) JobExpireLeases(ctx context.Context, db DBTX, maxJobs int32, actor string, now time.Time) ([]*DocketJob, error) {
@@ -896,6 +1034,7 @@ func (q *Queries) JobExpireLeases(ctx context.Context, db DBTX, maxJobs int32, a
 			&i.Currency,
 			&i.SpentEffects,
 			&i.SpentMoney,
+			&i.RetryOf,
 		); err != nil {
 			return nil, err
 		}
@@ -908,7 +1047,7 @@ func (q *Queries) JobExpireLeases(ctx context.Context, db DBTX, maxJobs int32, a
 }
 
 const jobFail = `-- name: JobFail :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_fail($1::bigint, $2::uuid, $3::text, $4::text,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money, retry_of FROM docket.job_fail($1::bigint, $2::uuid, $3::text, $4::text,
     $5::interval, $6::text, $7::timestamptz, $8::text,
     $9::bigint, $10::bigint)
 `
@@ -988,12 +1127,13 @@ func (q *Queries) JobFail(ctx context.Context, db DBTX, arg JobFailParams) (*Doc
 		&i.Currency,
 		&i.SpentEffects,
 		&i.SpentMoney,
+		&i.RetryOf,
 	)
 	return &i, err
 }
 
 const jobGet = `-- name: JobGet :one
-SELECT j.id, j.project, j.kind, j.queue, j.priority, j.state, j.payload, j.payload_schema, j.params, j.inputs, j.requested_output, j.lane_id, j.case_id, j.idempotency_key, j.compensation_kind, j.external, j.repeatable, j.available_at, j.attempts, j.max_attempts, j.lease, j.backoff_base, j.backoff_cap, j.backoff_jitter, j.lease_generation, j.claim_token, j.claimed_by, j.claimed_at, j.lease_expires_at, j.result, j.diagnostic, j.created_by, j.created_at, j.updated_at, j.finished_at, j.outcome_token, j.claimed_revision, j.revisions, j.requested_kind, j.target_root, j.renewals, j.renewed_at, j.max_effects, j.max_money, j.currency, j.spent_effects, j.spent_money FROM docket.jobs j WHERE j.id = $1 AND docket.job_visible($2::text, j.project)
+SELECT j.id, j.project, j.kind, j.queue, j.priority, j.state, j.payload, j.payload_schema, j.params, j.inputs, j.requested_output, j.lane_id, j.case_id, j.idempotency_key, j.compensation_kind, j.external, j.repeatable, j.available_at, j.attempts, j.max_attempts, j.lease, j.backoff_base, j.backoff_cap, j.backoff_jitter, j.lease_generation, j.claim_token, j.claimed_by, j.claimed_at, j.lease_expires_at, j.result, j.diagnostic, j.created_by, j.created_at, j.updated_at, j.finished_at, j.outcome_token, j.claimed_revision, j.revisions, j.requested_kind, j.target_root, j.renewals, j.renewed_at, j.max_effects, j.max_money, j.currency, j.spent_effects, j.spent_money, j.retry_of FROM docket.jobs j WHERE j.id = $1 AND docket.job_visible($2::text, j.project)
 `
 
 // No row when the actor may not read the job.
@@ -1048,12 +1188,13 @@ func (q *Queries) JobGet(ctx context.Context, db DBTX, iD int64, actor string) (
 		&i.Currency,
 		&i.SpentEffects,
 		&i.SpentMoney,
+		&i.RetryOf,
 	)
 	return &i, err
 }
 
 const jobGetMany = `-- name: JobGetMany :many
-SELECT j.id, j.project, j.kind, j.queue, j.priority, j.state, j.payload, j.payload_schema, j.params, j.inputs, j.requested_output, j.lane_id, j.case_id, j.idempotency_key, j.compensation_kind, j.external, j.repeatable, j.available_at, j.attempts, j.max_attempts, j.lease, j.backoff_base, j.backoff_cap, j.backoff_jitter, j.lease_generation, j.claim_token, j.claimed_by, j.claimed_at, j.lease_expires_at, j.result, j.diagnostic, j.created_by, j.created_at, j.updated_at, j.finished_at, j.outcome_token, j.claimed_revision, j.revisions, j.requested_kind, j.target_root, j.renewals, j.renewed_at, j.max_effects, j.max_money, j.currency, j.spent_effects, j.spent_money FROM docket.jobs j
+SELECT j.id, j.project, j.kind, j.queue, j.priority, j.state, j.payload, j.payload_schema, j.params, j.inputs, j.requested_output, j.lane_id, j.case_id, j.idempotency_key, j.compensation_kind, j.external, j.repeatable, j.available_at, j.attempts, j.max_attempts, j.lease, j.backoff_base, j.backoff_cap, j.backoff_jitter, j.lease_generation, j.claim_token, j.claimed_by, j.claimed_at, j.lease_expires_at, j.result, j.diagnostic, j.created_by, j.created_at, j.updated_at, j.finished_at, j.outcome_token, j.claimed_revision, j.revisions, j.requested_kind, j.target_root, j.renewals, j.renewed_at, j.max_effects, j.max_money, j.currency, j.spent_effects, j.spent_money, j.retry_of FROM docket.jobs j
 WHERE j.id = ANY ($1::bigint[]) AND docket.job_visible($2::text, j.project)
 ORDER BY j.id
 `
@@ -1116,6 +1257,7 @@ func (q *Queries) JobGetMany(ctx context.Context, db DBTX, ids []int64, actor st
 			&i.Currency,
 			&i.SpentEffects,
 			&i.SpentMoney,
+			&i.RetryOf,
 		); err != nil {
 			return nil, err
 		}
@@ -1160,7 +1302,7 @@ func (q *Queries) JobIntakeTake(ctx context.Context, db DBTX, intake uuid.UUID, 
 }
 
 const jobLateOutcome = `-- name: JobLateOutcome :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_late_outcome($1::bigint, $2::uuid, $3::bigint, $4::text,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money, retry_of FROM docket.job_late_outcome($1::bigint, $2::uuid, $3::bigint, $4::text,
     $5::jsonb, $6::text, $7::text, $8::interval,
     $9::text, $10::timestamptz, $11::bigint, $12::bigint, $13::boolean)
 `
@@ -1246,12 +1388,13 @@ func (q *Queries) JobLateOutcome(ctx context.Context, db DBTX, arg JobLateOutcom
 		&i.Currency,
 		&i.SpentEffects,
 		&i.SpentMoney,
+		&i.RetryOf,
 	)
 	return &i, err
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.jobs
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money, retry_of FROM docket.jobs
 WHERE project = $1::text
   AND docket.job_visible($2::text, $1::text)
   AND ($3::text = '' OR state = $3::text)
@@ -1341,6 +1484,7 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*D
 			&i.Currency,
 			&i.SpentEffects,
 			&i.SpentMoney,
+			&i.RetryOf,
 		); err != nil {
 			return nil, err
 		}
@@ -1353,7 +1497,7 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]*D
 }
 
 const jobPin = `-- name: JobPin :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_pin($1::bigint[], $2::text[], $3::text, $4::timestamptz)
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money, retry_of FROM docket.job_pin($1::bigint[], $2::text[], $3::text, $4::timestamptz)
 `
 
 // By id.
@@ -1419,6 +1563,7 @@ func (q *Queries) JobPin(ctx context.Context, db DBTX, ids []int64, revisions []
 			&i.Currency,
 			&i.SpentEffects,
 			&i.SpentMoney,
+			&i.RetryOf,
 		); err != nil {
 			return nil, err
 		}
@@ -1526,7 +1671,7 @@ func (q *Queries) JobQueueDue(ctx context.Context, db DBTX, queue string, now ti
 }
 
 const jobReconcile = `-- name: JobReconcile :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_reconcile($1::bigint, $2::text, $3::jsonb, $4::text,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money, retry_of FROM docket.job_reconcile($1::bigint, $2::text, $3::jsonb, $4::text,
     $5::text, $6::timestamptz)
 `
 
@@ -1597,12 +1742,13 @@ func (q *Queries) JobReconcile(ctx context.Context, db DBTX, arg JobReconcilePar
 		&i.Currency,
 		&i.SpentEffects,
 		&i.SpentMoney,
+		&i.RetryOf,
 	)
 	return &i, err
 }
 
 const jobRelease = `-- name: JobRelease :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_release($1::bigint, $2::uuid, $3::timestamptz,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money, retry_of FROM docket.job_release($1::bigint, $2::uuid, $3::timestamptz,
     $4::text, $5::text, $6::timestamptz, $7::text)
 `
 
@@ -1675,12 +1821,13 @@ func (q *Queries) JobRelease(ctx context.Context, db DBTX, arg JobReleaseParams)
 		&i.Currency,
 		&i.SpentEffects,
 		&i.SpentMoney,
+		&i.RetryOf,
 	)
 	return &i, err
 }
 
 const jobRenew = `-- name: JobRenew :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_renew($1::bigint, $2::uuid, $3::interval, $4::text, $5::timestamptz,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money, retry_of FROM docket.job_renew($1::bigint, $2::uuid, $3::interval, $4::text, $5::timestamptz,
     $6::text)
 `
 
@@ -1751,12 +1898,13 @@ func (q *Queries) JobRenew(ctx context.Context, db DBTX, arg JobRenewParams) (*D
 		&i.Currency,
 		&i.SpentEffects,
 		&i.SpentMoney,
+		&i.RetryOf,
 	)
 	return &i, err
 }
 
 const jobResume = `-- name: JobResume :one
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.job_resume($1::bigint, $2::bigint, $3::bigint,
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money, retry_of FROM docket.job_resume($1::bigint, $2::bigint, $3::bigint,
     $4::text, $5::timestamptz)
 `
 
@@ -1825,8 +1973,225 @@ func (q *Queries) JobResume(ctx context.Context, db DBTX, arg JobResumeParams) (
 		&i.Currency,
 		&i.SpentEffects,
 		&i.SpentMoney,
+		&i.RetryOf,
 	)
 	return &i, err
+}
+
+const jobRetries = `-- name: JobRetries :many
+SELECT j.id FROM docket.jobs j
+WHERE j.retry_of = $1::bigint AND docket.job_visible($2::text, j.project)
+ORDER BY j.id
+`
+
+// The jobs that retry job @id, oldest first; none the actor may not read.
+func (q *Queries) JobRetries(ctx context.Context, db DBTX, iD int64, actor string) ([]int64, error) {
+	rows, err := db.Query(ctx, jobRetries, iD, actor)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []int64{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobRetry = `-- name: JobRetry :one
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money, retry_of FROM docket.job_retry($1::bigint, $2::text, $3::timestamptz)
+`
+
+func (q *Queries) JobRetry(ctx context.Context, db DBTX, iD int64, actor string, now time.Time) (*DocketJob, error) {
+	row := db.QueryRow(ctx, jobRetry, iD, actor, now)
+	var i DocketJob
+	err := row.Scan(
+		&i.ID,
+		&i.Project,
+		&i.Kind,
+		&i.Queue,
+		&i.Priority,
+		&i.State,
+		&i.Payload,
+		&i.PayloadSchema,
+		&i.Params,
+		&i.Inputs,
+		&i.RequestedOutput,
+		&i.LaneID,
+		&i.CaseID,
+		&i.IdempotencyKey,
+		&i.CompensationKind,
+		&i.External,
+		&i.Repeatable,
+		&i.AvailableAt,
+		&i.Attempts,
+		&i.MaxAttempts,
+		&i.Lease,
+		&i.BackoffBase,
+		&i.BackoffCap,
+		&i.BackoffJitter,
+		&i.LeaseGeneration,
+		&i.ClaimToken,
+		&i.ClaimedBy,
+		&i.ClaimedAt,
+		&i.LeaseExpiresAt,
+		&i.Result,
+		&i.Diagnostic,
+		&i.CreatedBy,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.FinishedAt,
+		&i.OutcomeToken,
+		&i.ClaimedRevision,
+		&i.Revisions,
+		&i.RequestedKind,
+		&i.TargetRoot,
+		&i.Renewals,
+		&i.RenewedAt,
+		&i.MaxEffects,
+		&i.MaxMoney,
+		&i.Currency,
+		&i.SpentEffects,
+		&i.SpentMoney,
+		&i.RetryOf,
+	)
+	return &i, err
+}
+
+const jobRetryCount = `-- name: JobRetryCount :one
+SELECT docket.job_retry_count($1::text, $2::text, $3::text, $4::text,
+    $5::timestamptz, $6::timestamptz, $7::text, $8::timestamptz)::bigint AS jobs
+`
+
+type JobRetryCountParams struct {
+	Project string
+	State   string
+	Kind    string
+	Queue   string
+	Since   *time.Time
+	Until   *time.Time
+	Actor   string
+	Now     time.Time
+}
+
+func (q *Queries) JobRetryCount(ctx context.Context, db DBTX, arg JobRetryCountParams) (int64, error) {
+	row := db.QueryRow(ctx, jobRetryCount,
+		arg.Project,
+		arg.State,
+		arg.Kind,
+		arg.Queue,
+		arg.Since,
+		arg.Until,
+		arg.Actor,
+		arg.Now,
+	)
+	var jobs int64
+	err := row.Scan(&jobs)
+	return jobs, err
+}
+
+const jobRetryMatching = `-- name: JobRetryMatching :many
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money, retry_of FROM docket.job_retry_matching($1::text, $2::text, $3::text, $4::text,
+    $5::timestamptz, $6::timestamptz, $7::integer, $8::text, $9::timestamptz)
+ORDER BY id
+`
+
+type JobRetryMatchingParams struct {
+	Project string
+	State   string
+	Kind    string
+	Queue   string
+	Since   *time.Time
+	Until   *time.Time
+	MaxJobs int32
+	Actor   string
+	Now     time.Time
+}
+
+func (q *Queries) JobRetryMatching(ctx context.Context, db DBTX, arg JobRetryMatchingParams) ([]*DocketJob, error) {
+	rows, err := db.Query(ctx, jobRetryMatching,
+		arg.Project,
+		arg.State,
+		arg.Kind,
+		arg.Queue,
+		arg.Since,
+		arg.Until,
+		arg.MaxJobs,
+		arg.Actor,
+		arg.Now,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*DocketJob{}
+	for rows.Next() {
+		var i DocketJob
+		if err := rows.Scan(
+			&i.ID,
+			&i.Project,
+			&i.Kind,
+			&i.Queue,
+			&i.Priority,
+			&i.State,
+			&i.Payload,
+			&i.PayloadSchema,
+			&i.Params,
+			&i.Inputs,
+			&i.RequestedOutput,
+			&i.LaneID,
+			&i.CaseID,
+			&i.IdempotencyKey,
+			&i.CompensationKind,
+			&i.External,
+			&i.Repeatable,
+			&i.AvailableAt,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.Lease,
+			&i.BackoffBase,
+			&i.BackoffCap,
+			&i.BackoffJitter,
+			&i.LeaseGeneration,
+			&i.ClaimToken,
+			&i.ClaimedBy,
+			&i.ClaimedAt,
+			&i.LeaseExpiresAt,
+			&i.Result,
+			&i.Diagnostic,
+			&i.CreatedBy,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+			&i.OutcomeToken,
+			&i.ClaimedRevision,
+			&i.Revisions,
+			&i.RequestedKind,
+			&i.TargetRoot,
+			&i.Renewals,
+			&i.RenewedAt,
+			&i.MaxEffects,
+			&i.MaxMoney,
+			&i.Currency,
+			&i.SpentEffects,
+			&i.SpentMoney,
+			&i.RetryOf,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const jobSucceededUnder = `-- name: JobSucceededUnder :one
@@ -1867,6 +2232,161 @@ func (q *Queries) JobVerify(ctx context.Context, db DBTX, iD int64, actor string
 		&i.Events,
 		&i.BadSeq,
 		&i.Problem,
+	)
+	return &i, err
+}
+
+const queueHistory = `-- name: QueueHistory :many
+SELECT e.id, e.project, e.queue, e.revision, e.what, e.actor, e.at, e.reason FROM docket.queue_events e
+WHERE e.project = $1::text AND e.queue = $2::text AND docket.queue_visible($3::text, $1::text)
+ORDER BY e.revision
+`
+
+// Oldest first; none when the actor may not read the project's queues.
+func (q *Queries) QueueHistory(ctx context.Context, db DBTX, project string, queue string, actor string) ([]*DocketQueueEvent, error) {
+	rows, err := db.Query(ctx, queueHistory, project, queue, actor)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*DocketQueueEvent{}
+	for rows.Next() {
+		var i DocketQueueEvent
+		if err := rows.Scan(
+			&i.ID,
+			&i.Project,
+			&i.Queue,
+			&i.Revision,
+			&i.What,
+			&i.Actor,
+			&i.At,
+			&i.Reason,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const queueList = `-- name: QueueList :many
+SELECT q.project, q.queue, q.paused, q.revision, q.paused_by, q.paused_at, q.reason,
+    coalesce(q.updated_by, '')::text AS updated_by, CASE WHEN q.revision > 0 THEN q.updated_at END AS updated_at
+FROM docket.queue_list($1::text, $2::text) q
+`
+
+type QueueListRow struct {
+	Project   string
+	Queue     string
+	Paused    bool
+	Revision  int64
+	PausedBy  *string
+	PausedAt  *time.Time
+	Reason    *string
+	UpdatedBy string
+	UpdatedAt interface{}
+}
+
+// A queue never paused has no updated_by and updated_at: the empty string and NULL.
+func (q *Queries) QueueList(ctx context.Context, db DBTX, project string, actor string) ([]*QueueListRow, error) {
+	rows, err := db.Query(ctx, queueList, project, actor)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*QueueListRow{}
+	for rows.Next() {
+		var i QueueListRow
+		if err := rows.Scan(
+			&i.Project,
+			&i.Queue,
+			&i.Paused,
+			&i.Revision,
+			&i.PausedBy,
+			&i.PausedAt,
+			&i.Reason,
+			&i.UpdatedBy,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const queuePause = `-- name: QueuePause :one
+SELECT project, queue, paused, revision, paused_by, paused_at, reason, updated_by, updated_at FROM docket.queue_pause($1::text, $2::text, $3::text, $4::text, $5::timestamptz)
+`
+
+type QueuePauseParams struct {
+	Project string
+	Queue   string
+	Reason  *string
+	Actor   string
+	Now     time.Time
+}
+
+func (q *Queries) QueuePause(ctx context.Context, db DBTX, arg QueuePauseParams) (*DocketQueue, error) {
+	row := db.QueryRow(ctx, queuePause,
+		arg.Project,
+		arg.Queue,
+		arg.Reason,
+		arg.Actor,
+		arg.Now,
+	)
+	var i DocketQueue
+	err := row.Scan(
+		&i.Project,
+		&i.Queue,
+		&i.Paused,
+		&i.Revision,
+		&i.PausedBy,
+		&i.PausedAt,
+		&i.Reason,
+		&i.UpdatedBy,
+		&i.UpdatedAt,
+	)
+	return &i, err
+}
+
+const queueResume = `-- name: QueueResume :one
+SELECT project, queue, paused, revision, paused_by, paused_at, reason, updated_by, updated_at FROM docket.queue_resume($1::text, $2::text, $3::text, $4::text, $5::timestamptz)
+`
+
+type QueueResumeParams struct {
+	Project string
+	Queue   string
+	Reason  *string
+	Actor   string
+	Now     time.Time
+}
+
+func (q *Queries) QueueResume(ctx context.Context, db DBTX, arg QueueResumeParams) (*DocketQueue, error) {
+	row := db.QueryRow(ctx, queueResume,
+		arg.Project,
+		arg.Queue,
+		arg.Reason,
+		arg.Actor,
+		arg.Now,
+	)
+	var i DocketQueue
+	err := row.Scan(
+		&i.Project,
+		&i.Queue,
+		&i.Paused,
+		&i.Revision,
+		&i.PausedBy,
+		&i.PausedAt,
+		&i.Reason,
+		&i.UpdatedBy,
+		&i.UpdatedAt,
 	)
 	return &i, err
 }

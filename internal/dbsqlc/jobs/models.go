@@ -70,6 +70,8 @@ type DocketJob struct {
 	SpentEffects int64
 	// The money its attempts reported, together, in minor units (of currency, when it has a ceiling).
 	SpentMoney int64
+	// The finished job of the same project this job retries (docket.job_retry); NULL for a job enqueued afresh.
+	RetryOf *int64
 }
 
 type DocketJobEnqueued struct {
@@ -121,6 +123,7 @@ type DocketJobEnqueued struct {
 	Currency         *string
 	SpentEffects     int64
 	SpentMoney       int64
+	RetryOf          *int64
 }
 
 // Append-only, hash-chained history of every job transition. docket.job_verify(id) checks a job's chain. Partitioned by job id (setting history_partition_width).
@@ -145,4 +148,29 @@ type DocketJobEvent struct {
 	ClaimedBy *string
 	// On the event that ends an attempt: the digest of its claim token (docket.job_token_digest), as the job row held it.
 	ClaimToken *uuid.UUID
+}
+
+// The queues of a project that were ever paused, and whether they are now. A paused queue's jobs stay queued and no claim takes them. Changed only by docket.queue_pause and docket.queue_resume.
+type DocketQueue struct {
+	Project   string
+	Queue     string
+	Paused    bool
+	Revision  int64
+	PausedBy  *string
+	PausedAt  *time.Time
+	Reason    *string
+	UpdatedBy string
+	UpdatedAt time.Time
+}
+
+// Append-only history of every pause and resume of a project's queue: who, when, why.
+type DocketQueueEvent struct {
+	ID       int64
+	Project  string
+	Queue    string
+	Revision int64
+	What     string
+	Actor    string
+	At       time.Time
+	Reason   *string
 }

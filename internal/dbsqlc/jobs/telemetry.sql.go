@@ -51,7 +51,7 @@ func (q *Queries) JobCensus(ctx context.Context, db DBTX, actor string, now time
 }
 
 const jobEnqueueOneTraced = `-- name: JobEnqueueOneTraced :many
-SELECT e.duplicate, e.id, e.project, e.kind, e.queue, e.priority, e.state, e.payload, e.payload_schema, e.params, e.inputs, e.requested_output, e.lane_id, e.case_id, e.idempotency_key, e.compensation_kind, e.external, e.repeatable, e.available_at, e.attempts, e.max_attempts, e.lease, e.backoff_base, e.backoff_cap, e.backoff_jitter, e.lease_generation, e.claim_token, e.claimed_by, e.claimed_at, e.lease_expires_at, e.result, e.diagnostic, e.created_by, e.created_at, e.updated_at, e.finished_at, e.outcome_token, e.claimed_revision, e.revisions, e.requested_kind, e.target_root, e.renewals, e.renewed_at, e.max_effects, e.max_money, e.currency, e.spent_effects, e.spent_money FROM docket.job_enqueue_one(
+SELECT e.duplicate, e.id, e.project, e.kind, e.queue, e.priority, e.state, e.payload, e.payload_schema, e.params, e.inputs, e.requested_output, e.lane_id, e.case_id, e.idempotency_key, e.compensation_kind, e.external, e.repeatable, e.available_at, e.attempts, e.max_attempts, e.lease, e.backoff_base, e.backoff_cap, e.backoff_jitter, e.lease_generation, e.claim_token, e.claimed_by, e.claimed_at, e.lease_expires_at, e.result, e.diagnostic, e.created_by, e.created_at, e.updated_at, e.finished_at, e.outcome_token, e.claimed_revision, e.revisions, e.requested_kind, e.target_root, e.renewals, e.renewed_at, e.max_effects, e.max_money, e.currency, e.spent_effects, e.spent_money, e.retry_of FROM docket.job_enqueue_one(
     $1::text, $2::text, $3::timestamptz,
     $4::text, $5::text, $6::smallint, $7::jsonb, $8::integer,
     $9::text, $10::timestamptz, $11::integer, $12::boolean,
@@ -184,6 +184,7 @@ func (q *Queries) JobEnqueueOneTraced(ctx context.Context, db DBTX, arg JobEnque
 			&i.Currency,
 			&i.SpentEffects,
 			&i.SpentMoney,
+			&i.RetryOf,
 		); err != nil {
 			return nil, err
 		}

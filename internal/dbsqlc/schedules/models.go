@@ -70,6 +70,8 @@ type DocketJob struct {
 	SpentEffects int64
 	// The money its attempts reported, together, in minor units (of currency, when it has a ceiling).
 	SpentMoney int64
+	// The finished job of the same project this job retries (docket.job_retry); NULL for a job enqueued afresh.
+	RetryOf *int64
 }
 
 // Recurring jobs: a cron expression in a zone, the job each occurrence enqueues, catch-up policy, bounds and cursor.

@@ -12,7 +12,7 @@ import (
 )
 
 const scheduleAdvance = `-- name: ScheduleAdvance :many
-SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money FROM docket.schedule_advance($1::bigint, $2::timestamptz, $3::timestamp[],
+SELECT id, project, kind, queue, priority, state, payload, payload_schema, params, inputs, requested_output, lane_id, case_id, idempotency_key, compensation_kind, external, repeatable, available_at, attempts, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, lease_generation, claim_token, claimed_by, claimed_at, lease_expires_at, result, diagnostic, created_by, created_at, updated_at, finished_at, outcome_token, claimed_revision, revisions, requested_kind, target_root, renewals, renewed_at, max_effects, max_money, currency, spent_effects, spent_money, retry_of FROM docket.schedule_advance($1::bigint, $2::timestamptz, $3::timestamp[],
     $4::integer[], $5::timestamptz[], $6::jsonb[], $7::timestamptz,
     $8::timestamptz, $9::text, $10::timestamptz)
 `
@@ -98,6 +98,7 @@ func (q *Queries) ScheduleAdvance(ctx context.Context, db DBTX, arg ScheduleAdva
 			&i.Currency,
 			&i.SpentEffects,
 			&i.SpentMoney,
+			&i.RetryOf,
 		); err != nil {
 			return nil, err
 		}
