@@ -28,15 +28,15 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // worklist: pat proposes, the work acts for root, rita and rob review.
 // user:sam holds nothing.
 const (
-	project               = testkit.Acme
-	ana, app, vic         = testkit.Ana, testkit.App, testkit.Vic
-	sweeper               = testkit.Sweeper
-	sam                   = testkit.Sam
-	inbox    access.Actor = "svc:inbox"
-	pat      access.Actor = "user:pat"
-	root     access.Actor = "user:root"
-	rita     access.Actor = "user:rita"
-	rob      access.Actor = "user:rob"
+	project                    = testkit.Acme
+	ana, app, vic              = testkit.Ana, testkit.App, testkit.Vic
+	sweeper                    = testkit.Sweeper
+	sam                        = testkit.Sam
+	inbox         access.Actor = "svc:inbox"
+	pat           access.Actor = "user:pat"
+	root          access.Actor = "user:root"
+	rita          access.Actor = "user:rita"
+	rob           access.Actor = "user:rob"
 )
 
 // testPages are the templates as a console at the root renders them.

@@ -287,4 +287,3 @@ func (h *Handler) refuseTask(w http.ResponseWriter, r *http.Request, v visitor, 
 	}
 	h.render(w, p.Status, "refusal", p)
 }
-

@@ -472,4 +472,3 @@ func TestWorklistInABrowser(t *testing.T) {
 	require.Equal(t, access.Actor("user:rita"), got.DecidedBy)
 	require.Equal(t, "Invoice INV-1 matches the purchase order.", got.Note)
 }
-

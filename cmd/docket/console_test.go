@@ -50,7 +50,7 @@ type consoleSite struct {
 	// viewsJobs says vic was given job.view; without it, vic sees jobs by
 	// job.create, which grants no reconcile or cancel either.
 	viewsJobs bool
-	url     string
+	url       string
 }
 
 func setupConsole(t *testing.T) consoleSite {
@@ -194,4 +194,3 @@ func requireAll(t *testing.T, body string, want ...string) {
 		require.Contains(t, body, w)
 	}
 }
-
