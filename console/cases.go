@@ -60,15 +60,23 @@ type waitRow struct {
 	Keys              string
 	Deadline          time.Time
 	Left              string
-	OnArrival         string
-	OnTimeout         string
-	ContinuationJobID int64
+	OnArrival string
+	OnTimeout string
+	// ArrivalJobID is the job a satisfied wait's arrival continuation
+	// enqueued, TimeoutJobID the one an expired wait's timeout
+	// continuation did; 0 when that continuation did not run.
+	ArrivalJobID, TimeoutJobID int64
 }
 
 func (h *Handler) waitRowOf(x cases.Wait) waitRow {
 	row := waitRow{ID: x.ID, CaseID: x.CaseID, Name: printable(x.Name), Status: x.Status, Keys: joinKeys(x.Keys),
-		Deadline: x.Deadline, Left: "–", OnArrival: x.OnArrival.Kind, OnTimeout: "–",
-		ContinuationJobID: x.ContinuationJobID}
+		Deadline: x.Deadline, Left: "–", OnArrival: x.OnArrival.Kind, OnTimeout: "–"}
+	switch x.Status {
+	case cases.Satisfied:
+		row.ArrivalJobID = x.ContinuationJobID
+	case cases.Expired:
+		row.TimeoutJobID = x.ContinuationJobID
+	}
 	if x.Status == cases.Waiting {
 		row.Left = timeLeft(x.Deadline.Sub(h.cfg.Clock.Now()))
 	}

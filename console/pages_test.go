@@ -343,7 +343,7 @@ func TestPages(t *testing.T) {
 		fmt.Sprintf(`<tr id="obligation-%d" data-state="pending"><td class="num">%d</td><td>confirm-switch</td>`, seed.obligation.ID, seed.obligation.ID),
 		"3d00h00m", "supplier.escalate",
 		fmt.Sprintf(`<tr id="wait-%d" data-status="waiting">`, seed.wait.ID), "<td>supplier-ack</td>",
-		"<code>document:DOC-1</code>", "2d00h00m", "<td>supplier.acked</td><td>supplier.chase</td>")
+		"<code>document:DOC-1</code>", "2d00h00m", `<td class="on-arrival">supplier.acked</td><td class="on-timeout">supplier.chase</td>`)
 	body = get("/console/acme/cases")
 	require.Contains(t, body, fmt.Sprintf(`<tr id="case-%d">`, seed.kase.ID))
 	body = get("/console/acme/waits")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"html/template"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -150,4 +151,20 @@ func (d desk) snapshot(t *testing.T) string {
 	t.Helper()
 	return testkit.Snapshot(t, d.Pool, "docket.tasks", "docket.task_events", "docket.waits(id, status)",
 		"docket.messages(id, status)", "docket.jobs(id, state)")
+}
+
+// serveHandler serves h until the test ends, and returns its URL.
+func serveHandler(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// indexOf is where sub first is in s; the test fails when it is not.
+func indexOf(t *testing.T, s, sub string) int {
+	t.Helper()
+	i := strings.Index(s, sub)
+	require.GreaterOrEqual(t, i, 0, "no %q", sub)
+	return i
 }
