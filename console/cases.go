@@ -54,14 +54,14 @@ func (h *Handler) caseList(w http.ResponseWriter, r *http.Request, v visitor, pr
 
 // waitRow is a wait as a console table shows it.
 type waitRow struct {
-	ID, CaseID        int64
-	Name              string
-	Status            cases.WaitStatus
-	Keys              string
-	Deadline          time.Time
-	Left              string
-	OnArrival string
-	OnTimeout string
+	ID, CaseID int64
+	Name       string
+	Status     cases.WaitStatus
+	Keys       string
+	Deadline   time.Time
+	Left       string
+	OnArrival  string
+	OnTimeout  string
 	// ArrivalJobID is the job a satisfied wait's arrival continuation
 	// enqueued, TimeoutJobID the one an expired wait's timeout
 	// continuation did; 0 when that continuation did not run.
