@@ -40,7 +40,7 @@ func TestEachUserSeesTheirProjects(t *testing.T) {
 	}
 	h, err := ops.New(e.API, ops.Config{Clock: e.Clock, Key: []byte("an example key of thirty-two bytes or more"),
 		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
-		Users: map[string]ops.User{"alice": {Password: "wonderland", Principal: alice}, "bob": {Password: "builder", Principal: bob}}})
+		Users:  map[string]ops.User{"alice": {Password: "wonderland", Principal: alice}, "bob": {Password: "builder", Principal: bob}}})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
