@@ -73,6 +73,10 @@ type Config struct {
 	// SignInURL, when set, is linked from the sign-in page a request
 	// nobody is signed in on gets.
 	SignInURL string
+	// Refresh is how often a page's lists, censuses and runs are fetched
+	// anew while it is open, by a few lines of the console's own script.
+	// Defaults to 5 seconds; a negative Refresh turns it off.
+	Refresh time.Duration
 	// Clock gives the instants passed to the database. Defaults to
 	// db.SystemClock.
 	Clock db.Clock
@@ -95,6 +99,9 @@ func (cfg *Config) check() error {
 	if !prefixPattern.MatchString(cfg.Prefix) {
 		return fmt.Errorf("prefix %q is not a path such as /ops: segments of [A-Za-z0-9._~-], no trailing slash", cfg.Prefix)
 	}
+	if cfg.Refresh == 0 {
+		cfg.Refresh = 5 * time.Second
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = db.SystemClock{}
 	}
@@ -110,9 +117,10 @@ var files embed.FS
 // pages are the console's templates; each Handler clones them with its own
 // prefix.
 var pages = template.Must(template.New("pages").Funcs(template.FuncMap{
-	"base": func() string { return "" },
-	"at":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
-	"iso":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"base":    func() string { return "" },
+	"refresh": func() int64 { return 0 },
+	"at":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+	"iso":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"actors": func(a []access.Actor) string {
 		return dash(joinStates(a))
 	},
@@ -153,7 +161,8 @@ func New(pool db.Pool, cfg Config) (*Handler, error) {
 	prefix := cfg.Prefix
 	h := &Handler{pool: pool, cfg: cfg, origins: http.NewCrossOriginProtection(), mux: http.NewServeMux(),
 		pages: template.Must(pages.Clone())}
-	h.pages.Funcs(template.FuncMap{"base": func() string { return prefix }})
+	refresh := max(cfg.Refresh.Milliseconds(), 0)
+	h.pages.Funcs(template.FuncMap{"base": func() string { return prefix }, "refresh": func() int64 { return refresh }})
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
 	if err := h.probeLogin(ctx); err != nil {

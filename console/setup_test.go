@@ -43,7 +43,7 @@ const (
 // testPages are the templates as a console at the root renders them.
 var testPages = func() *template.Template {
 	t := template.Must(pages.Clone())
-	return t.Funcs(template.FuncMap{"base": func() string { return "" }})
+	return t.Funcs(template.FuncMap{"base": func() string { return "" }, "refresh": func() int64 { return 0 }})
 }()
 
 // harness is one test's database, with project acme and the test's grants
