@@ -119,6 +119,7 @@ var files embed.FS
 var pages = template.Must(template.New("pages").Funcs(template.FuncMap{
 	"base":    func() string { return "" },
 	"refresh": func() int64 { return 0 },
+	"add":     func(n, m int) int { return m + n },
 	"at":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 	"iso":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"actors": func(a []access.Actor) string {

@@ -39,6 +39,8 @@ type projectCensus struct {
 	// how many it counts.
 	Capped bool
 	Cap    int
+	// Charts are its jobs over the last hour.
+	Charts jobCharts
 }
 
 type overviewPage struct {
@@ -66,7 +68,14 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request, v visitor) {
 			h.refuse(w, r, v, "project", err)
 			return
 		}
-		p.Projects = append(p.Projects, censusOf(census))
+		pc := censusOf(census)
+		list, err := cl.List(r.Context(), jobs.Filter{Limit: chartJobs})
+		if err != nil {
+			h.refuse(w, r, v, "project", err)
+			return
+		}
+		pc.Charts = chartsOf(name, list, h.cfg.Clock.Now(), len(list) == chartJobs)
+		p.Projects = append(p.Projects, pc)
 	}
 	h.render(w, http.StatusOK, "console_overview", p)
 }

@@ -369,7 +369,7 @@ func TestPages(t *testing.T) {
 	body = get("/console/acme/runs")
 	require.Contains(t, body, fmt.Sprintf(`<tr id="run-%d" data-status="running">`, seed.run.ID))
 	body = get(fmt.Sprintf("/console/acme/runs/%d", seed.run.ID))
-	requireAll(t, body, `<span class="status" id="status">running</span>`, `<td class="num" data-state="admitted">1</td>`,
+	requireAll(t, body, `<span class="status" id="status" data-live>running</span>`, `<td class="num" data-state="admitted">1</td>`,
 		`<tr id="step-reserve" data-state="admitted">`, "<td>stock.release</td>", seed.run.Digest,
 		`<tr id="step-charge" data-state="waiting"><td class="num">–</td><td>charge</td><td>billing.charge</td>`, "after reserve")
 	body = get("/console/acme/batches")

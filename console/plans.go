@@ -149,6 +149,9 @@ type runPage struct {
 	// held, not run).
 	Unadmitted []plans.Step
 	NotYet     string
+	// Graph is the run's plan drawn as its DAG, each step coloured by
+	// its state.
+	Graph runGraph
 }
 
 // runPage shows a run of a plan: its status, its steps' census and each
@@ -184,17 +187,18 @@ func (h *Handler) runPage(w http.ResponseWriter, r *http.Request, v visitor, pro
 	for _, s := range p.Steps {
 		admitted[s.StepID] = true
 	}
+	p.NotYet = notAdmitted(p.Run)
 	for _, ver := range p.Versions {
 		if ver.Version != p.Run.Version {
 			continue
 		}
+		p.Graph = graphOf(ver.Plan, p.Steps, p.NotYet)
 		for _, s := range ver.Plan.Steps {
 			if !admitted[s.ID] {
 				p.Unadmitted = append(p.Unadmitted, s)
 			}
 		}
 	}
-	p.NotYet = notAdmitted(p.Run)
 	for _, s := range p.Steps {
 		i := 0
 		for i < len(p.Census) && p.Census[i].State != s.State {
