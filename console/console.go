@@ -15,6 +15,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
@@ -51,8 +53,9 @@ var prefixPattern = regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)*$`)
 
 // AuthenticateFunc says whom a request is signed in as: the docket
 // principal the console acts as for it. An error means nobody: the console
-// answers 401 with a sign-in page that shows the error's message, so the
-// message should say what to do ("sign in at …"), not why in detail.
+// answers 401 with a sign-in page that shows the error's message as a
+// sentence, so the message should say what to do ("sign in at …"), not
+// why in detail.
 type AuthenticateFunc func(r *http.Request) (access.Actor, error)
 
 // Config is what a console serves, and how it learns whom each request is
@@ -288,7 +291,7 @@ func (h *Handler) principal(r *http.Request) (access.Actor, *refusalPage) {
 	who, err := h.cfg.AuthenticateFunc(r)
 	if err != nil {
 		p := &refusalPage{frame: frame{Title: "Sign in"}, Status: http.StatusUnauthorized, Reason: "sign-in",
-			Heading: "Sign in", Lines: []string{err.Error()}, SignInURL: h.cfg.SignInURL}
+			Heading: "Sign in", Lines: []string{sentence(err.Error())}, SignInURL: h.cfg.SignInURL}
 		return "", p
 	}
 	if who.Validate() != nil {
@@ -418,4 +421,18 @@ func compactJSON(j json.RawMessage) string {
 		return s
 	}
 	return ""
+}
+
+// sentence shows an error's message as a sentence: its first letter
+// capitalised, a full stop at its end.
+func sentence(s string) string {
+	if s == "" {
+		return s
+	}
+	r, n := utf8.DecodeRuneInString(s)
+	s = string(unicode.ToUpper(r)) + s[n:]
+	if !strings.HasSuffix(s, ".") {
+		s += "."
+	}
+	return s
 }

@@ -206,11 +206,11 @@ func (cfg serveConfig) authenticate(r *http.Request) (access.Actor, error) {
 	values := r.Header.Values(cfg.AuthHeader)
 	switch {
 	case len(values) > 1:
-		return "", fmt.Errorf("Sign-in to this worklist is by the auth proxy in front of it; this request named %d people in its %s header, "+
-			"and docket signs in only one.", len(values), cfg.AuthHeader)
+		return "", fmt.Errorf("sign-in to this worklist is by the auth proxy in front of it; this request named %d people in its %s header, "+
+			"and docket signs in only one", len(values), cfg.AuthHeader)
 	case len(values) == 0 || strings.TrimSpace(values[0]) == "":
-		return "", fmt.Errorf("Sign-in to this worklist is by the auth proxy in front of it, which names who you are in its %s header; "+
-			"this request came without one. Open the worklist at the proxy's address and sign in there.", cfg.AuthHeader)
+		return "", fmt.Errorf("sign-in to this worklist is by the auth proxy in front of it, which names who you are in its %s header; "+
+			"this request came without one: open the worklist at the proxy's address and sign in there", cfg.AuthHeader)
 	}
 	return access.Actor("user:" + strings.TrimSpace(values[0])), nil
 }

@@ -95,7 +95,7 @@ func (s *service) signedIn(next http.Handler) http.Handler {
 func (s *service) principal(r *http.Request) (access.Actor, error) {
 	u, ok := s.session(r)
 	if !ok {
-		return "", errors.New("Your session has ended: sign in again.")
+		return "", errors.New("your session has ended: sign in again")
 	}
 	return u.Principal, nil
 }
