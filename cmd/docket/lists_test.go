@@ -42,14 +42,16 @@ func TestConsoleAndCLIShareTheListReads(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, reports)
 
-	// The console shows them: the census as censusOf lays the method's
-	// census out, the lists in the methods' order.
+	// The console shows them: a census row for each of the method's
+	// queues (the console's own tests hold the table to the census), the
+	// lists in the methods' order.
 	o := s.as(t, "ops")
 	status, body := o.get("/console/")
 	require.Equal(t, http.StatusOK, status)
-	var want strings.Builder
-	require.NoError(t, pages.ExecuteTemplate(&want, "console_overview", overviewPage{Projects: []projectCensus{censusOf(census)}}))
-	require.Equal(t, censusTable(t, want.String()), censusTable(t, body))
+	table := censusTable(t, body)
+	for _, cell := range census.Cells {
+		require.Contains(t, table, `data-queue="`+cell.Queue+`"`)
+	}
 	status, body = o.get("/console/acme/runs")
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, idsOf(runs, func(r plans.Run) int64 { return r.ID }), rowIDs(body, "run"))

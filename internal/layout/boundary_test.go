@@ -71,6 +71,12 @@ var boundaries = []boundary{
 		pkg:       "cmd/docket",
 		forbidden: forTests,
 	},
+	{
+		// The console is mounted in services: it ships no test helper.
+		name:      "the console links no test helpers",
+		pkg:       "console",
+		forbidden: forTests,
+	},
 }
 
 // machinery reports whether rel, a path relative to module, is one of
@@ -245,6 +251,11 @@ func TestImportBoundaryCatchesACrossing(t *testing.T) {
 				"testing", "github.com/testcontainers/testcontainers-go",
 				module + "/integration/pgtest", module + "/internal/testkit",
 			},
+		},
+		{
+			rule: "the console links no test helpers",
+			deps: []listed{std("net/http"), std("testing"), docket("jobs"), docket("internal/testkit"), docket("console")},
+			want: []string{"testing", module + "/internal/testkit"},
 		},
 	}
 	var covered []string

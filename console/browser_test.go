@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"context"
@@ -18,12 +18,12 @@ import (
 	"github.com/docket-dev/docket/jobs"
 )
 
-// TestConsoleInABrowser: in Chromium, ops goes from the census to the
+// TestInABrowser: in Chromium, ops goes from the census to the
 // uncertain jobs, reconciles one from the list and lands on its page,
 // whose history shows the reconcile and still verifies; every other page
 // renders. vic, a viewer, is offered no form, and a reconcile forged with
 // vic's own cookie and token is refused by the database, changing nothing.
-func TestConsoleInABrowser(t *testing.T) {
+func TestInABrowser(t *testing.T) {
 	t.Parallel()
 	s := setupConsole(t)
 	seed := s.seed

@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"net/http"
@@ -11,8 +11,8 @@ import (
 	"github.com/docket-dev/docket/cases"
 )
 
-func (c *console) cases(v visitor) (*cases.Client, error) {
-	return cases.NewClient(c.pool, cases.Config{Actor: v.who, Clock: c.cfg.Clock})
+func (h *Handler) cases(v visitor) (*cases.Client, error) {
+	return cases.NewClient(h.pool, cases.Config{Actor: v.who, Clock: h.cfg.Clock})
 }
 
 type caseListPage struct {
@@ -25,7 +25,7 @@ type caseListPage struct {
 
 // caseList lists a project's cases the visitor may see, oldest first, a
 // page at a time.
-func (c *console) caseList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
+func (h *Handler) caseList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
 	status := cases.Status(r.URL.Query().Get("status"))
 	after, err := queryID(r, "after")
 	if err == nil && status != "" && !slices.Contains(cases.Statuses, status) {
@@ -34,43 +34,51 @@ func (c *console) caseList(w http.ResponseWriter, r *http.Request, v visitor, pr
 	var list []cases.Case
 	if err == nil {
 		var cl *cases.Client
-		if cl, err = c.cases(v); err == nil {
+		if cl, err = h.cases(v); err == nil {
 			list, err = cl.List(r.Context(), cases.Filter{Project: project, Status: status, After: after, Limit: consoleRows + 1})
 		}
 	}
 	if err != nil {
-		c.refuse(w, r, v, "case", err)
+		h.refuse(w, r, v, "case", err)
 		return
 	}
-	p := caseListPage{consoleFrame: c.frame(v, "Cases of "+project, project), Statuses: cases.Statuses, Status: string(status),
+	p := caseListPage{consoleFrame: h.frame(v, "Cases of "+project, project), Statuses: cases.Statuses, Status: string(status),
 		Cases: list[:min(len(list), consoleRows)]}
 	if len(list) > consoleRows {
 		q := r.URL.Query()
 		q.Set("after", strconv.FormatInt(p.Cases[len(p.Cases)-1].ID, 10))
 		p.Next = pageLink(r.URL.Path, q)
 	}
-	c.render(w, http.StatusOK, "console_cases", p)
+	h.render(w, http.StatusOK, "console_cases", p)
 }
 
 // waitRow is a wait as a console table shows it.
 type waitRow struct {
-	ID, CaseID        int64
-	Name              string
-	Status            cases.WaitStatus
-	Keys              string
-	Deadline          time.Time
-	Left              string
-	OnArrival         string
-	OnTimeout         string
-	ContinuationJobID int64
+	ID, CaseID int64
+	Name       string
+	Status     cases.WaitStatus
+	Keys       string
+	Deadline   time.Time
+	Left       string
+	OnArrival  string
+	OnTimeout  string
+	// ArrivalJobID is the job a satisfied wait's arrival continuation
+	// enqueued, TimeoutJobID the one an expired wait's timeout
+	// continuation did; 0 when that continuation did not run.
+	ArrivalJobID, TimeoutJobID int64
 }
 
-func (c *console) waitRowOf(x cases.Wait) waitRow {
+func (h *Handler) waitRowOf(x cases.Wait) waitRow {
 	row := waitRow{ID: x.ID, CaseID: x.CaseID, Name: printable(x.Name), Status: x.Status, Keys: joinKeys(x.Keys),
-		Deadline: x.Deadline, Left: "–", OnArrival: x.OnArrival.Kind, OnTimeout: "–",
-		ContinuationJobID: x.ContinuationJobID}
+		Deadline: x.Deadline, Left: "–", OnArrival: x.OnArrival.Kind, OnTimeout: "–"}
+	switch x.Status {
+	case cases.Satisfied:
+		row.ArrivalJobID = x.ContinuationJobID
+	case cases.Expired:
+		row.TimeoutJobID = x.ContinuationJobID
+	}
 	if x.Status == cases.Waiting {
-		row.Left = timeLeft(x.Deadline.Sub(c.cfg.Clock.Now()))
+		row.Left = timeLeft(x.Deadline.Sub(h.cfg.Clock.Now()))
 	}
 	if x.OnTimeout != nil {
 		row.OnTimeout = x.OnTimeout.Kind
@@ -112,9 +120,9 @@ type casePage struct {
 
 // casePage shows a case: its keys, its obligations, its waits and its
 // history; of its state only the size (it is the application's, untrusted).
-func (c *console) casePage(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64) {
+func (h *Handler) casePage(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64) {
 	ctx := r.Context()
-	cl, err := c.cases(v)
+	cl, err := h.cases(v)
 	var k cases.Case
 	if err == nil {
 		k, err = cl.Get(ctx, id)
@@ -122,7 +130,7 @@ func (c *console) casePage(w http.ResponseWriter, r *http.Request, v visitor, pr
 	if err == nil && k.Project != project {
 		err = notFound("case", id)
 	}
-	p := casePage{consoleFrame: c.frame(v, "Case "+strconv.FormatInt(id, 10), project), Case: k, StateBytes: len(k.State)}
+	p := casePage{consoleFrame: h.frame(v, "Case "+strconv.FormatInt(id, 10), project), Case: k, StateBytes: len(k.State)}
 	var obligations []cases.Obligation
 	var waits []cases.Wait
 	var events []cases.Event
@@ -139,10 +147,10 @@ func (c *console) casePage(w http.ResponseWriter, r *http.Request, v visitor, pr
 		events, err = cl.History(ctx, id)
 	}
 	if err != nil {
-		c.refuse(w, r, v, "case", err)
+		h.refuse(w, r, v, "case", err)
 		return
 	}
-	now := c.cfg.Clock.Now()
+	now := h.cfg.Clock.Now()
 	for _, o := range obligations {
 		row := obligationRow{ID: o.ID, Name: printable(o.Name), State: o.State, Due: o.Due, Left: "–", Rule: dash(printable(o.Rule)),
 			Escalation: "–", JobID: o.EscalationJobID}
@@ -155,7 +163,7 @@ func (c *console) casePage(w http.ResponseWriter, r *http.Request, v visitor, pr
 		p.Obligations = append(p.Obligations, row)
 	}
 	for _, x := range waits {
-		p.Waits = append(p.Waits, c.waitRowOf(x))
+		p.Waits = append(p.Waits, h.waitRowOf(x))
 	}
 	if len(events) > consoleHistoryRows {
 		p.MoreHistory = len(events) - consoleHistoryRows
@@ -165,7 +173,7 @@ func (c *console) casePage(w http.ResponseWriter, r *http.Request, v visitor, pr
 		p.History = append(p.History, caseEvent{At: e.At, What: e.Type, From: dash(e.From), To: dash(e.To), Actor: e.Actor,
 			Detail: printable(compactJSON(e.Detail))})
 	}
-	c.render(w, http.StatusOK, "console_case", p)
+	h.render(w, http.StatusOK, "console_case", p)
 }
 
 type waitListPage struct {
@@ -177,12 +185,12 @@ type waitListPage struct {
 // waitList lists a project's waiting waits the visitor may see, soonest
 // deadline first, a page at a time (after: the last wait of the page
 // before).
-func (c *console) waitList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
+func (h *Handler) waitList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
 	ctx := r.Context()
 	after, err := queryID(r, "after")
 	var cl *cases.Client
 	if err == nil {
-		cl, err = c.cases(v)
+		cl, err = h.cases(v)
 	}
 	f := cases.WaitingFilter{Project: project, Limit: consoleRows + 1}
 	if err == nil && after != 0 {
@@ -196,17 +204,17 @@ func (c *console) waitList(w http.ResponseWriter, r *http.Request, v visitor, pr
 		list, err = cl.Waiting(ctx, f)
 	}
 	if err != nil {
-		c.refuse(w, r, v, "wait", err)
+		h.refuse(w, r, v, "wait", err)
 		return
 	}
-	p := waitListPage{consoleFrame: c.frame(v, "Waits of "+project, project)}
+	p := waitListPage{consoleFrame: h.frame(v, "Waits of "+project, project)}
 	for _, x := range list[:min(len(list), consoleRows)] {
-		p.Waits = append(p.Waits, c.waitRowOf(x))
+		p.Waits = append(p.Waits, h.waitRowOf(x))
 	}
 	if len(list) > consoleRows {
 		p.Next = pageLink(r.URL.Path, url.Values{"after": {strconv.FormatInt(p.Waits[len(p.Waits)-1].ID, 10)}})
 	}
-	c.render(w, http.StatusOK, "console_waits", p)
+	h.render(w, http.StatusOK, "console_waits", p)
 }
 
 // deadLetterRow is a dead letter as shown: who sent it and the keys it was
@@ -230,21 +238,21 @@ type deadLetterPage struct {
 
 // deadLetterList lists a project's dead letters, newest first, a page at a
 // time.
-func (c *console) deadLetterList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
+func (h *Handler) deadLetterList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
 	before, err := queryID(r, "before")
 	var list []cases.DeadLetter
 	if err == nil {
 		var cl *cases.Client
-		if cl, err = c.cases(v); err == nil {
+		if cl, err = h.cases(v); err == nil {
 			list, err = cl.DeadLetters(r.Context(), cases.DeadLetterFilter{Project: project, Before: before, Limit: consoleRows + 1})
 		}
 	}
 	if err != nil {
-		c.refuse(w, r, v, "dead letter", err)
+		h.refuse(w, r, v, "dead letter", err)
 		return
 	}
-	p := deadLetterPage{consoleFrame: c.frame(v, "Dead letters of "+project, project)}
-	now := c.cfg.Clock.Now()
+	p := deadLetterPage{consoleFrame: h.frame(v, "Dead letters of "+project, project)}
+	now := h.cfg.Clock.Now()
 	for _, m := range list[:min(len(list), consoleRows)] {
 		p.Letters = append(p.Letters, deadLetterRow{ID: m.ID, Producer: printable(m.Producer), MessageID: printable(m.MessageID),
 			Keys: joinKeys(m.Keys), Addressee: m.Addressee, Age: span(max(now.Sub(m.ArrivedAt), 0)), DeadLetteredAt: m.DeadLetteredAt,
@@ -253,5 +261,5 @@ func (c *console) deadLetterList(w http.ResponseWriter, r *http.Request, v visit
 	if len(list) > consoleRows {
 		p.Next = pageLink(r.URL.Path, url.Values{"before": {strconv.FormatInt(p.Letters[len(p.Letters)-1].ID, 10)}})
 	}
-	c.render(w, http.StatusOK, "console_dead_letters", p)
+	h.render(w, http.StatusOK, "console_dead_letters", p)
 }

@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 	"github.com/docket-dev/docket/schedules"
 )
 
-func (c *console) schedules(v visitor) (*schedules.Client, error) {
-	return schedules.NewClient(c.pool, schedules.Config{Actor: v.who, Clock: c.cfg.Clock})
+func (h *Handler) schedules(v visitor) (*schedules.Client, error) {
+	return schedules.NewClient(h.pool, schedules.Config{Actor: v.who, Clock: h.cfg.Clock})
 }
 
 type scheduleListPage struct {
@@ -27,24 +27,24 @@ type scheduleListPage struct {
 
 // scheduleList lists a project's schedules the visitor may see, by name, a
 // page at a time.
-func (c *console) scheduleList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
+func (h *Handler) scheduleList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
 	after, err := queryText(r, "after", 200)
 	var list []schedules.Schedule
 	if err == nil {
 		var cl *schedules.Client
-		if cl, err = c.schedules(v); err == nil {
+		if cl, err = h.schedules(v); err == nil {
 			list, err = cl.List(r.Context(), schedules.Filter{Project: project, After: after, Limit: consoleRows + 1})
 		}
 	}
 	if err != nil {
-		c.refuse(w, r, v, "schedule", err)
+		h.refuse(w, r, v, "schedule", err)
 		return
 	}
-	p := scheduleListPage{consoleFrame: c.frame(v, "Schedules of "+project, project), Schedules: list[:min(len(list), consoleRows)]}
+	p := scheduleListPage{consoleFrame: h.frame(v, "Schedules of "+project, project), Schedules: list[:min(len(list), consoleRows)]}
 	if len(list) > consoleRows {
 		p.Next = pageLink(r.URL.Path, url.Values{"after": {p.Schedules[len(p.Schedules)-1].Name}})
 	}
-	c.render(w, http.StatusOK, "console_schedules", p)
+	h.render(w, http.StatusOK, "console_schedules", p)
 }
 
 type schedulePage struct {
@@ -57,9 +57,9 @@ type schedulePage struct {
 
 // schedulePage shows a schedule, its next runs, in its zone and in UTC,
 // and the runs it made last; a broken one, why the sweep passes it over.
-func (c *console) schedulePage(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64) {
+func (h *Handler) schedulePage(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64) {
 	ctx := r.Context()
-	cl, err := c.schedules(v)
+	cl, err := h.schedules(v)
 	var s schedules.Schedule
 	if err == nil {
 		s, err = cl.Get(ctx, id)
@@ -67,7 +67,7 @@ func (c *console) schedulePage(w http.ResponseWriter, r *http.Request, v visitor
 	if err == nil && s.Project != project {
 		err = notFound("schedule", id)
 	}
-	p := schedulePage{consoleFrame: c.frame(v, "Schedule "+printable(s.Name), project), Schedule: s}
+	p := schedulePage{consoleFrame: h.frame(v, "Schedule "+printable(s.Name), project), Schedule: s}
 	// A broken schedule runs nothing until it is mended, and its terms may
 	// be what cannot be planned: it has no next runs to show.
 	if err == nil && s.Status != schedules.Broken {
@@ -77,20 +77,20 @@ func (c *console) schedulePage(w http.ResponseWriter, r *http.Request, v visitor
 		p.Runs, err = cl.Runs(ctx, id)
 	}
 	if err != nil {
-		c.refuse(w, r, v, "schedule", err)
+		h.refuse(w, r, v, "schedule", err)
 		return
 	}
 	if len(p.Runs) > consoleRows {
 		p.MoreRuns = len(p.Runs) - consoleRows
 		p.Runs = p.Runs[len(p.Runs)-consoleRows:]
 	}
-	c.render(w, http.StatusOK, "console_schedule", p)
+	h.render(w, http.StatusOK, "console_schedule", p)
 }
 
 // snapshot runs read in one read-only repeatable-read transaction, so that
 // what it reads agrees with itself.
-func (c *console) snapshot(ctx context.Context, read func(tx pgx.Tx) error) error {
-	tx, err := c.pool.Begin(ctx)
+func (h *Handler) snapshot(ctx context.Context, read func(tx pgx.Tx) error) error {
+	tx, err := h.pool.Begin(ctx)
 	if err != nil {
 		return db.Translate(err, "console.read")
 	}
@@ -109,24 +109,24 @@ type runListPage struct {
 
 // runList lists a project's runs of plans the visitor may see, newest
 // first, a page at a time.
-func (c *console) runList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
+func (h *Handler) runList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
 	before, err := queryID(r, "before")
 	var list []plans.Run
 	if err == nil {
 		var cl *plans.Client
-		if cl, err = plans.NewClient(c.pool, plans.Config{Actor: v.who, Clock: c.cfg.Clock}); err == nil {
+		if cl, err = plans.NewClient(h.pool, plans.Config{Actor: v.who, Clock: h.cfg.Clock}); err == nil {
 			list, err = cl.List(r.Context(), plans.Filter{Project: project, Before: before, Limit: consoleRows + 1})
 		}
 	}
 	if err != nil {
-		c.refuse(w, r, v, "run", err)
+		h.refuse(w, r, v, "run", err)
 		return
 	}
-	p := runListPage{consoleFrame: c.frame(v, "Runs of "+project, project), Runs: list[:min(len(list), consoleRows)]}
+	p := runListPage{consoleFrame: h.frame(v, "Runs of "+project, project), Runs: list[:min(len(list), consoleRows)]}
 	if len(list) > consoleRows {
 		p.Next = pageLink(r.URL.Path, url.Values{"before": {strconv.FormatInt(p.Runs[len(p.Runs)-1].ID, 10)}})
 	}
-	c.render(w, http.StatusOK, "console_runs", p)
+	h.render(w, http.StatusOK, "console_runs", p)
 }
 
 // stepCount is how many of a run's steps are in one state.
@@ -149,14 +149,17 @@ type runPage struct {
 	// held, not run).
 	Unadmitted []plans.Step
 	NotYet     string
+	// Graph is the run's plan drawn as its DAG, each step coloured by
+	// its state.
+	Graph runGraph
 }
 
 // runPage shows a run of a plan: its status, its steps' census and each
 // step with its job and compensation, and its plan's versions.
-func (c *console) runPage(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64) {
-	p := runPage{consoleFrame: c.frame(v, "Run "+strconv.FormatInt(id, 10), project)}
-	err := c.snapshot(r.Context(), func(tx pgx.Tx) error {
-		cl, err := plans.NewClient(tx, plans.Config{Actor: v.who, Clock: c.cfg.Clock})
+func (h *Handler) runPage(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64) {
+	p := runPage{consoleFrame: h.frame(v, "Run "+strconv.FormatInt(id, 10), project)}
+	err := h.snapshot(r.Context(), func(tx pgx.Tx) error {
+		cl, err := plans.NewClient(tx, plans.Config{Actor: v.who, Clock: h.cfg.Clock})
 		if err != nil {
 			return err
 		}
@@ -173,7 +176,7 @@ func (c *console) runPage(w http.ResponseWriter, r *http.Request, v visitor, pro
 		return err
 	})
 	if err != nil {
-		c.refuse(w, r, v, "run", err)
+		h.refuse(w, r, v, "run", err)
 		return
 	}
 	if !p.Run.Budget.Zero() {
@@ -184,17 +187,18 @@ func (c *console) runPage(w http.ResponseWriter, r *http.Request, v visitor, pro
 	for _, s := range p.Steps {
 		admitted[s.StepID] = true
 	}
+	p.NotYet = notAdmitted(p.Run)
 	for _, ver := range p.Versions {
 		if ver.Version != p.Run.Version {
 			continue
 		}
+		p.Graph = graphOf(ver.Plan, p.Steps, p.NotYet)
 		for _, s := range ver.Plan.Steps {
 			if !admitted[s.ID] {
 				p.Unadmitted = append(p.Unadmitted, s)
 			}
 		}
 	}
-	p.NotYet = notAdmitted(p.Run)
 	for _, s := range p.Steps {
 		i := 0
 		for i < len(p.Census) && p.Census[i].State != s.State {
@@ -205,7 +209,7 @@ func (c *console) runPage(w http.ResponseWriter, r *http.Request, v visitor, pro
 		}
 		p.Census[i].N++
 	}
-	c.render(w, http.StatusOK, "console_run", p)
+	h.render(w, http.StatusOK, "console_run", p)
 }
 
 type batchListPage struct {
@@ -216,24 +220,24 @@ type batchListPage struct {
 
 // batchList lists a project's batches the visitor may see, by name, with
 // their census, a page at a time.
-func (c *console) batchList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
+func (h *Handler) batchList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
 	after, err := queryText(r, "after", 512)
 	var list []batches.Report
 	if err == nil {
 		var cl *batches.Client
-		if cl, err = batches.NewClient(c.pool, batches.Config{Actor: v.who, Clock: c.cfg.Clock}); err == nil {
+		if cl, err = batches.NewClient(h.pool, batches.Config{Actor: v.who, Clock: h.cfg.Clock}); err == nil {
 			list, err = cl.List(r.Context(), batches.Filter{Project: project, After: after, Limit: consoleRows + 1})
 		}
 	}
 	if err != nil {
-		c.refuse(w, r, v, "batch", err)
+		h.refuse(w, r, v, "batch", err)
 		return
 	}
-	p := batchListPage{consoleFrame: c.frame(v, "Batches of "+project, project), Batches: list[:min(len(list), consoleRows)]}
+	p := batchListPage{consoleFrame: h.frame(v, "Batches of "+project, project), Batches: list[:min(len(list), consoleRows)]}
 	if len(list) > consoleRows {
 		p.Next = pageLink(r.URL.Path, url.Values{"after": {p.Batches[len(p.Batches)-1].Name}})
 	}
-	c.render(w, http.StatusOK, "console_batches", p)
+	h.render(w, http.StatusOK, "console_batches", p)
 }
 
 // itemRow is an item of a batch nobody is finished with, as shown.
@@ -254,16 +258,16 @@ type batchPage struct {
 
 // batchPage shows a batch, its census and a page of the items nobody is
 // finished with, oldest key first.
-func (c *console) batchPage(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64) {
+func (h *Handler) batchPage(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64) {
 	after, err := queryText(r, "after", 512)
 	if err != nil {
-		c.refuse(w, r, v, "batch", err)
+		h.refuse(w, r, v, "batch", err)
 		return
 	}
-	p := batchPage{consoleFrame: c.frame(v, "Batch "+strconv.FormatInt(id, 10), project)}
+	p := batchPage{consoleFrame: h.frame(v, "Batch "+strconv.FormatInt(id, 10), project)}
 	var items []batches.Admitted
-	err = c.snapshot(r.Context(), func(tx pgx.Tx) error {
-		cl, err := batches.NewClient(tx, batches.Config{Actor: v.who, Clock: c.cfg.Clock})
+	err = h.snapshot(r.Context(), func(tx pgx.Tx) error {
+		cl, err := batches.NewClient(tx, batches.Config{Actor: v.who, Clock: h.cfg.Clock})
 		if err != nil {
 			return err
 		}
@@ -277,7 +281,7 @@ func (c *console) batchPage(w http.ResponseWriter, r *http.Request, v visitor, p
 		return err
 	})
 	if err != nil {
-		c.refuse(w, r, v, "batch", err)
+		h.refuse(w, r, v, "batch", err)
 		return
 	}
 	for _, it := range items[:min(len(items), consoleRows)] {
@@ -287,5 +291,5 @@ func (c *console) batchPage(w http.ResponseWriter, r *http.Request, v visitor, p
 	if len(items) > consoleRows {
 		p.Next = pageLink(r.URL.Path, url.Values{"after": {items[consoleRows-1].Key}})
 	}
-	c.render(w, http.StatusOK, "console_batch", p)
+	h.render(w, http.StatusOK, "console_batch", p)
 }

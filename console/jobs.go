@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"net/http"
@@ -39,6 +39,8 @@ type projectCensus struct {
 	// how many it counts.
 	Capped bool
 	Cap    int
+	// Charts are its jobs over the last hour.
+	Charts jobCharts
 }
 
 type overviewPage struct {
@@ -46,23 +48,36 @@ type overviewPage struct {
 	Projects []projectCensus
 }
 
-// overview shows, for each project served, its jobs by queue and state, and
+// overview shows, for each project served in which the visitor holds a
+// grant, its jobs by queue and state, and
 // links to the rest of the console.
-func (c *console) overview(w http.ResponseWriter, r *http.Request, v visitor) {
-	p := overviewPage{consoleFrame: c.frame(v, "Console", "")}
-	for _, name := range c.cfg.Projects {
-		cl, err := jobs.NewClient(c.pool, jobs.Config{Project: name, Actor: v.who, Clock: c.cfg.Clock})
+func (h *Handler) overview(w http.ResponseWriter, r *http.Request, v visitor) {
+	p := overviewPage{consoleFrame: h.frame(v, "Console", "")}
+	names, err := h.projects(r.Context(), v)
+	if err != nil {
+		h.refuse(w, r, v, "project", err)
+		return
+	}
+	for _, name := range names {
+		cl, err := jobs.NewClient(h.pool, jobs.Config{Project: name, Actor: v.who, Clock: h.cfg.Clock})
 		var census jobs.Census
 		if err == nil {
 			census, err = cl.Census(r.Context(), 0)
 		}
 		if err != nil {
-			c.refuse(w, r, v, "project", err)
+			h.refuse(w, r, v, "project", err)
 			return
 		}
-		p.Projects = append(p.Projects, censusOf(census))
+		pc := censusOf(census)
+		list, err := cl.List(r.Context(), jobs.Filter{Limit: chartJobs})
+		if err != nil {
+			h.refuse(w, r, v, "project", err)
+			return
+		}
+		pc.Charts = chartsOf(name, list, h.cfg.Clock.Now(), len(list) == chartJobs)
+		p.Projects = append(p.Projects, pc)
 	}
-	c.render(w, http.StatusOK, "console_overview", p)
+	h.render(w, http.StatusOK, "console_overview", p)
 }
 
 // censusOf lays census out as a table of queues by state, each count
@@ -142,11 +157,11 @@ type jobListPage struct {
 
 // jobList lists a project's jobs newest first, filtered by state, queue
 // and kind, a page at a time.
-func (c *console) jobList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
+func (h *Handler) jobList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
 	q := r.URL.Query()
 	state := jobs.State(q.Get("state"))
 	if state != "" && !slices.Contains(jobs.States, state) {
-		c.refuse(w, r, v, "job", invalid("state", "want one of "+joinStates(jobs.States)))
+		h.refuse(w, r, v, "job", invalid("state", "want one of "+joinStates(jobs.States)))
 		return
 	}
 	queue, err := queryText(r, "queue", 200)
@@ -161,45 +176,45 @@ func (c *console) jobList(w http.ResponseWriter, r *http.Request, v visitor, pro
 		err = invalid("kind", "not a job kind")
 	}
 	if err != nil {
-		c.refuse(w, r, v, "job", err)
+		h.refuse(w, r, v, "job", err)
 		return
 	}
-	p := jobListPage{consoleFrame: c.frame(v, "Jobs of "+project, project), Which: "jobs", States: jobs.States,
+	p := jobListPage{consoleFrame: h.frame(v, "Jobs of "+project, project), Which: "jobs", States: jobs.States,
 		State: string(state), Queue: queue, Kind: kind, Filtered: state != "" || queue != "" || kind != ""}
-	c.listJobs(w, r, v, project, jobs.Filter{State: state, Queue: queue, Kind: kind}, &p)
+	h.listJobs(w, r, v, project, jobs.Filter{State: state, Queue: queue, Kind: kind}, &p)
 }
 
 // uncertainList lists a project's uncertain jobs, with the forms to
 // reconcile or cancel each when the visitor holds the grants.
-func (c *console) uncertainList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
-	p := jobListPage{consoleFrame: c.frame(v, "Uncertain jobs of "+project, project), Which: "uncertain",
+func (h *Handler) uncertainList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
+	p := jobListPage{consoleFrame: h.frame(v, "Uncertain jobs of "+project, project), Which: "uncertain",
 		Outcomes: []jobs.Outcome{jobs.DidSucceed, jobs.DidFail, jobs.RunAgain}, MaxNote: consoleMaxNote}
 	var err error
-	if p.MayReconcile, err = c.may(r.Context(), v, project, access.JobReconcile); err == nil {
-		p.MayCancel, err = c.may(r.Context(), v, project, access.JobCancel)
+	if p.MayReconcile, err = h.may(r.Context(), v, project, access.JobReconcile); err == nil {
+		p.MayCancel, err = h.may(r.Context(), v, project, access.JobCancel)
 	}
 	if err != nil {
-		c.refuse(w, r, v, "job", err)
+		h.refuse(w, r, v, "job", err)
 		return
 	}
-	c.listJobs(w, r, v, project, jobs.Filter{State: jobs.Uncertain}, &p)
+	h.listJobs(w, r, v, project, jobs.Filter{State: jobs.Uncertain}, &p)
 }
 
 // deadList lists a project's dead jobs: their attempts ran out.
-func (c *console) deadList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
-	p := jobListPage{consoleFrame: c.frame(v, "Dead jobs of "+project, project), Which: "dead"}
-	c.listJobs(w, r, v, project, jobs.Filter{State: jobs.Dead}, &p)
+func (h *Handler) deadList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
+	p := jobListPage{consoleFrame: h.frame(v, "Dead jobs of "+project, project), Which: "dead"}
+	h.listJobs(w, r, v, project, jobs.Filter{State: jobs.Dead}, &p)
 }
 
 // listJobs reads the page of f the query's before names into p and renders
 // it.
-func (c *console) listJobs(w http.ResponseWriter, r *http.Request, v visitor, project string, f jobs.Filter, p *jobListPage) {
+func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request, v visitor, project string, f jobs.Filter, p *jobListPage) {
 	before, err := queryID(r, "before")
 	if err != nil {
-		c.refuse(w, r, v, "job", err)
+		h.refuse(w, r, v, "job", err)
 		return
 	}
-	cl, err := jobs.NewClient(c.pool, jobs.Config{Project: project, Actor: v.who, Clock: c.cfg.Clock})
+	cl, err := jobs.NewClient(h.pool, jobs.Config{Project: project, Actor: v.who, Clock: h.cfg.Clock})
 	if err == nil {
 		f.Before, f.Limit = before, consoleRows+1
 		var list []jobs.Job
@@ -215,10 +230,10 @@ func (c *console) listJobs(w http.ResponseWriter, r *http.Request, v visitor, pr
 		}
 	}
 	if err != nil {
-		c.refuse(w, r, v, "job", err)
+		h.refuse(w, r, v, "job", err)
 		return
 	}
-	c.render(w, http.StatusOK, "console_jobs", p)
+	h.render(w, http.StatusOK, "console_jobs", p)
 }
 
 // jobEvent is an event of a job's history, as shown.
@@ -277,29 +292,29 @@ type jobPage struct {
 // jobPage shows a job, its history and whether the history verifies, with
 // the forms to reconcile or cancel it when it is in a state for them and
 // the visitor holds the grants.
-func (c *console) jobPage(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64) {
+func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64) {
 	ctx := r.Context()
-	cl, err := c.jobsByID(v)
+	cl, err := h.jobsByID(v)
 	if err != nil {
-		c.refuse(w, r, v, "job", err)
+		h.refuse(w, r, v, "job", err)
 		return
 	}
-	j, err := c.jobIn(r, cl, project, id)
+	j, err := h.jobIn(r, cl, project, id)
 	if err != nil {
-		c.refuse(w, r, v, "job", err)
+		h.refuse(w, r, v, "job", err)
 		return
 	}
 	events, err := cl.History(ctx, id)
 	if err != nil {
-		c.refuse(w, r, v, "job", err)
+		h.refuse(w, r, v, "job", err)
 		return
 	}
 	ver, err := cl.Verify(ctx, id)
 	if err != nil {
-		c.refuse(w, r, v, "job", err)
+		h.refuse(w, r, v, "job", err)
 		return
 	}
-	p := jobPage{consoleFrame: c.frame(v, "Job "+strconv.FormatInt(id, 10), project), Job: j,
+	p := jobPage{consoleFrame: h.frame(v, "Job "+strconv.FormatInt(id, 10), project), Job: j,
 		Payload: cut(prettyJSON(j.Payload), consoleShowPayload), Verified: ver.OK, VerifiedCount: ver.Events,
 		Outcomes: []jobs.Outcome{jobs.DidSucceed, jobs.DidFail, jobs.RunAgain}, MaxNote: consoleMaxNote}
 	if j.Output.Asset != "" {
@@ -312,7 +327,7 @@ func (c *console) jobPage(w http.ResponseWriter, r *http.Request, v visitor, pro
 		// The completion record, as the job's re-run plan reads it.
 		plan, err := cl.RerunPlan(ctx, id)
 		if err != nil {
-			c.refuse(w, r, v, "job", err)
+			h.refuse(w, r, v, "job", err)
 			return
 		}
 		p.Record, p.NoRecord = jobRecordOf(plan), !plan.Recorded
@@ -326,18 +341,18 @@ func (c *console) jobPage(w http.ResponseWriter, r *http.Request, v visitor, pro
 			ClaimedBy: e.ClaimedBy, ClaimedAt: e.ClaimedAt})
 	}
 	if j.State == jobs.Uncertain {
-		if p.MayReconcile, err = c.may(ctx, v, project, access.JobReconcile); err != nil {
-			c.refuse(w, r, v, "job", err)
+		if p.MayReconcile, err = h.may(ctx, v, project, access.JobReconcile); err != nil {
+			h.refuse(w, r, v, "job", err)
 			return
 		}
 	}
 	if j.State == jobs.Queued || j.State == jobs.Claimed || j.State == jobs.Uncertain {
-		if p.MayCancel, err = c.may(ctx, v, project, access.JobCancel); err != nil {
-			c.refuse(w, r, v, "job", err)
+		if p.MayCancel, err = h.may(ctx, v, project, access.JobCancel); err != nil {
+			h.refuse(w, r, v, "job", err)
 			return
 		}
 	}
-	c.render(w, http.StatusOK, "console_job", p)
+	h.render(w, http.StatusOK, "console_job", p)
 }
 
 // jobRecordOf is the completion record plan carries; nil when it has none.
@@ -357,13 +372,13 @@ func jobRecordOf(plan jobs.RerunPlan) *jobRecord {
 
 // jobsByID is a jobs client of no project, acting as the visitor: it works
 // by job id, and the grants decide per job.
-func (c *console) jobsByID(v visitor) (*jobs.Client, error) {
-	return jobs.NewClient(c.pool, jobs.Config{Actor: v.who, Clock: c.cfg.Clock})
+func (h *Handler) jobsByID(v visitor) (*jobs.Client, error) {
+	return jobs.NewClient(h.pool, jobs.Config{Actor: v.who, Clock: h.cfg.Clock})
 }
 
 // jobIn reads job id as the client's actor, and answers one of another
 // project than the path's as not found.
-func (c *console) jobIn(r *http.Request, cl *jobs.Client, project string, id int64) (jobs.Job, error) {
+func (h *Handler) jobIn(r *http.Request, cl *jobs.Client, project string, id int64) (jobs.Job, error) {
 	j, err := cl.Get(r.Context(), id)
 	if err != nil {
 		return jobs.Job{}, err
@@ -375,22 +390,22 @@ func (c *console) jobIn(r *http.Request, cl *jobs.Client, project string, id int
 }
 
 // reconcile settles an uncertain job with the form's outcome and note.
-func (c *console) reconcile(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64) {
+func (h *Handler) reconcile(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64) {
 	outcome := jobs.Outcome(r.PostForm.Get("outcome"))
 	note, err := formText(r, "note")
 	if err == nil && !slices.Contains([]jobs.Outcome{jobs.DidSucceed, jobs.DidFail, jobs.RunAgain}, outcome) {
 		err = invalid("outcome", "choose succeeded, failed or queued")
 	}
-	c.change(w, r, v, project, id, err, func(cl *jobs.Client) error {
+	h.change(w, r, v, project, id, err, func(cl *jobs.Client) error {
 		_, err := cl.Reconcile(r.Context(), id, outcome, nil, note)
 		return err
 	})
 }
 
 // cancel withdraws a job with the form's reason.
-func (c *console) cancel(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64) {
+func (h *Handler) cancel(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64) {
 	reason, err := formText(r, "reason")
-	c.change(w, r, v, project, id, err, func(cl *jobs.Client) error {
+	h.change(w, r, v, project, id, err, func(cl *jobs.Client) error {
 		_, err := cl.Cancel(r.Context(), id, reason)
 		return err
 	})
@@ -398,21 +413,21 @@ func (c *console) cancel(w http.ResponseWriter, r *http.Request, v visitor, proj
 
 // change makes a change to job id of project, unless the form was refused
 // already (bad), and answers with the job's page.
-func (c *console) change(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64, bad error, do func(*jobs.Client) error) {
+func (h *Handler) change(w http.ResponseWriter, r *http.Request, v visitor, project string, id int64, bad error, do func(*jobs.Client) error) {
 	if bad != nil {
-		c.refuse(w, r, v, "job", bad)
+		h.refuse(w, r, v, "job", bad)
 		return
 	}
-	cl, err := c.jobsByID(v)
+	cl, err := h.jobsByID(v)
 	if err == nil {
-		_, err = c.jobIn(r, cl, project, id)
+		_, err = h.jobIn(r, cl, project, id)
 	}
 	if err == nil {
 		err = do(cl)
 	}
 	if err != nil {
-		c.refuse(w, r, v, "job", err)
+		h.refuse(w, r, v, "job", err)
 		return
 	}
-	http.Redirect(w, r, consolePath(project, "jobs", id), http.StatusSeeOther)
+	http.Redirect(w, r, h.path(consolePath(project, "jobs", id)), http.StatusSeeOther)
 }
