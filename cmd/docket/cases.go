@@ -12,11 +12,11 @@ import (
 )
 
 func (c *cli) cases(args []string) (dbAction, error) {
-	sub, rest, err := c.sub("cases", args)
+	sub, rest, err := c.sub("case", args)
 	if err != nil {
 		return nil, err
 	}
-	fs := c.flags("cases " + sub)
+	fs := c.flags("case " + sub)
 	switch sub {
 	case "list":
 		status := fs.String("status", "", "only cases with this `STATUS`: "+joinStates(cases.Statuses))

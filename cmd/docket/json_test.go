@@ -190,7 +190,6 @@ func setupWorld(t *testing.T) world {
 func TestReadCommandsJSON(t *testing.T) {
 	t.Parallel()
 	w := setupWorld(t)
-	id := func(n int64) string { return fmt.Sprint(n) }
 	for _, tc := range []struct {
 		golden string
 		as     access.Actor
@@ -200,28 +199,28 @@ func TestReadCommandsJSON(t *testing.T) {
 		{"status-check", ana, []string{"status", "--check"}},
 		{"version", ana, []string{"version"}},
 		{"project-list", ana, []string{"project", "list"}},
-		{"grants", ana, []string{"grants", project}},
+		{"grant-list", ana, []string{"grant", "list", project}},
 		{"actor-list", ana, []string{"actor", "list"}},
 		{"job-list", ana, []string{"job", "list", project}},
 		{"job-census", ana, []string{"job", "census", project}},
 		{"job-show", ana, []string{"job", "show", id(w.job)}},
 		{"queue-list", ana, []string{"queue", "list", project}},
 		{"queue-show", ana, []string{"queue", "show", project, "mail"}},
-		{"lanes-list", vic, []string{"lanes", "list", project}},
-		{"lanes-show", vic, []string{"lanes", "show", id(w.lane)}},
-		{"cases-list", vic, []string{"cases", "list", project}},
-		{"cases-show", vic, []string{"cases", "show", id(w.kase)}},
-		{"waits", vic, []string{"waits", project}},
-		{"dead-letters", vic, []string{"dead-letters", project}},
-		{"schedules-list", vic, []string{"schedules", "list", project}},
-		{"schedules-preview", vic, []string{"schedules", "preview", id(w.schedule), "--count", "2"}},
-		{"schedules-preview", vic, []string{"schedules", "preview", "0 * * * *", "Europe/Berlin", "--count", "2"}},
-		{"tasks", rita, []string{"tasks", project}},
+		{"lane-list", vic, []string{"lane", "list", project}},
+		{"lane-show", vic, []string{"lane", "show", id(w.lane)}},
+		{"case-list", vic, []string{"case", "list", project}},
+		{"case-show", vic, []string{"case", "show", id(w.kase)}},
+		{"wait-list", vic, []string{"wait", "list", project}},
+		{"dead-letter-list", vic, []string{"dead-letter", "list", project}},
+		{"schedule-list", vic, []string{"schedule", "list", project}},
+		{"schedule-preview", vic, []string{"schedule", "preview", id(w.schedule), "--count", "2"}},
+		{"schedule-preview", vic, []string{"schedule", "preview", "0 * * * *", "Europe/Berlin", "--count", "2"}},
+		{"task-list", rita, []string{"task", "list", project}},
 		{"task-show", rita, []string{"task", "show", id(w.task)}},
-		{"plans-list", vic, []string{"plans", "list", project}},
-		{"plans-show", vic, []string{"plans", "show", id(w.run)}},
-		{"batches-list", vic, []string{"batches", "list", project}},
-		{"batches-show", vic, []string{"batches", "show", id(w.batch)}},
+		{"plan-list", vic, []string{"plan", "list", project}},
+		{"plan-show", vic, []string{"plan", "show", id(w.run)}},
+		{"batch-list", vic, []string{"batch", "list", project}},
+		{"batch-show", vic, []string{"batch", "show", id(w.batch)}},
 	} {
 		var outs []string
 		for _, spelling := range [][]string{{"-o", "json"}, {"--output", "json"}, {"--output=json"}, {"--json"}} {

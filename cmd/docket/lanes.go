@@ -13,15 +13,15 @@ import (
 	"github.com/docket-dev/docket/lanes"
 )
 
-// lanesShowJobs is how many of a lane's jobs lanes show prints.
+// lanesShowJobs is how many of a lane's jobs lane show prints.
 const lanesShowJobs = 50
 
 func (c *cli) lanes(args []string) (dbAction, error) {
-	sub, rest, err := c.sub("lanes", args)
+	sub, rest, err := c.sub("lane", args)
 	if err != nil {
 		return nil, err
 	}
-	fs := c.flags("lanes " + sub)
+	fs := c.flags("lane " + sub)
 	switch sub {
 	case "list":
 		quorum := fs.String("quorum", "", "only lanes of this quorum (its `NAME`)")

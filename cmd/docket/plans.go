@@ -23,7 +23,7 @@ import (
 	"github.com/docket-dev/docket/plans"
 )
 
-// How much of a large graph plans show draws: the steps of one level, and
+// How much of a large graph plan show draws: the steps of one level, and
 // the names in one list (predecessors, successors, arguments), before it
 // counts the rest.
 const (
@@ -31,7 +31,7 @@ const (
 	plansShowList  = 10
 )
 
-// How much of a value plans show prints on a line: a constant argument, and
+// How much of a value plan show prints on a line: a constant argument, and
 // the run's output (--json has them whole).
 const (
 	plansShowConst  = 40
@@ -39,11 +39,11 @@ const (
 )
 
 func (c *cli) plansCmd(args []string) (dbAction, error) {
-	sub, rest, err := c.sub("plans", args)
+	sub, rest, err := c.sub("plan", args)
 	if err != nil {
 		return nil, err
 	}
-	fs := c.flags("plans " + sub)
+	fs := c.flags("plan " + sub)
 	switch sub {
 	case "list":
 		limit := fs.Int("limit", 50, "at most `N` runs, newest first")
@@ -108,7 +108,7 @@ func (c *cli) plansList(ctx context.Context, pool *pgxpool.Pool, f plans.Filter,
 	return w.Flush()
 }
 
-// runView is what plans show reads of a run, from one snapshot.
+// runView is what plan show reads of a run, from one snapshot.
 type runView struct {
 	run      plans.Run
 	steps    []plans.RunStep
@@ -604,7 +604,7 @@ func count(n int, thing string) string {
 	return fmt.Sprintf("%d %ss", n, thing)
 }
 
-// The JSON documents of plans list and plans show --json.
+// The JSON documents of plan list and plan show.
 type (
 	runListDoc struct {
 		Project string    `json:"project"`
@@ -709,7 +709,7 @@ func writeRunJSON(out io.Writer, v runView) error {
 	return writeSafeJSON(out, doc)
 }
 
-// runJSONOf is run r as plans list and plans show print it.
+// runJSONOf is run r as plan list and plan show print it.
 func runJSONOf(r plans.Run) runJSON {
 	out := runJSON{ID: r.ID, Project: r.Project, CaseID: r.CaseID, Status: r.Status, Suspended: r.Suspended, Digest: r.Digest, Version: r.Version,
 		Input: r.Input, InputTrusted: r.InputTrusted, ReplanLimit: r.ReplanLimit, UntrustedRead: r.UntrustedRead,

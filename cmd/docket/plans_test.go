@@ -249,7 +249,7 @@ func TestPlansShowADiamond(t *testing.T) {
 		require.NotContains(t, r.stderr, "t.a")
 	}
 	r = h.as(t, sam, "plans", "show", id)
-	require.Equal(t, fmt.Sprintf("docket plans show: plan.get: run %s not found or not visible to %s\n", id, sam), r.stderr)
+	require.Equal(t, fmt.Sprintf("docket plan show: plan.get: run %s not found or not visible to %s\n", id, sam), r.stderr)
 }
 
 // TestPlansShowAnUnwind: e fails for good after a, read, b and c
@@ -479,5 +479,5 @@ func TestPlansUsage(t *testing.T) {
 		{"plans", "show", "--frob", "1"},
 	})
 	r := docket(t, unreachable, "help")
-	require.Contains(t, r.stdout, "plans show RUN [-o json]")
+	require.Contains(t, r.stdout, "plan show RUN [-o json]")
 }

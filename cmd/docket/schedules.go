@@ -12,11 +12,11 @@ import (
 )
 
 func (c *cli) schedules(args []string) (dbAction, error) {
-	sub, rest, err := c.sub("schedules", args)
+	sub, rest, err := c.sub("schedule", args)
 	if err != nil {
 		return nil, err
 	}
-	fs := c.flags("schedules " + sub)
+	fs := c.flags("schedule " + sub)
 	switch sub {
 	case "list":
 		limit := fs.Int("limit", 100, "at most `N` schedules, by name")
