@@ -263,8 +263,8 @@ type (
 		Digest     string         `json:"digest"`
 		Status     batches.Status `json:"status"`
 		SourceDone bool           `json:"source_done"`
-		LastKey    string         `json:"last_key,omitempty"`
-		Cursor     string         `json:"cursor,omitempty"`
+		LastKey    string         `json:"last_key"`
+		Cursor     string         `json:"cursor"`
 		CreatedBy  access.Actor   `json:"created_by"`
 		CreatedAt  time.Time      `json:"created_at"`
 		FinishedAt *time.Time     `json:"finished_at"`
@@ -281,9 +281,9 @@ type (
 	itemJSON struct {
 		Key        string             `json:"key"`
 		Status     batches.ItemStatus `json:"status"`
-		RunID      int64              `json:"run_id,omitempty"`
+		RunID      int64              `json:"run_id"`
 		Trusted    bool               `json:"trusted"`
-		Reason     string             `json:"reason,omitempty"`
+		Reason     string             `json:"reason"`
 		AdmittedAt time.Time          `json:"admitted_at"`
 		SettledAt  *time.Time         `json:"settled_at"`
 	}

@@ -621,18 +621,18 @@ type (
 	runJSON struct {
 		ID            int64           `json:"id"`
 		Project       string          `json:"project"`
-		CaseID        int64           `json:"case_id,omitempty"`
+		CaseID        int64           `json:"case_id"`
 		Status        plans.Status    `json:"status"`
-		Suspended     bool            `json:"suspended,omitempty"`
+		Suspended     bool            `json:"suspended"`
 		Digest        string          `json:"digest"`
 		Version       int             `json:"version"`
 		Input         json.RawMessage `json:"input"`
 		InputTrusted  bool            `json:"input_trusted"`
 		ReplanLimit   int             `json:"replan_limit"`
-		UntrustedRead string          `json:"untrusted_read,omitempty"`
-		Output        json.RawMessage `json:"output,omitempty"`
-		Failure       string          `json:"failure,omitempty"`
-		Budget        *budgetJSON     `json:"budget,omitempty"`
+		UntrustedRead string          `json:"untrusted_read"`
+		Output        json.RawMessage `json:"output"`
+		Failure       string          `json:"failure"`
+		Budget        *budgetJSON     `json:"budget"`
 		CreatedBy     access.Actor    `json:"created_by"`
 		CreatedAt     time.Time       `json:"created_at"`
 		UpdatedAt     time.Time       `json:"updated_at"`
@@ -642,14 +642,14 @@ type (
 	// reported they spent, and why it is exhausted, if it is. Money is in
 	// minor units of currency.
 	budgetJSON struct {
-		MaxSteps    int       `json:"max_steps,omitempty"`
-		MaxEffects  int64     `json:"max_effects,omitempty"`
-		MaxMoney    int64     `json:"max_money,omitempty"`
-		Currency    string    `json:"currency,omitempty"`
-		MaxCall     int64     `json:"max_call,omitempty"`
-		MaxParallel int       `json:"max_parallel,omitempty"`
+		MaxSteps    int       `json:"max_steps"`
+		MaxEffects  int64     `json:"max_effects"`
+		MaxMoney    int64     `json:"max_money"`
+		Currency    string    `json:"currency"`
+		MaxCall     int64     `json:"max_call"`
+		MaxParallel int       `json:"max_parallel"`
 		Spent       spentJSON `json:"spent"`
-		Exhausted   string    `json:"exhausted,omitempty"`
+		Exhausted   string    `json:"exhausted"`
 	}
 	spentJSON struct {
 		Effects int64 `json:"effects"`
@@ -663,19 +663,19 @@ type (
 		ReadySeq          int             `json:"ready_seq"`
 		Args              json.RawMessage `json:"args"`
 		Trusted           bool            `json:"trusted"`
-		JobID             int64           `json:"job_id,omitempty"`
-		Result            json.RawMessage `json:"result,omitempty"`
-		Compensation      string          `json:"compensation,omitempty"`
-		CompensationJobID int64           `json:"compensation_job_id,omitempty"`
-		Reason            string          `json:"reason,omitempty"`
+		JobID             int64           `json:"job_id"`
+		Result            json.RawMessage `json:"result"`
+		Compensation      string          `json:"compensation"`
+		CompensationJobID int64           `json:"compensation_job_id"`
+		Reason            string          `json:"reason"`
 		AdmittedAt        time.Time       `json:"admitted_at"`
 		UpdatedAt         time.Time       `json:"updated_at"`
 	}
 	versionJSON struct {
 		Version     int          `json:"version"`
 		Digest      string       `json:"digest"`
-		Predecessor string       `json:"predecessor,omitempty"`
-		Reason      string       `json:"reason,omitempty"`
+		Predecessor string       `json:"predecessor"`
+		Reason      string       `json:"reason"`
 		Actor       access.Actor `json:"actor"`
 		At          time.Time    `json:"at"`
 		Plan        plans.Plan   `json:"plan"`
