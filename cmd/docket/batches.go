@@ -73,6 +73,9 @@ func (c *cli) batchesList(ctx context.Context, pool *pgxpool.Pool, f batches.Fil
 	if err != nil {
 		return err
 	}
+	if len(list) == 0 {
+		c.viewHint(ctx, pool, f.Project, "batch list")
+	}
 	if format == formatJSON {
 		return writeSafeJSON(c.stdout, batchListDoc{Project: f.Project, Batches: mapSlice(list, func(r batches.Report) batchListJSON {
 			return batchListJSON{batchJSON: batchJSONOf(r), Census: censusJSONOf(r)}

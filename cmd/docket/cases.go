@@ -56,6 +56,9 @@ func (c *cli) casesList(ctx context.Context, pool *pgxpool.Pool, f cases.Filter,
 	if err != nil {
 		return err
 	}
+	if len(list) == 0 {
+		c.viewHint(ctx, pool, f.Project, "case list")
+	}
 	if format == formatJSON {
 		return writeSafeJSON(c.stdout, caseListDoc{Cases: mapSlice(list, caseOf)})
 	}

@@ -67,6 +67,9 @@ func (c *cli) lanesList(ctx context.Context, pool *pgxpool.Pool, f lanes.Filter,
 	if err != nil {
 		return err
 	}
+	if len(list) == 0 {
+		c.viewHint(ctx, pool, f.Project, "lane list")
+	}
 	if format == formatJSON {
 		return writeSafeJSON(c.stdout, laneListDoc{Lanes: mapSlice(list, laneOf)})
 	}

@@ -89,6 +89,9 @@ func (c *cli) plansList(ctx context.Context, pool *pgxpool.Pool, f plans.Filter,
 	if err != nil {
 		return err
 	}
+	if len(list) == 0 {
+		c.viewHint(ctx, pool, f.Project, "plan list")
+	}
 	if format == formatJSON {
 		return writeSafeJSON(c.stdout, runListDoc{Project: f.Project, Runs: mapSlice(list, runJSONOf)})
 	}

@@ -440,8 +440,9 @@ func TestPlansShowAnExhaustedRun(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &doc), r.stdout)
 	require.Equal(t, "exhausted", doc.Run.Status)
-	require.JSONEq(t, `{"max_steps": 1, "spent": {"effects": 2, "money": 150}, "exhausted": "steps: 1 of 1 admitted"}`,
-		string(doc.Run.Budget))
+	require.JSONEq(t, `{"max_steps": 1, "max_effects": 0, "max_money": 0, "currency": "", "max_call": 0, "max_parallel": 0,
+		"spent": {"effects": 2, "money": 150}, "exhausted": "steps: 1 of 1 admitted"}`, string(doc.Run.Budget),
+		"a ceiling the run does not set is 0")
 
 	// Every ceiling a run may set, in its currency; a run still running
 	// is not exhausted.
@@ -461,7 +462,7 @@ func TestPlansShowAnExhaustedRun(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &doc), r.stdout)
 	require.JSONEq(t, `{"max_steps": 5, "max_effects": 7, "max_money": 1000, "currency": "EUR", "max_call": 100,
-		"max_parallel": 2, "spent": {"effects": 0, "money": 0}}`, string(doc.Run.Budget))
+		"max_parallel": 2, "spent": {"effects": 0, "money": 0}, "exhausted": ""}`, string(doc.Run.Budget))
 }
 
 // TestPlansUsage: a wrong command line exits 2 before connecting.

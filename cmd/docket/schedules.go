@@ -79,6 +79,9 @@ func (c *cli) schedulesList(ctx context.Context, pool *pgxpool.Pool, f schedules
 	if err != nil {
 		return err
 	}
+	if len(list) == 0 {
+		c.viewHint(ctx, pool, f.Project, "schedule list")
+	}
 	if format == formatJSON {
 		return writeSafeJSON(c.stdout, scheduleListDoc{Schedules: mapSlice(list, scheduleOf)})
 	}

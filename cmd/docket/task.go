@@ -33,6 +33,9 @@ func (c *cli) taskList(fs *flag.FlagSet, args []string) (dbAction, error) {
 		if err != nil {
 			return err
 		}
+		if len(list) == 0 {
+			c.viewHint(ctx, pool, project, "task list")
+		}
 		now := c.clock.Now()
 		if *format == formatJSON {
 			return writeSafeJSON(c.stdout, taskListDoc{Project: project,

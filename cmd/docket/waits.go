@@ -69,6 +69,9 @@ func (c *cli) waitList(fs *flag.FlagSet, args []string) (dbAction, error) {
 				return err
 			}
 		}
+		if len(list) == 0 {
+			c.viewHint(ctx, pool, project, "wait list")
+		}
 		if *format == formatJSON {
 			return writeSafeJSON(c.stdout, waitsDoc{Project: project, Waits: mapSlice(list, waitOf)})
 		}
@@ -126,6 +129,9 @@ func (c *cli) deadLetterList(fs *flag.FlagSet, args []string) (dbAction, error) 
 		list, err := cl.DeadLetters(ctx, cases.DeadLetterFilter{Project: project, Limit: *limit})
 		if err != nil {
 			return err
+		}
+		if len(list) == 0 {
+			c.viewHint(ctx, pool, project, "dead-letter list")
 		}
 		if *format == formatJSON {
 			return writeSafeJSON(c.stdout, deadLettersDoc{Project: project, DeadLetters: mapSlice(list, deadLetterOf)})
