@@ -16,16 +16,16 @@ import (
 	"github.com/docket-dev/docket/batches"
 )
 
-// batchesShowLimit is how many items needing attention batches show lists
+// batchesShowLimit is how many items needing attention batch show lists
 // unless told.
 const batchesShowLimit = 20
 
 func (c *cli) batchesCmd(args []string) (dbAction, error) {
-	sub, rest, err := c.sub("batches", args)
+	sub, rest, err := c.sub("batch", args)
 	if err != nil {
 		return nil, err
 	}
-	fs := c.flags("batches " + sub)
+	fs := c.flags("batch " + sub)
 	switch sub {
 	case "list":
 		limit := fs.Int("limit", 50, "at most `N` batches, by name")
@@ -73,6 +73,9 @@ func (c *cli) batchesList(ctx context.Context, pool *pgxpool.Pool, f batches.Fil
 	if err != nil {
 		return err
 	}
+	if len(list) == 0 {
+		c.viewHint(ctx, pool, f.Project, "batch list")
+	}
 	if format == formatJSON {
 		return writeSafeJSON(c.stdout, batchListDoc{Project: f.Project, Batches: mapSlice(list, func(r batches.Report) batchListJSON {
 			return batchListJSON{batchJSON: batchJSONOf(r), Census: censusJSONOf(r)}
@@ -87,7 +90,7 @@ func (c *cli) batchesList(ctx context.Context, pool *pgxpool.Pool, f batches.Fil
 	return w.Flush()
 }
 
-// batchView is what batches show reads of a batch, from one snapshot.
+// batchView is what batch show reads of a batch, from one snapshot.
 type batchView struct {
 	report batches.Report
 	items  []batches.Admitted
@@ -125,7 +128,7 @@ func (c *cli) readBatch(ctx context.Context, pool *pgxpool.Pool, id int64, after
 			return batchView{}, err
 		}
 		if v.more = len(rest) > 0; v.more {
-			v.next = fmt.Sprintf("docket batches show %d --after %s", id, shellWord(last))
+			v.next = fmt.Sprintf("docket batch show %d --after %s", id, shellWord(last))
 			if limit != batchesShowLimit {
 				v.next += fmt.Sprintf(" --limit %d", limit)
 			}
@@ -236,13 +239,13 @@ func shellWord(s string) string {
 	return b.String()
 }
 
-// The JSON documents of batches list and batches show --json.
+// The JSON documents of batch list and batch show.
 type (
 	batchListDoc struct {
 		Project string          `json:"project"`
 		Batches []batchListJSON `json:"batches"`
 	}
-	// batchListJSON is a batch of a list: batches show's batch, with its
+	// batchListJSON is a batch of a list: batch show's batch, with its
 	// census beside its fields.
 	batchListJSON struct {
 		batchJSON
@@ -263,8 +266,8 @@ type (
 		Digest     string         `json:"digest"`
 		Status     batches.Status `json:"status"`
 		SourceDone bool           `json:"source_done"`
-		LastKey    string         `json:"last_key,omitempty"`
-		Cursor     string         `json:"cursor,omitempty"`
+		LastKey    string         `json:"last_key"`
+		Cursor     string         `json:"cursor"`
 		CreatedBy  access.Actor   `json:"created_by"`
 		CreatedAt  time.Time      `json:"created_at"`
 		FinishedAt *time.Time     `json:"finished_at"`
@@ -281,9 +284,9 @@ type (
 	itemJSON struct {
 		Key        string             `json:"key"`
 		Status     batches.ItemStatus `json:"status"`
-		RunID      int64              `json:"run_id,omitempty"`
+		RunID      int64              `json:"run_id"`
 		Trusted    bool               `json:"trusted"`
-		Reason     string             `json:"reason,omitempty"`
+		Reason     string             `json:"reason"`
 		AdmittedAt time.Time          `json:"admitted_at"`
 		SettledAt  *time.Time         `json:"settled_at"`
 	}
@@ -305,13 +308,13 @@ func writeBatchJSON(out io.Writer, v batchView) error {
 	return writeSafeJSON(out, doc)
 }
 
-// batchJSONOf is batch r as batches list and batches show print it.
+// batchJSONOf is batch r as batch list and batch show print it.
 func batchJSONOf(r batches.Report) batchJSON {
 	return batchJSON{ID: r.ID, Project: r.Project, Name: r.Name, Digest: r.Digest, Status: r.Status, SourceDone: r.SourceDone,
 		LastKey: r.LastKey, Cursor: r.Cursor, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, FinishedAt: utcPtr(r.FinishedAt)}
 }
 
-// censusJSONOf is batch r's census as batches list and batches show print
+// censusJSONOf is batch r's census as batch list and batch show print
 // it.
 func censusJSONOf(r batches.Report) censusJSON {
 	return censusJSON{Items: r.Items, InFlight: r.InFlight, Exhausted: r.Exhausted, Succeeded: r.Succeeded, Failed: r.Failed,

@@ -138,7 +138,7 @@ func TestBatchesShow(t *testing.T) {
 	r = e.as(t, app, "batches", "show", "--limit", "2", id)
 	require.Equal(t, 0, r.code, r.stderr)
 	requireLines(t, r.stdout, `k000000\s+quarantined.*`, `k000003\s+failed.*`,
-		`… and more: docket batches show `+id+` --after k000003 --limit 2`)
+		`… and more: docket batch show `+id+` --after k000003 --limit 2`)
 	require.NotContains(t, r.stdout, "k000004")
 	r = e.as(t, app, "batches", "show", id, "--after", "k000003", "--limit", "2")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -232,7 +232,7 @@ func TestBatchesShow(t *testing.T) {
 		require.NotContains(t, r.stderr, "nightly")
 	}
 	r = e.as(t, sam, "batches", "show", id)
-	require.Equal(t, fmt.Sprintf("docket batches show: batch.get: batch %s not found or not visible to %s\n", id, sam), r.stderr)
+	require.Equal(t, fmt.Sprintf("docket batch show: batch.get: batch %s not found or not visible to %s\n", id, sam), r.stderr)
 }
 
 // TestBatchesShowAllWell: a batch whose every item succeeded needs no
@@ -317,5 +317,5 @@ func TestBatchesUsage(t *testing.T) {
 		{"batches", "show", "--frob", "1"},
 	})
 	r := docket(t, unreachable, "help")
-	require.Contains(t, r.stdout, "batches show ID [--limit N] [--after KEY] [-o json]")
+	require.Contains(t, r.stdout, "batch show ID [--limit N] [--after KEY] [-o json]")
 }

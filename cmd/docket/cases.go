@@ -12,11 +12,11 @@ import (
 )
 
 func (c *cli) cases(args []string) (dbAction, error) {
-	sub, rest, err := c.sub("cases", args)
+	sub, rest, err := c.sub("case", args)
 	if err != nil {
 		return nil, err
 	}
-	fs := c.flags("cases " + sub)
+	fs := c.flags("case " + sub)
 	switch sub {
 	case "list":
 		status := fs.String("status", "", "only cases with this `STATUS`: "+joinStates(cases.Statuses))
@@ -55,6 +55,9 @@ func (c *cli) casesList(ctx context.Context, pool *pgxpool.Pool, f cases.Filter,
 	list, err := cl.List(ctx, f)
 	if err != nil {
 		return err
+	}
+	if len(list) == 0 {
+		c.viewHint(ctx, pool, f.Project, "case list")
 	}
 	if format == formatJSON {
 		return writeSafeJSON(c.stdout, caseListDoc{Cases: mapSlice(list, caseOf)})

@@ -391,6 +391,9 @@ else user:$USER), --replica-url URL, a hot standby the read commands read from
 list and job census read across. The read commands take -o json. Run "docket help COMMAND"
 or "docket COMMAND --help" for a command's flags.
 
+Each noun also takes its plural: "docket jobs list" is "docket job list", and
+"docket tasks PROJECT" is "docket task list PROJECT".
+
 Exit codes: 0 done; 1 failed; 2 a wrong command line; 3 status --check found
 migrations pending.
 `)
@@ -406,7 +409,11 @@ func (c *cli) help(args []string) error {
 		c.printHelp(c.flags("help"))
 		return errHelp
 	}
-	name := strings.Join(args, " ")
+	noun, ok := plurals[args[0]]
+	if !ok {
+		noun = args[0]
+	}
+	name := strings.Join(append([]string{noun}, args[1:]...), " ")
 	if _, ok := helpOf(name); !ok {
 		if len(subcommands(name)) > 0 {
 			c.printGroupHelp(name)

@@ -95,7 +95,7 @@ func TestBadInputNamesTheFlagOrArgument(t *testing.T) {
 		{[]string{"project", "create"}, `docket project create: missing NAME`},
 		{[]string{"project", "create", "a", "b"}, `docket project create: unexpected argument "b" after NAME`},
 		{[]string{"grant", "svc:x", "acme"}, `docket grant: missing CAPABILITY`},
-		{[]string{"grants"}, `docket grants: missing PROJECT`},
+		{[]string{"grants"}, `docket grant list: missing PROJECT`},
 		{[]string{"actor", "bind", "role"}, `docket actor bind: missing PRINCIPAL`},
 		{[]string{"actor", "list", "a", "b"}, `docket actor list: unexpected argument "b" after [ROLE]`},
 		{[]string{"job", "list"}, `docket job list: missing PROJECT`},
@@ -111,21 +111,21 @@ func TestBadInputNamesTheFlagOrArgument(t *testing.T) {
 		{[]string{"job", "reconcile", "1", "succeeded", "--result", "{"}, `docket job reconcile: --result "{": not a JSON document`},
 		{[]string{"job", "sweep", "--limit", "0"}, `docket job sweep: --limit 0: want 1..`},
 		{[]string{"job", "frob"}, `docket job: unknown subcommand "frob": want list, census, show, cancel, retry, reconcile, resume, pin, sweep`},
-		{[]string{"lanes", "list", "acme", "--review", "meh"}, `docket lanes list: --review "meh": want one of`},
-		{[]string{"lanes", "list", "acme", "--after", "-1"}, `docket lanes list: --after -1: want an id, 0 or more`},
-		{[]string{"lanes", "show", "0"}, `docket lanes show: ID "0": want a positive lane id`},
-		{[]string{"cases", "list", "acme", "--status", "ajar"}, `docket cases list: --status "ajar": want one of open, closed`},
-		{[]string{"cases", "show"}, `docket cases show: missing ID`},
-		{[]string{"waits", "acme", "--case", "0"}, `docket waits: --case 0: want a positive case id`},
-		{[]string{"dead-letters", "acme", "--limit", "-3"}, `docket dead-letters: --limit -3: want 1..`},
-		{[]string{"schedules", "list", "acme", "--limit", "1.5"}, `docket schedules list: --limit "1.5": not a number`},
-		{[]string{"schedules", "preview", "x"}, `docket schedules preview: ID "x": want a positive schedule id`},
-		{[]string{"schedules", "preview", "* * * * *", "UTC", "--from", "today"}, `docket schedules preview: --from "today": want an RFC 3339 instant`},
-		{[]string{"schedules", "preview", "1", "--count", "0"}, `docket schedules preview: --count 0: want 1..`},
-		{[]string{"tasks", "acme", "--mine=sure"}, `docket tasks: --mine "sure": want true or false`},
+		{[]string{"lanes", "list", "acme", "--review", "meh"}, `docket lane list: --review "meh": want one of`},
+		{[]string{"lanes", "list", "acme", "--after", "-1"}, `docket lane list: --after -1: want an id, 0 or more`},
+		{[]string{"lanes", "show", "0"}, `docket lane show: ID "0": want a positive lane id`},
+		{[]string{"cases", "list", "acme", "--status", "ajar"}, `docket case list: --status "ajar": want one of open, closed`},
+		{[]string{"cases", "show"}, `docket case show: missing ID`},
+		{[]string{"waits", "acme", "--case", "0"}, `docket wait list: --case 0: want a positive case id`},
+		{[]string{"dead-letters", "acme", "--limit", "-3"}, `docket dead-letter list: --limit -3: want 1..`},
+		{[]string{"schedules", "list", "acme", "--limit", "1.5"}, `docket schedule list: --limit "1.5": not a number`},
+		{[]string{"schedules", "preview", "x"}, `docket schedule preview: ID "x": want a positive schedule id`},
+		{[]string{"schedules", "preview", "* * * * *", "UTC", "--from", "today"}, `docket schedule preview: --from "today": want an RFC 3339 instant`},
+		{[]string{"schedules", "preview", "1", "--count", "0"}, `docket schedule preview: --count 0: want 1..`},
+		{[]string{"tasks", "acme", "--mine=sure"}, `docket task list: --mine "sure": want true or false`},
 		{[]string{"task", "show", "1", "2"}, `docket task show: unexpected argument "2" after ID`},
-		{[]string{"plans", "show", "-5"}, `docket plans show: RUN "-5": want a positive run id`},
-		{[]string{"batches", "show", "1", "--limit", "0"}, `docket batches show: --limit 0: want 1..`},
+		{[]string{"plans", "show", "-5"}, `docket plan show: RUN "-5": want a positive run id`},
+		{[]string{"batches", "show", "1", "--limit", "0"}, `docket batch show: --limit 0: want 1..`},
 		{[]string{"serve", "--addr", "nowhere", "--project", "acme"}, `docket serve: --addr "nowhere": want HOST:PORT`},
 		{[]string{"serve"}, `docket serve: no --project`},
 		{[]string{"serve", "acme"}, `docket serve: unexpected argument "acme": serve takes none`},
@@ -355,7 +355,7 @@ func TestMigrateSQL(t *testing.T) {
 func TestUnmigratedDatabase(t *testing.T) {
 	t.Parallel()
 	_, url := pgtest.NewEmptyDB(t)
-	for _, args := range [][]string{{"job", "list", "acme"}, {"project", "list"}, {"grants", "acme"}, {"tasks", "acme"}} {
+	for _, args := range [][]string{{"job", "list", "acme"}, {"project", "list"}, {"grant", "list", "acme"}, {"task", "list", "acme"}} {
 		r := docket(t, dbEnv(url), args...)
 		requireRefused(t, r, exitError, args)
 		require.Regexp(t, `^docket `+strings.Join(args[:len(args)-1], " ")+`.*: the database at 127\.0\.0\.1:\d+/\S+ has no docket schema; run "docket migrate"\n$`, r.stderr)

@@ -37,12 +37,12 @@ func (c *cli) closeDemo(project string, inv invoiceIDs, s *story, scratch bool) 
 			fmt.Sprintf(`psql "$url" -c "SELECT o.id, o.customer, o.status, j.state, j.attempts FROM shop.orders o JOIN docket.jobs j ON j.id = o.invoice_job WHERE j.project = %s ORDER BY o.id"`, q),
 		}},
 		{"2. the plan: its steps, their jobs and the compensation", []string{
-			fmt.Sprintf("docket plans show %d", s.run.ID),
+			fmt.Sprintf("docket plan show %d", s.run.ID),
 			fmt.Sprintf(`psql "$url" -c "SELECT ready_seq, step_id, kind, state, job_id, compensation_job_id FROM docket.run_steps WHERE run_id = %d ORDER BY ready_seq"`, s.run.ID),
 		}},
 		{"3. the supplier switch: the cases, their keys, obligations, waits and the acknowledgement", []string{
-			fmt.Sprintf("docket cases show %d", a.caseID),
-			"docket waits " + project,
+			fmt.Sprintf("docket case show %d", a.caseID),
+			"docket wait list " + project,
 			fmt.Sprintf(`psql "$url" -c "SELECT * FROM docket.waits_waiting WHERE project = %s"`, q),
 			fmt.Sprintf(`psql "$url" -c "SELECT id, case_id, name, state, due_at, rule FROM docket.obligations WHERE case_id IN (%d, %d) ORDER BY id"`, a.caseID, b.caseID),
 			fmt.Sprintf(`psql "$url" -c "SELECT id, producer, message_id, keys, status, consumed_by FROM docket.messages WHERE project = %s"`, q),
@@ -53,13 +53,13 @@ func (c *cli) closeDemo(project string, inv invoiceIDs, s *story, scratch bool) 
 			fmt.Sprintf(`psql "$url" -c "SELECT what, actor, at FROM docket.task_events WHERE task_id = %d ORDER BY id"`, a.task.ID),
 		}},
 		{"5. the schedule: its next runs, with their fold", []string{
-			fmt.Sprintf("docket schedules preview --count %d %d", demoPreview, s.schedule.ID),
-			"docket schedules list " + project,
+			fmt.Sprintf("docket schedule preview --count %d %d", demoPreview, s.schedule.ID),
+			"docket schedule list " + project,
 			fmt.Sprintf(`psql "$url" -c "SELECT id, name, cron, zone, status, next_due_at FROM docket.schedules WHERE id = %d"`, s.schedule.ID),
 		}},
 		{"6. the deadline: the expired wait, the breached obligation, their jobs, the dead letter", []string{
-			fmt.Sprintf("docket cases show %d", b.caseID),
-			"docket dead-letters " + project,
+			fmt.Sprintf("docket case show %d", b.caseID),
+			"docket dead-letter list " + project,
 			fmt.Sprintf(`psql "$url" -c "SELECT id, name, status, deadline, continuation_job_id FROM docket.waits WHERE case_id = %d ORDER BY id"`, b.caseID),
 			fmt.Sprintf(`psql "$url" -c "SELECT id, kind, state, idempotency_key FROM docket.jobs WHERE case_id = %d ORDER BY id"`, b.caseID),
 			fmt.Sprintf(`psql "$url" -c "SELECT producer, message_id, keys, reason FROM docket.messages_dead WHERE project = %s"`, q),

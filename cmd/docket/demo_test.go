@@ -191,21 +191,21 @@ func TestDemoOnAGivenDatabase(t *testing.T) {
 		switch strings.Join(cmd.docket[:2], " ") {
 		case "job show":
 			require.Regexp(t, `state\s+dead`, s.stdout)
-		case "plans show":
+		case "plan show":
 			require.Contains(t, s.stdout, "compensated")
 		case "task show":
 			require.Regexp(t, `may not answer\s+.*user:pat.* \(four eyes\)`, s.stdout)
 			require.Regexp(t, `decided\s+approve by user:rita`, s.stdout)
-		case "dead-letters demo":
+		case "dead-letter list":
 			require.Regexp(t, `supplier:stadtwerke-nord\s+ACK-4721\s+document:DOC-4721`, s.stdout)
-		case "schedules preview":
+		case "schedule preview":
 			require.Regexp(t, `2026-10-25 02:00\s+0\s+2026-10-25T00:00:00Z`, s.stdout)
 			require.Regexp(t, `2026-10-25 02:00\s+1\s+2026-10-25T01:00:00Z`, s.stdout)
 		}
 	}
 	require.GreaterOrEqual(t, ran, 10, "docket commands listed")
 	require.GreaterOrEqual(t, queried, 12, "psql queries listed")
-	cases := regexp.MustCompile(`(?m)^    \$ docket cases show (\d+)$`).FindAllStringSubmatch(r.stdout, -1)
+	cases := regexp.MustCompile(`(?m)^    \$ docket case show (\d+)$`).FindAllStringSubmatch(r.stdout, -1)
 	require.Len(t, cases, 2)
 	require.Regexp(t, `acknowledge\s+met\s+2026-10-26T16:00:00Z\s+2 working days`, docket(t, env, "cases", "show", cases[0][1]).stdout)
 	require.Regexp(t, `acknowledge\s+breached\s+2026-10-26T16:00:00Z\s+2 working days`, docket(t, env, "cases", "show", cases[1][1]).stdout)

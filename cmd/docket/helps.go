@@ -34,9 +34,10 @@ var helps = []cmdHelp{
 	{"project activate", "NAME", "make a project active again", "Moves project NAME back to active."},
 	{"project retire", "NAME", "retire a project for good", "Moves archived project NAME to retired, for good."},
 	{"grant", "PRINCIPAL PROJECT CAPABILITY", "grant a capability on a project",
-		"Grants CAPABILITY (e.g. job.create) on PROJECT to PRINCIPAL (e.g. svc:billing), recorded as given by --as."},
+		"Grants CAPABILITY (e.g. job.create) on PROJECT to PRINCIPAL (e.g. svc:billing), recorded as given by --as. " +
+			"grant list PROJECT lists them."},
 	{"revoke", "PRINCIPAL PROJECT CAPABILITY", "revoke it", "Revokes CAPABILITY on PROJECT from PRINCIPAL."},
-	{"grants", "PROJECT [-o json]", "list the grants on a project",
+	{"grant list", "PROJECT [-o json]", "list the grants on a project",
 		"Lists the grants on PROJECT: who holds which capability, given by whom, when."},
 	{"actor bind", "ROLE PRINCIPAL", "let a login role act as a principal (or kind:*)",
 		"Lets Postgres login role ROLE act as PRINCIPAL, or as every principal of a kind with kind:* (e.g. user:*)."},
@@ -94,42 +95,42 @@ var helps = []cmdHelp{
 	{"queue resume", "PROJECT QUEUE [--reason TEXT]", "resume a paused queue: its jobs are claimed again",
 		"Resumes queue QUEUE of PROJECT: its due jobs are claimed again and its workers woken. Resuming a running " +
 			"queue changes nothing. Needs queue.pause."},
-	{"lanes list", "PROJECT [--quorum Q] [--state S] [--review R] [--limit N] [--after ID] [-o json]",
+	{"lane list", "PROJECT [--quorum Q] [--state S] [--review R] [--limit N] [--after ID] [-o json]",
 		"list the lanes of a project you may see, oldest first",
 		"Lists the lanes of PROJECT you may see, oldest first; --after pages on from the last id of the previous page."},
-	{"lanes show", "ID [-o json]", "a lane, its history and its jobs", "Shows lane ID, its history and its first jobs."},
-	{"cases list", "PROJECT [--status S] [--limit N] [--after ID] [-o json]",
+	{"lane show", "ID [-o json]", "a lane, its history and its jobs", "Shows lane ID, its history and its first jobs."},
+	{"case list", "PROJECT [--status S] [--limit N] [--after ID] [-o json]",
 		"list the cases of a project you may see, oldest first",
 		"Lists the cases of PROJECT you may see, oldest first; --after pages on from the last id of the previous page."},
-	{"cases show", "ID [-o json]", "a case, its keys, obligations and history",
+	{"case show", "ID [-o json]", "a case, its keys, obligations and history",
 		"Shows case ID with its keys, obligations and history. Its state is the application's and is not printed."},
-	{"waits", "PROJECT [--case ID] [--limit N] [-o json]", "waiting waits you may see, soonest deadline first",
+	{"wait list", "PROJECT [--case ID] [--limit N] [-o json]", "waiting waits you may see, soonest deadline first",
 		"Lists the waiting waits of PROJECT you may see, soonest deadline first, or with --case every wait of that " +
 			"case whatever its status."},
-	{"dead-letters", "PROJECT [--limit N] [-o json]", "messages no wait will claim, newest first (no payloads)",
+	{"dead-letter list", "PROJECT [--limit N] [-o json]", "messages no wait will claim, newest first (no payloads)",
 		"Lists the messages of PROJECT no wait will claim, newest first: who sent each, its keys and why. Never its " +
 			"payload, which is the sender's."},
-	{"schedules list", "PROJECT [--limit N] [--after NAME] [-o json]", "list the schedules of a project you may see, by name",
+	{"schedule list", "PROJECT [--limit N] [--after NAME] [-o json]", "list the schedules of a project you may see, by name",
 		"Lists the schedules of PROJECT you may see, by name, with their next due instant."},
-	{"schedules preview", "ID | CRON ZONE [--count N] [--from T] [-o json]", "the next occurrences: local time, fold, UTC instant",
+	{"schedule preview", "ID | CRON ZONE [--count N] [--from T] [-o json]", "the next occurrences: local time, fold, UTC instant",
 		"Shows the next occurrences of schedule ID, or of a cron expression in a time zone (no database needed): " +
 			"the local time, its fold (1 for the second of a repeated hour) and the UTC instant."},
-	{"tasks", "PROJECT [--mine] [--limit N] [-o json]", "the tasks you may take now and those you hold",
+	{"task list", "PROJECT [--mine] [--limit N] [-o json]", "the tasks you may take now and those you hold",
 		"Lists the tasks of PROJECT you may take now and those you hold, soonest deadline first; --mine only those " +
 			"you hold."},
 	{"task show", "ID [-o json]", "a task, who may not answer it, its claim, decision and history",
 		"Shows task ID: what is to be decided, who may take it and who may not answer it (four eyes), its claim, " +
 			"decision and history."},
-	{"plans list", "PROJECT [--limit N] [--before ID] [-o json]", "list the runs of a project you may see, newest first",
+	{"plan list", "PROJECT [--limit N] [--before ID] [-o json]", "list the runs of a project you may see, newest first",
 		"Lists the runs of plans of PROJECT you may see, newest first, as the console does; --before pages on from " +
 			"the last id of the previous page."},
-	{"plans show", "RUN [-o json]", "a run of a plan: status, budget, graph, versions",
+	{"plan show", "RUN [-o json]", "a run of a plan: status, budget, graph, versions",
 		"Shows run RUN of a plan: its status, budget, trust and failure, its plan's graph with each step's state, " +
 			"arguments' sources and compensation, and its plan's versions."},
-	{"batches list", "PROJECT [--limit N] [--after NAME] [-o json]", "list the batches of a project you may see, by name",
+	{"batch list", "PROJECT [--limit N] [--after NAME] [-o json]", "list the batches of a project you may see, by name",
 		"Lists the batches of PROJECT you may see, by name, each with its census, as the console does; --after pages " +
 			"on from the last name of the previous page."},
-	{"batches show", "ID [--limit N] [--after KEY] [-o json]", "a batch: plan, source, census, items needing attention",
+	{"batch show", "ID [--limit N] [--after KEY] [-o json]", "a batch: plan, source, census, items needing attention",
 		"Shows batch ID: its plan, source, cursor and census, and its items failed, quarantined or in flight, oldest " +
 			"key first; --after pages on from the last key of the previous page."},
 	{"serve", "--project P[,P...] [--addr HOST:PORT] [--auth-header H] [--dev-principal P]",

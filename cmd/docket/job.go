@@ -56,7 +56,7 @@ func (c *cli) job(args []string) (dbAction, error) {
 				return err
 			}
 			if len(list) == 0 {
-				c.viewHint(ctx, pool, project, "job.view")
+				c.viewHint(ctx, pool, project, "job list")
 			}
 			if *format == formatJSON {
 				return writeSafeJSON(c.stdout, jobListDoc{Project: project, Jobs: mapSlice(list, jobOf)})

@@ -190,7 +190,6 @@ func setupWorld(t *testing.T) world {
 func TestReadCommandsJSON(t *testing.T) {
 	t.Parallel()
 	w := setupWorld(t)
-	id := func(n int64) string { return fmt.Sprint(n) }
 	for _, tc := range []struct {
 		golden string
 		as     access.Actor
@@ -200,28 +199,28 @@ func TestReadCommandsJSON(t *testing.T) {
 		{"status-check", ana, []string{"status", "--check"}},
 		{"version", ana, []string{"version"}},
 		{"project-list", ana, []string{"project", "list"}},
-		{"grants", ana, []string{"grants", project}},
+		{"grant-list", ana, []string{"grant", "list", project}},
 		{"actor-list", ana, []string{"actor", "list"}},
 		{"job-list", ana, []string{"job", "list", project}},
 		{"job-census", ana, []string{"job", "census", project}},
 		{"job-show", ana, []string{"job", "show", id(w.job)}},
 		{"queue-list", ana, []string{"queue", "list", project}},
 		{"queue-show", ana, []string{"queue", "show", project, "mail"}},
-		{"lanes-list", vic, []string{"lanes", "list", project}},
-		{"lanes-show", vic, []string{"lanes", "show", id(w.lane)}},
-		{"cases-list", vic, []string{"cases", "list", project}},
-		{"cases-show", vic, []string{"cases", "show", id(w.kase)}},
-		{"waits", vic, []string{"waits", project}},
-		{"dead-letters", vic, []string{"dead-letters", project}},
-		{"schedules-list", vic, []string{"schedules", "list", project}},
-		{"schedules-preview", vic, []string{"schedules", "preview", id(w.schedule), "--count", "2"}},
-		{"schedules-preview", vic, []string{"schedules", "preview", "0 * * * *", "Europe/Berlin", "--count", "2"}},
-		{"tasks", rita, []string{"tasks", project}},
+		{"lane-list", vic, []string{"lane", "list", project}},
+		{"lane-show", vic, []string{"lane", "show", id(w.lane)}},
+		{"case-list", vic, []string{"case", "list", project}},
+		{"case-show", vic, []string{"case", "show", id(w.kase)}},
+		{"wait-list", vic, []string{"wait", "list", project}},
+		{"dead-letter-list", vic, []string{"dead-letter", "list", project}},
+		{"schedule-list", vic, []string{"schedule", "list", project}},
+		{"schedule-preview", vic, []string{"schedule", "preview", id(w.schedule), "--count", "2"}},
+		{"schedule-preview", vic, []string{"schedule", "preview", "0 * * * *", "Europe/Berlin", "--count", "2"}},
+		{"task-list", rita, []string{"task", "list", project}},
 		{"task-show", rita, []string{"task", "show", id(w.task)}},
-		{"plans-list", vic, []string{"plans", "list", project}},
-		{"plans-show", vic, []string{"plans", "show", id(w.run)}},
-		{"batches-list", vic, []string{"batches", "list", project}},
-		{"batches-show", vic, []string{"batches", "show", id(w.batch)}},
+		{"plan-list", vic, []string{"plan", "list", project}},
+		{"plan-show", vic, []string{"plan", "show", id(w.run)}},
+		{"batch-list", vic, []string{"batch", "list", project}},
+		{"batch-show", vic, []string{"batch", "show", id(w.batch)}},
 	} {
 		var outs []string
 		for _, spelling := range [][]string{{"-o", "json"}, {"--output", "json"}, {"--output=json"}, {"--json"}} {
@@ -273,4 +272,62 @@ func TestReadCommandsJSON(t *testing.T) {
 	for _, c := range covered {
 		require.True(t, names[strings.ReplaceAll(c, " ", "-")], "%s has -o json but no golden shape: %v", c, slices.Sorted(maps.Keys(names)))
 	}
+}
+
+// -o json prints every field, a field without a value too: null for an
+// instant or object that is absent, 0, "" or [] for the others, so that a
+// reader need not tell a missing field from an empty one.
+func TestJSONPrintsEmptyFields(t *testing.T) {
+	t.Parallel()
+	w := setupWorld(t)
+	read := func(as access.Actor, args ...string) map[string]any {
+		t.Helper()
+		r := w.as(t, as, append(args, "-o", "json")...)
+		require.Equal(t, exitOK, r.code, "%v: %s", args, r.stderr)
+		var doc map[string]any
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &doc), r.stdout)
+		return doc
+	}
+	requireFields := func(obj any, want map[string]any) {
+		t.Helper()
+		m, ok := obj.(map[string]any)
+		require.True(t, ok, "%v", obj)
+		for k, v := range want {
+			require.Contains(t, m, k)
+			require.Equal(t, v, m[k], k)
+		}
+	}
+
+	// A running run without a case, ceilings, output or failure; its
+	// steps not yet run.
+	doc := read(vic, "plan", "show", id(w.run))
+	requireFields(doc["run"], map[string]any{"case_id": float64(0), "suspended": false, "untrusted_read": "",
+		"output": nil, "failure": "", "budget": nil, "finished_at": nil})
+	steps := doc["steps"].([]any)
+	require.NotEmpty(t, steps)
+	requireFields(steps[len(steps)-1], map[string]any{"result": nil, "compensation": "", "compensation_job_id": float64(0),
+		"reason": ""})
+	requireFields(doc["versions"].([]any)[0], map[string]any{"predecessor": "", "reason": ""})
+	doc = read(vic, "plan", "list", project)
+	requireFields(doc["runs"].([]any)[0], map[string]any{"budget": nil, "output": nil, "failure": ""})
+
+	// A queued job: no lease, not finished, retrying none.
+	doc = read(ana, "job", "show", id(w.job))
+	requireFields(doc["job"], map[string]any{"lease_expires_at": nil, "finished_at": nil, "retry_of": float64(0),
+		"claimed_by": "", "result": nil})
+	requireFields(doc, map[string]any{"completion": nil, "retries": []any{}})
+
+	// An open case, not closed; a batch still reading its source, and an
+	// item in flight, with neither a reason nor a settlement.
+	doc = read(vic, "case", "show", id(w.kase))
+	requireFields(doc["case"], map[string]any{"closed_at": nil})
+	doc = read(vic, "batch", "show", id(w.batch))
+	requireFields(doc["batch"], map[string]any{"finished_at": nil, "cursor": ""})
+	requireFields(doc["items"].([]any)[0], map[string]any{"reason": "", "settled_at": nil})
+
+	// An empty list is [], never null.
+	doc = read(vic, "case", "list", project, "--status", "closed")
+	requireFields(doc, map[string]any{"cases": []any{}})
+	doc = read(ana, "plan", "list", project, "--before", "1")
+	requireFields(doc, map[string]any{"runs": []any{}})
 }

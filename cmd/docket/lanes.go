@@ -13,15 +13,15 @@ import (
 	"github.com/docket-dev/docket/lanes"
 )
 
-// lanesShowJobs is how many of a lane's jobs lanes show prints.
+// lanesShowJobs is how many of a lane's jobs lane show prints.
 const lanesShowJobs = 50
 
 func (c *cli) lanes(args []string) (dbAction, error) {
-	sub, rest, err := c.sub("lanes", args)
+	sub, rest, err := c.sub("lane", args)
 	if err != nil {
 		return nil, err
 	}
-	fs := c.flags("lanes " + sub)
+	fs := c.flags("lane " + sub)
 	switch sub {
 	case "list":
 		quorum := fs.String("quorum", "", "only lanes of this quorum (its `NAME`)")
@@ -66,6 +66,9 @@ func (c *cli) lanesList(ctx context.Context, pool *pgxpool.Pool, f lanes.Filter,
 	list, err := cl.List(ctx, f)
 	if err != nil {
 		return err
+	}
+	if len(list) == 0 {
+		c.viewHint(ctx, pool, f.Project, "lane list")
 	}
 	if format == formatJSON {
 		return writeSafeJSON(c.stdout, laneListDoc{Lanes: mapSlice(list, laneOf)})

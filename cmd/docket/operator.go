@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/jobs"
 )
 
@@ -143,7 +144,7 @@ func (c *cli) queueCmd(args []string) (dbAction, error) {
 				return err
 			}
 			if len(list) == 0 {
-				c.viewHint(ctx, pool, pos[0], "queue.view")
+				c.viewHint(ctx, pool, pos[0], "queue list")
 			}
 			if *format == formatJSON {
 				return writeSafeJSON(c.stdout, queueListDoc{Project: pos[0], Queues: mapSlice(list, queueOf)})
@@ -260,16 +261,39 @@ func queueEventOf(e jobs.QueueEvent) queueEventJSON {
 	return queueEventJSON{Revision: e.Revision, What: e.What, Actor: string(e.Actor), At: e.At.UTC(), Reason: e.Reason}
 }
 
-// viewHint tells, on stderr, a listing of project that came back empty
-// when the actor holds no capability ending in .view there: the grant to
-// add. It says nothing when it cannot tell.
-func (c *cli) viewHint(ctx context.Context, pool *pgxpool.Pool, project, capability string) {
+// listReaders are, for each list command of a project, the capabilities
+// that read what it lists, as docket's row-level security has them; the
+// first is the one its hint names.
+var listReaders = map[string][]access.Capability{
+	"job list": {access.JobView, access.JobCreate, access.JobClaim, access.JobCancel, access.JobReconcile, access.JobPin,
+		access.JobRetry},
+	"queue list": {access.QueueView, access.QueuePause, access.JobView, access.JobCreate, access.JobClaim, access.JobCancel,
+		access.JobReconcile, access.JobPin, access.JobRetry},
+	"lane list":        {access.LaneView},
+	"case list":        {access.CaseView, access.CaseAdmit},
+	"wait list":        {access.CaseView, access.CaseAdmit, access.PlanRun},
+	"dead-letter list": {access.CaseView, access.CaseAdmit, access.MessageDeliver},
+	"schedule list":    {access.ScheduleView, access.ScheduleManage},
+	"task list":        {access.TaskReview, access.CaseAdmit, access.CaseView},
+	"plan list":        {access.PlanRun, access.BatchRun, access.CaseAdmit, access.CaseView},
+	"batch list":       {access.BatchRun, access.CaseView},
+}
+
+// viewHint tells, on stderr, a listing of project by list command list
+// that came back empty when the actor holds none of the capabilities that
+// read it there: the grant to add. It says nothing when it cannot tell.
+func (c *cli) viewHint(ctx context.Context, pool *pgxpool.Pool, project, list string) {
+	readers := listReaders[list]
+	if len(readers) == 0 {
+		return
+	}
 	var holds bool
 	err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM docket.grants g
-		WHERE g.project = $1 AND g.principal = $2 AND g.capability LIKE '%.view')`, project, string(c.actor)).Scan(&holds)
+		WHERE g.project = $1 AND g.principal = $2 AND g.capability = ANY ($3))`,
+		project, string(c.actor), mapSlice(readers, access.Capability.String)).Scan(&holds)
 	if err != nil || holds {
 		return
 	}
 	fmt.Fprintf(c.stderr, "no %s grant on project %s for principal %s: grant it with docket grant %s %s %s\n",
-		capability, project, c.actor, c.actor, project, capability)
+		readers[0], project, c.actor, c.actor, project, readers[0])
 }

@@ -134,3 +134,43 @@ func TestEmptyListNamesTheMissingGrant(t *testing.T) {
 	require.Contains(t, r.stderr, "no queue.view grant on project acme for principal user:bo")
 	require.Equal(t, 1, strings.Count(r.stderr, "\n"))
 }
+
+// Every list of a project's things says so when it comes back empty for an
+// actor holding none of the capabilities that read it, naming the one to
+// grant; one holding another that reads it hears nothing.
+func TestEveryEmptyListNamesItsGrant(t *testing.T) {
+	t.Parallel()
+	c := setup(t, testkit.Grants(vic, project, access.CaseView))
+	for _, tc := range []struct {
+		args []string
+		cap  access.Capability
+	}{
+		{[]string{"case", "list", project}, access.CaseView},
+		{[]string{"lane", "list", project}, access.LaneView},
+		{[]string{"wait", "list", project}, access.CaseView},
+		{[]string{"dead-letter", "list", project}, access.CaseView},
+		{[]string{"schedule", "list", project}, access.ScheduleView},
+		{[]string{"task", "list", project}, access.TaskReview},
+		{[]string{"plan", "list", project}, access.PlanRun},
+		{[]string{"batch", "list", project}, access.BatchRun},
+		{[]string{"cases", "list", project, "-o", "json"}, access.CaseView},
+		{[]string{"tasks", project}, access.TaskReview},
+	} {
+		r := c.as(t, "user:bo", tc.args...)
+		require.Equal(t, exitOK, r.code, "%v: %s", tc.args, r.stderr)
+		require.Equal(t, fmt.Sprintf("no %s grant on project acme for principal user:bo: grant it with docket grant user:bo acme %s\n",
+			tc.cap, tc.cap), r.stderr, "%v", tc.args)
+	}
+	// case.view reads cases, waits, dead letters, tasks, runs and batches:
+	// their empty lists are just empty. It does not read jobs or lanes.
+	for _, args := range [][]string{{"case", "list", project}, {"wait", "list", project}, {"dead-letter", "list", project},
+		{"task", "list", project}, {"plan", "list", project}, {"batch", "list", project}} {
+		r := c.as(t, vic, args...)
+		require.Equal(t, exitOK, r.code, "%v: %s", args, r.stderr)
+		require.Empty(t, r.stderr, "%v", args)
+	}
+	r := c.as(t, vic, "job", "list", project)
+	require.Equal(t, "no job.view grant on project acme for principal user:vic: grant it with docket grant user:vic acme job.view\n", r.stderr)
+	r = c.as(t, vic, "lane", "list", project)
+	require.Contains(t, r.stderr, "no lane.view grant")
+}

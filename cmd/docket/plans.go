@@ -23,7 +23,7 @@ import (
 	"github.com/docket-dev/docket/plans"
 )
 
-// How much of a large graph plans show draws: the steps of one level, and
+// How much of a large graph plan show draws: the steps of one level, and
 // the names in one list (predecessors, successors, arguments), before it
 // counts the rest.
 const (
@@ -31,7 +31,7 @@ const (
 	plansShowList  = 10
 )
 
-// How much of a value plans show prints on a line: a constant argument, and
+// How much of a value plan show prints on a line: a constant argument, and
 // the run's output (--json has them whole).
 const (
 	plansShowConst  = 40
@@ -39,11 +39,11 @@ const (
 )
 
 func (c *cli) plansCmd(args []string) (dbAction, error) {
-	sub, rest, err := c.sub("plans", args)
+	sub, rest, err := c.sub("plan", args)
 	if err != nil {
 		return nil, err
 	}
-	fs := c.flags("plans " + sub)
+	fs := c.flags("plan " + sub)
 	switch sub {
 	case "list":
 		limit := fs.Int("limit", 50, "at most `N` runs, newest first")
@@ -89,6 +89,9 @@ func (c *cli) plansList(ctx context.Context, pool *pgxpool.Pool, f plans.Filter,
 	if err != nil {
 		return err
 	}
+	if len(list) == 0 {
+		c.viewHint(ctx, pool, f.Project, "plan list")
+	}
 	if format == formatJSON {
 		return writeSafeJSON(c.stdout, runListDoc{Project: f.Project, Runs: mapSlice(list, runJSONOf)})
 	}
@@ -108,7 +111,7 @@ func (c *cli) plansList(ctx context.Context, pool *pgxpool.Pool, f plans.Filter,
 	return w.Flush()
 }
 
-// runView is what plans show reads of a run, from one snapshot.
+// runView is what plan show reads of a run, from one snapshot.
 type runView struct {
 	run      plans.Run
 	steps    []plans.RunStep
@@ -604,7 +607,7 @@ func count(n int, thing string) string {
 	return fmt.Sprintf("%d %ss", n, thing)
 }
 
-// The JSON documents of plans list and plans show --json.
+// The JSON documents of plan list and plan show.
 type (
 	runListDoc struct {
 		Project string    `json:"project"`
@@ -621,18 +624,18 @@ type (
 	runJSON struct {
 		ID            int64           `json:"id"`
 		Project       string          `json:"project"`
-		CaseID        int64           `json:"case_id,omitempty"`
+		CaseID        int64           `json:"case_id"`
 		Status        plans.Status    `json:"status"`
-		Suspended     bool            `json:"suspended,omitempty"`
+		Suspended     bool            `json:"suspended"`
 		Digest        string          `json:"digest"`
 		Version       int             `json:"version"`
 		Input         json.RawMessage `json:"input"`
 		InputTrusted  bool            `json:"input_trusted"`
 		ReplanLimit   int             `json:"replan_limit"`
-		UntrustedRead string          `json:"untrusted_read,omitempty"`
-		Output        json.RawMessage `json:"output,omitempty"`
-		Failure       string          `json:"failure,omitempty"`
-		Budget        *budgetJSON     `json:"budget,omitempty"`
+		UntrustedRead string          `json:"untrusted_read"`
+		Output        json.RawMessage `json:"output"`
+		Failure       string          `json:"failure"`
+		Budget        *budgetJSON     `json:"budget"`
 		CreatedBy     access.Actor    `json:"created_by"`
 		CreatedAt     time.Time       `json:"created_at"`
 		UpdatedAt     time.Time       `json:"updated_at"`
@@ -642,14 +645,14 @@ type (
 	// reported they spent, and why it is exhausted, if it is. Money is in
 	// minor units of currency.
 	budgetJSON struct {
-		MaxSteps    int       `json:"max_steps,omitempty"`
-		MaxEffects  int64     `json:"max_effects,omitempty"`
-		MaxMoney    int64     `json:"max_money,omitempty"`
-		Currency    string    `json:"currency,omitempty"`
-		MaxCall     int64     `json:"max_call,omitempty"`
-		MaxParallel int       `json:"max_parallel,omitempty"`
+		MaxSteps    int       `json:"max_steps"`
+		MaxEffects  int64     `json:"max_effects"`
+		MaxMoney    int64     `json:"max_money"`
+		Currency    string    `json:"currency"`
+		MaxCall     int64     `json:"max_call"`
+		MaxParallel int       `json:"max_parallel"`
 		Spent       spentJSON `json:"spent"`
-		Exhausted   string    `json:"exhausted,omitempty"`
+		Exhausted   string    `json:"exhausted"`
 	}
 	spentJSON struct {
 		Effects int64 `json:"effects"`
@@ -663,19 +666,19 @@ type (
 		ReadySeq          int             `json:"ready_seq"`
 		Args              json.RawMessage `json:"args"`
 		Trusted           bool            `json:"trusted"`
-		JobID             int64           `json:"job_id,omitempty"`
-		Result            json.RawMessage `json:"result,omitempty"`
-		Compensation      string          `json:"compensation,omitempty"`
-		CompensationJobID int64           `json:"compensation_job_id,omitempty"`
-		Reason            string          `json:"reason,omitempty"`
+		JobID             int64           `json:"job_id"`
+		Result            json.RawMessage `json:"result"`
+		Compensation      string          `json:"compensation"`
+		CompensationJobID int64           `json:"compensation_job_id"`
+		Reason            string          `json:"reason"`
 		AdmittedAt        time.Time       `json:"admitted_at"`
 		UpdatedAt         time.Time       `json:"updated_at"`
 	}
 	versionJSON struct {
 		Version     int          `json:"version"`
 		Digest      string       `json:"digest"`
-		Predecessor string       `json:"predecessor,omitempty"`
-		Reason      string       `json:"reason,omitempty"`
+		Predecessor string       `json:"predecessor"`
+		Reason      string       `json:"reason"`
 		Actor       access.Actor `json:"actor"`
 		At          time.Time    `json:"at"`
 		Plan        plans.Plan   `json:"plan"`
@@ -709,7 +712,7 @@ func writeRunJSON(out io.Writer, v runView) error {
 	return writeSafeJSON(out, doc)
 }
 
-// runJSONOf is run r as plans list and plans show print it.
+// runJSONOf is run r as plan list and plan show print it.
 func runJSONOf(r plans.Run) runJSON {
 	out := runJSON{ID: r.ID, Project: r.Project, CaseID: r.CaseID, Status: r.Status, Suspended: r.Suspended, Digest: r.Digest, Version: r.Version,
 		Input: r.Input, InputTrusted: r.InputTrusted, ReplanLimit: r.ReplanLimit, UntrustedRead: r.UntrustedRead,

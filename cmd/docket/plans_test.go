@@ -249,7 +249,7 @@ func TestPlansShowADiamond(t *testing.T) {
 		require.NotContains(t, r.stderr, "t.a")
 	}
 	r = h.as(t, sam, "plans", "show", id)
-	require.Equal(t, fmt.Sprintf("docket plans show: plan.get: run %s not found or not visible to %s\n", id, sam), r.stderr)
+	require.Equal(t, fmt.Sprintf("docket plan show: plan.get: run %s not found or not visible to %s\n", id, sam), r.stderr)
 }
 
 // TestPlansShowAnUnwind: e fails for good after a, read, b and c
@@ -440,8 +440,9 @@ func TestPlansShowAnExhaustedRun(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &doc), r.stdout)
 	require.Equal(t, "exhausted", doc.Run.Status)
-	require.JSONEq(t, `{"max_steps": 1, "spent": {"effects": 2, "money": 150}, "exhausted": "steps: 1 of 1 admitted"}`,
-		string(doc.Run.Budget))
+	require.JSONEq(t, `{"max_steps": 1, "max_effects": 0, "max_money": 0, "currency": "", "max_call": 0, "max_parallel": 0,
+		"spent": {"effects": 2, "money": 150}, "exhausted": "steps: 1 of 1 admitted"}`, string(doc.Run.Budget),
+		"a ceiling the run does not set is 0")
 
 	// Every ceiling a run may set, in its currency; a run still running
 	// is not exhausted.
@@ -461,7 +462,7 @@ func TestPlansShowAnExhaustedRun(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &doc), r.stdout)
 	require.JSONEq(t, `{"max_steps": 5, "max_effects": 7, "max_money": 1000, "currency": "EUR", "max_call": 100,
-		"max_parallel": 2, "spent": {"effects": 0, "money": 0}}`, string(doc.Run.Budget))
+		"max_parallel": 2, "spent": {"effects": 0, "money": 0}, "exhausted": ""}`, string(doc.Run.Budget))
 }
 
 // TestPlansUsage: a wrong command line exits 2 before connecting.
@@ -479,5 +480,5 @@ func TestPlansUsage(t *testing.T) {
 		{"plans", "show", "--frob", "1"},
 	})
 	r := docket(t, unreachable, "help")
-	require.Contains(t, r.stdout, "plans show RUN [-o json]")
+	require.Contains(t, r.stdout, "plan show RUN [-o json]")
 }

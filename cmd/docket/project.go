@@ -130,7 +130,7 @@ func (c *cli) grant(cmd string, args []string) (dbAction, error) {
 }
 
 func (c *cli) grants(args []string) (dbAction, error) {
-	fs := c.flags("grants")
+	fs := c.flags("grant list")
 	format := outputFlag(fs)
 	pos, err := c.parse(fs, args, "PROJECT")
 	if err != nil {

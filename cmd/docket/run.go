@@ -55,6 +55,7 @@ func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Write
 			cmd, rest = rest[0], append(slices.Clone(rest[1:]), "--help")
 		}
 	}
+	cmd, rest = canonical(cmd, rest)
 	var action dbAction
 	if err == nil {
 		action, err = c.dispatch(ctx, cmd, rest, getenv)
@@ -111,35 +112,38 @@ func (c *cli) dispatch(ctx context.Context, cmd string, rest []string, getenv en
 	case "project":
 		return c.project(rest)
 	case "grant", "revoke":
+		if cmd == "grant" && firstArg(rest) == "list" {
+			args, err := c.leadingGlobals(cmd, rest)
+			if err != nil {
+				return nil, err
+			}
+			return c.grants(args[1:])
+		}
 		return c.grant(cmd, rest)
-	case "grants":
-		return c.grants(rest)
 	case "actor":
 		return c.actorCmd(rest)
-	case "job", "jobs":
+	case "job":
 		return c.job(rest)
-	case "queue", "queues":
+	case "queue":
 		return c.queueCmd(rest)
 	case "demo":
 		c.needsSchema = false // it migrates
 		return nil, c.demo(ctx, rest, getenv)
-	case "lanes":
+	case "lane":
 		return c.lanes(rest)
-	case "cases":
+	case "case":
 		return c.cases(rest)
-	case "waits":
+	case "wait":
 		return c.waits(rest)
-	case "dead-letters":
+	case "dead-letter":
 		return c.deadLetters(rest)
-	case "schedules":
+	case "schedule":
 		return c.schedules(rest)
-	case "tasks":
-		return c.tasksCmd(rest)
 	case "task":
 		return c.taskCmd(rest)
-	case "plans":
+	case "plan":
 		return c.plansCmd(rest)
-	case "batches":
+	case "batch":
 		return c.batchesCmd(rest)
 	case "serve":
 		return c.serve(rest)
@@ -151,6 +155,50 @@ func (c *cli) dispatch(ctx context.Context, cmd string, rest []string, getenv en
 		}
 	}
 	return nil, usagef("unknown command %q%s", cmd, didYouMean(cmd, known, nil))
+}
+
+// plurals are the plural spellings of the command groups, each the same
+// command as its singular: "docket jobs list" is "docket job list".
+var plurals = map[string]string{
+	"projects": "project", "grants": "grant", "actors": "actor", "jobs": "job", "queues": "queue",
+	"lanes": "lane", "cases": "case", "waits": "wait", "dead-letters": "dead-letter", "schedules": "schedule",
+	"tasks": "task", "plans": "plan", "batches": "batch",
+}
+
+// bareLists are the plurals that once were list commands of their own,
+// taking the project right after them ("docket waits PROJECT"): followed by
+// no subcommand of their group, they list.
+var bareLists = []string{"grants", "waits", "dead-letters", "tasks"}
+
+// canonical is the command cmd with its arguments rest in the singular form
+// the usage shows: a plural is its group's singular, and a bare list
+// command ("tasks PROJECT") its group's list ("task list PROJECT").
+func canonical(cmd string, rest []string) (string, []string) {
+	noun, ok := plurals[cmd]
+	if !ok {
+		return cmd, rest
+	}
+	if slices.Contains(bareLists, cmd) {
+		if first := firstArg(rest); first != "help" && !slices.Contains(subcommands(noun), first) {
+			return noun, append([]string{"list"}, rest...)
+		}
+	}
+	return noun, rest
+}
+
+// firstArg is the first argument of rest that is not a global flag or its
+// value, or "".
+func firstArg(rest []string) string {
+	for i := 0; i < len(rest); i++ {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(rest[i], "-"), "=")
+		if !strings.HasPrefix(rest[i], "-") || !isGlobal(name) {
+			return rest[i]
+		}
+		if !hasValue {
+			i++
+		}
+	}
+	return ""
 }
 
 // resolve fills in the database URL and the actor from the environment

@@ -12,11 +12,11 @@ import (
 )
 
 func (c *cli) schedules(args []string) (dbAction, error) {
-	sub, rest, err := c.sub("schedules", args)
+	sub, rest, err := c.sub("schedule", args)
 	if err != nil {
 		return nil, err
 	}
-	fs := c.flags("schedules " + sub)
+	fs := c.flags("schedule " + sub)
 	switch sub {
 	case "list":
 		limit := fs.Int("limit", 100, "at most `N` schedules, by name")
@@ -78,6 +78,9 @@ func (c *cli) schedulesList(ctx context.Context, pool *pgxpool.Pool, f schedules
 	list, err := cl.List(ctx, f)
 	if err != nil {
 		return err
+	}
+	if len(list) == 0 {
+		c.viewHint(ctx, pool, f.Project, "schedule list")
 	}
 	if format == formatJSON {
 		return writeSafeJSON(c.stdout, scheduleListDoc{Schedules: mapSlice(list, scheduleOf)})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -13,10 +14,9 @@ import (
 	"github.com/docket-dev/docket/tasks"
 )
 
-// tasksCmd lists a project's worklist as the actor sees it: the tasks it
+// taskList lists a project's worklist as the actor sees it: the tasks it
 // may take now and those it holds, soonest deadline first.
-func (c *cli) tasksCmd(args []string) (dbAction, error) {
-	fs := c.flags("tasks")
+func (c *cli) taskList(fs *flag.FlagSet, args []string) (dbAction, error) {
 	mine := fs.Bool("mine", false, "only the tasks you hold")
 	limit := fs.Int("limit", 100, "at most `N` tasks, soonest deadline first")
 	format := outputFlag(fs)
@@ -32,6 +32,9 @@ func (c *cli) tasksCmd(args []string) (dbAction, error) {
 		list, err := cl.Worklist(ctx, project, *mine, tasks.Page{Limit: *limit})
 		if err != nil {
 			return err
+		}
+		if len(list) == 0 {
+			c.viewHint(ctx, pool, project, "task list")
 		}
 		now := c.clock.Now()
 		if *format == formatJSON {
@@ -51,7 +54,7 @@ func (c *cli) tasksCmd(args []string) (dbAction, error) {
 	}, nil
 }
 
-// taskCmd shows one task.
+// taskCmd is the task group: task list, task show.
 func (c *cli) taskCmd(args []string) (dbAction, error) {
 	sub, rest, err := c.sub("task", args)
 	if err != nil {
@@ -59,6 +62,8 @@ func (c *cli) taskCmd(args []string) (dbAction, error) {
 	}
 	fs := c.flags("task " + sub)
 	switch sub {
+	case "list":
+		return c.taskList(fs, rest)
 	case "show":
 		format := outputFlag(fs)
 		id, err := c.idArg(fs, rest, "task")

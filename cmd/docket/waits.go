@@ -15,10 +15,22 @@ import (
 	"github.com/docket-dev/docket/cases"
 )
 
-// waits lists the waiting waits of a project, or every wait of one of its
-// cases, soonest deadline first.
+// waits is the wait group: wait list.
 func (c *cli) waits(args []string) (dbAction, error) {
-	fs := c.flags("waits")
+	sub, rest, err := c.sub("wait", args)
+	if err != nil {
+		return nil, err
+	}
+	fs := c.flags("wait " + sub)
+	if sub == "list" {
+		return c.waitList(fs, rest)
+	}
+	return nil, usageOf(fs, "no such subcommand")
+}
+
+// waitList lists the waiting waits of a project, or every wait of one of
+// its cases, soonest deadline first.
+func (c *cli) waitList(fs *flag.FlagSet, args []string) (dbAction, error) {
 	caseID := fs.Int64("case", 0, "every wait of this case (its `ID`), whatever its status")
 	limit := fs.Int("limit", 50, "at most `N` waits, soonest deadline first")
 	format := outputFlag(fs)
@@ -57,6 +69,9 @@ func (c *cli) waits(args []string) (dbAction, error) {
 				return err
 			}
 		}
+		if len(list) == 0 {
+			c.viewHint(ctx, pool, project, "wait list")
+		}
 		if *format == formatJSON {
 			return writeSafeJSON(c.stdout, waitsDoc{Project: project, Waits: mapSlice(list, waitOf)})
 		}
@@ -83,11 +98,23 @@ func (c *cli) waitsTable(list []cases.Wait) error {
 	return w.Flush()
 }
 
-// deadLetters lists the dead letters of a project, newest first: who sent
-// each, the keys it was filed under and why no wait will claim it. Never the
-// payload: it is the counterparty's.
+// deadLetters is the dead-letter group: dead-letter list.
 func (c *cli) deadLetters(args []string) (dbAction, error) {
-	fs := c.flags("dead-letters")
+	sub, rest, err := c.sub("dead-letter", args)
+	if err != nil {
+		return nil, err
+	}
+	fs := c.flags("dead-letter " + sub)
+	if sub == "list" {
+		return c.deadLetterList(fs, rest)
+	}
+	return nil, usageOf(fs, "no such subcommand")
+}
+
+// deadLetterList lists the dead letters of a project, newest first: who
+// sent each, the keys it was filed under and why no wait will claim it.
+// Never the payload: it is the counterparty's.
+func (c *cli) deadLetterList(fs *flag.FlagSet, args []string) (dbAction, error) {
 	limit := fs.Int("limit", 50, "at most `N` dead letters, newest first")
 	format := outputFlag(fs)
 	project, err := c.listArgs(fs, args, limit, nil)
@@ -102,6 +129,9 @@ func (c *cli) deadLetters(args []string) (dbAction, error) {
 		list, err := cl.DeadLetters(ctx, cases.DeadLetterFilter{Project: project, Limit: *limit})
 		if err != nil {
 			return err
+		}
+		if len(list) == 0 {
+			c.viewHint(ctx, pool, project, "dead-letter list")
 		}
 		if *format == formatJSON {
 			return writeSafeJSON(c.stdout, deadLettersDoc{Project: project, DeadLetters: mapSlice(list, deadLetterOf)})

@@ -181,8 +181,8 @@ func TestWaitsAndDeadLettersCommands(t *testing.T) {
 	}
 
 	r = c.run(t, "help")
-	require.Contains(t, r.stdout, "\n  waits PROJECT [--case ID] [--limit N] [-o json]\n")
-	require.Contains(t, r.stdout, "\n  dead-letters PROJECT [--limit N] [-o json]\n")
+	require.Contains(t, r.stdout, "\n  wait list PROJECT [--case ID] [--limit N] [-o json]\n")
+	require.Contains(t, r.stdout, "\n  dead-letter list PROJECT [--limit N] [-o json]\n")
 
 	// A wrong command line exits 2 with one line, before connecting.
 	for _, args := range [][]string{
@@ -209,7 +209,7 @@ func TestWaitsAndDeadLettersCommands(t *testing.T) {
 	} {
 		r = docket(t, unreachable, args...)
 		requireRefused(t, r, exitUsage, args)
-		require.True(t, strings.HasPrefix(r.stderr, "docket "+args[0]+": "), "%v: %q", args, r.stderr)
+		require.True(t, strings.HasPrefix(r.stderr, "docket "+plurals[args[0]]+" list: "), "%v: %q", args, r.stderr)
 	}
 }
 
