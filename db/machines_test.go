@@ -161,8 +161,9 @@ func TestCapabilitiesAreTheKnownOnes(t *testing.T) {
 	require.NoError(t, err)
 	known := []access.Capability{
 		access.BatchRun, access.BudgetManage, access.CaseAdmit, access.CaseSweep, access.CaseView, access.GrantManage,
-		access.JobCancel, access.JobClaim, access.JobCreate, access.JobPin, access.JobReconcile, access.JobView, access.LaneView,
-		access.MessageDeliver, access.PlanRun, access.QuorumCreate, access.RetentionManage, access.RetentionPrune,
+		access.JobCancel, access.JobClaim, access.JobCreate, access.JobPin, access.JobReconcile, access.JobRetry, access.JobView,
+		access.LaneView, access.MessageDeliver, access.PlanRun, access.QueuePause, access.QueueView, access.QuorumCreate,
+		access.RetentionManage, access.RetentionPrune,
 		access.ScheduleManage, access.ScheduleSweep, access.ScheduleView, access.TaskReview,
 	}
 	want := make([]string, len(known))
@@ -170,5 +171,5 @@ func TestCapabilitiesAreTheKnownOnes(t *testing.T) {
 		want[i] = string(c)
 	}
 	require.Equal(t, want, names)
-	require.Len(t, names, 22)
+	require.Len(t, names, 25)
 }

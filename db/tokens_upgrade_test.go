@@ -75,7 +75,7 @@ func migrateTo33(t *testing.T, pool *pgxpool.Pool) {
 		for _, name := range append(append([]string{}, definitions.Order...), definitions.Privileges) {
 			text, ok := files[name]
 			if !ok {
-				return fmt.Errorf("definitions33 lacks %s", name)
+				continue // a file made since: that build had none of it
 			}
 			if _, err := tx.Exec(ctx, text); err != nil {
 				return fmt.Errorf("%s: %w", name, err)

@@ -1,6 +1,7 @@
 package retention_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/jobs"
+	"github.com/docket-dev/docket/retention"
 )
 
 // partitions lists the ranged partitions of the job history by their lower
@@ -115,5 +117,68 @@ func TestThePruneDropsAPartitionItEmptied(t *testing.T) {
 	require.Contains(t, partitions(t, e), int64(base+2*width), "a partition with jobs left is kept")
 	for _, j := range kept[width/2:] {
 		requireKept(t, e, j.ID)
+	}
+}
+
+// TestOneHistoryUpkeepAtATime runs the history's upkeep in two
+// transactions at once: the second does nothing, at once, rather than wait
+// for the first's partition locks (two upkeeps at once, each holding a
+// dropped partition while trying the next, deadlocked); after the first
+// commits, the next upkeep does the work. Then upkeeps released together,
+// repeated, with prunes, all succeed.
+func TestOneHistoryUpkeepAtATime(t *testing.T) {
+	t.Parallel()
+	e := setup(t, hours(1, 2, 24))
+	ctx := t.Context()
+	_, err := e.Pool.Exec(ctx, `UPDATE docket.settings SET value = CASE name WHEN 'history_partition_width' THEN '10' ELSE '5' END
+		WHERE name IN ('history_partition_width', 'history_partitions_ahead')`)
+	require.NoError(t, err)
+	_, err = e.Pool.Exec(ctx, `ALTER TABLE docket.jobs ALTER COLUMN id RESTART WITH 1000000000`)
+	require.NoError(t, err)
+
+	first, err := e.API.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = first.Rollback(ctx) }()
+	up, err := e.pruner.MaintainHistoryTx(ctx, first)
+	require.NoError(t, err)
+	require.Positive(t, up.Made)
+
+	wait, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	second, err := e.API.Begin(wait)
+	require.NoError(t, err)
+	up, err = e.pruner.MaintainHistoryTx(wait, second)
+	require.NoError(t, err, "the second upkeep does not wait for the first")
+	require.Equal(t, retention.HistoryUpkeep{}, up)
+	require.NoError(t, second.Commit(ctx))
+	require.NoError(t, first.Rollback(ctx))
+
+	up, err = e.pruner.MaintainHistory(ctx)
+	require.NoError(t, err)
+	require.Positive(t, up.Made, "the first rolled back: the next upkeep makes the partitions")
+
+	// Prunes with their upkeep, released together, over partitions they
+	// empty as they go.
+	for round := range 5 {
+		for range 30 {
+			finish(t, e, e.jobs, "", jobs.Cancelled)
+		}
+		e.Clock.Advance(time.Hour)
+		start := make(chan struct{})
+		errs := make(chan error, 4)
+		for range 4 {
+			go func() {
+				<-start
+				_, err := e.pruner.Prune(ctx, 10)
+				if err == nil {
+					_, err = e.pruner.MaintainHistory(ctx)
+				}
+				errs <- err
+			}()
+		}
+		close(start)
+		for range 4 {
+			require.NoError(t, <-errs, "round %d", round)
+		}
 	}
 }

@@ -508,7 +508,7 @@ var (
 		"case_reopen", "history_upkeep", "job_cancel", "job_census", "job_claim_id", "job_claim_queue",
 		"job_complete", "job_complete_many", "job_completion_record", "job_expire_leases", "job_fail",
 		"job_intake_take", "job_late_outcome", "job_pin", "job_pruned", "job_reconcile", "job_release",
-		"job_renew", "job_resume", "job_trace_put", "job_verify", "lane_create", "lane_merge", "lane_review",
+		"job_renew", "job_resume", "job_retry", "job_trace_put", "job_verify", "lane_create", "lane_merge", "lane_review",
 		"lane_set_state", "message_dead_letter_due", "message_offer", "obligation_breach_due",
 		"obligation_register", "obligation_settle", "prune_run", "prune_verify", "run_cancel", "run_get",
 		"run_replan", "run_resume", "run_steps_of", "run_versions_of", "run_waits_of", "schedule_advance",
@@ -526,10 +526,11 @@ var (
 	recordedNodeLocal = []string{
 		"batch_lock: pg_advisory_xact_lock", "history_partitions_drop: set_config",
 		"history_partitions_ensure: set_config", "job_decoders_register: pg_advisory_xact_lock",
-		"job_intake_apply: pg_current_xact_id", "job_intake_take: pg_current_xact_id_if_assigned",
+		"job_intake_apply: pg_current_xact_id", "job_intake_take: pg_current_xact_id_if_assigned", "job_retry_matching: pg_advisory_xact_lock",
 		"job_trace_put: pg_current_xact_id", "jobs_record_insert: pg_notify", "jobs_record_update: pg_notify",
 		"lane_review: set_config", "lane_set_state: set_config", "message_lock_keys: pg_advisory_xact_lock",
-		"prune_run: pg_current_xact_id", "pruning: pg_current_xact_id_if_assigned", "set_context: set_config",
+		"prune_run: pg_current_xact_id", "pruning: pg_current_xact_id_if_assigned", "queue_set: pg_notify",
+		"set_context: set_config",
 		"timer_set: pg_advisory_xact_lock", "timer_set_caseless: pg_advisory_xact_lock",
 	}
 )

@@ -28,6 +28,11 @@ func TestSoak(t *testing.T) {
 			res := runSoak(t, f, prune)
 			results = append(results, res)
 			t.Log("soak, " + pruneName(prune) + ", " + f.String() + "\n" + res.report())
+			// Checked once the report is out, so that a long run that fails
+			// them still says what it measured.
+			require.Empty(t, res.workers.errors, "the workers' errors")
+			require.Zero(t, res.workers.races, "data races in the workers")
+			require.Zero(t, res.workers.sweeps["leases"], "leases expired")
 		})
 	}
 	if len(results) > 1 {
@@ -137,9 +142,6 @@ func runSoak(t *testing.T, f form, prune bool) *result {
 	take("end", res.samples[len(res.samples)-1].completed)
 	res.workers = summarize(children)
 	res.checked = check(t, r, f, prune, ids)
-	require.Empty(t, res.workers.errors, "the workers' errors")
-	require.Zero(t, res.workers.races, "data races in the workers")
-	require.Zero(t, res.workers.sweeps["leases"], "leases expired")
 	return res
 }
 

@@ -478,7 +478,8 @@ $$;
 -- retention.prune in some project: the prune sweep's actor. It chooses
 -- nothing: what it drops is events of jobs pruned and recorded.
 -- It does nothing, and returns no row, for an actor holding retention.prune
--- nowhere. Refuses: a malformed actor or wait (DK010).
+-- nowhere; it does nothing, returning 0 and 0, while another transaction's
+-- upkeep runs (one at a time). Refuses: a malformed actor or wait (DK010).
 CREATE OR REPLACE FUNCTION docket.history_upkeep(p_actor text, p_wait interval)
 RETURNS TABLE (dropped integer, made integer)
 LANGUAGE plpgsql AS $$
@@ -488,6 +489,18 @@ BEGIN
         RAISE EXCEPTION 'invalid lock wait %: want 0 .. 10 seconds', p_wait USING ERRCODE = 'DK010';
     END IF;
     IF NOT EXISTS (SELECT 1 FROM docket.grants g WHERE g.principal = p_actor AND g.capability = 'retention.prune') THEN
+        RETURN;
+    END IF;
+    -- One upkeep at a time, by the lock on the width's setting row, held to
+    -- the end of the transaction: another one running, this one does
+    -- nothing (0, 0) and leaves the work to the next prune. Two at once,
+    -- each holding a dropped partition's lock while trying the next one's,
+    -- waited on each other until the deadlock detector cancelled one.
+    PERFORM 1 FROM docket.settings s WHERE s.name = 'history_partition_width' FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        dropped := 0;
+        made := 0;
+        RETURN NEXT;
         RETURN;
     END IF;
     dropped := docket.history_partitions_drop(p_wait);

@@ -52,7 +52,7 @@ COMMENT ON TABLE docket.queues IS
 -- Who paused or resumed a queue, when (the caller's instant) and why.
 -- Append-only.
 CREATE TABLE docket.queue_events (
-    id       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id       bigint GENERATED ALWAYS AS IDENTITY,
     project  text NOT NULL,
     queue    docket.job_queue NOT NULL,
     revision bigint NOT NULL,
@@ -60,6 +60,7 @@ CREATE TABLE docket.queue_events (
     actor    docket.principal NOT NULL,
     at       timestamptz NOT NULL,
     reason   text CONSTRAINT queue_events_reason_bounded CHECK (length(reason) <= 1000),
+    PRIMARY KEY (project, id),
     FOREIGN KEY (project, queue) REFERENCES docket.queues (project, queue),
     UNIQUE (project, queue, revision)
 );
