@@ -12,7 +12,7 @@ import (
 )
 
 func (h *Handler) cases(v visitor) (*cases.Client, error) {
-	return cases.NewClient(h.pool, cases.Config{Actor: v.who, Clock: h.cfg.Clock})
+	return cases.NewClient(h.pool, cases.Config{Actor: v.who, Clock: h.cfg.Clock, Replica: h.cfg.Replica})
 }
 
 type caseListPage struct {

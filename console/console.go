@@ -86,6 +86,12 @@ type Config struct {
 	// Logger receives what went wrong on the server's side. Defaults to
 	// discarding it.
 	Logger *slog.Logger
+	// Replica, when not nil, is a pool on a hot standby of the database:
+	// the jobs, cases and plans pages read there what tolerates lag (lists,
+	// censuses, histories), and every page says in its header how far
+	// behind the replica it read at may be. Every action writes to the
+	// primary. Optional.
+	Replica db.Pool
 }
 
 // check refuses a configuration the console cannot run with, and fills in
@@ -255,15 +261,22 @@ type visitor struct {
 	who   access.Actor
 	tasks *tasks.Client
 	csrf  string
+	// reads says, when the console has a Replica, where its pages read
+	// and how far behind that may be (db.Lag's words); empty otherwise.
+	reads string
 }
 
-func (v visitor) frame(title string) frame { return frame{Title: title, Who: v.who, CSRF: v.csrf} }
+func (v visitor) frame(title string) frame {
+	return frame{Title: title, Who: v.who, CSRF: v.csrf, Reads: v.reads}
+}
 
-// frame is what every page shows: its title and who is signed in.
+// frame is what every page shows: its title, who is signed in, and with a
+// Replica where its reads went.
 type frame struct {
 	Title string
 	Who   access.Actor
 	CSRF  string
+	Reads string
 }
 
 // signedIn serves fn to signed-in requests, and refuses the others with 401
@@ -282,8 +295,29 @@ func (h *Handler) signedIn(fn func(http.ResponseWriter, *http.Request, visitor))
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 		defer cancel()
-		fn(w, r.WithContext(ctx), visitor{who: who, tasks: cl, csrf: h.csrfToken(w, r)})
+		v := visitor{who: who, tasks: cl, csrf: h.csrfToken(w, r)}
+		if h.cfg.Replica != nil && !h.readOnly {
+			if v.reads, err = h.readsAt(ctx, v); err != nil {
+				h.refuse(w, r, v, "page", err)
+				return
+			}
+		}
+		fn(w, r.WithContext(ctx), v)
 	}
+}
+
+// readsAt says where the pages' lag-tolerant reads go for v and how far
+// behind the primary they may be, asked before the page reads.
+func (h *Handler) readsAt(ctx context.Context, v visitor) (string, error) {
+	cl, err := h.jobsByID(v)
+	if err != nil {
+		return "", err
+	}
+	lag, err := cl.ReplicaLag(ctx)
+	if err != nil {
+		return "", err
+	}
+	return lag.String(), nil
 }
 
 // principal is who r is signed in as, as the AuthenticateFunc says.

@@ -59,7 +59,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request, v visitor) {
 		return
 	}
 	for _, name := range names {
-		cl, err := jobs.NewClient(h.pool, jobs.Config{Project: name, Actor: v.who, Clock: h.cfg.Clock})
+		cl, err := h.jobsIn(v, name)
 		var census jobs.Census
 		if err == nil {
 			census, err = cl.Census(r.Context(), 0)
@@ -214,7 +214,7 @@ func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request, v visitor, pr
 		h.refuse(w, r, v, "job", err)
 		return
 	}
-	cl, err := jobs.NewClient(h.pool, jobs.Config{Project: project, Actor: v.who, Clock: h.cfg.Clock})
+	cl, err := h.jobsIn(v, project)
 	if err == nil {
 		f.Before, f.Limit = before, consoleRows+1
 		var list []jobs.Job
@@ -373,7 +373,13 @@ func jobRecordOf(plan jobs.RerunPlan) *jobRecord {
 // jobsByID is a jobs client of no project, acting as the visitor: it works
 // by job id, and the grants decide per job.
 func (h *Handler) jobsByID(v visitor) (*jobs.Client, error) {
-	return jobs.NewClient(h.pool, jobs.Config{Actor: v.who, Clock: h.cfg.Clock})
+	return h.jobsIn(v, "")
+}
+
+// jobsIn is a jobs client of project acting as the visitor, reading what
+// tolerates lag from the console's Replica when it has one.
+func (h *Handler) jobsIn(v visitor, project string) (*jobs.Client, error) {
+	return jobs.NewClient(h.pool, jobs.Config{Project: project, Actor: v.who, Clock: h.cfg.Clock, Replica: h.cfg.Replica})
 }
 
 // jobIn reads job id as the client's actor, and answers one of another

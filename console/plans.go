@@ -114,7 +114,7 @@ func (h *Handler) runList(w http.ResponseWriter, r *http.Request, v visitor, pro
 	var list []plans.Run
 	if err == nil {
 		var cl *plans.Client
-		if cl, err = plans.NewClient(h.pool, plans.Config{Actor: v.who, Clock: h.cfg.Clock}); err == nil {
+		if cl, err = plans.NewClient(h.pool, plans.Config{Actor: v.who, Clock: h.cfg.Clock, Replica: h.cfg.Replica}); err == nil {
 			list, err = cl.List(r.Context(), plans.Filter{Project: project, Before: before, Limit: consoleRows + 1})
 		}
 	}

@@ -62,6 +62,7 @@ func (c *cli) serve(args []string) (dbAction, error) {
 		return nil, usageOf(fs, "%v", err)
 	}
 	return func(ctx context.Context, pool *pgxpool.Pool) error {
+		cfg.Replica = c.replicaPool()
 		h, err := newServeHandler(pool, cfg)
 		if err != nil {
 			return err
@@ -138,6 +139,9 @@ type serveConfig struct {
 	// Logger receives what went wrong on the server's side. Defaults to
 	// discarding it.
 	Logger *slog.Logger
+	// Replica is --replica-url's pool, which the console's pages read
+	// from when they tolerate lag; nil without it.
+	Replica db.Pool
 }
 
 // check refuses a configuration docket serve cannot run with, and fills in
@@ -194,7 +198,7 @@ func newServeHandler(pool db.Pool, cfg serveConfig) (http.Handler, error) {
 		return nil, db.Refuse(db.ErrInvalidArgument, "serve", err.Error())
 	}
 	return console.New(pool, console.Config{AuthenticateFunc: cfg.authenticate, Projects: cfg.Projects, Clock: cfg.Clock,
-		Logger: cfg.Logger})
+		Logger: cfg.Logger, Replica: cfg.Replica})
 }
 
 // authenticate is who r is signed in as: --dev-principal, else the user
