@@ -25,6 +25,7 @@ func TestReadsFromAReplica(t *testing.T) {
 	t.Run("plans", func(t *testing.T) { readPlans(t, r) })
 	t.Run("misplaced", func(t *testing.T) { misplaced(t, r) })
 	t.Run("cli", func(t *testing.T) { cli(t, r) })
+	t.Run("console", func(t *testing.T) { consoleReads(t, r) })
 }
 
 // jobsOn returns app's job client of acme on pool, reading on the replica.
