@@ -9,6 +9,7 @@ import (
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/cases"
+	"github.com/docket-dev/docket/internal/show"
 )
 
 func (h *Handler) cases(v visitor) (*cases.Client, error) {
@@ -29,7 +30,7 @@ func (h *Handler) caseList(w http.ResponseWriter, r *http.Request, v visitor, pr
 	status := cases.Status(r.URL.Query().Get("status"))
 	after, err := queryID(r, "after")
 	if err == nil && status != "" && !slices.Contains(cases.Statuses, status) {
-		err = invalid("status", "want one of "+joinStates(cases.Statuses))
+		err = invalid("status", "want one of "+show.JoinStates(cases.Statuses))
 	}
 	var list []cases.Case
 	if err == nil {
@@ -69,7 +70,7 @@ type waitRow struct {
 }
 
 func (h *Handler) waitRowOf(x cases.Wait) waitRow {
-	row := waitRow{ID: x.ID, CaseID: x.CaseID, Name: printable(x.Name), Status: x.Status, Keys: joinKeys(x.Keys),
+	row := waitRow{ID: x.ID, CaseID: x.CaseID, Name: show.Printable(x.Name), Status: x.Status, Keys: show.Keys(x.Keys),
 		Deadline: x.Deadline, Left: "–", OnArrival: x.OnArrival.Kind, OnTimeout: "–"}
 	switch x.Status {
 	case cases.Satisfied:
@@ -78,7 +79,7 @@ func (h *Handler) waitRowOf(x cases.Wait) waitRow {
 		row.TimeoutJobID = x.ContinuationJobID
 	}
 	if x.Status == cases.Waiting {
-		row.Left = timeLeft(x.Deadline.Sub(h.cfg.Clock.Now()))
+		row.Left = show.TimeLeft(x.Deadline.Sub(h.cfg.Clock.Now()))
 	}
 	if x.OnTimeout != nil {
 		row.OnTimeout = x.OnTimeout.Kind
@@ -152,10 +153,10 @@ func (h *Handler) casePage(w http.ResponseWriter, r *http.Request, v visitor, pr
 	}
 	now := h.cfg.Clock.Now()
 	for _, o := range obligations {
-		row := obligationRow{ID: o.ID, Name: printable(o.Name), State: o.State, Due: o.Due, Left: "–", Rule: dash(printable(o.Rule)),
+		row := obligationRow{ID: o.ID, Name: show.Printable(o.Name), State: o.State, Due: o.Due, Left: "–", Rule: show.Dash(show.Printable(o.Rule)),
 			Escalation: "–", JobID: o.EscalationJobID}
 		if o.State == cases.Pending {
-			row.Left = timeLeft(o.Due.Sub(now))
+			row.Left = show.TimeLeft(o.Due.Sub(now))
 		}
 		if o.Escalation != nil {
 			row.Escalation = o.Escalation.Kind
@@ -170,8 +171,8 @@ func (h *Handler) casePage(w http.ResponseWriter, r *http.Request, v visitor, pr
 		events = events[len(events)-consoleHistoryRows:]
 	}
 	for _, e := range events {
-		p.History = append(p.History, caseEvent{At: e.At, What: e.Type, From: dash(e.From), To: dash(e.To), Actor: e.Actor,
-			Detail: printable(compactJSON(e.Detail))})
+		p.History = append(p.History, caseEvent{At: e.At, What: e.Type, From: show.Dash(e.From), To: show.Dash(e.To), Actor: e.Actor,
+			Detail: show.Printable(show.CompactJSON(e.Detail))})
 	}
 	h.render(w, http.StatusOK, "console_case", p)
 }
@@ -254,9 +255,9 @@ func (h *Handler) deadLetterList(w http.ResponseWriter, r *http.Request, v visit
 	p := deadLetterPage{consoleFrame: h.frame(v, "Dead letters of "+project, project)}
 	now := h.cfg.Clock.Now()
 	for _, m := range list[:min(len(list), consoleRows)] {
-		p.Letters = append(p.Letters, deadLetterRow{ID: m.ID, Producer: printable(m.Producer), MessageID: printable(m.MessageID),
-			Keys: joinKeys(m.Keys), Addressee: m.Addressee, Age: span(max(now.Sub(m.ArrivedAt), 0)), DeadLetteredAt: m.DeadLetteredAt,
-			Reason: dash(printable(m.Reason))})
+		p.Letters = append(p.Letters, deadLetterRow{ID: m.ID, Producer: show.Printable(m.Producer), MessageID: show.Printable(m.MessageID),
+			Keys: show.Keys(m.Keys), Addressee: m.Addressee, Age: show.Span(max(now.Sub(m.ArrivedAt), 0)), DeadLetteredAt: m.DeadLetteredAt,
+			Reason: show.Dash(show.Printable(m.Reason))})
 	}
 	if len(list) > consoleRows {
 		p.Next = pageLink(r.URL.Path, url.Values{"before": {strconv.FormatInt(p.Letters[len(p.Letters)-1].ID, 10)}})

@@ -20,6 +20,7 @@ import (
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/show"
 	"github.com/docket-dev/docket/tasks"
 )
 
@@ -132,7 +133,7 @@ var pages = template.Must(template.New("pages").Funcs(template.FuncMap{
 	"at":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 	"iso":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"actors": func(a []access.Actor) string {
-		return dash(joinStates(a))
+		return show.Dash(show.JoinStates(a))
 	},
 }).ParseFS(files, "templates/*.html"))
 
@@ -443,18 +444,6 @@ func prettyJSON(j json.RawMessage) string {
 		return string(j)
 	}
 	return b.String()
-}
-
-// compactJSON shows JSON on one line; null and nothing as "".
-func compactJSON(j json.RawMessage) string {
-	var b bytes.Buffer
-	if err := json.Compact(&b, j); err != nil {
-		return string(j)
-	}
-	if s := b.String(); s != "null" {
-		return s
-	}
-	return ""
 }
 
 // sentence shows an error's message as a sentence: its first letter

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/internal/show"
 	"github.com/docket-dev/docket/jobs"
 )
 
@@ -137,7 +138,7 @@ type jobRow struct {
 func jobRowOf(j jobs.Job) jobRow {
 	return jobRow{ID: j.ID, Kind: j.Kind, Queue: j.Queue, State: j.State,
 		Attempts:    strconv.Itoa(j.Attempts) + "/" + strconv.Itoa(j.MaxAttempts),
-		AvailableAt: j.AvailableAt, UpdatedAt: j.UpdatedAt, Diagnostic: cut(printable(j.Diagnostic), 300)}
+		AvailableAt: j.AvailableAt, UpdatedAt: j.UpdatedAt, Diagnostic: show.Cut(show.Printable(j.Diagnostic), 300)}
 }
 
 type jobListPage struct {
@@ -161,7 +162,7 @@ func (h *Handler) jobList(w http.ResponseWriter, r *http.Request, v visitor, pro
 	q := r.URL.Query()
 	state := jobs.State(q.Get("state"))
 	if state != "" && !slices.Contains(jobs.States, state) {
-		h.refuse(w, r, v, "job", invalid("state", "want one of "+joinStates(jobs.States)))
+		h.refuse(w, r, v, "job", invalid("state", "want one of "+show.JoinStates(jobs.States)))
 		return
 	}
 	queue, err := queryText(r, "queue", 200)
@@ -315,13 +316,13 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request, v visitor, pro
 		return
 	}
 	p := jobPage{consoleFrame: h.frame(v, "Job "+strconv.FormatInt(id, 10), project), Job: j,
-		Payload: cut(prettyJSON(j.Payload), consoleShowPayload), Verified: ver.OK, VerifiedCount: ver.Events,
+		Payload: show.Cut(prettyJSON(j.Payload), consoleShowPayload), Verified: ver.OK, VerifiedCount: ver.Events,
 		Outcomes: []jobs.Outcome{jobs.DidSucceed, jobs.DidFail, jobs.RunAgain}, MaxNote: consoleMaxNote}
 	if j.Output.Asset != "" {
-		p.Output = printable(jobOutputText(j.Output))
+		p.Output = show.Printable(show.JobOutput(j.Output))
 	}
 	if j.Revisions != nil {
-		p.Pin = printable(strings.Join(j.Revisions, ", "))
+		p.Pin = show.Printable(strings.Join(j.Revisions, ", "))
 	}
 	if j.State == jobs.Succeeded {
 		// The completion record, as the job's re-run plan reads it.
@@ -336,8 +337,8 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request, v visitor, pro
 		p.Problem = "does not verify at event " + strconv.Itoa(ver.BadSeq) + ": " + ver.Problem
 	}
 	for _, e := range events {
-		p.History = append(p.History, jobEvent{Seq: e.Seq, At: e.At, From: dash(string(e.From)), To: string(e.To),
-			Actor: e.Actor, Attempt: e.Attempt, Revision: printable(e.Revision), Detail: printable(e.Detail),
+		p.History = append(p.History, jobEvent{Seq: e.Seq, At: e.At, From: show.Dash(string(e.From)), To: string(e.To),
+			Actor: e.Actor, Attempt: e.Attempt, Revision: show.Printable(e.Revision), Detail: show.Printable(e.Detail),
 			ClaimedBy: e.ClaimedBy, ClaimedAt: e.ClaimedAt})
 	}
 	if j.State == jobs.Uncertain {
@@ -360,12 +361,12 @@ func jobRecordOf(plan jobs.RerunPlan) *jobRecord {
 	if !plan.Recorded {
 		return nil
 	}
-	rec := &jobRecord{Produced: printable(jobOutputText(plan.Produced)), RecordedBy: plan.RecordedBy, RecordedAt: plan.RecordedAt}
+	rec := &jobRecord{Produced: show.Printable(show.JobOutput(plan.Produced)), RecordedBy: plan.RecordedBy, RecordedAt: plan.RecordedAt}
 	if plan.Params != nil {
-		rec.Params = cut(prettyJSON(plan.Params), consoleShowPayload)
+		rec.Params = show.Cut(prettyJSON(plan.Params), consoleShowPayload)
 	}
 	for _, in := range plan.Inputs {
-		rec.Inputs = append(rec.Inputs, cut(printable(in), consoleShowInput))
+		rec.Inputs = append(rec.Inputs, show.Cut(show.Printable(in), consoleShowInput))
 	}
 	return rec
 }

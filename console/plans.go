@@ -11,6 +11,7 @@ import (
 
 	"github.com/docket-dev/docket/batches"
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/show"
 	"github.com/docket-dev/docket/plans"
 	"github.com/docket-dev/docket/schedules"
 )
@@ -67,7 +68,7 @@ func (h *Handler) schedulePage(w http.ResponseWriter, r *http.Request, v visitor
 	if err == nil && s.Project != project {
 		err = notFound("schedule", id)
 	}
-	p := schedulePage{consoleFrame: h.frame(v, "Schedule "+printable(s.Name), project), Schedule: s}
+	p := schedulePage{consoleFrame: h.frame(v, "Schedule "+show.Printable(s.Name), project), Schedule: s}
 	// A broken schedule runs nothing until it is mended, and its terms may
 	// be what cannot be planned: it has no next runs to show.
 	if err == nil && s.Status != schedules.Broken {
@@ -180,14 +181,14 @@ func (h *Handler) runPage(w http.ResponseWriter, r *http.Request, v visitor, pro
 		return
 	}
 	if !p.Run.Budget.Zero() {
-		p.Budget, p.Spent = budgetText(p.Run.Budget), spentText(p.Run.Budget, p.Run.Spent)
+		p.Budget, p.Spent = show.Budget(p.Run.Budget), show.Spent(p.Run.Budget, p.Run.Spent)
 	}
-	p.Output = dash(outputText(p.Run.Output))
+	p.Output = show.Dash(show.Output(p.Run.Output, "the API reads it whole"))
 	admitted := map[string]bool{}
 	for _, s := range p.Steps {
 		admitted[s.StepID] = true
 	}
-	p.NotYet = notAdmitted(p.Run)
+	p.NotYet = show.NotAdmitted(p.Run)
 	for _, ver := range p.Versions {
 		if ver.Version != p.Run.Version {
 			continue
@@ -285,7 +286,7 @@ func (h *Handler) batchPage(w http.ResponseWriter, r *http.Request, v visitor, p
 		return
 	}
 	for _, it := range items[:min(len(items), consoleRows)] {
-		p.Items = append(p.Items, itemRow{Key: printable(it.Key), Status: it.Status, RunID: it.RunID, Reason: dash(printable(it.Reason)),
+		p.Items = append(p.Items, itemRow{Key: show.Printable(it.Key), Status: it.Status, RunID: it.RunID, Reason: show.Dash(show.Printable(it.Reason)),
 			AdmittedAt: it.AdmittedAt})
 	}
 	if len(items) > consoleRows {

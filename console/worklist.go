@@ -12,6 +12,7 @@ import (
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/show"
 	"github.com/docket-dev/docket/tasks"
 )
 
@@ -95,7 +96,7 @@ func (h *Handler) worklist(w http.ResponseWriter, r *http.Request, v visitor) {
 		}
 		pt := projectTasks{Name: name, More: len(list) > worklistRows}
 		for _, t := range list[:min(len(list), worklistRows)] {
-			row := taskRow{ID: t.ID, Title: t.Title, Status: t.Status, Deadline: t.Deadline, Left: dueIn(t.Deadline.Sub(now))}
+			row := taskRow{ID: t.ID, Title: t.Title, Status: t.Status, Deadline: t.Deadline, Left: show.DueIn(t.Deadline.Sub(now))}
 			if liveClaim(t, now) {
 				row.ClaimedBy, row.ClaimUntil = t.Claim.Holder, t.Claim.Until
 			}
@@ -156,14 +157,14 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request, v visitor, id int
 	}
 	now := h.cfg.Clock.Now()
 	p := taskPage{frame: v.frame(t.Title), Task: t, Proposal: prettyJSON(t.Proposal), Evidence: prettyJSON(t.Evidence),
-		Left: dueIn(t.Deadline.Sub(now)), Excluded: slices.Contains(t.Excluded, v.who), OnExpiry: expiryText(t),
-		Audience: audienceText(t), MaxNote: tasks.MaxNote, ClaimMinutes: int(tasks.DefaultClaim / time.Minute)}
+		Left: show.DueIn(t.Deadline.Sub(now)), Excluded: slices.Contains(t.Excluded, v.who), OnExpiry: show.Expiry(t),
+		Audience: show.Audience(t), MaxNote: tasks.MaxNote, ClaimMinutes: int(tasks.DefaultClaim / time.Minute)}
 	if liveClaim(t, now) {
 		p.HeldByMe, p.HeldByOther = t.Claim.Holder == v.who, t.Claim.Holder != v.who
 	}
 	p.Takeable = t.Pending() && !p.HeldByOther
 	for _, e := range events {
-		p.History = append(p.History, historyRow{At: e.At, What: e.What, Actor: e.Actor, Detail: compactJSON(e.Detail)})
+		p.History = append(p.History, historyRow{At: e.At, What: e.What, Actor: e.Actor, Detail: show.CompactJSON(e.Detail)})
 	}
 	h.render(w, http.StatusOK, "task", p)
 }

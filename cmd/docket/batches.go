@@ -14,6 +14,7 @@ import (
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/batches"
+	"github.com/docket-dev/docket/internal/show"
 )
 
 // batchesShowLimit is how many items needing attention batch show lists
@@ -84,8 +85,8 @@ func (c *cli) batchesList(ctx context.Context, pool *pgxpool.Pool, f batches.Fil
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "BATCH\tNAME\tSTATUS\tITEMS\tIN FLIGHT\tSUCCEEDED\tFAILED\tQUARANTINED\tCURSOR")
 	for _, r := range list {
-		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", r.ID, printable(r.Name), r.Status, r.Items, r.InFlight,
-			r.Succeeded, r.Failed, r.Quarantined, dash(printable(r.Cursor)))
+		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", r.ID, show.Printable(r.Name), r.Status, r.Items, r.InFlight,
+			r.Succeeded, r.Failed, r.Quarantined, show.Dash(show.Printable(r.Cursor)))
 	}
 	return w.Flush()
 }
@@ -144,7 +145,7 @@ func writeBatchText(out io.Writer, v batchView) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "batch\t%d\n", r.ID)
 	fmt.Fprintf(w, "project\t%s\n", r.Project)
-	fmt.Fprintf(w, "name\t%s\n", printable(r.Name))
+	fmt.Fprintf(w, "name\t%s\n", show.Printable(r.Name))
 	fmt.Fprintf(w, "status\t%s\n", r.Status)
 	fmt.Fprintf(w, "plan\t%s\n", shortDigest(r.Digest))
 	fmt.Fprintf(w, "digest\t%s\n", r.Digest)
@@ -153,8 +154,8 @@ func writeBatchText(out io.Writer, v batchView) error {
 		source = "read to its end"
 	}
 	fmt.Fprintf(w, "source\t%s\n", source)
-	fmt.Fprintf(w, "last key\t%s\n", dash(printable(r.LastKey)))
-	fmt.Fprintf(w, "cursor\t%s\n", dash(printable(r.Cursor)))
+	fmt.Fprintf(w, "last key\t%s\n", show.Dash(show.Printable(r.LastKey)))
+	fmt.Fprintf(w, "cursor\t%s\n", show.Dash(show.Printable(r.Cursor)))
 	fmt.Fprintf(w, "created\t%s by %s\n", r.CreatedAt.Format(time.RFC3339Nano), r.CreatedBy)
 	finished := "-"
 	if r.FinishedAt != nil {
@@ -189,7 +190,7 @@ func writeBatchText(out io.Writer, v batchView) error {
 		if it.RunID != 0 {
 			run = fmt.Sprint(it.RunID)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", printable(it.Key), it.Status, run, dash(printable(it.Reason)))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", show.Printable(it.Key), it.Status, run, show.Dash(show.Printable(it.Reason)))
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -216,7 +217,7 @@ func shellWord(s string) string {
 	switch {
 	case plain:
 		return s
-	case printable(s) == s:
+	case show.Printable(s) == s:
 		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 	}
 	var b strings.Builder

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/docket-dev/docket/cases"
+	"github.com/docket-dev/docket/internal/show"
 )
 
 func (c *cli) cases(args []string) (dbAction, error) {
@@ -19,7 +20,7 @@ func (c *cli) cases(args []string) (dbAction, error) {
 	fs := c.flags("case " + sub)
 	switch sub {
 	case "list":
-		status := fs.String("status", "", "only cases with this `STATUS`: "+joinStates(cases.Statuses))
+		status := fs.String("status", "", "only cases with this `STATUS`: "+show.JoinStates(cases.Statuses))
 		limit := fs.Int("limit", 50, "at most `N` cases, oldest first")
 		after := fs.Int64("after", 0, "only cases with a larger `ID` (the last id of the previous page)")
 		format := outputFlag(fs)
@@ -139,7 +140,7 @@ func (c *cli) casesShow(ctx context.Context, pool *pgxpool.Pool, id int64, forma
 					esc += fmt.Sprintf(" (job %d)", o.EscalationJobID)
 				}
 			}
-			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", o.ID, o.Name, o.State, o.Due.Format(time.RFC3339Nano), dash(oneLine(o.Rule)), esc)
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", o.ID, o.Name, o.State, o.Due.Format(time.RFC3339Nano), show.Dash(oneLine(o.Rule)), esc)
 		}
 		if err := w.Flush(); err != nil {
 			return err
@@ -150,8 +151,8 @@ func (c *cli) casesShow(ctx context.Context, pool *pgxpool.Pool, id int64, forma
 	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "AT\tWHAT\tFROM\tTO\tACTOR\tDETAIL")
 	for _, e := range events {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.Format(time.RFC3339Nano), e.Type, dash(e.From), dash(e.To), e.Actor,
-			dash(oneLine(string(e.Detail))))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.Format(time.RFC3339Nano), e.Type, show.Dash(e.From), show.Dash(e.To), e.Actor,
+			show.Dash(oneLine(string(e.Detail))))
 	}
 	return w.Flush()
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/show"
 	"github.com/docket-dev/docket/jobs"
 )
 
@@ -25,7 +26,7 @@ func (c *cli) job(args []string) (dbAction, error) {
 	fs := c.flags("job " + sub)
 	switch sub {
 	case "list":
-		state := fs.String("state", "", "only jobs in this `STATE`: "+joinStates(jobs.States))
+		state := fs.String("state", "", "only jobs in this `STATE`: "+show.JoinStates(jobs.States))
 		kind := fs.String("kind", "", "only jobs of this `KIND`")
 		queue := fs.String("queue", "", "only jobs of this `QUEUE`")
 		limit := fs.Int("limit", 50, "at most `N` jobs, newest first")
@@ -254,7 +255,7 @@ func writeCensusText(out io.Writer, census jobs.Census) error {
 		fmt.Fprintf(w, "%d\n", total)
 	}
 	for _, q := range queues {
-		row(printable(q), counts[q])
+		row(show.Printable(q), counts[q])
 	}
 	row("all queues", counts[""])
 	if err := w.Flush(); err != nil {
@@ -262,7 +263,7 @@ func writeCensusText(out io.Writer, census jobs.Census) error {
 	}
 	if len(census.Capped) > 0 {
 		_, err := fmt.Fprintf(out, "The census counts at most %d jobs of each state: %s reached it, and may have more.\n",
-			census.PerState, joinStates(census.Capped))
+			census.PerState, show.JoinStates(census.Capped))
 		return err
 	}
 	return nil
@@ -404,12 +405,12 @@ func (c *cli) jobShowText(j jobs.Job, rec *jobs.RerunPlan, events []jobs.Event, 
 	}
 	fmt.Fprintf(w, "payload\t%s\n", j.Payload)
 	if j.Output.Asset != "" {
-		fmt.Fprintf(w, "requested output\t%s\n", jobOutputText(j.Output))
+		fmt.Fprintf(w, "requested output\t%s\n", show.JobOutput(j.Output))
 	}
 	switch {
 	case rec == nil:
 	case rec.Recorded:
-		fmt.Fprintf(w, "produced\t%s, recorded by %s at %s\n", jobOutputText(rec.Produced), rec.RecordedBy, rec.RecordedAt.Format(time.RFC3339Nano))
+		fmt.Fprintf(w, "produced\t%s, recorded by %s at %s\n", show.JobOutput(rec.Produced), rec.RecordedBy, rec.RecordedAt.Format(time.RFC3339Nano))
 		if rec.Params != nil {
 			fmt.Fprintf(w, "params used\t%s\n", rec.Params)
 		}
@@ -445,18 +446,6 @@ func (c *cli) jobShowText(j jobs.Job, rec *jobs.RerunPlan, events []jobs.Event, 
 		fmt.Fprintf(c.stdout, "\nhistory verified: %d events, hash chain intact\n", v.Events)
 	}
 	return nil
-}
-
-// jobOutputText renders an output as "asset (kind) under root".
-func jobOutputText(o jobs.OutputRef) string {
-	s := o.Asset
-	if o.Kind != "" {
-		s += " (" + o.Kind + ")"
-	}
-	if o.Root != "" {
-		s += " under " + o.Root
-	}
-	return s
 }
 
 // idArg parses the one positional argument ID of the command fs is named

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/docket-dev/docket/internal/show"
 	"github.com/docket-dev/docket/lanes"
 )
 
@@ -25,8 +26,8 @@ func (c *cli) lanes(args []string) (dbAction, error) {
 	switch sub {
 	case "list":
 		quorum := fs.String("quorum", "", "only lanes of this quorum (its `NAME`)")
-		state := fs.String("state", "", "only lanes in this execution `STATE`: "+joinStates(lanes.States))
-		review := fs.String("review", "", "only lanes with this `REVIEW` state: "+joinStates(lanes.Reviews))
+		state := fs.String("state", "", "only lanes in this execution `STATE`: "+show.JoinStates(lanes.States))
+		review := fs.String("review", "", "only lanes with this `REVIEW` state: "+show.JoinStates(lanes.Reviews))
 		limit := fs.Int("limit", 50, "at most `N` lanes, oldest first")
 		after := fs.Int64("after", 0, "only lanes with a larger `ID` (the last id of the previous page)")
 		format := outputFlag(fs)
@@ -142,7 +143,7 @@ func (c *cli) lanesShow(ctx context.Context, pool *pgxpool.Pool, id int64, forma
 	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "AT\tAXIS\tFROM\tTO\tACTOR\tDETAIL")
 	for _, e := range events {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.Format(time.RFC3339Nano), e.Type, dash(e.From), e.To, e.Actor, oneLine(e.Detail))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.Format(time.RFC3339Nano), e.Type, show.Dash(e.From), e.To, e.Actor, oneLine(e.Detail))
 	}
 	if err := w.Flush(); err != nil {
 		return err

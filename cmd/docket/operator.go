@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/internal/show"
 	"github.com/docket-dev/docket/jobs"
 )
 
@@ -21,7 +22,7 @@ func (c *cli) jobOneOrBulk(fs *flag.FlagSet, rest []string, verb string, states 
 	one func(context.Context, *jobs.Client, int64) (jobs.Job, error),
 	bulk func(ctx context.Context, cl *jobs.Client, f jobs.BulkFilter, count bool) (int64, error)) (dbAction, error) {
 	project := fs.String("project", "", "act on every job of `PROJECT` matching the filter instead of one ID")
-	state := fs.String("state", "", "with --project: only jobs in this `STATE`: "+joinStates(states))
+	state := fs.String("state", "", "with --project: only jobs in this `STATE`: "+show.JoinStates(states))
 	kind := fs.String("kind", "", "with --project: only jobs of this `KIND`")
 	queue := fs.String("queue", "", "with --project: only jobs of this `QUEUE`")
 	since := fs.String("since", "", "with --project: only jobs created at or after `TIME` (RFC 3339)")

@@ -13,13 +13,12 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/docket-dev/docket/access"
-	"github.com/docket-dev/docket/budgets"
+	"github.com/docket-dev/docket/internal/show"
 	"github.com/docket-dev/docket/plans"
 )
 
@@ -31,12 +30,9 @@ const (
 	plansShowList  = 10
 )
 
-// How much of a value plan show prints on a line: a constant argument, and
-// the run's output (--json has them whole).
-const (
-	plansShowConst  = 40
-	plansShowOutput = 1000
-)
+// How much of a constant argument plan show prints on a line (-o json has
+// it whole); of the run's output, show.OutputShown.
+const plansShowConst = 40
 
 func (c *cli) plansCmd(args []string) (dbAction, error) {
 	sub, rest, err := c.sub("plan", args)
@@ -231,19 +227,19 @@ func writeRunText(out io.Writer, v runView) error {
 	fmt.Fprintf(w, "input\t%s (%d bytes of JSON; --json shows it)\n", trustText(r.InputTrusted), len(r.Input))
 	fmt.Fprintf(w, "replan limit\t%d (%d used)\n", r.ReplanLimit, r.Version-1)
 	if !r.Budget.Zero() {
-		fmt.Fprintf(w, "budget\t%s\n", budgetText(r.Budget))
-		fmt.Fprintf(w, "spent\t%s\n", spentText(r.Budget, r.Spent))
+		fmt.Fprintf(w, "budget\t%s\n", show.Budget(r.Budget))
+		fmt.Fprintf(w, "spent\t%s\n", show.Spent(r.Budget, r.Spent))
 	}
 	if r.Exhausted != "" {
-		fmt.Fprintf(w, "exhausted\t%s\n", printable(r.Exhausted))
+		fmt.Fprintf(w, "exhausted\t%s\n", show.Printable(r.Exhausted))
 	}
 	if r.UntrustedRead != "" {
-		fmt.Fprintf(w, "untrusted read\t%s\n", printable(r.UntrustedRead))
+		fmt.Fprintf(w, "untrusted read\t%s\n", show.Printable(r.UntrustedRead))
 	}
 	if r.Failure != "" {
-		fmt.Fprintf(w, "failure\t%s\n", printable(r.Failure))
+		fmt.Fprintf(w, "failure\t%s\n", show.Printable(r.Failure))
 	}
-	fmt.Fprintf(w, "output\t%s\n", dash(outputText(r.Output)))
+	fmt.Fprintf(w, "output\t%s\n", show.Dash(show.Output(r.Output, "--json shows it whole")))
 	fmt.Fprintf(w, "created\t%s by %s\n", r.CreatedAt.Format(time.RFC3339Nano), r.CreatedBy)
 	finished := "-"
 	if r.FinishedAt != nil {
@@ -270,8 +266,8 @@ func writeRunText(out io.Writer, v runView) error {
 	w = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "VERSION\tDIGEST\tPREDECESSOR\tREASON\tACTOR\tAT")
 	for _, ver := range v.versions {
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", ver.Version, shortDigest(ver.Digest), dash(shortDigest(ver.Predecessor)),
-			dash(printable(ver.Reason)), ver.Actor, ver.At.Format(time.RFC3339Nano))
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", ver.Version, shortDigest(ver.Digest), show.Dash(shortDigest(ver.Predecessor)),
+			show.Dash(show.Printable(ver.Reason)), ver.Actor, ver.At.Format(time.RFC3339Nano))
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -397,7 +393,7 @@ func writeStep(b *bytes.Buffer, n *planNode, r plans.Run, arrow bool) {
 	}
 	b.WriteString("\n")
 	if n.run != nil && n.run.Reason != "" {
-		fmt.Fprintf(b, "      reason: %s\n", printable(n.run.Reason))
+		fmt.Fprintf(b, "      reason: %s\n", show.Printable(n.run.Reason))
 	}
 	if arrow && len(n.succ) > 0 {
 		fmt.Fprintf(b, "   └→ %s\n", listText(n.succ))
@@ -411,7 +407,7 @@ func writeStep(b *bytes.Buffer, n *planNode, r plans.Run, arrow bool) {
 // resume may admit it), and not run once it no longer admits.
 func headState(n *planNode, r plans.Run) string {
 	if n.run == nil {
-		return notAdmitted(r)
+		return show.NotAdmitted(r)
 	}
 	if compensationStarted(n.run.State) {
 		return forwardOutcome(n.run)
@@ -419,55 +415,13 @@ func headState(n *planNode, r plans.Run) string {
 	return string(n.run.State)
 }
 
-// budgetText lists the ceilings b sets, money in minor units of its
-// currency.
-func budgetText(b budgets.Budget) string {
-	var parts []string
-	if b.MaxSteps > 0 {
-		parts = append(parts, fmt.Sprintf("steps %d", b.MaxSteps))
-	}
-	if b.MaxEffects > 0 {
-		parts = append(parts, fmt.Sprintf("effects %d", b.MaxEffects))
-	}
-	if b.MaxMoney.Currency != "" {
-		parts = append(parts, fmt.Sprintf("money %d %s", b.MaxMoney.Amount, b.MaxMoney.Currency))
-	}
-	if b.MaxCall > 0 {
-		parts = append(parts, fmt.Sprintf("max call %d %s", b.MaxCall, b.MaxMoney.Currency))
-	}
-	if b.MaxParallel > 0 {
-		parts = append(parts, fmt.Sprintf("max in flight %d", b.MaxParallel))
-	}
-	return strings.Join(parts, ", ")
-}
-
-// spentText is what a run's steps reported they spent, money in its
-// budget's currency when it has one.
-func spentText(b budgets.Budget, s budgets.Spent) string {
-	money := strconv.FormatInt(s.Money, 10)
-	if b.MaxMoney.Currency != "" {
-		money += " " + b.MaxMoney.Currency
-	}
-	return fmt.Sprintf("effects %d, money %s", s.Effects, money)
-}
-
 // stateName is where the run has a step, as [plans.RunStep] says, or
 // waiting, held or not run when it has not admitted it (see headState).
 func stateName(n *planNode, r plans.Run) string {
 	if n.run == nil {
-		return notAdmitted(r)
+		return show.NotAdmitted(r)
 	}
 	return string(n.run.State)
-}
-
-func notAdmitted(r plans.Run) string {
-	switch r.Status {
-	case plans.Running:
-		return "waiting"
-	case plans.Exhausted:
-		return "held"
-	}
-	return "not run"
 }
 
 // forwardOutcome is the outcome of a compensated step's own job. An unwind
@@ -518,9 +472,9 @@ func sourceText(s plans.Source) string {
 		if json.Compact(&c, s.Value) != nil {
 			return "?"
 		}
-		return printable(cut(c.String(), plansShowConst))
+		return show.Printable(show.Cut(c.String(), plansShowConst))
 	}
-	return printable(string(s.Kind)) + "?"
+	return show.Printable(string(s.Kind)) + "?"
 }
 
 // pathText shows a path: plain segments after dots, any other quoted in
@@ -534,7 +488,7 @@ func pathText(path []string) string {
 			b.WriteString("[" + strconv.Quote(seg) + "]")
 		}
 	}
-	return printable(b.String())
+	return show.Printable(b.String())
 }
 
 func plainSegment(s string) bool {
@@ -556,25 +510,6 @@ func listText(items []string) string {
 		return strings.Join(items, ", ")
 	}
 	return fmt.Sprintf("%s, … and %d more", strings.Join(items[:plansShowList], ", "), len(items)-plansShowList)
-}
-
-// outputText is a run's output on one line, cut at plansShowOutput
-// characters; "" when it has none.
-func outputText(o json.RawMessage) string {
-	s := compactJSON(o)
-	if utf8.RuneCountInString(s) > plansShowOutput {
-		s = cut(s, plansShowOutput) + fmt.Sprintf(" (%d bytes in all; --json shows it whole)", len(s))
-	}
-	return printable(s)
-}
-
-// cut shortens s to at most n characters, the last of them "…".
-func cut(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
 }
 
 func utcPtr(t *time.Time) *time.Time {

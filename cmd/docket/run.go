@@ -15,6 +15,7 @@ import (
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/show"
 )
 
 // Exit codes.
@@ -266,7 +267,7 @@ func (c *cli) listArgs(fs *flag.FlagSet, rest []string, limit *int, after *int64
 // named for that is not empty and not one of known.
 func checkOneOf[T ~string](fs *flag.FlagSet, name, v string, known []T) error {
 	if v != "" && !slices.Contains(known, T(v)) {
-		return usageOf(fs, "--%s %q: want one of %s", name, v, joinStates(known))
+		return usageOf(fs, "--%s %q: want one of %s", name, v, show.JoinStates(known))
 	}
 	return nil
 }
@@ -377,20 +378,3 @@ func firstNonEmpty(values ...string) string {
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-// joinStates lists the values of a state type, for usage messages.
-func joinStates[S ~string](states []S) string {
-	s := make([]string, len(states))
-	for i, x := range states {
-		s[i] = string(x)
-	}
-	return strings.Join(s, ", ")
-}
-
-// dash shows an empty field as "-" in a table.
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}

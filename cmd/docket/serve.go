@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -221,15 +219,3 @@ func (cfg serveConfig) authenticate(r *http.Request) (access.Actor, error) {
 
 // liveClaim reports whether a claim holds t at now.
 func liveClaim(t tasks.Task, now time.Time) bool { return t.Claim != nil && t.Claim.Until.After(now) }
-
-// compactJSON shows JSON on one line; null and nothing as "".
-func compactJSON(j json.RawMessage) string {
-	var b bytes.Buffer
-	if err := json.Compact(&b, j); err != nil {
-		return string(j)
-	}
-	if s := b.String(); s != "null" {
-		return s
-	}
-	return ""
-}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/show"
 )
 
 func (c *cli) status(args []string) (dbAction, error) {
@@ -263,7 +264,7 @@ func (c *cli) printBroken(broken []brokenScheduleJSON) error {
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "  SCHEDULE\tPROJECT\tNAME\tBROKEN AT\tREASON")
 	for _, b := range broken {
-		fmt.Fprintf(w, "  %d\t%s\t%s\t%s\t%s\n", b.ID, b.Project, printable(b.Name), b.BrokenAt.Format(time.RFC3339), printable(b.Reason))
+		fmt.Fprintf(w, "  %d\t%s\t%s\t%s\t%s\n", b.ID, b.Project, show.Printable(b.Name), b.BrokenAt.Format(time.RFC3339), show.Printable(b.Reason))
 	}
 	return w.Flush()
 }
@@ -305,7 +306,7 @@ func (c *cli) printPaused(paused []pausedQueueJSON) error {
 	fmt.Fprintf(c.stdout, "queues:        %s (docket queue resume PROJECT QUEUE):\n", count(len(paused), "paused queue"))
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	for _, q := range paused {
-		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", q.Project, q.Queue, q.PausedBy, q.PausedAt.Format(time.RFC3339), printable(q.Reason))
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", q.Project, q.Queue, q.PausedBy, q.PausedAt.Format(time.RFC3339), show.Printable(q.Reason))
 	}
 	return w.Flush()
 }

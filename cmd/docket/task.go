@@ -7,10 +7,10 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/docket-dev/docket/internal/show"
 	"github.com/docket-dev/docket/tasks"
 )
 
@@ -48,7 +48,7 @@ func (c *cli) taskList(fs *flag.FlagSet, args []string) (dbAction, error) {
 			if liveClaim(t, now) {
 				holder = string(t.Claim.Holder)
 			}
-			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", t.ID, printable(t.Title), t.Status, t.Deadline.Format(time.RFC3339), holder)
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", t.ID, show.Printable(t.Title), t.Status, t.Deadline.Format(time.RFC3339), holder)
 		}
 		return w.Flush()
 	}, nil
@@ -100,20 +100,20 @@ func (c *cli) taskShow(ctx context.Context, pool *pgxpool.Pool, id int64, format
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "task\t%d\n", t.ID)
 	fmt.Fprintf(w, "project\t%s\n", t.Project)
-	fmt.Fprintf(w, "case\t%d (key %s)\n", t.CaseID, printable(t.Key))
-	fmt.Fprintf(w, "title\t%s\n", printable(t.Title))
+	fmt.Fprintf(w, "case\t%d (key %s)\n", t.CaseID, show.Printable(t.Key))
+	fmt.Fprintf(w, "title\t%s\n", show.Printable(t.Title))
 	fmt.Fprintf(w, "status\t%s\n", t.Status)
 	deadline := t.Deadline.Format(time.RFC3339Nano)
 	if t.Pending() {
-		deadline += " (" + dueIn(t.Deadline.Sub(now)) + ")"
+		deadline += " (" + show.DueIn(t.Deadline.Sub(now)) + ")"
 	}
 	fmt.Fprintf(w, "deadline\t%s\n", deadline)
-	fmt.Fprintf(w, "at the deadline\t%s\n", expiryText(t))
+	fmt.Fprintf(w, "at the deadline\t%s\n", show.Expiry(t))
 	fmt.Fprintf(w, "decisions\t%s\n", strings.Join(t.Decisions, ", "))
-	fmt.Fprintf(w, "audience\t%s\n", audienceText(t))
+	fmt.Fprintf(w, "audience\t%s\n", show.Audience(t))
 	fmt.Fprintf(w, "proposer\t%s\n", t.Proposer)
-	fmt.Fprintf(w, "acting for\t%s\n", dash(joinStates(t.ActingFor)))
-	fmt.Fprintf(w, "may not answer\t%s (four eyes)\n", dash(joinStates(t.Excluded)))
+	fmt.Fprintf(w, "acting for\t%s\n", show.Dash(show.JoinStates(t.ActingFor)))
+	fmt.Fprintf(w, "may not answer\t%s (four eyes)\n", show.Dash(show.JoinStates(t.Excluded)))
 	claim := "-"
 	if liveClaim(t, now) {
 		claim = fmt.Sprintf("%s until %s", t.Claim.Holder, t.Claim.Until.Format(time.RFC3339Nano))
@@ -126,14 +126,14 @@ func (c *cli) taskShow(ctx context.Context, pool *pgxpool.Pool, id int64, format
 			how = fmt.Sprintf(", automatically, as its opening by %s signed", t.OpenedBy)
 		}
 		fmt.Fprintf(w, "decided\t%s by %s at %s%s\n", t.Decision, t.DecidedBy, t.SettledAt.UTC().Format(time.RFC3339Nano), how)
-		fmt.Fprintf(w, "note\t%s\n", dash(printable(t.Note)))
+		fmt.Fprintf(w, "note\t%s\n", show.Dash(show.Printable(t.Note)))
 	case tasks.Withdrawn:
 		fmt.Fprintf(w, "withdrawn\t%s (its case closed)\n", t.SettledAt.UTC().Format(time.RFC3339Nano))
 	}
 	fmt.Fprintf(w, "opened\t%s by %s\n", t.OpenedAt.Format(time.RFC3339Nano), t.OpenedBy)
-	fmt.Fprintf(w, "summary\t%s\n", dash(printable(t.Summary)))
-	fmt.Fprintf(w, "proposal\t%s\n", printable(string(t.Proposal)))
-	fmt.Fprintf(w, "evidence\t%s\n", printable(string(t.Evidence)))
+	fmt.Fprintf(w, "summary\t%s\n", show.Dash(show.Printable(t.Summary)))
+	fmt.Fprintf(w, "proposal\t%s\n", show.Printable(string(t.Proposal)))
+	fmt.Fprintf(w, "evidence\t%s\n", show.Printable(string(t.Evidence)))
 	if err := w.Flush(); err != nil {
 		return err
 	}
@@ -142,59 +142,7 @@ func (c *cli) taskShow(ctx context.Context, pool *pgxpool.Pool, id int64, format
 	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "AT\tWHAT\tACTOR\tDETAIL")
 	for _, e := range events {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", e.At.Format(time.RFC3339Nano), e.What, e.Actor, dash(printable(compactJSON(e.Detail))))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", e.At.Format(time.RFC3339Nano), e.What, e.Actor, show.Dash(show.Printable(show.CompactJSON(e.Detail))))
 	}
 	return w.Flush()
-}
-
-// expiryText says what a task's deadline does, or did.
-func expiryText(t tasks.Task) string {
-	if d, ok := t.Expiry.Automatic(); ok {
-		return fmt.Sprintf("decides %s automatically, as its opening by %s signed", d, t.OpenedBy)
-	}
-	to, caps, after := t.Expiry.EscalatesTo()
-	var who []string
-	if len(caps) > 0 {
-		who = append(who, "holders of "+joinStates(caps))
-	}
-	if len(to) > 0 {
-		who = append(who, joinStates(to))
-	}
-	if t.EscalatedAt != nil {
-		return fmt.Sprintf("escalated at %s to %s; owed nothing further", t.EscalatedAt.UTC().Format(time.RFC3339), strings.Join(who, " and "))
-	}
-	return fmt.Sprintf("escalates to %s, then due %s later", strings.Join(who, " and "), span(after))
-}
-
-// audienceText says who may take a task.
-func audienceText(t tasks.Task) string {
-	var who []string
-	if len(t.AudienceCaps) > 0 {
-		who = append(who, fmt.Sprintf("holders of %s on %s", joinStates(t.AudienceCaps), t.Project))
-	}
-	if len(t.Audience) > 0 {
-		who = append(who, joinStates(t.Audience))
-	}
-	return strings.Join(who, "; ")
-}
-
-// dueIn says how long until a deadline, or how long ago it passed.
-func dueIn(d time.Duration) string {
-	if d < 0 {
-		return "overdue " + span(-d)
-	}
-	return "due in " + span(d)
-}
-
-// printable shows untrusted text on one line of a terminal: runs of white
-// space become one space, and control and bidirectional formatting
-// characters, which could move the cursor or reorder what is shown, become
-// U+FFFD.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
-			return unicode.ReplacementChar
-		}
-		return r
-	}, oneLine(s))
 }

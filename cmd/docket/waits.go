@@ -6,13 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/docket-dev/docket/cases"
+	"github.com/docket-dev/docket/internal/show"
 )
 
 // waits is the wait group: wait list.
@@ -86,13 +86,13 @@ func (c *cli) waitsTable(list []cases.Wait) error {
 	for _, x := range list {
 		left := "-"
 		if x.Status == cases.Waiting {
-			left = timeLeft(x.Deadline.Sub(now))
+			left = show.TimeLeft(x.Deadline.Sub(now))
 		}
 		timeout := "-"
 		if x.OnTimeout != nil {
 			timeout = x.OnTimeout.Kind
 		}
-		fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.ID, x.CaseID, x.Name, x.Status, joinKeys(x.Keys),
+		fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.ID, x.CaseID, x.Name, x.Status, show.Keys(x.Keys),
 			x.Deadline.Format(time.RFC3339), left, x.OnArrival.Kind, timeout)
 	}
 	return w.Flush()
@@ -144,37 +144,9 @@ func (c *cli) deadLetterList(fs *flag.FlagSet, args []string) (dbAction, error) 
 			if m.Addressee != 0 {
 				addressee = fmt.Sprint(m.Addressee)
 			}
-			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Producer, m.MessageID, joinKeys(m.Keys), addressee,
-				span(now.Sub(m.ArrivedAt)), dash(oneLine(m.Reason)))
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Producer, m.MessageID, show.Keys(m.Keys), addressee,
+				show.Span(now.Sub(m.ArrivedAt)), show.Dash(oneLine(m.Reason)))
 		}
 		return w.Flush()
 	}, nil
-}
-
-// joinKeys shows keys as namespace:value, comma separated.
-func joinKeys(keys []cases.Key) string {
-	s := make([]string, len(keys))
-	for i, k := range keys {
-		s[i] = k.Namespace + ":" + k.Value
-	}
-	return dash(strings.Join(s, ","))
-}
-
-// timeLeft shows the time to a deadline, or how long ago it passed: a
-// waiting wait past its deadline waits for the expiry sweep.
-func timeLeft(d time.Duration) string {
-	if d < 0 {
-		return "overdue " + span(-d)
-	}
-	return span(d)
-}
-
-// span shows a non-negative duration: to the second under a day, else in
-// days, hours and minutes (cut, not rounded).
-func span(d time.Duration) string {
-	const day = 24 * time.Hour
-	if d < day {
-		return d.Round(time.Second).String()
-	}
-	return fmt.Sprintf("%dd%02dh%02dm", d/day, d%day/time.Hour, d%time.Hour/time.Minute)
 }

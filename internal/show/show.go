@@ -1,6 +1,10 @@
-package console
+// Package show words docket's values for people: the one-line texts the
+// docket command's tables and the console's pages share, so that both say
+// a duration, a budget, a task's audience or a run's output alike.
+package show
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -16,20 +20,19 @@ import (
 	"github.com/docket-dev/docket/tasks"
 )
 
-// consoleShowOutput is how many characters of a run's output its page
-// shows.
-const consoleShowOutput = 1000
+// OutputShown is how many characters of a run's output [Output] shows.
+const OutputShown = 1000
 
-// dash shows an empty field as "-".
-func dash(s string) string {
+// Dash shows an empty field as "-".
+func Dash(s string) string {
 	if s == "" {
 		return "-"
 	}
 	return s
 }
 
-// joinStates lists the values of a state type.
-func joinStates[S ~string](states []S) string {
+// JoinStates lists the values of a state type.
+func JoinStates[S ~string](states []S) string {
 	s := make([]string, len(states))
 	for i, x := range states {
 		s[i] = string(x)
@@ -37,10 +40,10 @@ func joinStates[S ~string](states []S) string {
 	return strings.Join(s, ", ")
 }
 
-// printable shows untrusted text on one line: runs of white space become
+// Printable shows untrusted text on one line: runs of white space become
 // one space, and control and bidirectional formatting characters, which
 // could reorder what is shown, become U+FFFD.
-func printable(s string) string {
+func Printable(s string) string {
 	return strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
 			return unicode.ReplacementChar
@@ -49,8 +52,8 @@ func printable(s string) string {
 	}, strings.Join(strings.Fields(s), " "))
 }
 
-// cut shortens s to at most n characters, the last of them "…".
-func cut(s string, n int) string {
+// Cut shortens s to at most n characters, the last of them "…".
+func Cut(s string, n int) string {
 	if utf8.RuneCountInString(s) <= n {
 		return s
 	}
@@ -58,18 +61,18 @@ func cut(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-// timeLeft shows the time to a deadline, or how long ago it passed: a
+// TimeLeft shows the time to a deadline, or how long ago it passed: a
 // waiting wait past its deadline waits for the expiry sweep.
-func timeLeft(d time.Duration) string {
+func TimeLeft(d time.Duration) string {
 	if d < 0 {
-		return "overdue " + span(-d)
+		return "overdue " + Span(-d)
 	}
-	return span(d)
+	return Span(d)
 }
 
-// span shows a non-negative duration: to the second under a day, else in
+// Span shows a non-negative duration: to the second under a day, else in
 // days, hours and minutes (cut, not rounded).
-func span(d time.Duration) string {
+func Span(d time.Duration) string {
 	const day = 24 * time.Hour
 	if d < day {
 		return d.Round(time.Second).String()
@@ -77,57 +80,57 @@ func span(d time.Duration) string {
 	return fmt.Sprintf("%dd%02dh%02dm", d/day, d%day/time.Hour, d%time.Hour/time.Minute)
 }
 
-// dueIn says how long until a deadline, or how long ago it passed.
-func dueIn(d time.Duration) string {
+// DueIn says how long until a deadline, or how long ago it passed.
+func DueIn(d time.Duration) string {
 	if d < 0 {
-		return "overdue " + span(-d)
+		return "overdue " + Span(-d)
 	}
-	return "due in " + span(d)
+	return "due in " + Span(d)
 }
 
-// expiryText says what a task's deadline does, or did.
-func expiryText(t tasks.Task) string {
+// Expiry says what a task's deadline does, or did.
+func Expiry(t tasks.Task) string {
 	if d, ok := t.Expiry.Automatic(); ok {
 		return fmt.Sprintf("decides %s automatically, as its opening by %s signed", d, t.OpenedBy)
 	}
 	to, caps, after := t.Expiry.EscalatesTo()
 	var who []string
 	if len(caps) > 0 {
-		who = append(who, "holders of "+joinStates(caps))
+		who = append(who, "holders of "+JoinStates(caps))
 	}
 	if len(to) > 0 {
-		who = append(who, joinStates(to))
+		who = append(who, JoinStates(to))
 	}
 	if t.EscalatedAt != nil {
 		return fmt.Sprintf("escalated at %s to %s; owed nothing further", t.EscalatedAt.UTC().Format(time.RFC3339), strings.Join(who, " and "))
 	}
-	return fmt.Sprintf("escalates to %s, then due %s later", strings.Join(who, " and "), span(after))
+	return fmt.Sprintf("escalates to %s, then due %s later", strings.Join(who, " and "), Span(after))
 }
 
-// audienceText says who may take a task.
-func audienceText(t tasks.Task) string {
+// Audience says who may take a task.
+func Audience(t tasks.Task) string {
 	var who []string
 	if len(t.AudienceCaps) > 0 {
-		who = append(who, fmt.Sprintf("holders of %s on %s", joinStates(t.AudienceCaps), t.Project))
+		who = append(who, fmt.Sprintf("holders of %s on %s", JoinStates(t.AudienceCaps), t.Project))
 	}
 	if len(t.Audience) > 0 {
-		who = append(who, joinStates(t.Audience))
+		who = append(who, JoinStates(t.Audience))
 	}
 	return strings.Join(who, "; ")
 }
 
-// joinKeys shows keys as namespace:value, comma separated.
-func joinKeys(keys []cases.Key) string {
+// Keys shows keys as namespace:value, comma separated.
+func Keys(keys []cases.Key) string {
 	s := make([]string, len(keys))
 	for i, k := range keys {
 		s[i] = k.Namespace + ":" + k.Value
 	}
-	return dash(strings.Join(s, ","))
+	return Dash(strings.Join(s, ","))
 }
 
-// budgetText lists the ceilings b sets, money in minor units of its
+// Budget lists the ceilings b sets, money in minor units of its
 // currency.
-func budgetText(b budgets.Budget) string {
+func Budget(b budgets.Budget) string {
 	var parts []string
 	if b.MaxSteps > 0 {
 		parts = append(parts, fmt.Sprintf("steps %d", b.MaxSteps))
@@ -147,9 +150,9 @@ func budgetText(b budgets.Budget) string {
 	return strings.Join(parts, ", ")
 }
 
-// spentText is what a run's steps reported they spent, money in its
+// Spent is what a run's steps reported they spent, money in its
 // budget's currency when it has one.
-func spentText(b budgets.Budget, s budgets.Spent) string {
+func Spent(b budgets.Budget, s budgets.Spent) string {
 	money := strconv.FormatInt(s.Money, 10)
 	if b.MaxMoney.Currency != "" {
 		money += " " + b.MaxMoney.Currency
@@ -157,19 +160,9 @@ func spentText(b budgets.Budget, s budgets.Spent) string {
 	return fmt.Sprintf("effects %d, money %s", s.Effects, money)
 }
 
-// outputText is a run's output on one line, cut at consoleShowOutput
-// characters; "" when it has none.
-func outputText(o json.RawMessage) string {
-	s := compactJSON(o)
-	if utf8.RuneCountInString(s) > consoleShowOutput {
-		s = cut(s, consoleShowOutput) + fmt.Sprintf(" (%d bytes in all; the API reads it whole)", len(s))
-	}
-	return printable(s)
-}
-
-// notAdmitted is what a step a run has not admitted is now: waiting while
+// NotAdmitted is what a step a run has not admitted is now: waiting while
 // the run runs, held while it is exhausted, else never run.
-func notAdmitted(r plans.Run) string {
+func NotAdmitted(r plans.Run) string {
 	switch r.Status {
 	case plans.Running:
 		return "waiting"
@@ -179,8 +172,8 @@ func notAdmitted(r plans.Run) string {
 	return "not run"
 }
 
-// jobOutputText renders an output as "asset (kind) under root".
-func jobOutputText(o jobs.OutputRef) string {
+// JobOutput renders an output as "asset (kind) under root".
+func JobOutput(o jobs.OutputRef) string {
 	s := o.Asset
 	if o.Kind != "" {
 		s += " (" + o.Kind + ")"
@@ -189,4 +182,27 @@ func jobOutputText(o jobs.OutputRef) string {
 		s += " under " + o.Root
 	}
 	return s
+}
+
+// CompactJSON shows JSON on one line; null and nothing as "".
+func CompactJSON(j json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, j); err != nil {
+		return string(j)
+	}
+	if s := b.String(); s != "null" {
+		return s
+	}
+	return ""
+}
+
+// Output is a run's output on one line, cut at OutputShown
+// characters with how many there are and whole, where to read all of it;
+// "" when it has none.
+func Output(o json.RawMessage, whole string) string {
+	s := CompactJSON(o)
+	if utf8.RuneCountInString(s) > OutputShown {
+		s = Cut(s, OutputShown) + fmt.Sprintf(" (%d bytes in all; %s)", len(s), whole)
+	}
+	return Printable(s)
 }
