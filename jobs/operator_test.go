@@ -281,3 +281,45 @@ func TestBulkRetryAndCancel(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(4), n, "billing.b in other, and the three retries")
 }
+
+// TestBulkRetriesAtOnceRetryEachJobOnce releases bulk retries of one
+// project's failed jobs together, repeatedly: they run one after the
+// other, so each job is retried exactly once, whichever call took it.
+func TestBulkRetriesAtOnceRetryEachJobOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, ops := opSetup(t)
+	for round := range 5 {
+		var failed []int64
+		for i := range 6 {
+			failed = append(failed, finish(t, e.client, enqueueIn(t, e.client, "billing.a", "default",
+				`{"round": `+strconv.Itoa(round)+`, "i": `+strconv.Itoa(i)+`}`).ID).ID)
+		}
+		start := make(chan struct{})
+		type got struct {
+			jobs []jobs.Job
+			err  error
+		}
+		out := make(chan got, 4)
+		for range 4 {
+			go func() {
+				<-start
+				js, err := ops.RetryMatching(ctx, jobs.BulkFilter{Kind: "billing.a"})
+				out <- got{js, err}
+			}()
+		}
+		close(start)
+		retried := map[int64]int{}
+		for range 4 {
+			g := <-out
+			require.NoError(t, g.err, "round %d", round)
+			for _, j := range g.jobs {
+				retried[j.RetryOf]++
+			}
+		}
+		for _, id := range failed {
+			require.Equal(t, 1, retried[id], "round %d: job %d retried once", round, id)
+		}
+		require.Len(t, retried, len(failed), "round %d: only this round's jobs", round)
+	}
+}

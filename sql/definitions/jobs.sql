@@ -2138,6 +2138,25 @@ BEGIN
 END
 $$;
 
+-- job_bulk_require begins a bulk action on the jobs of p_project on behalf
+-- of p_actor at p_now: it sets the change context, and refuses a malformed
+-- filter (job_require_filter, DK010) and an actor without p_capability on
+-- p_project, or an unknown project (DK009).
+CREATE OR REPLACE FUNCTION docket.job_bulk_require(p_project text, p_state text, p_states text[], p_kind text,
+                                                   p_queue text, p_since timestamptz, p_until timestamptz,
+                                                   p_capability text, p_actor text, p_now timestamptz)
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM docket.set_context(p_actor, p_now);
+    PERFORM docket.job_require_filter(p_project, p_state, p_states, p_kind, p_queue, p_since, p_until);
+    IF NOT docket.grant_check(p_actor, p_project, p_capability) THEN
+        RAISE EXCEPTION '% may not % the jobs of project %: it needs % there', p_actor, split_part(p_capability, '.', 2),
+            p_project, p_capability USING ERRCODE = 'DK009';
+    END IF;
+END
+$$;
+
 -- job_matching is the ids of the jobs of project p_project in p_states
 -- (p_state: only that one, '' any), of kind p_kind and queue p_queue (''
 -- any), created in [p_since, p_until) (NULL: unbounded), oldest first, at
@@ -2169,12 +2188,7 @@ CREATE OR REPLACE FUNCTION docket.job_retry_count(p_project text, p_state text, 
 RETURNS bigint
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM docket.set_context(p_actor, p_now);
-    PERFORM docket.job_require_filter(p_project, p_state, '{failed,dead,cancelled}', p_kind, p_queue, p_since, p_until);
-    IF NOT docket.grant_check(p_actor, p_project, 'job.retry') THEN
-        RAISE EXCEPTION '% may not retry the jobs of project %: it needs job.retry there', p_actor, p_project
-            USING ERRCODE = 'DK009';
-    END IF;
+    PERFORM docket.job_bulk_require(p_project, p_state, '{failed,dead,cancelled}', p_kind, p_queue, p_since, p_until, 'job.retry', p_actor, p_now);
     RETURN (SELECT count(*) FROM docket.job_matching(p_project, '{failed,dead,cancelled}', p_state, p_kind, p_queue,
                                                       p_since, p_until, true, NULL));
 END
@@ -2192,16 +2206,11 @@ CREATE OR REPLACE FUNCTION docket.job_retry_matching(p_project text, p_state tex
 RETURNS SETOF docket.jobs
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM docket.set_context(p_actor, p_now);
-    PERFORM docket.job_require_filter(p_project, p_state, '{failed,dead,cancelled}', p_kind, p_queue, p_since, p_until);
+    PERFORM docket.job_bulk_require(p_project, p_state, '{failed,dead,cancelled}', p_kind, p_queue, p_since, p_until, 'job.retry', p_actor, p_now);
     PERFORM docket.job_require_batch('retry limit', p_limit, 10000);
-    IF NOT docket.grant_check(p_actor, p_project, 'job.retry') THEN
-        RAISE EXCEPTION '% may not retry the jobs of project %: it needs job.retry there', p_actor, p_project
-            USING ERRCODE = 'DK009';
-    END IF;
-    -- One bulk retry of a project at a time: the next sees what this one
-    -- retried.
-    PERFORM pg_advisory_xact_lock(hashtextextended('docket.job_retry_matching:' || p_project, 0));
+    -- One bulk retry of a project at a time, by its project's row (a lock
+    -- no foreign key check waits on): the next sees what this one retried.
+    PERFORM 1 FROM docket.projects p WHERE p.name = p_project FOR NO KEY UPDATE;
     RETURN QUERY SELECT * FROM docket.job_retry_insert(
         ARRAY(SELECT docket.job_matching(p_project, '{failed,dead,cancelled}', p_state, p_kind, p_queue,
                                          p_since, p_until, true, p_limit)), p_actor, p_now);
@@ -2218,12 +2227,7 @@ CREATE OR REPLACE FUNCTION docket.job_cancel_count(p_project text, p_state text,
 RETURNS bigint
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM docket.set_context(p_actor, p_now);
-    PERFORM docket.job_require_filter(p_project, p_state, '{queued}', p_kind, p_queue, p_since, p_until);
-    IF NOT docket.grant_check(p_actor, p_project, 'job.cancel') THEN
-        RAISE EXCEPTION '% may not cancel the jobs of project %: it needs job.cancel there', p_actor, p_project
-            USING ERRCODE = 'DK009';
-    END IF;
+    PERFORM docket.job_bulk_require(p_project, p_state, '{queued}', p_kind, p_queue, p_since, p_until, 'job.cancel', p_actor, p_now);
     RETURN (SELECT count(*) FROM docket.job_matching(p_project, '{queued}', p_state, p_kind, p_queue,
                                                       p_since, p_until, false, NULL));
 END
@@ -2243,13 +2247,8 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_id bigint;
 BEGIN
-    PERFORM docket.set_context(p_actor, p_now);
-    PERFORM docket.job_require_filter(p_project, p_state, '{queued}', p_kind, p_queue, p_since, p_until);
+    PERFORM docket.job_bulk_require(p_project, p_state, '{queued}', p_kind, p_queue, p_since, p_until, 'job.cancel', p_actor, p_now);
     PERFORM docket.job_require_batch('cancel limit', p_limit, 10000);
-    IF NOT docket.grant_check(p_actor, p_project, 'job.cancel') THEN
-        RAISE EXCEPTION '% may not cancel the jobs of project %: it needs job.cancel there', p_actor, p_project
-            USING ERRCODE = 'DK009';
-    END IF;
     FOR v_id IN
         SELECT j.id FROM docket.jobs j
         WHERE j.id IN (SELECT docket.job_matching(p_project, '{queued}', p_state, p_kind, p_queue, p_since, p_until, false, p_limit))
