@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/jobs"
@@ -142,6 +143,12 @@ func TestOneHistoryUpkeepAtATime(t *testing.T) {
 	up, err := e.pruner.MaintainHistoryTx(ctx, first)
 	require.NoError(t, err)
 	require.Positive(t, up.Made)
+
+	// The first holds the upkeep's turn to its end: the width's row.
+	var pgErr *pgconn.PgError
+	_, err = e.Pool.Exec(ctx, `SELECT 1 FROM docket.settings WHERE name = 'history_partition_width' FOR UPDATE NOWAIT`)
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "55P03", pgErr.Code, "lock_not_available: the running upkeep holds it")
 
 	wait, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
