@@ -63,7 +63,7 @@ func TestInABrowser(t *testing.T) {
 	require.Contains(t, text(o, "#job-list"), "the payment gateway hung up mid-request")
 	o.Screenshot("uncertain")
 
-	form := fmt.Sprintf("#reconcile-%d", seed.uncertain)
+	form := fmt.Sprintf("#reconcile-%d", seed.Uncertain)
 	require.NoError(t, o.Run(
 		chromedp.SetValue(chromedp.CSS(form+" select"), "succeeded"),
 		chromedp.SendKeys(chromedp.CSS(form+" input[name=note]"), "the gateway's log shows it paid"),
@@ -71,13 +71,13 @@ func TestInABrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("history")),
 	))
 	require.Equal(t, http.StatusOK, o.Status(), "the job's page after the 303")
-	require.Equal(t, fmt.Sprintf("Job %d succeeded", seed.uncertain), text(o, "#title"))
+	require.Equal(t, fmt.Sprintf("Job %d succeeded", seed.Uncertain), text(o, "#title"))
 	last := text(o, "#history tbody tr:last-child")
 	require.Contains(t, last, "uncertain\tsucceeded\tuser:ops")
 	require.Contains(t, last, "the gateway's log shows it paid")
 	require.Equal(t, "History verified: 3 events, hash chain intact.", text(o, "#verified"))
 	o.Screenshot("reconciled")
-	j, err := s.consoleJobs(t, ops).Get(t.Context(), seed.uncertain)
+	j, err := s.consoleJobs(t, ops).Get(t.Context(), seed.Uncertain)
 	require.NoError(t, err)
 	require.Equal(t, jobs.Succeeded, j.State)
 	require.Contains(t, j.Diagnostic, "the gateway's log shows it paid")
@@ -87,16 +87,16 @@ func TestInABrowser(t *testing.T) {
 	require.NotContains(t, text(o, "#job-list"), "the payment gateway hung up")
 	open(o, "/console/acme/jobs?queue=bulk", "#next", "jobs")
 	open(o, "/console/acme/dead", "#job-list", "dead")
-	open(o, fmt.Sprintf("/console/acme/cases/%d", seed.kase.ID), "#obligations", "case")
+	open(o, fmt.Sprintf("/console/acme/cases/%d", seed.Case.ID), "#obligations", "case")
 	require.Contains(t, text(o, "#waits"), "supplier-ack")
 	require.Contains(t, text(o, "#obligations"), "confirm-switch")
 	open(o, "/console/acme/waits", "#waits", "")
 	open(o, "/console/acme/dead-letters", "#letters", "dead-letters")
 	require.Contains(t, text(o, "#letters"), "document:DOC-404")
-	open(o, fmt.Sprintf("/console/acme/schedules/%d", seed.schedule.ID), "#next-runs", "schedule")
-	open(o, fmt.Sprintf("/console/acme/runs/%d", seed.run.ID), "#steps", "run")
+	open(o, fmt.Sprintf("/console/acme/schedules/%d", seed.Schedule.ID), "#next-runs", "schedule")
+	open(o, fmt.Sprintf("/console/acme/runs/%d", seed.Run.ID), "#steps", "run")
 	open(o, "/console/acme/batches", "#batch-list", "")
-	open(o, fmt.Sprintf("/console/acme/batches/%d", seed.batch.ID), "#batch-census", "batch")
+	open(o, fmt.Sprintf("/console/acme/batches/%d", seed.Batch.ID), "#batch-census", "batch")
 
 	// vic reads, and is offered nothing to do.
 	v := signIn("vic")
@@ -104,8 +104,8 @@ func TestInABrowser(t *testing.T) {
 	html, err := browsertest.Get(v, chromedp.OuterHTML(chromedp.CSS("main")))
 	require.NoError(t, err)
 	require.NotContains(t, html, "<form")
-	require.Contains(t, html, fmt.Sprintf(`id="job-%d"`, seed.uncertainMail))
-	open(v, jobPath(seed.uncertainMail, ""), "#history", "")
+	require.Contains(t, html, fmt.Sprintf(`id="job-%d"`, seed.UncertainMail))
+	open(v, jobPath(seed.UncertainMail, ""), "#history", "")
 	html, err = browsertest.Get(v, chromedp.OuterHTML(chromedp.CSS("main")))
 	require.NoError(t, err)
 	require.NotContains(t, html, "<form")
@@ -126,7 +126,7 @@ func TestInABrowser(t *testing.T) {
 	}
 	require.NotEmpty(t, token)
 	before := s.snapshot(t)
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, s.url+jobPath(seed.uncertainMail, "reconcile"),
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, s.url+jobPath(seed.UncertainMail, "reconcile"),
 		strings.NewReader(url.Values{"csrf": {token}, "outcome": {"failed"}, "note": {"forged"}}.Encode()))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -139,7 +139,7 @@ func TestInABrowser(t *testing.T) {
 	resp.Body.Close()
 	requireRefusal(t, resp.StatusCode, string(body), http.StatusForbidden, "not-permitted")
 	require.Equal(t, before, s.snapshot(t), "the forged reconcile changed nothing")
-	j, err = s.consoleJobs(t, ops).Get(t.Context(), seed.uncertainMail)
+	j, err = s.consoleJobs(t, ops).Get(t.Context(), seed.UncertainMail)
 	require.NoError(t, err)
 	require.Equal(t, jobs.Uncertain, j.State)
 }

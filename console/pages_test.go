@@ -20,14 +20,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/access"
-	"github.com/docket-dev/docket/batches"
-	"github.com/docket-dev/docket/cases"
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/consoletest"
 	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
-	"github.com/docket-dev/docket/plans"
 	"github.com/docket-dev/docket/retention"
-	"github.com/docket-dev/docket/schedules"
 )
 
 // The console's cast: svc:app does the work of acme and svc:inbox delivers
@@ -41,17 +38,7 @@ const ops = testkit.Ops
 const jobView access.Capability = "job.view"
 
 // consoleSeed is what setupConsole made in acme.
-type consoleSeed struct {
-	succeeded, dead, uncertain, claimed, queued, failed, uncertainMail int64
-	bulk                                                               []int64
-	kase                                                               cases.Case
-	wait                                                               cases.Awaited
-	obligation                                                         cases.Obligation
-	letter                                                             cases.Delivered
-	schedule                                                           schedules.Schedule
-	run                                                                plans.Run
-	batch                                                              batches.Report
-}
+type consoleSeed = consoletest.Seeded
 
 // consoleSite is a database seeded with a bit of everything the console
 // shows, served by docket serve's handler on the API's login.
@@ -86,7 +73,7 @@ func setupConsole(t *testing.T) consoleSite {
 	} else {
 		h.Allow(t, testkit.Grants(vic, project, access.JobCreate)...)
 	}
-	s.seed = seedConsole(t, h)
+	s.seed = consoletest.Seed(t, h.Env)
 	pool := &countingPool{Pool: h.API, n: new(atomic.Int64)}
 	s.queries = pool.n
 	handler, err := newTestHandler(pool, Config{Projects: []string{project, testkit.Other}, Clock: h.Clock,
@@ -95,105 +82,6 @@ func setupConsole(t *testing.T) consoleSite {
 	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)
 	s.url = srv.URL
-	return s
-}
-
-// seedConsole makes, as the application would, jobs in every state in
-// queues billing and mail and 55 in queue bulk, a case with a key, an
-// obligation and a wait, a dead letter, a schedule, a run of a plan and a
-// batch.
-func seedConsole(t *testing.T, h harness) consoleSeed {
-	t.Helper()
-	ctx := t.Context()
-	var s consoleSeed
-	jc, err := jobs.NewClient(h.API, jobs.Config{Project: project, Actor: app, Clock: h.Clock})
-	require.NoError(t, err)
-	enqueue := func(kind, queue string, attempts int) int64 {
-		e, err := jc.Enqueue(ctx, jobs.Spec{Kind: kind, Queue: queue, Payload: json.RawMessage(`{"invoice":"INV-7","remark":"<b>bold</b>"}`),
-			Retry: jobs.RetryPolicy{MaxAttempts: attempts}})
-		require.NoError(t, err)
-		return e.Job.ID
-	}
-	claim := func(id int64) jobs.Lease {
-		j, ok, err := jc.ClaimID(ctx, id, jobs.ClaimOptions{})
-		require.NoError(t, err)
-		require.True(t, ok)
-		return j.Lease()
-	}
-	fail := func(id int64, class jobs.FailureClass, why string) {
-		_, err := jc.Fail(ctx, claim(id), jobs.Failure{Class: class, Diagnostic: why})
-		require.NoError(t, err)
-	}
-	s.succeeded = enqueue("billing.invoice", "billing", 3)
-	_, err = jc.Complete(ctx, claim(s.succeeded), json.RawMessage(`{"ok":true}`), nil)
-	require.NoError(t, err)
-	s.dead = enqueue("billing.invoice", "billing", 1)
-	fail(s.dead, jobs.ClassRetryable, "the ledger timed out")
-	s.uncertain = enqueue("billing.invoice", "billing", 3)
-	fail(s.uncertain, jobs.ClassUncertain, "the payment gateway hung up mid-request")
-	s.claimed = enqueue("billing.invoice", "billing", 3)
-	claim(s.claimed)
-	s.queued = enqueue("mail.send", "mail", 3)
-	s.failed = enqueue("mail.send", "mail", 3)
-	fail(s.failed, jobs.ClassPermanent, "no such mailbox")
-	s.uncertainMail = enqueue("mail.send", "mail", 3)
-	fail(s.uncertainMail, jobs.ClassUncertain, "the relay went away")
-	specs := make([]jobs.Spec, 55)
-	for i := range specs {
-		specs[i] = jobs.Spec{Kind: "report.page", Queue: "bulk", Payload: json.RawMessage(fmt.Sprint(i))}
-	}
-	receipts, err := jc.EnqueueMany(ctx, specs)
-	require.NoError(t, err)
-	for _, r := range receipts {
-		s.bulk = append(s.bulk, r.ID)
-	}
-
-	appCases, err := cases.NewClient(h.API, cases.Config{Actor: app, Clock: h.Clock})
-	require.NoError(t, err)
-	doc := cases.Key{Namespace: "document", Value: "DOC-1"}
-	a, err := appCases.Admit(ctx, cases.Admission{Project: project, Kind: "supplier.switch", Keys: []cases.Key{doc}})
-	require.NoError(t, err)
-	s.kase = a.Case
-	s.obligation, err = appCases.RegisterObligation(ctx, s.kase.ID, cases.ObligationSpec{Name: "confirm-switch",
-		Due: h.Clock.Now().Add(72 * time.Hour), Escalation: &cases.Escalation{Kind: "supplier.escalate"}})
-	require.NoError(t, err)
-	s.wait, err = appCases.Await(ctx, s.kase.ID, cases.WaitSpec{Name: "supplier-ack", Keys: []cases.Key{doc},
-		Deadline: h.Clock.Now().Add(48 * time.Hour), OnArrival: cases.Continuation{Kind: "supplier.acked"},
-		OnTimeout: &cases.Continuation{Kind: "supplier.chase"}})
-	require.NoError(t, err)
-	inboxCases, err := cases.NewClient(h.API, cases.Config{Actor: inbox, Clock: h.Clock})
-	require.NoError(t, err)
-	s.letter, err = inboxCases.Deliver(ctx, cases.Delivery{Project: project, Producer: "supplier:4711", MessageID: "m-lost",
-		Keys: []cases.Key{{Namespace: "document", Value: "DOC-404"}}, Payload: json.RawMessage(`{"iban":"hunter2"}`)})
-	require.NoError(t, err)
-	_, err = h.Pool.Exec(ctx, `SELECT docket.message_dead_letter_due(100, interval '1 minute', $1, $2)`, string(sweeper),
-		h.Clock.Now().Add(time.Hour))
-	require.NoError(t, err)
-
-	sc, err := schedules.NewClient(h.API, schedules.Config{Actor: app, Clock: h.Clock})
-	require.NoError(t, err)
-	s.schedule, err = sc.Create(ctx, schedules.Spec{Project: project, Name: "nightly", Cron: "30 2 * * *", Zone: "Europe/Berlin",
-		Job:       schedules.Job{Kind: "report.nightly", Payload: json.RawMessage(`{}`)},
-		Unbounded: true, UnboundedReason: "the nightly report runs for as long as the service"})
-	require.NoError(t, err)
-
-	pc, err := plans.NewClient(h.API, plans.Config{Actor: app, Clock: h.Clock})
-	require.NoError(t, err)
-	s.run, err = pc.Start(ctx, plans.Start{Project: project, Plan: plans.Plan{Steps: []plans.Step{
-		{ID: "reserve", Kind: "stock.reserve", Compensation: "stock.release"},
-		{ID: "charge", Kind: "billing.charge", After: []string{"reserve"}, Terminal: true},
-	}}})
-	require.NoError(t, err)
-
-	bc, err := batches.NewClient(h.API, batches.Config{Actor: app, Clock: h.Clock})
-	require.NoError(t, err)
-	s.batch, err = bc.Open(ctx, project, "nightly-invoices", batchWork)
-	require.NoError(t, err)
-	_, err = bc.Admit(ctx, s.batch.ID, []batches.Item{
-		{Key: "k1", Input: json.RawMessage(`{"n": 1}`), Trusted: true},
-		{Key: "k2", Input: json.RawMessage(`{"n": 2}`), Trusted: true},
-	}, false)
-	require.NoError(t, err)
 	return s
 }
 
@@ -288,94 +176,94 @@ func TestPages(t *testing.T) {
 
 	// The job list: filters, and pages by id.
 	body = get("/console/acme/jobs?queue=billing")
-	for _, id := range []int64{seed.succeeded, seed.dead, seed.uncertain, seed.claimed} {
+	for _, id := range []int64{seed.Succeeded, seed.Dead, seed.Uncertain, seed.Claimed} {
 		require.Contains(t, body, fmt.Sprintf(`<tr id="job-%d"`, id))
 	}
-	require.NotContains(t, body, fmt.Sprintf(`<tr id="job-%d"`, seed.queued))
+	require.NotContains(t, body, fmt.Sprintf(`<tr id="job-%d"`, seed.Queued))
 	require.NotContains(t, body, `id="next"`)
 	body = get("/console/acme/jobs?state=uncertain&queue=mail")
-	require.Contains(t, body, fmt.Sprintf(`<tr id="job-%d" data-state="uncertain">`, seed.uncertainMail))
+	require.Contains(t, body, fmt.Sprintf(`<tr id="job-%d" data-state="uncertain">`, seed.UncertainMail))
 	require.Equal(t, 1, strings.Count(body, `<tr id="job-`))
 	require.Contains(t, body, `<option value="uncertain" selected>uncertain</option>`)
 	body = get("/console/acme/jobs?queue=bulk")
 	require.Equal(t, consoleRows, strings.Count(body, `<tr id="job-`))
-	require.Contains(t, body, fmt.Sprintf(`<tr id="job-%d"`, seed.bulk[54]), "newest first")
+	require.Contains(t, body, fmt.Sprintf(`<tr id="job-%d"`, seed.Bulk[54]), "newest first")
 	next := regexp.MustCompile(`<a id="next" href="([^"]+)">`).FindStringSubmatch(body)
 	require.NotNil(t, next, body)
-	require.Equal(t, fmt.Sprintf("/console/acme/jobs?before=%d&amp;queue=bulk", seed.bulk[5]), next[1])
+	require.Equal(t, fmt.Sprintf("/console/acme/jobs?before=%d&amp;queue=bulk", seed.Bulk[5]), next[1])
 	body = get(strings.ReplaceAll(next[1], "&amp;", "&"))
 	require.Equal(t, 5, strings.Count(body, `<tr id="job-`))
-	require.Contains(t, body, fmt.Sprintf(`<tr id="job-%d"`, seed.bulk[0]))
+	require.Contains(t, body, fmt.Sprintf(`<tr id="job-%d"`, seed.Bulk[0]))
 	require.NotContains(t, body, `id="next"`)
 
 	// Uncertain jobs, with the forms ops's grants allow; dead jobs, final.
 	body = get("/console/acme/uncertain")
 	require.Equal(t, 2, strings.Count(body, `<tr id="job-`))
 	requireAll(t, body, "the payment gateway hung up mid-request", "the relay went away",
-		fmt.Sprintf(`<form method="post" action="/console/acme/jobs/%d/reconcile" class="settle" id="reconcile-%d">`, seed.uncertain, seed.uncertain),
-		fmt.Sprintf(`<form method="post" action="/console/acme/jobs/%d/cancel" class="settle" id="cancel-%d">`, seed.uncertain, seed.uncertain),
+		fmt.Sprintf(`<form method="post" action="/console/acme/jobs/%d/reconcile" class="settle" id="reconcile-%d">`, seed.Uncertain, seed.Uncertain),
+		fmt.Sprintf(`<form method="post" action="/console/acme/jobs/%d/cancel" class="settle" id="cancel-%d">`, seed.Uncertain, seed.Uncertain),
 		`<option value="succeeded">succeeded</option><option value="failed">failed</option><option value="queued">queued</option>`)
 	body = get("/console/acme/dead")
 	require.Equal(t, 1, strings.Count(body, `<tr id="job-`))
-	requireAll(t, body, fmt.Sprintf(`<tr id="job-%d" data-state="dead">`, seed.dead), "the ledger timed out", "Dead is final")
+	requireAll(t, body, fmt.Sprintf(`<tr id="job-%d" data-state="dead">`, seed.Dead), "the ledger timed out", "Dead is final")
 	require.NotContains(t, body, "<form method=\"post\"")
 
 	// A job: its facts, its history, whether the history verifies, and what
 	// may be done with it. The payload is escaped.
-	body = get(jobPath(seed.uncertain, ""))
+	body = get(jobPath(seed.Uncertain, ""))
 	requireAll(t, body, `<span id="state" class="status state-uncertain">uncertain</span>`,
 		`<dd id="kind">billing.invoice`, `<dd id="attempts">1 of 3</dd>`,
 		`<p class="verified" id="verified">History verified: 2 events, hash chain intact.</p>`,
 		`<td>claimed</td><td>uncertain</td><td>svc:app</td><td>1</td><td class="claim">svc:app, `,
 		`id="reconcile-succeeded"`, `id="cancel-job"`, `&#34;remark&#34;: &#34;&lt;b&gt;bold&lt;/b&gt;&#34;`)
 	require.NotContains(t, body, "<b>bold</b>")
-	body = get(jobPath(seed.claimed, ""))
+	body = get(jobPath(seed.Claimed, ""))
 	requireAll(t, body, `<dd id="held-by">svc:app until`, `id="cancel-job"`)
 	require.NotContains(t, body, `id="reconcile"`, "only an uncertain job is reconciled")
-	body = get(jobPath(seed.succeeded, ""))
+	body = get(jobPath(seed.Succeeded, ""))
 	require.NotContains(t, body, `id="act"`, "nothing to do with a finished job")
 	require.Contains(t, body, `<p class="notice" id="no-completion-record">No completion record`, "it was completed without one")
 	require.NotContains(t, body, `id="completion-record"`)
 
 	// A case: its keys, obligations and waits.
-	body = get(fmt.Sprintf("/console/acme/cases/%d", seed.kase.ID))
+	body = get(fmt.Sprintf("/console/acme/cases/%d", seed.Case.ID))
 	requireAll(t, body, `<dd id="kind">supplier.switch</dd>`, `<td>document</td><td><code>DOC-1</code></td>`,
-		fmt.Sprintf(`<tr id="obligation-%d" data-state="pending"><td class="num">%d</td><td>confirm-switch</td>`, seed.obligation.ID, seed.obligation.ID),
+		fmt.Sprintf(`<tr id="obligation-%d" data-state="pending"><td class="num">%d</td><td>confirm-switch</td>`, seed.Obligation.ID, seed.Obligation.ID),
 		"3d00h00m", "supplier.escalate",
-		fmt.Sprintf(`<tr id="wait-%d" data-status="waiting">`, seed.wait.ID), "<td>supplier-ack</td>",
+		fmt.Sprintf(`<tr id="wait-%d" data-status="waiting">`, seed.Wait.ID), "<td>supplier-ack</td>",
 		"<code>document:DOC-1</code>", "2d00h00m", `<td class="on-arrival">supplier.acked</td><td class="on-timeout">supplier.chase</td>`)
 	body = get("/console/acme/cases")
-	require.Contains(t, body, fmt.Sprintf(`<tr id="case-%d">`, seed.kase.ID))
+	require.Contains(t, body, fmt.Sprintf(`<tr id="case-%d">`, seed.Case.ID))
 	body = get("/console/acme/waits")
-	requireAll(t, body, fmt.Sprintf(`<tr id="wait-%d" data-status="waiting">`, seed.wait.ID),
-		fmt.Sprintf(`<a href="/console/acme/cases/%d">%d</a>`, seed.kase.ID, seed.kase.ID))
+	requireAll(t, body, fmt.Sprintf(`<tr id="wait-%d" data-status="waiting">`, seed.Wait.ID),
+		fmt.Sprintf(`<a href="/console/acme/cases/%d">%d</a>`, seed.Case.ID, seed.Case.ID))
 
 	// Dead letters: the keys, never the payload.
 	body = get("/console/acme/dead-letters")
-	requireAll(t, body, fmt.Sprintf(`<tr id="letter-%d">`, seed.letter.ID), "<td>supplier:4711</td>", "<code>m-lost</code>",
+	requireAll(t, body, fmt.Sprintf(`<tr id="letter-%d">`, seed.Letter.ID), "<td>supplier:4711</td>", "<code>m-lost</code>",
 		"<code>document:DOC-404</code>")
 	require.NotContains(t, body, "hunter2")
 	require.NotContains(t, body, "iban")
 
 	// Schedules and their next runs, across Berlin's hours.
 	body = get("/console/acme/schedules")
-	require.Contains(t, body, fmt.Sprintf(`<a href="/console/acme/schedules/%d">nightly</a>`, seed.schedule.ID))
-	body = get(fmt.Sprintf("/console/acme/schedules/%d", seed.schedule.ID))
+	require.Contains(t, body, fmt.Sprintf(`<a href="/console/acme/schedules/%d">nightly</a>`, seed.Schedule.ID))
+	body = get(fmt.Sprintf("/console/acme/schedules/%d", seed.Schedule.ID))
 	requireAll(t, body, `<code id="cron">30 2 * * *</code> in Europe/Berlin`, "<th>Local (Europe/Berlin)</th>",
 		`<td>2026-11-03 02:30</td><td>0</td><td><time datetime="2026-11-03T01:30:00Z">`)
 	require.Equal(t, consolePreview, strings.Count(body[strings.Index(body, `id="next-runs"`):strings.Index(body, "Runs made")], "<tr><td>"))
 
 	// A run of a plan with its steps' census; a batch with its census.
 	body = get("/console/acme/runs")
-	require.Contains(t, body, fmt.Sprintf(`<tr id="run-%d" data-status="running">`, seed.run.ID))
-	body = get(fmt.Sprintf("/console/acme/runs/%d", seed.run.ID))
+	require.Contains(t, body, fmt.Sprintf(`<tr id="run-%d" data-status="running">`, seed.Run.ID))
+	body = get(fmt.Sprintf("/console/acme/runs/%d", seed.Run.ID))
 	requireAll(t, body, `<span class="status" id="status" data-live>running</span>`, `<td class="num" data-state="admitted">1</td>`,
-		`<tr id="step-reserve" data-state="admitted">`, "<td>stock.release</td>", seed.run.Digest,
+		`<tr id="step-reserve" data-state="admitted">`, "<td>stock.release</td>", seed.Run.Digest,
 		`<tr id="step-charge" data-state="waiting"><td class="num">–</td><td>charge</td><td>billing.charge</td>`, "after reserve")
 	body = get("/console/acme/batches")
-	requireAll(t, body, fmt.Sprintf(`<tr id="batch-%d" data-status="running">`, seed.batch.ID), "nightly-invoices",
+	requireAll(t, body, fmt.Sprintf(`<tr id="batch-%d" data-status="running">`, seed.Batch.ID), "nightly-invoices",
 		`<td class="num">2</td><td class="num">2</td><td class="num">0</td>`)
-	body = get(fmt.Sprintf("/console/acme/batches/%d", seed.batch.ID))
+	body = get(fmt.Sprintf("/console/acme/batches/%d", seed.Batch.ID))
 	requireAll(t, body, "<h1 id=\"title\">Batch nightly-invoices", `<tr data-status="reserved"><td><code>k1</code></td>`,
 		`<tr data-status="reserved"><td><code>k2</code></td>`)
 }
@@ -391,8 +279,8 @@ func TestRefusals(t *testing.T) {
 		"/console/nowhere/jobs", "/console/Acme/jobs",
 		"/console/acme/jobs/abc", "/console/acme/jobs/0", "/console/acme/jobs/01", "/console/acme/jobs/-1",
 		"/console/acme/jobs/9223372036854775808", "/console/acme/jobs/999999",
-		fmt.Sprintf("/console/other/jobs/%d", s.seed.queued),
-		"/console/acme/cases/999999", fmt.Sprintf("/console/other/cases/%d", s.seed.kase.ID),
+		fmt.Sprintf("/console/other/jobs/%d", s.seed.Queued),
+		"/console/acme/cases/999999", fmt.Sprintf("/console/other/cases/%d", s.seed.Case.ID),
 		"/console/acme/schedules/999999", "/console/acme/runs/999999", "/console/acme/batches/999999",
 	} {
 		status, body := o.get(path)
@@ -425,7 +313,7 @@ func TestRefusals(t *testing.T) {
 		require.Contains(t, body, empty, path)
 		require.NotContains(t, body, `id="next"`, path)
 	}
-	status, body = sam.get(jobPath(s.seed.uncertain, ""))
+	status, body = sam.get(jobPath(s.seed.Uncertain, ""))
 	requireRefusal(t, status, body, http.StatusNotFound, "not-found")
 	require.NotContains(t, body, "billing.invoice")
 
@@ -444,11 +332,11 @@ func TestConsoleActs(t *testing.T) {
 	o := s.as(t, "ops")
 	o.get("/console/acme/uncertain")
 
-	resp, body := o.do(http.MethodPost, jobPath(seed.uncertain, "reconcile"),
+	resp, body := o.do(http.MethodPost, jobPath(seed.Uncertain, "reconcile"),
 		strings.NewReader(url.Values{"csrf": {o.token}, "outcome": {"succeeded"}, "note": {"the gateway's log shows it paid"}}.Encode()), nil)
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode, body)
-	require.Equal(t, jobPath(seed.uncertain, ""), resp.Header.Get("Location"))
-	_, body = o.get(jobPath(seed.uncertain, ""))
+	require.Equal(t, jobPath(seed.Uncertain, ""), resp.Header.Get("Location"))
+	_, body = o.get(jobPath(seed.Uncertain, ""))
 	requireAll(t, body, `<span id="state" class="status state-succeeded">succeeded</span>`,
 		`<td>uncertain</td><td>succeeded</td><td>user:ops</td>`, "the gateway&#39;s log shows it paid",
 		"History verified: 3 events, hash chain intact.")
@@ -457,9 +345,9 @@ func TestConsoleActs(t *testing.T) {
 		resp, body := o.do(http.MethodPost, jobPath(id, "cancel"), strings.NewReader(url.Values{"csrf": {o.token}, "reason": {reason}}.Encode()), nil)
 		return resp.StatusCode, body
 	}
-	status, body := cancel(seed.queued, "the customer withdrew")
+	status, body := cancel(seed.Queued, "the customer withdrew")
 	require.Equal(t, http.StatusSeeOther, status, body)
-	j, err := s.consoleJobs(t, ops).Get(t.Context(), seed.queued)
+	j, err := s.consoleJobs(t, ops).Get(t.Context(), seed.Queued)
 	require.NoError(t, err)
 	require.Equal(t, jobs.Cancelled, j.State)
 	require.Equal(t, "cancelled: the customer withdrew", j.Diagnostic)
@@ -479,22 +367,22 @@ func TestConsoleActs(t *testing.T) {
 			return resp.StatusCode, body
 		}
 	}
-	body = unchanged("a second reconcile", post(seed.uncertain, "reconcile", url.Values{"outcome": {"failed"}}), http.StatusConflict, "changed")
+	body = unchanged("a second reconcile", post(seed.Uncertain, "reconcile", url.Values{"outcome": {"failed"}}), http.StatusConflict, "changed")
 	require.Contains(t, body, "Not in a state for that")
-	unchanged("a reconcile of a claimed job", post(seed.claimed, "reconcile", url.Values{"outcome": {"failed"}}), http.StatusConflict, "changed")
-	unchanged("a cancel of a dead job", post(seed.dead, "cancel", url.Values{}), http.StatusConflict, "changed")
-	body = unchanged("an unknown outcome", post(seed.uncertainMail, "reconcile", url.Values{"outcome": {"maybe"}}), http.StatusBadRequest, "invalid")
+	unchanged("a reconcile of a claimed job", post(seed.Claimed, "reconcile", url.Values{"outcome": {"failed"}}), http.StatusConflict, "changed")
+	unchanged("a cancel of a dead job", post(seed.Dead, "cancel", url.Values{}), http.StatusConflict, "changed")
+	body = unchanged("an unknown outcome", post(seed.UncertainMail, "reconcile", url.Values{"outcome": {"maybe"}}), http.StatusBadRequest, "invalid")
 	require.Contains(t, body, "outcome: choose succeeded, failed or queued")
-	unchanged("a long note", post(seed.uncertainMail, "reconcile", url.Values{"outcome": {"failed"}, "note": {strings.Repeat("x", consoleMaxNote+1)}}),
+	unchanged("a long note", post(seed.UncertainMail, "reconcile", url.Values{"outcome": {"failed"}, "note": {strings.Repeat("x", consoleMaxNote+1)}}),
 		http.StatusBadRequest, "invalid")
 	unchanged("a job of another project's path", func() (int, string) {
-		resp, body := o.do(http.MethodPost, fmt.Sprintf("/console/other/jobs/%d/cancel", seed.uncertainMail),
+		resp, body := o.do(http.MethodPost, fmt.Sprintf("/console/other/jobs/%d/cancel", seed.UncertainMail),
 			strings.NewReader(url.Values{"csrf": {o.token}}.Encode()), nil)
 		return resp.StatusCode, body
 	}, http.StatusNotFound, "not-found")
 	unchanged("an unknown job", post(999999, "cancel", url.Values{}), http.StatusNotFound, "not-found")
 	// GET is no way to act.
-	status, body = o.get(jobPath(seed.uncertainMail, "cancel"))
+	status, body = o.get(jobPath(seed.UncertainMail, "cancel"))
 	requireRefusal(t, status, body, http.StatusNotFound, "not-found")
 }
 
@@ -517,10 +405,10 @@ func TestReader(t *testing.T) {
 	seed := s.seed
 	vicAt := s.as(t, "vic")
 	for _, path := range []string{
-		"/console/", "/console/acme/jobs", "/console/acme/uncertain", "/console/acme/dead", jobPath(seed.uncertain, ""),
-		jobPath(seed.queued, ""), fmt.Sprintf("/console/acme/cases/%d", seed.kase.ID), "/console/acme/waits",
-		"/console/acme/dead-letters", fmt.Sprintf("/console/acme/schedules/%d", seed.schedule.ID),
-		fmt.Sprintf("/console/acme/runs/%d", seed.run.ID), fmt.Sprintf("/console/acme/batches/%d", seed.batch.ID),
+		"/console/", "/console/acme/jobs", "/console/acme/uncertain", "/console/acme/dead", jobPath(seed.Uncertain, ""),
+		jobPath(seed.Queued, ""), fmt.Sprintf("/console/acme/cases/%d", seed.Case.ID), "/console/acme/waits",
+		"/console/acme/dead-letters", fmt.Sprintf("/console/acme/schedules/%d", seed.Schedule.ID),
+		fmt.Sprintf("/console/acme/runs/%d", seed.Run.ID), fmt.Sprintf("/console/acme/batches/%d", seed.Batch.ID),
 	} {
 		status, body := vicAt.get(path)
 		require.Equal(t, http.StatusOK, status, "%s: %s", path, body)
@@ -546,7 +434,7 @@ func TestReader(t *testing.T) {
 	forged := func(what string, form url.Values, wantStatus int, reason string) {
 		t.Helper()
 		before, asked := s.snapshot(t), s.queries.Load()
-		resp, body := vicAt.do(http.MethodPost, jobPath(seed.uncertain, "reconcile"), strings.NewReader(form.Encode()), nil)
+		resp, body := vicAt.do(http.MethodPost, jobPath(seed.Uncertain, "reconcile"), strings.NewReader(form.Encode()), nil)
 		requireRefusal(t, resp.StatusCode, body, wantStatus, reason)
 		require.Equal(t, before, s.snapshot(t), "%s changed nothing", what)
 		if reason == "csrf" {
@@ -558,10 +446,10 @@ func TestReader(t *testing.T) {
 	forged("a reconcile without the token", url.Values{"outcome": {"succeeded"}}, http.StatusForbidden, "csrf")
 	forged("a reconcile with another token", url.Values{"outcome": {"succeeded"}, "csrf": {strings.Repeat("A", 26)}}, http.StatusForbidden, "csrf")
 	forged("vic's reconcile", url.Values{"outcome": {"succeeded"}, "csrf": {vicAt.token}}, http.StatusForbidden, "not-permitted")
-	resp, body := vicAt.do(http.MethodPost, jobPath(seed.uncertain, "cancel"), strings.NewReader(url.Values{"csrf": {vicAt.token}}.Encode()), nil)
+	resp, body := vicAt.do(http.MethodPost, jobPath(seed.Uncertain, "cancel"), strings.NewReader(url.Values{"csrf": {vicAt.token}}.Encode()), nil)
 	requireRefusal(t, resp.StatusCode, body, http.StatusForbidden, "not-permitted")
 	require.Contains(t, body, "The database refused: you do not hold the grant this needs on the job&#39;s project.")
-	j, err := s.consoleJobs(t, ops).Get(t.Context(), seed.uncertain)
+	j, err := s.consoleJobs(t, ops).Get(t.Context(), seed.Uncertain)
 	require.NoError(t, err)
 	require.Equal(t, jobs.Uncertain, j.State)
 }
@@ -587,12 +475,12 @@ func TestReaderLogin(t *testing.T) {
 	requireRefusal(t, status, body, http.StatusForbidden, "reader-login")
 	requireAll(t, body, "This console cannot read as you", "Its database login is a docket_reader member")
 	require.NotContains(t, body, login.Role, "the pages do not name the login")
-	status, body = o.get(jobPath(s.seed.uncertain, ""))
+	status, body = o.get(jobPath(s.seed.Uncertain, ""))
 	requireRefusal(t, status, body, http.StatusForbidden, "reader-login")
 	require.NotContains(t, body, `method="post"`)
 
 	before := s.snapshot(t)
-	status, body = o.post(jobPath(s.seed.uncertain, "reconcile"), url.Values{"outcome": {"succeeded"}})
+	status, body = o.post(jobPath(s.seed.Uncertain, "reconcile"), url.Values{"outcome": {"succeeded"}})
 	requireRefusal(t, status, body, http.StatusForbidden, "read-only")
 	require.Contains(t, body, "This console runs read-only")
 	require.Equal(t, before, s.snapshot(t))

@@ -28,7 +28,7 @@ func TestPictures(t *testing.T) {
 		return v
 	}
 
-	require.NoError(t, p.Run(chromedp.Navigate(fmt.Sprintf("%s/console/acme/runs/%d", s.url, s.seed.run.ID)),
+	require.NoError(t, p.Run(chromedp.Navigate(fmt.Sprintf("%s/console/acme/runs/%d", s.url, s.seed.Run.ID)),
 		chromedp.WaitVisible(chromedp.ID("run-graph"))))
 	require.Equal(t, http.StatusOK, p.Status())
 	require.ElementsMatch(t, []string{"reserve:admitted", "charge:waiting"}, strings.Split(

@@ -86,7 +86,7 @@ func TestConsoleAndCLIShareTheListReads(t *testing.T) {
 	r = s.harness.as(t, ops, "plans", "list", project)
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.True(t, strings.HasPrefix(r.stdout, "RUN  STATUS   PLAN"), r.stdout)
-	require.Contains(t, r.stdout, "\n"+strconv.FormatInt(s.seed.run.ID, 10)+"  ")
+	require.Contains(t, r.stdout, "\n"+strconv.FormatInt(s.seed.Run.ID, 10)+"  ")
 	r = s.harness.as(t, ops, "batches", "list", project)
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.True(t, strings.HasPrefix(r.stdout, "BATCH  NAME"), r.stdout)
