@@ -17,7 +17,6 @@ import (
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/integration/pgtest"
 	"github.com/docket-dev/docket/internal/testkit"
-	"github.com/docket-dev/docket/plans"
 	"github.com/docket-dev/docket/tasks"
 )
 
@@ -77,12 +76,6 @@ func newTestHandler(pool db.Pool, cfg Config) (*Handler, error) {
 	}
 	return New(pool, cfg)
 }
-
-// batchWork is the plan every item of the tests' batches runs: one step,
-// reading the item's input.
-var batchWork = plans.Plan{Steps: []plans.Step{
-	{ID: "work", Kind: "t.work", Terminal: true, Args: []plans.Arg{{Name: "n", Source: plans.Input("n")}}},
-}}
 
 // desk is a database with the worklist tests' grants, and app's clients to
 // open tasks with.
