@@ -42,9 +42,11 @@ func (w *Client) run(ctx context.Context, j jobs.Job, link trace.SpanContext) ou
 	beat := w.heartbeat(hctx, cancel, lease, j)
 	defer beat.stop()
 
+	// Counted as running before it is said to have started, so that a stop
+	// that follows the start's event counts it.
+	w.handlers.Add(1)
 	w.emit(Event{Type: EventStarted, JobID: j.ID, Kind: j.Kind, Attempt: j.Attempts, Revision: h.opts.Revision, State: string(j.State)})
 	began := time.Now()
-	w.handlers.Add(1)
 	res, err := callHandler(hctx, h, j)
 	w.handlers.Add(-1)
 	took := time.Since(began)
