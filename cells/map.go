@@ -179,6 +179,17 @@ func (m *Map) Cell(project string) (string, error) {
 	return cell, nil
 }
 
+// Member returns cell name: its primary and replica, for a caller that
+// acts on the cell as a whole (a console of the cell, say). It refuses a
+// cell the map does not have with [db.ErrNotFound].
+func (m *Map) Member(name string) (Cell, error) {
+	c, ok := m.cells[name]
+	if !ok {
+		return Cell{}, db.Refuse(db.ErrNotFound, "cells.member", fmt.Sprintf("the map has no cell %q", name))
+	}
+	return c, nil
+}
+
 // Pool returns the primary of project's cell: where a caller begins the
 // transaction it passes to an …Tx method of a client the map made for the
 // project, its own writes beside docket's. It refuses a project the map

@@ -127,11 +127,14 @@ var files embed.FS
 // pages are the console's templates; each Handler clones them with its own
 // prefix.
 var pages = template.Must(template.New("pages").Funcs(template.FuncMap{
-	"base":    func() string { return "" },
-	"refresh": func() int64 { return 0 },
-	"add":     func(n, m int) int { return m + n },
-	"at":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
-	"iso":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"base":      func() string { return "" },
+	"refresh":   func() int64 { return 0 },
+	"cellsHome": func() string { return "" },
+	"inCells":   func() bool { return false },
+	"cell":      func() string { return "" },
+	"add":       func(n, m int) int { return m + n },
+	"at":        func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+	"iso":       func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"actors": func(a []access.Actor) string {
 		return show.Dash(show.JoinStates(a))
 	},
@@ -163,17 +166,20 @@ type Handler struct {
 // configuration it cannot run with, and returns the database's error when
 // it cannot be asked.
 func New(pool db.Pool, cfg Config) (*Handler, error) {
-	if pool == nil {
-		return nil, db.Refuse(db.ErrInvalidArgument, "console", "no pool")
-	}
 	if err := cfg.check(); err != nil {
 		return nil, db.Refuse(db.ErrInvalidArgument, "console", err.Error())
 	}
-	prefix := cfg.Prefix
+	return newHandler(pool, cfg, mount{})
+}
+
+// newHandler is [New] of a checked cfg, mounted at among cells.
+func newHandler(pool db.Pool, cfg Config, at mount) (*Handler, error) {
+	if db.IsNil(pool) {
+		return nil, db.Refuse(db.ErrInvalidArgument, "console", "no pool")
+	}
 	h := &Handler{pool: pool, cfg: cfg, origins: http.NewCrossOriginProtection(), mux: http.NewServeMux(),
 		pages: template.Must(pages.Clone())}
-	refresh := max(cfg.Refresh.Milliseconds(), 0)
-	h.pages.Funcs(template.FuncMap{"base": func() string { return prefix }, "refresh": func() int64 { return refresh }})
+	h.funcs(at)
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
 	if err := h.probeLogin(ctx); err != nil {
@@ -187,10 +193,7 @@ func New(pool db.Pool, cfg Config) (*Handler, error) {
 	h.routeWorklist()
 	h.routeConsole()
 	h.mux.HandleFunc("GET /static/{file}", h.static)
-	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		h.render(w, http.StatusNotFound, "refusal", refusalPage{frame: frame{Title: "Not found"}, Status: http.StatusNotFound,
-			Reason: "not-found", Heading: "Not found", Lines: []string{"There is no page here."}})
-	})
+	h.mux.HandleFunc("/", h.notFound)
 	return h, nil
 }
 

@@ -32,6 +32,10 @@
 // prefix too: no page fetches anything from elsewhere, and every response
 // carries a Content-Security-Policy that says so.
 //
+// A docket in several cells (package cells) is served by [NewCells]: each
+// cell's console under PREFIX/cells/NAME, and at PREFIX/ a page of every
+// cell whose rows each name their cell.
+//
 // # Forms
 //
 // Every form carries the browser's CSRF token, which the console keeps in

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -104,5 +109,57 @@ func TestJobListAcrossCells(t *testing.T) {
 		{"job", "list", "--cell", "=postgres://x"},
 		{"job", "list", "--cell", cellA, "--cell", cellA},
 		{"job", "census"},
+	})
+}
+
+// docket serve given --cell serves the console of each cell and, at its
+// root, the page of every cell, each row naming its cell.
+func TestServeAcrossCells(t *testing.T) {
+	t.Parallel()
+	a := testkit.Setup(t, ana, []string{project}, testkit.Join(testkit.Grants(app, project, access.JobCreate),
+		testkit.Grants("user:vic", project, access.JobView))...)
+	b := testkit.Setup(t, ana, []string{"globex"}, testkit.Join(testkit.Grants(app, "globex", access.JobCreate),
+		testkit.Grants("user:vic", "globex", access.JobView))...)
+	for _, k := range []struct {
+		env     testkit.Env
+		project string
+	}{{a, project}, {b, "globex"}} {
+		jc, err := jobs.NewClient(k.env.Pool, jobs.Config{Project: k.project, Actor: app, Clock: k.env.Clock})
+		require.NoError(t, err)
+		_, err = jc.Enqueue(t.Context(), jobs.Spec{Kind: "billing.invoice", Payload: []byte(`{}`)})
+		require.NoError(t, err)
+	}
+	ctx, interrupt := context.WithCancel(t.Context())
+	defer interrupt()
+	out, outW := io.Pipe()
+	var stderr bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--project", "acme,globex",
+			"--cell", "a=" + a.Pool.Config().ConnString(), "--cell", "b=" + b.Pool.Config().ConnString()},
+			func(string) string { return "" }, outW, &stderr)
+		outW.Close()
+	}()
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() {
+		t.Fatalf("docket serve printed nothing: exit %d: %s", <-done, stderr.String())
+	}
+	base := regexp.MustCompile(`http://\S+`).FindString(lines.Text())
+	go func() {
+		for lines.Scan() {
+		}
+	}()
+	vic := &person{t: t, base: base, header: http.Header{"X-Forwarded-User": {"vic"}}, client: http.DefaultClient}
+	status, body := vic.get("/")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, `<tr id="job-a-1" data-cell="a" data-state="queued">`)
+	require.Contains(t, body, `<tr id="job-b-1" data-cell="b" data-state="queued">`)
+	status, body = vic.get("/cells/b/console/globex/jobs/1")
+	require.Equal(t, http.StatusOK, status, body)
+	interrupt()
+	require.Equal(t, exitOK, <-done, stderr.String())
+
+	requireUsageErrors(t, [][]string{
+		{"serve", "--project", "acme", "--cell", "a=postgres://x", "--replica-url", "postgres://y"},
 	})
 }

@@ -260,7 +260,7 @@ func (c *cli) printHelp(fs *flag.FlagSet) {
 		{"--database-url URL", "the Postgres URL (default $DOCKET_DATABASE_URL, else $DATABASE_URL)"},
 		{"--as ACTOR", "the actor changes are recorded as made by (default $DOCKET_ACTOR, else user:$USER)"},
 		{"--replica-url URL", "a hot standby to read from, saying its lag (default $DOCKET_REPLICA_URL); writes go to --database-url"},
-		{"--cell NAME=URL", "a cell, repeated: job list and job census read every cell named, each row naming its cell"},
+		{"--cell NAME=URL", "a cell, repeated: job list and job census read every cell named, each row naming its cell; serve serves each"},
 	})
 }
 

@@ -133,7 +133,7 @@ var helps = []cmdHelp{
 	{"batch show", "ID [--limit N] [--after KEY] [-o json]", "a batch: plan, source, census, items needing attention",
 		"Shows batch ID: its plan, source, cursor and census, and its items failed, quarantined or in flight, oldest " +
 			"key first; --after pages on from the last key of the previous page."},
-	{"serve", "--project P[,P...] [--addr HOST:PORT] [--auth-header H] [--dev-principal P]",
+	{"serve", "--project P[,P...] [--addr HOST:PORT] [--auth-header H] [--dev-principal P] [--cell NAME=URL...]",
 		"a web worklist and console of those projects for people an auth proxy signs in",
 		"Serves, at --addr, a worklist of the projects' tasks and, under /console/, a console of their jobs " +
 			"(by state and queue, each with its verified history; uncertain jobs to reconcile or cancel), cases, " +
@@ -141,7 +141,9 @@ var helps = []cmdHelp{
 			"with value U acts as user:U, always; without it, 401. Everything is read and done as that principal, " +
 			"by its grants. Reach it only through the proxy; its login must be bound to those principals (actor " +
 			"bind ROLE 'user:*'). A login that is only a docket_reader member serves read-only. --dev-principal P " +
-			"signs everybody in as P: for development only, never behind a real proxy."},
+			"signs everybody in as P: for development only, never behind a real proxy. With --cell NAME=URL, " +
+			"repeated, it serves the console of each cell under /cells/NAME/ and at its root a page of every cell, " +
+			"each row naming its cell."},
 	{"demo", "[--orders N]", "run a small service on docket and show each part of it working",
 		"Runs a small order service on docket and shows what became of its invoice jobs; then an order's " +
 			"fulfilment as a plan whose failed charge is compensated, a supplier switch case waiting for an " +

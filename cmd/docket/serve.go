@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/docket-dev/docket/access"
+	"github.com/docket-dev/docket/cells"
 	"github.com/docket-dev/docket/console"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/tasks"
@@ -59,8 +60,32 @@ func (c *cli) serve(args []string) (dbAction, error) {
 	if err := cfg.check(); err != nil {
 		return nil, usageOf(fs, "%v", err)
 	}
+	if len(c.cells) > 0 && c.replicaURL != "" {
+		return nil, usageOf(fs, "--cell with --replica-url: a cell's reads go to its own primary")
+	}
 	return func(ctx context.Context, pool *pgxpool.Pool) error {
-		cfg.Replica = c.replicaPool()
+		if len(c.cells) > 0 {
+			m, closeAll, missed, err := c.cellMap(ctx)
+			if err != nil {
+				return err
+			}
+			defer closeAll()
+			if missed != nil {
+				return fmt.Errorf("docket serve serves every --cell, and cannot reach some: %w", missed)
+			}
+			cfg.Cells = m
+			where := make([]string, 0, len(cfg.Projects))
+			for _, p := range cfg.Projects {
+				cell, err := m.Cell(p)
+				if err != nil {
+					return fmt.Errorf("--project %s: in no --cell whose login may see it", p)
+				}
+				where = append(where, p+" in cell "+cell)
+			}
+			cfg.Logger.Info("docket serve: serving cells", "cells", m.Cells(), "projects", where)
+		} else {
+			cfg.Replica = c.replicaPool()
+		}
 		h, err := newServeHandler(pool, cfg)
 		if err != nil {
 			return err
@@ -140,6 +165,9 @@ type serveConfig struct {
 	// Replica is --replica-url's pool, which the console's pages read
 	// from when they tolerate lag; nil without it.
 	Replica db.Pool
+	// Cells, from --cell, serves the console of each cell, the pool of
+	// newServeHandler unused; nil without it.
+	Cells *cells.Map
 }
 
 // check refuses a configuration docket serve cannot run with, and fills in
@@ -195,8 +223,12 @@ func newServeHandler(pool db.Pool, cfg serveConfig) (http.Handler, error) {
 	if err := cfg.check(); err != nil {
 		return nil, db.Refuse(db.ErrInvalidArgument, "serve", err.Error())
 	}
-	return console.New(pool, console.Config{AuthenticateFunc: cfg.authenticate, Projects: cfg.Projects, Clock: cfg.Clock,
-		Logger: cfg.Logger, Replica: cfg.Replica})
+	ccfg := console.Config{AuthenticateFunc: cfg.authenticate, Projects: cfg.Projects, Clock: cfg.Clock,
+		Logger: cfg.Logger, Replica: cfg.Replica}
+	if cfg.Cells != nil {
+		return console.NewCells(cfg.Cells, ccfg)
+	}
+	return console.New(pool, ccfg)
 }
 
 // authenticate is who r is signed in as: --dev-principal, else the user
