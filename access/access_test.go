@@ -357,3 +357,61 @@ func TestTxFormsFollowTheCallersTransaction(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, held)
 }
+
+// Held answers in one read what Allowed answers grant by grant: the
+// capabilities a principal holds explicitly on each project named, or on
+// every project. A login bound to a principal of one project reads only
+// what its login may read of the grants, as Allowed does.
+func TestHeldIsAllowedInOneRead(t *testing.T) {
+	t.Parallel()
+	e, ac := setup(t)
+	ctx := t.Context()
+	billing, shipping := access.Actor("svc:billing"), access.Actor("svc:shipping")
+	for _, g := range []access.Grant{
+		{Principal: billing, Project: "acme", Capability: access.JobCreate},
+		{Principal: billing, Project: "acme", Capability: access.JobClaim},
+		{Principal: billing, Project: "globex", Capability: access.JobView},
+		{Principal: shipping, Project: "globex", Capability: access.JobCreate},
+	} {
+		_, err := ac.Allow(ctx, g)
+		require.NoError(t, err)
+	}
+	all, err := ac.Held(ctx, billing)
+	require.NoError(t, err)
+	require.Equal(t, map[string][]access.Capability{
+		"acme":   {access.JobClaim, access.JobCreate},
+		"globex": {access.JobView},
+	}, all)
+	for p, caps := range all {
+		for _, c := range caps {
+			held, err := ac.Allowed(ctx, access.Grant{Principal: billing, Project: p, Capability: c})
+			require.NoError(t, err)
+			require.True(t, held, "%s %s", p, c)
+		}
+	}
+	some, err := ac.Held(ctx, billing, "acme", "nope")
+	require.NoError(t, err)
+	require.Equal(t, map[string][]access.Capability{"acme": {access.JobClaim, access.JobCreate}}, some)
+	for _, p := range []access.Actor{"svc billing", "svc:nobody", ""} {
+		none, err := ac.Held(ctx, p)
+		require.NoError(t, err, p)
+		require.Empty(t, none, p)
+	}
+
+	// shipping's own login, in globex only, sees its own grants and none
+	// of billing's.
+	login := e.Login(t, testkit.AppRole, shipping)
+	own, err := access.NewClient(login.Pool, access.Config{Actor: shipping, Clock: e.Clock})
+	require.NoError(t, err)
+	mine, err := own.Held(ctx, shipping)
+	require.NoError(t, err)
+	require.Equal(t, map[string][]access.Capability{"globex": {access.JobCreate}}, mine)
+	theirs, err := own.Held(ctx, billing, "acme")
+	require.NoError(t, err)
+	for _, c := range theirs["acme"] {
+		held, err := own.Allowed(ctx, access.Grant{Principal: billing, Project: "acme", Capability: c})
+		require.NoError(t, err)
+		require.True(t, held, "Held shows no more than Allowed answers")
+	}
+	require.Empty(t, theirs, "another project's grants are not the login's to read")
+}

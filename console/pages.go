@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -103,26 +102,21 @@ func (h *Handler) projects(ctx context.Context, v visitor) ([]string, error) {
 			after = page[len(page)-1].Name
 		}
 	}
+	if len(candidates) == 0 {
+		return nil, nil
+	}
 	ac, err := access.NewClient(h.pool, access.Config{Actor: v.who, Clock: h.cfg.Clock})
 	if err != nil {
 		return nil, err
 	}
-	caps, err := ac.Capabilities(ctx)
+	held, err := ac.Held(ctx, v.who, candidates...)
 	if err != nil {
 		return nil, err
 	}
-	names := slices.Sorted(maps.Keys(caps))
 	var shown []string
 	for _, p := range candidates {
-		for _, c := range names {
-			held, err := ac.Allowed(ctx, access.Grant{Principal: v.who, Project: p, Capability: c})
-			if err != nil {
-				return nil, err
-			}
-			if held {
-				shown = append(shown, p)
-				break
-			}
+		if len(held[p]) > 0 {
+			shown = append(shown, p)
 		}
 	}
 	return shown, nil

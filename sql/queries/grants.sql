@@ -7,6 +7,15 @@ SELECT docket.grant_revoke(@principal::text, @project::text, @capability::text, 
 -- name: GrantCheck :one
 SELECT docket.grant_check(@principal::text, @project::text, @capability::text) AS held;
 
+-- name: GrantHeld :many
+-- The capabilities principal holds by explicit grant on each of projects
+-- (every project when none is named), as grant_check judges one: what the
+-- session's login may read of docket.grants.
+SELECT g.project, g.capability FROM docket.grants g
+WHERE g.principal = @principal::text
+  AND (cardinality(@projects::text[]) = 0 OR g.project = ANY (@projects::text[]))
+ORDER BY g.project, g.capability;
+
 -- name: GrantList :many
 -- The grants on one project, ordered for display.
 SELECT * FROM docket.grants

@@ -94,6 +94,41 @@ func (q *Queries) GrantCheck(ctx context.Context, db DBTX, principal string, pro
 	return held, err
 }
 
+const grantHeld = `-- name: GrantHeld :many
+SELECT g.project, g.capability FROM docket.grants g
+WHERE g.principal = $1::text
+  AND (cardinality($2::text[]) = 0 OR g.project = ANY ($2::text[]))
+ORDER BY g.project, g.capability
+`
+
+type GrantHeldRow struct {
+	Project    string
+	Capability string
+}
+
+// The capabilities principal holds by explicit grant on each of projects
+// (every project when none is named), as grant_check judges one: what the
+// session's login may read of docket.grants.
+func (q *Queries) GrantHeld(ctx context.Context, db DBTX, principal string, projects []string) ([]*GrantHeldRow, error) {
+	rows, err := db.Query(ctx, grantHeld, principal, projects)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*GrantHeldRow{}
+	for rows.Next() {
+		var i GrantHeldRow
+		if err := rows.Scan(&i.Project, &i.Capability); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const grantList = `-- name: GrantList :many
 SELECT principal, project, capability, granted_by, granted_at FROM docket.grants
 WHERE project = $1
