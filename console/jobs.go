@@ -154,6 +154,50 @@ type jobListPage struct {
 	Outcomes           []jobs.Outcome
 	MaxNote            int
 	Filtered           bool
+	// Bulk are the bulk actions the list's filter leads to, each to the
+	// page that counts what it would act on.
+	Bulk []bulkLink
+}
+
+// bulkLink is a link to a bulk action's count.
+type bulkLink struct {
+	ID, Label, Link string
+}
+
+// bulkLinks are the bulk actions a list of state, queue and kind offers:
+// retry for finished jobs, cancel for queued ones, both when no state is
+// chosen; none on a read-only console.
+func (h *Handler) bulkLinks(project string, state jobs.State, queue, kind string) []bulkLink {
+	if h.readOnly {
+		return nil
+	}
+	q := url.Values{}
+	if queue != "" {
+		q.Set("queue", queue)
+	}
+	if kind != "" {
+		q.Set("kind", kind)
+	}
+	var out []bulkLink
+	switch state {
+	case "", jobs.Failed, jobs.Dead, jobs.Cancelled:
+		rq := url.Values{}
+		for k, v := range q {
+			rq[k] = v
+		}
+		what := "failed, dead or cancelled"
+		if state != "" {
+			rq.Set("state", string(state))
+			what = string(state)
+		}
+		out = append(out, bulkLink{ID: "bulk-retry", Label: "Retry every " + what + " job this matches…",
+			Link: pageLink(consolePath(project, "bulk", "retry"), rq)})
+	}
+	if state == "" || state == jobs.Queued {
+		out = append(out, bulkLink{ID: "bulk-cancel", Label: "Cancel every queued job this matches…",
+			Link: pageLink(consolePath(project, "bulk", "cancel"), q)})
+	}
+	return out
 }
 
 // jobList lists a project's jobs newest first, filtered by state, queue
@@ -181,7 +225,8 @@ func (h *Handler) jobList(w http.ResponseWriter, r *http.Request, v visitor, pro
 		return
 	}
 	p := jobListPage{consoleFrame: h.frame(v, "Jobs of "+project, project), Which: "jobs", States: jobs.States,
-		State: string(state), Queue: queue, Kind: kind, Filtered: state != "" || queue != "" || kind != ""}
+		State: string(state), Queue: queue, Kind: kind, Filtered: state != "" || queue != "" || kind != "",
+		Bulk: h.bulkLinks(project, state, queue, kind)}
 	h.listJobs(w, r, v, project, jobs.Filter{State: state, Queue: queue, Kind: kind}, &p)
 }
 
@@ -203,7 +248,8 @@ func (h *Handler) uncertainList(w http.ResponseWriter, r *http.Request, v visito
 
 // deadList lists a project's dead jobs: their attempts ran out.
 func (h *Handler) deadList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
-	p := jobListPage{consoleFrame: h.frame(v, "Dead jobs of "+project, project), Which: "dead"}
+	p := jobListPage{consoleFrame: h.frame(v, "Dead jobs of "+project, project), Which: "dead",
+		Bulk: h.bulkLinks(project, jobs.Dead, "", "")}
 	h.listJobs(w, r, v, project, jobs.Filter{State: jobs.Dead}, &p)
 }
 
@@ -286,8 +332,12 @@ type jobPage struct {
 	Problem       string
 	MayReconcile  bool
 	MayCancel     bool
-	Outcomes      []jobs.Outcome
-	MaxNote       int
+	// MayRetry: it finished failed, dead or cancelled, of no lane or case,
+	// and the visitor holds job.retry. Retries are the jobs that retry it.
+	MayRetry bool
+	Retries  []int64
+	Outcomes []jobs.Outcome
+	MaxNote  int
 }
 
 // jobPage shows a job, its history and whether the history verifies, with
@@ -352,6 +402,16 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request, v visitor, pro
 			h.refuse(w, r, v, "job", err)
 			return
 		}
+	}
+	if (j.State == jobs.Failed || j.State == jobs.Dead || j.State == jobs.Cancelled) && j.LaneID == 0 && j.CaseID == 0 {
+		if p.MayRetry, err = h.may(ctx, v, project, access.JobRetry); err != nil {
+			h.refuse(w, r, v, "job", err)
+			return
+		}
+	}
+	if p.Retries, err = cl.Retries(ctx, id); err != nil {
+		h.refuse(w, r, v, "job", err)
+		return
 	}
 	h.render(w, http.StatusOK, "console_job", p)
 }

@@ -55,6 +55,7 @@ func (h *Handler) routeConsole() {
 	m.HandleFunc("GET /console/{project}/runs/{id}", h.signedIn(h.readable(h.withID("run", h.runPage))))
 	m.HandleFunc("GET /console/{project}/batches", h.signedIn(h.readable(h.inProject(h.batchList))))
 	m.HandleFunc("GET /console/{project}/batches/{id}", h.signedIn(h.readable(h.withID("batch", h.batchPage))))
+	h.routeActions()
 }
 
 // consoleFrame is what every console page shows besides the frame: the
