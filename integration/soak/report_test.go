@@ -115,24 +115,26 @@ func (r *result) report() string {
 
 	// The rate of each slice, with the database's count and the tables'
 	// total sizes at its end.
-	t := table{head: []string{"completions", "ended at s", "seconds", "jobs/s", "buffers/job", "looked at", "db count",
+	t := table{head: []string{"completions", "ended at s", "seconds", "jobs/s", "buffers/job", "WAL/job", "looked at", "db count",
 		"succeeded kept", "jobs", "job_events", "prunes", "river_job", "autovacuums jobs/events", "load 1m"}}
 	before := r.sizesAt("start", 0)
 	for _, s := range r.slices() {
 		sz := r.sizesAt("", s.to)
 		jt, et := sz.table("docket.jobs"), sz.table("docket.job_events")
-		perJob := "–"
+		perJob, walJob := "–", "–"
 		if n := sz.count.completed() - before.count.completed(); n > 0 {
 			perJob = fmt.Sprintf("%.1f", float64(sz.buffers-before.buffers)/float64(n))
+			walJob = fmt.Sprintf("%d B", (sz.wal-before.wal)/n)
 		}
 		before = sz
-		t.add(thousands(s.from)+" – "+thousands(s.to), seconds(s.end), seconds(s.end-s.start), thousands(int64(s.rate())), perJob,
+		t.add(thousands(s.from)+" – "+thousands(s.to), seconds(s.end), seconds(s.end-s.start), thousands(int64(s.rate())), perJob, walJob,
 			thousands(sz.completed), thousands(sz.count.completed()), thousands(sz.count.succeeded), pretty(jt.total), pretty(et.total),
 			pretty(sz.table("docket.prunes").total), pretty(sz.table("docket.river_job").total),
 			thousands(jt.autovacuums)+" / "+thousands(et.autovacuums), r.sampleAt(s.to).load)
 	}
 	b.WriteString("rate of each slice of completions (as the workers reported them, looked at every second); " +
-		"the buffers read or hit in the database (pg_stat_database) for each job completed since the row before; " +
+		"the buffers read or hit in the database (pg_stat_database) and the WAL the server wrote (pg_current_wal_lsn) " +
+		"for each job completed since the row before; " +
 		"then, at the first look after the slice ended: the completions the workers had reported, " +
 		"the database's count of completed jobs (succeeded present + pruned), the succeeded jobs not yet pruned, " +
 		"the sizes (pg_total_relation_size), the autovacuums so far, the machine's load:\n")
@@ -219,7 +221,7 @@ func (r *result) report() string {
 // contrast is a table of the runs side by side.
 func contrast(results []*result) string {
 	t := table{head: []string{"run", "seconds", "jobs/s", "first slice", "second slice", "last slice", "slowest slice", "last/first",
-		"buffers/job", "jobs", "job_events", "prunes", "river_job", "prune time s"}}
+		"buffers/job", "WAL/job", "jobs", "job_events", "event partitions", "prunes", "river_job", "prune time s"}}
 	for _, r := range results {
 		ss := r.slices()
 		slowest := ss[0].rate()
@@ -232,7 +234,8 @@ func contrast(results []*result) string {
 			thousands(int64(ss[0].rate())), thousands(int64(ss[min(1, len(ss)-1)].rate())), thousands(int64(ss[len(ss)-1].rate())),
 			thousands(int64(slowest)),
 			fmt.Sprintf("%.3f", r.ratio()), fmt.Sprintf("%.1f", float64(end.buffers-start.buffers)/float64(r.form.jobs)),
-			pretty(end.table("docket.jobs").total), pretty(end.table("docket.job_events").total),
+			fmt.Sprintf("%d B", (end.wal-start.wal)/int64(r.form.jobs)),
+			pretty(end.table("docket.jobs").total), pretty(end.table("docket.job_events").total), strconv.Itoa(end.partitions),
 			pretty(end.table("docket.prunes").total), pretty(end.table("docket.river_job").total),
 			seconds(r.workers.prune.total))
 	}

@@ -190,8 +190,14 @@ type sizes struct {
 	// (pg_stat_database blks_read + blks_hit): a measure of the work done,
 	// whatever else the machine runs.
 	buffers int64
-	tables  []tableSize
-	indexes []indexSize
+	// wal is the server's WAL position (pg_current_wal_lsn, in bytes): the
+	// difference between two is what the server wrote between them, this
+	// run's and anything else's on the server.
+	wal int64
+	// partitions is how many partitions docket.job_events has.
+	partitions int
+	tables     []tableSize
+	indexes    []indexSize
 }
 
 // sizes counts the completed jobs and reads the measured tables' sizes and
@@ -202,8 +208,9 @@ func (r *rig) sizes(ctx context.Context, label string, completed int64) (sizes, 
 	if out.count, err = r.count(ctx); err != nil {
 		return out, err
 	}
-	if err := r.owner.QueryRow(ctx, `SELECT blks_read + blks_hit FROM pg_stat_database WHERE datname = current_database()`).
-		Scan(&out.buffers); err != nil {
+	if err := r.owner.QueryRow(ctx, `SELECT blks_read + blks_hit, (pg_current_wal_lsn() - '0/0')::bigint,
+			(SELECT count(*) FROM pg_partition_tree('docket.job_events') WHERE isleaf)
+		FROM pg_stat_database WHERE datname = current_database()`).Scan(&out.buffers, &out.wal, &out.partitions); err != nil {
 		return out, err
 	}
 	// A partitioned table (docket.job_events) is the sum of its
