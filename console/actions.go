@@ -138,17 +138,21 @@ func (h *Handler) bulkCount(w http.ResponseWriter, r *http.Request, v visitor, p
 	p.filter(f)
 	cl, err := h.jobsIn(v, project)
 	if err == nil {
-		if a.Name == "retry" {
-			p.Count, err = cl.CountToRetry(r.Context(), f)
-		} else {
-			p.Count, err = cl.CountToCancel(r.Context(), f)
-		}
+		p.Count, err = a.count(r, cl, f)
 	}
 	if err != nil {
 		h.refuse(w, r, v, "job", err)
 		return
 	}
 	h.render(w, http.StatusOK, "console_bulk", p)
+}
+
+// count is how many jobs a would act on now with filter f.
+func (a bulkAction) count(r *http.Request, cl *jobs.Client, f jobs.BulkFilter) (int64, error) {
+	if a.Name == "retry" {
+		return cl.CountToRetry(r.Context(), f)
+	}
+	return cl.CountToCancel(r.Context(), f)
 }
 
 // bulkDo acts on up to jobs.MaxBulk of the jobs the posted filter matches,
@@ -182,11 +186,7 @@ func (h *Handler) bulkDo(w http.ResponseWriter, r *http.Request, v visitor, proj
 		}
 	}
 	if err == nil {
-		if a.Name == "retry" {
-			p.Count, err = cl.CountToRetry(r.Context(), f)
-		} else {
-			p.Count, err = cl.CountToCancel(r.Context(), f)
-		}
+		p.Count, err = a.count(r, cl, f)
 	}
 	if err != nil {
 		h.refuse(w, r, v, "job", err)

@@ -23,24 +23,6 @@ func (s consoleSite) queueSnapshot(t *testing.T) string {
 	return testkit.Snapshot(t, s.Pool, "docket.queues", "docket.queue_events")
 }
 
-// send posts form to path with the token of the last page read, or of the
-// browser's cookie, unless form has one.
-func (p *person) send(path string, form url.Values) (*http.Response, string) {
-	p.t.Helper()
-	if !form.Has("csrf") {
-		token := p.token
-		if u, err := url.Parse(p.base); token == "" && err == nil {
-			for _, c := range p.client.Jar.Cookies(u) {
-				if c.Name == csrfCookie {
-					token = c.Value
-				}
-			}
-		}
-		form.Set("csrf", token)
-	}
-	return p.do(http.MethodPost, path, strings.NewReader(form.Encode()), nil)
-}
-
 var countShown = regexp.MustCompile(`<strong id="count">(\d+)</strong>`)
 
 // TestConsoleRetriesCancelsAndPauses: ops, holding job.retry, job.cancel

@@ -109,6 +109,18 @@ func (p *person) get(path string) (int, string) {
 // own.
 func (p *person) post(path string, form url.Values) (int, string) {
 	p.t.Helper()
+	resp, body := p.send(path, form)
+	if resp.StatusCode == http.StatusSeeOther {
+		require.Equal(p.t, "/tasks/"+strings.Split(path, "/")[2], resp.Header.Get("Location"), "back to the task")
+	}
+	return resp.StatusCode, body
+}
+
+// send posts form to path with the token of the last page read (or, when
+// none had a form, of the browser's cookie), unless form carries one of its
+// own, and returns the response with its body read.
+func (p *person) send(path string, form url.Values) (*http.Response, string) {
+	p.t.Helper()
 	if !form.Has("csrf") {
 		token := p.token
 		if u, err := url.Parse(p.base); token == "" && err == nil {
@@ -120,11 +132,7 @@ func (p *person) post(path string, form url.Values) (int, string) {
 		}
 		form.Set("csrf", token)
 	}
-	resp, body := p.do(http.MethodPost, path, strings.NewReader(form.Encode()), nil)
-	if resp.StatusCode == http.StatusSeeOther {
-		require.Equal(p.t, "/tasks/"+strings.Split(path, "/")[2], resp.Header.Get("Location"), "back to the task")
-	}
-	return resp.StatusCode, body
+	return p.do(http.MethodPost, path, strings.NewReader(form.Encode()), nil)
 }
 
 func taskURL(t tasks.Task, act string) string {
