@@ -69,7 +69,16 @@ type form struct {
 	horizon time.Duration // how long succeeded jobs are kept
 	prunes  []bool        // the runs: pruning on, off
 	limit   time.Duration // how long a run may take before the harness gives up
+	// width, when not 0, is the history's partition width
+	// (history_partition_width) for the run, its jobs' ids starting past
+	// the partitions the migration made: a width the run's jobs fill
+	// several times over, so that the prune's upkeep drops partitions.
+	width int64
 }
+
+// longWidth is the long forms' partition width: a tenth of the long form's
+// jobs, as a width near a day's jobs would be.
+const longWidth = 100_000
 
 // jobsEnv, when it names a number of jobs, runs the long form with pruning
 // on only, for that many jobs: DOCKET_SOAK_JOBS=5000000 runs to ten million
@@ -80,11 +89,11 @@ const jobsEnv = "DOCKET_SOAK_JOBS"
 func theForm() form {
 	if n, _ := strconv.Atoi(os.Getenv(jobsEnv)); n > 0 {
 		return form{long: true, jobs: n, slice: max(n/10, 1), backlog: 50_000, horizon: 30 * time.Second,
-			prunes: []bool{true}, limit: max(40*time.Minute, time.Duration(n/1000)*time.Second)}
+			prunes: []bool{true}, limit: max(40*time.Minute, time.Duration(n/1000)*time.Second), width: longWidth}
 	}
 	if *longFlag || os.Getenv(longEnv) != "" {
 		return form{long: true, jobs: 1_000_000, slice: 100_000, backlog: 50_000, horizon: 30 * time.Second,
-			prunes: []bool{true, false}, limit: 40 * time.Minute}
+			prunes: []bool{true, false}, limit: 40 * time.Minute, width: longWidth}
 	}
 	return form{jobs: 30_000, slice: 5_000, backlog: 10_000, horizon: time.Second,
 		prunes: []bool{true}, limit: 5 * time.Minute}
@@ -95,8 +104,12 @@ func (f form) String() string {
 	if f.long {
 		name = "long form"
 	}
-	return fmt.Sprintf("%s: %s jobs a run, %d workers, succeeded jobs kept %v, chunks of %s, backlog ≤ %s",
-		name, thousands(int64(f.jobs)), workers, f.horizon, thousands(chunk), thousands(int64(f.backlog)))
+	width := "the default"
+	if f.width > 0 {
+		width = thousands(f.width) + " ids"
+	}
+	return fmt.Sprintf("%s: %s jobs a run, %d workers, succeeded jobs kept %v, chunks of %s, backlog ≤ %s, history partitions of %s",
+		name, thousands(int64(f.jobs)), workers, f.horizon, thousands(chunk), thousands(int64(f.backlog)), width)
 }
 
 // pruneName names a run by whether it prunes.

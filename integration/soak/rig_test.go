@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,8 +41,10 @@ type rig struct {
 
 // newRig creates a fresh migrated database with project acme, the cast's
 // grants, a login for app and runner, and acme's policy: succeeded jobs
-// kept horizon, the rest the defaults.
-func newRig(t *testing.T, horizon time.Duration) *rig {
+// kept f.horizon, the rest the defaults; with f.width, the history's
+// partitions that wide, made ahead of the jobs' ids.
+func newRig(t *testing.T, f form) *rig {
+	horizon := f.horizon
 	t.Helper()
 	ctx := t.Context()
 	r := &rig{t: t}
@@ -78,6 +81,19 @@ func newRig(t *testing.T, horizon time.Duration) *rig {
 	p.SucceededJobs = horizon
 	_, err = rc.Set(ctx, project, p)
 	require.NoError(t, err)
+
+	if f.width > 0 {
+		// The ids start past the partitions the migration made (a million
+		// wide, two ahead), where the new width's are made.
+		_, err = r.owner.Exec(ctx, `UPDATE docket.settings SET value = CASE name WHEN 'history_partition_width' THEN $1 ELSE '3' END
+			WHERE name IN ('history_partition_width', 'history_partitions_ahead')`, strconv.FormatInt(f.width, 10))
+		require.NoError(t, err)
+		_, err = r.owner.Exec(ctx, `ALTER TABLE docket.jobs ALTER COLUMN id RESTART WITH 10000000`)
+		require.NoError(t, err)
+		var made int
+		require.NoError(t, r.owner.QueryRow(ctx, `SELECT docket.history_partitions_ensure(interval '1 second')`).Scan(&made))
+		require.Positive(t, made, "partitions made for the run's first ids")
+	}
 
 	r.enqueuer, err = jobs.NewClient(r.login.Pool, jobs.Config{Project: project, Actor: app, Clock: clock})
 	require.NoError(t, err)

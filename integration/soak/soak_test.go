@@ -57,7 +57,7 @@ type result struct {
 // measures, stops the workers, checks what the database holds, and
 // returns it all.
 func runSoak(t *testing.T, f form, prune bool) *result {
-	r := newRig(t, f.horizon)
+	r := newRig(t, f)
 	t.Logf("database %s (oid %d)", r.database, r.oid)
 	ctx := t.Context()
 	res := &result{form: f, prune: prune, database: r.database, oid: r.oid}
