@@ -89,6 +89,12 @@
 //
 //	DOCKET_SOAK_JOBS=5000000 go test -count=1 -timeout 180m -v -run TestSoak ./integration/soak/
 //
+// The long forms make the history's partitions 100,000 ids wide (the
+// jobs' ids start past the migration's million-wide ones), so that their
+// prunes drop partitions; DOCKET_SOAK_WIDTH=N runs them with another width,
+// and DOCKET_SOAK_WIDTH=default with the migration's, where a million jobs'
+// events share one partition and are pruned row by row.
+//
 // Run the long forms without -race, which
 // would measure the race detector. Each run logs its database's name and
 // oid, so that pg_stat_statements (keyed by dbid) can be read for it during

@@ -85,8 +85,22 @@ const longWidth = 100_000
 // events (an event a job's birth, one an attempt).
 const jobsEnv = "DOCKET_SOAK_JOBS"
 
+// widthEnv, set to a number of ids, is the long forms' partition width
+// instead of longWidth; "default" keeps the migration's (a million ids:
+// a 1,000,000-job run's events in one partition, pruned row by row).
+const widthEnv = "DOCKET_SOAK_WIDTH"
+
 // theForm is the bounded form, or the long one when asked for.
 func theForm() form {
+	f := theFormAlone()
+	if w := os.Getenv(widthEnv); f.long && w != "" {
+		f.width, _ = strconv.ParseInt(w, 10, 64) // "default", or anything not a number: 0
+	}
+	return f
+}
+
+// theFormAlone is theForm without widthEnv.
+func theFormAlone() form {
 	if n, _ := strconv.Atoi(os.Getenv(jobsEnv)); n > 0 {
 		return form{long: true, jobs: n, slice: max(n/10, 1), backlog: 50_000, horizon: 30 * time.Second,
 			prunes: []bool{true}, limit: max(40*time.Minute, time.Duration(n/1000)*time.Second), width: longWidth}

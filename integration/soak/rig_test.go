@@ -237,7 +237,9 @@ func (r *rig) sizes(ctx context.Context, label string, completed int64) (sizes, 
 			coalesce(sum(s.autovacuum_count), 0)::bigint, coalesce(sum(s.autoanalyze_count), 0)::bigint,
 			max(s.last_autovacuum)
 		FROM unnest($1::text[]) WITH ORDINALITY AS t (name, ord)
-		CROSS JOIN LATERAL pg_partition_tree(t.name::regclass) p
+		-- A table not partitioned is its own one part.
+		CROSS JOIN LATERAL (SELECT x.relid FROM pg_partition_tree(t.name::regclass) x
+			UNION ALL SELECT t.name::regclass WHERE NOT EXISTS (SELECT FROM pg_partition_tree(t.name::regclass))) p
 		LEFT JOIN pg_stat_user_tables s ON s.relid = p.relid
 		GROUP BY t.name, t.ord
 		ORDER BY t.ord`, measured)
@@ -256,7 +258,9 @@ func (r *rig) sizes(ctx context.Context, label string, completed int64) (sizes, 
 	}
 	rows, err = r.owner.Query(ctx, `SELECT s.schemaname || '.' || s.relname, s.indexrelname, pg_relation_size(s.indexrelid), s.idx_scan
 		FROM unnest($1::text[]) WITH ORDINALITY AS t (name, ord)
-		CROSS JOIN LATERAL pg_partition_tree(t.name::regclass) p
+		-- A table not partitioned is its own one part.
+		CROSS JOIN LATERAL (SELECT x.relid FROM pg_partition_tree(t.name::regclass) x
+			UNION ALL SELECT t.name::regclass WHERE NOT EXISTS (SELECT FROM pg_partition_tree(t.name::regclass))) p
 		JOIN pg_stat_user_indexes s ON s.relid = p.relid
 		ORDER BY t.ord, s.indexrelname`, measured)
 	if err != nil {
