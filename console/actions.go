@@ -25,6 +25,7 @@ func (h *Handler) routeActions() {
 	m.HandleFunc("POST /console/{project}/bulk/{action}", h.signedIn(h.posted(h.inProject(h.bulkDo))))
 	m.HandleFunc("GET /console/{project}/queues", h.signedIn(h.readable(h.inProject(h.queueList))))
 	m.HandleFunc("POST /console/{project}/queues/{queue}/{verb}", h.signedIn(h.posted(h.inProject(h.queueSet))))
+	m.HandleFunc("POST /console/{project}/queues", h.signedIn(h.posted(h.inProject(h.queueSet))))
 	m.HandleFunc("GET /console/{project}/lanes", h.signedIn(h.readable(h.inProject(h.laneList))))
 	m.HandleFunc("GET /console/{project}/lanes/{id}", h.signedIn(h.readable(h.withID("lane", h.lanePage))))
 }
@@ -252,9 +253,14 @@ func (h *Handler) queueList(w http.ResponseWriter, r *http.Request, v visitor, p
 	h.render(w, http.StatusOK, "console_queues", p)
 }
 
-// queueSet pauses or resumes the path's queue with the form's reason.
+// queueSet pauses or resumes the path's queue with the form's reason; on
+// the queues page itself, the form's queue (pausing one the page does not
+// list: idle, never paused).
 func (h *Handler) queueSet(w http.ResponseWriter, r *http.Request, v visitor, project string) {
 	queue, verb := r.PathValue("queue"), r.PathValue("verb")
+	if queue == "" {
+		queue, verb = r.PostForm.Get("queue"), "pause"
+	}
 	var err error
 	switch {
 	case verb != "pause" && verb != "resume":

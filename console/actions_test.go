@@ -126,6 +126,15 @@ func TestConsoleRetriesCancelsAndPauses(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, queueNamed(qs, "mail").Paused)
 
+	// A queue with no work yet is paused by name, and listed from then on.
+	resp, body = o.send("/console/acme/queues", url.Values{"queue": {"reports"}, "confirm": {"yes"}, "reason": {"before the quarter closes"}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, body)
+	require.Equal(t, "/console/acme/queues#queue-reports", resp.Header.Get("Location"))
+	_, body = o.get("/console/acme/queues")
+	requireAll(t, body, `<section class="queue" id="queue-reports" data-paused="true">`, "before the quarter closes")
+	resp, body = o.send("/console/acme/queues/reports/resume", url.Values{"confirm": {"yes"}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, body)
+
 	// What is refused changes nothing.
 	jobsBefore, queuesBefore := s.snapshot(t), s.queueSnapshot(t)
 	for _, c := range []struct {
@@ -135,6 +144,9 @@ func TestConsoleRetriesCancelsAndPauses(t *testing.T) {
 		reason    string
 	}{
 		{"ops", "/console/acme/queues/mail/pause", url.Values{}, http.StatusBadRequest, "invalid"},
+		{"ops", "/console/acme/queues", url.Values{"confirm": {"yes"}}, http.StatusBadRequest, "invalid"},
+		{"ops", "/console/acme/queues", url.Values{"confirm": {"yes"}, "queue": {"no such queue!"}}, http.StatusBadRequest, "invalid"},
+		{"vic", "/console/acme/queues", url.Values{"confirm": {"yes"}, "queue": {"reports"}}, http.StatusForbidden, "not-permitted"},
 		{"ops", "/console/acme/queues/mail/stop", url.Values{"confirm": {"yes"}}, http.StatusNotFound, "not-found"},
 		{"ops", "/console/acme/queues/Mail%20Box/pause", url.Values{"confirm": {"yes"}}, http.StatusBadRequest, "invalid"},
 		{"ops", "/console/acme/queues/mail/pause", url.Values{"confirm": {"yes"}, "reason": {strings.Repeat("r", consoleMaxNote+1)}}, http.StatusBadRequest, "invalid"},
