@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ func TestLiveCensus(t *testing.T) {
 	require.Equal(t, http.StatusOK, p.Status())
 	total := func() string {
 		t.Helper()
-		v, err := browsertest.Get(p, chromedp.Text(chromedp.ID("total-acme")))
+		v, err := browsertest.Get(p, liveText("#total-acme"))
 		require.NoError(t, err)
 		return v
 	}
@@ -55,7 +56,7 @@ func TestLiveCensus(t *testing.T) {
 		require.NoError(t, p.Run(chromedp.Sleep(100*time.Millisecond)))
 	}
 	require.Equal(t, "68", total(), "the census followed the enqueues")
-	live, err := browsertest.Get(p, chromedp.Text(chromedp.CSS(`#census-acme tr[data-queue="live"]`)))
+	live, err := browsertest.Get(p, liveText(`#census-acme tr[data-queue="live"]`))
 	require.NoError(t, err)
 	require.Contains(t, live, "3")
 	kept, err := browsertest.Get(p, chromedp.Evaluate[int](`window.loadedOnce || 0`))
@@ -90,7 +91,7 @@ func TestLiveBatchCensus(t *testing.T) {
 	// quarantined.
 	census := func() []string {
 		t.Helper()
-		v, err := browsertest.Get(p, chromedp.Text(chromedp.CSS("#batch-census tbody tr")))
+		v, err := browsertest.Get(p, liveText("#batch-census tbody tr"))
 		require.NoError(t, err)
 		return strings.Fields(v)[:5]
 	}
@@ -124,4 +125,12 @@ func TestLiveBatchCensus(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, kept, "no reload")
 	p.Screenshot("live-batch")
+}
+
+// liveText reads the text of the element sel selects in one step in the
+// page: the live updates replace their elements, so a node found by one
+// call may be gone by the next (chromedp.Text's "No node with given id").
+// It is "" while no element matches.
+func liveText(sel string) chromedp.Action[string] {
+	return chromedp.Evaluate[string](`(function () { const e = document.querySelector(` + strconv.Quote(sel) + `); return e ? e.innerText : ""; })()`)
 }
