@@ -15,6 +15,9 @@ import (
 // age is a duration as the tables print an age or a time left.
 var age = regexp.MustCompile(`\b(\d+[smhd])+\b`)
 
+// padding is a run of spaces between a table's columns.
+var padding = regexp.MustCompile(` {2,}`)
+
 // id is a read command's ID argument.
 func id(n int64) string { return strconv.FormatInt(n, 10) }
 
@@ -61,9 +64,10 @@ func TestPluralsAreTheSingular(t *testing.T) {
 		for _, format := range [][]string{nil, {"-o", "json"}} {
 			plural := w.as(t, tc.as, append(slices.Clone(tc.plural), format...)...)
 			singular := w.as(t, tc.as, append(slices.Clone(tc.singular), format...)...)
-			// Ages and times left are the wall clock's, read a moment apart.
-			plural.stdout = age.ReplaceAllString(plural.stdout, "N")
-			singular.stdout = age.ReplaceAllString(singular.stdout, "N")
+			// Ages and times left are the wall clock's, read a moment apart,
+			// and a column's width follows its widest age ("9s", "10s").
+			plural.stdout = padding.ReplaceAllString(age.ReplaceAllString(plural.stdout, "N"), " ")
+			singular.stdout = padding.ReplaceAllString(age.ReplaceAllString(singular.stdout, "N"), " ")
 			require.Equal(t, singular, plural, "%v is %v", tc.plural, tc.singular)
 		}
 	}
