@@ -1,6 +1,7 @@
 package console
 
 import (
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -181,10 +182,7 @@ func (h *Handler) bulkLinks(project string, state jobs.State, queue, kind string
 	var out []bulkLink
 	switch state {
 	case "", jobs.Failed, jobs.Dead, jobs.Cancelled:
-		rq := url.Values{}
-		for k, v := range q {
-			rq[k] = v
-		}
+		rq := maps.Clone(q)
 		what := "failed, dead or cancelled"
 		if state != "" {
 			rq.Set("state", string(state))
@@ -403,15 +401,19 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request, v visitor, pro
 			return
 		}
 	}
-	if (j.State == jobs.Failed || j.State == jobs.Dead || j.State == jobs.Cancelled) && j.LaneID == 0 && j.CaseID == 0 {
-		if p.MayRetry, err = h.may(ctx, v, project, access.JobRetry); err != nil {
+	// Only a finished job can have been retried: the others' pages ask
+	// nothing more.
+	if j.State == jobs.Failed || j.State == jobs.Dead || j.State == jobs.Cancelled {
+		if j.LaneID == 0 && j.CaseID == 0 {
+			if p.MayRetry, err = h.may(ctx, v, project, access.JobRetry); err != nil {
+				h.refuse(w, r, v, "job", err)
+				return
+			}
+		}
+		if p.Retries, err = cl.Retries(ctx, id); err != nil {
 			h.refuse(w, r, v, "job", err)
 			return
 		}
-	}
-	if p.Retries, err = cl.Retries(ctx, id); err != nil {
-		h.refuse(w, r, v, "job", err)
-		return
 	}
 	h.render(w, http.StatusOK, "console_job", p)
 }
