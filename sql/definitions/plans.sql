@@ -292,7 +292,12 @@ BEGIN
     IF NEW IS NOT DISTINCT FROM was THEN
         RETURN NEW;
     END IF;
-    PERFORM docket.machine_move('run', 'run ' || OLD.id, OLD.status, NEW.status);
+    -- A write that leaves the status as it was moves nothing: only a run
+    -- that ended (finished_at, set exactly in a terminal state) is asked,
+    -- and refused.
+    IF NEW.status IS DISTINCT FROM OLD.status OR OLD.finished_at IS NOT NULL THEN
+        PERFORM docket.machine_move('run', 'run ' || OLD.id, OLD.status, NEW.status);
+    END IF;
     -- The plan a run runs changes only by a replan, which records the
     -- version first: the next version, naming the plan it replaces.
     IF (NEW.plan_id, NEW.version) IS DISTINCT FROM (OLD.plan_id, OLD.version)
@@ -698,8 +703,12 @@ BEGIN
     END IF;
     FOREACH s IN ARRAY v_ready LOOP
         EXIT WHEN r.status <> 'running';
-        r := docket.run_clock_read(r, 'admit', s);
-        EXIT WHEN NOT docket.run_gate(r);
+        -- A run without ceilings reads no clock and passes every gate.
+        IF r.max_duration IS NOT NULL THEN
+            r := docket.run_clock_read(r, 'admit', s);
+        END IF;
+        EXIT WHEN NOT (r.max_steps IS NULL AND r.max_effects IS NULL AND r.max_money IS NULL AND r.max_parallel IS NULL
+                       AND r.max_duration IS NULL AND r.max_refusals IS NULL OR docket.run_gate(r));
         PERFORM docket.run_admit(r, s);
         SELECT * INTO r FROM docket.runs WHERE id = p_run;
     END LOOP;
@@ -856,7 +865,9 @@ BEGIN
             UPDATE docket.run_steps SET state = 'succeeded', result = p_result, updated_at = greatest(updated_at, v_now),
                 result_trusted = st.trusted AND docket.run_result_trusted(p_result)
             WHERE run_id = st.run_id AND step_id = st.step_id;
-            PERFORM docket.run_step_spent(st.run_id, st.step_id, p_result);
+            IF jsonb_typeof(p_result) = 'object' AND p_result ? 'spent' THEN
+                PERFORM docket.run_step_spent(st.run_id, st.step_id, p_result);
+            END IF;
         ELSIF st.state = 'admitted' AND p_state IN ('failed', 'dead') THEN
             UPDATE docket.run_steps SET state = 'failed', reason = left(p_diagnostic, 2000), updated_at = greatest(updated_at, v_now)
             WHERE run_id = st.run_id AND step_id = st.step_id;
@@ -870,8 +881,8 @@ BEGIN
             RETURN;
         END IF;
         PERFORM docket.run_clock_read(r, 'settle', st.step_id) FROM docket.runs r WHERE r.id = st.run_id AND r.max_duration IS NOT NULL;
+        -- run_apply moves an unwinding run's unwind on itself.
         PERFORM docket.run_apply(st.run_id);
-        PERFORM docket.run_unwind(st.run_id);
         RETURN;
     END IF;
     SELECT * INTO st FROM docket.run_steps WHERE compensation_job_id = p_id;
@@ -969,8 +980,8 @@ BEGIN
     SET state = p_state, result = CASE WHEN p_state = 'succeeded' THEN p_result END,
         reason = left(p_reason, 2000), updated_at = greatest(updated_at, v_now)
     WHERE run_id = p_run AND step_id = p_step;
+    -- run_apply moves an unwinding run's unwind on itself.
     PERFORM docket.run_apply(p_run);
-    PERFORM docket.run_unwind(p_run);
 END
 $$;
 
