@@ -65,6 +65,11 @@ func runDocket(ctx context.Context, ownerURL string, m *meter, want map[string]b
 	if err := db.Migrate(ctx, owner); err != nil {
 		return nil, err
 	}
+	if *afterMigrate != "" {
+		if _, err := owner.Exec(ctx, *afterMigrate); err != nil {
+			return nil, err
+		}
+	}
 	clock := db.SystemClock{}
 	pc, err := projects.NewClient(owner, projects.Config{Actor: admin, Clock: clock})
 	if err != nil {
@@ -119,6 +124,7 @@ func runDocket(ctx context.Context, ownerURL string, m *meter, want map[string]b
 	w, err := worker.NewClient(api, worker.Config{
 		Actor: app, Registry: reg, Clock: clock, Deployment: "bench",
 		Queues: map[string]int{jobs.DefaultQueue: *handlers},
+		Batch:  worker.Batching{Max: *batchMax},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OnEvent: func(ev worker.Event) {
 			if trace {
@@ -152,8 +158,12 @@ func runDocket(ctx context.Context, ownerURL string, m *meter, want map[string]b
 		if err != nil {
 			return err
 		}
+		t0 := time.Now()
 		if err := startAll(ctx, pl, p, n); err != nil {
 			return err
+		}
+		if trace {
+			fmt.Fprintf(os.Stderr, "%s: %d runs started in %v\n", name, n, time.Since(t0))
 		}
 		if err := waitSucceeded(ctx, owner, base+n); err != nil {
 			return err

@@ -24,16 +24,18 @@ import (
 )
 
 var (
-	w1N      = flag.Int("w1", 2000, "W1: runs of a 3-step chain")
-	w2N      = flag.Int("w2", 500, "W2: runs of root -> 8 leaves -> join")
-	w3N      = flag.Int("w3", 200, "W3: 3-step runs one at a time")
-	rounds   = flag.Int("rounds", 2, "rounds, the sides alternating in each")
-	sides    = flag.String("sides", "docket,dbos", "sides to run, in order")
-	only     = flag.String("only", "w1,w2,w3", "workloads to run")
-	profile  = flag.String("profile", "", "write the top statements of each docket workload (pg_stat_statements, track=all) to this file")
-	topN     = flag.Int("top", 30, "statements in the profile")
-	extra    = flag.String("set", "", "more server settings, name=value, separated by ;")
-	handlers = flag.Int("handlers", 100, "docket worker handlers / DBOS queue worker concurrency")
+	w1N          = flag.Int("w1", 2000, "W1: runs of a 3-step chain")
+	w2N          = flag.Int("w2", 500, "W2: runs of root -> 8 leaves -> join")
+	w3N          = flag.Int("w3", 200, "W3: 3-step runs one at a time")
+	rounds       = flag.Int("rounds", 2, "rounds, the sides alternating in each")
+	sides        = flag.String("sides", "docket,dbos", "sides to run, in order")
+	only         = flag.String("only", "w1,w2,w3", "workloads to run")
+	profile      = flag.String("profile", "", "write the top statements of each docket workload (pg_stat_statements, track=all) to this file")
+	topN         = flag.Int("top", 30, "statements in the profile")
+	extra        = flag.String("set", "", "more server settings, name=value, separated by ;")
+	handlers     = flag.Int("handlers", 100, "docket worker handlers / DBOS queue worker concurrency")
+	batchMax     = flag.Int("batch", 0, "docket: the most jobs a batch holds (worker.Batching.Max); 0 for the worker's default")
+	afterMigrate = flag.String("sql", "", "docket: SQL the owner runs after the migration, for attribution only (disable a trigger, drop a constraint)")
 )
 
 // result is one workload's numbers on one side.
