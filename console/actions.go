@@ -200,20 +200,31 @@ func (h *Handler) bulkDo(w http.ResponseWriter, r *http.Request, v visitor, proj
 // queueRow is a queue on the queues page.
 type queueRow struct {
 	jobs.Queue
-	Queued  int64
+	// Counts are its jobs by state, from the project's census (see
+	// queueCounts); none when the visitor may not see the project's jobs.
+	Counts  []censusCount
 	History []jobs.QueueEvent
 }
 
 type queuesPage struct {
 	consoleFrame
-	Queues   []queueRow
+	Queues []queueRow
+	// SeesJobs: the visitor may read the project's jobs. A holder of
+	// queue.view or queue.pause alone reads its queues but not its jobs,
+	// and the census answers them with no cells at all: their queues
+	// are not counted, rather than shown as empty.
+	SeesJobs bool
+	// Capped: some state has more jobs than the census counts; Cap is
+	// how many it counts.
+	Capped   bool
+	Cap      int
 	MayPause bool
 	MaxNote  int
 }
 
 // queueList shows the project's queues: paused or running, how many jobs
-// each holds queued, who paused or resumed it and why, with the forms to
-// pause and resume.
+// each holds in each state, who paused or resumed it and why, with the
+// forms to pause and resume.
 func (h *Handler) queueList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
 	ctx := r.Context()
 	p := queuesPage{consoleFrame: h.frame(v, "Queues of "+project, project), MaxNote: consoleMaxNote}
@@ -226,6 +237,12 @@ func (h *Handler) queueList(w http.ResponseWriter, r *http.Request, v visitor, p
 	if err == nil {
 		census, err = cl.Census(ctx, 0)
 	}
+	// A census with a cell was read by somebody who sees the jobs; an empty
+	// one asks the grants whether there are none or none to see.
+	p.SeesJobs = len(census.Cells) > 0
+	if err == nil && !p.SeesJobs {
+		p.SeesJobs, err = h.seesJobs(ctx, v, project)
+	}
 	if err == nil {
 		p.MayPause, err = h.may(ctx, v, project, access.QueuePause)
 	}
@@ -233,14 +250,13 @@ func (h *Handler) queueList(w http.ResponseWriter, r *http.Request, v visitor, p
 		h.refuse(w, r, v, "queue", err)
 		return
 	}
-	queued := map[string]int64{}
-	for _, c := range census.Cells {
-		if c.State == jobs.Queued {
-			queued[c.Queue] += int64(c.Jobs)
-		}
-	}
+	pc := censusOf(census)
+	p.Capped, p.Cap = pc.Capped, pc.Cap
 	for _, q := range qs {
-		row := queueRow{Queue: q, Queued: queued[q.Name]}
+		row := queueRow{Queue: q}
+		if p.SeesJobs {
+			row.Counts = queueCounts(pc, q.Name)
+		}
 		if q.Revision > 0 {
 			if row.History, err = cl.QueueHistory(ctx, q.Name); err != nil {
 				h.refuse(w, r, v, "queue", err)
@@ -251,6 +267,27 @@ func (h *Handler) queueList(w http.ResponseWriter, r *http.Request, v visitor, p
 		p.Queues = append(p.Queues, row)
 	}
 	h.render(w, http.StatusOK, "console_queues", p)
+}
+
+// queueCounts are queue's jobs by state, in the order of jobs.States, from
+// pc, its project's census: queued and claimed always, since a pause holds
+// up the one and lets the other run on, and each other state only when the
+// queue has jobs in it. A count is marked Capped when the census stopped
+// counting its state, so that it may be more than shown.
+func queueCounts(pc projectCensus, queue string) []censusCount {
+	i := slices.IndexFunc(pc.Rows, func(r censusRow) bool { return r.Queue == queue })
+	var out []censusCount
+	for j, s := range jobs.States {
+		c := censusCount{State: s}
+		if i >= 0 {
+			c = pc.Rows[i].Counts[j]
+		}
+		c.Capped = pc.Totals[j].Capped
+		if c.N > 0 || s == jobs.Queued || s == jobs.Claimed {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // queueSet pauses or resumes the path's queue with the form's reason; on

@@ -153,7 +153,7 @@ func TestQueuePauseInABrowser(t *testing.T) {
 	require.Contains(t, b.text("#queue-hold"), "running")
 	require.NoError(t, b.p.Run(chromedp.SendKeys(chromedp.ID("reason-hold"), "the ledger is being migrated")))
 	b.submit("#confirm-hold", "#pause-button-hold", "#paused-hold")
-	require.Contains(t, b.text("#queue-hold"), "paused by user:ops")
+	require.Contains(t, b.text("#queue-hold"), "Paused by user:ops")
 	require.Contains(t, b.text("#history-hold"), "the ledger is being migrated")
 	b.p.Screenshot("queue-paused")
 

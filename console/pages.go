@@ -194,6 +194,28 @@ func (h *Handler) may(ctx context.Context, v visitor, project string, capability
 	return ac.Allowed(ctx, access.Grant{Principal: v.who, Project: project, Capability: capability})
 }
 
+// jobReaders are the capabilities that read a project's jobs, as
+// docket.job_visible has them: job.view, and every other job capability.
+// TestJobReadersAreJobVisible holds them to the database's function.
+var jobReaders = []access.Capability{access.JobView, access.JobCreate, access.JobClaim, access.JobCancel,
+	access.JobReconcile, access.JobPin, access.JobRetry}
+
+// seesJobs reports whether the visitor may read project's jobs: holds one
+// of jobReaders there. The jobs reads answer a visitor who may not with
+// nothing, not a refusal, so a page asks this to tell "none" from "none
+// you may see".
+func (h *Handler) seesJobs(ctx context.Context, v visitor, project string) (bool, error) {
+	ac, err := access.NewClient(h.pool, access.Config{Actor: v.who, Clock: h.cfg.Clock})
+	if err != nil {
+		return false, err
+	}
+	held, err := ac.Held(ctx, v.who, project)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(held[project], func(c access.Capability) bool { return slices.Contains(jobReaders, c) }), nil
+}
+
 // refuse answers err, the refusal of the visitor's read or act on a noun
 // (job, case …), with the refusal page: the status and words that go with
 // it. What the database did not refuse is logged and answered 500.
