@@ -1244,10 +1244,14 @@ $$;
 -- (docket.queue_pause): no claim takes its jobs, which stay queued, nor
 -- takes over its expired leases, until it is resumed. A queue no row of
 -- docket.queues names is running. One primary key probe; every claim
--- asks it.
+-- asks it. In plpgsql, whose plan the session keeps: a SQL function with a
+-- subquery is never inlined, and is planned again at every call.
 CREATE OR REPLACE FUNCTION docket.queue_paused(p_project text, p_queue text) RETURNS boolean
-LANGUAGE sql STABLE
-RETURN coalesce((SELECT q.paused FROM docket.queues q WHERE q.project = p_project AND q.queue = p_queue), false);
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN coalesce((SELECT q.paused FROM docket.queues q WHERE q.project = p_project AND q.queue = p_queue), false);
+END
+$$;
 
 -- job_claim claims up to p_limit due jobs of queue p_queue in p_project for
 -- p_actor at p_now, for p_lease (NULL: each job's own lease). Queued jobs come

@@ -689,7 +689,12 @@ DECLARE
     s text;
 BEGIN
     SELECT * INTO r FROM docket.runs WHERE id = p_run;
-    IF p_after IS NULL THEN
+    IF p_after IS NULL AND r.admitted = 0 THEN
+        -- A run that admitted nothing yet has no steps (each is counted in
+        -- admitted as it is admitted): its ready steps are the plan's roots.
+        SELECT coalesce(array_agg(c.step_id ORDER BY c.step_id), '{}') INTO v_ready FROM docket.plan_steps c
+        WHERE c.plan_id = r.plan_id AND cardinality(c.after) = 0;
+    ELSIF p_after IS NULL THEN
         SELECT coalesce(array_agg(c.step_id ORDER BY c.step_id), '{}') INTO v_ready FROM docket.plan_steps c
         WHERE c.plan_id = r.plan_id
           AND NOT EXISTS (SELECT 1 FROM docket.run_steps x WHERE x.run_id = r.id AND x.step_id = c.step_id)
