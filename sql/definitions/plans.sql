@@ -421,7 +421,9 @@ $$;
 -- anything untrusted is untrusted), and enqueues its job -- or, if the step
 -- requires trusted input and would not get it, records it refused, naming
 -- the source. A waiting step enqueues no job: run_admit_wait registers
--- what it waits on. Returns the admitted step.
+-- what it waits on. Returns the admitted step. A run r whose applied is
+-- ahead of its row's (run_apply's, applying the step p_step follows) has
+-- it written here, with the admission: one write of the run for both.
 CREATE OR REPLACE FUNCTION docket.run_admit(r docket.runs, p_step text) RETURNS docket.run_steps
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -454,7 +456,9 @@ BEGIN
     END IF;
     -- A step the policy refuses is counted on the run (refusals).
     UPDATE docket.runs SET admitted = admitted + 1, refusals = refusals + (ps.trusted AND NOT v_trusted)::int,
-        untrusted_read = coalesce(untrusted_read, CASE WHEN NOT v_trusted THEN format('step %s: %s', p_step, v_untrusted) END)
+        untrusted_read = coalesce(untrusted_read, CASE WHEN NOT v_trusted THEN format('step %s: %s', p_step, v_untrusted) END),
+        applied = greatest(applied, r.applied),
+        updated_at = CASE WHEN r.applied > applied THEN greatest(updated_at, v_now) ELSE updated_at END
     WHERE id = r.id
     RETURNING admitted INTO v_seq;
     IF ps.trusted AND NOT v_trusted THEN
@@ -685,10 +689,21 @@ CREATE OR REPLACE FUNCTION docket.run_admit_ready(p_run bigint, p_after text) RE
 LANGUAGE plpgsql AS $$
 DECLARE
     r docket.runs;
+BEGIN
+    SELECT * INTO r FROM docket.runs WHERE id = p_run;
+    PERFORM docket.run_admit_ready_in(r, p_after);
+END
+$$;
+
+-- run_admit_ready_in is run_admit_ready of run r as the caller holds it:
+-- run_apply's, with the step it applies counted in applied before the row
+-- says so, for the first admission to write (run_admit).
+CREATE OR REPLACE FUNCTION docket.run_admit_ready_in(r docket.runs, p_after text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
     v_ready text[];
     s text;
 BEGIN
-    SELECT * INTO r FROM docket.runs WHERE id = p_run;
     IF p_after IS NULL AND r.admitted = 0 THEN
         -- A run that admitted nothing yet has no steps (each is counted in
         -- admitted as it is admitted): its ready steps are the plan's roots.
@@ -715,7 +730,7 @@ BEGIN
         EXIT WHEN NOT (r.max_steps IS NULL AND r.max_effects IS NULL AND r.max_money IS NULL AND r.max_parallel IS NULL
                        AND r.max_duration IS NULL AND r.max_refusals IS NULL OR docket.run_gate(r));
         PERFORM docket.run_admit(r, s);
-        SELECT * INTO r FROM docket.runs WHERE id = p_run;
+        SELECT * INTO r FROM docket.runs WHERE id = r.id;
     END LOOP;
 END
 $$;
@@ -734,16 +749,27 @@ DECLARE
     r docket.runs;
     st docket.run_steps;
     v_now timestamptz := docket.context_now();
+    v_applied integer;
 BEGIN
     SELECT * INTO r FROM docket.runs WHERE id = p_run FOR UPDATE;
     WHILE r.status IN ('running', 'exhausted') LOOP
         SELECT * INTO st FROM docket.run_steps WHERE run_id = r.id AND ready_seq = r.applied + 1;
         EXIT WHEN NOT FOUND OR st.state IN ('admitted', 'waiting');
-        UPDATE docket.runs SET applied = applied + 1, updated_at = greatest(updated_at, v_now) WHERE id = r.id RETURNING * INTO r;
         IF st.state = 'succeeded' THEN
-            PERFORM docket.run_admit_ready(r.id, st.step_id);
+            -- The success is applied with its successors' admission, in
+            -- one write of the run (run_admit writes applied with admitted);
+            -- only when none is admitted is applied written alone.
+            r.applied := r.applied + 1;
+            v_applied := r.applied;
+            PERFORM docket.run_admit_ready_in(r, st.step_id);
             SELECT * INTO r FROM docket.runs WHERE id = p_run;
-        ELSIF st.state = 'refused' AND r.max_refusals IS NOT NULL THEN
+            IF r.applied < v_applied THEN
+                UPDATE docket.runs SET applied = v_applied, updated_at = greatest(updated_at, v_now) WHERE id = r.id RETURNING * INTO r;
+            END IF;
+            CONTINUE;
+        END IF;
+        UPDATE docket.runs SET applied = applied + 1, updated_at = greatest(updated_at, v_now) WHERE id = r.id RETURNING * INTO r;
+        IF st.state = 'refused' AND r.max_refusals IS NOT NULL THEN
             -- Under a refusal ceiling a refused step stops its own branch;
             -- reaching the ceiling exhausts the run.
             IF r.status = 'running' AND r.refusals >= r.max_refusals THEN
