@@ -237,15 +237,14 @@ func (h *Handler) queueList(w http.ResponseWriter, r *http.Request, v visitor, p
 	if err == nil {
 		census, err = cl.Census(ctx, 0)
 	}
-	// A census with a cell was read by somebody who sees the jobs; an empty
-	// one asks the grants whether there are none or none to see.
-	p.SeesJobs = len(census.Cells) > 0
-	if err == nil && !p.SeesJobs {
-		p.SeesJobs, err = h.seesJobs(ctx, v, project)
-	}
+	var held []access.Capability
 	if err == nil {
-		p.MayPause, err = h.may(ctx, v, project, access.QueuePause)
+		held, err = h.heldOn(ctx, v, project)
 	}
+	// A census with a cell was read by somebody who sees the jobs; an empty
+	// one is told from "none to see" by the grants.
+	p.SeesJobs = len(census.Cells) > 0 || readsJobs(held)
+	p.MayPause = !h.readOnly && slices.Contains(held, access.QueuePause)
 	if err != nil {
 		h.refuse(w, r, v, "queue", err)
 		return

@@ -353,7 +353,7 @@ func TestQueuesPageCountsByState(t *testing.T) {
 
 // TestJobReadersAreJobVisible: the console's jobReaders are the
 // capabilities docket.job_visible lets read a project's jobs, each held
-// alone, and seesJobs answers as the database does.
+// alone, and readsJobs of what heldOn reads answers as the database does.
 func TestJobReadersAreJobVisible(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
@@ -369,13 +369,13 @@ func TestJobReadersAreJobVisible(t *testing.T) {
 		var visible bool
 		require.NoError(t, h.Pool.QueryRow(ctx, `SELECT docket.job_visible($1, $2)`, string(who), project).Scan(&visible))
 		require.Equal(t, visible, slices.Contains(jobReaders, capability), "%s", capability)
-		sees, err := con.seesJobs(ctx, visitor{who: who}, project)
+		held, err := con.heldOn(ctx, visitor{who: who}, project)
 		require.NoError(t, err)
-		require.Equal(t, visible, sees, "%s", capability)
+		require.Equal(t, visible, readsJobs(held), "%s", capability)
 	}
-	sees, err := con.seesJobs(ctx, visitor{who: sam}, project)
+	held, err := con.heldOn(ctx, visitor{who: sam}, project)
 	require.NoError(t, err)
-	require.False(t, sees, "sam holds nothing")
+	require.False(t, readsJobs(held), "sam holds nothing")
 }
 
 // actionSnapshot renders every row an action of the console writes: the

@@ -200,20 +200,23 @@ func (h *Handler) may(ctx context.Context, v visitor, project string, capability
 var jobReaders = []access.Capability{access.JobView, access.JobCreate, access.JobClaim, access.JobCancel,
 	access.JobReconcile, access.JobPin, access.JobRetry}
 
-// seesJobs reports whether the visitor may read project's jobs: holds one
-// of jobReaders there. The jobs reads answer a visitor who may not with
-// nothing, not a refusal, so a page asks this to tell "none" from "none
-// you may see".
-func (h *Handler) seesJobs(ctx context.Context, v visitor, project string) (bool, error) {
+// heldOn is what the visitor holds explicitly on project, in one read:
+// what a page that asks several capabilities of one project derives its
+// answers from, rather than asking may once for each.
+func (h *Handler) heldOn(ctx context.Context, v visitor, project string) ([]access.Capability, error) {
 	ac, err := access.NewClient(h.pool, access.Config{Actor: v.who, Clock: h.cfg.Clock})
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	held, err := ac.Held(ctx, v.who, project)
-	if err != nil {
-		return false, err
-	}
-	return slices.ContainsFunc(held[project], func(c access.Capability) bool { return slices.Contains(jobReaders, c) }), nil
+	return held[project], err
+}
+
+// readsJobs reports whether capabilities caps read a project's jobs: one of
+// jobReaders. The jobs reads answer a visitor who may not with nothing, not
+// a refusal, so a page asks this to tell "none" from "none you may see".
+func readsJobs(caps []access.Capability) bool {
+	return slices.ContainsFunc(caps, func(c access.Capability) bool { return slices.Contains(jobReaders, c) })
 }
 
 // refuse answers err, the refusal of the visitor's read or act on a noun

@@ -1576,6 +1576,13 @@ BEGIN
 END
 $$;
 
+-- result_reports_spend says whether a job's result p_result carries a
+-- spend report: an object with a member spent (read by
+-- budget_spend_read). Inlined wherever it is asked.
+CREATE OR REPLACE FUNCTION docket.result_reports_spend(p_result jsonb) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN jsonb_typeof(p_result) = 'object' AND p_result ? 'spent';
+
 -- job_complete_many completes a batch in one statement: element i completes
 -- job p_ids[i] with token p_tokens[i] and result p_results[i] (JSON null: none),
 -- its attempt having spent p_spent_effects[i] effects and p_spent_money[i]
@@ -1691,7 +1698,7 @@ BEGIN
     -- The result of a run's step whose spend report the budget rule
     -- refuses fails its own element, as a refused record does (its job
     -- held by this claim, so a verdict tells nobody else anything).
-    IF EXISTS (SELECT 1 FROM unnest(p_results) r WHERE jsonb_typeof(r) = 'object' AND r ? 'spent') THEN
+    IF EXISTS (SELECT 1 FROM unnest(p_results) r WHERE docket.result_reports_spend(r)) THEN
         SELECT v_refused || coalesce(array_agg(c.id ORDER BY c.i), '{}'), v_reasons || coalesce(array_agg(c.why ORDER BY c.i), '{}')
         INTO v_refused, v_reasons
         FROM (
@@ -1699,7 +1706,7 @@ BEGIN
             FROM unnest(p_ids, p_tokens, p_results) WITH ORDINALITY AS x(id, token, result, i)
             JOIN docket.jobs j ON j.id = x.id AND j.claim_token = docket.job_token_digest(x.token) AND j.claimed_by = p_actor
                               AND j.params ? 'run_id' AND NOT j.params ? 'compensates'
-            WHERE jsonb_typeof(x.result) = 'object' AND x.result ? 'spent' AND NOT (x.id = ANY (v_refused))
+            WHERE docket.result_reports_spend(x.result) AND NOT (x.id = ANY (v_refused))
         ) c
         WHERE c.why IS NOT NULL;
     END IF;

@@ -487,6 +487,13 @@ BEGIN
 END
 $$;
 
+-- run_bounded says whether run r has a ceiling: a run without one is
+-- never held back, and passes run_gate without a call (inlined).
+CREATE OR REPLACE FUNCTION docket.run_bounded(r docket.runs) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN r.max_steps IS NOT NULL OR r.max_effects IS NOT NULL OR r.max_money IS NOT NULL OR r.max_parallel IS NOT NULL
+    OR r.max_duration IS NOT NULL OR r.max_refusals IS NOT NULL;
+
 -- The hooks by which budgets hold a run. run_gate says whether run r may
 -- admit a step now: while no ceiling is reached, fewer than max_parallel
 -- steps are in flight, and (with max_effects) an effect slot is free. A
@@ -510,8 +517,7 @@ DECLARE
     v_why text;
     v_now timestamptz := docket.context_now();
 BEGIN
-    IF r.max_steps IS NULL AND r.max_effects IS NULL AND r.max_money IS NULL AND r.max_parallel IS NULL AND r.max_duration IS NULL
-       AND r.max_refusals IS NULL THEN
+    IF NOT docket.run_bounded(r) THEN
         RETURN true;
     END IF;
     SELECT count(*) FILTER (WHERE state = 'admitted'), count(*) FILTER (WHERE effect_slot AND state IN ('admitted', 'uncertain'))
@@ -659,7 +665,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v record;
 BEGIN
-    IF jsonb_typeof(p_result) IS DISTINCT FROM 'object' OR NOT p_result ? 'spent' THEN
+    IF docket.result_reports_spend(p_result) IS NOT TRUE THEN
         RETURN;
     END IF;
     v := docket.budget_spend_read(p_result -> 'spent', format('run %s step %s', p_run, p_step));
@@ -727,8 +733,7 @@ BEGIN
         IF r.max_duration IS NOT NULL THEN
             r := docket.run_clock_read(r, 'admit', s);
         END IF;
-        EXIT WHEN NOT (r.max_steps IS NULL AND r.max_effects IS NULL AND r.max_money IS NULL AND r.max_parallel IS NULL
-                       AND r.max_duration IS NULL AND r.max_refusals IS NULL OR docket.run_gate(r));
+        EXIT WHEN docket.run_bounded(r) AND NOT docket.run_gate(r);
         PERFORM docket.run_admit(r, s);
         SELECT * INTO r FROM docket.runs WHERE id = r.id;
     END LOOP;
@@ -896,7 +901,7 @@ BEGIN
             UPDATE docket.run_steps SET state = 'succeeded', result = p_result, updated_at = greatest(updated_at, v_now),
                 result_trusted = st.trusted AND docket.run_result_trusted(p_result)
             WHERE run_id = st.run_id AND step_id = st.step_id;
-            IF jsonb_typeof(p_result) = 'object' AND p_result ? 'spent' THEN
+            IF docket.result_reports_spend(p_result) THEN
                 PERFORM docket.run_step_spent(st.run_id, st.step_id, p_result);
             END IF;
         ELSIF st.state = 'admitted' AND p_state IN ('failed', 'dead') THEN
