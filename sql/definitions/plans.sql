@@ -1021,24 +1021,199 @@ BEGIN
 END
 $$;
 
+-- run_steps_succeeded_set records, set-based, the successes of jobs p_ids
+-- (with results p_results, in order), each the one job of its run that the
+-- statement ended, and moves their runs on as run_job_ended and run_apply
+-- would one at a time: in one UPDATE of their steps, one INSERT of every
+-- successor's job (one pass of the jobs' birth rules for the batch), one
+-- INSERT of those steps and one UPDATE of the runs -- where the one-at-a-time
+-- path writes each run several times. It takes only what that path would
+-- decide the same way without asking anything more: a running run without
+-- ceilings or refusals, a step admitted, a result reporting no spend, and
+-- either the step next in ready order (applied with nothing after it left
+-- to apply) or one behind a step still running or waiting (recorded, not
+-- applied); its successors wait on nothing and are not refused, and an
+-- untrusted one joins a run that already read something untrusted (the
+-- run's untrusted_read names the first). Returns the ids it took; the caller
+-- advances the others one at a time. The caller holds the runs (FOR UPDATE,
+-- in id order) under READ COMMITTED, so each statement here sees them as
+-- they are.
+CREATE OR REPLACE FUNCTION docket.run_steps_succeeded_set(p_ids bigint[], p_results jsonb[]) RETURNS bigint[]
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off
+    SET enable_mergejoin = off SET join_collapse_limit = 1 SET from_collapse_limit = 1 AS $$
+DECLARE
+    v_now   timestamptz := docket.context_now();
+    v_actor text := docket.context_actor();
+    v_took  bigint[];
+BEGIN
+    WITH c AS (
+        -- The candidates: each with its run, its step, the result's label.
+        SELECT j.id AS job_id, j.result, r.id AS run_id, r.plan_id, r.version, r.project, r.case_id, r.applied, r.admitted,
+               r.input, r.input_trusted, r.untrusted_read, st.step_id, st.trusted AS step_trusted,
+               st.trusted AND docket.run_result_trusted(j.result) AS result_trusted,
+               st.ready_seq = r.applied + 1 AS applies
+        FROM unnest(p_ids, p_results) AS j(id, result)
+        JOIN docket.run_steps st ON st.job_id = j.id
+        JOIN docket.runs r ON r.id = st.run_id
+        -- The step the apply reads after this one (for the step next to
+        -- apply) or instead of it (for one behind).
+        LEFT JOIN LATERAL (
+            SELECT x.state FROM docket.run_steps x
+            WHERE x.run_id = r.id AND x.ready_seq = r.applied + CASE WHEN st.ready_seq = r.applied + 1 THEN 2 ELSE 1 END
+        ) nx ON true
+        WHERE st.state = 'admitted' AND r.status = 'running' AND NOT docket.run_bounded(r) AND r.refusals = 0
+          AND NOT docket.result_reports_spend(j.result)
+          -- The step next to apply, with nothing applicable after it; or
+          -- one behind a step that holds the apply back.
+          AND (nx.state IS NULL OR nx.state IN ('admitted', 'waiting'))
+    ), s AS (
+        -- The successors an applied success makes ready: not admitted yet,
+        -- every other predecessor succeeded and applied.
+        SELECT c.*, ps.step_id AS next_id, ps.kind, ps.args, ps.after, ps.trusted AS needs_trusted, ps.wait, ps.compensation,
+               ps.repeatable
+        FROM c
+        JOIN docket.plan_deps d ON d.plan_id = c.plan_id AND d.after_id = c.step_id
+        JOIN docket.plan_steps ps ON ps.plan_id = c.plan_id AND ps.step_id = d.step_id
+        WHERE c.applies
+          AND NOT EXISTS (SELECT 1 FROM docket.run_steps x WHERE x.run_id = c.run_id AND x.step_id = d.step_id)
+          AND NOT EXISTS (SELECT 1 FROM docket.plan_deps o
+                          LEFT JOIN docket.run_steps p ON p.run_id = c.run_id AND p.step_id = o.after_id
+                          WHERE o.plan_id = c.plan_id AND o.step_id = d.step_id AND o.after_id <> c.step_id
+                            AND (p.step_id IS NULL OR p.state <> 'succeeded' OR p.ready_seq > c.applied + 1))
+    ), a AS (
+        -- Each successor's arguments (run_arg's, with the step just
+        -- succeeded read as it now is) and trust (run_admit's).
+        SELECT s.*, coalesce(v.payload, '{}') AS payload,
+               coalesce(v.trusted, true) AND NOT EXISTS (
+                   SELECT 1 FROM docket.run_steps p
+                   WHERE p.run_id = s.run_id AND p.step_id = ANY (s.after)
+                     AND NOT CASE WHEN p.step_id = s.step_id THEN s.result_trusted
+                                  ELSE p.trusted AND coalesce(p.result_trusted, true) END) AS trusted
+        FROM s
+        CROSS JOIN LATERAL (
+            SELECT jsonb_object_agg(x.arg ->> 'name', coalesce(
+                       CASE x.arg -> 'source' ->> 'kind'
+                       WHEN 'const' THEN x.arg -> 'source' -> 'value'
+                       WHEN 'input' THEN s.input #> x.path
+                       WHEN 'path' THEN CASE WHEN x.src = s.step_id THEN s.result ELSE p.result END #> x.path
+                       ELSE CASE WHEN x.src = s.step_id THEN s.result ELSE p.result END
+                       END, 'null') ORDER BY x.ord) AS payload,
+                   bool_and(CASE x.arg -> 'source' ->> 'kind'
+                            WHEN 'const' THEN true
+                            WHEN 'input' THEN s.input_trusted
+                            ELSE CASE WHEN x.src = s.step_id THEN s.result_trusted
+                                      ELSE p.trusted AND coalesce(p.result_trusted, true) END
+                            END IS NOT FALSE) AS trusted
+            FROM (SELECT e.arg, e.ord, e.arg -> 'source' ->> 'step' AS src,
+                         ARRAY(SELECT jsonb_array_elements_text(coalesce(e.arg -> 'source' -> 'path', '[]'))) AS path
+                  FROM jsonb_array_elements(s.args) WITH ORDINALITY AS e(arg, ord)) x
+            LEFT JOIN docket.run_steps p ON p.run_id = s.run_id AND p.step_id = x.src
+                                        AND x.arg -> 'source' ->> 'kind' NOT IN ('const', 'input')
+        ) v
+    ), ok AS (
+        -- A run is taken when each successor would be admitted as a job,
+        -- neither waiting nor refused, nor the first untrusted read.
+        SELECT c.* FROM c
+        WHERE NOT EXISTS (SELECT 1 FROM a WHERE a.run_id = c.run_id
+                          AND (a.wait IS NOT NULL OR NOT a.trusted AND (a.needs_trusted OR c.untrusted_read IS NULL)))
+    ), ready AS (
+        -- The successors admitted, numbered in ascending step id (ready order).
+        SELECT a.run_id, a.next_id, a.kind, a.payload, a.trusted, a.compensation, a.repeatable, a.project, a.case_id, a.version,
+               a.admitted + row_number() OVER (PARTITION BY a.run_id ORDER BY a.next_id) AS ready_seq
+        FROM a JOIN ok ON ok.run_id = a.run_id
+    ), done AS (
+        UPDATE docket.run_steps st
+        SET state = 'succeeded', result = ok.result, updated_at = greatest(st.updated_at, v_now), result_trusted = ok.result_trusted
+        FROM ok WHERE st.job_id = ok.job_id
+    ), enqueued AS (
+        -- run_enqueue's rows, in the order the one-at-a-time path takes them.
+        INSERT INTO docket.jobs AS j (project, kind, payload, params, case_id, idempotency_key, repeatable, available_at,
+                                      created_by, created_at, updated_at)
+        SELECT ready.project, ready.kind, ready.payload,
+               jsonb_build_object('run_id', ready.run_id, 'step', ready.next_id, 'version', ready.version, 'trusted', ready.trusted),
+               ready.case_id, format('run:%s:%s', ready.run_id, ready.next_id), ready.repeatable, v_now, v_actor, v_now, v_now
+        FROM ready ORDER BY ready.run_id, ready.next_id
+        RETURNING j.id, (j.params ->> 'run_id')::bigint AS run_id, j.params ->> 'step' AS step_id
+    ), admitted AS (
+        INSERT INTO docket.run_steps (run_id, step_id, version, kind, state, ready_seq, args, trusted, job_id, compensation,
+                                      effect_slot, admitted_at, updated_at)
+        SELECT ready.run_id, ready.next_id, ready.version, ready.kind, 'admitted', ready.ready_seq, ready.payload, ready.trusted,
+               e.id, ready.compensation, false, v_now, v_now
+        FROM ready JOIN enqueued e ON e.run_id = ready.run_id AND e.step_id = ready.next_id
+    ), moved AS MATERIALIZED (
+        -- The runs applied: admitted and applied counted, and a run whose
+        -- terminal steps have all succeeded (this one now among them) has
+        -- succeeded, with the first terminal step's result as its output.
+        SELECT ok.run_id, (SELECT count(*) FROM ready WHERE ready.run_id = ok.run_id) AS n,
+               NOT EXISTS (SELECT 1 FROM docket.plan_steps t
+                           WHERE t.plan_id = ok.plan_id AND t.terminal AND t.step_id <> ok.step_id
+                             AND NOT EXISTS (SELECT 1 FROM docket.run_steps x WHERE x.run_id = ok.run_id AND x.step_id = t.step_id
+                                             AND x.state = 'succeeded' AND x.ready_seq <= ok.applied + 1)) AS finished,
+               (SELECT CASE WHEN x.step_id = ok.step_id THEN ok.result ELSE x.result END
+                FROM docket.run_steps x JOIN docket.plan_steps t ON t.plan_id = ok.plan_id AND t.step_id = x.step_id
+                WHERE x.run_id = ok.run_id AND t.terminal ORDER BY x.step_id LIMIT 1) AS output
+        FROM ok WHERE ok.applies
+    ), runs_moved AS (
+        UPDATE docket.runs r
+        SET applied = r.applied + 1, admitted = r.admitted + m.n, updated_at = greatest(r.updated_at, v_now),
+            status = CASE WHEN m.finished THEN 'succeeded' ELSE r.status END,
+            finished_at = CASE WHEN m.finished THEN greatest(r.updated_at, v_now) ELSE r.finished_at END,
+            output = CASE WHEN m.finished THEN m.output ELSE r.output END
+        FROM moved m WHERE r.id = m.run_id
+    )
+    SELECT coalesce(array_agg(ok.job_id), '{}') INTO v_took FROM ok;
+    RETURN v_took;
+END
+$$;
+
 -- jobs_advance_runs runs after every UPDATE of jobs, once per statement:
--- for the jobs of runs it moved to an end, it calls run_job_ended in order
--- of run and job, so a statement that ends jobs of several runs (a batch's
--- completion) takes their runs' locks in one order, and two such
--- statements never wait for each other in a circle.
+-- for the jobs of runs it moved to an end, it holds their runs in id order
+-- and moves them on. Under READ COMMITTED, the successes that are the one
+-- ended job of their run are first taken set-based where they can be
+-- (run_steps_succeeded_set); every other ended job, in order of run and
+-- job, by run_job_ended. So a statement that ends jobs of several runs (a
+-- batch's completion) takes their runs' locks in one order, and two such
+-- statements never wait for each other in a circle. The set is taken for
+-- two successes or more; the setting docket.advance (a session's, a role's
+-- or a database's) = 'row' sends every job one at a time, and = 'set' takes
+-- the set for one success too: the two ways reach the same records.
 CREATE OR REPLACE FUNCTION docket.jobs_advance_runs() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     j record;
+    v_ids bigint[];
+    v_results jsonb[];
+    v_took bigint[] := '{}';
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM new_jobs n WHERE n.params ? 'run_id') THEN
         RETURN NULL;
+    END IF;
+    IF current_setting('transaction_isolation') = 'read committed'
+       AND current_setting('docket.advance', true) IS DISTINCT FROM 'row' THEN
+        SELECT array_agg(e.id ORDER BY e.id), array_agg(e.result ORDER BY e.id) INTO v_ids, v_results
+        FROM (SELECT n.id, n.state, n.result, count(*) OVER (PARTITION BY n.params ->> 'run_id') AS of_run
+              FROM new_jobs n JOIN old_jobs o ON o.id = n.id
+              WHERE n.params ? 'run_id' AND o.state IS DISTINCT FROM n.state
+                AND n.state IN ('succeeded', 'failed', 'dead', 'cancelled', 'uncertain')) e
+        WHERE e.state = 'succeeded' AND e.of_run = 1
+        -- One success alone costs the same either way (the set's one
+        -- statement is a large plan to start): the set is for batches.
+        HAVING count(*) > CASE WHEN current_setting('docket.advance', true) = 'set' THEN 0 ELSE 1 END;
+        IF v_ids IS NOT NULL THEN
+            PERFORM 1 FROM docket.runs r
+            WHERE r.id IN (SELECT (n.params ->> 'run_id')::bigint FROM new_jobs n JOIN old_jobs o ON o.id = n.id
+                           WHERE n.params ? 'run_id' AND o.state IS DISTINCT FROM n.state
+                             AND n.state IN ('succeeded', 'failed', 'dead', 'cancelled', 'uncertain'))
+            ORDER BY r.id FOR UPDATE;
+            v_took := docket.run_steps_succeeded_set(v_ids, v_results);
+        END IF;
     END IF;
     FOR j IN
         SELECT n.id, n.state, n.result, n.diagnostic, (n.params ->> 'run_id')::bigint AS run_id
         FROM new_jobs n JOIN old_jobs o ON o.id = n.id
         WHERE n.params ? 'run_id' AND o.state IS DISTINCT FROM n.state
           AND n.state IN ('succeeded', 'failed', 'dead', 'cancelled', 'uncertain')
+          AND n.id <> ALL (v_took)
         ORDER BY 5, 1
     LOOP
         PERFORM docket.run_job_ended(j.id, j.state, j.result, j.diagnostic, j.run_id);

@@ -1,0 +1,297 @@
+package plans_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-dev/docket/budgets"
+	"github.com/docket-dev/docket/jobs"
+	"github.com/docket-dev/docket/plans"
+)
+
+// advancePlans are the plans the two ways of advancing runs are held to:
+// chains, fan-out and fan-in, arguments from the input, constants and
+// paths, two terminal steps, a step that requires trusted input, results
+// labelled untrusted, a failing step with compensations, and a waiting
+// step -- what the set takes and what it leaves to the row path.
+func advancePlans() []plans.Plan {
+	s := func(id string, after []string, args ...plans.Arg) plans.Step {
+		if args == nil {
+			args = []plans.Arg{}
+		}
+		return plans.Step{ID: id, Kind: "adv.run", After: after, Args: args}
+	}
+	arg := func(name string, src plans.Source) plans.Arg { return plans.Arg{Name: name, Source: src} }
+	chain := plans.Plan{Steps: []plans.Step{
+		s("a", nil, arg("x", plans.Input("x"))),
+		s("b", []string{"a"}, arg("n", plans.StepPath("a", "n")), arg("k", plans.Const(7))),
+		s("c", []string{"b"}, arg("all", plans.StepResult("b"))),
+	}}
+	chain.Steps[2].Terminal = true
+	fan := plans.Plan{Steps: []plans.Step{s("root", nil)}}
+	join := s("join", nil)
+	for i := range 4 {
+		id := fmt.Sprintf("leaf%d", i)
+		fan.Steps = append(fan.Steps, s(id, []string{"root"}, arg("n", plans.StepPath("root", "n"))))
+		join.After = append(join.After, id)
+		join.Args = append(join.Args, arg(id, plans.StepPath(id, "n")))
+	}
+	join.Terminal = true
+	fan.Steps = append(fan.Steps, join)
+	twoEnds := plans.Plan{Steps: []plans.Step{
+		s("a", nil, arg("in", plans.Input())),
+		s("t1", []string{"a"}, arg("n", plans.StepPath("a", "n"))),
+		s("x", []string{"a"}),
+		s("t2", []string{"x"}, arg("n", plans.StepPath("x", "n"))),
+		s("y", []string{"t1"}),
+	}}
+	twoEnds.Steps[1].Terminal, twoEnds.Steps[3].Terminal = true, true
+	guarded := plans.Plan{Steps: []plans.Step{
+		s("a", nil, arg("x", plans.Input("x"))),
+		s("b", []string{"a"}, arg("n", plans.StepPath("a", "n"))),
+		s("sure", []string{"b"}),
+		s("end", []string{"sure"}),
+	}}
+	guarded.Steps[2].Trusted, guarded.Steps[3].Terminal = true, true
+	labelled := plans.Plan{Steps: []plans.Step{
+		s("a", nil),
+		s("untrusted", []string{"a"}),
+		s("b", []string{"untrusted"}, arg("u", plans.StepPath("untrusted", "n"))),
+		s("c", []string{"b"}),
+	}}
+	labelled.Steps[1].Kind, labelled.Steps[3].Terminal = "adv.untrusted", true
+	failing := plans.Plan{Steps: []plans.Step{
+		s("a", nil), s("b", []string{"a"}), s("c", []string{"b"}), s("d", []string{"c"}),
+	}}
+	failing.Steps[0].Compensation, failing.Steps[1].Compensation = "adv.undo", "adv.undo"
+	failing.Steps[2].Kind, failing.Steps[3].Terminal = "adv.fail", true
+	waiting := plans.Plan{Steps: []plans.Step{
+		s("a", nil), s("b", []string{"a"}), s("nap", []string{"a"}), s("c", []string{"b", "nap"}),
+	}}
+	waiting.Steps[2].Kind, waiting.Steps[2].Wait = "", &plans.Wait{Type: plans.WaitSleep, For: 3600}
+	waiting.Steps[3].Terminal = true
+	return []plans.Plan{chain, fan, twoEnds, guarded, labelled, failing, waiting}
+}
+
+// advanceRuns starts advanceRuns' runs in e -- each plan six times, its
+// input trusted every other time -- and drives them to rest: each round
+// claims every queued job and settles, in one transaction, those a
+// deterministic choice picks (by run, step and round, never by job id), the
+// successes in one CompleteMany statement, so that a round ends jobs of many
+// runs at once, some of one run together, some out of ready order. It
+// returns every run's records, normalized: what must be the same however
+// the runs were advanced.
+func advanceRuns(t *testing.T, e env) []string {
+	t.Helper()
+	ctx := t.Context()
+	jc := jobsAs(t, e)
+	var runs []int64
+	for i, p := range advancePlans() {
+		for k := range 6 {
+			run, err := e.app.Start(ctx, plans.Start{Project: project, Plan: p,
+				Input: json.RawMessage(fmt.Sprintf(`{"x": %d, "plan": %d}`, k, i)), InputTrusted: k%2 == 0})
+			require.NoError(t, err)
+			runs = append(runs, run.ID)
+		}
+	}
+	index := map[int64]int{}
+	for i, id := range runs {
+		index[id] = i
+	}
+	type held struct {
+		lease jobs.Lease
+		job   jobs.Job
+	}
+	holding := map[string]held{}
+	pick := func(key string, round int) bool {
+		h := fnv.New32a()
+		_, _ = fmt.Fprintf(h, "%s/%d", key, round)
+		return h.Sum32()%3 != 0
+	}
+	for round := 0; round < 60; round++ {
+		e.Clock.Advance(time.Second) // each round at an instant of its own
+		var queued []int64
+		rows, err := e.Pool.Query(ctx, `SELECT id FROM docket.jobs WHERE project = $1 AND state = 'queued' ORDER BY id`, project)
+		require.NoError(t, err)
+		queued, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		require.NoError(t, err)
+		if len(queued) == 0 && len(holding) == 0 {
+			return advanceSnapshot(t, e, runs)
+		}
+		for _, id := range queued {
+			j, ok, err := jc.ClaimID(ctx, id, jobs.ClaimOptions{})
+			require.NoError(t, err)
+			require.True(t, ok)
+			var params struct {
+				Run        int64  `json:"run_id"`
+				Step       string `json:"step"`
+				Compensate string `json:"compensates"`
+			}
+			require.NoError(t, json.Unmarshal(j.Params, &params))
+			key := fmt.Sprintf("%03d/%s/%s/%t", index[params.Run], params.Step, j.Kind, params.Compensate != "")
+			holding[key] = held{j.Lease(), j}
+		}
+		keys := make([]string, 0, len(holding))
+		for k := range holding {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var done []jobs.Completion
+		tx, err := e.API.Begin(ctx)
+		require.NoError(t, err)
+		for _, k := range keys {
+			h := holding[k]
+			if !pick(k, round) && round < 50 {
+				continue
+			}
+			delete(holding, k)
+			switch h.job.Kind {
+			case "adv.fail":
+				_, err := jc.FailTx(ctx, tx, h.lease, jobs.Failure{Class: jobs.ClassPermanent, Diagnostic: "no"})
+				require.NoError(t, err)
+			case "adv.untrusted":
+				done = append(done, jobs.Completion{Lease: h.lease, Result: json.RawMessage(`{"n": 5, "trust": "untrusted"}`)})
+			default:
+				done = append(done, jobs.Completion{Lease: h.lease,
+					Result: json.RawMessage(fmt.Sprintf(`{"n": %d, "got": %s}`, len(h.job.Payload), h.job.Payload))})
+			}
+		}
+		if len(done) > 0 {
+			refusals, err := jc.CompleteManyTx(ctx, tx, done)
+			require.NoError(t, err)
+			for _, r := range refusals {
+				require.NoError(t, r)
+			}
+		}
+		require.NoError(t, tx.Commit(ctx))
+	}
+	t.Fatal("the runs did not come to rest in 60 rounds")
+	return nil
+}
+
+// advanceSnapshot is runs' records as lines, run ids replaced by their
+// order of starting and job ids left out.
+func advanceSnapshot(t *testing.T, e env, runs []int64) []string {
+	t.Helper()
+	var out []string
+	for i, id := range runs {
+		var line string
+		require.NoError(t, e.Pool.QueryRow(t.Context(), `
+			SELECT concat_ws(' | ', r.status, r.applied, r.admitted, r.refusals, r.untrusted_read, r.output, r.failure,
+			                 r.updated_at, r.finished_at, r.guard_seq)
+			FROM docket.runs r WHERE r.id = $1`, id).Scan(&line))
+		out = append(out, fmt.Sprintf("run %d: %s", i, line))
+		rows, err := e.Pool.Query(t.Context(), `
+			SELECT concat_ws(' | ', s.step_id, s.state, s.ready_seq, s.args, s.trusted, s.result, s.result_trusted, s.reason,
+			                 s.effect_slot, s.admitted_at, s.updated_at, s.wait, s.job_id IS NOT NULL,
+			                 j.kind, j.payload, j.params - 'run_id', j.idempotency_key, j.state, j.repeatable, j.case_id,
+			                 j.created_by, j.available_at, c.kind, c.state)
+			FROM docket.run_steps s
+			LEFT JOIN docket.jobs j ON j.id = s.job_id
+			LEFT JOIN docket.jobs c ON c.id = s.compensation_job_id
+			WHERE s.run_id = $1 ORDER BY s.ready_seq`, id)
+		require.NoError(t, err)
+		steps, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		for _, s := range steps {
+			out = append(out, fmt.Sprintf("  step: %s", strings.ReplaceAll(s, fmt.Sprintf("run:%d:", id), "run:#:")))
+		}
+	}
+	return out
+}
+
+// advanceAs returns e with its API logged in afresh with docket.advance
+// set to how ("row", "set", or "" for the default) in every session.
+func advanceAs(t *testing.T, e env, how string) env {
+	t.Helper()
+	if how == "" {
+		return e
+	}
+	cfg := e.API.Config()
+	cfg.ConnConfig.RuntimeParams["docket.advance"] = how
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	e.API = pool
+	e.app, err = plans.NewClient(e.API, plans.Config{Actor: app, Clock: e.Clock})
+	require.NoError(t, err)
+	return e
+}
+
+// TestTheSetAdvancesRunsAsTheRowPathDoes: the same runs, driven the same
+// way, reach the same records whether their successes are advanced one at
+// a time (docket.advance = 'row'), set-based for batches (the default) or
+// set-based for every success ('set'): steps, arguments, trust labels,
+// ready order, jobs, run counters, outputs and instants alike.
+func TestTheSetAdvancesRunsAsTheRowPathDoes(t *testing.T) {
+	t.Parallel()
+	snaps := map[string][]string{}
+	for _, how := range []string{"row", "", "set"} {
+		e := advanceAs(t, setup(t), how)
+		snaps[how] = advanceRuns(t, e)
+	}
+	require.NotEmpty(t, snaps["row"])
+	require.Equal(t, snaps["row"], snaps[""], "the default's records differ from the row path's")
+	require.Equal(t, snaps["row"], snaps["set"], "the set's records differ from the row path's")
+	joined := strings.Join(snaps["row"], "\n")
+	for _, want := range []string{"succeeded", "compensated", "refused", "waiting", "untrusted"} {
+		require.Contains(t, joined, want, "the runs reach %s", want)
+	}
+}
+
+// TestTheSetTakesWhatItCan: the set advances the successes it can decide
+// alone -- here a chain's first step -- and leaves to the row path a run
+// with a ceiling, a success whose successor waits and one that reports
+// spend; what it leaves it does not touch.
+func TestTheSetTakesWhatItCan(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	chain := plans.Plan{Steps: []plans.Step{step("a", "adv.run"), step("b", "adv.run", "a")}}
+	chain.Steps[1].Terminal = true
+	nap := plans.Plan{Steps: []plans.Step{step("a", "adv.run"), step("b", "", "a")}}
+	nap.Steps[1].Wait, nap.Steps[1].Terminal = &plans.Wait{Type: plans.WaitSleep, For: 60}, true
+	starts := []plans.Start{
+		{Project: project, Plan: chain},
+		{Project: project, Plan: chain, Budget: budgets.Budget{MaxSteps: 10}},
+		{Project: project, Plan: nap},
+		{Project: project, Plan: chain},
+	}
+	var ids []int64
+	var results []string
+	for i, s := range starts {
+		run, err := e.app.Start(ctx, s)
+		require.NoError(t, err)
+		steps, err := e.app.Steps(ctx, run.ID)
+		require.NoError(t, err)
+		ids = append(ids, steps[0].JobID)
+		results = append(results, map[bool]string{true: `{"n": 1, "spent": {"effects": 1}}`, false: `{"n": 1}`}[i == 3])
+	}
+	before := ceilingsSnapshot(t, e)
+	tx, err := e.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SELECT docket.set_context($1, $2)`, string(app), e.Clock.Now())
+	require.NoError(t, err)
+	var took []int64
+	require.NoError(t, tx.QueryRow(ctx, `SELECT docket.run_steps_succeeded_set($1, $2::jsonb[])`, ids, results).Scan(&took))
+	require.Equal(t, []int64{ids[0]}, took)
+	var admitted []string
+	rows, err := tx.Query(ctx, `SELECT s.run_id || ':' || s.step_id || ':' || s.state FROM docket.run_steps s ORDER BY 1`)
+	require.NoError(t, err)
+	admitted, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Len(t, admitted, 5, "the chain's first step succeeded and its second admitted; the others untouched: %v", admitted)
+	require.NoError(t, tx.Rollback(ctx))
+	require.Equal(t, before, ceilingsSnapshot(t, e))
+}
