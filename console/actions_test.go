@@ -455,6 +455,15 @@ func TestActionsStayInTheirProject(t *testing.T) {
 			require.NotContains(t, body, form, "job %d of other", id)
 		}
 	}
+	// Its job lists offer no bulk action ops may not take; acme's offer both.
+	for _, list := range []string{"/console/other/jobs", "/console/other/dead", "/console/other/jobs?state=queued",
+		"/console/other/jobs?state=failed&queue=mail"} {
+		status, body = o.get(list)
+		require.Equal(t, http.StatusOK, status, body)
+		require.NotContains(t, body, `id="bulk"`, list)
+	}
+	_, body = o.get("/console/acme/jobs")
+	requireAll(t, body, `id="bulk-retry"`, `id="bulk-cancel"`)
 	for _, count := range []string{"/console/other/bulk/retry", "/console/other/bulk/cancel"} {
 		status, body = o.get(count)
 		requireRefusal(t, status, body, http.StatusForbidden, "not-permitted")

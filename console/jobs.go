@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"maps"
 	"net/http"
 	"net/url"
@@ -165,12 +166,17 @@ type bulkLink struct {
 	ID, Label, Link string
 }
 
-// bulkLinks are the bulk actions a list of state, queue and kind offers:
-// retry for finished jobs, cancel for queued ones, both when no state is
-// chosen; none on a read-only console.
-func (h *Handler) bulkLinks(project string, state jobs.State, queue, kind string) []bulkLink {
+// bulkLinks are the bulk actions a list of state, queue and kind offers
+// the visitor v: retry for finished jobs (to a holder of job.retry), cancel
+// for queued ones (job.cancel), both when no state is chosen; none on a
+// read-only console.
+func (h *Handler) bulkLinks(ctx context.Context, v visitor, project string, state jobs.State, queue, kind string) ([]bulkLink, error) {
 	if h.readOnly {
-		return nil
+		return nil, nil
+	}
+	held, err := h.heldOn(ctx, v, project)
+	if err != nil {
+		return nil, err
 	}
 	q := url.Values{}
 	if queue != "" {
@@ -180,8 +186,9 @@ func (h *Handler) bulkLinks(project string, state jobs.State, queue, kind string
 		q.Set("kind", kind)
 	}
 	var out []bulkLink
-	switch state {
-	case "", jobs.Failed, jobs.Dead, jobs.Cancelled:
+	switch {
+	case !slices.Contains(held, access.JobRetry):
+	case state == "" || state == jobs.Failed || state == jobs.Dead || state == jobs.Cancelled:
 		rq := maps.Clone(q)
 		what := "failed, dead or cancelled"
 		if state != "" {
@@ -191,11 +198,11 @@ func (h *Handler) bulkLinks(project string, state jobs.State, queue, kind string
 		out = append(out, bulkLink{ID: "bulk-retry", Label: "Retry every " + what + " job this matches…",
 			Link: pageLink(consolePath(project, "bulk", "retry"), rq)})
 	}
-	if state == "" || state == jobs.Queued {
+	if (state == "" || state == jobs.Queued) && slices.Contains(held, access.JobCancel) {
 		out = append(out, bulkLink{ID: "bulk-cancel", Label: "Cancel every queued job this matches…",
 			Link: pageLink(consolePath(project, "bulk", "cancel"), q)})
 	}
-	return out
+	return out, nil
 }
 
 // jobList lists a project's jobs newest first, filtered by state, queue
@@ -223,8 +230,11 @@ func (h *Handler) jobList(w http.ResponseWriter, r *http.Request, v visitor, pro
 		return
 	}
 	p := jobListPage{consoleFrame: h.frame(v, "Jobs of "+project, project), Which: "jobs", States: jobs.States,
-		State: string(state), Queue: queue, Kind: kind, Filtered: state != "" || queue != "" || kind != "",
-		Bulk: h.bulkLinks(project, state, queue, kind)}
+		State: string(state), Queue: queue, Kind: kind, Filtered: state != "" || queue != "" || kind != ""}
+	if p.Bulk, err = h.bulkLinks(r.Context(), v, project, state, queue, kind); err != nil {
+		h.refuse(w, r, v, "job", err)
+		return
+	}
 	h.listJobs(w, r, v, project, jobs.Filter{State: state, Queue: queue, Kind: kind}, &p)
 }
 
@@ -246,8 +256,12 @@ func (h *Handler) uncertainList(w http.ResponseWriter, r *http.Request, v visito
 
 // deadList lists a project's dead jobs: their attempts ran out.
 func (h *Handler) deadList(w http.ResponseWriter, r *http.Request, v visitor, project string) {
-	p := jobListPage{consoleFrame: h.frame(v, "Dead jobs of "+project, project), Which: "dead",
-		Bulk: h.bulkLinks(project, jobs.Dead, "", "")}
+	p := jobListPage{consoleFrame: h.frame(v, "Dead jobs of "+project, project), Which: "dead"}
+	var err error
+	if p.Bulk, err = h.bulkLinks(r.Context(), v, project, jobs.Dead, "", ""); err != nil {
+		h.refuse(w, r, v, "job", err)
+		return
+	}
 	h.listJobs(w, r, v, project, jobs.Filter{State: jobs.Dead}, &p)
 }
 
