@@ -351,9 +351,9 @@ func (c *Client) setQueue(ctx context.Context, q db.DBTX, pause bool, queue, rea
 }
 
 // Queues returns the client project's queues by name: each queue ever
-// paused, and each other queue with a job queued now. None when the actor
-// holds neither queue.view, queue.pause nor a job capability on the
-// project.
+// paused, and each other queue with a job queued or claimed now (a queue
+// whose workers hold all its jobs is listed). None when the actor holds
+// neither queue.view, queue.pause nor a job capability on the project.
 func (c *Client) Queues(ctx context.Context) ([]Queue, error) {
 	return c.queues(ctx, c.reads.DB)
 }

@@ -103,9 +103,12 @@ func TestPausedQueueIsNotClaimed(t *testing.T) {
 
 	qs, err := e.client.Queues(ctx)
 	require.NoError(t, err)
-	require.Len(t, qs, 1, "the paused queue; default has no queued job left")
-	require.Equal(t, "mail", qs[0].Name)
-	require.True(t, qs[0].Paused)
+	require.Len(t, qs, 2, "the paused queue, and default, whose one job a worker holds")
+	require.Equal(t, "default", qs[0].Name, "a queue with only claimed jobs is listed")
+	require.False(t, qs[0].Paused)
+	require.Zero(t, qs[0].Revision)
+	require.Equal(t, "mail", qs[1].Name)
+	require.True(t, qs[1].Paused)
 
 	e.Clock.Advance(time1m)
 	r, err := ops.ResumeQueue(ctx, "mail", "relay back")

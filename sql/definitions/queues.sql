@@ -108,9 +108,12 @@ $$;
 
 -- queue_list is the queues of p_project p_actor may read (queue_visible;
 -- none otherwise), by name: each queue ever paused, as docket.queues holds
--- it, and each other queue with a job queued now, running (revision 0).
+-- it, and each other queue with a job queued or claimed now, running
+-- (revision 0): a queue whose workers hold all its jobs is still listed.
 -- The queues with queued jobs are found by skipping through the claim
--- index, one probe per queue, not by reading every queued job.
+-- index, one probe per queue, not by reading every queued job; those with
+-- claimed jobs from the claimed jobs (the lease index), which are what
+-- workers hold now.
 CREATE OR REPLACE FUNCTION docket.queue_list(p_project text, p_actor text)
 RETURNS SETOF docket.queues
 LANGUAGE plpgsql STABLE AS $$
@@ -132,9 +135,10 @@ BEGIN
     UNION ALL
     SELECT p_project, l.queue::docket.job_queue, false, 0::bigint, NULL::docket.principal, NULL::timestamptz, NULL::text,
            NULL::docket.principal, NULL::timestamptz
-    FROM live l
-    WHERE l.queue IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM docket.queues q WHERE q.project = p_project AND q.queue = l.queue)
+    FROM (SELECT l.queue FROM live l WHERE l.queue IS NOT NULL
+          UNION
+          SELECT j.queue::text FROM docket.jobs j WHERE j.project = p_project AND j.state = 'claimed') l
+    WHERE NOT EXISTS (SELECT 1 FROM docket.queues q WHERE q.project = p_project AND q.queue = l.queue)
     ORDER BY 2;
 END
 $$;
