@@ -62,12 +62,13 @@ func TestEachUserSeesTheirProjects(t *testing.T) {
 			chromedp.SendKeys(chromedp.ID("user"), c.user), chromedp.SendKeys(chromedp.ID("password"), c.password),
 			chromedp.Click(chromedp.ID("sign-in")), chromedp.WaitVisible(chromedp.ID("who"))))
 		require.Equal(t, http.StatusOK, p.Status())
-		require.Equal(t, "user:"+c.user, text(p, "#who"))
-		// Loaded anew rather than clicked to: the page the sign-in's
-		// redirect ends on may still be replacing the one #who was first
-		// seen on, whose nodes a click would then not find.
+		// Loaded anew rather than read or clicked on: the page the
+		// sign-in's redirect ends on may still be replacing the one #who
+		// was first seen on, whose nodes a read or a click would then not
+		// find.
 		require.NoError(t, p.Run(chromedp.Navigate(srv.URL+"/ops/console/"), chromedp.WaitVisible(chromedp.ID("census-"+c.mine))))
 		require.Equal(t, http.StatusOK, p.Status())
+		require.Equal(t, "user:"+c.user, text(p, "#who"))
 		require.Contains(t, text(p, "#census-"+c.mine), c.mine+"-queue")
 		shown, err := browsertest.Get(p, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("section.project")).map(s => s.id)`))
 		require.NoError(t, err)
