@@ -1039,8 +1039,7 @@ $$;
 -- in id order) under READ COMMITTED, so each statement here sees them as
 -- they are.
 CREATE OR REPLACE FUNCTION docket.run_steps_succeeded_set(p_ids bigint[], p_results jsonb[]) RETURNS bigint[]
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off
-    SET enable_mergejoin = off SET join_collapse_limit = 1 SET from_collapse_limit = 1 AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     v_now   timestamptz := docket.context_now();
     v_actor text := docket.context_actor();
