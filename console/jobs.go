@@ -171,7 +171,9 @@ type bulkLink struct {
 // for queued ones (job.cancel), both when no state is chosen; none on a
 // read-only console.
 func (h *Handler) bulkLinks(ctx context.Context, v visitor, project string, state jobs.State, queue, kind string) ([]bulkLink, error) {
-	if h.readOnly {
+	retry := state == "" || state == jobs.Failed || state == jobs.Dead || state == jobs.Cancelled
+	cancel := state == "" || state == jobs.Queued
+	if h.readOnly || !retry && !cancel {
 		return nil, nil
 	}
 	held, err := h.heldOn(ctx, v, project)
@@ -186,9 +188,7 @@ func (h *Handler) bulkLinks(ctx context.Context, v visitor, project string, stat
 		q.Set("kind", kind)
 	}
 	var out []bulkLink
-	switch {
-	case !slices.Contains(held, access.JobRetry):
-	case state == "" || state == jobs.Failed || state == jobs.Dead || state == jobs.Cancelled:
+	if retry && slices.Contains(held, access.JobRetry) {
 		rq := maps.Clone(q)
 		what := "failed, dead or cancelled"
 		if state != "" {
@@ -198,7 +198,7 @@ func (h *Handler) bulkLinks(ctx context.Context, v visitor, project string, stat
 		out = append(out, bulkLink{ID: "bulk-retry", Label: "Retry every " + what + " job this matches…",
 			Link: pageLink(consolePath(project, "bulk", "retry"), rq)})
 	}
-	if (state == "" || state == jobs.Queued) && slices.Contains(held, access.JobCancel) {
+	if cancel && slices.Contains(held, access.JobCancel) {
 		out = append(out, bulkLink{ID: "bulk-cancel", Label: "Cancel every queued job this matches…",
 			Link: pageLink(consolePath(project, "bulk", "cancel"), q)})
 	}

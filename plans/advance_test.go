@@ -286,12 +286,26 @@ func TestTheSetTakesWhatItCan(t *testing.T) {
 	var took []int64
 	require.NoError(t, tx.QueryRow(ctx, `SELECT docket.run_steps_succeeded_set($1, $2::jsonb[])`, ids, results).Scan(&took))
 	require.Equal(t, []int64{ids[0]}, took)
-	var admitted []string
-	rows, err := tx.Query(ctx, `SELECT s.run_id || ':' || s.step_id || ':' || s.state FROM docket.run_steps s ORDER BY 1`)
+	var steps []string
+	rows, err := tx.Query(ctx, `SELECT s.step_id || ':' || s.state FROM docket.run_steps s ORDER BY s.run_id, s.ready_seq`)
 	require.NoError(t, err)
-	admitted, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	steps, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	require.Len(t, admitted, 5, "the chain's first step succeeded and its second admitted; the others untouched: %v", admitted)
+	require.Equal(t, []string{"a:succeeded", "b:admitted", "a:admitted", "a:admitted", "a:admitted"}, steps,
+		"the chain's first step succeeded and its second admitted; the others untouched")
+	// What it left is as it was, seen inside its transaction.
+	var left string
+	leftOf := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}) string {
+		require.NoError(t, q.QueryRow(ctx, `SELECT string_agg(concat_ws(' ', r.id, r.status, r.applied, r.admitted, r.updated_at, s.state,
+			s.result, s.updated_at, j.state), ';' ORDER BY r.id)
+			FROM docket.runs r JOIN docket.run_steps s ON s.run_id = r.id JOIN docket.jobs j ON j.id = s.job_id
+			WHERE s.job_id = ANY ($1)`, ids[1:]).Scan(&left))
+		return left
+	}
+	inside := leftOf(tx)
 	require.NoError(t, tx.Rollback(ctx))
+	require.Equal(t, leftOf(e.Pool), inside)
 	require.Equal(t, before, ceilingsSnapshot(t, e))
 }

@@ -1048,7 +1048,7 @@ BEGIN
     WITH c AS (
         -- The candidates: each with its run, its step, the result's label.
         SELECT j.id AS job_id, j.result, r.id AS run_id, r.plan_id, r.version, r.project, r.case_id, r.applied, r.admitted,
-               r.input, r.input_trusted, r.untrusted_read, st.step_id, st.trusted AS step_trusted,
+               r.input, r.input_trusted, r.untrusted_read, st.step_id,
                st.trusted AND docket.run_result_trusted(j.result) AS result_trusted,
                st.ready_seq = r.applied + 1 AS applies
         FROM unnest(p_ids, p_results) AS j(id, result)
@@ -1182,6 +1182,7 @@ DECLARE
     j record;
     v_ids bigint[];
     v_results jsonb[];
+    v_runs bigint[];
     v_took bigint[] := '{}';
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM new_jobs n WHERE n.params ? 'run_id') THEN
@@ -1189,21 +1190,21 @@ BEGIN
     END IF;
     IF current_setting('transaction_isolation') = 'read committed'
        AND current_setting('docket.advance', true) IS DISTINCT FROM 'row' THEN
-        SELECT array_agg(e.id ORDER BY e.id), array_agg(e.result ORDER BY e.id) INTO v_ids, v_results
-        FROM (SELECT n.id, n.state, n.result, count(*) OVER (PARTITION BY n.params ->> 'run_id') AS of_run
+        -- In one pass over the ended jobs: the successes that are the one
+        -- ended job of their run, and every run a job ended of.
+        SELECT array_agg(e.id ORDER BY e.id) FILTER (WHERE e.state = 'succeeded' AND e.of_run = 1),
+               array_agg(e.result ORDER BY e.id) FILTER (WHERE e.state = 'succeeded' AND e.of_run = 1),
+               array_agg(DISTINCT e.run_id)
+        INTO v_ids, v_results, v_runs
+        FROM (SELECT n.id, n.state, n.result, (n.params ->> 'run_id')::bigint AS run_id,
+                     count(*) OVER (PARTITION BY n.params ->> 'run_id') AS of_run
               FROM new_jobs n JOIN old_jobs o ON o.id = n.id
               WHERE n.params ? 'run_id' AND o.state IS DISTINCT FROM n.state
-                AND n.state IN ('succeeded', 'failed', 'dead', 'cancelled', 'uncertain')) e
-        WHERE e.state = 'succeeded' AND e.of_run = 1
+                AND n.state IN ('succeeded', 'failed', 'dead', 'cancelled', 'uncertain')) e;
         -- One success alone costs the same either way (the set's one
         -- statement is a large plan to start): the set is for batches.
-        HAVING count(*) > CASE WHEN current_setting('docket.advance', true) = 'set' THEN 0 ELSE 1 END;
-        IF v_ids IS NOT NULL THEN
-            PERFORM 1 FROM docket.runs r
-            WHERE r.id IN (SELECT (n.params ->> 'run_id')::bigint FROM new_jobs n JOIN old_jobs o ON o.id = n.id
-                           WHERE n.params ? 'run_id' AND o.state IS DISTINCT FROM n.state
-                             AND n.state IN ('succeeded', 'failed', 'dead', 'cancelled', 'uncertain'))
-            ORDER BY r.id FOR UPDATE;
+        IF cardinality(v_ids) > 1 OR cardinality(v_ids) = 1 AND current_setting('docket.advance', true) = 'set' THEN
+            PERFORM 1 FROM docket.runs r WHERE r.id = ANY (v_runs) ORDER BY r.id FOR UPDATE;
             v_took := docket.run_steps_succeeded_set(v_ids, v_results);
         END IF;
     END IF;
