@@ -54,7 +54,7 @@ func main() {
 	ctx := context.Background()
 	settings := []string{"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.max=10000"}
 	if *profile != "" {
-		settings = append(settings, "pg_stat_statements.track=all", "track_functions=all")
+		settings = append(settings, "pg_stat_statements.track=all", "pg_stat_statements.track_planning=on", "track_functions=all")
 	}
 	if *extra != "" {
 		settings = append(settings, strings.Split(*extra, ";")...)
@@ -330,27 +330,27 @@ func writeWaits(w *os.File, waits map[string]int) {
 
 // profile writes the top statements, nested ones included, by total time.
 func (m *meter) profile(ctx context.Context, x *result, w *os.File) error {
-	rows, err := m.pool.Query(ctx, `SELECT toplevel, calls, total_exec_time, rows, shared_blks_hit, wal_bytes,
+	rows, err := m.pool.Query(ctx, `SELECT toplevel, calls, plans, total_exec_time, total_plan_time, rows, shared_blks_hit, wal_bytes,
 		regexp_replace(left(query, 160), '\s+', ' ', 'g')
 		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-		ORDER BY total_exec_time DESC LIMIT $1`, *topN)
+		ORDER BY total_exec_time + total_plan_time DESC LIMIT $1`, *topN)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
 	fmt.Fprintf(w, "\n## %s %s: %d runs, %d steps\n\n", x.Side, x.Workload, x.Runs, x.Steps)
-	fmt.Fprintln(w, "| top | calls | ms total | µs/step | rows | blks hit | WAL B/call | query |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| top | calls | plans | ms total | µs/step | plan µs/step | rows | blks hit | WAL B/call | query |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
 	for rows.Next() {
 		var top bool
-		var calls, nrows, hits int64
-		var total float64
+		var calls, plans, nrows, hits int64
+		var total, planned float64
 		var wal float64
 		var q string
-		if err := rows.Scan(&top, &calls, &total, &nrows, &hits, &wal, &q); err != nil {
+		if err := rows.Scan(&top, &calls, &plans, &total, &planned, &nrows, &hits, &wal, &q); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "| %v | %d | %.0f | %.0f | %d | %d | %.0f | `%s` |\n", top, calls, total, total*1000/float64(x.Steps), nrows, hits, wal/float64(max(calls, 1)), strings.ReplaceAll(q, "|", "\\|"))
+		fmt.Fprintf(w, "| %v | %d | %d | %.0f | %.0f | %.0f | %d | %d | %.0f | `%s` |\n", top, calls, plans, total, total*1000/float64(x.Steps), planned*1000/float64(x.Steps), nrows, hits, wal/float64(max(calls, 1)), strings.ReplaceAll(q, "|", "\\|"))
 	}
 	return rows.Err()
 }
