@@ -20,10 +20,11 @@ import (
 )
 
 // advancePlans are the plans the two ways of advancing runs are held to:
-// chains, fan-out and fan-in, arguments from the input, constants and
-// paths, two terminal steps, a step that requires trusted input, results
-// labelled untrusted, a failing step with compensations, and a waiting
-// step -- what the set takes and what it leaves to the row path.
+// chains, fan-out and fan-in, arguments from the input, constants, paths
+// and a step before the predecessor, two terminal steps, a step that
+// requires trusted input, results labelled untrusted, a failing step with
+// compensations, and a waiting step -- what the set takes and what it
+// leaves to the row path.
 func advancePlans() []plans.Plan {
 	s := func(id string, after []string, args ...plans.Arg) plans.Step {
 		if args == nil {
@@ -35,7 +36,7 @@ func advancePlans() []plans.Plan {
 	chain := plans.Plan{Steps: []plans.Step{
 		s("a", nil, arg("x", plans.Input("x"))),
 		s("b", []string{"a"}, arg("n", plans.StepPath("a", "n")), arg("k", plans.Const(7))),
-		s("c", []string{"b"}, arg("all", plans.StepResult("b"))),
+		s("c", []string{"b"}, arg("all", plans.StepResult("b")), arg("first", plans.StepPath("a", "n"))),
 	}}
 	chain.Steps[2].Terminal = true
 	fan := plans.Plan{Steps: []plans.Step{s("root", nil)}}
@@ -308,4 +309,69 @@ func TestTheSetTakesWhatItCan(t *testing.T) {
 	require.NoError(t, tx.Rollback(ctx))
 	require.Equal(t, leftOf(e.Pool), inside)
 	require.Equal(t, before, ceilingsSnapshot(t, e))
+}
+
+// TestTheSetTakesARunWhole: the set takes several successes of one run
+// together -- a fan's two leaves, given out of ready order, are applied
+// and admit its join once -- but not successes that finish their run
+// together (one at a time, the run would finish at the first and leave the
+// other recorded, not applied): those it leaves to the row path, untouched.
+func TestTheSetTakesARunWhole(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	fan := plans.Plan{Steps: []plans.Step{step("root", "adv.run"), step("l1", "adv.run", "root"), step("l2", "adv.run", "root"),
+		step("join", "adv.run", "l1", "l2")}}
+	fan.Steps[3].Terminal = true
+	ends := plans.Plan{Steps: []plans.Step{step("a", "adv.run"), step("t1", "adv.run", "a"), step("t2", "adv.run", "a")}}
+	ends.Steps[1].Terminal, ends.Steps[2].Terminal = true, true
+	var runs []int64
+	for _, p := range []plans.Plan{fan, ends} {
+		run, err := e.app.Start(ctx, plans.Start{Project: project, Plan: p})
+		require.NoError(t, err)
+		runs = append(runs, run.ID)
+	}
+	jobOf := func(run int64, id string) int64 {
+		steps, err := e.app.Steps(ctx, run)
+		require.NoError(t, err)
+		for _, s := range steps {
+			if s.StepID == id {
+				return s.JobID
+			}
+		}
+		t.Fatalf("run %d has no step %s", run, id)
+		return 0
+	}
+	succeed := func(ids ...int64) []int64 {
+		tx, err := e.Pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = tx.Exec(ctx, `SELECT docket.set_context($1, $2)`, string(app), e.Clock.Now())
+		require.NoError(t, err)
+		results := make([]string, len(ids))
+		for i := range results {
+			results[i] = `{"n": 1}`
+		}
+		var took []int64
+		require.NoError(t, tx.QueryRow(ctx, `SELECT docket.run_steps_succeeded_set($1, $2::jsonb[])`, ids, results).Scan(&took))
+		require.NoError(t, tx.Commit(ctx))
+		sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+		return took
+	}
+	state := func(run int64) string {
+		var s string
+		require.NoError(t, e.Pool.QueryRow(ctx, `SELECT r.status || ' ' || r.applied || '/' || r.admitted || ': ' ||
+			string_agg(s.step_id || ' ' || s.state, ', ' ORDER BY s.ready_seq)
+			FROM docket.runs r JOIN docket.run_steps s ON s.run_id = r.id WHERE r.id = $1 GROUP BY r.id`, run).Scan(&s))
+		return s
+	}
+	first := []int64{jobOf(runs[0], "root"), jobOf(runs[1], "a")}
+	require.ElementsMatch(t, first, succeed(first...))
+	require.Equal(t, "running 1/3: root succeeded, l1 admitted, l2 admitted", state(runs[0]))
+	require.Equal(t, "running 1/3: a succeeded, t1 admitted, t2 admitted", state(runs[1]))
+
+	l1, l2 := jobOf(runs[0], "l1"), jobOf(runs[0], "l2")
+	require.Equal(t, []int64{min(l1, l2), max(l1, l2)}, succeed(l2, jobOf(runs[1], "t2"), l1, jobOf(runs[1], "t1")))
+	require.Equal(t, "running 3/4: root succeeded, l1 succeeded, l2 succeeded, join admitted", state(runs[0]))
+	require.Equal(t, "running 1/3: a succeeded, t1 admitted, t2 admitted", state(runs[1]))
 }

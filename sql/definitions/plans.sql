@@ -1022,22 +1022,26 @@ END
 $$;
 
 -- run_steps_succeeded_set records, set-based, the successes of jobs p_ids
--- (with results p_results, in order), each the one job of its run that the
--- statement ended, and moves their runs on as run_job_ended and run_apply
--- would one at a time: in one UPDATE of their steps, one INSERT of every
--- successor's job (one pass of the jobs' birth rules for the batch), one
--- INSERT of those steps and one UPDATE of the runs -- where the one-at-a-time
--- path writes each run several times. It takes only what that path would
--- decide the same way without asking anything more: a running run without
--- ceilings or refusals, a step admitted, a result reporting no spend, and
--- either the step next in ready order (applied with nothing after it left
--- to apply) or one behind a step still running or waiting (recorded, not
--- applied); its successors wait on nothing and are not refused, and an
--- untrusted one joins a run that already read something untrusted (the
--- run's untrusted_read names the first). Returns the ids it took; the caller
--- advances the others one at a time. The caller holds the runs (FOR UPDATE,
--- in id order) under READ COMMITTED, so each statement here sees them as
--- they are.
+-- (with results p_results, in order) and moves their runs on as
+-- run_job_ended and run_apply would one at a time: in one UPDATE of their
+-- steps, one INSERT of every successor's job (one pass of the jobs' birth
+-- rules for the batch), one INSERT of those steps and one UPDATE of the
+-- runs -- where the one-at-a-time path writes each run several times. A run
+-- is taken whole, with every success of it in p_ids, or not at all, and
+-- only when that path would decide it the same way without asking anything
+-- more: the run is running without ceilings or refusals; each step was
+-- admitted and its result reports no spend; the apply, walking the steps in
+-- ready order over the successes, old and new, stops at a step still
+-- running or waiting (or at the end); the successors it makes ready wait on
+-- nothing and are not refused, and an untrusted one joins a run that
+-- already read something untrusted (the run's untrusted_read names the
+-- first); and a run this finishes has one success in p_ids (with several,
+-- the one-at-a-time path would finish it at one and leave the others
+-- recorded but not applied). A successor is admitted when the last of its
+-- predecessors in ready order is applied, in ascending step id, as the
+-- walk admits it. Returns the ids it took; the caller advances the others
+-- one at a time. The caller holds the runs (FOR UPDATE, in id order) under
+-- READ COMMITTED, so each statement here sees them as they are.
 CREATE OR REPLACE FUNCTION docket.run_steps_succeeded_set(p_ids bigint[], p_results jsonb[]) RETURNS bigint[]
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
@@ -1045,85 +1049,133 @@ DECLARE
     v_actor text := docket.context_actor();
     v_took  bigint[];
 BEGIN
-    WITH c AS (
-        -- The candidates: each with its run, its step, the result's label.
-        SELECT j.id AS job_id, j.result, r.id AS run_id, r.plan_id, r.version, r.project, r.case_id, r.applied, r.admitted,
-               r.input, r.input_trusted, r.untrusted_read, st.step_id,
-               st.trusted AND docket.run_result_trusted(j.result) AS result_trusted,
-               st.ready_seq = r.applied + 1 AS applies
+    WITH c AS MATERIALIZED (
+        -- The candidates: each with its step and the result's label.
+        SELECT j.id AS job_id, j.result, st.run_id, st.state,
+               st.trusted AND docket.run_result_trusted(j.result) AS result_trusted
         FROM unnest(p_ids, p_results) AS j(id, result)
         JOIN docket.run_steps st ON st.job_id = j.id
-        JOIN docket.runs r ON r.id = st.run_id
-        -- The step the apply reads after this one (for the step next to
-        -- apply) or instead of it (for one behind).
-        LEFT JOIN LATERAL (
-            SELECT x.state FROM docket.run_steps x
-            WHERE x.run_id = r.id AND x.ready_seq = r.applied + CASE WHEN st.ready_seq = r.applied + 1 THEN 2 ELSE 1 END
-        ) nx ON true
-        WHERE st.state = 'admitted' AND r.status = 'running' AND NOT docket.run_bounded(r) AND r.refusals = 0
-          AND NOT docket.result_reports_spend(j.result)
-          -- The step next to apply, with nothing applicable after it; or
-          -- one behind a step that holds the apply back.
-          AND (nx.state IS NULL OR nx.state IN ('admitted', 'waiting'))
+    ), r AS MATERIALIZED (
+        -- Their runs: running, without ceilings or refusals, each candidate
+        -- admitted and reporting no spend.
+        SELECT r.id AS run_id, r.plan_id, r.version, r.project, r.case_id, r.applied, r.admitted, r.input, r.input_trusted,
+               r.untrusted_read, (SELECT count(*) FROM c WHERE c.run_id = r.id) AS n_took
+        FROM docket.runs r
+        WHERE r.id IN (SELECT c.run_id FROM c) AND r.status = 'running' AND NOT docket.run_bounded(r) AND r.refusals = 0
+          AND NOT EXISTS (SELECT 1 FROM c WHERE c.run_id = r.id
+                          AND (c.state <> 'admitted' OR docket.result_reports_spend(c.result)))
+    ), w AS (
+        -- The steps the walk reads, not the whole run: those past the
+        -- applied ones, the predecessors and argument sources of the steps
+        -- after them, and the terminal steps.
+        SELECT r.run_id, f.step_id FROM r
+        JOIN docket.run_steps f ON f.run_id = r.run_id AND f.ready_seq > r.applied
+        UNION
+        SELECT r.run_id, src.step_id FROM r
+        JOIN docket.run_steps f ON f.run_id = r.run_id AND f.ready_seq > r.applied
+        JOIN docket.plan_deps d ON d.plan_id = r.plan_id AND d.after_id = f.step_id
+        JOIN docket.plan_steps ps ON ps.plan_id = r.plan_id AND ps.step_id = d.step_id
+        CROSS JOIN LATERAL (SELECT unnest(ps.after)
+                            UNION ALL
+                            SELECT g.arg -> 'source' ->> 'step' FROM jsonb_array_elements(ps.args) AS g(arg)) AS src(step_id)
+        UNION
+        SELECT r.run_id, t.step_id FROM r
+        JOIN docket.plan_steps t ON t.plan_id = r.plan_id AND t.terminal
+    ), k AS (
+        -- Those steps of each run as the successes leave them, by step id:
+        -- [ready order, state, result, trusted, result trusted, no result];
+        -- and the first step past the applied ones that has not succeeded.
+        SELECT x.run_id,
+               jsonb_object_agg(x.step_id, jsonb_build_array(x.ready_seq, coalesce(c.state, x.state),
+                   CASE WHEN c.job_id IS NULL THEN x.result ELSE c.result END, x.trusted,
+                   CASE WHEN c.job_id IS NULL THEN x.result_trusted ELSE c.result_trusted END,
+                   CASE WHEN c.job_id IS NULL THEN x.result ELSE c.result END IS NULL)) AS m,
+               min(x.ready_seq) FILTER (WHERE x.ready_seq > r.applied AND c.job_id IS NULL AND x.state <> 'succeeded') AS stop_seq,
+               (array_agg(x.state ORDER BY x.ready_seq)
+                    FILTER (WHERE x.ready_seq > r.applied AND c.job_id IS NULL AND x.state <> 'succeeded'))[1] AS stop_state
+        FROM w
+        JOIN r ON r.run_id = w.run_id
+        JOIN docket.run_steps x ON x.run_id = w.run_id AND x.step_id = w.step_id
+        LEFT JOIN (SELECT c.job_id, 'succeeded' AS state, c.result, c.result_trusted FROM c) c ON c.job_id = x.job_id
+        GROUP BY x.run_id
+    ), e AS MATERIALIZED (
+        -- How far each run's apply now reaches: to the step before the
+        -- first, in ready order, that has not succeeded, which must be
+        -- running or waiting (else the one-at-a-time path decides more).
+        SELECT r.*, k.m, coalesce(k.stop_seq, r.admitted + 1) - 1 AS reach
+        FROM r JOIN k ON k.run_id = r.run_id
+        WHERE k.stop_state IS NULL OR k.stop_state IN ('admitted', 'waiting')
     ), s AS (
-        -- The successors an applied success makes ready: not admitted yet,
-        -- every other predecessor succeeded and applied.
-        SELECT c.*, ps.step_id AS next_id, ps.kind, ps.args, ps.after, ps.trusted AS needs_trusted, ps.wait, ps.compensation,
-               ps.repeatable
-        FROM c
-        JOIN docket.plan_deps d ON d.plan_id = c.plan_id AND d.after_id = c.step_id
-        JOIN docket.plan_steps ps ON ps.plan_id = c.plan_id AND ps.step_id = d.step_id
-        WHERE c.applies
-          AND NOT EXISTS (SELECT 1 FROM docket.run_steps x WHERE x.run_id = c.run_id AND x.step_id = d.step_id)
-          AND NOT EXISTS (SELECT 1 FROM docket.plan_deps o
-                          LEFT JOIN docket.run_steps p ON p.run_id = c.run_id AND p.step_id = o.after_id
-                          WHERE o.plan_id = c.plan_id AND o.step_id = d.step_id AND o.after_id <> c.step_id
-                            AND (p.step_id IS NULL OR p.state <> 'succeeded' OR p.ready_seq > c.applied + 1))
+        -- The successors the applied steps make ready: not admitted yet,
+        -- every predecessor succeeded and within the reach; each due when
+        -- the last of them in ready order is applied.
+        SELECT e.*, ps.step_id AS next_id, ps.kind, ps.args, ps.after, ps.trusted AS needs_trusted, ps.wait, ps.compensation,
+               ps.repeatable, w.due
+        FROM e
+        CROSS JOIN LATERAL jsonb_each(e.m) AS ap(step_id, v)
+        JOIN docket.plan_deps d ON d.plan_id = e.plan_id AND d.after_id = ap.step_id
+        JOIN docket.plan_steps ps ON ps.plan_id = e.plan_id AND ps.step_id = d.step_id
+        CROSS JOIN LATERAL (
+            SELECT max((e.m -> p ->> 0)::integer) AS due,
+                   bool_and(coalesce(e.m -> p ->> 1 = 'succeeded' AND (e.m -> p ->> 0)::integer <= e.reach, false)) AS met
+            FROM unnest(ps.after) AS p
+        ) w
+        WHERE (ap.v ->> 0)::integer > e.applied AND (ap.v ->> 0)::integer <= e.reach
+          AND (ap.v ->> 0)::integer = w.due AND w.met AND NOT (e.m ? ps.step_id)
     ), a AS (
-        -- Each successor's arguments (run_arg's, with the step just
-        -- succeeded read as it now is) and trust (run_admit's).
-        SELECT s.*, coalesce(v.payload, '{}') AS payload,
-               coalesce(v.trusted, true) AND NOT EXISTS (
-                   SELECT 1 FROM docket.run_steps p
-                   WHERE p.run_id = s.run_id AND p.step_id = ANY (s.after)
-                     AND NOT CASE WHEN p.step_id = s.step_id THEN s.result_trusted
-                                  ELSE p.trusted AND coalesce(p.result_trusted, true) END) AS trusted
+        -- Each successor's arguments (run_arg's, with the steps read as
+        -- they now are) and trust (run_admit's).
+        SELECT s.*, coalesce(g.payload, '{}') AS payload,
+               coalesce(g.trusted, true) AND NOT EXISTS (
+                   SELECT 1 FROM unnest(s.after) AS p
+                   WHERE NOT ((s.m -> p ->> 3)::boolean AND coalesce((s.m -> p ->> 4)::boolean, true))) AS trusted
         FROM s
         CROSS JOIN LATERAL (
             SELECT jsonb_object_agg(x.arg ->> 'name', coalesce(
                        CASE x.arg -> 'source' ->> 'kind'
                        WHEN 'const' THEN x.arg -> 'source' -> 'value'
                        WHEN 'input' THEN s.input #> x.path
-                       WHEN 'path' THEN CASE WHEN x.src = s.step_id THEN s.result ELSE p.result END #> x.path
-                       ELSE CASE WHEN x.src = s.step_id THEN s.result ELSE p.result END
+                       WHEN 'path' THEN x.result #> x.path
+                       ELSE x.result
                        END, 'null') ORDER BY x.ord) AS payload,
                    bool_and(CASE x.arg -> 'source' ->> 'kind'
                             WHEN 'const' THEN true
                             WHEN 'input' THEN s.input_trusted
-                            ELSE CASE WHEN x.src = s.step_id THEN s.result_trusted
-                                      ELSE p.trusted AND coalesce(p.result_trusted, true) END
+                            ELSE (s.m -> x.src ->> 3)::boolean AND coalesce((s.m -> x.src ->> 4)::boolean, true)
                             END IS NOT FALSE) AS trusted
-            FROM (SELECT e.arg, e.ord, e.arg -> 'source' ->> 'step' AS src,
+            FROM (SELECT e.arg, e.ord, e.arg -> 'source' ->> 'step' AS src, s.m -> (e.arg -> 'source' ->> 'step') -> 2 AS result,
                          ARRAY(SELECT jsonb_array_elements_text(coalesce(e.arg -> 'source' -> 'path', '[]'))) AS path
                   FROM jsonb_array_elements(s.args) WITH ORDINALITY AS e(arg, ord)) x
-            LEFT JOIN docket.run_steps p ON p.run_id = s.run_id AND p.step_id = x.src
-                                        AND x.arg -> 'source' ->> 'kind' NOT IN ('const', 'input')
-        ) v
-    ), ok AS (
+        ) g
+    ), ok AS MATERIALIZED (
         -- A run is taken when each successor would be admitted as a job,
-        -- neither waiting nor refused, nor the first untrusted read.
-        SELECT c.* FROM c
-        WHERE NOT EXISTS (SELECT 1 FROM a WHERE a.run_id = c.run_id
-                          AND (a.wait IS NOT NULL OR NOT a.trusted AND (a.needs_trusted OR c.untrusted_read IS NULL)))
+        -- neither waiting nor refused, nor the first untrusted read; and,
+        -- when the apply finishes it (its terminal steps all succeeded
+        -- within the reach), by its one success here.
+        SELECT e.*, t.finished, t.output
+        FROM e
+        CROSS JOIN LATERAL (
+            SELECT e.reach > e.applied
+                   AND coalesce(bool_and(coalesce(e.m -> t.step_id ->> 1 = 'succeeded'
+                                                  AND (e.m -> t.step_id ->> 0)::integer <= e.reach, false)), true) AS finished,
+                   (array_agg(CASE WHEN NOT (e.m -> t.step_id ->> 5)::boolean THEN e.m -> t.step_id -> 2 END ORDER BY t.step_id)
+                        FILTER (WHERE e.m ? t.step_id))[1] AS output
+            FROM docket.plan_steps t WHERE t.plan_id = e.plan_id AND t.terminal
+        ) t
+        WHERE NOT (t.finished AND e.n_took > 1)
+          AND NOT EXISTS (SELECT 1 FROM a WHERE a.run_id = e.run_id
+                          AND (a.wait IS NOT NULL OR NOT a.trusted AND (a.needs_trusted OR e.untrusted_read IS NULL)))
     ), ready AS (
-        -- The successors admitted, numbered in ascending step id (ready order).
+        -- The successors admitted, numbered in the order the walk admits
+        -- them (ready order).
         SELECT a.run_id, a.next_id, a.kind, a.payload, a.trusted, a.compensation, a.repeatable, a.project, a.case_id, a.version,
-               a.admitted + row_number() OVER (PARTITION BY a.run_id ORDER BY a.next_id) AS ready_seq
+               a.admitted + row_number() OVER (PARTITION BY a.run_id ORDER BY a.due, a.next_id) AS ready_seq
         FROM a JOIN ok ON ok.run_id = a.run_id
     ), done AS (
         UPDATE docket.run_steps st
-        SET state = 'succeeded', result = ok.result, updated_at = greatest(st.updated_at, v_now), result_trusted = ok.result_trusted
-        FROM ok WHERE st.job_id = ok.job_id
+        SET state = 'succeeded', result = c.result, updated_at = greatest(st.updated_at, v_now), result_trusted = c.result_trusted
+        FROM c JOIN ok ON ok.run_id = c.run_id
+        WHERE st.job_id = c.job_id
     ), enqueued AS (
         -- run_enqueue's rows, in the order the one-at-a-time path takes them.
         INSERT INTO docket.jobs AS j (project, kind, payload, params, case_id, idempotency_key, repeatable, available_at,
@@ -1131,7 +1183,7 @@ BEGIN
         SELECT ready.project, ready.kind, ready.payload,
                jsonb_build_object('run_id', ready.run_id, 'step', ready.next_id, 'version', ready.version, 'trusted', ready.trusted),
                ready.case_id, format('run:%s:%s', ready.run_id, ready.next_id), ready.repeatable, v_now, v_actor, v_now, v_now
-        FROM ready ORDER BY ready.run_id, ready.next_id
+        FROM ready ORDER BY ready.run_id, ready.ready_seq
         RETURNING j.id, (j.params ->> 'run_id')::bigint AS run_id, j.params ->> 'step' AS step_id
     ), admitted AS (
         INSERT INTO docket.run_steps (run_id, step_id, version, kind, state, ready_seq, args, trusted, job_id, compensation,
@@ -1139,38 +1191,29 @@ BEGIN
         SELECT ready.run_id, ready.next_id, ready.version, ready.kind, 'admitted', ready.ready_seq, ready.payload, ready.trusted,
                e.id, ready.compensation, false, v_now, v_now
         FROM ready JOIN enqueued e ON e.run_id = ready.run_id AND e.step_id = ready.next_id
-    ), moved AS MATERIALIZED (
-        -- The runs applied: admitted and applied counted, and a run whose
-        -- terminal steps have all succeeded (this one now among them) has
-        -- succeeded, with the first terminal step's result as its output.
-        SELECT ok.run_id, (SELECT count(*) FROM ready WHERE ready.run_id = ok.run_id) AS n,
-               NOT EXISTS (SELECT 1 FROM docket.plan_steps t
-                           WHERE t.plan_id = ok.plan_id AND t.terminal AND t.step_id <> ok.step_id
-                             AND NOT EXISTS (SELECT 1 FROM docket.run_steps x WHERE x.run_id = ok.run_id AND x.step_id = t.step_id
-                                             AND x.state = 'succeeded' AND x.ready_seq <= ok.applied + 1)) AS finished,
-               (SELECT CASE WHEN x.step_id = ok.step_id THEN ok.result ELSE x.result END
-                FROM docket.run_steps x JOIN docket.plan_steps t ON t.plan_id = ok.plan_id AND t.step_id = x.step_id
-                WHERE x.run_id = ok.run_id AND t.terminal ORDER BY x.step_id LIMIT 1) AS output
-        FROM ok WHERE ok.applies
     ), runs_moved AS (
+        -- The runs the apply moved: applied and admitted counted, and a
+        -- finished run succeeded, with the first terminal step's result as
+        -- its output.
         UPDATE docket.runs r
-        SET applied = r.applied + 1, admitted = r.admitted + m.n, updated_at = greatest(r.updated_at, v_now),
-            status = CASE WHEN m.finished THEN 'succeeded' ELSE r.status END,
-            finished_at = CASE WHEN m.finished THEN greatest(r.updated_at, v_now) ELSE r.finished_at END,
-            output = CASE WHEN m.finished THEN m.output ELSE r.output END
-        FROM moved m WHERE r.id = m.run_id
+        SET applied = ok.reach, admitted = r.admitted + (SELECT count(*) FROM ready WHERE ready.run_id = ok.run_id),
+            updated_at = greatest(r.updated_at, v_now),
+            status = CASE WHEN ok.finished THEN 'succeeded' ELSE r.status END,
+            finished_at = CASE WHEN ok.finished THEN greatest(r.updated_at, v_now) ELSE r.finished_at END,
+            output = CASE WHEN ok.finished THEN ok.output ELSE r.output END
+        FROM ok WHERE r.id = ok.run_id AND ok.reach > ok.applied
     )
-    SELECT coalesce(array_agg(ok.job_id), '{}') INTO v_took FROM ok;
+    SELECT coalesce(array_agg(c.job_id), '{}') INTO v_took FROM c JOIN ok ON ok.run_id = c.run_id;
     RETURN v_took;
 END
 $$;
 
 -- jobs_advance_runs runs after every UPDATE of jobs, once per statement:
 -- for the jobs of runs it moved to an end, it holds their runs in id order
--- and moves them on. Under READ COMMITTED, the successes that are the one
--- ended job of their run are first taken set-based where they can be
--- (run_steps_succeeded_set); every other ended job, in order of run and
--- job, by run_job_ended. So a statement that ends jobs of several runs (a
+-- and moves them on. Under READ COMMITTED, the successes of runs whose
+-- every job it ended succeeded are first taken set-based, run by run, where
+-- they can be (run_steps_succeeded_set); every other ended job, in order of
+-- run and job, by run_job_ended. So a statement that ends jobs of several runs (a
 -- batch's completion) takes their runs' locks in one order, and two such
 -- statements never wait for each other in a circle. The set is taken for
 -- two successes or more; the setting docket.advance (a session's, a role's
@@ -1190,14 +1233,14 @@ BEGIN
     END IF;
     IF current_setting('transaction_isolation') = 'read committed'
        AND current_setting('docket.advance', true) IS DISTINCT FROM 'row' THEN
-        -- In one pass over the ended jobs: the successes that are the one
-        -- ended job of their run, and every run a job ended of.
-        SELECT array_agg(e.id ORDER BY e.id) FILTER (WHERE e.state = 'succeeded' AND e.of_run = 1),
-               array_agg(e.result ORDER BY e.id) FILTER (WHERE e.state = 'succeeded' AND e.of_run = 1),
+        -- In one pass over the ended jobs: the successes of runs that only
+        -- succeeded here, and every run a job ended of.
+        SELECT array_agg(e.id ORDER BY e.id) FILTER (WHERE e.all_succeeded),
+               array_agg(e.result ORDER BY e.id) FILTER (WHERE e.all_succeeded),
                array_agg(DISTINCT e.run_id)
         INTO v_ids, v_results, v_runs
         FROM (SELECT n.id, n.state, n.result, (n.params ->> 'run_id')::bigint AS run_id,
-                     count(*) OVER (PARTITION BY n.params ->> 'run_id') AS of_run
+                     bool_and(n.state = 'succeeded') OVER (PARTITION BY n.params ->> 'run_id') AS all_succeeded
               FROM new_jobs n JOIN old_jobs o ON o.id = n.id
               WHERE n.params ? 'run_id' AND o.state IS DISTINCT FROM n.state
                 AND n.state IN ('succeeded', 'failed', 'dead', 'cancelled', 'uncertain')) e;
