@@ -1,9 +1,9 @@
 // Command bench measures docket's plan runs against DBOS Transact for Go on
 // one PostgreSQL server: a 3-step chain (W1), a fan-out of 8 leaves and a
 // join (W2), and one 3-step run at a time (W3). It starts a private cluster
-// with pg_stat_statements, gives each side of each round a fresh database,
-// and reports runs/s, steps/s, server CPU per run and WAL per run. See
-// docs/plans.md.
+// with pg_stat_statements, gives each side of each round a fresh database
+// (the side that goes first alternating from round to round), and reports
+// runs/s, steps/s, server CPU per run and WAL per run. See docs/plans.md.
 //
 //	cd bench && go run . [-w1 2000] [-w2 500] [-w3 200] [-rounds 2] [-sides docket,dbos]
 package main
@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -27,7 +28,7 @@ var (
 	w1N          = flag.Int("w1", 2000, "W1: runs of a 3-step chain")
 	w2N          = flag.Int("w2", 500, "W2: runs of root -> 8 leaves -> join")
 	w3N          = flag.Int("w3", 200, "W3: 3-step runs one at a time")
-	rounds       = flag.Int("rounds", 2, "rounds, the sides alternating in each")
+	rounds       = flag.Int("rounds", 2, "rounds, each side once in each, the first side alternating")
 	sides        = flag.String("sides", "docket,dbos", "sides to run, in order")
 	only         = flag.String("only", "w1,w2,w3", "workloads to run")
 	profile      = flag.String("profile", "", "write the top statements of each docket workload (pg_stat_statements, track=all) to this file")
@@ -77,7 +78,13 @@ func main() {
 		want[w] = true
 	}
 	for r := 1; r <= *rounds; r++ {
-		for _, side := range strings.Split(*sides, ",") {
+		order := strings.Split(*sides, ",")
+		if r%2 == 0 {
+			// Every other round the other side goes first, so that neither
+			// always runs on the host as the other left it.
+			slices.Reverse(order)
+		}
+		for _, side := range order {
 			name := pgserver.RandomName("bench_" + side)
 			if err := srv.CreateDatabase(ctx, name, "template0"); err != nil {
 				log.Fatal(err)
