@@ -317,7 +317,15 @@ CREATE OR REPLACE TRIGGER runs_columns_immutable
     BEFORE UPDATE OF id, project, case_id, input, input_trusted, replan_limit, created_by, created_at ON docket.runs
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
 
-CREATE OR REPLACE TRIGGER runs_guard BEFORE INSERT OR UPDATE ON docket.runs
+-- Every birth is asked; an update only when it could move the run or its
+-- plan, or touches a run that ended -- all runs_guard asks of an update --
+-- so the advances' writes of a running run's counters call nothing.
+CREATE OR REPLACE TRIGGER runs_guard BEFORE UPDATE ON docket.runs
+    FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status OR OLD.finished_at IS NOT NULL
+                       OR (NEW.plan_id, NEW.version) IS DISTINCT FROM (OLD.plan_id, OLD.version))
+    EXECUTE FUNCTION docket.runs_guard();
+
+CREATE OR REPLACE TRIGGER runs_guard_birth BEFORE INSERT ON docket.runs
     FOR EACH ROW EXECUTE FUNCTION docket.runs_guard();
 
 CREATE OR REPLACE TRIGGER runs_refuse_delete BEFORE DELETE ON docket.runs

@@ -1,0 +1,94 @@
+package plans_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/docket-dev/docket/jobs"
+	"github.com/docket-dev/docket/plans"
+)
+
+// TestTheRunGuardHoldsEveryWriter: the schema owner's own UPDATEs of runs
+// are held to the run machine and the plan's versions -- a move the machine
+// does not name, any change of a run that ended but the guard_seq that
+// orders its outcomes, a plan changed without a recorded version -- while
+// a running run's counters are written without asking the guard (it is
+// called only for an update that could move a run). Each refusal leaves
+// the run as it was.
+func TestTheRunGuardHoldsEveryWriter(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	one := plans.Plan{Steps: []plans.Step{step("a", "guard.run")}}
+	one.Steps[0].Terminal = true
+	two := plans.Plan{Steps: []plans.Step{step("a", "guard.run"), step("b", "guard.run", "a")}}
+	two.Steps[1].Terminal = true
+	ended, err := e.app.Start(ctx, plans.Start{Project: project, Plan: one})
+	require.NoError(t, err)
+	running, err := e.app.Start(ctx, plans.Start{Project: project, Plan: two})
+	require.NoError(t, err)
+	other, err := e.app.Start(ctx, plans.Start{Project: project, Plan: one})
+	require.NoError(t, err)
+
+	// The one-step run succeeds through its job.
+	steps, err := e.app.Steps(ctx, ended.ID)
+	require.NoError(t, err)
+	jc := jobsAs(t, e)
+	j, ok, err := jc.ClaimID(ctx, steps[0].JobID, jobs.ClaimOptions{})
+	require.NoError(t, err)
+	require.True(t, ok)
+	tx, err := e.API.Begin(ctx)
+	require.NoError(t, err)
+	refusals, err := jc.CompleteManyTx(ctx, tx, []jobs.Completion{{Lease: j.Lease(), Result: json.RawMessage(`{"n": 1}`)}})
+	require.NoError(t, err)
+	for _, r := range refusals {
+		require.NoError(t, r)
+	}
+	require.NoError(t, tx.Commit(ctx))
+	got, err := e.app.Get(ctx, ended.ID)
+	require.NoError(t, err)
+	require.Equal(t, plans.Succeeded, got.Status)
+
+	row := func(id int64) string {
+		var s string
+		require.NoError(t, e.Pool.QueryRow(ctx, `SELECT r::text FROM docket.runs r WHERE r.id = $1`, id).Scan(&s))
+		return s
+	}
+	write := func(q string, args ...any) error {
+		tx, err := e.Pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = tx.Exec(ctx, `SELECT docket.set_context($1, $2)`, string(ops), e.Clock.Now())
+		require.NoError(t, err)
+		if _, err := tx.Exec(ctx, q, args...); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	}
+	refused := func(code, q string, id int64, args ...any) {
+		t.Helper()
+		before := row(id)
+		err := write(q, append([]any{id}, args...)...)
+		var pgErr *pgconn.PgError
+		require.True(t, errors.As(err, &pgErr), "%s: %v", q, err)
+		require.Equal(t, code, pgErr.Code, "%s: %s", q, pgErr.Message)
+		require.Equal(t, before, row(id), "%s changed the run", q)
+	}
+	refused("DK001", `UPDATE docket.runs SET status = 'compensated' WHERE id = $1`, running.ID)
+	refused("DK001", `UPDATE docket.runs SET status = 'running' WHERE id = $1`, ended.ID)
+	refused("DK001", `UPDATE docket.runs SET applied = applied + 1 WHERE id = $1`, ended.ID)
+	refused("DK001", `UPDATE docket.runs SET output = '{"n": 2}' WHERE id = $1`, ended.ID)
+	refused("DK015", `UPDATE docket.runs SET plan_id = (SELECT plan_id FROM docket.runs WHERE id = $2) WHERE id = $1`,
+		running.ID, other.ID)
+	refused("DK015", `UPDATE docket.runs SET version = version + 1 WHERE id = $1`, running.ID)
+
+	// What the guard lets through: the guard_seq of a run that ended, and a
+	// running run's counters.
+	require.NoError(t, write(`UPDATE docket.runs SET guard_seq = guard_seq + 1 WHERE id = $1`, ended.ID))
+	require.NoError(t, write(`UPDATE docket.runs SET guard_seq = guard_seq + 1, updated_at = updated_at WHERE id = $1`, running.ID))
+}
