@@ -92,3 +92,39 @@ func TestTheRunGuardHoldsEveryWriter(t *testing.T) {
 	require.NoError(t, write(`UPDATE docket.runs SET guard_seq = guard_seq + 1 WHERE id = $1`, ended.ID))
 	require.NoError(t, write(`UPDATE docket.runs SET guard_seq = guard_seq + 1, updated_at = updated_at WHERE id = $1`, running.ID))
 }
+
+// TestAStartWhoseFirstStepCannotRunEnds: a run whose first step is refused
+// at its start (it requires trusted input; the input is not) or fails at
+// its admission (a message wait whose correlation value makes no key)
+// unwinds at once, in its start's transaction, and ends compensated, naming
+// the step; a run whose first step runs or waits is left running.
+func TestAStartWhoseFirstStepCannotRunEnds(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	guarded := plans.Plan{Steps: []plans.Step{step("a", "guard.run")}}
+	guarded.Steps[0].Args = []plans.Arg{{Name: "x", Source: plans.Input("x")}}
+	guarded.Steps[0].Trusted, guarded.Steps[0].Terminal = true, true
+	keyless := plans.Plan{Steps: []plans.Step{step("w", ""), step("b", "guard.run", "w")}}
+	keyless.Steps[0].Wait = &plans.Wait{Type: plans.WaitMessage, MessageKind: "paid", Key: "order",
+		Value: ptr(plans.Input("missing")), Within: 60}
+	keyless.Steps[1].Terminal = true
+	for _, c := range []struct {
+		plan    plans.Plan
+		trusted bool
+		status  plans.Status
+		failure string
+	}{
+		{guarded, false, plans.Compensated, "step a refused"},
+		{keyless, true, plans.Compensated, "step w failed"},
+		{guarded, true, plans.Running, ""},
+	} {
+		run, err := e.app.Start(ctx, plans.Start{Project: project, Plan: c.plan, Input: json.RawMessage(`{"x": 1}`),
+			InputTrusted: c.trusted})
+		require.NoError(t, err)
+		require.Equal(t, c.status, run.Status, "%+v", run)
+		require.Contains(t, run.Failure, c.failure)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

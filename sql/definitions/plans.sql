@@ -1320,8 +1320,18 @@ BEGIN
     RETURNING * INTO r;
     INSERT INTO docket.run_versions (run_id, version, plan_id, actor, at) VALUES (r.id, 1, v_plan, p_actor, p_now);
     PERFORM docket.run_admit_ready(r.id, NULL);
-    PERFORM docket.run_apply(r.id);
     SELECT * INTO r FROM docket.runs WHERE id = r.id;
+    -- A run whose first step runs or waits, with nothing refused, has
+    -- nothing to apply yet (run_apply would lock the row and find nothing
+    -- to do): it is asked only otherwise, or for a plan with no terminal
+    -- step.
+    IF r.status <> 'running' OR r.refusals > 0 OR NOT EXISTS (
+        SELECT 1 FROM docket.run_steps s
+        WHERE s.run_id = r.id AND s.ready_seq = r.applied + 1 AND s.state IN ('admitted', 'waiting')
+          AND EXISTS (SELECT 1 FROM docket.plan_steps t WHERE t.plan_id = r.plan_id AND t.terminal)) THEN
+        PERFORM docket.run_apply(r.id);
+        SELECT * INTO r FROM docket.runs WHERE id = r.id;
+    END IF;
     RETURN r;
 END
 $$;
