@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -282,11 +283,7 @@ func TestTheSetTakesWhatItCan(t *testing.T) {
 	tx, err := e.Pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = tx.Exec(ctx, `SELECT docket.set_context($1, $2)`, string(app), e.Clock.Now())
-	require.NoError(t, err)
-	var took []int64
-	require.NoError(t, tx.QueryRow(ctx, `SELECT docket.run_steps_succeeded_set($1, $2::jsonb[])`, ids, results).Scan(&took))
-	require.Equal(t, []int64{ids[0]}, took)
+	require.Equal(t, []int64{ids[0]}, takeSet(t, e, tx, ids, results))
 	var steps []string
 	rows, err := tx.Query(ctx, `SELECT s.step_id || ':' || s.state FROM docket.run_steps s ORDER BY s.run_id, s.ready_seq`)
 	require.NoError(t, err)
@@ -295,10 +292,10 @@ func TestTheSetTakesWhatItCan(t *testing.T) {
 	require.Equal(t, []string{"a:succeeded", "b:admitted", "a:admitted", "a:admitted", "a:admitted"}, steps,
 		"the chain's first step succeeded and its second admitted; the others untouched")
 	// What it left is as it was, seen inside its transaction.
-	var left string
 	leftOf := func(q interface {
 		QueryRow(context.Context, string, ...any) pgx.Row
 	}) string {
+		var left string
 		require.NoError(t, q.QueryRow(ctx, `SELECT string_agg(concat_ws(' ', r.id, r.status, r.applied, r.admitted, r.updated_at, s.state,
 			s.result, s.updated_at, j.state), ';' ORDER BY r.id)
 			FROM docket.runs r JOIN docket.run_steps s ON s.run_id = r.id JOIN docket.jobs j ON j.id = s.job_id
@@ -331,31 +328,18 @@ func TestTheSetTakesARunWhole(t *testing.T) {
 		require.NoError(t, err)
 		runs = append(runs, run.ID)
 	}
-	jobOf := func(run int64, id string) int64 {
-		steps, err := e.app.Steps(ctx, run)
-		require.NoError(t, err)
-		for _, s := range steps {
-			if s.StepID == id {
-				return s.JobID
-			}
-		}
-		t.Fatalf("run %d has no step %s", run, id)
-		return 0
-	}
+	jobOf := func(run int64, id string) int64 { return stepOf(t, e, run, id).JobID }
 	succeed := func(ids ...int64) []int64 {
 		tx, err := e.Pool.Begin(ctx)
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
-		_, err = tx.Exec(ctx, `SELECT docket.set_context($1, $2)`, string(app), e.Clock.Now())
-		require.NoError(t, err)
 		results := make([]string, len(ids))
 		for i := range results {
 			results[i] = `{"n": 1}`
 		}
-		var took []int64
-		require.NoError(t, tx.QueryRow(ctx, `SELECT docket.run_steps_succeeded_set($1, $2::jsonb[])`, ids, results).Scan(&took))
+		took := takeSet(t, e, tx, ids, results)
 		require.NoError(t, tx.Commit(ctx))
-		sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+		slices.Sort(took)
 		return took
 	}
 	state := func(run int64) string {
@@ -374,4 +358,16 @@ func TestTheSetTakesARunWhole(t *testing.T) {
 	require.Equal(t, []int64{min(l1, l2), max(l1, l2)}, succeed(l2, jobOf(runs[1], "t2"), l1, jobOf(runs[1], "t1")))
 	require.Equal(t, "running 3/4: root succeeded, l1 succeeded, l2 succeeded, join admitted", state(runs[0]))
 	require.Equal(t, "running 1/3: a succeeded, t1 admitted, t2 admitted", state(runs[1]))
+}
+
+// takeSet calls run_steps_succeeded_set in tx, as app at the test's
+// instant, with jobs ids succeeding with results, and returns what it took.
+func takeSet(t testing.TB, e env, tx pgx.Tx, ids []int64, results []string) []int64 {
+	t.Helper()
+	ctx := context.Background()
+	_, err := tx.Exec(ctx, `SELECT docket.set_context($1, $2)`, string(app), e.Clock.Now())
+	require.NoError(t, err)
+	var took []int64
+	require.NoError(t, tx.QueryRow(ctx, `SELECT docket.run_steps_succeeded_set($1, $2::jsonb[])`, ids, results).Scan(&took))
+	return took
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
-	"github.com/docket-dev/docket/jobs"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/plans"
 )
 
@@ -19,7 +19,7 @@ import (
 // orders its outcomes, a plan changed without a recorded version -- while
 // a running run's counters are written without asking the guard (it is
 // called only for an update that could move a run). Each refusal leaves
-// the run as it was.
+// the runs as they were.
 func TestTheRunGuardHoldsEveryWriter(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -36,29 +36,11 @@ func TestTheRunGuardHoldsEveryWriter(t *testing.T) {
 	require.NoError(t, err)
 
 	// The one-step run succeeds through its job.
-	steps, err := e.app.Steps(ctx, ended.ID)
-	require.NoError(t, err)
-	jc := jobsAs(t, e)
-	j, ok, err := jc.ClaimID(ctx, steps[0].JobID, jobs.ClaimOptions{})
-	require.NoError(t, err)
-	require.True(t, ok)
-	tx, err := e.API.Begin(ctx)
-	require.NoError(t, err)
-	refusals, err := jc.CompleteManyTx(ctx, tx, []jobs.Completion{{Lease: j.Lease(), Result: json.RawMessage(`{"n": 1}`)}})
-	require.NoError(t, err)
-	for _, r := range refusals {
-		require.NoError(t, r)
-	}
-	require.NoError(t, tx.Commit(ctx))
+	complete(t, e, ended.ID, "a", `{"n": 1}`)
 	got, err := e.app.Get(ctx, ended.ID)
 	require.NoError(t, err)
 	require.Equal(t, plans.Succeeded, got.Status)
 
-	row := func(id int64) string {
-		var s string
-		require.NoError(t, e.Pool.QueryRow(ctx, `SELECT r::text FROM docket.runs r WHERE r.id = $1`, id).Scan(&s))
-		return s
-	}
 	write := func(q string, args ...any) error {
 		tx, err := e.Pool.Begin(ctx)
 		require.NoError(t, err)
@@ -72,12 +54,12 @@ func TestTheRunGuardHoldsEveryWriter(t *testing.T) {
 	}
 	refused := func(code, q string, id int64, args ...any) {
 		t.Helper()
-		before := row(id)
+		before := testkit.Snapshot(t, e.Pool, "docket.runs")
 		err := write(q, append([]any{id}, args...)...)
 		var pgErr *pgconn.PgError
 		require.True(t, errors.As(err, &pgErr), "%s: %v", q, err)
 		require.Equal(t, code, pgErr.Code, "%s: %s", q, pgErr.Message)
-		require.Equal(t, before, row(id), "%s changed the run", q)
+		require.Equal(t, before, testkit.Snapshot(t, e.Pool, "docket.runs"), "%s changed the runs", q)
 	}
 	refused("DK001", `UPDATE docket.runs SET status = 'compensated' WHERE id = $1`, running.ID)
 	refused("DK001", `UPDATE docket.runs SET status = 'running' WHERE id = $1`, ended.ID)
@@ -106,8 +88,8 @@ func TestAStartWhoseFirstStepCannotRunEnds(t *testing.T) {
 	guarded.Steps[0].Args = []plans.Arg{{Name: "x", Source: plans.Input("x")}}
 	guarded.Steps[0].Trusted, guarded.Steps[0].Terminal = true, true
 	keyless := plans.Plan{Steps: []plans.Step{step("w", ""), step("b", "guard.run", "w")}}
-	keyless.Steps[0].Wait = &plans.Wait{Type: plans.WaitMessage, MessageKind: "paid", Key: "order",
-		Value: ptr(plans.Input("missing")), Within: 60}
+	missing := plans.Input("missing")
+	keyless.Steps[0].Wait = &plans.Wait{Type: plans.WaitMessage, MessageKind: "paid", Key: "order", Value: &missing, Within: 60}
 	keyless.Steps[1].Terminal = true
 	for _, c := range []struct {
 		plan    plans.Plan
@@ -126,5 +108,3 @@ func TestAStartWhoseFirstStepCannotRunEnds(t *testing.T) {
 		require.Contains(t, run.Failure, c.failure)
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

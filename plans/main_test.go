@@ -129,3 +129,17 @@ func waitRun(t testing.TB, e env, id int64, rs ...*runner) plans.Run {
 func step(id, kind string, after ...string) plans.Step {
 	return plans.Step{ID: id, Kind: kind, After: after, Args: []plans.Arg{}}
 }
+
+// stepOf returns step id of run, as app reads it.
+func stepOf(t testing.TB, e env, run int64, id string) plans.RunStep {
+	t.Helper()
+	steps, err := e.app.Steps(context.Background(), run)
+	require.NoError(t, err)
+	for _, s := range steps {
+		if s.StepID == id {
+			return s
+		}
+	}
+	t.Fatalf("run %d has no step %s", run, id)
+	return plans.RunStep{}
+}

@@ -86,19 +86,6 @@ func liveJobs(t testing.TB, e waitEnv, id int64) (jobsLive, leases int) {
 	return jobsLive, leases
 }
 
-func stepOf(t testing.TB, e waitEnv, run int64, id string) plans.RunStep {
-	t.Helper()
-	steps, err := e.env.app.Steps(context.Background(), run)
-	require.NoError(t, err)
-	for _, s := range steps {
-		if s.StepID == id {
-			return s
-		}
-	}
-	t.Fatalf("run %d has no step %s", run, id)
-	return plans.RunStep{}
-}
-
 // TestASleepingStepSuspendsTheRunUntilTheTimerSweep: a -> nap (three days)
 // -> c. After a, the run is suspended on nap's timer, holding no job and no
 // lease; a sweep before the instant fires nothing; moving the clock three
@@ -129,7 +116,7 @@ func TestASleepingStepSuspendsTheRunUntilTheTimerSweep(t *testing.T) {
 	waits, err := e.env.app.Waits(ctx, run.ID)
 	require.NoError(t, err)
 	require.Len(t, waits, 1)
-	nap := stepOf(t, e, run.ID, "nap")
+	nap := stepOf(t, e.env, run.ID, "nap")
 	require.Equal(t, plans.StepWaiting, nap.State)
 	require.Equal(t, plans.WaitSleep, nap.Wait)
 	require.Zero(t, nap.JobID)
@@ -155,7 +142,7 @@ func TestASleepingStepSuspendsTheRunUntilTheTimerSweep(t *testing.T) {
 	run = waitRun(t, e.env, run.ID, r)
 	require.Equal(t, plans.Succeeded, run.Status)
 	require.False(t, run.Suspended)
-	nap = stepOf(t, e, run.ID, "nap")
+	nap = stepOf(t, e.env, run.ID, "nap")
 	require.Equal(t, plans.StepSucceeded, nap.State)
 	var res struct {
 		WakeAt time.Time `json:"wake_at"`
@@ -308,7 +295,7 @@ func decision(t testing.TB, e waitEnv, run int64) (string, bool) {
 		Decision  string `json:"decision"`
 		Automatic bool   `json:"automatic"`
 	}
-	require.NoError(t, json.Unmarshal(stepOf(t, e, run, "approve").Result, &d))
+	require.NoError(t, json.Unmarshal(stepOf(t, e.env, run, "approve").Result, &d))
 	return d.Decision, d.Automatic
 }
 
@@ -355,7 +342,7 @@ func TestATaskStepHasFourEyes(t *testing.T) {
 	run, err = e.env.app.Get(ctx, run.ID)
 	require.NoError(t, err)
 	require.True(t, run.Suspended, "now sleeping in ship")
-	require.Equal(t, plans.StepWaiting, stepOf(t, e, run.ID, "ship").State)
+	require.Equal(t, plans.StepWaiting, stepOf(t, e.env, run.ID, "ship").State)
 
 	// A retried opening finds the same task: one per (run, step).
 	var again int64
@@ -381,7 +368,7 @@ func TestATaskStepHasFourEyes(t *testing.T) {
 	got, auto = decision(t, e, late.ID)
 	require.Equal(t, "reject", got)
 	require.True(t, auto)
-	require.Equal(t, plans.StepSucceeded, stepOf(t, e, late.ID, "approve").State)
+	require.Equal(t, plans.StepSucceeded, stepOf(t, e.env, late.ID, "approve").State)
 }
 
 // TestADecisionRacingTheExpirySettlesOnce: bo's decision and the expiry
@@ -429,7 +416,7 @@ func TestADecisionRacingTheExpirySettlesOnce(t *testing.T) {
 			id).Scan(&settles, &consumed))
 		require.Equal(t, 1, settles)
 		require.Equal(t, 1, consumed)
-		require.Equal(t, plans.StepWaiting, stepOf(t, e, run.ID, "ship").State)
+		require.Equal(t, plans.StepWaiting, stepOf(t, e.env, run.ID, "ship").State)
 	}
 }
 
@@ -470,7 +457,7 @@ func TestCancellingAWaitingRunClosesWhatItWaitsOn(t *testing.T) {
 	require.Equal(t, plans.Compensated, run.Status)
 	require.False(t, run.Suspended)
 	for _, id := range []string{"nap", "pay", "approve"} {
-		require.Equal(t, plans.StepCancelled, stepOf(t, e, run.ID, id).State, id)
+		require.Equal(t, plans.StepCancelled, stepOf(t, e.env, run.ID, id).State, id)
 	}
 	task, err := e.bo.Get(ctx, taskID)
 	require.NoError(t, err)
@@ -734,7 +721,7 @@ func TestACancelRacingTheAnswersClosesTheRunOnce(t *testing.T) {
 			run.ID).Scan(&waiting, &armed, &open))
 		require.Zero(t, waiting+armed+open)
 		for _, s := range []string{"nap", "pay", "approve"} {
-			st := stepOf(t, e, run.ID, s).State
+			st := stepOf(t, e.env, run.ID, s).State
 			require.Contains(t, []plans.StepState{plans.StepSucceeded, plans.StepCancelled}, st, s)
 		}
 	}

@@ -1072,17 +1072,19 @@ BEGIN
         WHERE r.id IN (SELECT c.run_id FROM c) AND r.status = 'running' AND NOT docket.run_bounded(r) AND r.refusals = 0
           AND NOT EXISTS (SELECT 1 FROM c WHERE c.run_id = r.id
                           AND (c.state <> 'admitted' OR docket.result_reports_spend(c.result)))
+    ), f AS MATERIALIZED (
+        -- Their steps past the applied ones.
+        SELECT r.run_id, r.plan_id, f.step_id FROM r
+        JOIN docket.run_steps f ON f.run_id = r.run_id AND f.ready_seq > r.applied
     ), w AS (
         -- The steps the walk reads, not the whole run: those past the
         -- applied ones, the predecessors and argument sources of the steps
         -- after them, and the terminal steps.
-        SELECT r.run_id, f.step_id FROM r
-        JOIN docket.run_steps f ON f.run_id = r.run_id AND f.ready_seq > r.applied
+        SELECT f.run_id, f.step_id FROM f
         UNION
-        SELECT r.run_id, src.step_id FROM r
-        JOIN docket.run_steps f ON f.run_id = r.run_id AND f.ready_seq > r.applied
-        JOIN docket.plan_deps d ON d.plan_id = r.plan_id AND d.after_id = f.step_id
-        JOIN docket.plan_steps ps ON ps.plan_id = r.plan_id AND ps.step_id = d.step_id
+        SELECT f.run_id, src.step_id FROM f
+        JOIN docket.plan_deps d ON d.plan_id = f.plan_id AND d.after_id = f.step_id
+        JOIN docket.plan_steps ps ON ps.plan_id = f.plan_id AND ps.step_id = d.step_id
         CROSS JOIN LATERAL (SELECT unnest(ps.after)
                             UNION ALL
                             SELECT g.arg -> 'source' ->> 'step' FROM jsonb_array_elements(ps.args) AS g(arg)) AS src(step_id)
@@ -1320,18 +1322,8 @@ BEGIN
     RETURNING * INTO r;
     INSERT INTO docket.run_versions (run_id, version, plan_id, actor, at) VALUES (r.id, 1, v_plan, p_actor, p_now);
     PERFORM docket.run_admit_ready(r.id, NULL);
+    PERFORM docket.run_apply(r.id);
     SELECT * INTO r FROM docket.runs WHERE id = r.id;
-    -- A run whose first step runs or waits, with nothing refused, has
-    -- nothing to apply yet (run_apply would lock the row and find nothing
-    -- to do): it is asked only otherwise, or for a plan with no terminal
-    -- step.
-    IF r.status <> 'running' OR r.refusals > 0 OR NOT EXISTS (
-        SELECT 1 FROM docket.run_steps s
-        WHERE s.run_id = r.id AND s.ready_seq = r.applied + 1 AND s.state IN ('admitted', 'waiting')
-          AND EXISTS (SELECT 1 FROM docket.plan_steps t WHERE t.plan_id = r.plan_id AND t.terminal)) THEN
-        PERFORM docket.run_apply(r.id);
-        SELECT * INTO r FROM docket.runs WHERE id = r.id;
-    END IF;
     RETURN r;
 END
 $$;
