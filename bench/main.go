@@ -263,9 +263,40 @@ func (m *meter) finish(ctx context.Context, before reading, x *result, prof *os.
 		if err := m.functions(ctx, x, prof); err != nil {
 			return err
 		}
+		if err := m.walByRelation(ctx, before.lsn, after.lsn, x, prof); err != nil {
+			return err
+		}
 		return m.tables(ctx, prof)
 	}
 	return nil
+}
+
+// walByRelation writes the WAL written between two positions by the
+// relation its records touch first (pg_walinspect), and by record type.
+func (m *meter) walByRelation(ctx context.Context, from, to string, x *result, w *os.File) error {
+	if _, err := m.pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_walinspect"); err != nil {
+		return err
+	}
+	rows, err := m.pool.Query(ctx, `WITH r AS (
+			SELECT resource_manager || '/' || split_part(record_type, ' ', 1) AS kind, record_length + fpi_length AS len,
+				substring(block_ref FROM 'rel \d+/\d+/(\d+)')::oid AS node
+			FROM pg_get_wal_records_info($1::pg_lsn, $2::pg_lsn))
+		SELECT coalesce(pg_filenode_relation(0, node)::regclass::text, node::text, '-') AS rel, kind, count(*), sum(len)
+		FROM r GROUP BY 1, 2 ORDER BY 4 DESC LIMIT 40`, from, to)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	fmt.Fprintf(w, "\nWAL by relation (pg_walinspect; the first block a record touches)\n\n| relation | record | records | records/run | bytes/run |\n|---|---|---|---|---|\n")
+	for rows.Next() {
+		var rel, kind string
+		var n, bytes int64
+		if err := rows.Scan(&rel, &kind, &n, &bytes); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %.1f | %.0f |\n", rel, kind, n, float64(n)/float64(x.Runs), float64(bytes)/float64(x.Runs))
+	}
+	return rows.Err()
 }
 
 // tables writes the tables most updated, and how many of their updates
