@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/internal/testkit"
+	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/plans"
 )
 
@@ -107,4 +109,54 @@ func TestAStartWhoseFirstStepCannotRunEnds(t *testing.T) {
 		require.Equal(t, c.status, run.Status, "%+v", run)
 		require.Contains(t, run.Failure, c.failure)
 	}
+}
+
+// TestAStepsJobCarriesNoKey: a step's job is named by its step row, not by
+// an idempotency key, so an enqueue under the key a step's job once carried
+// (run:RUN:STEP, its kind) makes a job of its own rather than resolving to
+// the run's; and a compensation job stays one step's (a second step naming
+// it is refused, the steps unchanged).
+func TestAStepsJobCarriesNoKey(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	p := plans.Plan{Steps: []plans.Step{step("a", "keys.run"), step("b", "keys.run", "a")}}
+	p.Steps[1].Terminal = true
+	r, err := e.app.Start(ctx, plans.Start{Project: project, Plan: p})
+	require.NoError(t, err)
+	a := stepOf(t, e, r.ID, "a")
+	jc, err := jobs.NewClient(e.API, jobs.Config{Project: project, Actor: app, Clock: e.Clock})
+	require.NoError(t, err)
+	j, err := jc.Get(ctx, a.JobID)
+	require.NoError(t, err)
+	require.Empty(t, j.IdempotencyKey)
+	mine, err := jc.Enqueue(ctx, jobs.Spec{Kind: "keys.run", Payload: json.RawMessage(`{}`),
+		IdempotencyKey: fmt.Sprintf("run:%d:a", r.ID)})
+	require.NoError(t, err)
+	require.False(t, mine.Duplicate)
+	require.NotEqual(t, a.JobID, mine.Job.ID, "an enqueue under a step's old key resolved to the step's job")
+
+	complete(t, e, r.ID, "a", `{}`)
+	b := stepOf(t, e, r.ID, "b")
+	owner := func(q string, args ...any) error {
+		tx, err := e.Pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		if _, err := tx.Exec(ctx, `SELECT docket.set_context($1, $2)`, string(ops), e.Clock.Now()); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, q, args...); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	}
+	require.NoError(t, owner(`UPDATE docket.run_steps SET compensation_job_id = $2 WHERE run_id = $1 AND step_id = 'a'`, r.ID, mine.Job.ID))
+	before := testkit.Snapshot(t, e.Pool, "docket.run_steps")
+	err = owner(`UPDATE docket.run_steps SET compensation_job_id = $2 WHERE run_id = $1 AND step_id = 'b'`, r.ID, mine.Job.ID)
+	var pgErr *pgconn.PgError
+	require.True(t, errors.As(err, &pgErr), "%v", err)
+	require.Equal(t, "23505", pgErr.Code, pgErr.Message)
+	require.Equal(t, "run_steps_compensation_job_key", pgErr.ConstraintName)
+	require.Equal(t, before, testkit.Snapshot(t, e.Pool, "docket.run_steps"))
+	require.NotZero(t, b.JobID)
 }

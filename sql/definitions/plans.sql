@@ -367,17 +367,23 @@ CREATE OR REPLACE TRIGGER run_steps_refuse_delete BEFORE DELETE ON docket.run_st
 
 -- run_enqueue enqueues a job of run r: kind p_kind with payload p_payload, as
 -- the change context's actor (the run's starter held job.create; the plan
--- authorizes its steps), under key p_key, and returns its id.
-CREATE OR REPLACE FUNCTION docket.run_enqueue(r docket.runs, p_kind text, p_payload jsonb, p_params jsonb, p_key text,
+-- authorizes its steps), and returns its id. A step's job has no
+-- idempotency key: its step row names it (run_steps.job_id, and
+-- compensation_job_id, each unique and written once), and a step is
+-- admitted once, under its run's lock; a key would be one more index entry
+-- at each of the job's writes, and would let an enqueue under the same key
+-- resolve to a run's job.
+DROP FUNCTION IF EXISTS docket.run_enqueue(docket.runs, text, jsonb, jsonb, text, boolean);
+CREATE OR REPLACE FUNCTION docket.run_enqueue(r docket.runs, p_kind text, p_payload jsonb, p_params jsonb,
                                    p_repeatable boolean DEFAULT false) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     v_id bigint;
     v_now timestamptz := docket.context_now();
 BEGIN
-    INSERT INTO docket.jobs AS j (project, kind, payload, params, case_id, idempotency_key, repeatable, available_at,
-                                  created_by, created_at, updated_at)
-    VALUES (r.project, p_kind, p_payload, p_params || jsonb_build_object('run_id', r.id), r.case_id, p_key, p_repeatable, v_now,
+    INSERT INTO docket.jobs AS j (project, kind, payload, params, case_id, repeatable, available_at, created_by, created_at,
+                                  updated_at)
+    VALUES (r.project, p_kind, p_payload, p_params || jsonb_build_object('run_id', r.id), r.case_id, p_repeatable, v_now,
             docket.context_actor(), v_now, v_now)
     RETURNING j.id INTO v_id;
     RETURN v_id;
@@ -482,8 +488,7 @@ BEGIN
         RETURN docket.run_admit_wait(r, ps, v_seq, v_payload, v_trusted);
     END IF;
     v_job := docket.run_enqueue(r, ps.kind, v_payload,
-        jsonb_build_object('run_id', r.id, 'step', p_step, 'version', r.version, 'trusted', v_trusted),
-        format('run:%s:%s', r.id, p_step), ps.repeatable);
+        jsonb_build_object('run_id', r.id, 'step', p_step, 'version', r.version, 'trusted', v_trusted), ps.repeatable);
     -- Under an effects ceiling the step takes its effect slot here, under
     -- the lock with which run_gate found one free.
     INSERT INTO docket.run_steps (run_id, step_id, version, kind, state, ready_seq, args, trusted, job_id, compensation,
@@ -861,8 +866,7 @@ BEGIN
     SET state = 'compensating', updated_at = greatest(updated_at, v_now),
         compensation_job_id = docket.run_enqueue(r, st.compensation,
             jsonb_build_object('args', st.args, 'result', st.result, 'step', st.step_id, 'outcome', st.state),
-            jsonb_build_object('run_id', r.id, 'step', st.step_id, 'compensates', st.kind),
-            format('run:%s:%s:compensate', r.id, st.step_id))
+            jsonb_build_object('run_id', r.id, 'step', st.step_id, 'compensates', st.kind))
     WHERE run_id = r.id AND step_id = st.step_id;
 END
 $$;
@@ -1188,11 +1192,11 @@ BEGIN
         WHERE st.job_id = c.job_id
     ), enqueued AS (
         -- run_enqueue's rows, in the order the one-at-a-time path takes them.
-        INSERT INTO docket.jobs AS j (project, kind, payload, params, case_id, idempotency_key, repeatable, available_at,
-                                      created_by, created_at, updated_at)
+        INSERT INTO docket.jobs AS j (project, kind, payload, params, case_id, repeatable, available_at, created_by, created_at,
+                                      updated_at)
         SELECT ready.project, ready.kind, ready.payload,
                jsonb_build_object('run_id', ready.run_id, 'step', ready.next_id, 'version', ready.version, 'trusted', ready.trusted),
-               ready.case_id, format('run:%s:%s', ready.run_id, ready.next_id), ready.repeatable, v_now, v_actor, v_now, v_now
+               ready.case_id, ready.repeatable, v_now, v_actor, v_now, v_now
         FROM ready ORDER BY ready.run_id, ready.ready_seq
         RETURNING j.id, (j.params ->> 'run_id')::bigint AS run_id, j.params ->> 'step' AS step_id
     ), admitted AS (
