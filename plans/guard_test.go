@@ -71,6 +71,45 @@ func TestTheRunGuardHoldsEveryWriter(t *testing.T) {
 		running.ID, other.ID)
 	refused("DK015", `UPDATE docket.runs SET version = version + 1 WHERE id = $1`, running.ID)
 
+	// A run's terms (its input, replan limit and ceilings) hold for the
+	// owner's writes too: each broken rule is the check violation naming
+	// it, at an update of a ceiling and at an insert.
+	broken := func(rule, q string, id int64) {
+		t.Helper()
+		before := testkit.Snapshot(t, e.Pool, "docket.runs")
+		err := write(q, id)
+		var pgErr *pgconn.PgError
+		require.True(t, errors.As(err, &pgErr), "%s: %v", q, err)
+		require.Equal(t, "23514", pgErr.Code, "%s: %s", q, pgErr.Message)
+		require.Equal(t, rule, pgErr.ConstraintName, "%s: %s", q, pgErr.Message)
+		require.Equal(t, before, testkit.Snapshot(t, e.Pool, "docket.runs"), "%s changed the runs", q)
+	}
+	for rule, set := range map[string]string{
+		"runs_money_has_currency": `max_money = 5`,
+		"runs_currency_valid":     `max_money = 5, currency = 'eur'`,
+		"runs_max_steps_range":    `max_steps = -1`,
+		"runs_max_effects_range":  `max_effects = -1`,
+		"runs_max_money_range":    `max_money = -1, currency = 'EUR'`,
+		"runs_max_call_range":     `max_call = -1`,
+		"runs_max_parallel_range": `max_parallel = 0`,
+		"runs_max_duration_range": `max_duration = interval '0'`,
+		"runs_max_refusals_range": `max_refusals = 1000001`,
+	} {
+		broken(rule, `UPDATE docket.runs SET `+set+` WHERE id = $1`, running.ID)
+	}
+	// The input and the replan limit never change (runs_columns_immutable):
+	// their rules are asked at a run's birth.
+	for rule, values := range map[string]string{
+		"runs_input_bounded":      `jsonb_build_object('s', repeat('x', 70000)), replan_limit, max_steps`,
+		"runs_replan_limit_range": `input, 101, max_steps`,
+		"runs_max_steps_range":    `input, replan_limit, 1000001`,
+	} {
+		broken(rule, `INSERT INTO docket.runs (project, plan_id, input, replan_limit, max_steps, input_trusted, created_by,
+			created_at, updated_at)
+			SELECT project, plan_id, `+values+`, input_trusted, created_by, created_at, updated_at
+			FROM docket.runs WHERE id = $1`, running.ID)
+	}
+
 	// What the guard lets through: the guard_seq of a run that ended, and a
 	// running run's counters.
 	require.NoError(t, write(`UPDATE docket.runs SET guard_seq = guard_seq + 1 WHERE id = $1`, ended.ID))

@@ -328,6 +328,57 @@ CREATE OR REPLACE TRIGGER runs_guard BEFORE UPDATE ON docket.runs
 CREATE OR REPLACE TRIGGER runs_guard_birth BEFORE INSERT ON docket.runs
     FOR EACH ROW EXECUTE FUNCTION docket.runs_guard();
 
+-- runs_terms holds a run's terms -- its input, replan limit and ceilings --
+-- to their rules at the run's birth and at any write of one of them (a
+-- budget's raise), refusing a row that breaks one with the check violation
+-- (23514) a CHECK of that name would raise:
+--     runs_input_bounded        input of at most 65536 bytes (json_size)
+--     runs_replan_limit_range   replan_limit 0 .. 100
+--     runs_money_has_currency   a money ceiling exactly with its currency
+--     runs_currency_valid       currency of three capital letters
+--     runs_max_steps_range      max_steps 0 .. 1000000
+--     runs_max_effects_range    max_effects, max_money, max_call 0 or more
+--     runs_max_money_range
+--     runs_max_call_range
+--     runs_max_parallel_range   max_parallel 1 .. 10000
+--     runs_max_duration_range   max_duration over 0
+--     runs_max_refusals_range   max_refusals 1 .. 1000000
+-- These were table CHECKs, which Postgres reads from their stored text and
+-- plans again in every statement that writes a run, whatever it writes: the
+-- counters an advance moves paid for rules on columns it never touches
+-- (00051_run_terms.sql). A writer that disables the triggers is held by
+-- them as by the run machine: not at all.
+CREATE OR REPLACE FUNCTION docket.runs_terms() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_rule text := CASE
+        WHEN NOT coalesce(docket.json_size(NEW.input) <= 65536, true) THEN 'runs_input_bounded'
+        WHEN NOT coalesce(NEW.replan_limit BETWEEN 0 AND 100, true) THEN 'runs_replan_limit_range'
+        WHEN (NEW.max_money IS NULL) <> (NEW.currency IS NULL) THEN 'runs_money_has_currency'
+        WHEN NOT coalesce(NEW.currency ~ '^[A-Z]{3}$', true) THEN 'runs_currency_valid'
+        WHEN NOT coalesce(NEW.max_steps BETWEEN 0 AND 1000000, true) THEN 'runs_max_steps_range'
+        WHEN NOT coalesce(NEW.max_effects >= 0, true) THEN 'runs_max_effects_range'
+        WHEN NOT coalesce(NEW.max_money >= 0, true) THEN 'runs_max_money_range'
+        WHEN NOT coalesce(NEW.max_call >= 0, true) THEN 'runs_max_call_range'
+        WHEN NOT coalesce(NEW.max_parallel BETWEEN 1 AND 10000, true) THEN 'runs_max_parallel_range'
+        WHEN NOT coalesce(NEW.max_duration > interval '0', true) THEN 'runs_max_duration_range'
+        WHEN NOT coalesce(NEW.max_refusals BETWEEN 1 AND 1000000, true) THEN 'runs_max_refusals_range'
+    END;
+BEGIN
+    IF v_rule IS NOT NULL THEN
+        RAISE EXCEPTION 'new row for relation "runs" violates check constraint "%" (run %)', v_rule, NEW.id
+            USING ERRCODE = '23514', CONSTRAINT = v_rule, TABLE = 'runs', SCHEMA = 'docket';
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER runs_terms
+    BEFORE INSERT OR UPDATE OF input, replan_limit, max_steps, max_effects, max_money, currency, max_call, max_parallel,
+                               max_duration, max_refusals
+    ON docket.runs
+    FOR EACH ROW EXECUTE FUNCTION docket.runs_terms();
+
 CREATE OR REPLACE TRIGGER runs_refuse_delete BEFORE DELETE ON docket.runs
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('runs are kept with their history');
 
