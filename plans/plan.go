@@ -141,6 +141,11 @@ func Canonical(p Plan) []byte {
 // Digest is the sha256 of p's canonical form, in lowercase hex: the name
 // under which the plan is stored, and which every run of it records.
 func Digest(p Plan) string {
-	sum := sha256.Sum256(Canonical(p))
+	return digestOf(Canonical(p))
+}
+
+// digestOf is the digest of a canonical form.
+func digestOf(canonical []byte) string {
+	sum := sha256.Sum256(canonical)
 	return hex.EncodeToString(sum[:])
 }

@@ -196,31 +196,31 @@ func (c *Client) start(ctx context.Context, q db.DBTX, s Start) (Run, error) {
 		return Run{}, err
 	}
 	canonical := Canonical(s.Plan)
-	var id int64
+	digest := digestOf(canonical)
+	// The start returns the run as RunGet reads it, in the same statement:
+	// no second round trip.
 	if s.Budget.Zero() {
 		r, err := queries.RunStart(ctx, q, dbsqlc.RunStartParams{
-			Project: s.Project, Digest: Digest(s.Plan), Canonical: string(canonical), Input: input, InputTrusted: s.InputTrusted,
+			Project: s.Project, Digest: digest, Canonical: string(canonical), Input: input, InputTrusted: s.InputTrusted,
 			CaseID: s.CaseID, ReplanLimit: int32(s.ReplanLimit), Actor: string(c.actor), Now: c.clock.Now(),
 		})
 		if err != nil {
 			return Run{}, db.Translate(err, op, "project", s.Project)
 		}
-		id = r.ID
-	} else {
-		steps, effects, money, currency, call, parallel := s.Budget.Args()
-		duration, refusals := s.Budget.Extra()
-		r, err := queries.RunStartBudgeted(ctx, q, dbsqlc.RunStartBudgetedParams{
-			Project: s.Project, Digest: Digest(s.Plan), Canonical: string(canonical), Input: input, InputTrusted: s.InputTrusted,
-			CaseID: s.CaseID, ReplanLimit: int32(s.ReplanLimit), MaxSteps: steps, MaxEffects: effects, MaxMoney: money,
-			Currency: currency, MaxCall: call, MaxParallel: parallel, MaxDuration: duration, MaxRefusals: refusals,
-			Actor: string(c.actor), Now: c.clock.Now(),
-		})
-		if err != nil {
-			return Run{}, db.Translate(err, op, "project", s.Project)
-		}
-		id = r.ID
+		return fromRow((*dbsqlc.RunGetRow)(r)), nil
 	}
-	return c.get(ctx, q, id)
+	steps, effects, money, currency, call, parallel := s.Budget.Args()
+	duration, refusals := s.Budget.Extra()
+	r, err := queries.RunStartBudgeted(ctx, q, dbsqlc.RunStartBudgetedParams{
+		Project: s.Project, Digest: digest, Canonical: string(canonical), Input: input, InputTrusted: s.InputTrusted,
+		CaseID: s.CaseID, ReplanLimit: int32(s.ReplanLimit), MaxSteps: steps, MaxEffects: effects, MaxMoney: money,
+		Currency: currency, MaxCall: call, MaxParallel: parallel, MaxDuration: duration, MaxRefusals: refusals,
+		Actor: string(c.actor), Now: c.clock.Now(),
+	})
+	if err != nil {
+		return Run{}, db.Translate(err, op, "project", s.Project)
+	}
+	return fromRow((*dbsqlc.RunGetRow)(r)), nil
 }
 
 // Replan replaces the plan run id runs, in its own transaction. See
@@ -253,8 +253,9 @@ func (c *Client) replan(ctx context.Context, q db.DBTX, id int64, predecessor st
 	if err := Check(successor, c.known, c.limits); err != nil {
 		return Run{}, err
 	}
+	canonical := Canonical(successor)
 	r, err := queries.RunReplan(ctx, q, dbsqlc.RunReplanParams{
-		ID: id, Predecessor: predecessor, Digest: Digest(successor), Canonical: string(Canonical(successor)),
+		ID: id, Predecessor: predecessor, Digest: digestOf(canonical), Canonical: string(canonical),
 		Reason: reason, Actor: string(c.actor), Now: c.clock.Now(),
 	})
 	if err != nil {

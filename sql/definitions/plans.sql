@@ -1606,6 +1606,20 @@ $$;
 
 -- Reads ------------------------------------------------------------------------------------------
 
+-- run_suspended says whether run p_run, of status p_status, is suspended:
+-- running (or exhausted) with steps waiting and none admitted, so that
+-- nothing moves it until a wait is answered. It reads the steps as the
+-- caller may (row-level security), and sees what the statement calling it
+-- wrote before (it is VOLATILE): a start reads what it just admitted.
+CREATE OR REPLACE FUNCTION docket.run_suspended(p_run bigint, p_status text) RETURNS boolean
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    RETURN p_status IN ('running', 'exhausted')
+           AND EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = p_run AND s.state = 'waiting')
+           AND NOT EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = p_run AND s.state = 'admitted');
+END
+$$;
+
 -- run_get returns run p_id when p_actor holds plan.run, case.admit or
 -- case.view on its project.
 CREATE OR REPLACE FUNCTION docket.run_get(p_id bigint, p_actor text) RETURNS SETOF docket.runs

@@ -1,6 +1,10 @@
 -- name: RunStart :one
-SELECT * FROM docket.run_start(@project::text, @digest::text, @canonical::text, @input::jsonb, @input_trusted::boolean,
-    @case_id::bigint, @replan_limit::integer, @actor::text, @now::timestamptz);
+-- The run started, with RunGet's columns: its plan's digest is the one it
+-- was started with (plan_store refuses any other), and run_suspended reads
+-- the steps the start just admitted.
+SELECT r.*, @digest::text AS digest, docket.run_suspended(r.id, r.status)::boolean AS suspended
+FROM docket.run_start(@project::text, @digest::text, @canonical::text, @input::jsonb, @input_trusted::boolean,
+    @case_id::bigint, @replan_limit::integer, @actor::text, @now::timestamptz) r;
 
 -- name: RunReplan :one
 SELECT * FROM docket.run_replan(@id::bigint, @predecessor::text, @digest::text, @canonical::text, @reason::text,
@@ -11,10 +15,7 @@ SELECT * FROM docket.run_cancel(@id::bigint, @reason::text, @actor::text, @now::
 
 -- name: RunGet :one
 -- suspended: the run is running with steps waiting and none running.
-SELECT r.*, p.digest::text AS digest,
-       (r.status IN ('running', 'exhausted')
-        AND EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.state = 'waiting')
-        AND NOT EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.state = 'admitted'))::boolean AS suspended
+SELECT r.*, p.digest::text AS digest, docket.run_suspended(r.id, r.status)::boolean AS suspended
 FROM docket.run_get(@id::bigint, @actor::text) r JOIN docket.plans p ON p.id = r.plan_id;
 
 -- name: RunList :many
@@ -23,10 +24,7 @@ FROM docket.run_get(@id::bigint, @actor::text) r JOIN docket.plans p ON p.id = r
 -- runs_project_idx, each read through run_get as RunGet reads one, with
 -- RunGet's columns. run_get decides by the run's project, so the page is
 -- whole, or empty when the actor may not read the project's runs.
-SELECT r.*, p.digest::text AS digest,
-       (r.status IN ('running', 'exhausted')
-        AND EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.state = 'waiting')
-        AND NOT EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.state = 'admitted'))::boolean AS suspended
+SELECT r.*, p.digest::text AS digest, docket.run_suspended(r.id, r.status)::boolean AS suspended
 FROM (
     SELECT x.id FROM docket.runs x
     WHERE x.project = @project::text AND (@before_id::bigint = 0 OR x.id < @before_id::bigint)
@@ -47,10 +45,12 @@ SELECT version::integer AS version, digest::text AS digest, canonical::text AS c
 FROM docket.run_versions_of(@id::bigint, @actor::text);
 
 -- name: RunStartBudgeted :one
-SELECT * FROM docket.run_start(@project::text, @digest::text, @canonical::text, @input::jsonb, @input_trusted::boolean,
+-- As RunStart, with ceilings.
+SELECT r.*, @digest::text AS digest, docket.run_suspended(r.id, r.status)::boolean AS suspended
+FROM docket.run_start(@project::text, @digest::text, @canonical::text, @input::jsonb, @input_trusted::boolean,
     @case_id::bigint, @replan_limit::integer, sqlc.narg('max_steps')::integer, sqlc.narg('max_effects')::bigint,
     sqlc.narg('max_money')::bigint, sqlc.narg('currency')::text, sqlc.narg('max_call')::bigint, sqlc.narg('max_parallel')::integer,
-    sqlc.narg('max_duration')::interval, sqlc.narg('max_refusals')::integer, @actor::text, @now::timestamptz);
+    sqlc.narg('max_duration')::interval, sqlc.narg('max_refusals')::integer, @actor::text, @now::timestamptz) r;
 
 -- name: RunWaits :many
 SELECT * FROM docket.run_waits_of(@id::bigint, @actor::text);

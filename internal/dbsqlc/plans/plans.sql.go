@@ -62,10 +62,7 @@ func (q *Queries) RunCancel(ctx context.Context, db DBTX, iD int64, reason strin
 }
 
 const runGet = `-- name: RunGet :one
-SELECT r.id, r.project, r.plan_id, r.version, r.case_id, r.input, r.input_trusted, r.status, r.replan_limit, r.untrusted_read, r.admitted, r.applied, r.output, r.failure, r.created_by, r.created_at, r.updated_at, r.finished_at, r.max_steps, r.max_effects, r.max_money, r.currency, r.max_call, r.max_parallel, r.spent_effects, r.spent_money, r.exhausted, r.guard_seq, r.max_duration, r.max_refusals, r.refusals, r.clock_first, r.clock_last, p.digest::text AS digest,
-       (r.status IN ('running', 'exhausted')
-        AND EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.state = 'waiting')
-        AND NOT EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.state = 'admitted'))::boolean AS suspended
+SELECT r.id, r.project, r.plan_id, r.version, r.case_id, r.input, r.input_trusted, r.status, r.replan_limit, r.untrusted_read, r.admitted, r.applied, r.output, r.failure, r.created_by, r.created_at, r.updated_at, r.finished_at, r.max_steps, r.max_effects, r.max_money, r.currency, r.max_call, r.max_parallel, r.spent_effects, r.spent_money, r.exhausted, r.guard_seq, r.max_duration, r.max_refusals, r.refusals, r.clock_first, r.clock_last, p.digest::text AS digest, docket.run_suspended(r.id, r.status)::boolean AS suspended
 FROM docket.run_get($1::bigint, $2::text) r JOIN docket.plans p ON p.id = r.plan_id
 `
 
@@ -152,10 +149,7 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, iD int64, actor string) (
 }
 
 const runList = `-- name: RunList :many
-SELECT r.id, r.project, r.plan_id, r.version, r.case_id, r.input, r.input_trusted, r.status, r.replan_limit, r.untrusted_read, r.admitted, r.applied, r.output, r.failure, r.created_by, r.created_at, r.updated_at, r.finished_at, r.max_steps, r.max_effects, r.max_money, r.currency, r.max_call, r.max_parallel, r.spent_effects, r.spent_money, r.exhausted, r.guard_seq, r.max_duration, r.max_refusals, r.refusals, r.clock_first, r.clock_last, p.digest::text AS digest,
-       (r.status IN ('running', 'exhausted')
-        AND EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.state = 'waiting')
-        AND NOT EXISTS (SELECT 1 FROM docket.run_steps s WHERE s.run_id = r.id AND s.state = 'admitted'))::boolean AS suspended
+SELECT r.id, r.project, r.plan_id, r.version, r.case_id, r.input, r.input_trusted, r.status, r.replan_limit, r.untrusted_read, r.admitted, r.applied, r.output, r.failure, r.created_by, r.created_at, r.updated_at, r.finished_at, r.max_steps, r.max_effects, r.max_money, r.currency, r.max_call, r.max_parallel, r.spent_effects, r.spent_money, r.exhausted, r.guard_seq, r.max_duration, r.max_refusals, r.refusals, r.clock_first, r.clock_last, p.digest::text AS digest, docket.run_suspended(r.id, r.status)::boolean AS suspended
 FROM (
     SELECT x.id FROM docket.runs x
     WHERE x.project = $1::text AND ($2::bigint = 0 OR x.id < $2::bigint)
@@ -336,13 +330,14 @@ func (q *Queries) RunReplan(ctx context.Context, db DBTX, arg RunReplanParams) (
 }
 
 const runStart = `-- name: RunStart :one
-SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted, guard_seq, max_duration, max_refusals, refusals, clock_first, clock_last FROM docket.run_start($1::text, $2::text, $3::text, $4::jsonb, $5::boolean,
-    $6::bigint, $7::integer, $8::text, $9::timestamptz)
+SELECT r.id, r.project, r.plan_id, r.version, r.case_id, r.input, r.input_trusted, r.status, r.replan_limit, r.untrusted_read, r.admitted, r.applied, r.output, r.failure, r.created_by, r.created_at, r.updated_at, r.finished_at, r.max_steps, r.max_effects, r.max_money, r.currency, r.max_call, r.max_parallel, r.spent_effects, r.spent_money, r.exhausted, r.guard_seq, r.max_duration, r.max_refusals, r.refusals, r.clock_first, r.clock_last, $1::text AS digest, docket.run_suspended(r.id, r.status)::boolean AS suspended
+FROM docket.run_start($2::text, $1::text, $3::text, $4::jsonb, $5::boolean,
+    $6::bigint, $7::integer, $8::text, $9::timestamptz) r
 `
 
 type RunStartParams struct {
-	Project      string
 	Digest       string
+	Project      string
 	Canonical    string
 	Input        json.RawMessage
 	InputTrusted bool
@@ -352,10 +347,51 @@ type RunStartParams struct {
 	Now          time.Time
 }
 
-func (q *Queries) RunStart(ctx context.Context, db DBTX, arg RunStartParams) (*DocketRun, error) {
+type RunStartRow struct {
+	ID            int64
+	Project       string
+	PlanID        int64
+	Version       int32
+	CaseID        *int64
+	Input         json.RawMessage
+	InputTrusted  bool
+	Status        string
+	ReplanLimit   int32
+	UntrustedRead *string
+	Admitted      int32
+	Applied       int32
+	Output        json.RawMessage
+	Failure       *string
+	CreatedBy     string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	FinishedAt    *time.Time
+	MaxSteps      *int32
+	MaxEffects    *int64
+	MaxMoney      *int64
+	Currency      *string
+	MaxCall       *int64
+	MaxParallel   *int32
+	SpentEffects  int64
+	SpentMoney    int64
+	Exhausted     *string
+	GuardSeq      int64
+	MaxDuration   *time.Duration
+	MaxRefusals   *int32
+	Refusals      int32
+	ClockFirst    *time.Time
+	ClockLast     *time.Time
+	Digest        string
+	Suspended     bool
+}
+
+// The run started, with RunGet's columns: its plan's digest is the one it
+// was started with (plan_store refuses any other), and run_suspended reads
+// the steps the start just admitted.
+func (q *Queries) RunStart(ctx context.Context, db DBTX, arg RunStartParams) (*RunStartRow, error) {
 	row := db.QueryRow(ctx, runStart,
-		arg.Project,
 		arg.Digest,
+		arg.Project,
 		arg.Canonical,
 		arg.Input,
 		arg.InputTrusted,
@@ -364,7 +400,7 @@ func (q *Queries) RunStart(ctx context.Context, db DBTX, arg RunStartParams) (*D
 		arg.Actor,
 		arg.Now,
 	)
-	var i DocketRun
+	var i RunStartRow
 	err := row.Scan(
 		&i.ID,
 		&i.Project,
@@ -399,20 +435,23 @@ func (q *Queries) RunStart(ctx context.Context, db DBTX, arg RunStartParams) (*D
 		&i.Refusals,
 		&i.ClockFirst,
 		&i.ClockLast,
+		&i.Digest,
+		&i.Suspended,
 	)
 	return &i, err
 }
 
 const runStartBudgeted = `-- name: RunStartBudgeted :one
-SELECT id, project, plan_id, version, case_id, input, input_trusted, status, replan_limit, untrusted_read, admitted, applied, output, failure, created_by, created_at, updated_at, finished_at, max_steps, max_effects, max_money, currency, max_call, max_parallel, spent_effects, spent_money, exhausted, guard_seq, max_duration, max_refusals, refusals, clock_first, clock_last FROM docket.run_start($1::text, $2::text, $3::text, $4::jsonb, $5::boolean,
+SELECT r.id, r.project, r.plan_id, r.version, r.case_id, r.input, r.input_trusted, r.status, r.replan_limit, r.untrusted_read, r.admitted, r.applied, r.output, r.failure, r.created_by, r.created_at, r.updated_at, r.finished_at, r.max_steps, r.max_effects, r.max_money, r.currency, r.max_call, r.max_parallel, r.spent_effects, r.spent_money, r.exhausted, r.guard_seq, r.max_duration, r.max_refusals, r.refusals, r.clock_first, r.clock_last, $1::text AS digest, docket.run_suspended(r.id, r.status)::boolean AS suspended
+FROM docket.run_start($2::text, $1::text, $3::text, $4::jsonb, $5::boolean,
     $6::bigint, $7::integer, $8::integer, $9::bigint,
     $10::bigint, $11::text, $12::bigint, $13::integer,
-    $14::interval, $15::integer, $16::text, $17::timestamptz)
+    $14::interval, $15::integer, $16::text, $17::timestamptz) r
 `
 
 type RunStartBudgetedParams struct {
-	Project      string
 	Digest       string
+	Project      string
 	Canonical    string
 	Input        json.RawMessage
 	InputTrusted bool
@@ -430,10 +469,49 @@ type RunStartBudgetedParams struct {
 	Now          time.Time
 }
 
-func (q *Queries) RunStartBudgeted(ctx context.Context, db DBTX, arg RunStartBudgetedParams) (*DocketRun, error) {
+type RunStartBudgetedRow struct {
+	ID            int64
+	Project       string
+	PlanID        int64
+	Version       int32
+	CaseID        *int64
+	Input         json.RawMessage
+	InputTrusted  bool
+	Status        string
+	ReplanLimit   int32
+	UntrustedRead *string
+	Admitted      int32
+	Applied       int32
+	Output        json.RawMessage
+	Failure       *string
+	CreatedBy     string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	FinishedAt    *time.Time
+	MaxSteps      *int32
+	MaxEffects    *int64
+	MaxMoney      *int64
+	Currency      *string
+	MaxCall       *int64
+	MaxParallel   *int32
+	SpentEffects  int64
+	SpentMoney    int64
+	Exhausted     *string
+	GuardSeq      int64
+	MaxDuration   *time.Duration
+	MaxRefusals   *int32
+	Refusals      int32
+	ClockFirst    *time.Time
+	ClockLast     *time.Time
+	Digest        string
+	Suspended     bool
+}
+
+// As RunStart, with ceilings.
+func (q *Queries) RunStartBudgeted(ctx context.Context, db DBTX, arg RunStartBudgetedParams) (*RunStartBudgetedRow, error) {
 	row := db.QueryRow(ctx, runStartBudgeted,
-		arg.Project,
 		arg.Digest,
+		arg.Project,
 		arg.Canonical,
 		arg.Input,
 		arg.InputTrusted,
@@ -450,7 +528,7 @@ func (q *Queries) RunStartBudgeted(ctx context.Context, db DBTX, arg RunStartBud
 		arg.Actor,
 		arg.Now,
 	)
-	var i DocketRun
+	var i RunStartBudgetedRow
 	err := row.Scan(
 		&i.ID,
 		&i.Project,
@@ -485,6 +563,8 @@ func (q *Queries) RunStartBudgeted(ctx context.Context, db DBTX, arg RunStartBud
 		&i.Refusals,
 		&i.ClockFirst,
 		&i.ClockLast,
+		&i.Digest,
+		&i.Suspended,
 	)
 	return &i, err
 }
