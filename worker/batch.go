@@ -341,24 +341,25 @@ func (b *batch) commit(free int) ([]jobs.Job, error) {
 		if free > 0 {
 			// The claim under a savepoint: when Stop began while it ran
 			// (and may have released jobs it would take again), it is
-			// undone and the successes still commit.
-			sp, err := tx.Begin(ctx)
-			if err != nil {
+			// undone and the successes still commit. Otherwise the commit
+			// keeps it: no RELEASE, one round trip fewer.
+			if _, err := tx.Exec(ctx, "SAVEPOINT docket_claim"); err != nil {
 				return err
 			}
-			if claimed, err = w.store.ClaimQueueTx(ctx, sp, b.q.name, free, w.decoders, w.leases); err != nil {
+			if claimed, err = w.store.ClaimQueueTx(ctx, tx, b.q.name, free, w.decoders, w.leases); err != nil {
 				return err
 			}
-			if b.links, err = w.linksOf(ctx, sp, claimed); err != nil {
+			if b.links, err = w.linksOf(ctx, tx, claimed); err != nil {
 				return err
+			}
+			if w.testHookClaimed != nil {
+				w.testHookClaimed(b.q.name, len(claimed))
 			}
 			if w.quitting() {
 				claimed = nil
-				if err := sp.Rollback(ctx); err != nil {
+				if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT docket_claim"); err != nil {
 					return err
 				}
-			} else if err := sp.Commit(ctx); err != nil {
-				return err
 			}
 		}
 		committing = true

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -271,4 +272,55 @@ func TestDrainedBatchWokenWhileRunningClaims(t *testing.T) {
 	require.NoError(t, err)
 	rec.waitN(t, 1, is(worker.EventSucceeded, second.Job.ID))
 	rec.waitN(t, 1, is(worker.EventSucceeded, first.Job.ID))
+}
+
+// TestAClaimTheStopOvertakesIsUndone: a batch records a success and claims
+// the next job in one transaction; when Stop begins while that claim runs,
+// the claim is undone (the job stays queued, as if never claimed: no
+// attempt, no lease generation, no event) and the success still commits.
+func TestAClaimTheStopOvertakesIsUndone(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	reg := worker.NewRegistry()
+	require.NoError(t, worker.Handle(reg, invoiceKind, func(ctx context.Context, j *jobs.Typed[Invoice]) error { return nil }))
+	const queue = "overtaken"
+	var ids []int64
+	for i := range 2 {
+		s := invoiceSpec(t, i, "")
+		s.Queue = queue
+		enq, err := e.client.Enqueue(ctx, s)
+		require.NoError(t, err)
+		ids = append(ids, enq.Job.ID)
+	}
+	rec := newRecorder()
+	w := newWorker(t, e, reg, rec, func(c *worker.Config) { c.Queues = map[string]int{queue: 1} })
+	stopped := make(chan error, 1)
+	var claims atomic.Int32
+	worker.OnClaimed(w, func(q string, took int) {
+		// The first claim takes the first job; the second, in the
+		// transaction that records its success, the other: the stop
+		// begins while it runs.
+		if q != queue || took == 0 || claims.Add(1) != 2 {
+			return
+		}
+		go func() { stopped <- w.Stop(context.Background()) }()
+		<-worker.Quit(w)
+	})
+	testkit.Start(t, w)
+	require.NoError(t, <-stopped)
+
+	first, err := e.client.Jobs().Get(ctx, ids[0])
+	require.NoError(t, err)
+	require.Equal(t, jobs.Succeeded, first.State)
+	second, err := e.client.Jobs().Get(ctx, ids[1])
+	require.NoError(t, err)
+	require.Equal(t, jobs.Queued, second.State)
+	require.Zero(t, second.Attempts, "the undone claim counted an attempt")
+	var generation, events int
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT j.lease_generation, (SELECT count(*) FROM docket.job_events v WHERE v.job_id = j.id)
+		FROM docket.jobs j WHERE j.id = $1`, ids[1]).Scan(&generation, &events))
+	require.Zero(t, generation)
+	require.Equal(t, 1, events, "the second job has its birth event only")
+	require.Zero(t, rec.count(is(worker.EventStarted, ids[1])))
 }

@@ -35,3 +35,11 @@ func RiverClients(pool *pgxpool.Pool) int64 {
 // OnClaim makes w tell f of each batch claim that committed: its queue, how
 // many jobs it asked for and how many it took. Set before w starts.
 func OnClaim(w *Client, f func(queue string, asked, took int)) { w.testHookClaim = f }
+
+// OnClaimed makes w call f with each batch claim still in its transaction,
+// before the batch asks whether Stop has begun: its queue and how many jobs
+// it took. Set before w starts.
+func OnClaimed(w *Client, f func(queue string, took int)) { w.testHookClaimed = f }
+
+// Quit returns a channel closed once w's Stop has begun.
+func Quit(w *Client) <-chan struct{} { return w.quit }

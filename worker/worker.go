@@ -157,7 +157,10 @@ type Client struct {
 	// testHookClaim, when not nil, is told of each batch claim that
 	// committed: its queue, how many jobs it asked for and how many it took.
 	testHookClaim func(queue string, asked, took int)
-	listenOnce    sync.Once
+	// testHookClaimed, when not nil, is told of each batch claim in its
+	// transaction, before the batch asks whether Stop has begun.
+	testHookClaimed func(queue string, took int)
+	listenOnce      sync.Once
 
 	quit      chan struct{} // closed when the stop begins: batches claim no more
 	stopping  atomic.Bool   // the stop is hard: handlers are being cancelled
