@@ -3,14 +3,11 @@ package plans_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
-	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/plans"
 )
@@ -43,25 +40,9 @@ func TestTheRunGuardHoldsEveryWriter(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, plans.Succeeded, got.Status)
 
-	write := func(q string, args ...any) error {
-		tx, err := e.Pool.Begin(ctx)
-		require.NoError(t, err)
-		defer func() { _ = tx.Rollback(ctx) }()
-		_, err = tx.Exec(ctx, `SELECT docket.set_context($1, $2)`, string(ops), e.Clock.Now())
-		require.NoError(t, err)
-		if _, err := tx.Exec(ctx, q, args...); err != nil {
-			return err
-		}
-		return tx.Commit(ctx)
-	}
-	refused := func(code, q string, id int64, args ...any) {
+	refused := func(code, q string, args ...any) {
 		t.Helper()
-		before := testkit.Snapshot(t, e.Pool, "docket.runs")
-		err := write(q, append([]any{id}, args...)...)
-		var pgErr *pgconn.PgError
-		require.True(t, errors.As(err, &pgErr), "%s: %v", q, err)
-		require.Equal(t, code, pgErr.Code, "%s: %s", q, pgErr.Message)
-		require.Equal(t, before, testkit.Snapshot(t, e.Pool, "docket.runs"), "%s changed the runs", q)
+		ownerRefused(t, e, "docket.runs", code, "", q, args...)
 	}
 	refused("DK001", `UPDATE docket.runs SET status = 'compensated' WHERE id = $1`, running.ID)
 	refused("DK001", `UPDATE docket.runs SET status = 'running' WHERE id = $1`, ended.ID)
@@ -76,13 +57,7 @@ func TestTheRunGuardHoldsEveryWriter(t *testing.T) {
 	// it, at an update of a ceiling and at an insert.
 	broken := func(rule, q string, id int64) {
 		t.Helper()
-		before := testkit.Snapshot(t, e.Pool, "docket.runs")
-		err := write(q, id)
-		var pgErr *pgconn.PgError
-		require.True(t, errors.As(err, &pgErr), "%s: %v", q, err)
-		require.Equal(t, "23514", pgErr.Code, "%s: %s", q, pgErr.Message)
-		require.Equal(t, rule, pgErr.ConstraintName, "%s: %s", q, pgErr.Message)
-		require.Equal(t, before, testkit.Snapshot(t, e.Pool, "docket.runs"), "%s changed the runs", q)
+		ownerRefused(t, e, "docket.runs", "23514", rule, q, id)
 	}
 	for rule, set := range map[string]string{
 		"runs_money_has_currency": `max_money = 5`,
@@ -112,8 +87,9 @@ func TestTheRunGuardHoldsEveryWriter(t *testing.T) {
 
 	// What the guard lets through: the guard_seq of a run that ended, and a
 	// running run's counters.
-	require.NoError(t, write(`UPDATE docket.runs SET guard_seq = guard_seq + 1 WHERE id = $1`, ended.ID))
-	require.NoError(t, write(`UPDATE docket.runs SET guard_seq = guard_seq + 1, updated_at = updated_at WHERE id = $1`, running.ID))
+	require.NoError(t, ownerExec(t, e, `UPDATE docket.runs SET guard_seq = guard_seq + 1 WHERE id = $1`, ended.ID))
+	require.NoError(t, ownerExec(t, e, `UPDATE docket.runs SET guard_seq = guard_seq + 1, updated_at = updated_at WHERE id = $1`,
+		running.ID))
 }
 
 // TestAStartWhoseFirstStepCannotRunEnds: a run whose first step is refused
@@ -164,8 +140,7 @@ func TestAStepsJobCarriesNoKey(t *testing.T) {
 	r, err := e.app.Start(ctx, plans.Start{Project: project, Plan: p})
 	require.NoError(t, err)
 	a := stepOf(t, e, r.ID, "a")
-	jc, err := jobs.NewClient(e.API, jobs.Config{Project: project, Actor: app, Clock: e.Clock})
-	require.NoError(t, err)
+	jc := jobsAs(t, e)
 	j, err := jc.Get(ctx, a.JobID)
 	require.NoError(t, err)
 	require.Empty(t, j.IdempotencyKey)
@@ -176,26 +151,9 @@ func TestAStepsJobCarriesNoKey(t *testing.T) {
 	require.NotEqual(t, a.JobID, mine.Job.ID, "an enqueue under a step's old key resolved to the step's job")
 
 	complete(t, e, r.ID, "a", `{}`)
-	b := stepOf(t, e, r.ID, "b")
-	owner := func(q string, args ...any) error {
-		tx, err := e.Pool.Begin(ctx)
-		require.NoError(t, err)
-		defer func() { _ = tx.Rollback(ctx) }()
-		if _, err := tx.Exec(ctx, `SELECT docket.set_context($1, $2)`, string(ops), e.Clock.Now()); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, q, args...); err != nil {
-			return err
-		}
-		return tx.Commit(ctx)
-	}
-	require.NoError(t, owner(`UPDATE docket.run_steps SET compensation_job_id = $2 WHERE run_id = $1 AND step_id = 'a'`, r.ID, mine.Job.ID))
-	before := testkit.Snapshot(t, e.Pool, "docket.run_steps")
-	err = owner(`UPDATE docket.run_steps SET compensation_job_id = $2 WHERE run_id = $1 AND step_id = 'b'`, r.ID, mine.Job.ID)
-	var pgErr *pgconn.PgError
-	require.True(t, errors.As(err, &pgErr), "%v", err)
-	require.Equal(t, "23505", pgErr.Code, pgErr.Message)
-	require.Equal(t, "run_steps_compensation_job_key", pgErr.ConstraintName)
-	require.Equal(t, before, testkit.Snapshot(t, e.Pool, "docket.run_steps"))
-	require.NotZero(t, b.JobID)
+	require.NotZero(t, stepOf(t, e, r.ID, "b").JobID, "step b is admitted")
+	require.NoError(t, ownerExec(t, e, `UPDATE docket.run_steps SET compensation_job_id = $2 WHERE run_id = $1 AND step_id = 'a'`,
+		r.ID, mine.Job.ID))
+	ownerRefused(t, e, "docket.run_steps", "23505", "run_steps_compensation_job_key",
+		`UPDATE docket.run_steps SET compensation_job_id = $2 WHERE run_id = $1 AND step_id = 'b'`, r.ID, mine.Job.ID)
 }

@@ -3,10 +3,12 @@ package plans_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/access"
@@ -142,4 +144,35 @@ func stepOf(t testing.TB, e env, run int64, id string) plans.RunStep {
 	}
 	t.Fatalf("run %d has no step %s", run, id)
 	return plans.RunStep{}
+}
+
+// ownerExec runs q as the schema owner, in a transaction of its own with
+// ops's change context, and returns what refused it.
+func ownerExec(t testing.TB, e env, q string, args ...any) error {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := e.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SELECT docket.set_context($1, $2)`, string(ops), e.Clock.Now())
+	require.NoError(t, err)
+	if _, err := tx.Exec(ctx, q, args...); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// ownerRefused runs q as ownerExec does and requires it refused with
+// SQLSTATE code (and, when not empty, naming constraint), table as it was.
+func ownerRefused(t testing.TB, e env, table, code, constraint, q string, args ...any) {
+	t.Helper()
+	before := testkit.Snapshot(t, e.Pool, table)
+	err := ownerExec(t, e, q, args...)
+	var pgErr *pgconn.PgError
+	require.True(t, errors.As(err, &pgErr), "%s: %v", q, err)
+	require.Equal(t, code, pgErr.Code, "%s: %s", q, pgErr.Message)
+	if constraint != "" {
+		require.Equal(t, constraint, pgErr.ConstraintName, "%s: %s", q, pgErr.Message)
+	}
+	require.Equal(t, before, testkit.Snapshot(t, e.Pool, table), "%s changed %s", q, table)
 }

@@ -1151,10 +1151,8 @@ BEGIN
         -- [ready order, state, result, trusted, result trusted, no result];
         -- and the first step past the applied ones that has not succeeded.
         SELECT x.run_id,
-               jsonb_object_agg(x.step_id, jsonb_build_array(x.ready_seq, coalesce(c.state, x.state),
-                   CASE WHEN c.job_id IS NULL THEN x.result ELSE c.result END, x.trusted,
-                   CASE WHEN c.job_id IS NULL THEN x.result_trusted ELSE c.result_trusted END,
-                   CASE WHEN c.job_id IS NULL THEN x.result ELSE c.result END IS NULL)) AS m,
+               jsonb_object_agg(x.step_id, jsonb_build_array(x.ready_seq, coalesce(c.state, x.state), o.result, x.trusted,
+                   o.result_trusted, o.result IS NULL)) AS m,
                min(x.ready_seq) FILTER (WHERE x.ready_seq > r.applied AND c.job_id IS NULL AND x.state <> 'succeeded') AS stop_seq,
                (array_agg(x.state ORDER BY x.ready_seq)
                     FILTER (WHERE x.ready_seq > r.applied AND c.job_id IS NULL AND x.state <> 'succeeded'))[1] AS stop_state
@@ -1162,6 +1160,10 @@ BEGIN
         JOIN r ON r.run_id = w.run_id
         JOIN docket.run_steps x ON x.run_id = w.run_id AND x.step_id = w.step_id
         LEFT JOIN (SELECT c.job_id, 'succeeded' AS state, c.result, c.result_trusted FROM c) c ON c.job_id = x.job_id
+        -- A step the statement ended holds the result it ended with (which
+        -- may be NULL: no coalesce), any other the one it has.
+        CROSS JOIN LATERAL (SELECT CASE WHEN c.job_id IS NULL THEN x.result ELSE c.result END AS result,
+                                   CASE WHEN c.job_id IS NULL THEN x.result_trusted ELSE c.result_trusted END AS result_trusted) o
         GROUP BY x.run_id
     ), e AS MATERIALIZED (
         -- How far each run's apply now reaches: to the step before the
@@ -1288,41 +1290,50 @@ CREATE OR REPLACE FUNCTION docket.jobs_advance_runs() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     j record;
-    v_ids bigint[];
+    v_ids bigint[];         -- the jobs of runs the statement ended, in order of run and job
+    v_states text[];
     v_results jsonb[];
+    v_diagnostics text[];
     v_runs bigint[];
+    v_set bigint[];         -- the successes taken set-based, if they are
+    v_set_results jsonb[];
     v_took bigint[] := '{}';
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM new_jobs n WHERE n.params ? 'run_id') THEN
         RETURN NULL;
     END IF;
+    SELECT array_agg(e.id ORDER BY e.run_id, e.id), array_agg(e.state ORDER BY e.run_id, e.id),
+           array_agg(e.result ORDER BY e.run_id, e.id), array_agg(e.diagnostic ORDER BY e.run_id, e.id),
+           array_agg(e.run_id ORDER BY e.run_id, e.id)
+    INTO v_ids, v_states, v_results, v_diagnostics, v_runs
+    FROM (SELECT n.id, n.state::text AS state, n.result::jsonb AS result, n.diagnostic::text AS diagnostic,
+                 (n.params ->> 'run_id')::bigint AS run_id
+          FROM new_jobs n JOIN old_jobs o ON o.id = n.id
+          WHERE n.params ? 'run_id' AND o.state IS DISTINCT FROM n.state
+            AND n.state IN ('succeeded', 'failed', 'dead', 'cancelled', 'uncertain')) e;
+    IF v_ids IS NULL THEN
+        RETURN NULL;
+    END IF;
     IF current_setting('transaction_isolation') = 'read committed'
        AND current_setting('docket.advance', true) IS DISTINCT FROM 'row' THEN
-        -- In one pass over the ended jobs: the successes of runs that only
-        -- succeeded here, and every run a job ended of.
+        -- The successes of runs that only succeeded here, in id order.
         SELECT array_agg(e.id ORDER BY e.id) FILTER (WHERE e.all_succeeded),
-               array_agg(e.result ORDER BY e.id) FILTER (WHERE e.all_succeeded),
-               array_agg(DISTINCT e.run_id)
-        INTO v_ids, v_results, v_runs
-        FROM (SELECT n.id, n.state, n.result, (n.params ->> 'run_id')::bigint AS run_id,
-                     bool_and(n.state = 'succeeded') OVER (PARTITION BY n.params ->> 'run_id') AS all_succeeded
-              FROM new_jobs n JOIN old_jobs o ON o.id = n.id
-              WHERE n.params ? 'run_id' AND o.state IS DISTINCT FROM n.state
-                AND n.state IN ('succeeded', 'failed', 'dead', 'cancelled', 'uncertain')) e;
+               array_agg(e.result ORDER BY e.id) FILTER (WHERE e.all_succeeded)
+        INTO v_set, v_set_results
+        FROM (SELECT e.id, e.result, bool_and(e.state = 'succeeded') OVER (PARTITION BY e.run_id) AS all_succeeded
+              FROM unnest(v_ids, v_states, v_results, v_runs) AS e(id, state, result, run_id)) e;
         -- One success alone costs the same either way (the set's one
         -- statement is a large plan to start): the set is for batches.
-        IF cardinality(v_ids) > 1 OR cardinality(v_ids) = 1 AND current_setting('docket.advance', true) = 'set' THEN
+        IF cardinality(v_set) > 1 OR cardinality(v_set) = 1 AND current_setting('docket.advance', true) = 'set' THEN
             PERFORM 1 FROM docket.runs r WHERE r.id = ANY (v_runs) ORDER BY r.id FOR UPDATE;
-            v_took := docket.run_steps_succeeded_set(v_ids, v_results);
+            v_took := docket.run_steps_succeeded_set(v_set, v_set_results);
         END IF;
     END IF;
     FOR j IN
-        SELECT n.id, n.state, n.result, n.diagnostic, (n.params ->> 'run_id')::bigint AS run_id
-        FROM new_jobs n JOIN old_jobs o ON o.id = n.id
-        WHERE n.params ? 'run_id' AND o.state IS DISTINCT FROM n.state
-          AND n.state IN ('succeeded', 'failed', 'dead', 'cancelled', 'uncertain')
-          AND n.id <> ALL (v_took)
-        ORDER BY 5, 1
+        SELECT e.* FROM unnest(v_ids, v_states, v_results, v_diagnostics, v_runs) WITH ORDINALITY
+            AS e(id, state, result, diagnostic, run_id, i)
+        WHERE e.id <> ALL (v_took)
+        ORDER BY e.i
     LOOP
         PERFORM docket.run_job_ended(j.id, j.state, j.result, j.diagnostic, j.run_id);
     END LOOP;
