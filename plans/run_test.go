@@ -395,3 +395,40 @@ func TestAResultLabelledUntrustedJoinsDownstream(t *testing.T) {
 		require.Empty(t, got.UntrustedRead)
 	}
 }
+
+// TestAStepTheCommitClaimsWakesNoWorker: a chain's next step is made ready
+// by the transaction that records its predecessor's success, and the
+// worker's claim in that transaction takes it: the commit notifies no
+// worker of it (job_wake_flush). Only the start's commit notifies; the
+// notifications are read up to a sentinel sent after the run ended.
+func TestAStepTheCommitClaimsWakesNoWorker(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	conn, err := e.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, "LISTEN docket_jobs")
+	require.NoError(t, err)
+	ok := func(context.Context, jobs.Job, Args) (any, error) { return "ok", nil }
+	r := startRunner(t, e, map[string]handler{"t.a": ok, "t.b": ok, "t.c": ok})
+	p := plans.Plan{Steps: []plans.Step{step("a", "t.a"), step("b", "t.b", "a"), step("c", "t.c", "b")}}
+	p.Steps[2].Terminal = true
+	for range 3 {
+		run, err := e.app.Start(ctx, plans.Start{Project: project, Plan: p})
+		require.NoError(t, err)
+		require.Equal(t, plans.Succeeded, waitRun(t, e, run.ID, r).Status)
+	}
+	_, err = e.Pool.Exec(ctx, "SELECT pg_notify('docket_jobs', 'sentinel')")
+	require.NoError(t, err)
+	var got []string
+	for {
+		n, err := conn.Conn().WaitForNotification(ctx)
+		require.NoError(t, err)
+		if n.Payload == "sentinel" {
+			break
+		}
+		got = append(got, n.Payload)
+	}
+	require.Equal(t, []string{"default", "default", "default"}, got, "one notification a run: its start's")
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel/trace"
 
@@ -331,7 +332,14 @@ func (b *batch) commit(free int) ([]jobs.Job, error) {
 	)
 	// The outcomes are recorded even as the worker stops.
 	ctx := context.WithoutCancel(b.ctx)
-	err := db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
+	var begin db.Beginner = w.pool
+	if free > 0 {
+		// The jobs the successes make due are most often the claim's: the
+		// transaction holds its wake-ups, and the claim notifies only
+		// those it left (job_wake_release, sql/definitions/jobs.sql).
+		begin = heldWakes{w.pool}
+	}
+	err := db.WithTx(ctx, begin, func(tx pgx.Tx) error {
 		var err error
 		if len(completions) > 0 {
 			if refusals, err = w.jobs.CompleteManyTx(ctx, tx, completions); err != nil {
@@ -357,7 +365,9 @@ func (b *batch) commit(free int) ([]jobs.Job, error) {
 			}
 			if w.quitting() {
 				claimed = nil
-				if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT docket_claim"); err != nil {
+				// The rollback undoes the claim's notifications too: the
+				// jobs the successes made due are notified now.
+				if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT docket_claim; SELECT docket.job_wake_flush()"); err != nil {
 					return err
 				}
 			}
@@ -390,6 +400,14 @@ func (b *batch) commit(free int) ([]jobs.Job, error) {
 	}
 	b.pending = nil
 	return claimed, nil
+}
+
+// heldWakes begins a transaction that holds its wake-ups until its claim
+// (docket.wake): one round trip, as a plain BEGIN is.
+type heldWakes struct{ pool *pgxpool.Pool }
+
+func (h heldWakes) Begin(ctx context.Context) (pgx.Tx, error) {
+	return h.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL docket.wake = 'held'"})
 }
 
 // completionsOf is what recording the successes pending takes.

@@ -275,7 +275,8 @@ CREATE OR REPLACE TRIGGER jobs_guard
 -- (jobs_columns_immutable), so a reference valid at insert stays valid. Then
 -- it appends each job's first event, finding in the same statement the
 -- queues that have a job due now, and notifies docket_jobs with each of
--- them by plain calls.
+-- them by plain calls, or, in a transaction that holds its wake-ups, records
+-- the jobs due (job_wake_hold).
 CREATE OR REPLACE FUNCTION docket.jobs_record_insert() RETURNS trigger
 LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
@@ -356,10 +357,14 @@ BEGIN
     )
     SELECT array_agg(DISTINCT n.queue) FILTER (WHERE NOT n.external AND n.available_at <= v_at) INTO v_due
     FROM new_jobs n;
-    -- Wake their workers.
-    FOREACH v_queue IN ARRAY coalesce(v_due, '{}') LOOP
-        PERFORM pg_notify('docket_jobs', v_queue);
-    END LOOP;
+    -- Wake their workers, or hold the wake-ups (job_wake_hold).
+    IF v_due IS NOT NULL AND NOT (docket.job_wake_held() AND docket.job_wake_hold(
+            ARRAY(SELECT n.id FROM new_jobs n WHERE NOT n.external AND n.available_at <= v_at ORDER BY n.id),
+            ARRAY(SELECT n.queue FROM new_jobs n WHERE NOT n.external AND n.available_at <= v_at ORDER BY n.id))) THEN
+        FOREACH v_queue IN ARRAY v_due LOOP
+            PERFORM pg_notify('docket_jobs', v_queue);
+        END LOOP;
+    END IF;
     RETURN NULL;
 END
 $$;
@@ -431,6 +436,8 @@ DECLARE
     v_at     timestamptz;
     v_moved  boolean;
     v_queued boolean;
+    v_ids    bigint[];
+    v_queues text[];
     bad      record;
 BEGIN
     SELECT x.* INTO bad FROM (
@@ -592,12 +599,16 @@ BEGIN
         -- A fence: each column above is computed once, not again inside the hash.
         OFFSET 0
     ) m;
-    -- Wake the workers of each queue that has a job queued again and due.
+    -- Wake the workers of each queue that has a job queued again and due,
+    -- or hold the wake-ups (job_wake_hold).
     IF v_queued THEN
-        PERFORM pg_notify('docket_jobs', q.queue)
-        FROM (SELECT DISTINCT n.queue FROM old_jobs o JOIN new_jobs n ON n.id = o.id
-              WHERE n.state = 'queued' AND (o.state <> 'queued' OR n.revisions IS DISTINCT FROM o.revisions)
-                AND NOT n.external AND n.available_at <= v_at) q;
+        SELECT array_agg(n.id ORDER BY n.id), array_agg(n.queue ORDER BY n.id) INTO v_ids, v_queues
+        FROM old_jobs o JOIN new_jobs n ON n.id = o.id
+        WHERE n.state = 'queued' AND (o.state <> 'queued' OR n.revisions IS DISTINCT FROM o.revisions)
+          AND NOT n.external AND n.available_at <= v_at;
+        IF v_ids IS NOT NULL AND NOT (docket.job_wake_held() AND docket.job_wake_hold(v_ids, v_queues)) THEN
+            PERFORM pg_notify('docket_jobs', q) FROM (SELECT DISTINCT q FROM unnest(v_queues) q) d;
+        END IF;
     END IF;
     RETURN NULL;
 END
@@ -2700,10 +2711,94 @@ BEGIN
             LIMIT p_limit - cardinality(v_ids)
             FOR UPDATE SKIP LOCKED);
     END LOOP;
-    IF cardinality(v_ids) = 0 THEN
+    IF cardinality(v_ids) > 0 THEN
+        RETURN QUERY SELECT * FROM docket.job_take(v_ids, NULL, p_actor, p_now, p_kinds, p_leases, p_revisions);
+    END IF;
+    -- The wake-ups the transaction held, for the jobs this claim did not take.
+    PERFORM docket.job_wake_release(v_ids);
+END
+$$;
+
+-- Wake-ups --------------------------------------------------------------------
+--
+-- A commit that leaves a job queued and due notifies channel docket_jobs
+-- with the job's queue (jobs_record_insert, jobs_record_update), and the
+-- workers listening on it claim. A worker records its handlers' successes
+-- and claims its next jobs in one transaction, and the jobs those successes
+-- make due (a plan's next steps) are most often taken by that same claim: a
+-- notification of them would wake every worker of the queue for jobs
+-- already taken, and Postgres serializes notifying commits, through the
+-- commit's flush, on one lock. So a transaction may hold its wake-ups: the
+-- worker's begins with docket.wake set to 'held' (SET LOCAL). The triggers
+-- then record the jobs they made due (job_wake_hold) instead of notifying,
+-- and job_claim_queue, as it ends, notifies the queues of those its claim
+-- did not take (job_wake_release). Holding only delays a notification to the
+-- claim of the same transaction, and a job held is notified unless that
+-- transaction holds it claimed: a session that sets docket.wake and never
+-- claims delays its own jobs to the workers' poll, no one else's.
+
+-- job_wake_held reports whether this transaction holds its wake-ups.
+CREATE OR REPLACE FUNCTION docket.job_wake_held() RETURNS boolean
+LANGUAGE sql STABLE
+RETURN coalesce(current_setting('docket.wake', true) = 'held', false);
+
+-- job_wake_hold records, for job_wake_release, that this transaction made due
+-- the jobs p_ids, of the queues p_queues (parallel arrays), and returns true;
+-- it returns false, recording nothing, for its caller to notify at once,
+-- when the transaction does not hold its wake-ups or would hold more than
+-- 1,000 jobs.
+CREATE OR REPLACE FUNCTION docket.job_wake_hold(p_ids bigint[], p_queues text[]) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_ids bigint[] := coalesce(nullif(current_setting('docket.wake_jobs', true), '')::bigint[], '{}');
+BEGIN
+    IF NOT docket.job_wake_held() OR cardinality(v_ids) + cardinality(p_ids) > 1000 THEN
+        RETURN false;
+    END IF;
+    PERFORM set_config('docket.wake_jobs', (v_ids || p_ids)::text, true),
+            set_config('docket.wake_queues',
+                       (coalesce(nullif(current_setting('docket.wake_queues', true), '')::text[], '{}') || p_queues)::text, true);
+    RETURN true;
+END
+$$;
+
+-- job_wake_release ends the holding of this transaction's wake-ups: it
+-- notifies docket_jobs with the queue of each job held, but of one of
+-- p_claimed (the jobs a claim of this transaction chose, and the only ones
+-- it reads) that is out of queued: a job the claim took wakes no one. From
+-- then on the transaction notifies as it writes. A transaction that holds
+-- nothing is left as it is. Not for callers: job_claim_queue calls it with
+-- its own choice, and job_wake_flush with none.
+CREATE OR REPLACE FUNCTION docket.job_wake_release(p_claimed bigint[]) RETURNS void
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+DECLARE
+    v_ids    bigint[];
+    v_queues text[];
+BEGIN
+    IF NOT docket.job_wake_held() THEN
         RETURN;
     END IF;
-    RETURN QUERY SELECT * FROM docket.job_take(v_ids, NULL, p_actor, p_now, p_kinds, p_leases, p_revisions);
+    v_ids := nullif(current_setting('docket.wake_jobs', true), '')::bigint[];
+    v_queues := nullif(current_setting('docket.wake_queues', true), '')::text[];
+    PERFORM set_config('docket.wake', '', true), set_config('docket.wake_jobs', '', true),
+            set_config('docket.wake_queues', '', true);
+    IF v_ids IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM pg_notify('docket_jobs', d.queue)
+    FROM (SELECT DISTINCT h.queue FROM unnest(v_ids, v_queues) AS h(id, queue)
+          WHERE NOT (h.id = ANY (p_claimed)
+                     AND EXISTS (SELECT 1 FROM docket.jobs j WHERE j.id = h.id AND j.state <> 'queued'))) d;
+END
+$$;
+
+-- job_wake_flush ends the holding of this transaction's wake-ups and
+-- notifies the queue of every job held: for a worker whose claim was undone
+-- (rolled back to a savepoint, its notifications with it).
+CREATE OR REPLACE FUNCTION docket.job_wake_flush() RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM docket.job_wake_release('{}');
 END
 $$;
 
@@ -2724,7 +2819,7 @@ INSERT INTO docket.api_functions (name, role) VALUES
     ('job_complete_many', 'app'), ('job_fail', 'app'), ('job_cancel', 'app'), ('job_reconcile', 'app'),
     ('job_expire_leases', 'app'), ('job_decoders_register', 'app'), ('job_verify', 'app'), ('job_late_outcome', 'app'),
     ('job_retry', 'app'), ('job_retry_count', 'app'), ('job_retry_matching', 'app'), ('job_cancel_count', 'app'),
-    ('job_cancel_matching', 'app');
+    ('job_cancel_matching', 'app'), ('job_wake_flush', 'app');
 
 -- Budgets ---------------------------------------------------------------------
 --
