@@ -29,8 +29,9 @@ type Batching struct {
 	// Max is the most jobs one batch holds at once: 1..1000. A queue runs
 	// Queues[q]/Max batches at once (rounded up), sharing its Queues[q]
 	// handlers. Left 0, each queue's batches hold half its handlers
-	// (rounded up), at least 100 and at most 1000: a queue of up to 200
-	// handlers runs in batches of 100, one of 1,000 in two of 500. Two large
+	// (rounded up), at most 1000: a queue of 100 handlers runs in two
+	// batches of 50, one of 1,000 in two of 500. Two batches beat one,
+	// whose handlers wait while its transaction runs, and two large
 	// batches beat many small ones: each statement's fixed cost is shared
 	// by more jobs, and fewer claimers skip each other's locked rows
 	// (docs/worker.md, "Performance").
@@ -65,15 +66,12 @@ func (b Batching) withDefaults() Batching {
 	return b
 }
 
-// defaultBatchMax is the least a batch holds when Batching.Max is left 0.
-const defaultBatchMax = 100
-
 // perQueue is the most jobs one batch of a queue of n handlers holds.
 func (b Batching) perQueue(n int) int {
 	if b.Max > 0 {
 		return b.Max
 	}
-	return min(jobs.MaxClaimBatch, max(defaultBatchMax, (n+1)/2))
+	return min(jobs.MaxClaimBatch, max(1, (n+1)/2))
 }
 
 // batchLifetime bounds how long one batch claims before it hands on to a

@@ -2,15 +2,17 @@ package worker
 
 import "testing"
 
-// Left 0, Batching.Max runs a queue in two batches, at least 100 and at most
-// 1000 jobs each; set, it is every queue's.
+// Left 0, Batching.Max runs a queue in two batches, of at most 1000 jobs
+// each; set, it is every queue's.
 func TestBatchSizePerQueue(t *testing.T) {
 	for _, c := range []struct {
 		max, handlers, want, batches int
 	}{
-		{0, 1, 100, 1},
-		{0, 100, 100, 1},
-		{0, 150, 100, 2},
+		{0, 1, 1, 1},
+		{0, 2, 1, 2},
+		{0, 3, 2, 2},
+		{0, 100, 50, 2},
+		{0, 150, 75, 2},
 		{0, 200, 100, 2},
 		{0, 201, 101, 2},
 		{0, 1000, 500, 2},
