@@ -1201,12 +1201,18 @@ RETURN overlay(overlay(encode(substr(sha256(uuid_send(p_token)), 1, 16), 'hex') 
 -- p_now is not claimed (a claim never comes before its job). Its UPDATE
 -- keeps its generic plan (plan_cache_mode), each job by primary key: with
 -- few jobs a call, Postgres judged the custom plans cheaper and planned it
--- again at every call.
+-- again at every call. A session keeps that plan, made with the table's
+-- size at its first claim: made with a few jobs in the table, it read the
+-- whole table at every later claim of the session (a worker's, for its
+-- life, until an ANALYZE of jobs), as reading a few pages whole costs less
+-- than ten probes of the key. Its statements plan without sequential scans
+-- (enable_seqscan), so each job is found by its key whatever the table
+-- held (TestAClaimReadsItsJobsByKeyWhateverTheTableWas).
 CREATE OR REPLACE FUNCTION docket.job_take(p_ids bigint[], p_lease interval, p_actor text, p_now timestamptz,
                                 p_kinds text[] DEFAULT NULL, p_leases interval[] DEFAULT NULL,
                                 p_revisions text[] DEFAULT NULL)
 RETURNS SETOF docket.jobs
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 BEGIN
     -- A job with a money ceiling reserves what it may still spend in its
     -- project's quota first (job_budget_admit); one the quota cannot take
@@ -2770,10 +2776,11 @@ $$;
 -- nothing is left as it is. Not for callers: job_claim_queue calls it with
 -- its own choice, and job_wake_flush with none.
 CREATE OR REPLACE FUNCTION docket.job_wake_release(p_claimed bigint[]) RETURNS void
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
     v_ids    bigint[];
     v_queues text[];
+    v_notify text[] := '{}';
 BEGIN
     IF NOT docket.job_wake_held() THEN
         RETURN;
@@ -2785,10 +2792,15 @@ BEGIN
     IF v_ids IS NULL THEN
         RETURN;
     END IF;
-    PERFORM pg_notify('docket_jobs', d.queue)
-    FROM (SELECT DISTINCT h.queue FROM unnest(v_ids, v_queues) AS h(id, queue)
-          WHERE NOT (h.id = ANY (p_claimed)
-                     AND EXISTS (SELECT 1 FROM docket.jobs j WHERE j.id = h.id AND j.state <> 'queued'))) d;
+    -- Each job the claim chose, by its key: a join would let the planner
+    -- read a small table whole.
+    FOR i IN 1 .. cardinality(v_ids) LOOP
+        IF v_ids[i] = ANY (p_claimed) AND EXISTS (SELECT 1 FROM docket.jobs j WHERE j.id = v_ids[i] AND j.state <> 'queued') THEN
+            CONTINUE;
+        END IF;
+        v_notify := v_notify || v_queues[i];
+    END LOOP;
+    PERFORM pg_notify('docket_jobs', q) FROM (SELECT DISTINCT q FROM unnest(v_notify) q) d;
 END
 $$;
 
