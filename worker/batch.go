@@ -190,8 +190,9 @@ func (w *Client) runBatch(ctx context.Context, q *queueState) error {
 	var prev <-chan struct{}
 	// claimAfter: a drained batch woken while its handlers run waits until
 	// then (the window) for one to finish, so its claim rides with that
-	// success's commit: the wake is most often the notification of the
-	// batch's own last commit, of jobs it already claimed.
+	// success's commit rather than taking a transaction of its own. (A
+	// batch's own commits notify only the jobs its claim left: see
+	// heldWakes.)
 	var claimAfter time.Time
 	running := true
 	stopRunning := func() {
