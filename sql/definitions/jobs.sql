@@ -2806,7 +2806,9 @@ $$;
 
 -- job_wake_flush ends the holding of this transaction's wake-ups and
 -- notifies the queue of every job held: for a worker whose claim was undone
--- (rolled back to a savepoint, its notifications with it).
+-- (rolled back to a savepoint, its notifications with it). Not an API
+-- function: it reads no table and acts for no one, only on the session's
+-- own settings, so it runs as its caller.
 CREATE OR REPLACE FUNCTION docket.job_wake_flush() RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -2831,7 +2833,7 @@ INSERT INTO docket.api_functions (name, role) VALUES
     ('job_complete_many', 'app'), ('job_fail', 'app'), ('job_cancel', 'app'), ('job_reconcile', 'app'),
     ('job_expire_leases', 'app'), ('job_decoders_register', 'app'), ('job_verify', 'app'), ('job_late_outcome', 'app'),
     ('job_retry', 'app'), ('job_retry_count', 'app'), ('job_retry_matching', 'app'), ('job_cancel_count', 'app'),
-    ('job_cancel_matching', 'app'), ('job_wake_flush', 'app');
+    ('job_cancel_matching', 'app');
 
 -- Budgets ---------------------------------------------------------------------
 --
