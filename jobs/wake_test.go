@@ -30,27 +30,13 @@ const heldBegin = "BEGIN; SET LOCAL docket.wake = 'held'"
 func notified(t *testing.T, e env, pool *pgxpool.Pool, begin string, fn func(tx pgx.Tx)) []string {
 	t.Helper()
 	ctx := t.Context()
-	conn, err := e.Pool.Acquire(ctx)
-	require.NoError(t, err)
-	defer conn.Release()
-	_, err = conn.Exec(ctx, "LISTEN docket_jobs")
-	require.NoError(t, err)
+	since := testkit.Listen(t, e.Pool, "docket_jobs")
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: begin})
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	fn(tx)
 	require.NoError(t, tx.Commit(ctx))
-	_, err = e.Pool.Exec(ctx, "SELECT pg_notify('docket_jobs', 'sentinel')")
-	require.NoError(t, err)
-	got := []string{}
-	for {
-		n, err := conn.Conn().WaitForNotification(ctx)
-		require.NoError(t, err)
-		if n.Payload == "sentinel" {
-			break
-		}
-		got = append(got, n.Payload)
-	}
+	got := since()
 	slices.Sort(got)
 	return got
 }

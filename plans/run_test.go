@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/plans"
 	"github.com/docket-dev/docket/worker"
@@ -399,17 +400,12 @@ func TestAResultLabelledUntrustedJoinsDownstream(t *testing.T) {
 // TestAStepTheCommitClaimsWakesNoWorker: a chain's next step is made ready
 // by the transaction that records its predecessor's success, and the
 // worker's claim in that transaction takes it: the commit notifies no
-// worker of it (job_wake_flush). Only the start's commit notifies; the
-// notifications are read up to a sentinel sent after the run ended.
+// worker of it (job_wake_release). Only the start's commit notifies.
 func TestAStepTheCommitClaimsWakesNoWorker(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	conn, err := e.Pool.Acquire(ctx)
-	require.NoError(t, err)
-	defer conn.Release()
-	_, err = conn.Exec(ctx, "LISTEN docket_jobs")
-	require.NoError(t, err)
+	notified := testkit.Listen(t, e.Pool, worker.NotifyChannel)
 	ok := func(context.Context, jobs.Job, Args) (any, error) { return "ok", nil }
 	r := startRunner(t, e, map[string]handler{"t.a": ok, "t.b": ok, "t.c": ok})
 	p := plans.Plan{Steps: []plans.Step{step("a", "t.a"), step("b", "t.b", "a"), step("c", "t.c", "b")}}
@@ -419,16 +415,5 @@ func TestAStepTheCommitClaimsWakesNoWorker(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, plans.Succeeded, waitRun(t, e, run.ID, r).Status)
 	}
-	_, err = e.Pool.Exec(ctx, "SELECT pg_notify('docket_jobs', 'sentinel')")
-	require.NoError(t, err)
-	var got []string
-	for {
-		n, err := conn.Conn().WaitForNotification(ctx)
-		require.NoError(t, err)
-		if n.Payload == "sentinel" {
-			break
-		}
-		got = append(got, n.Payload)
-	}
-	require.Equal(t, []string{"default", "default", "default"}, got, "one notification a run: its start's")
+	require.Equal(t, []string{"default", "default", "default"}, notified(), "one notification a run: its start's")
 }

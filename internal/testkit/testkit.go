@@ -144,3 +144,33 @@ func Raw(ctx context.Context, pool *pgxpool.Pool, actor access.Actor, at time.Ti
 	})
 	return db.Translate(err, "raw")
 }
+
+// Listen listens on channel on a connection of pool of its own, and returns
+// a function that reads the payloads notified on it since, in order, up to
+// a sentinel the function sends itself: what every commit before the call
+// notified, with no wait for a time to pass. The connection is released
+// with the test.
+func Listen(t testing.TB, pool *pgxpool.Pool, channel string) func() []string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	t.Cleanup(conn.Release)
+	_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize())
+	require.NoError(t, err)
+	return func() []string {
+		t.Helper()
+		sentinel := fmt.Sprintf("sentinel %p", conn)
+		_, err := pool.Exec(ctx, "SELECT pg_notify($1, $2)", channel, sentinel)
+		require.NoError(t, err)
+		got := []string{}
+		for {
+			n, err := conn.Conn().WaitForNotification(t.Context())
+			require.NoError(t, err)
+			if n.Payload == sentinel {
+				return got
+			}
+			got = append(got, n.Payload)
+		}
+	}
+}
