@@ -1106,7 +1106,7 @@ $$;
 -- one at a time. The caller holds the runs (FOR UPDATE, in id order) under
 -- READ COMMITTED, so each statement here sees them as they are.
 CREATE OR REPLACE FUNCTION docket.run_steps_succeeded_set(p_ids bigint[], p_results jsonb[]) RETURNS bigint[]
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     v_now   timestamptz := docket.context_now();
     v_actor text := docket.context_actor();
@@ -1286,13 +1286,15 @@ $$;
 -- two successes or more; the setting docket.advance (a session's, a role's
 -- or a database's) = 'row' sends every job one at a time, and = 'set' takes
 -- the set for one success too: the two ways reach the same records.
--- It and the set statement plan without sequential scans (enable_seqscan):
--- a worker's session keeps the plans of its first batch, and made when
--- the tables held a few runs they read runs and run_steps whole at every
--- later batch, as the planner judges a few pages cheaper whole than by key
--- (TestABatchAdvancesItsRunsByKeyWhateverTheTablesWere).
+-- A worker's session keeps the generic plans of its first batch: made
+-- when the tables held a few runs, the set statement reads runs and
+-- run_steps whole at every later batch until an ANALYZE of them (the
+-- planner judges a few pages cheaper whole than by key). Planning it
+-- without sequential scans (enable_seqscan, as job_take does) planned the
+-- statements it reaches so too, and made a fault scenario's worker lose
+-- its leases under load (docs/plans.md): not done.
 CREATE OR REPLACE FUNCTION docket.jobs_advance_runs() RETURNS trigger
-LANGUAGE plpgsql SET enable_seqscan = off AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
     j record;
     v_ids bigint[];         -- the jobs of runs the statement ended, in order of run and job
