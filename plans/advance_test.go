@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/budgets"
+	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/plans"
 )
@@ -259,8 +260,7 @@ func TestTheSetTakesWhatItCan(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
-	chain := plans.Plan{Steps: []plans.Step{step("a", "adv.run"), step("b", "adv.run", "a")}}
-	chain.Steps[1].Terminal = true
+	chain := chainOf("adv.run", "adv.run")
 	nap := plans.Plan{Steps: []plans.Step{step("a", "adv.run"), step("b", "", "a")}}
 	nap.Steps[1].Wait, nap.Steps[1].Terminal = &plans.Wait{Type: plans.WaitSleep, For: 60}, true
 	starts := []plans.Start{
@@ -370,4 +370,66 @@ func takeSet(t testing.TB, e env, tx pgx.Tx, ids []int64, results []string) []in
 	var took []int64
 	require.NoError(t, tx.QueryRow(ctx, `SELECT docket.run_steps_succeeded_set($1, $2::jsonb[])`, ids, results).Scan(&took))
 	return took
+}
+
+// TestABatchOfSuccessesIsAdvancedSetBased: the completion trigger hands a
+// statement's successes to the set (run_steps_succeeded_set), which reads
+// the runs in a few statements for all of them, where the one-at-a-time
+// path reads each run again in each of its steps. The equivalence test
+// above shows both reach the same records, so it cannot tell whether the
+// set was taken at all; the reads of runs by key in the completing
+// statement (pg_stat_xact_user_tables) do.
+func TestABatchOfSuccessesIsAdvancedSetBased(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	jc := jobsAs(t, e)
+	p := chainOf("adv.set", "adv.set")
+	// runReads starts two runs, claims their first steps and records both
+	// successes in one statement, in a transaction begun by begin, and
+	// returns how many index scans of runs that statement made.
+	runReads := func(begin string) int64 {
+		var ids []int64
+		for range 2 {
+			run, err := e.app.Start(ctx, plans.Start{Project: project, Plan: p})
+			require.NoError(t, err)
+			ids = append(ids, stepOf(t, e, run.ID, "a").JobID)
+		}
+		var reads int64
+		require.NoError(t, db.WithTx(ctx, beginner{e.API, begin}, func(tx pgx.Tx) error {
+			batch := make([]jobs.Completion, len(ids))
+			for i, id := range ids {
+				j, ok, err := jc.ClaimIDTx(ctx, tx, id, jobs.ClaimOptions{})
+				require.NoError(t, err)
+				require.True(t, ok)
+				batch[i] = jobs.Completion{Lease: j.Lease(), Result: []byte(`"ok"`)}
+			}
+			read := func() (n int64) {
+				require.NoError(t, tx.QueryRow(ctx, `SELECT coalesce(sum(idx_scan), 0)::bigint FROM pg_stat_xact_user_tables
+					WHERE schemaname = 'docket' AND relname = 'runs'`).Scan(&n))
+				return n
+			}
+			before := read()
+			refusals, err := jc.CompleteManyTx(ctx, tx, batch)
+			require.NoError(t, err)
+			for _, r := range refusals {
+				require.NoError(t, r)
+			}
+			reads = read() - before
+			return nil
+		}))
+		return reads
+	}
+	set, row := runReads("BEGIN"), runReads("BEGIN; SET LOCAL docket.advance = 'row'")
+	require.Less(t, set, row, "the default reads the runs as the one-at-a-time path does: the set was not taken")
+}
+
+// beginner begins a transaction on pool with a begin statement of its own.
+type beginner struct {
+	pool  *pgxpool.Pool
+	begin string
+}
+
+func (b beginner) Begin(ctx context.Context) (pgx.Tx, error) {
+	return b.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: b.begin})
 }

@@ -23,10 +23,7 @@ func TestTheRunGuardHoldsEveryWriter(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
-	one := plans.Plan{Steps: []plans.Step{step("a", "guard.run")}}
-	one.Steps[0].Terminal = true
-	two := plans.Plan{Steps: []plans.Step{step("a", "guard.run"), step("b", "guard.run", "a")}}
-	two.Steps[1].Terminal = true
+	one, two := chainOf("guard.run"), chainOf("guard.run", "guard.run")
 	ended, err := e.app.Start(ctx, plans.Start{Project: project, Plan: one})
 	require.NoError(t, err)
 	running, err := e.app.Start(ctx, plans.Start{Project: project, Plan: two})
@@ -135,8 +132,7 @@ func TestAStepsJobCarriesNoKey(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
-	p := plans.Plan{Steps: []plans.Step{step("a", "keys.run"), step("b", "keys.run", "a")}}
-	p.Steps[1].Terminal = true
+	p := chainOf("keys.run", "keys.run")
 	r, err := e.app.Start(ctx, plans.Start{Project: project, Plan: p})
 	require.NoError(t, err)
 	a := stepOf(t, e, r.ID, "a")

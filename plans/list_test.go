@@ -17,8 +17,7 @@ func TestListPagesAProjectsRunsNewestFirst(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := t.Context()
-	p := plans.Plan{Steps: []plans.Step{step("a", "t.a")}}
-	p.Steps[0].Terminal = true
+	p := chainOf("t.a")
 	var want []plans.Run // newest first
 	for range 5 {
 		run, err := e.app.Start(ctx, plans.Start{Project: project, Plan: p})

@@ -132,6 +132,22 @@ func step(id, kind string, after ...string) plans.Step {
 	return plans.Step{ID: id, Kind: kind, After: after, Args: []plans.Arg{}}
 }
 
+// chainOf is a plan of one step per kind, a, b, c, ..., each after the one
+// before, the last terminal.
+func chainOf(kinds ...string) plans.Plan {
+	var p plans.Plan
+	for i, kind := range kinds {
+		id := string(rune('a' + i))
+		s := step(id, kind)
+		if i > 0 {
+			s.After = []string{p.Steps[i-1].ID}
+		}
+		p.Steps = append(p.Steps, s)
+	}
+	p.Steps[len(p.Steps)-1].Terminal = true
+	return p
+}
+
 // stepOf returns step id of run, as app reads it.
 func stepOf(t testing.TB, e env, run int64, id string) plans.RunStep {
 	t.Helper()

@@ -408,8 +408,7 @@ func TestAStepTheCommitClaimsWakesNoWorker(t *testing.T) {
 	notified := testkit.Listen(t, e.Pool, worker.NotifyChannel)
 	ok := func(context.Context, jobs.Job, Args) (any, error) { return "ok", nil }
 	r := startRunner(t, e, map[string]handler{"t.a": ok, "t.b": ok, "t.c": ok})
-	p := plans.Plan{Steps: []plans.Step{step("a", "t.a"), step("b", "t.b", "a"), step("c", "t.c", "b")}}
-	p.Steps[2].Terminal = true
+	p := chainOf("t.a", "t.b", "t.c")
 	for range 3 {
 		run, err := e.app.Start(ctx, plans.Start{Project: project, Plan: p})
 		require.NoError(t, err)

@@ -280,12 +280,14 @@ CREATE OR REPLACE TRIGGER jobs_guard
 CREATE OR REPLACE FUNCTION docket.jobs_record_insert() RETURNS trigger
 LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
-    bad record;
-    v_actor text;
-    v_at    timestamptz;
-    v_zero  bytea := decode(repeat('00', 32), 'hex');
-    v_due   text[];
-    v_queue text;
+    bad      record;
+    v_actor  text;
+    v_at     timestamptz;
+    v_zero   bytea := decode(repeat('00', 32), 'hex');
+    v_due    text[];
+    v_queue  text;
+    v_ids    bigint[];   -- the jobs due, when the transaction holds its wake-ups
+    v_queues text[];
 BEGIN
     -- Every rule in one pass: the first job that breaks one, and which.
     SELECT x.* INTO bad FROM (
@@ -358,13 +360,19 @@ BEGIN
     SELECT array_agg(DISTINCT n.queue) FILTER (WHERE NOT n.external AND n.available_at <= v_at) INTO v_due
     FROM new_jobs n;
     -- Wake their workers, or hold the wake-ups (job_wake_hold).
-    IF v_due IS NOT NULL AND NOT (docket.job_wake_held() AND docket.job_wake_hold(
-            ARRAY(SELECT n.id FROM new_jobs n WHERE NOT n.external AND n.available_at <= v_at ORDER BY n.id),
-            ARRAY(SELECT n.queue FROM new_jobs n WHERE NOT n.external AND n.available_at <= v_at ORDER BY n.id))) THEN
-        FOREACH v_queue IN ARRAY v_due LOOP
-            PERFORM pg_notify('docket_jobs', v_queue);
-        END LOOP;
+    IF v_due IS NULL THEN
+        RETURN NULL;
     END IF;
+    IF docket.job_wake_held() THEN
+        SELECT array_agg(n.id ORDER BY n.id), array_agg(n.queue ORDER BY n.id) INTO v_ids, v_queues
+        FROM new_jobs n WHERE NOT n.external AND n.available_at <= v_at;
+        IF docket.job_wake_hold(v_ids, v_queues) THEN
+            RETURN NULL;
+        END IF;
+    END IF;
+    FOREACH v_queue IN ARRAY v_due LOOP
+        PERFORM pg_notify('docket_jobs', v_queue);
+    END LOOP;
     RETURN NULL;
 END
 $$;
