@@ -83,7 +83,18 @@ func advancePlans() []plans.Plan {
 	}}
 	waiting.Steps[2].Kind, waiting.Steps[2].Wait = "", &plans.Wait{Type: plans.WaitSleep, For: 3600}
 	waiting.Steps[3].Terminal = true
-	return []plans.Plan{chain, fan, twoEnds, guarded, labelled, failing, waiting}
+	// Three first steps: a start admits them together, each with its own
+	// arguments (a path of the input that is not there reads null), one
+	// repeatable, one with a compensation, one requiring trusted input.
+	roots := plans.Plan{Steps: []plans.Step{
+		s("r3", nil, arg("k", plans.Const("three")), arg("x", plans.Input("x"))),
+		s("r1", nil, arg("gone", plans.Input("nowhere", "deep"))),
+		s("r2", nil, arg("all", plans.Input()), arg("k", plans.Const(2))),
+		s("end", []string{"r1", "r2", "r3"}, arg("n", plans.StepPath("r2", "n"))),
+	}}
+	roots.Steps[0].Repeatable, roots.Steps[1].Compensation, roots.Steps[2].Trusted = true, "adv.undo", true
+	roots.Steps[3].Terminal = true
+	return []plans.Plan{chain, fan, twoEnds, guarded, labelled, failing, waiting, roots}
 }
 
 // advanceRuns starts advanceRuns' runs in e -- each plan six times, its
@@ -183,7 +194,7 @@ func advanceRuns(t *testing.T, e env) []string {
 }
 
 // advanceSnapshot is runs' records as lines, run ids replaced by their
-// order of starting and job ids left out.
+// order of starting and job ids by their order within the run.
 func advanceSnapshot(t *testing.T, e env, runs []int64) []string {
 	t.Helper()
 	var out []string
@@ -198,7 +209,8 @@ func advanceSnapshot(t *testing.T, e env, runs []int64) []string {
 			SELECT concat_ws(' | ', s.step_id, s.state, s.ready_seq, s.args, s.trusted, s.result, s.result_trusted, s.reason,
 			                 s.effect_slot, s.admitted_at, s.updated_at, s.wait, s.job_id IS NOT NULL,
 			                 j.kind, j.payload, j.params - 'run_id', j.idempotency_key, j.state, j.repeatable, j.case_id,
-			                 j.created_by, j.available_at, c.kind, c.state)
+			                 j.created_by, j.available_at, c.kind, c.state,
+			                 CASE WHEN s.job_id IS NOT NULL THEN rank() OVER (PARTITION BY s.job_id IS NULL ORDER BY s.job_id) END)
 			FROM docket.run_steps s
 			LEFT JOIN docket.jobs j ON j.id = s.job_id
 			LEFT JOIN docket.jobs c ON c.id = s.compensation_job_id
@@ -215,7 +227,7 @@ func advanceSnapshot(t *testing.T, e env, runs []int64) []string {
 
 // advanceAs returns e with its API logged in afresh with docket.advance
 // set to how ("row", "set", or "" for the default) in every session.
-func advanceAs(t *testing.T, e env, how string) env {
+func advanceAs(t testing.TB, e env, how string) env {
 	t.Helper()
 	if how == "" {
 		return e
@@ -432,4 +444,43 @@ type beginner struct {
 
 func (b beginner) Begin(ctx context.Context) (pgx.Tx, error) {
 	return b.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: b.begin})
+}
+
+// TestAStartAdmitsItsFirstStepsTogether: a run whose first steps are all
+// jobs it may run is born with them counted, and they are admitted by one
+// insert of their jobs and one of their steps, so the start never writes
+// its run again; one that is not (a first step refused for untrusted input)
+// is admitted one at a time, as every start is under docket.advance =
+// 'row'. The equivalence test above shows both reach the same records.
+func TestAStartAdmitsItsFirstStepsTogether(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	p := plans.Plan{Steps: []plans.Step{
+		{ID: "a", Kind: "adv.roots", Args: []plans.Arg{{Name: "x", Source: plans.Input("x")}}},
+		{ID: "b", Kind: "adv.roots", Args: []plans.Arg{}},
+		{ID: "c", Kind: "adv.roots", Args: []plans.Arg{}, Trusted: true},
+		{ID: "end", Kind: "adv.roots", After: []string{"a", "b", "c"}, Args: []plans.Arg{}, Terminal: true},
+	}}
+	// writes starts a run in a transaction begun by begin and returns the
+	// updates of runs the start made.
+	writes := func(begin string, trusted bool) int64 {
+		var n, id int64
+		require.NoError(t, db.WithTx(ctx, beginner{e.API, begin}, func(tx pgx.Tx) error {
+			run, err := e.app.StartTx(ctx, tx, plans.Start{Project: project, Plan: p, Input: json.RawMessage(`{"x": 1}`),
+				InputTrusted: trusted})
+			require.NoError(t, err)
+			id = run.ID
+			return tx.QueryRow(ctx, `SELECT coalesce(sum(n_tup_upd), 0)::bigint FROM pg_stat_xact_user_tables
+				WHERE schemaname = 'docket' AND relname = 'runs'`).Scan(&n)
+		}))
+		var admitted, steps int
+		require.NoError(t, e.Pool.QueryRow(ctx, `SELECT r.admitted, (SELECT count(*) FROM docket.run_steps s WHERE s.run_id = r.id)
+			FROM docket.runs r WHERE r.id = $1`, id).Scan(&admitted, &steps))
+		require.Equal(t, []int{3, 3}, []int{admitted, steps}, "the first steps admitted and counted")
+		return n
+	}
+	require.Zero(t, writes("BEGIN", true), "a start with every first step a job wrote its run again: it admitted them one at a time")
+	require.EqualValues(t, 3, writes("BEGIN; SET LOCAL docket.advance = 'row'", true), "one write of the run for each step admitted")
+	require.Positive(t, writes("BEGIN", false), "a start that refuses a first step admits them one at a time")
 }

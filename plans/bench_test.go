@@ -51,3 +51,30 @@ func BenchmarkAdvance(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStart times one start of a 3-step chain (its plan stored
+// already), as a client calls it: the run, its version and its first step's
+// job and step written, and its admission set-based (the default) or one
+// step at a time (docket.advance = 'row', which starts as the row path
+// does). Compare the two ns/op.
+//
+//	go test -run XXX -bench BenchmarkStart -benchtime 2000x ./plans/
+func BenchmarkStart(b *testing.B) {
+	for _, how := range []string{"set", "row"} {
+		b.Run("admission="+how, func(b *testing.B) {
+			e := setup(b)
+			if how == "row" {
+				e = advanceAs(b, e, how)
+			}
+			ctx := context.Background()
+			p := chainOf("bench.start", "bench.start", "bench.start")
+			_, err := e.app.Start(ctx, plans.Start{Project: project, Plan: p})
+			require.NoError(b, err)
+			b.ResetTimer()
+			for range b.N {
+				_, err := e.app.Start(ctx, plans.Start{Project: project, Plan: p})
+				require.NoError(b, err)
+			}
+		})
+	}
+}

@@ -441,6 +441,72 @@ BEGIN
 END
 $$;
 
+-- run_roots is what a start admits set-based (run_start): the first steps of
+-- plan p_plan (those after no other), in ascending id, each with its
+-- arguments assembled from p_input (trusted as p_input_trusted says) as
+-- run_arg assembles them, its kind, whether it is repeatable and its
+-- compensation -- when each of them is a job a run may run: it waits on
+-- nothing and reads nothing untrusted (so none is refused and the run reads
+-- nothing untrusted). No row otherwise: the start admits them one at a time
+-- (run_admit), which decides those cases.
+CREATE OR REPLACE FUNCTION docket.run_roots(p_plan bigint, p_input jsonb, p_input_trusted boolean,
+                                            OUT steps text[], OUT kinds text[], OUT payloads jsonb[], OUT repeatable boolean[],
+                                            OUT compensations text[])
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    SELECT array_agg(ps.step_id ORDER BY ps.step_id), array_agg(ps.kind ORDER BY ps.step_id),
+           array_agg(g.payload ORDER BY ps.step_id), array_agg(ps.repeatable ORDER BY ps.step_id),
+           array_agg(ps.compensation ORDER BY ps.step_id)
+    INTO steps, kinds, payloads, repeatable, compensations
+    FROM docket.plan_steps ps
+    CROSS JOIN LATERAL (
+        SELECT coalesce(jsonb_object_agg(a.arg ->> 'name', coalesce(
+                   CASE a.arg -> 'source' ->> 'kind'
+                   WHEN 'const' THEN a.arg -> 'source' -> 'value'
+                   WHEN 'input' THEN p_input #> ARRAY(SELECT jsonb_array_elements_text(coalesce(a.arg -> 'source' -> 'path', '[]')))
+                   END, 'null') ORDER BY a.ord), '{}') AS payload,
+               coalesce(bool_and(a.arg -> 'source' ->> 'kind' = 'const'
+                                 OR a.arg -> 'source' ->> 'kind' = 'input' AND p_input_trusted), true) AS trusted
+        FROM jsonb_array_elements(ps.args) WITH ORDINALITY AS a(arg, ord)
+    ) g
+    WHERE ps.plan_id = p_plan AND cardinality(ps.after) = 0
+    HAVING bool_and(ps.wait IS NULL AND g.trusted);
+END
+$$;
+
+-- run_admit_roots admits run r's first steps as run_roots gave them (p_steps
+-- and the rest, in ascending id), in the order and with the records
+-- run_admit would write one at a time -- each step's job, enqueued as
+-- run_enqueue does, and its step, admitted in ready order 1, 2, .. -- in
+-- one INSERT of jobs (one pass of their birth rules, one notification per
+-- queue) and one of steps. The run was born with them counted (admitted).
+CREATE OR REPLACE FUNCTION docket.run_admit_roots(r docket.runs, p_steps text[], p_kinds text[], p_payloads jsonb[],
+                                                  p_repeatable boolean[], p_compensations text[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := docket.context_now();
+    v_actor text := docket.context_actor();
+BEGIN
+    WITH roots AS (
+        SELECT x.* FROM unnest(p_steps, p_kinds, p_payloads, p_repeatable, p_compensations) WITH ORDINALITY
+            AS x(step_id, kind, payload, repeatable, compensation, seq)
+    ), enqueued AS (
+        INSERT INTO docket.jobs AS j (project, kind, payload, params, case_id, repeatable, available_at, created_by, created_at,
+                                      updated_at)
+        SELECT r.project, roots.kind, roots.payload,
+               jsonb_build_object('run_id', r.id, 'step', roots.step_id, 'version', r.version, 'trusted', true),
+               r.case_id, roots.repeatable, v_now, v_actor, v_now, v_now
+        FROM roots ORDER BY roots.seq
+        RETURNING j.id, j.params ->> 'step' AS step_id
+    )
+    INSERT INTO docket.run_steps (run_id, step_id, version, kind, state, ready_seq, args, trusted, job_id, compensation,
+                                  effect_slot, admitted_at, updated_at)
+    SELECT r.id, roots.step_id, r.version, roots.kind, 'admitted', roots.seq, roots.payload, true, e.id, roots.compensation,
+           r.max_effects IS NOT NULL, v_now, v_now
+    FROM roots JOIN enqueued e ON e.step_id = roots.step_id;
+END
+$$;
+
 -- run_result_trusted says whether a step's result p_result keeps its
 -- input's label: false when it is labelled untrusted -- an object with a
 -- member trust whose value is anything but "trusted" (a label lowers trust,
@@ -1371,6 +1437,11 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_plan bigint;
     r docket.runs;
+    v_steps text[];         -- the first steps, when admitted set-based (run_roots)
+    v_kinds text[];
+    v_payloads jsonb[];
+    v_repeatable boolean[];
+    v_compensations text[];
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
     PERFORM docket.require_project_name(p_project);
@@ -1390,10 +1461,24 @@ BEGIN
         END IF;
     END IF;
     v_plan := docket.plan_store(p_project, p_digest, p_canonical, p_actor, p_now);
-    INSERT INTO docket.runs (project, plan_id, case_id, input, input_trusted, replan_limit, created_by, created_at, updated_at)
-    VALUES (p_project, v_plan, nullif(p_case_id, 0), p_input, p_input_trusted, p_replan_limit, p_actor, p_now, p_now)
+    -- A run whose first steps are all jobs it may run is born with them
+    -- counted and admits them set-based; any other, and every run under
+    -- docket.advance = 'row', one at a time: the two reach the same records.
+    IF current_setting('docket.advance', true) IS DISTINCT FROM 'row' THEN
+        SELECT x.steps, x.kinds, x.payloads, x.repeatable, x.compensations
+        INTO v_steps, v_kinds, v_payloads, v_repeatable, v_compensations
+        FROM docket.run_roots(v_plan, p_input, p_input_trusted) x;
+    END IF;
+    INSERT INTO docket.runs (project, plan_id, case_id, input, input_trusted, replan_limit, admitted, created_by, created_at,
+                             updated_at)
+    VALUES (p_project, v_plan, nullif(p_case_id, 0), p_input, p_input_trusted, p_replan_limit, coalesce(cardinality(v_steps), 0),
+            p_actor, p_now, p_now)
     RETURNING * INTO r;
     INSERT INTO docket.run_versions (run_id, version, plan_id, actor, at) VALUES (r.id, 1, v_plan, p_actor, p_now);
+    IF v_steps IS NOT NULL THEN
+        PERFORM docket.run_admit_roots(r, v_steps, v_kinds, v_payloads, v_repeatable, v_compensations);
+        RETURN r;
+    END IF;
     PERFORM docket.run_admit_ready(r.id, NULL);
     PERFORM docket.run_apply(r.id);
     SELECT * INTO r FROM docket.runs WHERE id = r.id;
@@ -1420,6 +1505,11 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_plan bigint;
     r docket.runs;
+    v_steps text[];         -- the first steps, when admitted set-based (run_roots)
+    v_kinds text[];
+    v_payloads jsonb[];
+    v_repeatable boolean[];
+    v_compensations text[];
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
     PERFORM docket.require_project_name(p_project);
@@ -1446,15 +1536,29 @@ BEGIN
         END IF;
     END IF;
     v_plan := docket.plan_store(p_project, p_digest, p_canonical, p_actor, p_now);
+    -- As run_start's: and only a run without a ceiling (run_bounded), whose
+    -- every admission passes run_gate unasked.
+    IF current_setting('docket.advance', true) IS DISTINCT FROM 'row'
+       AND num_nonnulls(p_max_steps, p_max_effects, p_max_money, p_max_parallel, p_max_duration, p_max_refusals) = 0 THEN
+        SELECT x.steps, x.kinds, x.payloads, x.repeatable, x.compensations
+        INTO v_steps, v_kinds, v_payloads, v_repeatable, v_compensations
+        FROM docket.run_roots(v_plan, p_input, p_input_trusted) x;
+    END IF;
     INSERT INTO docket.runs (project, plan_id, case_id, input, input_trusted, replan_limit, max_steps, max_effects, max_money,
-                             currency, max_call, max_parallel, max_duration, max_refusals, created_by, created_at, updated_at)
+                             currency, max_call, max_parallel, max_duration, max_refusals, admitted, created_by, created_at,
+                             updated_at)
     VALUES (p_project, v_plan, nullif(p_case_id, 0), p_input, p_input_trusted, p_replan_limit, p_max_steps, p_max_effects,
-            p_max_money, p_currency, p_max_call, p_max_parallel, p_max_duration, p_max_refusals, p_actor, p_now, p_now)
+            p_max_money, p_currency, p_max_call, p_max_parallel, p_max_duration, p_max_refusals, coalesce(cardinality(v_steps), 0),
+            p_actor, p_now, p_now)
     RETURNING * INTO r;
     IF r.max_money IS NOT NULL THEN
         PERFORM docket.budget_reserve(r, p_now);
     END IF;
     INSERT INTO docket.run_versions (run_id, version, plan_id, actor, at) VALUES (r.id, 1, v_plan, p_actor, p_now);
+    IF v_steps IS NOT NULL THEN
+        PERFORM docket.run_admit_roots(r, v_steps, v_kinds, v_payloads, v_repeatable, v_compensations);
+        RETURN r;
+    END IF;
     PERFORM docket.run_admit_ready(r.id, NULL);
     PERFORM docket.run_apply(r.id);
     SELECT * INTO r FROM docket.runs WHERE id = r.id;
