@@ -54,6 +54,11 @@ func Sweep(every time.Duration) worker.Sweep {
 // client's now, in its own transaction. See [Client.PruneTx].
 func (c *Client) Prune(ctx context.Context, limit int) (out []Prune, err error) {
 	err = db.WithTx(ctx, c.pool, func(tx pgx.Tx) error {
+		// Whatever the database's default: a prune deletes jobs, which
+		// docket allows under READ COMMITTED only (see PruneTx).
+		if _, err = tx.Exec(ctx, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"); err != nil {
+			return db.Translate(err, "retention.prune")
+		}
 		if out, err = c.PruneTx(ctx, tx, limit); err != nil {
 			return err
 		}
@@ -118,7 +123,11 @@ func maintainHistory(ctx context.Context, q db.DBTX, actor string) (HistoryUpkee
 // may not prune is not looked at. Items another transaction holds are
 // skipped: prunes running at once remove each item once. The removal and
 // its record commit with tx, or roll back with it, leaving everything as it
-// was.
+// was. tx must be READ COMMITTED: the check that no row still names a job
+// it deletes must see what committed while the delete waited, which a
+// transaction snapshot does not; a prune that deletes jobs under
+// REPEATABLE READ or SERIALIZABLE is refused with [db.ErrInvalidArgument],
+// nothing changed.
 func (c *Client) PruneTx(ctx context.Context, tx pgx.Tx, limit int) ([]Prune, error) {
 	return prune(ctx, tx, string(c.actor), limit, c.clock.Now())
 }

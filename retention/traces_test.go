@@ -12,7 +12,7 @@ import (
 )
 
 // A traced job's trace context leaves with the job when a prune removes it
-// (the foreign key cascades, in the prune's transaction), and stays with a
+// (released with it, in the prune's transaction), and stays with a
 // job the prune keeps.
 func TestPruneRemovesTheTraceContextWithItsJob(t *testing.T) {
 	t.Parallel()

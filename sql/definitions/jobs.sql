@@ -233,13 +233,152 @@ END;
 
 -- Guards --------------------------------------------------------------------
 
--- jobs_columns_immutable keeps what a job is as it was enqueued (DK015).
+-- jobs_columns_immutable keeps what a job is as it was enqueued (DK015),
+-- its id with it: the rows that name a job (below) name it by id.
 CREATE OR REPLACE TRIGGER jobs_columns_immutable
-    BEFORE UPDATE OF project, kind, payload, payload_schema, params, inputs, requested_output,
+    BEFORE UPDATE OF id, project, kind, payload, payload_schema, params, inputs, requested_output,
                      lane_id, case_id, retry_of,
                      idempotency_key, compensation_kind, external, repeatable, max_attempts, created_by, created_at
     ON docket.jobs
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
+
+-- References to a job. Nine columns of other tables name a job by its id:
+-- six whose row must not outlive the job (an obligation's escalation job, a
+-- wait's continuation, a timer's job, a schedule occurrence's job, a run
+-- step's job and its compensation's) and three whose rows go with it (its
+-- traces, completion records and token rekeys). They were foreign keys,
+-- which Postgres checks from the job's side one deleted row at a time: nine
+-- queries a pruned job, more than half of a prune's delete (migration 52).
+-- Now:
+--   * a row naming a job is checked as it is written (job_reference_check):
+--     the job must exist, and is held FOR KEY SHARE to the end of the
+--     transaction, as the foreign key held it, so a delete of the job waits
+--     for the writer and then sees its row;
+--   * a statement deleting jobs (only a prune may: jobs_refuse_delete)
+--     checks once, set-based, that no row of the six names a job it
+--     deleted, and deletes the rows of the three (jobs_release_references).
+-- A refusal is the foreign key's: 23503, naming the constraint that was.
+
+-- job_reference_check refuses (23503, constraint TG_ARGV[0]) a row of its
+-- table whose column TG_ARGV[1] names a job that does not exist, and holds
+-- the job it names (FOR KEY SHARE). Runs for a row that names one (WHEN).
+CREATE OR REPLACE FUNCTION docket.job_reference_check() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_job bigint;
+BEGIN
+    IF TG_ARGV[1] = 'job_id' THEN
+        v_job := NEW.job_id;
+    ELSIF TG_ARGV[1] = 'compensation_job_id' THEN
+        v_job := NEW.compensation_job_id;
+    ELSIF TG_ARGV[1] = 'escalation_job_id' THEN
+        v_job := NEW.escalation_job_id;
+    ELSE
+        v_job := NEW.continuation_job_id;
+    END IF;
+    PERFORM 1 FROM docket.jobs j WHERE j.id = v_job FOR KEY SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'insert or update on table "%" violates foreign key constraint "%"', TG_TABLE_NAME, TG_ARGV[0]
+            USING ERRCODE = '23503', CONSTRAINT = TG_ARGV[0], TABLE = TG_TABLE_NAME, SCHEMA = TG_TABLE_SCHEMA,
+                  DETAIL = format('Key (%s)=(%s) is not present in table "jobs".', TG_ARGV[1], v_job);
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER obligations_escalation_job_id_fkey
+    BEFORE INSERT OR UPDATE OF escalation_job_id ON docket.obligations
+    FOR EACH ROW WHEN (NEW.escalation_job_id IS NOT NULL)
+    EXECUTE FUNCTION docket.job_reference_check('obligations_escalation_job_id_fkey', 'escalation_job_id');
+CREATE OR REPLACE TRIGGER waits_continuation_job_id_fkey
+    BEFORE INSERT OR UPDATE OF continuation_job_id ON docket.waits
+    FOR EACH ROW WHEN (NEW.continuation_job_id IS NOT NULL)
+    EXECUTE FUNCTION docket.job_reference_check('waits_continuation_job_id_fkey', 'continuation_job_id');
+CREATE OR REPLACE TRIGGER timers_job_id_fkey
+    BEFORE INSERT OR UPDATE OF job_id ON docket.timers
+    FOR EACH ROW WHEN (NEW.job_id IS NOT NULL)
+    EXECUTE FUNCTION docket.job_reference_check('timers_job_id_fkey', 'job_id');
+CREATE OR REPLACE TRIGGER schedule_occurrences_job_id_fkey
+    BEFORE INSERT OR UPDATE OF job_id ON docket.schedule_occurrences
+    FOR EACH ROW WHEN (NEW.job_id IS NOT NULL)
+    EXECUTE FUNCTION docket.job_reference_check('schedule_occurrences_job_id_fkey', 'job_id');
+CREATE OR REPLACE TRIGGER run_steps_job_id_fkey
+    BEFORE INSERT OR UPDATE OF job_id ON docket.run_steps
+    FOR EACH ROW WHEN (NEW.job_id IS NOT NULL)
+    EXECUTE FUNCTION docket.job_reference_check('run_steps_job_id_fkey', 'job_id');
+CREATE OR REPLACE TRIGGER run_steps_compensation_job_id_fkey
+    BEFORE INSERT OR UPDATE OF compensation_job_id ON docket.run_steps
+    FOR EACH ROW WHEN (NEW.compensation_job_id IS NOT NULL)
+    EXECUTE FUNCTION docket.job_reference_check('run_steps_compensation_job_id_fkey', 'compensation_job_id');
+CREATE OR REPLACE TRIGGER job_traces_job_id_fkey
+    BEFORE INSERT OR UPDATE OF job_id ON docket.job_traces
+    FOR EACH ROW WHEN (NEW.job_id IS NOT NULL)
+    EXECUTE FUNCTION docket.job_reference_check('job_traces_job_id_fkey', 'job_id');
+CREATE OR REPLACE TRIGGER job_completions_job_id_fkey
+    BEFORE INSERT OR UPDATE OF job_id ON docket.job_completions
+    FOR EACH ROW WHEN (NEW.job_id IS NOT NULL)
+    EXECUTE FUNCTION docket.job_reference_check('job_completions_job_id_fkey', 'job_id');
+CREATE OR REPLACE TRIGGER job_token_rekeys_job_id_fkey
+    BEFORE INSERT OR UPDATE OF job_id ON docket.job_token_rekeys
+    FOR EACH ROW WHEN (NEW.job_id IS NOT NULL)
+    EXECUTE FUNCTION docket.job_reference_check('job_token_rekeys_job_id_fkey', 'job_id');
+
+-- jobs_release_references runs once after a statement that deleted jobs:
+-- it refuses (23503, naming the constraint) when a row of the six still
+-- names one, and deletes the rows of the three that name them. It checks
+-- in a statement of its own, whose snapshot under READ COMMITTED is taken
+-- after the delete waited for every writer holding a job it deleted; a
+-- transaction snapshot (REPEATABLE READ, SERIALIZABLE) is older than those
+-- writers, where the foreign key read with a second snapshot that a trigger
+-- cannot take: there, a delete of jobs is refused (DK010), and a prune
+-- runs under READ COMMITTED.
+CREATE OR REPLACE FUNCTION docket.jobs_release_references() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    bad record;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM gone) THEN
+        RETURN NULL;
+    END IF;
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'jobs are deleted under READ COMMITTED only (this transaction is %): the check that no row still names them must see what committed while the delete waited',
+            upper(current_setting('transaction_isolation'))
+            USING ERRCODE = 'DK010';
+    END IF;
+    SELECT x.* INTO bad FROM (
+        SELECT 'obligations' AS tab, 'obligations_escalation_job_id_fkey' AS con, o.escalation_job_id AS job_id
+        FROM docket.obligations o WHERE o.escalation_job_id IN (SELECT g.id FROM gone g)
+        UNION ALL
+        SELECT 'waits', 'waits_continuation_job_id_fkey', w.continuation_job_id
+        FROM docket.waits w WHERE w.continuation_job_id IN (SELECT g.id FROM gone g)
+        UNION ALL
+        SELECT 'timers', 'timers_job_id_fkey', t.job_id FROM docket.timers t WHERE t.job_id IN (SELECT g.id FROM gone g)
+        UNION ALL
+        SELECT 'schedule_occurrences', 'schedule_occurrences_job_id_fkey', s.job_id
+        FROM docket.schedule_occurrences s WHERE s.job_id IN (SELECT g.id FROM gone g)
+        UNION ALL
+        SELECT 'run_steps', 'run_steps_job_id_fkey', r.job_id FROM docket.run_steps r WHERE r.job_id IN (SELECT g.id FROM gone g)
+        UNION ALL
+        SELECT 'run_steps', 'run_steps_compensation_job_id_fkey', r.compensation_job_id
+        FROM docket.run_steps r WHERE r.compensation_job_id IN (SELECT g.id FROM gone g)
+    ) x
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'update or delete on table "jobs" violates foreign key constraint "%" on table "%"', bad.con, bad.tab
+            USING ERRCODE = '23503', CONSTRAINT = bad.con, TABLE = bad.tab, SCHEMA = 'docket',
+                  DETAIL = format('Key (id)=(%s) is still referenced from table "%s".', bad.job_id, bad.tab);
+    END IF;
+    DELETE FROM docket.job_traces t WHERE t.job_id IN (SELECT g.id FROM gone g);
+    DELETE FROM docket.job_completions c WHERE c.job_id IN (SELECT g.id FROM gone g);
+    DELETE FROM docket.job_token_rekeys k WHERE k.job_id IN (SELECT g.id FROM gone g);
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER jobs_release_references
+    AFTER DELETE ON docket.jobs
+    REFERENCING OLD TABLE AS gone
+    FOR EACH STATEMENT EXECUTE FUNCTION docket.jobs_release_references();
 
 -- jobs_guard refuses any change at all to a finished job (DK001), by a
 -- docket function or by hand, row by row, before the table's own checks see
