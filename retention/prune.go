@@ -33,6 +33,11 @@ func Sweep(every time.Duration) worker.Sweep {
 		every = DefaultSweepEvery
 	}
 	return worker.Sweep{Name: SweepName, Every: every, Func: func(ctx context.Context, run *worker.SweepRun) (int, error) {
+		// The sweep's transaction is its own, begun for this run: READ
+		// COMMITTED whatever the session's default (see PruneTx).
+		if err := readCommitted(ctx, run.Tx); err != nil {
+			return 0, err
+		}
 		prunes, err := prune(ctx, run.Tx, string(run.Actor), run.Limit, run.Now)
 		if err == nil {
 			_, err = maintainHistory(ctx, run.Tx, string(run.Actor))
@@ -54,10 +59,8 @@ func Sweep(every time.Duration) worker.Sweep {
 // client's now, in its own transaction. See [Client.PruneTx].
 func (c *Client) Prune(ctx context.Context, limit int) (out []Prune, err error) {
 	err = db.WithTx(ctx, c.pool, func(tx pgx.Tx) error {
-		// Whatever the database's default: a prune deletes jobs, which
-		// docket allows under READ COMMITTED only (see PruneTx).
-		if _, err = tx.Exec(ctx, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"); err != nil {
-			return db.Translate(err, "retention.prune")
+		if err = readCommitted(ctx, tx); err != nil {
+			return err
 		}
 		if out, err = c.PruneTx(ctx, tx, limit); err != nil {
 			return err
@@ -66,6 +69,16 @@ func (c *Client) Prune(ctx context.Context, limit int) (out []Prune, err error) 
 		return err
 	})
 	return out, err
+}
+
+// readCommitted sets tx, begun for a prune and not used yet, to READ
+// COMMITTED whatever the session's default: a prune deletes jobs, which
+// docket allows under READ COMMITTED only (see [Client.PruneTx]).
+func readCommitted(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"); err != nil {
+		return db.Translate(err, "retention.prune")
+	}
+	return nil
 }
 
 // HistoryLockWait is how long the prune's history maintenance waits for

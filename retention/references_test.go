@@ -14,7 +14,9 @@ import (
 
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/jobs"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/retention"
+	"github.com/docket-dev/docket/worker"
 )
 
 // Rows of other tables name a job by its id (docs/retention.md, "What names
@@ -210,4 +212,18 @@ func TestAPruneThatDeletesJobsRunsUnderReadCommitted(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ps, 1)
 	requirePruned(t, e, j.ID, ps[0].ID)
+
+	// So does the prune sweep's transaction.
+	swept := finish(t, e, e.jobs, "", jobs.Succeeded)
+	e.Clock.Advance(time.Hour)
+	reg := worker.NewRegistry()
+	require.NoError(t, worker.Handle(reg, jobs.MustKind[struct{}]("report.build", 1),
+		func(context.Context, *jobs.Typed[struct{}]) error { return nil }))
+	w, err := worker.NewClient(pool, worker.Config{Actor: pruner, Registry: reg, Clock: e.Clock, Logger: testkit.Logger,
+		Deployment: "test", Sweeps: []worker.Sweep{retention.Sweep(0)}})
+	require.NoError(t, err)
+	n, err := w.Sweep(ctx, retention.SweepName)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Zero(t, rows(t, e, "docket.jobs", "id = $1", swept.ID))
 }
