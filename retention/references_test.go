@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/db"
-	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/internal/testkit"
+	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/retention"
 	"github.com/docket-dev/docket/worker"
 )
