@@ -111,6 +111,9 @@ func TestAWriterNamingAJobHoldsItFromAPrune(t *testing.T) {
 		e.Clock.Advance(time.Hour)
 		tx, err := e.Pool.Begin(ctx)
 		require.NoError(t, err)
+		// A failed check must not leave the writer open: the database's
+		// cleanup would wait for it.
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 		require.NoError(t, nameJob(ctx, tx, table, j.ID))
 		ps, err := e.pruner.Prune(ctx, 100)
 		require.NoError(t, err)
