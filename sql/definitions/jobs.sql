@@ -496,18 +496,12 @@ BEGIN
         JOIN (SELECT DISTINCT ON (m.state) m.state, docket.job_outcome(m.state, NULL, NULL, NULL, NULL, 0, 0) AS outcome
               FROM new_jobs m) b ON b.state = n.state
     )
-    SELECT array_agg(DISTINCT n.queue) FILTER (WHERE NOT n.external AND n.available_at <= v_at) INTO v_due
-    FROM new_jobs n;
+    SELECT array_agg(DISTINCT n.queue), array_agg(n.id ORDER BY n.id), array_agg(n.queue ORDER BY n.id)
+    INTO v_due, v_ids, v_queues
+    FROM new_jobs n WHERE NOT n.external AND n.available_at <= v_at;
     -- Wake their workers, or hold the wake-ups (job_wake_hold).
-    IF v_due IS NULL THEN
+    IF v_due IS NULL OR docket.job_wake_held() AND docket.job_wake_hold(v_ids, v_queues) THEN
         RETURN NULL;
-    END IF;
-    IF docket.job_wake_held() THEN
-        SELECT array_agg(n.id ORDER BY n.id), array_agg(n.queue ORDER BY n.id) INTO v_ids, v_queues
-        FROM new_jobs n WHERE NOT n.external AND n.available_at <= v_at;
-        IF docket.job_wake_hold(v_ids, v_queues) THEN
-            RETURN NULL;
-        END IF;
     END IF;
     FOREACH v_queue IN ARRAY v_due LOOP
         PERFORM pg_notify('docket_jobs', v_queue);

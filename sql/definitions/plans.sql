@@ -447,13 +447,17 @@ $$;
 -- run_arg assembles them, its kind, whether it is repeatable and its
 -- compensation -- when each of them is a job a run may run: it waits on
 -- nothing and reads nothing untrusted (so none is refused and the run reads
--- nothing untrusted). No row otherwise: the start admits them one at a time
--- (run_admit), which decides those cases.
+-- nothing untrusted). Nothing otherwise, nor under docket.advance = 'row':
+-- the start admits them one at a time (run_admit), which decides those
+-- cases (run_admit_first).
 CREATE OR REPLACE FUNCTION docket.run_roots(p_plan bigint, p_input jsonb, p_input_trusted boolean,
                                             OUT steps text[], OUT kinds text[], OUT payloads jsonb[], OUT repeatable boolean[],
                                             OUT compensations text[])
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
+    IF current_setting('docket.advance', true) = 'row' THEN
+        RETURN;
+    END IF;
     SELECT array_agg(ps.step_id ORDER BY ps.step_id), array_agg(ps.kind ORDER BY ps.step_id),
            array_agg(g.payload ORDER BY ps.step_id), array_agg(ps.repeatable ORDER BY ps.step_id),
            array_agg(ps.compensation ORDER BY ps.step_id)
@@ -474,19 +478,27 @@ BEGIN
 END
 $$;
 
--- run_admit_roots admits run r's first steps as run_roots gave them (p_steps
+-- run_admit_first admits run r's first steps as run_roots gave them (p_steps
 -- and the rest, in ascending id), in the order and with the records
 -- run_admit would write one at a time -- each step's job, enqueued as
 -- run_enqueue does, and its step, admitted in ready order 1, 2, .. -- in
 -- one INSERT of jobs (one pass of their birth rules, one notification per
--- queue) and one of steps. The run was born with them counted (admitted).
-CREATE OR REPLACE FUNCTION docket.run_admit_roots(r docket.runs, p_steps text[], p_kinds text[], p_payloads jsonb[],
-                                                  p_repeatable boolean[], p_compensations text[]) RETURNS void
+-- queue) and one of steps; the run was born with them counted (admitted).
+-- Given none (p_steps NULL), it admits the plan's first steps one at a
+-- time and applies the run, as a replan's admission does. Returns the run.
+CREATE OR REPLACE FUNCTION docket.run_admit_first(r docket.runs, p_steps text[], p_kinds text[], p_payloads jsonb[],
+                                                  p_repeatable boolean[], p_compensations text[]) RETURNS docket.runs
 LANGUAGE plpgsql AS $$
 DECLARE
     v_now timestamptz := docket.context_now();
     v_actor text := docket.context_actor();
 BEGIN
+    IF p_steps IS NULL THEN
+        PERFORM docket.run_admit_ready(r.id, NULL);
+        PERFORM docket.run_apply(r.id);
+        SELECT * INTO r FROM docket.runs WHERE id = r.id;
+        RETURN r;
+    END IF;
     WITH roots AS (
         SELECT x.* FROM unnest(p_steps, p_kinds, p_payloads, p_repeatable, p_compensations) WITH ORDINALITY
             AS x(step_id, kind, payload, repeatable, compensation, seq)
@@ -504,6 +516,7 @@ BEGIN
     SELECT r.id, roots.step_id, r.version, roots.kind, 'admitted', roots.seq, roots.payload, true, e.id, roots.compensation,
            r.max_effects IS NOT NULL, v_now, v_now
     FROM roots JOIN enqueued e ON e.step_id = roots.step_id;
+    RETURN r;
 END
 $$;
 
@@ -1464,25 +1477,16 @@ BEGIN
     -- A run whose first steps are all jobs it may run is born with them
     -- counted and admits them set-based; any other, and every run under
     -- docket.advance = 'row', one at a time: the two reach the same records.
-    IF current_setting('docket.advance', true) IS DISTINCT FROM 'row' THEN
-        SELECT x.steps, x.kinds, x.payloads, x.repeatable, x.compensations
-        INTO v_steps, v_kinds, v_payloads, v_repeatable, v_compensations
-        FROM docket.run_roots(v_plan, p_input, p_input_trusted) x;
-    END IF;
+    SELECT x.steps, x.kinds, x.payloads, x.repeatable, x.compensations
+    INTO v_steps, v_kinds, v_payloads, v_repeatable, v_compensations
+    FROM docket.run_roots(v_plan, p_input, p_input_trusted) x;
     INSERT INTO docket.runs (project, plan_id, case_id, input, input_trusted, replan_limit, admitted, created_by, created_at,
                              updated_at)
     VALUES (p_project, v_plan, nullif(p_case_id, 0), p_input, p_input_trusted, p_replan_limit, coalesce(cardinality(v_steps), 0),
             p_actor, p_now, p_now)
     RETURNING * INTO r;
     INSERT INTO docket.run_versions (run_id, version, plan_id, actor, at) VALUES (r.id, 1, v_plan, p_actor, p_now);
-    IF v_steps IS NOT NULL THEN
-        PERFORM docket.run_admit_roots(r, v_steps, v_kinds, v_payloads, v_repeatable, v_compensations);
-        RETURN r;
-    END IF;
-    PERFORM docket.run_admit_ready(r.id, NULL);
-    PERFORM docket.run_apply(r.id);
-    SELECT * INTO r FROM docket.runs WHERE id = r.id;
-    RETURN r;
+    RETURN docket.run_admit_first(r, v_steps, v_kinds, v_payloads, v_repeatable, v_compensations);
 END
 $$;
 
@@ -1538,8 +1542,7 @@ BEGIN
     v_plan := docket.plan_store(p_project, p_digest, p_canonical, p_actor, p_now);
     -- As run_start's: and only a run without a ceiling (run_bounded), whose
     -- every admission passes run_gate unasked.
-    IF current_setting('docket.advance', true) IS DISTINCT FROM 'row'
-       AND num_nonnulls(p_max_steps, p_max_effects, p_max_money, p_max_parallel, p_max_duration, p_max_refusals) = 0 THEN
+    IF num_nonnulls(p_max_steps, p_max_effects, p_max_money, p_max_parallel, p_max_duration, p_max_refusals) = 0 THEN
         SELECT x.steps, x.kinds, x.payloads, x.repeatable, x.compensations
         INTO v_steps, v_kinds, v_payloads, v_repeatable, v_compensations
         FROM docket.run_roots(v_plan, p_input, p_input_trusted) x;
@@ -1555,14 +1558,7 @@ BEGIN
         PERFORM docket.budget_reserve(r, p_now);
     END IF;
     INSERT INTO docket.run_versions (run_id, version, plan_id, actor, at) VALUES (r.id, 1, v_plan, p_actor, p_now);
-    IF v_steps IS NOT NULL THEN
-        PERFORM docket.run_admit_roots(r, v_steps, v_kinds, v_payloads, v_repeatable, v_compensations);
-        RETURN r;
-    END IF;
-    PERFORM docket.run_admit_ready(r.id, NULL);
-    PERFORM docket.run_apply(r.id);
-    SELECT * INTO r FROM docket.runs WHERE id = r.id;
-    RETURN r;
+    RETURN docket.run_admit_first(r, v_steps, v_kinds, v_payloads, v_repeatable, v_compensations);
 END
 $$;
 
