@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
@@ -51,7 +52,7 @@ func dbosFan(ctx dbos.Context, n int) (int, error) {
 // runDBOS launches DBOS on a fresh database with a queue of the given
 // worker concurrency polled every 10 ms and runs the workloads: W1 and W2
 // enqueued, W3 both enqueued and run directly.
-func runDBOS(ctx context.Context, url string, m *meter, want map[string]bool) ([]result, error) {
+func runDBOS(ctx context.Context, url string, m *meter, want map[string]bool, prof *os.File) ([]result, error) {
 	dc, err := dbos.NewContext(ctx, dbos.Config{
 		AppName: "bench", DatabaseURL: url,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -90,7 +91,7 @@ func runDBOS(ctx context.Context, url string, m *meter, want map[string]bool) ([
 			}
 		}
 		x := result{Side: "dbos", Workload: name, Runs: n, Steps: n * steps}
-		if err := m.finish(ctx, before, &x, nil); err != nil {
+		if err := m.finish(ctx, before, &x, prof); err != nil {
 			return err
 		}
 		out = append(out, x)
@@ -135,7 +136,7 @@ func runDBOS(ctx context.Context, url string, m *meter, want map[string]bool) ([
 			}
 			x := result{Side: side, Workload: name, Runs: *w3N, Steps: *w3N * 3}
 			x.P50, x.P99 = percentiles(lat)
-			if err := m.finish(ctx, before, &x, nil); err != nil {
+			if err := m.finish(ctx, before, &x, prof); err != nil {
 				return out, fmt.Errorf("%s: %w", side, err)
 			}
 			out = append(out, x)

@@ -31,7 +31,7 @@ var (
 	rounds       = flag.Int("rounds", 2, "rounds, each side once in each, the first side alternating")
 	sides        = flag.String("sides", "docket,dbos", "sides to run, in order")
 	only         = flag.String("only", "w1,w2,w3", "workloads to run")
-	profile      = flag.String("profile", "", "write the top statements of each docket workload (pg_stat_statements, track=all) to this file")
+	profile      = flag.String("profile", "", "write each workload's top statements (pg_stat_statements, track=all), waits, functions and WAL by relation, of each side, to this file")
 	topN         = flag.Int("top", 30, "statements in the profile")
 	extra        = flag.String("set", "", "more server settings, name=value, separated by ;")
 	handlers     = flag.Int("handlers", 100, "docket worker handlers / DBOS queue worker concurrency")
@@ -102,7 +102,7 @@ func main() {
 			case "docket":
 				res, err = runDocket(ctx, url, m, want, prof)
 			case "dbos":
-				res, err = runDBOS(ctx, url, m, want)
+				res, err = runDBOS(ctx, url, m, want, prof)
 			default:
 				err = fmt.Errorf("no side %q", side)
 			}
