@@ -78,7 +78,7 @@ func TestEveryMachineIsHeldByTheKit(t *testing.T) {
 	}
 
 	// Each table of a machine lists its immutable columns once, in a trigger
-	// that fires before its guard.
+	// that fires before its guard: both of one timing, so in name order.
 	rows, err := pool.Query(ctx, `
 		SELECT DISTINCT split_part(subject, '.', 2) FROM docket.machines ORDER BY 1`)
 	require.NoError(t, err)
@@ -86,12 +86,15 @@ func TestEveryMachineIsHeldByTheKit(t *testing.T) {
 	require.NoError(t, err)
 	for _, table := range tables {
 		var trig string
-		err := pool.QueryRow(ctx, `SELECT g.tgname FROM pg_trigger g
+		var sameTiming bool
+		err := pool.QueryRow(ctx, `SELECT g.tgname, (g.tgtype & 2) = (s.tgtype & 2) FROM pg_trigger g
+			JOIN pg_trigger s ON s.tgrelid = g.tgrelid AND s.tgname = $1 || '_guard'
 			WHERE g.tgrelid = to_regclass('docket.' || $1) AND g.tgfoid = 'docket.refuse_immutable'::regproc
-			  AND cardinality(g.tgattr::int2[]) > 0`, table).Scan(&trig)
-		require.NoError(t, err, "docket.%s has a refuse_immutable trigger BEFORE UPDATE OF its columns", table)
+			  AND cardinality(g.tgattr::int2[]) > 0`, table).Scan(&trig, &sameTiming)
+		require.NoError(t, err, "docket.%s has a refuse_immutable trigger UPDATE OF its columns, and a guard", table)
 		require.Equal(t, table+"_columns_immutable", trig)
 		require.Less(t, trig, table+"_guard", "it fires before the guard")
+		require.True(t, sameTiming, "docket.%s: the immutable columns' trigger has its guard's timing", table)
 	}
 }
 
@@ -172,4 +175,22 @@ func TestCapabilitiesAreTheKnownOnes(t *testing.T) {
 	}
 	require.Equal(t, want, names)
 	require.Len(t, names, 25)
+}
+
+// The tables every claim, completion and step advance updates have no
+// BEFORE UPDATE row trigger: Postgres locks each row an UPDATE changes
+// before firing one (whatever its columns or WHEN clause), a WAL record
+// and a buffer write a row. Their guards are AFTER triggers (jobs.sql,
+// "Guards").
+func TestTheJobPathLocksNoRowForATrigger(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	rows, err := pool.Query(t.Context(), `SELECT g.tgrelid::regclass::text || ' ' || g.tgname FROM pg_trigger g
+		WHERE g.tgrelid IN ('docket.jobs'::regclass, 'docket.run_steps'::regclass) AND NOT g.tgisinternal
+		  AND (g.tgtype & 1) <> 0 AND (g.tgtype & 2) <> 0 AND (g.tgtype & 16) <> 0
+		ORDER BY 1`)
+	require.NoError(t, err)
+	before, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Empty(t, before, "BEFORE UPDATE row triggers on the job path")
 }

@@ -233,10 +233,18 @@ END;
 
 -- Guards --------------------------------------------------------------------
 
+-- A job row's guards are AFTER triggers, here and below: a BEFORE UPDATE
+-- row trigger, whatever its columns or WHEN clause, makes Postgres lock
+-- every row an UPDATE of the table changes before changing it (the old row
+-- the trigger would see), one more WAL record and buffer write a row on
+-- every claim and completion. A guard that only refuses is as good after
+-- the row is written: its refusal undoes the statement. So a change that
+-- also breaks one of the table's CHECKs is refused by the CHECK.
+
 -- jobs_columns_immutable keeps what a job is as it was enqueued (DK015),
 -- its id with it: the rows that name a job (below) name it by id.
 CREATE OR REPLACE TRIGGER jobs_columns_immutable
-    BEFORE UPDATE OF id, project, kind, payload, payload_schema, params, inputs, requested_output,
+    AFTER UPDATE OF id, project, kind, payload, payload_schema, params, inputs, requested_output,
                      lane_id, case_id, retry_of,
                      idempotency_key, compensation_kind, external, repeatable, max_attempts, created_by, created_at
     ON docket.jobs
@@ -250,10 +258,16 @@ CREATE OR REPLACE TRIGGER jobs_columns_immutable
 -- which Postgres checks from the job's side one deleted row at a time: nine
 -- queries a pruned job, more than half of a prune's delete (migration 52).
 -- Now:
---   * a row naming a job is checked as it is written (job_reference_check):
+--   * a row naming a job is checked once it is written, as the foreign key
+--     checked it, by an AFTER trigger (job_reference_check; AFTER, so that
+--     an UPDATE of the table locks no row first: see the guards above):
 --     the job must exist, and is held FOR KEY SHARE to the end of the
 --     transaction, as the foreign key held it, so a delete of the job waits
---     for the writer and then sees its row;
+--     for the writer and then sees its row -- unless this transaction
+--     wrote the job's row (created it, or changed it): no other transaction
+--     can delete a row version this one wrote before it ends, so that write
+--     holds the job as the lock would (the steps a run admits name the jobs
+--     admitted with them);
 --   * a statement deleting jobs (only a prune may: jobs_refuse_delete)
 --     checks once, set-based, that no row of the six names a job it
 --     deleted, and deletes the rows of the three (jobs_release_references).
@@ -261,7 +275,10 @@ CREATE OR REPLACE TRIGGER jobs_columns_immutable
 
 -- job_reference_check refuses (23503, constraint TG_ARGV[0]) a row of its
 -- table whose column TG_ARGV[1] names a job that does not exist, and holds
--- the job it names (FOR KEY SHARE). Runs for a row that names one (WHEN).
+-- the job it names (FOR KEY SHARE) unless the job's row is a version this
+-- transaction itself wrote (not a subtransaction: its write could still be
+-- rolled back alone): a lock on it is one more WAL record and guards
+-- nothing more. Runs for a row that names one (WHEN).
 CREATE OR REPLACE FUNCTION docket.job_reference_check() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -276,7 +293,13 @@ BEGIN
     ELSE
         v_job := NEW.continuation_job_id;
     END IF;
-    PERFORM 1 FROM docket.jobs j WHERE j.id = v_job FOR KEY SHARE;
+    -- The top transaction's id, as the xid a row's xmin holds: the low 32
+    -- bits of its full id.
+    PERFORM 1 FROM docket.jobs j
+    WHERE j.id = v_job AND j.xmin = (pg_current_xact_id()::text::bigint % 4294967296)::text::xid;
+    IF NOT FOUND THEN
+        PERFORM 1 FROM docket.jobs j WHERE j.id = v_job FOR KEY SHARE;
+    END IF;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'insert or update on table "%" violates foreign key constraint "%"', TG_TABLE_NAME, TG_ARGV[0]
             USING ERRCODE = '23503', CONSTRAINT = TG_ARGV[0], TABLE = TG_TABLE_NAME, SCHEMA = TG_TABLE_SCHEMA,
@@ -287,39 +310,39 @@ END
 $$;
 
 CREATE OR REPLACE TRIGGER obligations_escalation_job_id_fkey
-    BEFORE INSERT OR UPDATE OF escalation_job_id ON docket.obligations
+    AFTER INSERT OR UPDATE OF escalation_job_id ON docket.obligations
     FOR EACH ROW WHEN (NEW.escalation_job_id IS NOT NULL)
     EXECUTE FUNCTION docket.job_reference_check('obligations_escalation_job_id_fkey', 'escalation_job_id');
 CREATE OR REPLACE TRIGGER waits_continuation_job_id_fkey
-    BEFORE INSERT OR UPDATE OF continuation_job_id ON docket.waits
+    AFTER INSERT OR UPDATE OF continuation_job_id ON docket.waits
     FOR EACH ROW WHEN (NEW.continuation_job_id IS NOT NULL)
     EXECUTE FUNCTION docket.job_reference_check('waits_continuation_job_id_fkey', 'continuation_job_id');
 CREATE OR REPLACE TRIGGER timers_job_id_fkey
-    BEFORE INSERT OR UPDATE OF job_id ON docket.timers
+    AFTER INSERT OR UPDATE OF job_id ON docket.timers
     FOR EACH ROW WHEN (NEW.job_id IS NOT NULL)
     EXECUTE FUNCTION docket.job_reference_check('timers_job_id_fkey', 'job_id');
 CREATE OR REPLACE TRIGGER schedule_occurrences_job_id_fkey
-    BEFORE INSERT OR UPDATE OF job_id ON docket.schedule_occurrences
+    AFTER INSERT OR UPDATE OF job_id ON docket.schedule_occurrences
     FOR EACH ROW WHEN (NEW.job_id IS NOT NULL)
     EXECUTE FUNCTION docket.job_reference_check('schedule_occurrences_job_id_fkey', 'job_id');
 CREATE OR REPLACE TRIGGER run_steps_job_id_fkey
-    BEFORE INSERT OR UPDATE OF job_id ON docket.run_steps
+    AFTER INSERT OR UPDATE OF job_id ON docket.run_steps
     FOR EACH ROW WHEN (NEW.job_id IS NOT NULL)
     EXECUTE FUNCTION docket.job_reference_check('run_steps_job_id_fkey', 'job_id');
 CREATE OR REPLACE TRIGGER run_steps_compensation_job_id_fkey
-    BEFORE INSERT OR UPDATE OF compensation_job_id ON docket.run_steps
+    AFTER INSERT OR UPDATE OF compensation_job_id ON docket.run_steps
     FOR EACH ROW WHEN (NEW.compensation_job_id IS NOT NULL)
     EXECUTE FUNCTION docket.job_reference_check('run_steps_compensation_job_id_fkey', 'compensation_job_id');
 CREATE OR REPLACE TRIGGER job_traces_job_id_fkey
-    BEFORE INSERT OR UPDATE OF job_id ON docket.job_traces
+    AFTER INSERT OR UPDATE OF job_id ON docket.job_traces
     FOR EACH ROW WHEN (NEW.job_id IS NOT NULL)
     EXECUTE FUNCTION docket.job_reference_check('job_traces_job_id_fkey', 'job_id');
 CREATE OR REPLACE TRIGGER job_completions_job_id_fkey
-    BEFORE INSERT OR UPDATE OF job_id ON docket.job_completions
+    AFTER INSERT OR UPDATE OF job_id ON docket.job_completions
     FOR EACH ROW WHEN (NEW.job_id IS NOT NULL)
     EXECUTE FUNCTION docket.job_reference_check('job_completions_job_id_fkey', 'job_id');
 CREATE OR REPLACE TRIGGER job_token_rekeys_job_id_fkey
-    BEFORE INSERT OR UPDATE OF job_id ON docket.job_token_rekeys
+    AFTER INSERT OR UPDATE OF job_id ON docket.job_token_rekeys
     FOR EACH ROW WHEN (NEW.job_id IS NOT NULL)
     EXECUTE FUNCTION docket.job_reference_check('job_token_rekeys_job_id_fkey', 'job_id');
 
@@ -381,8 +404,7 @@ CREATE OR REPLACE TRIGGER jobs_release_references
     FOR EACH STATEMENT EXECUTE FUNCTION docket.jobs_release_references();
 
 -- jobs_guard refuses any change at all to a finished job (DK001), by a
--- docket function or by hand, row by row, before the table's own checks see
--- it. A finished job has its finished_at (jobs_terminal_finished), so the
+-- docket function or by hand, row by row. A finished job has its finished_at (jobs_terminal_finished), so the
 -- WHEN clause names no state, and no transition of a live job calls it: the
 -- moves of live jobs are checked set-based, once per statement, by
 -- jobs_record_update.
@@ -395,7 +417,7 @@ END
 $$;
 
 CREATE OR REPLACE TRIGGER jobs_guard
-    BEFORE UPDATE ON docket.jobs
+    AFTER UPDATE ON docket.jobs
     FOR EACH ROW
     WHEN (OLD.finished_at IS NOT NULL)
     EXECUTE FUNCTION docket.jobs_guard();
@@ -3407,7 +3429,7 @@ INSERT INTO docket.api_functions (name, role) VALUES ('job_pin', 'app');
 -- What a job is asked to produce is fixed at enqueue, as its other request
 -- columns are (jobs_columns_immutable).
 CREATE OR REPLACE TRIGGER jobs_request_immutable
-    BEFORE UPDATE OF requested_kind, target_root ON docket.jobs
+    AFTER UPDATE OF requested_kind, target_root ON docket.jobs
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
 
 -- job_require_request refuses (DK010), naming element p_i, a requested

@@ -509,16 +509,17 @@ END
 $$;
 
 -- refuse_immutable is the trigger that keeps a table's immutable columns as
--- they were born (DK015). It is created BEFORE UPDATE OF those columns,
--- which are listed there and only there:
---     CREATE TRIGGER jobs_columns_immutable BEFORE UPDATE OF project, kind, ... ON docket.jobs
+-- they were born (DK015). It is created BEFORE UPDATE OF those columns (AFTER
+-- on jobs and run_steps, whose guards are all AFTER triggers: jobs.sql,
+-- "Guards"), which are listed there and only there:
+--     CREATE TRIGGER projects_columns_immutable BEFORE UPDATE OF id, name, created_by, created_at ON docket.projects
 --         FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
 -- so it runs only for an UPDATE that names one of them, reads its column list
 -- from its own declaration, and refuses naming the columns that would change
 -- (setting a column to the value it holds is not a change).
--- Name it <table>_columns_immutable: BEFORE triggers fire in name order, so
--- it fires before <table>_guard and a change of what a row is is reported as
--- that, whatever state the row is in.
+-- Name it <table>_columns_immutable and give it its guard's timing: triggers
+-- of one timing fire in name order, so it fires before <table>_guard and a
+-- change of what a row is is reported as that, whatever state the row is in.
 CREATE OR REPLACE FUNCTION docket.refuse_immutable() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE

@@ -403,12 +403,19 @@ BEGIN
 END
 $$;
 
+-- A step's guards on UPDATE are AFTER triggers, as a job's are (jobs.sql,
+-- "Guards"): a BEFORE UPDATE row trigger would lock each step an advance
+-- moves before moving it, a WAL record a step. A birth is checked before
+-- the row is written (an INSERT locks nothing).
 CREATE OR REPLACE TRIGGER run_steps_columns_immutable
-    BEFORE UPDATE OF run_id, step_id, version, kind, ready_seq, args, trusted, job_id, compensation, effect_slot, admitted_at
+    AFTER UPDATE OF run_id, step_id, version, kind, ready_seq, args, trusted, job_id, compensation, effect_slot, admitted_at
     ON docket.run_steps
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_immutable();
 
-CREATE OR REPLACE TRIGGER run_steps_guard BEFORE INSERT OR UPDATE ON docket.run_steps
+CREATE OR REPLACE TRIGGER run_steps_guard AFTER UPDATE ON docket.run_steps
+    FOR EACH ROW EXECUTE FUNCTION docket.run_steps_guard();
+
+CREATE OR REPLACE TRIGGER run_steps_guard_birth BEFORE INSERT ON docket.run_steps
     FOR EACH ROW EXECUTE FUNCTION docket.run_steps_guard();
 
 CREATE OR REPLACE TRIGGER run_steps_refuse_delete BEFORE DELETE ON docket.run_steps
@@ -899,7 +906,7 @@ DECLARE
     v_now timestamptz := docket.context_now();
     v_applied integer;
 BEGIN
-    SELECT * INTO r FROM docket.runs WHERE id = p_run FOR UPDATE;
+    SELECT * INTO r FROM docket.runs WHERE id = p_run FOR NO KEY UPDATE;
     WHILE r.status IN ('running', 'exhausted') LOOP
         SELECT * INTO st FROM docket.run_steps WHERE run_id = r.id AND ready_seq = r.applied + 1;
         EXIT WHEN NOT FOUND OR st.state IN ('admitted', 'waiting');
@@ -972,7 +979,7 @@ DECLARE
     st docket.run_steps;
     v_now timestamptz := docket.context_now();
 BEGIN
-    SELECT * INTO r FROM docket.runs WHERE id = p_run FOR UPDATE;
+    SELECT * INTO r FROM docket.runs WHERE id = p_run FOR NO KEY UPDATE;
     IF r.status <> 'unwinding' THEN
         RETURN;
     END IF;
@@ -1182,7 +1189,7 @@ $$;
 -- recorded but not applied). A successor is admitted when the last of its
 -- predecessors in ready order is applied, in ascending step id, as the
 -- walk admits it. Returns the ids it took; the caller advances the others
--- one at a time. The caller holds the runs (FOR UPDATE, in id order) under
+-- one at a time. The caller holds the runs (FOR NO KEY UPDATE, in id order) under
 -- READ COMMITTED, so each statement here sees them as they are.
 CREATE OR REPLACE FUNCTION docket.run_steps_succeeded_set(p_ids bigint[], p_results jsonb[]) RETURNS bigint[]
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
@@ -1411,7 +1418,7 @@ BEGIN
         -- One success alone costs the same either way (the set's one
         -- statement is a large plan to start): the set is for batches.
         IF cardinality(v_set) > 1 OR cardinality(v_set) = 1 AND current_setting('docket.advance', true) = 'set' THEN
-            PERFORM 1 FROM docket.runs r WHERE r.id = ANY (v_runs) ORDER BY r.id FOR UPDATE;
+            PERFORM 1 FROM docket.runs r WHERE r.id = ANY (v_runs) ORDER BY r.id FOR NO KEY UPDATE;
             v_took := docket.run_steps_succeeded_set(v_set, v_set_results);
         END IF;
     END IF;
