@@ -522,6 +522,7 @@ var (
 		"batch_lock: pg_advisory_xact_lock", "history_partitions_drop: set_config",
 		"history_partitions_ensure: set_config", "job_decoders_register: pg_advisory_xact_lock",
 		"job_intake_apply: pg_current_xact_id", "job_intake_take: pg_current_xact_id_if_assigned",
+		"job_reference_check: pg_current_xact_id",
 		"job_trace_put: pg_current_xact_id", "job_wake_hold: set_config",
 		"job_wake_release: pg_notify, set_config", "jobs_record_insert: pg_notify", "jobs_record_update: pg_notify",
 		"lane_review: set_config", "lane_set_state: set_config", "message_lock_keys: pg_advisory_xact_lock",
