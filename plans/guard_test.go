@@ -89,6 +89,48 @@ func TestTheRunGuardHoldsEveryWriter(t *testing.T) {
 		running.ID))
 }
 
+// TestARunNamesAPlanAndAProjectThatExist: a run's project and plan, and a
+// version's plans, are checked as the foreign keys they were checked them
+// (23503, the same constraint names), for the owner's writes too, each
+// refusal leaving the table as it was; and a start locks neither the plan's
+// row nor the project's (a frozen plan and a project are never deleted),
+// which every start of the plan would share.
+func TestARunNamesAPlanAndAProjectThatExist(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	run, err := e.app.Start(ctx, plans.Start{Project: project, Plan: chainOf("refs.run")})
+	require.NoError(t, err)
+
+	insertRun := `INSERT INTO docket.runs (project, plan_id, input, input_trusted, replan_limit, created_by, created_at, updated_at)
+		SELECT %s, %s, input, input_trusted, replan_limit, created_by, created_at, updated_at FROM docket.runs WHERE id = $1`
+	ownerRefused(t, e, "docket.runs", "23503", "runs_plan_id_fkey",
+		fmt.Sprintf(insertRun, "project", "(SELECT max(id) + 1 FROM docket.plans)"), run.ID)
+	ownerRefused(t, e, "docket.runs", "23503", "runs_project_fkey",
+		fmt.Sprintf(insertRun, "'nowhere'", "plan_id"), run.ID)
+	insertVersion := `INSERT INTO docket.run_versions (run_id, version, plan_id, predecessor, reason, actor, at)
+		SELECT id, 2, %s, %s, 'a replan', created_by, created_at FROM docket.runs WHERE id = $1`
+	ownerRefused(t, e, "docket.run_versions", "23503", "run_versions_plan_id_fkey",
+		fmt.Sprintf(insertVersion, "(SELECT max(id) + 1 FROM docket.plans)", "plan_id"), run.ID)
+	ownerRefused(t, e, "docket.run_versions", "23503", "run_versions_predecessor_fkey",
+		fmt.Sprintf(insertVersion, "plan_id", "(SELECT max(id) + 1 FROM docket.plans)"), run.ID)
+
+	// A start not yet committed holds neither the plan's row nor the
+	// project's: another transaction takes both FOR UPDATE without waiting.
+	tx, err := e.API.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = e.app.StartTx(ctx, tx, plans.Start{Project: project, Plan: chainOf("refs.run")})
+	require.NoError(t, err)
+	other, err := e.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = other.Rollback(ctx) }()
+	_, err = other.Exec(ctx, `SELECT 1 FROM docket.plans WHERE id = (SELECT plan_id FROM docket.runs WHERE id = $1) FOR UPDATE NOWAIT`, run.ID)
+	require.NoError(t, err, "a start holds its plan's row")
+	_, err = other.Exec(ctx, `SELECT 1 FROM docket.projects WHERE name = $1 FOR UPDATE NOWAIT`, project)
+	require.NoError(t, err, "a start holds its project's row")
+}
+
 // TestAStartWhoseFirstStepCannotRunEnds: a run whose first step is refused
 // at its start (it requires trusted input; the input is not) or fails at
 // its admission (a message wait whose correlation value makes no key)

@@ -328,6 +328,48 @@ CREATE OR REPLACE TRIGGER runs_guard BEFORE UPDATE ON docket.runs
 CREATE OR REPLACE TRIGGER runs_guard_birth BEFORE INSERT ON docket.runs
     FOR EACH ROW EXECUTE FUNCTION docket.runs_guard();
 
+-- A run's project and plan, and a version's plans, were foreign keys until
+-- migration 54: every start locked the plan's row and the project's FOR
+-- KEY SHARE, rows every start of the plan shares (a multixact a start).
+-- Plans are frozen and projects never deleted, their keys never changed,
+-- so a reference that holds when written holds for good: these triggers
+-- check it once the row is written, as the keys did, with their SQLSTATE
+-- (23503) and constraint names, and lock nothing. A replan's new plan is
+-- the run guard's to check (of the run's project). frozen_reference_check
+-- refuses a row of its table whose column TG_ARGV[1] names no row of
+-- docket.TG_ARGV[2] (plans by id, projects by name); constraint TG_ARGV[0].
+CREATE OR REPLACE FUNCTION docket.frozen_reference_check() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_key text;
+BEGIN
+    IF TG_ARGV[1] = 'plan_id' THEN
+        v_key := NEW.plan_id;
+    ELSIF TG_ARGV[1] = 'predecessor' THEN
+        v_key := NEW.predecessor;
+    ELSE
+        v_key := NEW.project;
+    END IF;
+    IF TG_ARGV[2] = 'plans' AND NOT EXISTS (SELECT 1 FROM docket.plans p WHERE p.id = v_key::bigint)
+       OR TG_ARGV[2] = 'projects' AND NOT EXISTS (SELECT 1 FROM docket.projects p WHERE p.name = v_key) THEN
+        RAISE EXCEPTION 'insert or update on table "%" violates foreign key constraint "%"', TG_TABLE_NAME, TG_ARGV[0]
+            USING ERRCODE = '23503', CONSTRAINT = TG_ARGV[0], TABLE = TG_TABLE_NAME, SCHEMA = TG_TABLE_SCHEMA,
+                  DETAIL = format('Key (%s)=(%s) is not present in table "%s".', TG_ARGV[1], v_key, TG_ARGV[2]);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER runs_project_fkey AFTER INSERT ON docket.runs
+    FOR EACH ROW EXECUTE FUNCTION docket.frozen_reference_check('runs_project_fkey', 'project', 'projects');
+CREATE OR REPLACE TRIGGER runs_plan_id_fkey AFTER INSERT ON docket.runs
+    FOR EACH ROW EXECUTE FUNCTION docket.frozen_reference_check('runs_plan_id_fkey', 'plan_id', 'plans');
+CREATE OR REPLACE TRIGGER run_versions_plan_id_fkey AFTER INSERT ON docket.run_versions
+    FOR EACH ROW EXECUTE FUNCTION docket.frozen_reference_check('run_versions_plan_id_fkey', 'plan_id', 'plans');
+CREATE OR REPLACE TRIGGER run_versions_predecessor_fkey AFTER INSERT ON docket.run_versions
+    FOR EACH ROW WHEN (NEW.predecessor IS NOT NULL)
+    EXECUTE FUNCTION docket.frozen_reference_check('run_versions_predecessor_fkey', 'predecessor', 'plans');
+
 -- runs_terms holds a run's terms -- its input, replan limit and ceilings --
 -- to their rules at the run's birth and at any write of one of them (a
 -- budget's raise), refusing a row that breaks one with the check violation
