@@ -9,7 +9,7 @@
 -- completions moved their row. With 70 % of each page filled at insert,
 -- a burn-down of 100,000 jobs (worker BenchmarkBurnDown) writes 1,414 -
 -- 1,426 bytes of WAL a job against 1,532 - 1,534 (85 %: 1,476 - 1,479;
--- 50 %: 1,344 - 1,349, for a third more heap). Pages written before this
+-- 50 %: 1,344 - 1,349, for two-fifths more heap again). Pages written before this
 -- migration keep their rows until the prune frees them.
 
 -- +goose Up
