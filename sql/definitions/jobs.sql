@@ -301,9 +301,7 @@ BEGIN
         PERFORM 1 FROM docket.jobs j WHERE j.id = v_job FOR KEY SHARE;
     END IF;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'insert or update on table "%" violates foreign key constraint "%"', TG_TABLE_NAME, TG_ARGV[0]
-            USING ERRCODE = '23503', CONSTRAINT = TG_ARGV[0], TABLE = TG_TABLE_NAME, SCHEMA = TG_TABLE_SCHEMA,
-                  DETAIL = format('Key (%s)=(%s) is not present in table "jobs".', TG_ARGV[1], v_job);
+        PERFORM docket.reference_refuse(TG_TABLE_NAME, TG_ARGV[0], TG_ARGV[1], v_job::text, 'jobs');
     END IF;
     RETURN NEW;
 END

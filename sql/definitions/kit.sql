@@ -508,6 +508,21 @@ BEGIN
 END
 $$;
 
+-- reference_refuse refuses a row of docket.p_table whose column p_column
+-- holds p_key, naming no row of docket.p_target, as the foreign key
+-- p_constraint would have: 23503, that constraint's name, its message.
+-- For the triggers that check a reference a foreign key once did
+-- (job_reference_check, frozen_reference_check).
+CREATE OR REPLACE FUNCTION docket.reference_refuse(p_table text, p_constraint text, p_column text, p_key text, p_target text)
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'insert or update on table "%" violates foreign key constraint "%"', p_table, p_constraint
+        USING ERRCODE = '23503', CONSTRAINT = p_constraint, TABLE = p_table, SCHEMA = 'docket',
+              DETAIL = format('Key (%s)=(%s) is not present in table "%s".', p_column, p_key, p_target);
+END
+$$;
+
 -- refuse_immutable is the trigger that keeps a table's immutable columns as
 -- they were born (DK015). It is created BEFORE UPDATE OF those columns (AFTER
 -- on jobs and run_steps, whose guards are all AFTER triggers: jobs.sql,

@@ -352,9 +352,7 @@ BEGIN
     END IF;
     IF TG_ARGV[2] = 'plans' AND NOT EXISTS (SELECT 1 FROM docket.plans p WHERE p.id = v_key::bigint)
        OR TG_ARGV[2] = 'projects' AND NOT EXISTS (SELECT 1 FROM docket.projects p WHERE p.name = v_key) THEN
-        RAISE EXCEPTION 'insert or update on table "%" violates foreign key constraint "%"', TG_TABLE_NAME, TG_ARGV[0]
-            USING ERRCODE = '23503', CONSTRAINT = TG_ARGV[0], TABLE = TG_TABLE_NAME, SCHEMA = TG_TABLE_SCHEMA,
-                  DETAIL = format('Key (%s)=(%s) is not present in table "%s".', TG_ARGV[1], v_key, TG_ARGV[2]);
+        PERFORM docket.reference_refuse(TG_TABLE_NAME, TG_ARGV[0], TG_ARGV[1], v_key, TG_ARGV[2]);
     END IF;
     RETURN NULL;
 END
