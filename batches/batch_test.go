@@ -9,11 +9,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/batches"
 	"github.com/docket-dev/docket/db"
 	"github.com/docket-dev/docket/integration/pgtest"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/plans"
 	"github.com/docket-dev/docket/worker"
@@ -254,4 +256,33 @@ func TestItemsNeedingAttention(t *testing.T) {
 		ORDER BY i.key LIMIT 100`, b.ID)
 	require.Contains(t, plan, "batch_items_attention_idx")
 	require.NotContains(t, plan, "Seq Scan")
+}
+
+// TestAnItemNamesARunThatExists: an item's run is checked as the foreign
+// key did (23503, batch_items_run_id_fkey), locking no run: a row naming a
+// run that does not exist is refused, the items unchanged.
+func TestAnItemNamesARunThatExists(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	b, err := e.app.Open(ctx, project, "refs", twoSteps)
+	require.NoError(t, err)
+	page, _, _ := numbers{1}.Page(ctx, "", 1)
+	admitted, err := e.app.Admit(ctx, b.ID, page, false)
+	require.NoError(t, err)
+	require.Len(t, admitted, 1)
+	before := testkit.Snapshot(t, e.Pool, "docket.batch_items")
+	tx, err := e.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SELECT docket.set_context($1, $2)`, string(ops), e.Clock.Now())
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `INSERT INTO docket.batch_items (batch_id, key, status, run_id, trusted, admitted_at)
+		SELECT batch_id, key || 'x', status, run_id + 1000, trusted, admitted_at FROM docket.batch_items WHERE batch_id = $1`, b.ID)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "23503", pgErr.Code, pgErr.Message)
+	require.Equal(t, "batch_items_run_id_fkey", pgErr.ConstraintName)
+	require.NoError(t, tx.Rollback(ctx))
+	require.Equal(t, before, testkit.Snapshot(t, e.Pool, "docket.batch_items"))
 }

@@ -190,7 +190,23 @@ func TestTheJobPathLocksNoRowForATrigger(t *testing.T) {
 		  AND (g.tgtype & 1) <> 0 AND (g.tgtype & 2) <> 0 AND (g.tgtype & 16) <> 0
 		ORDER BY 1`)
 	require.NoError(t, err)
-	before, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	require.Empty(t, before, "BEFORE UPDATE row triggers on the job path")
+	require.Empty(t, found, "BEFORE UPDATE row triggers on the job path")
+}
+
+// TestNothingLocksARunToNameIt: no foreign key names docket.runs. A key's
+// check locks the row it names FOR KEY SHARE, a WAL record each time, and
+// a run is named by each of its steps as the advance admits them, after
+// the advance wrote the run. Runs are never deleted, so the rows naming
+// one are checked by triggers that lock nothing (frozen_reference_check).
+func TestNothingLocksARunToNameIt(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	rows, err := pool.Query(t.Context(), `SELECT c.conrelid::regclass::text || ' ' || c.conname FROM pg_constraint c
+		WHERE c.contype = 'f' AND c.confrelid = 'docket.runs'::regclass ORDER BY 1`)
+	require.NoError(t, err)
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Empty(t, found, "foreign keys naming a run")
 }

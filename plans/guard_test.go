@@ -114,6 +114,21 @@ func TestARunNamesAPlanAndAProjectThatExist(t *testing.T) {
 		fmt.Sprintf(insertVersion, "(SELECT max(id) + 1 FROM docket.plans)", "plan_id"), run.ID)
 	ownerRefused(t, e, "docket.run_versions", "23503", "run_versions_predecessor_fkey",
 		fmt.Sprintf(insertVersion, "plan_id", "(SELECT max(id) + 1 FROM docket.plans)"), run.ID)
+	// What names a run names one that exists (since migration 55, as the
+	// foreign keys did; which run a row names never changes).
+	ownerRefused(t, e, "docket.run_versions", "23503", "run_versions_run_id_fkey",
+		`INSERT INTO docket.run_versions (run_id, version, plan_id, predecessor, reason, actor, at)
+		SELECT id + 1000, 2, plan_id, plan_id, 'a replan', created_by, created_at FROM docket.runs WHERE id = $1`, run.ID)
+	ownerRefused(t, e, "docket.run_steps", "23503", "run_steps_run_id_fkey",
+		`INSERT INTO docket.run_steps (run_id, step_id, version, kind, state, ready_seq, args, trusted, admitted_at, updated_at)
+		SELECT run_id + 1000, step_id, version, kind, 'refused', ready_seq, args, trusted, admitted_at, updated_at
+		FROM docket.run_steps WHERE run_id = $1`, run.ID)
+	ownerRefused(t, e, "docket.run_budget_events", "23503", "run_budget_events_run_id_fkey",
+		`INSERT INTO docket.run_budget_events (run_id, what, detail, actor, at)
+		SELECT id + 1000, 'raised', '{}', created_by, created_at FROM docket.runs WHERE id = $1`, run.ID)
+	ownerRefused(t, e, "docket.budget_reservations", "23503", "budget_reservations_run_id_fkey",
+		`INSERT INTO docket.budget_reservations (run_id, project, currency, period_start, amount)
+		SELECT id + 1000, project, 'EUR', created_at, 0 FROM docket.runs WHERE id = $1`, run.ID)
 
 	// A start not yet committed holds neither the plan's row nor the
 	// project's: another transaction takes both FOR UPDATE without waiting.

@@ -479,14 +479,11 @@ var (
 		"waits.waits_step_key", "waits.waits_waiting_name",
 	}
 	recordedForeignKeys = []string{
-		"batch_items.batch_items_batch_id_fkey", "batch_items.batch_items_run_id_fkey",
-		"batches.batches_plan_id_fkey", "budget_reservations.budget_reservations_run_id_fkey",
+		"batch_items.batch_items_batch_id_fkey", "batches.batches_plan_id_fkey",
 		"case_events.case_events_case_id_fkey", "lane_dependencies.lane_dependencies_depends_on_fkey",
 		"lane_dependencies.lane_dependencies_lane_fkey", "lane_events.lane_events_lane_id_fkey",
 		"messages.messages_consumed_by_fkey", "plan_deps.plan_deps_plan_id_after_id_fkey",
 		"plan_deps.plan_deps_plan_id_step_id_fkey", "plan_steps.plan_steps_plan_id_fkey",
-		"run_budget_events.run_budget_events_run_id_fkey", "run_steps.run_steps_run_id_fkey",
-		"run_versions.run_versions_run_id_fkey",
 		"schedule_events.schedule_events_schedule_id_fkey",
 		"schedule_occurrences.schedule_occurrences_schedule_id_fkey", "task_events.task_events_task_id_fkey",
 		"tasks.tasks_step_fkey", "tasks.tasks_wait_id_fkey", "timers.timers_step_fkey",

@@ -65,6 +65,12 @@ CREATE OR REPLACE TRIGGER batch_items_columns_immutable
 CREATE OR REPLACE TRIGGER batch_items_guard BEFORE INSERT OR UPDATE ON docket.batch_items
     FOR EACH ROW EXECUTE FUNCTION docket.batch_items_guard();
 
+-- An item's run, checked without locking it (plans.sql,
+-- frozen_reference_check): runs are never deleted.
+CREATE OR REPLACE TRIGGER batch_items_run_id_fkey AFTER INSERT OR UPDATE OF run_id ON docket.batch_items
+    FOR EACH ROW WHEN (NEW.run_id IS NOT NULL)
+    EXECUTE FUNCTION docket.frozen_reference_check('batch_items_run_id_fkey', 'run_id', 'runs');
+
 CREATE OR REPLACE TRIGGER batch_items_refuse_delete BEFORE DELETE ON docket.batch_items
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change('items are kept with their batch');
 

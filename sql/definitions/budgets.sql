@@ -6,6 +6,14 @@
 CREATE OR REPLACE TRIGGER run_budget_events_append_only BEFORE UPDATE OR DELETE ON docket.run_budget_events
     FOR EACH ROW EXECUTE FUNCTION docket.refuse_change();
 
+-- The run a budget's event or reservation names, checked without locking
+-- it (plans.sql, frozen_reference_check): runs are never deleted.
+CREATE OR REPLACE TRIGGER run_budget_events_run_id_fkey AFTER INSERT OR UPDATE OF run_id ON docket.run_budget_events
+    FOR EACH ROW EXECUTE FUNCTION docket.frozen_reference_check('run_budget_events_run_id_fkey', 'run_id', 'runs');
+CREATE OR REPLACE TRIGGER budget_reservations_run_id_fkey AFTER INSERT OR UPDATE OF run_id ON docket.budget_reservations
+    FOR EACH ROW WHEN (NEW.run_id IS NOT NULL)
+    EXECUTE FUNCTION docket.frozen_reference_check('budget_reservations_run_id_fkey', 'run_id', 'runs');
+
 -- run_worst_case is what run r may spend at most: its money ceiling, and
 -- one call for every step that may be in flight when it is reached.
 CREATE OR REPLACE FUNCTION docket.run_worst_case(r docket.runs) RETURNS bigint

@@ -335,9 +335,17 @@ CREATE OR REPLACE TRIGGER runs_guard_birth BEFORE INSERT ON docket.runs
 -- so a reference that holds when written holds for good: these triggers
 -- check it once the row is written, as the keys did, with their SQLSTATE
 -- (23503) and constraint names, and lock nothing. A replan's new plan is
--- the run guard's to check (of the run's project). frozen_reference_check
+-- the run guard's to check (of the run's project). Runs are never deleted
+-- either (runs_refuse_delete), nor their ids changed: the rows that name a
+-- run -- its steps, its versions, its batch item, its budget's events and
+-- reservation -- are checked the same way since migration 55, where a
+-- foreign key's check locked the run's row again at each of them (four
+-- times a three-step run, a WAL record each). frozen_reference_check
 -- refuses a row of its table whose column TG_ARGV[1] names no row of
--- docket.TG_ARGV[2] (plans by id, projects by name); constraint TG_ARGV[0].
+-- docket.TG_ARGV[2] (plans and runs by id, projects by name); constraint
+-- TG_ARGV[0]. Each target is a statement of its own, a plain lookup by key
+-- that Postgres plans once: one statement testing TG_ARGV for all three
+-- was planned again at every call (a custom plan folds the test).
 CREATE OR REPLACE FUNCTION docket.frozen_reference_check() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -347,11 +355,19 @@ BEGIN
         v_key := NEW.plan_id;
     ELSIF TG_ARGV[1] = 'predecessor' THEN
         v_key := NEW.predecessor;
+    ELSIF TG_ARGV[1] = 'run_id' THEN
+        v_key := NEW.run_id;
     ELSE
         v_key := NEW.project;
     END IF;
-    IF TG_ARGV[2] = 'plans' AND NOT EXISTS (SELECT 1 FROM docket.plans p WHERE p.id = v_key::bigint)
-       OR TG_ARGV[2] = 'projects' AND NOT EXISTS (SELECT 1 FROM docket.projects p WHERE p.name = v_key) THEN
+    IF TG_ARGV[2] = 'plans' THEN
+        PERFORM 1 FROM docket.plans p WHERE p.id = v_key::bigint;
+    ELSIF TG_ARGV[2] = 'runs' THEN
+        PERFORM 1 FROM docket.runs r WHERE r.id = v_key::bigint;
+    ELSE
+        PERFORM 1 FROM docket.projects p WHERE p.name = v_key;
+    END IF;
+    IF NOT FOUND THEN
         PERFORM docket.reference_refuse(TG_TABLE_NAME, TG_ARGV[0], TG_ARGV[1], v_key, TG_ARGV[2]);
     END IF;
     RETURN NULL;
@@ -367,6 +383,10 @@ CREATE OR REPLACE TRIGGER run_versions_plan_id_fkey AFTER INSERT ON docket.run_v
 CREATE OR REPLACE TRIGGER run_versions_predecessor_fkey AFTER INSERT ON docket.run_versions
     FOR EACH ROW WHEN (NEW.predecessor IS NOT NULL)
     EXECUTE FUNCTION docket.frozen_reference_check('run_versions_predecessor_fkey', 'predecessor', 'plans');
+CREATE OR REPLACE TRIGGER run_versions_run_id_fkey AFTER INSERT OR UPDATE OF run_id ON docket.run_versions
+    FOR EACH ROW EXECUTE FUNCTION docket.frozen_reference_check('run_versions_run_id_fkey', 'run_id', 'runs');
+CREATE OR REPLACE TRIGGER run_steps_run_id_fkey AFTER INSERT OR UPDATE OF run_id ON docket.run_steps
+    FOR EACH ROW EXECUTE FUNCTION docket.frozen_reference_check('run_steps_run_id_fkey', 'run_id', 'runs');
 
 -- runs_terms holds a run's terms -- its input, replan limit and ceilings --
 -- to their rules at the run's birth and at any write of one of them (a
