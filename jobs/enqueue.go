@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/docket-dev/docket/db"
 	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/jobs"
@@ -202,6 +203,10 @@ func (c *Client) enqueueCopy(ctx context.Context, q copier, p dbsqlc.JobEnqueueM
 		return nil, fmt.Errorf("job.enqueue_many: intake id: %w", err)
 	}
 	n := len(p.Kinds)
+	// The intake id as pgx encodes it directly: a uuid.UUID is a
+	// driver.Valuer, which pgx turns into text, fails to encode as binary
+	// (building an error) and parses back, on every row.
+	intakeID := pgtype.UUID{Bytes: intake, Valid: true}
 	row := make([]any, len(intakeColumns))
 	i := 0
 	src := pgx.CopyFromFunc(func() ([]any, error) {
@@ -212,7 +217,7 @@ func (c *Client) enqueueCopy(ctx context.Context, q copier, p dbsqlc.JobEnqueueM
 		if p.Budgets != nil {
 			budget = p.Budgets[i]
 		}
-		row = append(row[:0], intake, int32(i+1), p.Project, p.Actor, p.Now, p.Kinds[i], p.Queues[i],
+		row = append(row[:0], intakeID, int32(i+1), p.Project, p.Actor, p.Now, p.Kinds[i], p.Queues[i],
 			p.Priorities[i], p.Payloads[i], p.PayloadSchemas[i], p.Keys[i], p.AvailableAt[i], p.MaxAttempts[i],
 			p.Repeatable[i], p.External[i], p.Leases[i], p.BackoffBase[i], p.BackoffCap[i], p.BackoffJitter[i],
 			p.Params[i], p.Inputs[i], p.Outputs[i], p.LaneIds[i], p.CaseIds[i], p.CompensationKinds[i],
