@@ -199,7 +199,7 @@ func (c *Client) renew(ctx context.Context, q db.DBTX, l Lease, d time.Duration)
 		lease = &d
 	}
 	row, err := queries.JobRenew(ctx, q, dbsqlc.JobRenewParams{
-		ID: l.JobID, Token: l.Token, Lease: lease, Actor: string(c.actor), Now: c.clock.Now(), Revision: optional(l.Revision),
+		ID: l.JobID, Token: pgUUID(l.Token), Lease: lease, Actor: string(c.actor), Now: c.clock.Now(), Revision: optional(l.Revision),
 	})
 	if err != nil {
 		return Job{}, db.Translate(err, op, "job", l.JobID)
@@ -238,7 +238,7 @@ func (c *Client) release(ctx context.Context, q db.DBTX, l Lease, availableAt ti
 		at = &availableAt
 	}
 	row, err := queries.JobRelease(ctx, q, dbsqlc.JobReleaseParams{
-		ID: l.JobID, Token: l.Token, AvailableAt: at, Reason: optional(reason), Actor: string(c.actor), Now: c.clock.Now(),
+		ID: l.JobID, Token: pgUUID(l.Token), AvailableAt: at, Reason: optional(reason), Actor: string(c.actor), Now: c.clock.Now(),
 		Revision: optional(l.Revision),
 	})
 	if err != nil {

@@ -123,7 +123,7 @@ func (c *Client) Get(ctx context.Context, id int64) (Job, error) {
 // read. A job read with [Client.Get] names no token, so this is how a
 // holder learns that its outcome was recorded.
 func (c *Client) SucceededUnder(ctx context.Context, l Lease) (bool, error) {
-	ok, err := queries.JobSucceededUnder(ctx, c.pool, l.Token, l.JobID, string(c.actor))
+	ok, err := queries.JobSucceededUnder(ctx, c.pool, pgUUID(l.Token), l.JobID, string(c.actor))
 	if err != nil {
 		return false, db.Translate(err, "job.succeeded_under", "job", l.JobID)
 	}

@@ -228,7 +228,7 @@ func (c *Client) enqueueCopy(ctx context.Context, q copier, p dbsqlc.JobEnqueueM
 	if _, err := q.CopyFrom(ctx, pgx.Identifier{db.Schema, "job_intake"}, intakeColumns, src); err != nil {
 		return nil, db.Translate(err, "job.enqueue_many", "project", c.project)
 	}
-	rows, err := queries.JobIntakeTake(ctx, q, intake, p.Actor)
+	rows, err := queries.JobIntakeTake(ctx, q, intakeID, p.Actor)
 	if err != nil {
 		return nil, db.Translate(err, "job.enqueue_many", "project", c.project)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/docket-dev/docket/access"
 	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/jobs"
@@ -259,8 +260,8 @@ func fromEnqueuedRow(r *dbsqlc.DocketJobEnqueued) Enqueued {
 // token: the one answer that does.
 func fromClaimRow(r *dbsqlc.DocketJob) Job {
 	j := fromRow(r)
-	if r.ClaimToken != nil {
-		j.token = *r.ClaimToken
+	if r.ClaimToken.Valid {
+		j.token = r.ClaimToken.Bytes
 	}
 	return j
 }
@@ -294,3 +295,7 @@ func utc(t *time.Time) time.Time {
 	}
 	return t.UTC()
 }
+
+// pgUUID is u as the queries take it: a pgtype.UUID, which pgx encodes as
+// binary at once (a uuid.UUID, a driver.Valuer, goes through text).
+func pgUUID(u uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: u, Valid: true} }

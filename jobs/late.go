@@ -74,7 +74,7 @@ func (c *Client) FailLate(ctx context.Context, l Lease, f Failure) (Job, error) 
 // [Client.FailLate]: p, the outcome, for lease l at the client's now and
 // actor, on q.
 func (c *Client) late(ctx context.Context, q db.DBTX, op string, l Lease, p dbsqlc.JobLateOutcomeParams, spent Spend) (Job, error) {
-	p.ID, p.Token, p.Generation = l.JobID, l.Token, l.Generation
+	p.ID, p.Token, p.Generation = l.JobID, pgUUID(l.Token), l.Generation
 	p.Actor, p.Now, p.SpentEffects, p.SpentMoney = string(c.actor), c.clock.Now(), spent.Effects, spent.Money
 	row, err := queries.JobLateOutcome(ctx, q, p)
 	if err != nil {

@@ -195,7 +195,7 @@ func (c *Client) record(ctx context.Context, q db.DBTX, op string, batch []Compl
 			continue
 		}
 		p.Ids = append(p.Ids, b.Lease.JobID)
-		p.Tokens = append(p.Tokens, b.Lease.Token)
+		p.Tokens = append(p.Tokens, pgUUID(b.Lease.Token))
 		p.Assets = append(p.Assets, r.Output.Asset)
 		p.Kinds = append(p.Kinds, r.Output.Kind)
 		p.Roots = append(p.Roots, r.Output.Root)

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/docket-dev/docket/db"
 	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/jobs"
@@ -62,7 +62,7 @@ func (c *Client) completeSpent(ctx context.Context, q db.DBTX, l Lease, result j
 		return Job{}, err
 	}
 	row, err := queries.JobComplete(ctx, q, dbsqlc.JobCompleteParams{
-		ID: l.JobID, Token: l.Token, Result: result, Actor: string(c.actor), Now: c.clock.Now(), Revision: optional(l.Revision),
+		ID: l.JobID, Token: pgUUID(l.Token), Result: result, Actor: string(c.actor), Now: c.clock.Now(), Revision: optional(l.Revision),
 		SpentEffects: spent.Effects, SpentMoney: spent.Money,
 	})
 	if err != nil {
@@ -124,7 +124,7 @@ func (c *Client) completeMany(ctx context.Context, q db.DBTX, batch []Completion
 		seen[b.Lease.JobID] = true
 	}
 	ids := make([]int64, len(batch))
-	tokens := make([]uuid.UUID, len(batch))
+	tokens := make([]pgtype.UUID, len(batch))
 	results := make([]json.RawMessage, len(batch))
 	revisions := make([]string, len(batch))
 	var effects, money []int64 // nil unless an element spent something
@@ -138,7 +138,7 @@ func (c *Client) completeMany(ctx context.Context, q db.DBTX, batch []Completion
 		if effects != nil {
 			effects[i], money[i] = b.Spent.Effects, b.Spent.Money
 		}
-		ids[i], tokens[i], results[i], revisions[i] = b.Lease.JobID, b.Lease.Token, json.RawMessage("null"), b.Lease.Revision
+		ids[i], tokens[i], results[i], revisions[i] = b.Lease.JobID, pgUUID(b.Lease.Token), json.RawMessage("null"), b.Lease.Revision
 		if b.Result != nil {
 			if !json.Valid(b.Result) {
 				return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("element %d: result is not valid JSON", i), "job", b.Lease.JobID)
@@ -247,7 +247,7 @@ func (c *Client) fail(ctx context.Context, q db.DBTX, l Lease, f Failure) (Job, 
 		return Job{}, err
 	}
 	row, err := queries.JobFail(ctx, q, dbsqlc.JobFailParams{
-		ID: l.JobID, Token: l.Token, Class: string(f.Class), Diagnostic: optional(f.Diagnostic),
+		ID: l.JobID, Token: pgUUID(l.Token), Class: string(f.Class), Diagnostic: optional(f.Diagnostic),
 		RetryAfter: retryAfter, Actor: string(c.actor), Now: c.clock.Now(), Revision: optional(l.Revision),
 		SpentEffects: f.Spent.Effects, SpentMoney: f.Spent.Money,
 	})

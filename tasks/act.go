@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/docket-dev/docket/db"
 	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/tasks"
@@ -70,7 +71,7 @@ func (c *Client) release(ctx context.Context, q db.DBTX, t Task) (Task, error) {
 	if t.Claim == nil {
 		return Task{}, db.Refuse(db.ErrInvalidArgument, op, "the task holds no claim to release", "task", t.ID)
 	}
-	r, err := queries.TaskRelease(ctx, q, t.ID, t.Claim.Token, string(c.actor), c.clock.Now())
+	r, err := queries.TaskRelease(ctx, q, t.ID, pgtype.UUID{Bytes: t.Claim.Token, Valid: true}, string(c.actor), c.clock.Now())
 	if err != nil {
 		return Task{}, db.Translate(err, op, "task", t.ID)
 	}

@@ -253,7 +253,7 @@ func fromRow(r *dbsqlc.DocketTask) Task {
 		t.Expiry = Escalate(actors(r.EscalateTo), caps, deref(r.EscalateFor))
 	}
 	if r.ClaimedBy != nil {
-		t.Claim = &Claim{Holder: access.Actor(*r.ClaimedBy), Token: deref(r.ClaimToken), At: deref(r.ClaimedAt).UTC(),
+		t.Claim = &Claim{Holder: access.Actor(*r.ClaimedBy), Token: r.ClaimToken.Bytes, At: deref(r.ClaimedAt).UTC(),
 			Until: deref(r.ClaimExpiresAt).UTC()}
 	}
 	return t

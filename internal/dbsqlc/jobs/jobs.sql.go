@@ -10,7 +10,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const jobCancel = `-- name: JobCancel :one
@@ -532,7 +532,7 @@ SELECT id, project, kind, queue, priority, state, payload, payload_schema, param
 
 type JobCompleteParams struct {
 	ID           int64
-	Token        uuid.UUID
+	Token        pgtype.UUID
 	Result       json.RawMessage
 	Actor        string
 	Now          time.Time
@@ -615,7 +615,7 @@ FROM docket.job_complete_many($1::bigint[], $2::uuid[], $3::jsonb[], $4::text, $
 
 type JobCompleteManyParams struct {
 	Ids          []int64
-	Tokens       []uuid.UUID
+	Tokens       []pgtype.UUID
 	Results      []json.RawMessage
 	Actor        string
 	Now          time.Time
@@ -1054,7 +1054,7 @@ SELECT id, project, kind, queue, priority, state, payload, payload_schema, param
 
 type JobFailParams struct {
 	ID           int64
-	Token        uuid.UUID
+	Token        pgtype.UUID
 	Class        string
 	Diagnostic   *string
 	RetryAfter   *time.Duration
@@ -1281,7 +1281,7 @@ type JobIntakeTakeRow struct {
 }
 
 // The receipts of a COPY into docket.job_intake, in order.
-func (q *Queries) JobIntakeTake(ctx context.Context, db DBTX, intake uuid.UUID, actor string) ([]*JobIntakeTakeRow, error) {
+func (q *Queries) JobIntakeTake(ctx context.Context, db DBTX, intake pgtype.UUID, actor string) ([]*JobIntakeTakeRow, error) {
 	rows, err := db.Query(ctx, jobIntakeTake, intake, actor)
 	if err != nil {
 		return nil, err
@@ -1309,7 +1309,7 @@ SELECT id, project, kind, queue, priority, state, payload, payload_schema, param
 
 type JobLateOutcomeParams struct {
 	ID           int64
-	Token        uuid.UUID
+	Token        pgtype.UUID
 	Generation   int64
 	Outcome      string
 	Result       json.RawMessage
@@ -1754,7 +1754,7 @@ SELECT id, project, kind, queue, priority, state, payload, payload_schema, param
 
 type JobReleaseParams struct {
 	ID          int64
-	Token       uuid.UUID
+	Token       pgtype.UUID
 	AvailableAt *time.Time
 	Reason      *string
 	Actor       string
@@ -1833,7 +1833,7 @@ SELECT id, project, kind, queue, priority, state, payload, payload_schema, param
 
 type JobRenewParams struct {
 	ID       int64
-	Token    uuid.UUID
+	Token    pgtype.UUID
 	Lease    *time.Duration
 	Actor    string
 	Now      time.Time
@@ -2204,7 +2204,7 @@ SELECT coalesce((SELECT j.state = 'succeeded' AND j.outcome_token = docket.job_t
 // worker asks after the reply to its completion was lost. False for a job
 // the actor may not read. The token is compared by its digest, and neither
 // is returned.
-func (q *Queries) JobSucceededUnder(ctx context.Context, db DBTX, token uuid.UUID, iD int64, actor string) (bool, error) {
+func (q *Queries) JobSucceededUnder(ctx context.Context, db DBTX, token pgtype.UUID, iD int64, actor string) (bool, error) {
 	row := db.QueryRow(ctx, jobSucceededUnder, token, iD, actor)
 	var succeeded bool
 	err := row.Scan(&succeeded)

@@ -8,7 +8,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // A unit of work with a lease protocol. State moves only along docket.job_transitions; every move is in docket.job_events.
@@ -39,7 +39,7 @@ type DocketJob struct {
 	BackoffJitter    float64
 	LeaseGeneration  int64
 	// The digest of the live claim's token (docket.job_token_digest), never the token; NULL unless claimed.
-	ClaimToken     *uuid.UUID
+	ClaimToken     pgtype.UUID
 	ClaimedBy      *string
 	ClaimedAt      *time.Time
 	LeaseExpiresAt *time.Time
@@ -50,7 +50,7 @@ type DocketJob struct {
 	UpdatedAt      time.Time
 	FinishedAt     *time.Time
 	// The digest of the token of the claim whose holder finished the job; NULL when no holder did.
-	OutcomeToken *uuid.UUID
+	OutcomeToken pgtype.UUID
 	// The handler revision of the job's latest claim; NULL when never claimed, or claimed by a claimant naming none.
 	ClaimedRevision *string
 	// The handler revisions the job may run under (docket.job_pin); NULL: any.
@@ -101,7 +101,7 @@ type DocketJobEnqueued struct {
 	BackoffCap       time.Duration
 	BackoffJitter    float64
 	LeaseGeneration  int64
-	ClaimToken       *uuid.UUID
+	ClaimToken       pgtype.UUID
 	ClaimedBy        *string
 	ClaimedAt        *time.Time
 	LeaseExpiresAt   *time.Time
@@ -111,7 +111,7 @@ type DocketJobEnqueued struct {
 	CreatedAt        time.Time
 	UpdatedAt        time.Time
 	FinishedAt       *time.Time
-	OutcomeToken     *uuid.UUID
+	OutcomeToken     pgtype.UUID
 	ClaimedRevision  *string
 	Revisions        []string
 	RequestedKind    *string
@@ -147,7 +147,7 @@ type DocketJobEvent struct {
 	// On the event that ends an attempt: the holder of its claim (a principal, copied from the job row, which checked it).
 	ClaimedBy *string
 	// On the event that ends an attempt: the digest of its claim token (docket.job_token_digest), as the job row held it.
-	ClaimToken *uuid.UUID
+	ClaimToken pgtype.UUID
 }
 
 // The queues of a project that were ever paused, and whether they are now. A paused queue's jobs stay queued and no claim takes them. Changed only by docket.queue_pause and docket.queue_resume.

@@ -10,7 +10,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const jobCompletionRecord = `-- name: JobCompletionRecord :many
@@ -20,7 +20,7 @@ SELECT r::bigint AS id FROM docket.job_completion_record($1::bigint[], $2::uuid[
 
 type JobCompletionRecordParams struct {
 	Ids    []int64
-	Tokens []uuid.UUID
+	Tokens []pgtype.UUID
 	Assets []string
 	Kinds  []string
 	Roots  []string

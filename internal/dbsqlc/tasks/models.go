@@ -8,7 +8,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Human tasks: what a reviewer needs, who may take it, who may not (four eyes), its deadline and declared expiry policy; status moves along docket.task_transitions.
@@ -36,7 +36,7 @@ type DocketTask struct {
 	WaitID         int64
 	Status         string
 	ClaimedBy      *string
-	ClaimToken     *uuid.UUID
+	ClaimToken     pgtype.UUID
 	ClaimedAt      *time.Time
 	ClaimExpiresAt *time.Time
 	Decision       *string
@@ -87,7 +87,7 @@ type DocketTaskOpened struct {
 	WaitID         int64
 	Status         string
 	ClaimedBy      *string
-	ClaimToken     *uuid.UUID
+	ClaimToken     pgtype.UUID
 	ClaimedAt      *time.Time
 	ClaimExpiresAt *time.Time
 	Decision       *string

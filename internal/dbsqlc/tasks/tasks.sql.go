@@ -10,7 +10,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const taskBacklog = `-- name: TaskBacklog :one
@@ -418,7 +418,7 @@ const taskRelease = `-- name: TaskRelease :one
 SELECT id, case_id, project, key, title, summary, proposal, evidence, decisions, audience, audience_caps, proposer, acting_for, excluded, deadline, on_expiry, escalate_to, escalate_caps, escalate_for, auto_decision, wait_id, status, claimed_by, claim_token, claimed_at, claim_expires_at, decision, decided_by, automatic, note, settled_at, opened_by, opened_at, updated_at, escalated_at, run_id, step_id FROM docket.task_release($1::bigint, $2::uuid, $3::text, $4::timestamptz)
 `
 
-func (q *Queries) TaskRelease(ctx context.Context, db DBTX, iD int64, token uuid.UUID, actor string, now time.Time) (*DocketTask, error) {
+func (q *Queries) TaskRelease(ctx context.Context, db DBTX, iD int64, token pgtype.UUID, actor string, now time.Time) (*DocketTask, error) {
 	row := db.QueryRow(ctx, taskRelease,
 		iD,
 		token,
