@@ -238,7 +238,9 @@ func (w *Client) runBatch(ctx context.Context, q *queueState) error {
 			free = 0
 		}
 		if commit || claim {
-			claimed, err := b.commit(free)
+			// A drained batch claims only because it commits: its claim is
+			// worth a round trip when the successes made jobs due.
+			claimed, err := b.commit(free, drained)
 			if err != nil {
 				failures++
 				w.emit(Event{Type: EventError, Err: err})
@@ -315,12 +317,15 @@ func (b *batch) freeSlots() int {
 }
 
 // commit records the pending successes and claims up to free jobs, in one
-// transaction: one commit for both. It gives back the slots it took but did
-// not fill. When the commit's outcome is in doubt (the connection was lost
+// transaction: one commit for both. A claim riding along (the batch found
+// its queue drained) is made only when the successes made jobs due: the
+// jobs held for the claim's wake-ups (docket.wake_jobs), read in the
+// transaction; any other job made due since the batch drained comes with a
+// wake-up of its own. It gives back the slots it took but did not fill. When the commit's outcome is in doubt (the connection was lost
 // at COMMIT), the jobs it claimed are read back: those held under its
 // tokens are the batch's, and run; the successes stay pending, to be
 // recorded again (a quiet no-op when they were).
-func (b *batch) commit(free int) ([]jobs.Job, error) {
+func (b *batch) commit(free int, rideAlong bool) ([]jobs.Job, error) {
 	w := b.w
 	pending := b.pending
 	completions := completionsOf(pending)
@@ -328,6 +333,7 @@ func (b *batch) commit(free int) ([]jobs.Job, error) {
 		refusals   []error
 		claimed    []jobs.Job
 		committing bool // the transaction's work is done: an error now is the commit's
+		claimRan   bool // the claim's statement ran
 	)
 	// The outcomes are recorded even as the worker stops.
 	ctx := context.WithoutCancel(b.ctx)
@@ -345,6 +351,16 @@ func (b *batch) commit(free int) ([]jobs.Job, error) {
 				return err
 			}
 		}
+		if free > 0 && rideAlong && len(completions) > 0 {
+			var held string
+			if err := tx.QueryRow(ctx, "SELECT coalesce(current_setting('docket.wake_jobs', true), '')").Scan(&held); err != nil {
+				return err
+			}
+			if held == "" || held == "{}" {
+				committing = true
+				return nil // nothing made due: nothing to claim
+			}
+		}
 		if free > 0 {
 			// The claim under a savepoint: when Stop began while it ran
 			// (and may have released jobs it would take again), it is
@@ -353,6 +369,7 @@ func (b *batch) commit(free int) ([]jobs.Job, error) {
 			if _, err := tx.Exec(ctx, "SAVEPOINT docket_claim"); err != nil {
 				return err
 			}
+			claimRan = true
 			if claimed, err = w.store.ClaimQueueTx(ctx, tx, b.q.name, free, w.decoders, w.leases); err != nil {
 				return err
 			}
@@ -387,7 +404,7 @@ func (b *batch) commit(free int) ([]jobs.Job, error) {
 	if err != nil {
 		return claimed, err
 	}
-	if free > 0 && w.testHookClaim != nil {
+	if claimRan && w.testHookClaim != nil {
 		w.testHookClaim(b.q.name, free, len(claimed))
 	}
 	for i, p := range pending {

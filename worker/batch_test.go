@@ -6,6 +6,7 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"strings"
@@ -16,8 +17,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
+	"github.com/docket-dev/docket/plans"
 	"github.com/docket-dev/docket/worker"
 )
 
@@ -193,7 +196,7 @@ func goroutineID() string {
 // TestDrainedBatchClaimsOnlyWhenWoken runs one job whose handler waits: the
 // claim that took it asked for more and found none, so the batch must not
 // claim again while the handler runs (nothing woke it, its poll is an hour
-// away); its next claim rides with the commit of the job's success.
+// away); nor with the commit of the job's success, which made no job due.
 func TestDrainedBatchClaimsOnlyWhenWoken(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -233,7 +236,7 @@ func TestDrainedBatchClaimsOnlyWhenWoken(t *testing.T) {
 	rec.waitN(t, 1, is(worker.EventSucceeded, enq.Job.ID))
 	mu.Lock()
 	defer mu.Unlock()
-	require.Equal(t, []int{1, 0}, claims, "a claim that took the job, then one with its success")
+	require.Equal(t, []int{1}, claims, "a claim that took the job, and none with its success, which made nothing due")
 }
 
 // TestDrainedBatchWokenWhileRunningClaims runs a job whose handler waits
@@ -323,4 +326,67 @@ func TestAClaimTheStopOvertakesIsUndone(t *testing.T) {
 	require.Zero(t, generation)
 	require.Equal(t, 1, events, "the second job has its birth event only")
 	require.Zero(t, rec.count(is(worker.EventStarted, ids[1])))
+}
+
+// TestASuccessorRidesWithItsPredecessorsCommit runs a three-step chain
+// through one batch that finds new work by notifications only: the first
+// step's job is claimed when its start wakes the batch, each successor by
+// the transaction that records its predecessor's success (the batch, its
+// queue drained, claims with that commit because the success made a job
+// due), and the last success, which makes nothing due, claims nothing.
+func TestASuccessorRidesWithItsPredecessorsCommit(t *testing.T) {
+	t.Parallel()
+	k := testkit.Setup(t, ana, []string{project},
+		testkit.Grants(app, project, access.JobCreate, access.JobClaim, access.PlanRun)...)
+	ctx := t.Context()
+	type stepArgs map[string]json.RawMessage
+	kind := jobs.MustKind[stepArgs]("ride.step", 1)
+	reg := worker.NewRegistry()
+	require.NoError(t, worker.HandleResult(reg, kind, func(context.Context, *jobs.Typed[stepArgs]) (worker.Result, error) {
+		return worker.Result{Value: json.RawMessage(`{"n": 1}`)}, nil
+	}))
+	rec := newRecorder()
+	w := newWorker(t, env{Env: k}, reg, rec, notifiedOnly)
+	var (
+		mu     sync.Mutex
+		claims []int // jobs taken by each claim, in order
+		first  = make(chan struct{})
+	)
+	worker.OnClaim(w, func(_ string, _, n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if claims == nil {
+			close(first)
+		}
+		claims = append(claims, n)
+	})
+	testkit.Start(t, w)
+	waitListening(t, w)
+	// The batch the worker starts with claims once, finding nothing.
+	select {
+	case <-first:
+	case <-time.After(waitLimit):
+		t.Fatal("the worker's first batch did not claim")
+	}
+	mu.Lock()
+	require.Equal(t, []int{0}, claims)
+	claims = claims[:0]
+	mu.Unlock()
+	pl, err := plans.NewClient(k.API, plans.Config{Actor: app, Clock: k.Clock})
+	require.NoError(t, err)
+	chain := plans.Plan{Steps: []plans.Step{
+		{ID: "a", Kind: "ride.step", Args: []plans.Arg{}},
+		{ID: "b", Kind: "ride.step", After: []string{"a"}, Args: []plans.Arg{{Name: "n", Source: plans.StepPath("a", "n")}}},
+		{ID: "c", Kind: "ride.step", After: []string{"b"}, Args: []plans.Arg{{Name: "n", Source: plans.StepPath("b", "n")}},
+			Terminal: true},
+	}}
+	run, err := pl.Start(ctx, plans.Start{Project: project, Plan: chain})
+	require.NoError(t, err)
+	rec.waitN(t, 3, is(worker.EventSucceeded, 0))
+	got, err := pl.Get(ctx, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, plans.Succeeded, got.Status)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []int{1, 1, 1}, claims, "the start's claim, then one with each success that made a step due")
 }
