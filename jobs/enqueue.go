@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/docket-dev/docket/db"
 	dbsqlc "github.com/docket-dev/docket/internal/dbsqlc/jobs"
@@ -203,10 +202,8 @@ func (c *Client) enqueueCopy(ctx context.Context, q copier, p dbsqlc.JobEnqueueM
 		return nil, fmt.Errorf("job.enqueue_many: intake id: %w", err)
 	}
 	n := len(p.Kinds)
-	// The intake id as pgx encodes it directly: a uuid.UUID is a
-	// driver.Valuer, which pgx turns into text, fails to encode as binary
-	// (building an error) and parses back, on every row.
-	intakeID := pgtype.UUID{Bytes: intake, Valid: true}
+	// The intake id as pgx encodes it directly, built once for every row.
+	intakeID := pgUUID(intake)
 	row := make([]any, len(intakeColumns))
 	i := 0
 	src := pgx.CopyFromFunc(func() ([]any, error) {

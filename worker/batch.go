@@ -318,10 +318,9 @@ func (b *batch) freeSlots() int {
 
 // commit records the pending successes and claims up to free jobs, in one
 // transaction: one commit for both. A claim riding along (the batch found
-// its queue drained) is made only when the successes made jobs due: the
-// jobs held for the claim's wake-ups (docket.wake_jobs), read in the
-// transaction; any other job made due since the batch drained comes with a
-// wake-up of its own. It gives back the slots it took but did not fill.
+// its queue drained) is made only when the successes made jobs due
+// (docket.job_wake_pending: wake-ups held for the claim); any other job
+// made due since the batch drained comes with a wake-up of its own. It gives back the slots it took but did not fill.
 // When the commit's outcome is in doubt (the connection was lost at
 // COMMIT), the jobs it claimed are read back: those held under its tokens
 // are the batch's, and run; the successes stay pending, to be recorded
@@ -352,23 +351,25 @@ func (b *batch) commit(free int, rideAlong bool) ([]jobs.Job, error) {
 				return err
 			}
 		}
-		if free > 0 && rideAlong && len(completions) > 0 {
-			var held string
-			if err := tx.QueryRow(ctx, "SELECT coalesce(current_setting('docket.wake_jobs', true), '')").Scan(&held); err != nil {
-				return err
-			}
-			if held == "" || held == "{}" {
-				committing = true
-				return nil // nothing made due: nothing to claim
-			}
-		}
 		if free > 0 {
 			// The claim under a savepoint: when Stop began while it ran
 			// (and may have released jobs it would take again), it is
 			// undone and the successes still commit. Otherwise the commit
-			// keeps it: no RELEASE, one round trip fewer.
-			if _, err := tx.Exec(ctx, "SAVEPOINT docket_claim"); err != nil {
+			// keeps it: no RELEASE, one round trip fewer. A claim riding
+			// along asks, in the savepoint's round trip, whether the
+			// successes made any job due; when none, it is not made.
+			due := true
+			sp := &pgx.Batch{}
+			sp.Queue("SAVEPOINT docket_claim")
+			if rideAlong && len(completions) > 0 {
+				sp.Queue("SELECT docket.job_wake_pending()").QueryRow(func(r pgx.Row) error { return r.Scan(&due) })
+			}
+			if err := tx.SendBatch(ctx, sp).Close(); err != nil {
 				return err
+			}
+			if !due {
+				committing = true
+				return nil
 			}
 			claimRan = true
 			if claimed, err = w.store.ClaimQueueTx(ctx, tx, b.q.name, free, w.decoders, w.leases); err != nil {

@@ -2977,6 +2977,15 @@ BEGIN
 END
 $$;
 
+-- job_wake_pending says whether this transaction holds the wake-ups of jobs
+-- it made due (job_wake_hold), for its claim to take: for a worker whose
+-- queue was drained, deciding whether a claim riding with the commit of
+-- its successes can find anything. Not an API function: it reads only the
+-- session's own settings, so it runs as its caller.
+CREATE OR REPLACE FUNCTION docket.job_wake_pending() RETURNS boolean
+LANGUAGE sql STABLE
+RETURN coalesce(cardinality(nullif(current_setting('docket.wake_jobs', true), '')::bigint[]) > 0, false);
+
 -- The chain heads, for an auditor to export.
 CREATE OR REPLACE VIEW docket.job_chain_heads WITH (security_invoker = true) AS
 SELECT DISTINCT ON (e.job_id) e.job_id, e.seq, e.at, encode(e.hash, 'hex') AS hash
