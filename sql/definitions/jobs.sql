@@ -1407,13 +1407,13 @@ BEGIN
         WHERE j.id = fresh.id AND j.created_at <= p_now
         RETURNING j.*, fresh.token AS fresh_token
     )
-    SELECT t.id, t.project, t.kind, t.queue, t.priority, t.state, t.payload, t.payload_schema, t.params, t.inputs,
-           t.requested_output, t.lane_id, t.case_id, t.idempotency_key, t.compensation_kind, t.external, t.repeatable,
-           t.available_at, t.attempts, t.max_attempts, t.lease, t.backoff_base, t.backoff_cap, t.backoff_jitter,
-           t.lease_generation, t.fresh_token, t.claimed_by, t.claimed_at, t.lease_expires_at, t.result, t.diagnostic,
-           t.created_by, t.created_at, t.updated_at, t.finished_at, t.outcome_token, t.claimed_revision, t.revisions,
-           t.requested_kind, t.target_root, t.renewals, t.renewed_at, t.max_effects, t.max_money, t.currency,
-           t.spent_effects, t.spent_money, t.retry_of
+    SELECT t.id, t.project, t.kind, t.queue, t.priority, t.payload, t.payload_schema, t.params, t.inputs,
+           t.requested_output, t.requested_kind, t.target_root, t.lane_id, t.case_id, t.retry_of, t.idempotency_key,
+           t.compensation_kind, t.external, t.repeatable, t.max_attempts, t.lease, t.backoff_base, t.backoff_cap,
+           t.backoff_jitter, t.created_by, t.created_at, t.max_effects, t.max_money, t.currency, t.revisions,
+           t.available_at, t.spent_effects, t.spent_money, t.renewals, t.renewed_at, t.state, t.attempts,
+           t.lease_generation, t.updated_at, t.fresh_token, t.claimed_by, t.claimed_at, t.lease_expires_at,
+           t.claimed_revision, t.finished_at, t.outcome_token, t.result, t.diagnostic
     FROM taken t;
 END
 $$;

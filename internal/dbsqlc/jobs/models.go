@@ -13,65 +13,65 @@ import (
 
 // A unit of work with a lease protocol. State moves only along docket.job_transitions; every move is in docket.job_events.
 type DocketJob struct {
-	ID               int64
-	Project          string
-	Kind             string
-	Queue            string
-	Priority         int16
-	State            string
-	Payload          json.RawMessage
-	PayloadSchema    int32
-	Params           json.RawMessage
-	Inputs           []string
-	RequestedOutput  *string
-	LaneID           *int64
-	CaseID           *int64
+	ID              int64
+	Project         string
+	Kind            string
+	Queue           string
+	Priority        int16
+	Payload         json.RawMessage
+	PayloadSchema   int32
+	Params          json.RawMessage
+	Inputs          []string
+	RequestedOutput *string
+	RequestedKind   *string
+	TargetRoot      *string
+	LaneID          *int64
+	CaseID          *int64
+	// The finished job of the same project this job retries (docket.job_retry); NULL for a job enqueued afresh.
+	RetryOf          *int64
 	IdempotencyKey   *string
 	CompensationKind *string
 	External         bool
 	Repeatable       bool
-	AvailableAt      time.Time
-	Attempts         int32
 	MaxAttempts      int32
 	Lease            time.Duration
 	BackoffBase      time.Duration
 	BackoffCap       time.Duration
 	BackoffJitter    float64
-	LeaseGeneration  int64
-	// The digest of the live claim's token (docket.job_token_digest), never the token; NULL unless claimed.
-	ClaimToken     pgtype.UUID
-	ClaimedBy      *string
-	ClaimedAt      *time.Time
-	LeaseExpiresAt *time.Time
-	Result         json.RawMessage
-	Diagnostic     *string
-	CreatedBy      string
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	FinishedAt     *time.Time
-	// The digest of the token of the claim whose holder finished the job; NULL when no holder did.
-	OutcomeToken pgtype.UUID
-	// The handler revision of the job's latest claim; NULL when never claimed, or claimed by a claimant naming none.
-	ClaimedRevision *string
-	// The handler revisions the job may run under (docket.job_pin); NULL: any.
-	Revisions     []string
-	RequestedKind *string
-	TargetRoot    *string
-	// How many times the lease of the current (or last) attempt was renewed: 0 at each claim.
-	Renewals int32
-	// The instant of the last renewal of the current (or last) attempt's lease: set exactly when renewals > 0.
-	RenewedAt *time.Time
+	CreatedBy        string
+	CreatedAt        time.Time
 	// The most effects the job's attempts may report together (NULL: no ceiling).
 	MaxEffects *int64
 	// The most money, in minor units of currency, the job's attempts may report together (NULL: no ceiling).
 	MaxMoney *int64
 	Currency *string
+	// The handler revisions the job may run under (docket.job_pin); NULL: any.
+	Revisions   []string
+	AvailableAt time.Time
 	// The effects its attempts reported, together.
 	SpentEffects int64
 	// The money its attempts reported, together, in minor units (of currency, when it has a ceiling).
 	SpentMoney int64
-	// The finished job of the same project this job retries (docket.job_retry); NULL for a job enqueued afresh.
-	RetryOf *int64
+	// How many times the lease of the current (or last) attempt was renewed: 0 at each claim.
+	Renewals int32
+	// The instant of the last renewal of the current (or last) attempt's lease: set exactly when renewals > 0.
+	RenewedAt       *time.Time
+	State           string
+	Attempts        int32
+	LeaseGeneration int64
+	UpdatedAt       time.Time
+	// The digest of the live claim's token (docket.job_token_digest), never the token; NULL unless claimed.
+	ClaimToken     pgtype.UUID
+	ClaimedBy      *string
+	ClaimedAt      *time.Time
+	LeaseExpiresAt *time.Time
+	// The handler revision of the job's latest claim; NULL when never claimed, or claimed by a claimant naming none.
+	ClaimedRevision *string
+	FinishedAt      *time.Time
+	// The digest of the token of the claim whose holder finished the job; NULL when no holder did.
+	OutcomeToken pgtype.UUID
+	Result       json.RawMessage
+	Diagnostic   *string
 }
 
 type DocketJobEnqueued struct {
@@ -81,49 +81,49 @@ type DocketJobEnqueued struct {
 	Kind             string
 	Queue            string
 	Priority         int16
-	State            string
 	Payload          json.RawMessage
 	PayloadSchema    int32
 	Params           json.RawMessage
 	Inputs           []string
 	RequestedOutput  *string
+	RequestedKind    *string
+	TargetRoot       *string
 	LaneID           *int64
 	CaseID           *int64
+	RetryOf          *int64
 	IdempotencyKey   *string
 	CompensationKind *string
 	External         bool
 	Repeatable       bool
-	AvailableAt      time.Time
-	Attempts         int32
 	MaxAttempts      int32
 	Lease            time.Duration
 	BackoffBase      time.Duration
 	BackoffCap       time.Duration
 	BackoffJitter    float64
+	CreatedBy        string
+	CreatedAt        time.Time
+	MaxEffects       *int64
+	MaxMoney         *int64
+	Currency         *string
+	Revisions        []string
+	AvailableAt      time.Time
+	SpentEffects     int64
+	SpentMoney       int64
+	Renewals         int32
+	RenewedAt        *time.Time
+	State            string
+	Attempts         int32
 	LeaseGeneration  int64
+	UpdatedAt        time.Time
 	ClaimToken       pgtype.UUID
 	ClaimedBy        *string
 	ClaimedAt        *time.Time
 	LeaseExpiresAt   *time.Time
-	Result           json.RawMessage
-	Diagnostic       *string
-	CreatedBy        string
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
+	ClaimedRevision  *string
 	FinishedAt       *time.Time
 	OutcomeToken     pgtype.UUID
-	ClaimedRevision  *string
-	Revisions        []string
-	RequestedKind    *string
-	TargetRoot       *string
-	Renewals         int32
-	RenewedAt        *time.Time
-	MaxEffects       *int64
-	MaxMoney         *int64
-	Currency         *string
-	SpentEffects     int64
-	SpentMoney       int64
-	RetryOf          *int64
+	Result           json.RawMessage
+	Diagnostic       *string
 }
 
 // Append-only, hash-chained history of every job transition. docket.job_verify(id) checks a job's chain. Partitioned by job id (setting history_partition_width).
