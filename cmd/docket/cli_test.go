@@ -306,6 +306,45 @@ func TestMigrateDryRun(t *testing.T) {
 	require.Equal(t, migrated, schemaOf(t, pool))
 }
 
+// migrate --dry-run names, under a migration that rebuilds a table, the
+// table, how much it would copy and the lock it holds meanwhile, and
+// changes nothing; the migration then keeps every row.
+func TestMigrateDryRunNamesARebuild(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool, url := pgtest.NewEmptyDB(t)
+	env := dbEnv(url)
+	require.Equal(t, exitOK, docket(t, env, "migrate").code)
+	var rebuild migration
+	for _, m := range docketMigrations() {
+		if rebuildCopy.MatchString(m.up) {
+			rebuild = m
+		}
+	}
+	require.NotZero(t, rebuild.version, "a migration that rebuilds a table")
+	_, err := pool.Exec(ctx, `
+		SELECT docket.set_context('svc:ops', now()), docket.project_create('acme', 'svc:ops', now());
+		INSERT INTO docket.jobs (project, kind, payload, available_at, created_by, created_at, updated_at)
+		SELECT 'acme', 'report.build', '{}', now(), 'svc:ops', now(), now() FROM generate_series(1, 500)`)
+	require.NoError(t, err)
+	before := docketMigrations()[slices.IndexFunc(docketMigrations(), func(m migration) bool { return m.version == rebuild.version })-1]
+	require.NoError(t, db.MigrateDownTo(ctx, pool, before.version))
+	_, err = pool.Exec(ctx, `ANALYZE docket.jobs`)
+	require.NoError(t, err)
+	was := schemaOf(t, pool)
+
+	r := docket(t, env, "migrate", "--dry-run")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "would apply "+rebuild.String()+"\n  rebuilds docket.jobs (about 500 rows, ")
+	require.Contains(t, r.stdout, " MB with its indexes): every read and write of it waits until this migration commits\n")
+	require.Equal(t, was, schemaOf(t, pool))
+
+	require.Equal(t, exitOK, docket(t, env, "migrate").code)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM docket.jobs`).Scan(&n))
+	require.Equal(t, 500, n, "the rebuild keeps every row")
+}
+
 // migrate sql prints SQL that, run as one script by the simple protocol as
 // psql would, builds the schema migrate builds and records the same
 // versions; migrate sql --down takes it away again.

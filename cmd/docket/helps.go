@@ -7,7 +7,8 @@ var helps = []cmdHelp{
 			"docket's own migrations, then docket's definitions (its functions, triggers, views and privileges) in one " +
 			"transaction, when they differ from the ones the database has or a migration was applied. It is idempotent " +
 			"and safe to run from several processes at once. --dry-run lists the migrations and definitions it would " +
-			"apply and changes nothing. See also migrate down and migrate sql."},
+			"apply and changes nothing; under a migration that rebuilds a table it says how large the table is, since " +
+			"every read and write of it waits for that migration. See also migrate down and migrate sql."},
 	{"migrate down", "--to N [--dry-run]", "roll docket's migrations back to version N",
 		"Drops docket's definitions, then rolls docket's own migrations back, newest first, until the database is at " +
 			"version N (0 removes every docket table; River's tables stay); the next migrate, of this build or an older " +

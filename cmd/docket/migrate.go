@@ -3,12 +3,15 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"regexp"
 	"slices"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/pressly/goose/v3"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -74,6 +77,9 @@ func (c *cli) migrateUpDry(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	for _, m := range todo {
 		fmt.Fprintf(c.stdout, "would apply %s\n", m)
+		if err := c.describeRebuild(ctx, pool, m); err != nil {
+			return err
+		}
 	}
 	definitions := definitionsPending(s, len(todo))
 	if definitions != "" {
@@ -85,6 +91,38 @@ func (c *cli) migrateUpDry(ctx context.Context, pool *pgxpool.Pool) error {
 		return nil
 	}
 	fmt.Fprintf(c.stdout, "%s pending, and the definitions; nothing changed (--dry-run)\n", count(len(todo), "migration"))
+	return nil
+}
+
+// rebuildCopy finds the copy of a migration that rebuilds a table (its
+// columns in a new order): the rows of the old table inserted into the new
+// one, which holds ACCESS EXCLUSIVE on the table until the migration commits.
+var rebuildCopy = regexp.MustCompile(`(?m)^INSERT INTO (docket\.\w+) \([^)]*\)\s+OVERRIDING SYSTEM VALUE\s+SELECT\s`)
+
+// describeRebuild says, under the line of a migration that rebuilds a table
+// that exists, how much it would copy and that the table is locked
+// meanwhile, so that an operator sees the pause before it happens.
+func (c *cli) describeRebuild(ctx context.Context, pool *pgxpool.Pool, m migration) error {
+	match := rebuildCopy.FindStringSubmatch(m.up)
+	if match == nil {
+		return nil
+	}
+	var rows, bytes int64
+	err := pool.QueryRow(ctx, `
+		SELECT c.reltuples::bigint, pg_total_relation_size(c.oid)
+		FROM pg_class c WHERE c.oid = to_regclass($1)`, match[1]).Scan(&rows, &bytes)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // not made yet: an earlier migration of this run makes it
+	}
+	if err != nil {
+		return fmt.Errorf("migrate: the size of %s: %w", match[1], err)
+	}
+	about := fmt.Sprintf("about %d rows", rows)
+	if rows < 0 {
+		about = "rows not yet counted by an ANALYZE"
+	}
+	fmt.Fprintf(c.stdout, "  rebuilds %s (%s, %d MB with its indexes): every read and write of it waits until this migration commits\n",
+		match[1], about, (bytes+1<<20-1)>>20)
 	return nil
 }
 
