@@ -329,20 +329,42 @@ func TestMigrateDryRunNamesARebuild(t *testing.T) {
 	require.NoError(t, err)
 	before := docketMigrations()[slices.IndexFunc(docketMigrations(), func(m migration) bool { return m.version == rebuild.version })-1]
 	require.NoError(t, db.MigrateDownTo(ctx, pool, before.version))
-	_, err = pool.Exec(ctx, `ANALYZE docket.jobs`)
+	// An operator's own index, view and foreign key on the table.
+	_, err = pool.Exec(ctx, `
+		ANALYZE docket.jobs;
+		CREATE INDEX jobs_project_idx ON docket.jobs (project, id);
+		CREATE SCHEMA app;
+		CREATE VIEW app.recent_jobs AS SELECT id, state FROM docket.jobs;
+		CREATE TABLE app.invoices (id bigint PRIMARY KEY, job_id bigint REFERENCES docket.jobs (id))`)
 	require.NoError(t, err)
 	was := schemaOf(t, pool)
 
 	r := docket(t, env, "migrate", "--dry-run")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.Contains(t, r.stdout, "would apply "+rebuild.String()+"\n  rebuilds docket.jobs (about 500 rows, ")
-	require.Contains(t, r.stdout, " MB with its indexes): every read and write of it waits until this migration commits\n")
+	require.Contains(t, r.stdout, " MB with its indexes): every read and write of it waits until this migration commits\n"+
+		"  refused: foreign key invoices_job_id_fkey on app.invoices (FOREIGN KEY (job_id) REFERENCES docket.jobs(id)) names the table: drop it first, make it again after\n"+
+		"  not carried over: index jobs_project_idx, not docket's: make it again after (CREATE INDEX jobs_project_idx ON docket.jobs USING btree (project, id))\n"+
+		"  refused: view app.recent_jobs reads the table: drop it first, make it again after\n")
 	require.Equal(t, was, schemaOf(t, pool))
 
+	// As the dry run said: refused, and nothing changed.
+	r = docket(t, env, "migrate")
+	require.Equal(t, exitError, r.code)
+	require.Contains(t, r.stderr, "depend")
+	status, err := db.MigrationStatus(ctx, pool)
+	require.NoError(t, err)
+	require.Equal(t, before.version, status.Version)
+	require.Equal(t, was, schemaOf(t, pool))
+
+	_, err = pool.Exec(ctx, `DROP VIEW app.recent_jobs; ALTER TABLE app.invoices DROP CONSTRAINT invoices_job_id_fkey`)
+	require.NoError(t, err)
 	require.Equal(t, exitOK, docket(t, env, "migrate").code)
 	var n int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM docket.jobs`).Scan(&n))
+	var own bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), to_regclass('docket.jobs_project_idx') IS NOT NULL FROM docket.jobs`).Scan(&n, &own))
 	require.Equal(t, 500, n, "the rebuild keeps every row")
+	require.False(t, own, "an index of the operator's own is not carried over")
 }
 
 // migrate sql prints SQL that, run as one script by the simple protocol as

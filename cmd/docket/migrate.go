@@ -123,8 +123,49 @@ func (c *cli) describeRebuild(ctx context.Context, pool *pgxpool.Pool, m migrati
 	}
 	fmt.Fprintf(c.stdout, "  rebuilds %s (%s, %d MB with its indexes): every read and write of it waits until this migration commits\n",
 		match[1], about, (bytes+1<<20-1)>>20)
+	// What the rebuild would not carry over, or could not drop: an index
+	// the migration does not make again (one of the operator's own), and a
+	// foreign key or a view outside docket's schema that names the table.
+	made := map[string]bool{}
+	for _, m := range rebuildMakes.FindAllStringSubmatch(m.up, -1) {
+		made[m[1]] = true
+	}
+	found, err := pool.Query(ctx, `
+		SELECT 'index', c.relname::text, pg_get_indexdef(i.indexrelid)
+		FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = to_regclass($1)
+		UNION ALL
+		SELECT 'foreign key', format('%s on %s', k.conname, k.conrelid::regclass), pg_get_constraintdef(k.oid)
+		FROM pg_constraint k WHERE k.confrelid = to_regclass($1) AND k.contype = 'f'
+		UNION ALL
+		SELECT DISTINCT 'view', v.oid::regclass::text, ''
+		FROM pg_depend d JOIN pg_rewrite w ON w.oid = d.objid JOIN pg_class v ON v.oid = w.ev_class
+		WHERE d.classid = 'pg_rewrite'::regclass AND d.refobjid = to_regclass($1) AND v.oid <> d.refobjid
+		  AND v.relnamespace <> to_regnamespace($2)
+		ORDER BY 1, 2`, match[1], db.Schema)
+	if err != nil {
+		return fmt.Errorf("migrate: what depends on %s: %w", match[1], err)
+	}
+	type dependent struct{ Kind, Name, Def string }
+	deps, err := pgx.CollectRows(found, pgx.RowToStructByPos[dependent])
+	if err != nil {
+		return fmt.Errorf("migrate: what depends on %s: %w", match[1], err)
+	}
+	for _, d := range deps {
+		switch {
+		case d.Kind == "index" && !made[d.Name]:
+			fmt.Fprintf(c.stdout, "  not carried over: index %s, not docket's: make it again after (%s)\n", d.Name, d.Def)
+		case d.Kind == "foreign key":
+			fmt.Fprintf(c.stdout, "  refused: foreign key %s (%s) names the table: drop it first, make it again after\n", d.Name, d.Def)
+		case d.Kind == "view":
+			fmt.Fprintf(c.stdout, "  refused: view %s reads the table: drop it first, make it again after\n", d.Name)
+		}
+	}
 	return nil
 }
+
+// rebuildMakes finds what a rebuild makes again by name: its indexes and
+// its constraints (a primary key's index takes the constraint's name).
+var rebuildMakes = regexp.MustCompile(`(?m)(?:^CREATE (?:UNIQUE )?INDEX|ADD CONSTRAINT) (\w+)`)
 
 // definitionsPending says why migrate would apply the definitions on a
 // database at s with n migrations pending: the files that differ, or that a
