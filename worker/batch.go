@@ -320,11 +320,12 @@ func (b *batch) freeSlots() int {
 // transaction: one commit for both. A claim riding along (the batch found
 // its queue drained) is made only when the successes made jobs due
 // (docket.job_wake_pending: wake-ups held for the claim); any other job
-// made due since the batch drained comes with a wake-up of its own. It gives back the slots it took but did not fill.
-// When the commit's outcome is in doubt (the connection was lost at
-// COMMIT), the jobs it claimed are read back: those held under its tokens
-// are the batch's, and run; the successes stay pending, to be recorded
-// again (a quiet no-op when they were).
+// made due since the batch drained comes with a wake-up of its own. It
+// gives back the slots it took but did not fill. When the commit's outcome
+// is in doubt (the connection was lost at COMMIT), the jobs it claimed are
+// read back: those held under its tokens are the batch's, and run; the
+// successes stay pending, to be recorded again (a quiet no-op when they
+// were).
 func (b *batch) commit(free int, rideAlong bool) ([]jobs.Job, error) {
 	w := b.w
 	pending := b.pending

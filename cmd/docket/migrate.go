@@ -126,13 +126,14 @@ func (c *cli) describeRebuild(ctx context.Context, pool *pgxpool.Pool, m migrati
 	// What the rebuild would not carry over, or could not drop: an index
 	// the migration does not make again (one of the operator's own), and a
 	// foreign key or a view outside docket's schema that names the table.
-	made := map[string]bool{}
-	for _, m := range rebuildMakes.FindAllStringSubmatch(m.up, -1) {
-		made[m[1]] = true
+	made := []string{} // not nil: a NULL array would keep no index
+	for _, name := range rebuildMakes.FindAllStringSubmatch(m.up, -1) {
+		made = append(made, name[1])
 	}
 	found, err := pool.Query(ctx, `
 		SELECT 'index', c.relname::text, pg_get_indexdef(i.indexrelid)
-		FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = to_regclass($1)
+		FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		WHERE i.indrelid = to_regclass($1) AND c.relname <> ALL ($3::text[])
 		UNION ALL
 		SELECT 'foreign key', format('%s on %s', k.conname, k.conrelid::regclass), pg_get_constraintdef(k.oid)
 		FROM pg_constraint k WHERE k.confrelid = to_regclass($1) AND k.contype = 'f'
@@ -141,7 +142,7 @@ func (c *cli) describeRebuild(ctx context.Context, pool *pgxpool.Pool, m migrati
 		FROM pg_depend d JOIN pg_rewrite w ON w.oid = d.objid JOIN pg_class v ON v.oid = w.ev_class
 		WHERE d.classid = 'pg_rewrite'::regclass AND d.refobjid = to_regclass($1) AND v.oid <> d.refobjid
 		  AND v.relnamespace <> to_regnamespace($2)
-		ORDER BY 1, 2`, match[1], db.Schema)
+		ORDER BY 1, 2`, match[1], db.Schema, made)
 	if err != nil {
 		return fmt.Errorf("migrate: what depends on %s: %w", match[1], err)
 	}
@@ -151,12 +152,12 @@ func (c *cli) describeRebuild(ctx context.Context, pool *pgxpool.Pool, m migrati
 		return fmt.Errorf("migrate: what depends on %s: %w", match[1], err)
 	}
 	for _, d := range deps {
-		switch {
-		case d.Kind == "index" && !made[d.Name]:
+		switch d.Kind {
+		case "index":
 			fmt.Fprintf(c.stdout, "  not carried over: index %s, not docket's: make it again after (%s)\n", d.Name, d.Def)
-		case d.Kind == "foreign key":
+		case "foreign key":
 			fmt.Fprintf(c.stdout, "  refused: foreign key %s (%s) names the table: drop it first, make it again after\n", d.Name, d.Def)
-		case d.Kind == "view":
+		case "view":
 			fmt.Fprintf(c.stdout, "  refused: view %s reads the table: drop it first, make it again after\n", d.Name)
 		}
 	}

@@ -2909,6 +2909,12 @@ CREATE OR REPLACE FUNCTION docket.job_wake_held() RETURNS boolean
 LANGUAGE sql STABLE
 RETURN coalesce(current_setting('docket.wake', true) = 'held', false);
 
+-- job_wake_ids is the jobs this transaction made due while holding its
+-- wake-ups (job_wake_hold), in the order it made them; NULL when none.
+CREATE OR REPLACE FUNCTION docket.job_wake_ids() RETURNS bigint[]
+LANGUAGE sql STABLE
+RETURN nullif(current_setting('docket.wake_jobs', true), '')::bigint[];
+
 -- job_wake_hold records, for job_wake_release, that this transaction made due
 -- the jobs p_ids, of the queues p_queues (parallel arrays), and returns true;
 -- it returns false, recording nothing, for its caller to notify at once,
@@ -2917,7 +2923,7 @@ RETURN coalesce(current_setting('docket.wake', true) = 'held', false);
 CREATE OR REPLACE FUNCTION docket.job_wake_hold(p_ids bigint[], p_queues text[]) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_ids bigint[] := coalesce(nullif(current_setting('docket.wake_jobs', true), '')::bigint[], '{}');
+    v_ids bigint[] := coalesce(docket.job_wake_ids(), '{}');
 BEGIN
     IF NOT docket.job_wake_held() OR cardinality(v_ids) + cardinality(p_ids) > 1000 THEN
         RETURN false;
@@ -2946,7 +2952,7 @@ BEGIN
     IF NOT docket.job_wake_held() THEN
         RETURN;
     END IF;
-    v_ids := nullif(current_setting('docket.wake_jobs', true), '')::bigint[];
+    v_ids := docket.job_wake_ids();
     v_queues := nullif(current_setting('docket.wake_queues', true), '')::text[];
     PERFORM set_config('docket.wake', '', true), set_config('docket.wake_jobs', '', true),
             set_config('docket.wake_queues', '', true);
@@ -2984,7 +2990,7 @@ $$;
 -- session's own settings, so it runs as its caller.
 CREATE OR REPLACE FUNCTION docket.job_wake_pending() RETURNS boolean
 LANGUAGE sql STABLE
-RETURN coalesce(cardinality(nullif(current_setting('docket.wake_jobs', true), '')::bigint[]) > 0, false);
+RETURN coalesce(cardinality(docket.job_wake_ids()) > 0, false);
 
 -- The chain heads, for an auditor to export.
 CREATE OR REPLACE VIEW docket.job_chain_heads WITH (security_invoker = true) AS
