@@ -123,9 +123,10 @@ func runDocket(ctx context.Context, ownerURL string, m *meter, want map[string]b
 	events := make(chan struct{}, 1)
 	w, err := worker.NewClient(api, worker.Config{
 		Actor: app, Registry: reg, Clock: clock, Deployment: "bench",
-		Queues: map[string]int{jobs.DefaultQueue: *handlers},
-		Batch:  worker.Batching{Max: *batchMax},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Queues:       map[string]int{jobs.DefaultQueue: *handlers},
+		Batch:        worker.Batching{Max: *batchMax},
+		PollInterval: *pollEvery,
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OnEvent: func(ev worker.Event) {
 			if trace {
 				fmt.Fprintf(os.Stderr, "%s event %v job %d %s\n", time.Now().Format("05.000000"), ev.Type, ev.JobID, ev.State)

@@ -36,6 +36,7 @@ var (
 	extra        = flag.String("set", "", "more server settings, name=value, separated by ;")
 	handlers     = flag.Int("handlers", 100, "docket worker handlers / DBOS queue worker concurrency")
 	batchMax     = flag.Int("batch", 0, "docket: the most jobs a batch holds (worker.Batching.Max); 0 for the worker's default")
+	pollEvery    = flag.Duration("poll", 0, "docket: how often the worker looks for due jobs without a notification (worker.Config.PollInterval, 10ms .. 1h); 0 for the worker's default")
 	afterMigrate = flag.String("sql", "", "docket: SQL the owner runs after the migration, for attribution only (disable a trigger, drop a constraint)")
 )
 
