@@ -51,6 +51,7 @@ var (
 	benchCooldownFlag = flag.Duration("docket.bench.cooldown", 0, "FetchCooldown of BenchmarkStartLatency (0: the default)")
 	benchAblate       = flag.String("docket.bench.ablate", "", "for attribution only: comma-separated triggers of docket.jobs to disable in the benchmark's database (jobs_guard, jobs_record_update)")
 	benchRiverFirst   = flag.Bool("docket.bench.river-first", false, "BenchmarkBurnDown runs River's side first (alternate it between runs)")
+	benchSlices       = flag.Int("docket.bench.slices", 1, "BenchmarkBurnDown runs each side's backlog in this many slices, the sides alternating, and reports the spread of the slices' ratios")
 	benchInsert       = flag.Bool("docket.bench.insert", false, "BenchmarkBurnDown handlers each INSERT one row (outside the completion), on both sides")
 	benchPollFlag     = flag.Duration("docket.bench.poll", 0, "FetchPollInterval of BenchmarkStartLatency (0: the default)")
 	benchPerf         = flag.String("docket.bench.perf", "", "BenchmarkBurnDown records each side's run with Linux perf (perf record -a -g) into PREFIX.docket.data and PREFIX.river.data")
@@ -141,9 +142,18 @@ func BenchmarkBurnDown(b *testing.B) {
 		require.NoError(b, pool.QueryRow(ctx, `SELECT pg_current_wal_lsn() - '0/0'`).Scan(&n))
 		return n
 	}
+	// Slices: each side's backlog in parts, the sides alternating part by
+	// part, so that a host whose speed drifts during the run moves both
+	// sides of each pair alike; the spread of the pairs' ratios is
+	// reported with the run's.
+	parts := *benchSlices
+	require.True(b, parts >= 1 && n%parts == 0, "-docket.bench.slices must divide -docket.bench.jobs")
+	var pairRatios []float64
 	for b.Loop() {
-		docketSide := func() {
+		n := n / parts
+		docketSide := func() time.Duration {
 			// docket: enqueue the backlog, then run it down.
+			var took time.Duration
 			specs := make([]jobs.Spec, n)
 			for i := range specs {
 				specs[i], err = noopKind.Spec(noopArgs{N: i})
@@ -177,13 +187,16 @@ func BenchmarkBurnDown(b *testing.B) {
 				began := time.Now()
 				require.NoError(b, w.Start(ctx))
 				waitAll(b, all)
-				docketTime += time.Since(began)
+				took = time.Since(began)
 			})
+			docketTime += took
 			docketWAL += walBytes() - wal
 			require.NoError(b, w.Stop(ctx))
+			return took
 		}
 
-		riverSide := func() {
+		riverSide := func() time.Duration {
+			var took time.Duration
 			// River: the same backlog of no-ops.
 			rdone := &atomic.Int64{}
 			rall := make(chan struct{})
@@ -208,20 +221,26 @@ func BenchmarkBurnDown(b *testing.B) {
 				began := time.Now()
 				require.NoError(b, rc.Start(ctx))
 				waitAll(b, rall)
-				riverTime += time.Since(began)
+				took = time.Since(began)
 			})
+			riverTime += took
 			riverWAL += walBytes() - wal
 			require.NoError(b, rc.Stop(ctx))
+			return took
 		}
 		// Which side runs first alternates between runs of a series
 		// (-docket.bench.river-first), so neither always has the fresher
-		// database.
-		if *benchRiverFirst {
-			riverSide()
-			docketSide()
-		} else {
-			docketSide()
-			riverSide()
+		// database, and from slice to slice within a run.
+		for i := range parts {
+			var d, r time.Duration
+			if *benchRiverFirst == (i%2 == 0) {
+				r = riverSide()
+				d = docketSide()
+			} else {
+				d = docketSide()
+				r = riverSide()
+			}
+			pairRatios = append(pairRatios, r.Seconds()/d.Seconds())
 		}
 	}
 	d := float64(n*b.N) / docketTime.Seconds()
@@ -229,6 +248,12 @@ func BenchmarkBurnDown(b *testing.B) {
 	b.ReportMetric(d, "docket_jobs/s")
 	b.ReportMetric(r, "river_jobs/s")
 	b.ReportMetric(d/r, "ratio")
+	if parts > 1 {
+		slices.Sort(pairRatios)
+		b.ReportMetric(pairRatios[0], "slice_ratio_min")
+		b.ReportMetric(pairRatios[len(pairRatios)/2], "slice_ratio_median")
+		b.ReportMetric(pairRatios[len(pairRatios)-1], "slice_ratio_max")
+	}
 	b.ReportMetric(float64(docketWAL)/float64(n*b.N), "docket_wal_B/job")
 	b.ReportMetric(float64(riverWAL)/float64(n*b.N), "river_wal_B/job")
 	perJob := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n*b.N) }
