@@ -148,6 +148,9 @@ func BenchmarkBurnDown(b *testing.B) {
 	// reported with the run's.
 	parts := *benchSlices
 	require.True(b, parts >= 1 && n%parts == 0, "-docket.bench.slices must divide -docket.bench.jobs")
+	// perf writes each side's recording to one file, which a later slice's
+	// would replace.
+	require.True(b, parts == 1 || *benchPerf == "", "-docket.bench.perf records one slice a side: leave -docket.bench.slices at 1")
 	var pairRatios []float64
 	for b.Loop() {
 		n := n / parts
