@@ -19,7 +19,7 @@ demo:
 test:
 	scripts/test $(TESTFLAGS)
 
-## lint: gofmt, go vet, staticcheck, sqlc diff, tidy go.mod, no wall clock in sql/
+## lint: gofmt, go vet, staticcheck, sqlc diff, tidy go.mod (docket's and bench/'s), no wall clock in sql/
 lint:
 	scripts/lint
 
