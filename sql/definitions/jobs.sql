@@ -473,6 +473,11 @@ BEGIN
         FROM new_jobs n
         LEFT JOIN docket.machine_states s ON s.machine = 'job' AND s.state = n.state
         LEFT JOIN docket.projects p ON p.name = n.project
+        -- A fence: without it the planner pulls this subquery up and copies
+        -- the rules into the WHERE below as well, so every statement would
+        -- prepare them, and their three lookups, twice (and keep a hashed
+        -- form of the case and lane lookups, a scan of every case or lane).
+        OFFSET 0
     ) x
     WHERE x.why IS NOT NULL
     LIMIT 1;
@@ -647,6 +652,8 @@ BEGIN
                        WHEN n.state = 'claimed' AND n.lease_expires_at IS DISTINCT FROM o.lease_expires_at THEN 'lease'
                    END) AS why
         FROM old_jobs o JOIN new_jobs n ON n.id = o.id
+        -- A fence, as in jobs_record_insert: the rules are computed once.
+        OFFSET 0
     ) x
     WHERE x.why IS NOT NULL
     LIMIT 1;
@@ -1856,6 +1863,7 @@ BEGIN
                 FOR UPDATE
             ) l ON true
             WHERE x.record IS NOT NULL AND x.record <> 'null'::jsonb
+            OFFSET 0  -- each record judged once (see jobs_record_insert)
         ) c
         WHERE c.why IS NOT NULL;
 
@@ -1885,6 +1893,7 @@ BEGIN
             JOIN docket.jobs j ON j.id = x.id AND j.claim_token = docket.job_token_digest(x.token) AND j.claimed_by = p_actor
                               AND j.params ? 'run_id' AND NOT j.params ? 'compensates'
             WHERE docket.result_reports_spend(x.result) AND NOT (x.id = ANY (v_refused))
+            OFFSET 0  -- each report judged once (see jobs_record_insert)
         ) c
         WHERE c.why IS NOT NULL;
     END IF;
@@ -3617,7 +3626,8 @@ BEGIN
     SELECT x.why INTO v_why
     FROM (SELECT x.i, docket.job_record_refusal(x.id, NULL, x.asset, x.kind, x.root, x.params, x.inputs) AS why
           FROM unnest(p_ids, p_assets, p_kinds, p_roots, p_params, p_inputs) WITH ORDINALITY
-               AS x(id, asset, kind, root, params, inputs, i)) x
+               AS x(id, asset, kind, root, params, inputs, i)
+          OFFSET 0) x  -- each record judged once (see jobs_record_insert)
     WHERE x.why IS NOT NULL
     ORDER BY x.i
     LIMIT 1;
