@@ -2,10 +2,12 @@ package retention_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
@@ -187,5 +189,99 @@ func TestOneHistoryUpkeepAtATime(t *testing.T) {
 		for range 4 {
 			require.NoError(t, <-errs, "round %d", round)
 		}
+	}
+}
+
+// historyIndexesLocked lists the partitions of the job history whose
+// indexes transaction tx has opened: a statement that reads a partition
+// by its key locks the index it reads.
+func historyIndexesLocked(t testing.TB, tx pgx.Tx) []string {
+	t.Helper()
+	var names []string
+	require.NoError(t, tx.QueryRow(t.Context(), `
+		SELECT coalesce(array_agg(DISTINCT p.relname::text ORDER BY p.relname::text), '{}')
+		FROM pg_locks l
+		JOIN pg_index i ON i.indexrelid = l.relation
+		JOIN pg_class p ON p.oid = i.indrelid
+		JOIN pg_inherits h ON h.inhrelid = p.oid
+		WHERE h.inhparent = 'docket.job_events'::regclass
+		  AND l.locktype = 'relation' AND l.pid = pg_backend_pid()`).Scan(&names))
+	return names
+}
+
+// TestAnEventReadsOnlyItsJobsPartition completes jobs whose histories lie in
+// partitions ten ids wide, seven made ahead: once its statements are
+// planned, a session's completion reads its job's last event in that job's
+// partition only, not in every partition of the history (it prepared a
+// read of each, in every statement, when the jobs it moved were known only
+// row by row), and a completion of jobs in three partitions at once reads
+// those three. Every history still chains and verifies.
+func TestAnEventReadsOnlyItsJobsPartition(t *testing.T) {
+	t.Parallel()
+	e := setup(t, hours(1, 2, 24))
+	ctx := t.Context()
+	const base, width = 1_000_000_000, 10
+	_, err := e.Pool.Exec(ctx, `UPDATE docket.settings SET value = CASE name WHEN 'history_partition_width' THEN $1 ELSE '7' END
+		WHERE name IN ('history_partition_width', 'history_partitions_ahead')`, fmt.Sprint(width))
+	require.NoError(t, err)
+	_, err = e.Pool.Exec(ctx, `ALTER TABLE docket.jobs ALTER COLUMN id RESTART WITH 1000000000`)
+	require.NoError(t, err)
+	_, err = e.pruner.MaintainHistory(ctx)
+	require.NoError(t, err)
+	require.Subset(t, partitions(t, e), []int64{base, base + width, base + 2*width, base + 3*width, base + 6*width})
+	name := func(lo int64) string { return fmt.Sprintf("job_events_%012d", lo) }
+
+	specs := make([]jobs.Spec, 3*width)
+	for i := range specs {
+		specs[i] = jobs.Spec{Kind: "report.build", Payload: json.RawMessage(`{"n": 1}`)}
+	}
+	receipts, err := e.jobs.EnqueueMany(ctx, specs)
+	require.NoError(t, err)
+	require.Equal(t, int64(base), receipts[0].ID)
+	require.Equal(t, int64(base+3*width-1), receipts[len(receipts)-1].ID)
+
+	// On one session, whose first completion plans the statements (and
+	// planning opens every partition): one job of the last partition, then
+	// one of the middle partition.
+	conn, err := e.API.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	completeOne := func(id int64) []string {
+		tx, err := conn.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		j, ok, err := e.jobs.ClaimIDTx(ctx, tx, id, jobs.ClaimOptions{})
+		require.NoError(t, err)
+		require.True(t, ok)
+		refused, err := e.jobs.CompleteManyTx(ctx, tx, []jobs.Completion{{Lease: j.Lease()}})
+		require.NoError(t, err)
+		require.Equal(t, []error{nil}, refused)
+		locked := historyIndexesLocked(t, tx)
+		require.NoError(t, tx.Commit(ctx))
+		return locked
+	}
+	completeOne(base + 3*width - 1)
+	require.Equal(t, []string{name(base + width)}, completeOne(base+width+5))
+
+	// The other 28, in three partitions, in one statement.
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	claimed, err := e.jobs.ClaimTx(ctx, tx, "default", jobs.ClaimOptions{Limit: 3 * width})
+	require.NoError(t, err)
+	require.Len(t, claimed, 3*width-2)
+	batch := make([]jobs.Completion, len(claimed))
+	for i, j := range claimed {
+		batch[i] = jobs.Completion{Lease: j.Lease()}
+	}
+	refused, err := e.jobs.CompleteManyTx(ctx, tx, batch)
+	require.NoError(t, err)
+	require.Equal(t, make([]error, len(batch)), refused)
+	require.Equal(t, []string{name(base), name(base + width), name(base + 2*width)}, historyIndexesLocked(t, tx))
+	require.NoError(t, tx.Commit(ctx))
+
+	for _, r := range receipts {
+		requireKept(t, e, r.ID)
+		require.Equal(t, 2, rows(t, e, "docket.job_events", "job_id = $1", r.ID), "queued, succeeded")
 	}
 }

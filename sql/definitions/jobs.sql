@@ -602,6 +602,8 @@ DECLARE
     v_at     timestamptz;
     v_moved  boolean;
     v_queued boolean;
+    v_lo     bigint;     -- the lowest and highest ids the statement changed
+    v_hi     bigint;
     v_ids    bigint[];
     v_queues text[];
     bad      record;
@@ -712,8 +714,9 @@ BEGIN
     -- A claim is not an event of its own: it is on the row until the move
     -- that ends its attempt writes it into the history.
     SELECT bool_or(docket.job_move_recorded(o.state, n.state, o.lease_generation, n.lease_generation, o.revisions, n.revisions)),
-           bool_or(n.state = 'queued' AND (o.state <> 'queued' OR n.revisions IS DISTINCT FROM o.revisions) AND NOT n.external)
-    INTO v_moved, v_queued
+           bool_or(n.state = 'queued' AND (o.state <> 'queued' OR n.revisions IS DISTINCT FROM o.revisions) AND NOT n.external),
+           min(n.id), max(n.id)
+    INTO v_moved, v_queued, v_lo, v_hi
     FROM old_jobs o JOIN new_jobs n ON n.id = o.id;
     IF v_moved IS NOT TRUE THEN
         RETURN NULL;
@@ -761,7 +764,14 @@ BEGIN
         JOIN new_jobs n ON n.id = o.id
         CROSS JOIN LATERAL (
             SELECT e.seq, e.at, e.hash FROM docket.job_events e
-            WHERE e.job_id = n.id ORDER BY e.seq DESC LIMIT 1
+            WHERE e.job_id = n.id
+              -- Redundant, and what keeps a statement from opening every
+              -- partition of the history: bounds known as it starts
+              -- (v_lo, v_hi) let Postgres drop the partitions outside them
+              -- before it prepares a lookup in each (n.id is known only
+              -- row by row, when every partition has been prepared).
+              AND e.job_id BETWEEN v_lo AND v_hi
+            ORDER BY e.seq DESC LIMIT 1
         ) last
         WHERE docket.job_move_recorded(o.state, n.state, o.lease_generation, n.lease_generation, o.revisions, n.revisions)
         -- A fence: each column above is computed once, not again inside the hash.
