@@ -438,3 +438,65 @@ func (r *benchRiverBurn) stop(ctx context.Context) {
 	r.cancel()
 	_ = r.client.Stop(ctx)
 }
+
+// BenchmarkBatchesAfterOneJob is docket alone: 2,000 jobs claimed and
+// completed 100 at a time on one new session, as a worker's batches are,
+// once on a session that begins with them and once on a session whose
+// first claim and completion took a single job. A session keeps the
+// generic plans its first statements made; a plan made for one row that
+// compares every row with every other would cost the batches after it
+// dearly. It reports each side's µs a job and after_one/fresh (1.0: the
+// first statement's size costs the batches nothing):
+//
+//	go test -run XXX -bench BenchmarkBatchesAfterOneJob -benchtime 5x ./jobs/
+func BenchmarkBatchesAfterOneJob(b *testing.B) {
+	e := benchSetup(b)
+	ctx := b.Context()
+	const batch, perSide = 100, 2000
+	// session claims and completes n jobs, batch at a time, on a new
+	// connection, after one job alone when first is set; it times the n.
+	session := func(first bool, n int) time.Duration {
+		conn, err := pgx.ConnectConfig(ctx, e.pool.Config().ConnConfig)
+		require.NoError(b, err)
+		defer func() { _ = conn.Close(ctx) }()
+		settle := func(limit int) {
+			tx, err := conn.Begin(ctx)
+			require.NoError(b, err)
+			defer func() { _ = tx.Rollback(ctx) }()
+			claimed, err := e.client.ClaimTx(ctx, tx, "default", jobs.ClaimOptions{Limit: limit})
+			require.NoError(b, err)
+			require.Len(b, claimed, limit)
+			done := make([]jobs.Completion, len(claimed))
+			for i, j := range claimed {
+				done[i] = jobs.Completion{Lease: j.Lease()}
+			}
+			refused, err := e.client.CompleteManyTx(ctx, tx, done)
+			require.NoError(b, err)
+			require.Equal(b, make([]error, len(done)), refused)
+			require.NoError(b, tx.Commit(ctx))
+		}
+		if first {
+			settle(1)
+		}
+		began := time.Now()
+		for range n / batch {
+			settle(batch)
+		}
+		return time.Since(began)
+	}
+	var fresh, afterOne time.Duration
+	for b.Loop() {
+		specs := make([]jobs.Spec, 2*perSide+1)
+		for i := range specs {
+			specs[i] = benchSpec(i, false)
+		}
+		_, err := e.client.EnqueueMany(ctx, specs)
+		require.NoError(b, err)
+		fresh += session(false, perSide)
+		afterOne += session(true, perSide)
+	}
+	jobsEach := float64(b.N * perSide)
+	b.ReportMetric(float64(fresh.Microseconds())/jobsEach, "fresh_us/job")
+	b.ReportMetric(float64(afterOne.Microseconds())/jobsEach, "after_one_us/job")
+	b.ReportMetric(float64(afterOne)/float64(fresh), "after_one/fresh")
+}
