@@ -1942,9 +1942,12 @@ BEGIN
           AND j.claimed_revision IS NOT DISTINCT FROM input.revision
           AND j.claimed_by = p_actor AND j.claimed_at <= p_now AND j.project = ANY (v_claimable)
           -- A job that requests an output completes with its record only
-          -- (jobs_completion_recorded would refuse the commit).
+          -- (jobs_completion_recorded would refuse the commit). Its record
+          -- is read by key: an EXISTS here was planned as a hash of every
+          -- record, which a session's kept plan would go on building, for
+          -- each batch, however many records there came to be.
           AND (j.requested_output IS NULL
-               OR EXISTS (SELECT 1 FROM docket.job_completions c WHERE c.job_id = j.id AND c.claim_token = j.claim_token))
+               OR (SELECT c.claim_token = j.claim_token FROM docket.job_completions c WHERE c.job_id = j.id))
         RETURNING j.id
     )
     SELECT array_agg(done.id) INTO v_done FROM done;
