@@ -1943,9 +1943,10 @@ BEGIN
           AND j.claimed_by = p_actor AND j.claimed_at <= p_now AND j.project = ANY (v_claimable)
           -- A job that requests an output completes with its record only
           -- (jobs_completion_recorded would refuse the commit). Its record
-          -- is read by key: an EXISTS here was planned as a hash of every
-          -- record, which a session's kept plan would go on building, for
-          -- each batch, however many records there came to be.
+          -- is read by key: an EXISTS here was planned, while the records
+          -- were few, as a hash of every record, and a session kept that
+          -- plan, building the hash at each batch, until the table was next
+          -- analyzed.
           AND (j.requested_output IS NULL
                OR (SELECT c.claim_token = j.claim_token FROM docket.job_completions c WHERE c.job_id = j.id))
         RETURNING j.id
