@@ -31,6 +31,18 @@ func partitions(t testing.TB, e env) []int64 {
 	return los
 }
 
+// narrowHistory makes the history's partitions width job ids wide, with
+// ahead of them made ahead, and starts the job ids at a billion, a
+// boundary of every such width.
+func narrowHistory(t testing.TB, e env, width, ahead int) {
+	t.Helper()
+	_, err := e.Pool.Exec(t.Context(), `UPDATE docket.settings SET value = CASE name WHEN 'history_partition_width' THEN $1 ELSE $2 END
+		WHERE name IN ('history_partition_width', 'history_partitions_ahead')`, fmt.Sprint(width), fmt.Sprint(ahead))
+	require.NoError(t, err)
+	_, err = e.Pool.Exec(t.Context(), `ALTER TABLE docket.jobs ALTER COLUMN id RESTART WITH 1000000000`)
+	require.NoError(t, err)
+}
+
 // TestThePruneDropsAPartitionItEmptied fills three history partitions ten
 // job ids wide: the first with jobs all past their horizon, the second
 // half with such jobs and half with queued ones, the third with queued
@@ -43,11 +55,7 @@ func TestThePruneDropsAPartitionItEmptied(t *testing.T) {
 	e := setup(t, hours(1, 2, 24))
 	ctx := t.Context()
 	const base, width = 1_000_000_000, 10
-	_, err := e.Pool.Exec(ctx, `UPDATE docket.settings SET value = CASE name WHEN 'history_partition_width' THEN $1 ELSE '5' END
-		WHERE name IN ('history_partition_width', 'history_partitions_ahead')`, fmt.Sprint(width))
-	require.NoError(t, err)
-	_, err = e.Pool.Exec(ctx, `ALTER TABLE docket.jobs ALTER COLUMN id RESTART WITH 1000000000`)
-	require.NoError(t, err)
+	narrowHistory(t, e, width, 5)
 
 	// The partitions are made ahead of the id sequence by the prune's upkeep.
 	tx, err := e.API.Begin(ctx)
@@ -133,11 +141,7 @@ func TestOneHistoryUpkeepAtATime(t *testing.T) {
 	t.Parallel()
 	e := setup(t, hours(1, 2, 24))
 	ctx := t.Context()
-	_, err := e.Pool.Exec(ctx, `UPDATE docket.settings SET value = CASE name WHEN 'history_partition_width' THEN '10' ELSE '5' END
-		WHERE name IN ('history_partition_width', 'history_partitions_ahead')`)
-	require.NoError(t, err)
-	_, err = e.Pool.Exec(ctx, `ALTER TABLE docket.jobs ALTER COLUMN id RESTART WITH 1000000000`)
-	require.NoError(t, err)
+	narrowHistory(t, e, 10, 5)
 
 	first, err := e.API.Begin(ctx)
 	require.NoError(t, err)
@@ -221,12 +225,8 @@ func TestAnEventReadsOnlyItsJobsPartition(t *testing.T) {
 	e := setup(t, hours(1, 2, 24))
 	ctx := t.Context()
 	const base, width = 1_000_000_000, 10
-	_, err := e.Pool.Exec(ctx, `UPDATE docket.settings SET value = CASE name WHEN 'history_partition_width' THEN $1 ELSE '7' END
-		WHERE name IN ('history_partition_width', 'history_partitions_ahead')`, fmt.Sprint(width))
-	require.NoError(t, err)
-	_, err = e.Pool.Exec(ctx, `ALTER TABLE docket.jobs ALTER COLUMN id RESTART WITH 1000000000`)
-	require.NoError(t, err)
-	_, err = e.pruner.MaintainHistory(ctx)
+	narrowHistory(t, e, width, 7)
+	_, err := e.pruner.MaintainHistory(ctx)
 	require.NoError(t, err)
 	require.Subset(t, partitions(t, e), []int64{base, base + width, base + 2*width, base + 3*width, base + 6*width})
 	name := func(lo int64) string { return fmt.Sprintf("job_events_%012d", lo) }
