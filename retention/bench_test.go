@@ -38,11 +38,7 @@ func finishMany(b testing.TB, e env, queue string, n int) {
 		require.NoError(b, err)
 		claimed, err := e.jobs.Claim(ctx, queue, jobs.ClaimOptions{Limit: chunk})
 		require.NoError(b, err)
-		batch := make([]jobs.Completion, len(claimed))
-		for i, j := range claimed {
-			batch[i] = jobs.Completion{Lease: j.Lease()}
-		}
-		_, err = e.jobs.CompleteMany(ctx, batch)
+		_, err = e.jobs.CompleteMany(ctx, completions(claimed))
 		require.NoError(b, err)
 		done += chunk
 	}

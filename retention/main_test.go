@@ -118,6 +118,15 @@ func finish(t testing.TB, e env, c *jobs.Client, key string, to jobs.State) jobs
 	return j
 }
 
+// completions completes each of claimed with no result.
+func completions(claimed []jobs.Job) []jobs.Completion {
+	batch := make([]jobs.Completion, len(claimed))
+	for i, j := range claimed {
+		batch[i] = jobs.Completion{Lease: j.Lease()}
+	}
+	return batch
+}
+
 // rows counts the rows of table matching where, read as the owner.
 func rows(t testing.TB, e env, table, where string, args ...any) int {
 	t.Helper()

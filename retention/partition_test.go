@@ -196,21 +196,20 @@ func TestOneHistoryUpkeepAtATime(t *testing.T) {
 	}
 }
 
-// historyIndexesLocked lists the partitions of the job history whose
-// indexes transaction tx has opened: a statement that reads a partition
-// by its key locks the index it reads.
-func historyIndexesLocked(t testing.TB, tx pgx.Tx) []string {
+// historyIndexesLocked lists, by lower bound, the ranged partitions of the
+// job history whose indexes transaction tx has opened (the one below every
+// range as 0): a statement that reads a partition by its key locks the
+// index it reads.
+func historyIndexesLocked(t testing.TB, tx pgx.Tx) []int64 {
 	t.Helper()
-	var names []string
+	var los []int64
 	require.NoError(t, tx.QueryRow(t.Context(), `
-		SELECT coalesce(array_agg(DISTINCT p.relname::text ORDER BY p.relname::text), '{}')
+		SELECT coalesce(array_agg(DISTINCT coalesce(h.lo, 0) ORDER BY coalesce(h.lo, 0)), '{}')
 		FROM pg_locks l
 		JOIN pg_index i ON i.indexrelid = l.relation
-		JOIN pg_class p ON p.oid = i.indrelid
-		JOIN pg_inherits h ON h.inhrelid = p.oid
-		WHERE h.inhparent = 'docket.job_events'::regclass
-		  AND l.locktype = 'relation' AND l.pid = pg_backend_pid()`).Scan(&names))
-	return names
+		JOIN docket.history_partitions() h ON h.part = i.indrelid
+		WHERE l.locktype = 'relation' AND l.pid = pg_backend_pid()`).Scan(&los))
+	return los
 }
 
 // TestAnEventReadsOnlyItsJobsPartition completes jobs whose histories lie in
@@ -229,7 +228,6 @@ func TestAnEventReadsOnlyItsJobsPartition(t *testing.T) {
 	_, err := e.pruner.MaintainHistory(ctx)
 	require.NoError(t, err)
 	require.Subset(t, partitions(t, e), []int64{base, base + width, base + 2*width, base + 3*width, base + 6*width})
-	name := func(lo int64) string { return fmt.Sprintf("job_events_%012d", lo) }
 
 	specs := make([]jobs.Spec, 3*width)
 	for i := range specs {
@@ -246,22 +244,25 @@ func TestAnEventReadsOnlyItsJobsPartition(t *testing.T) {
 	conn, err := e.API.Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()
-	completeOne := func(id int64) []string {
+	completeAll := func(tx pgx.Tx, claimed []jobs.Job) {
+		refused, err := e.jobs.CompleteManyTx(ctx, tx, completions(claimed))
+		require.NoError(t, err)
+		require.Equal(t, make([]error, len(claimed)), refused)
+	}
+	completeOne := func(id int64) []int64 {
 		tx, err := conn.Begin(ctx)
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
 		j, ok, err := e.jobs.ClaimIDTx(ctx, tx, id, jobs.ClaimOptions{})
 		require.NoError(t, err)
 		require.True(t, ok)
-		refused, err := e.jobs.CompleteManyTx(ctx, tx, []jobs.Completion{{Lease: j.Lease()}})
-		require.NoError(t, err)
-		require.Equal(t, []error{nil}, refused)
+		completeAll(tx, []jobs.Job{j})
 		locked := historyIndexesLocked(t, tx)
 		require.NoError(t, tx.Commit(ctx))
 		return locked
 	}
 	completeOne(base + 3*width - 1)
-	require.Equal(t, []string{name(base + width)}, completeOne(base+width+5))
+	require.Equal(t, []int64{base + width}, completeOne(base+width+5))
 
 	// The other 28, in three partitions, in one statement.
 	tx, err := conn.Begin(ctx)
@@ -270,14 +271,8 @@ func TestAnEventReadsOnlyItsJobsPartition(t *testing.T) {
 	claimed, err := e.jobs.ClaimTx(ctx, tx, "default", jobs.ClaimOptions{Limit: 3 * width})
 	require.NoError(t, err)
 	require.Len(t, claimed, 3*width-2)
-	batch := make([]jobs.Completion, len(claimed))
-	for i, j := range claimed {
-		batch[i] = jobs.Completion{Lease: j.Lease()}
-	}
-	refused, err := e.jobs.CompleteManyTx(ctx, tx, batch)
-	require.NoError(t, err)
-	require.Equal(t, make([]error, len(batch)), refused)
-	require.Equal(t, []string{name(base), name(base + width), name(base + 2*width)}, historyIndexesLocked(t, tx))
+	completeAll(tx, claimed)
+	require.Equal(t, []int64{base, base + width, base + 2*width}, historyIndexesLocked(t, tx))
 	require.NoError(t, tx.Commit(ctx))
 
 	for _, r := range receipts {

@@ -153,17 +153,17 @@ func BenchmarkBurnDown(b *testing.B) {
 	require.True(b, parts == 1 || *benchPerf == "", "-docket.bench.perf records one slice a side: leave -docket.bench.slices at 1")
 	var pairRatios []float64
 	for b.Loop() {
-		n := n / parts
+		each := n / parts // jobs a side, a slice
 		docketSide := func() time.Duration {
 			// docket: enqueue the backlog, then run it down.
 			var took time.Duration
-			specs := make([]jobs.Spec, n)
+			specs := make([]jobs.Spec, each)
 			for i := range specs {
 				specs[i], err = noopKind.Spec(noopArgs{N: i})
 				require.NoError(b, err)
 			}
-			for start := 0; start < n; start += 10_000 {
-				_, err = client.EnqueueMany(ctx, specs[start:min(start+10_000, n)])
+			for start := 0; start < each; start += 10_000 {
+				_, err = client.EnqueueMany(ctx, specs[start:min(start+10_000, each)])
 				require.NoError(b, err)
 			}
 			var done atomic.Int64
@@ -179,7 +179,7 @@ func BenchmarkBurnDown(b *testing.B) {
 				FetchCooldown: benchCooldown, FetchPollInterval: benchPoll,
 				Batch: batch,
 				OnEvent: func(ev worker.Event) {
-					if ev.Type == worker.EventSucceeded && done.Add(1) == int64(n) {
+					if ev.Type == worker.EventSucceeded && done.Add(1) == int64(each) {
 						close(all)
 					}
 				},
@@ -204,14 +204,14 @@ func BenchmarkBurnDown(b *testing.B) {
 			rdone := &atomic.Int64{}
 			rall := make(chan struct{})
 			workers := river.NewWorkers()
-			river.AddWorker(workers, &noopWorker{done: rdone, all: rall, n: int64(n), effect: effect})
+			river.AddWorker(workers, &noopWorker{done: rdone, all: rall, n: int64(each), effect: effect})
 			rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 				Schema: db.Schema, Logger: testLogger, Workers: workers,
 				Queues:        map[string]river.QueueConfig{"bench": {MaxWorkers: *benchWorkers}},
 				FetchCooldown: benchCooldown, FetchPollInterval: benchPoll,
 			})
 			require.NoError(b, err)
-			params := make([]river.InsertManyParams, n)
+			params := make([]river.InsertManyParams, each)
 			for i := range params {
 				params[i] = river.InsertManyParams{Args: noopArgs{N: i}, InsertOpts: &river.InsertOpts{Queue: "bench"}}
 			}
