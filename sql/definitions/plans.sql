@@ -1258,114 +1258,82 @@ DECLARE
     v_actor text := docket.context_actor();
     v_took  bigint[];
 BEGIN
+    -- Each row of a CTE below comes from one row of the one before it, by
+    -- a lookup by key (LATERAL ... OFFSET 0, never a scan of a table that
+    -- grows) or by aggregating that row's own rows; two CTEs are never
+    -- joined. The plan is generic, made for the few rows of a first batch:
+    -- a join of two CTEs would be a nested loop that reads the inner one
+    -- again for every row of the outer, so a batch's cost would grow with
+    -- the square of its size.
     WITH c AS MATERIALIZED (
         -- The candidates: each with its step and the result's label.
         SELECT j.id AS job_id, j.result, st.run_id, st.state,
                st.trusted AND docket.run_result_trusted(j.result) AS result_trusted
         FROM unnest(p_ids, p_results) AS j(id, result)
-        JOIN docket.run_steps st ON st.job_id = j.id
+        CROSS JOIN LATERAL (SELECT st.run_id, st.state, st.trusted FROM docket.run_steps st WHERE st.job_id = j.id OFFSET 0) st
     ), r AS MATERIALIZED (
         -- Their runs: running, without ceilings or refusals, each candidate
-        -- admitted and reporting no spend.
+        -- admitted and reporting no spend; with the candidates' results by
+        -- job id: [has a result, result, result trusted].
         SELECT r.id AS run_id, r.plan_id, r.version, r.project, r.case_id, r.applied, r.admitted, r.input, r.input_trusted,
-               r.untrusted_read, (SELECT count(*) FROM c WHERE c.run_id = r.id) AS n_took
-        FROM docket.runs r
-        WHERE r.id IN (SELECT c.run_id FROM c) AND r.status = 'running' AND NOT docket.run_bounded(r) AND r.refusals = 0
-          AND NOT EXISTS (SELECT 1 FROM c WHERE c.run_id = r.id
-                          AND (c.state <> 'admitted' OR docket.result_reports_spend(c.result)))
-    ), f AS MATERIALIZED (
-        -- Their steps past the applied ones.
-        SELECT r.run_id, r.plan_id, f.step_id FROM r
-        JOIN docket.run_steps f ON f.run_id = r.run_id AND f.ready_seq > r.applied
-    ), w AS (
-        -- The steps the walk reads, not the whole run: those past the
-        -- applied ones, the predecessors and argument sources of the steps
-        -- after them, and the terminal steps.
-        SELECT f.run_id, f.step_id FROM f
-        UNION
-        SELECT f.run_id, src.step_id FROM f
-        JOIN docket.plan_deps d ON d.plan_id = f.plan_id AND d.after_id = f.step_id
-        JOIN docket.plan_steps ps ON ps.plan_id = f.plan_id AND ps.step_id = d.step_id
-        CROSS JOIN LATERAL (SELECT unnest(ps.after)
-                            UNION ALL
-                            SELECT g.arg -> 'source' ->> 'step' FROM jsonb_array_elements(ps.args) AS g(arg)) AS src(step_id)
-        UNION
-        SELECT r.run_id, t.step_id FROM r
-        JOIN docket.plan_steps t ON t.plan_id = r.plan_id AND t.terminal
-    ), k AS (
-        -- Those steps of each run as the successes leave them, by step id:
-        -- [ready order, state, result, trusted, result trusted, no result];
-        -- and the first step past the applied ones that has not succeeded.
-        SELECT x.run_id,
-               jsonb_object_agg(x.step_id, jsonb_build_array(x.ready_seq, coalesce(c.state, x.state), o.result, x.trusted,
-                   o.result_trusted, o.result IS NULL)) AS m,
-               min(x.ready_seq) FILTER (WHERE x.ready_seq > r.applied AND c.job_id IS NULL AND x.state <> 'succeeded') AS stop_seq,
-               (array_agg(x.state ORDER BY x.ready_seq)
-                    FILTER (WHERE x.ready_seq > r.applied AND c.job_id IS NULL AND x.state <> 'succeeded'))[1] AS stop_state
-        FROM w
-        JOIN r ON r.run_id = w.run_id
-        JOIN docket.run_steps x ON x.run_id = w.run_id AND x.step_id = w.step_id
-        LEFT JOIN (SELECT c.job_id, 'succeeded' AS state, c.result, c.result_trusted FROM c) c ON c.job_id = x.job_id
-        -- A step the statement ended holds the result it ended with (which
-        -- may be NULL: no coalesce), any other the one it has.
-        CROSS JOIN LATERAL (SELECT CASE WHEN c.job_id IS NULL THEN x.result ELSE c.result END AS result,
-                                   CASE WHEN c.job_id IS NULL THEN x.result_trusted ELSE c.result_trusted END AS result_trusted) o
-        GROUP BY x.run_id
+               r.untrusted_read, cc.n_took, cc.took
+        FROM (SELECT c.run_id, count(*) AS n_took,
+                     coalesce(bool_or(c.state <> 'admitted' OR docket.result_reports_spend(c.result)), false) AS odd,
+                     jsonb_object_agg(c.job_id::text, jsonb_build_array(c.result IS NOT NULL, c.result, c.result_trusted)) AS took
+              FROM c GROUP BY c.run_id) cc
+        CROSS JOIN LATERAL (SELECT r.* FROM docket.runs r
+                            WHERE r.id = cc.run_id AND r.status = 'running' AND NOT docket.run_bounded(r) AND r.refusals = 0
+                            OFFSET 0) r
+        WHERE NOT cc.odd
     ), e AS MATERIALIZED (
         -- How far each run's apply now reaches: to the step before the
         -- first, in ready order, that has not succeeded, which must be
         -- running or waiting (else the one-at-a-time path decides more).
-        SELECT r.*, k.m, coalesce(k.stop_seq, r.admitted + 1) - 1 AS reach
-        FROM r JOIN k ON k.run_id = r.run_id
-        WHERE k.stop_state IS NULL OR k.stop_state IN ('admitted', 'waiting')
-    ), s AS (
-        -- The successors the applied steps make ready: not admitted yet,
-        -- every predecessor succeeded and within the reach; each due when
-        -- the last of them in ready order is applied.
-        SELECT e.*, ps.step_id AS next_id, ps.kind, ps.args, ps.after, ps.trusted AS needs_trusted, ps.wait, ps.compensation,
-               ps.repeatable, w.due
-        FROM e
-        CROSS JOIN LATERAL jsonb_each(e.m) AS ap(step_id, v)
-        JOIN docket.plan_deps d ON d.plan_id = e.plan_id AND d.after_id = ap.step_id
-        JOIN docket.plan_steps ps ON ps.plan_id = e.plan_id AND ps.step_id = d.step_id
+        -- m: the steps the walk reads, by step id, as the successes leave
+        -- them: [ready order, state, result, trusted, result trusted, no
+        -- result].
+        SELECT r.run_id, r.plan_id, r.version, r.project, r.case_id, r.applied, r.admitted, r.input, r.input_trusted,
+               r.untrusted_read, r.n_took, k.m, coalesce(k.stop_seq, r.admitted + 1) - 1 AS reach
+        FROM r
         CROSS JOIN LATERAL (
-            SELECT max((e.m -> p ->> 0)::integer) AS due,
-                   bool_and(coalesce(e.m -> p ->> 1 = 'succeeded' AND (e.m -> p ->> 0)::integer <= e.reach, false)) AS met
-            FROM unnest(ps.after) AS p
-        ) w
-        WHERE (ap.v ->> 0)::integer > e.applied AND (ap.v ->> 0)::integer <= e.reach
-          AND (ap.v ->> 0)::integer = w.due AND w.met AND NOT (e.m ? ps.step_id)
-    ), a AS (
-        -- Each successor's arguments (run_arg's, with the steps read as
-        -- they now are) and trust (run_admit's).
-        SELECT s.*, coalesce(g.payload, '{}') AS payload,
-               coalesce(g.trusted, true) AND NOT EXISTS (
-                   SELECT 1 FROM unnest(s.after) AS p
-                   WHERE NOT ((s.m -> p ->> 3)::boolean AND coalesce((s.m -> p ->> 4)::boolean, true))) AS trusted
-        FROM s
-        CROSS JOIN LATERAL (
-            SELECT jsonb_object_agg(x.arg ->> 'name', coalesce(
-                       CASE x.arg -> 'source' ->> 'kind'
-                       WHEN 'const' THEN x.arg -> 'source' -> 'value'
-                       WHEN 'input' THEN s.input #> x.path
-                       WHEN 'path' THEN x.result #> x.path
-                       ELSE x.result
-                       END, 'null') ORDER BY x.ord) AS payload,
-                   bool_and(CASE x.arg -> 'source' ->> 'kind'
-                            WHEN 'const' THEN true
-                            WHEN 'input' THEN s.input_trusted
-                            ELSE (s.m -> x.src ->> 3)::boolean AND coalesce((s.m -> x.src ->> 4)::boolean, true)
-                            END IS NOT FALSE) AS trusted
-            FROM (SELECT e.arg, e.ord, e.arg -> 'source' ->> 'step' AS src, s.m -> (e.arg -> 'source' ->> 'step') -> 2 AS result,
-                         ARRAY(SELECT jsonb_array_elements_text(coalesce(e.arg -> 'source' -> 'path', '[]'))) AS path
-                  FROM jsonb_array_elements(s.args) WITH ORDINALITY AS e(arg, ord)) x
-        ) g
+            SELECT jsonb_object_agg(x.step_id, jsonb_build_array(x.ready_seq, o.state, o.result, x.trusted, o.result_trusted,
+                       o.result IS NULL)) AS m,
+                   min(x.ready_seq) FILTER (WHERE x.ready_seq > r.applied AND o.state <> 'succeeded') AS stop_seq,
+                   (array_agg(x.state ORDER BY x.ready_seq) FILTER (WHERE x.ready_seq > r.applied AND o.state <> 'succeeded'))[1]
+                       AS stop_state
+            FROM (
+                -- The steps the walk reads, not the whole run: those past
+                -- the applied ones, the predecessors and argument sources
+                -- of the steps after them, and the terminal steps.
+                SELECT f.step_id FROM docket.run_steps f WHERE f.run_id = r.run_id AND f.ready_seq > r.applied
+                UNION
+                SELECT src.step_id FROM docket.run_steps f
+                JOIN docket.plan_deps d ON d.plan_id = r.plan_id AND d.after_id = f.step_id
+                JOIN docket.plan_steps ps ON ps.plan_id = r.plan_id AND ps.step_id = d.step_id
+                CROSS JOIN LATERAL (SELECT unnest(ps.after)
+                                    UNION ALL
+                                    SELECT g.arg -> 'source' ->> 'step' FROM jsonb_array_elements(ps.args) AS g(arg)) AS src(step_id)
+                WHERE f.run_id = r.run_id AND f.ready_seq > r.applied
+                UNION
+                SELECT t.step_id FROM docket.plan_steps t WHERE t.plan_id = r.plan_id AND t.terminal
+            ) w
+            CROSS JOIN LATERAL (SELECT x.* FROM docket.run_steps x WHERE x.run_id = r.run_id AND x.step_id = w.step_id OFFSET 0) x
+            -- A step the statement ended holds the result it ended with
+            -- (which may be NULL: no coalesce), any other the one it has.
+            CROSS JOIN LATERAL (SELECT r.took -> x.job_id::text AS t) tk
+            CROSS JOIN LATERAL (SELECT CASE WHEN tk.t IS NULL THEN x.state ELSE 'succeeded' END AS state,
+                                       CASE WHEN tk.t IS NULL THEN x.result WHEN (tk.t ->> 0)::boolean THEN tk.t -> 1 END AS result,
+                                       CASE WHEN tk.t IS NULL THEN x.result_trusted ELSE (tk.t ->> 2)::boolean END AS result_trusted) o
+        ) k
+        WHERE k.m IS NOT NULL AND (k.stop_state IS NULL OR k.stop_state IN ('admitted', 'waiting'))
     ), ok AS MATERIALIZED (
         -- A run is taken when each successor would be admitted as a job,
         -- neither waiting nor refused, nor the first untrusted read; and,
         -- when the apply finishes it (its terminal steps all succeeded
-        -- within the reach), by its one success here.
-        SELECT e.*, t.finished, t.output
+        -- within the reach), by its one success here. Its successors come
+        -- with it, in the order the walk admits them (ready order).
+        SELECT e.run_id, e.version, e.project, e.case_id, e.applied, e.admitted, e.reach, t.finished, t.output, n.n_ready,
+               n.next_ids, n.kinds, n.payloads, n.trusted, n.compensations, n.repeatable
         FROM e
         CROSS JOIN LATERAL (
             SELECT e.reach > e.applied
@@ -1375,48 +1343,104 @@ BEGIN
                         FILTER (WHERE e.m ? t.step_id))[1] AS output
             FROM docket.plan_steps t WHERE t.plan_id = e.plan_id AND t.terminal
         ) t
-        WHERE NOT (t.finished AND e.n_took > 1)
-          AND NOT EXISTS (SELECT 1 FROM a WHERE a.run_id = e.run_id
-                          AND (a.wait IS NOT NULL OR NOT a.trusted AND (a.needs_trusted OR e.untrusted_read IS NULL)))
-    ), ready AS (
-        -- The successors admitted, numbered in the order the walk admits
-        -- them (ready order).
-        SELECT a.run_id, a.next_id, a.kind, a.payload, a.trusted, a.compensation, a.repeatable, a.project, a.case_id, a.version,
-               a.admitted + row_number() OVER (PARTITION BY a.run_id ORDER BY a.due, a.next_id) AS ready_seq
-        FROM a JOIN ok ON ok.run_id = a.run_id
+        CROSS JOIN LATERAL (
+            SELECT count(*) AS n_ready,
+                   coalesce(bool_or(a.wait IS NOT NULL OR NOT a.trusted AND (a.needs_trusted OR e.untrusted_read IS NULL)), false)
+                       AS blocked,
+                   array_agg(a.next_id ORDER BY a.due, a.next_id) AS next_ids,
+                   array_agg(a.kind ORDER BY a.due, a.next_id) AS kinds,
+                   array_agg(a.payload ORDER BY a.due, a.next_id) AS payloads,
+                   array_agg(a.trusted ORDER BY a.due, a.next_id) AS trusted,
+                   array_agg(a.compensation ORDER BY a.due, a.next_id) AS compensations,
+                   array_agg(a.repeatable ORDER BY a.due, a.next_id) AS repeatable
+            FROM (
+                -- Each successor its applied steps make ready: not
+                -- admitted yet, every predecessor succeeded and within the
+                -- reach; due when the last of them in ready order is
+                -- applied. With its arguments (run_arg's, with the steps
+                -- read as they now are) and trust (run_admit's).
+                SELECT s.next_id, s.kind, s.wait, s.needs_trusted, s.compensation, s.repeatable, s.due,
+                       coalesce(g.payload, '{}') AS payload,
+                       coalesce(g.trusted, true) AND NOT EXISTS (
+                           SELECT 1 FROM unnest(s.after) AS p
+                           WHERE NOT ((e.m -> p ->> 3)::boolean AND coalesce((e.m -> p ->> 4)::boolean, true))) AS trusted
+                FROM (
+                    SELECT ps.step_id AS next_id, ps.kind, ps.args, ps.after, ps.trusted AS needs_trusted, ps.wait, ps.compensation,
+                           ps.repeatable, w.due
+                    FROM jsonb_each(e.m) AS ap(step_id, v)
+                    JOIN docket.plan_deps d ON d.plan_id = e.plan_id AND d.after_id = ap.step_id
+                    JOIN docket.plan_steps ps ON ps.plan_id = e.plan_id AND ps.step_id = d.step_id
+                    CROSS JOIN LATERAL (
+                        SELECT max((e.m -> p ->> 0)::integer) AS due,
+                               bool_and(coalesce(e.m -> p ->> 1 = 'succeeded' AND (e.m -> p ->> 0)::integer <= e.reach, false)) AS met
+                        FROM unnest(ps.after) AS p
+                    ) w
+                    WHERE (ap.v ->> 0)::integer > e.applied AND (ap.v ->> 0)::integer <= e.reach
+                      AND (ap.v ->> 0)::integer = w.due AND w.met AND NOT (e.m ? ps.step_id)
+                ) s
+                CROSS JOIN LATERAL (
+                    SELECT jsonb_object_agg(x.arg ->> 'name', coalesce(
+                               CASE x.arg -> 'source' ->> 'kind'
+                               WHEN 'const' THEN x.arg -> 'source' -> 'value'
+                               WHEN 'input' THEN e.input #> x.path
+                               WHEN 'path' THEN x.result #> x.path
+                               ELSE x.result
+                               END, 'null') ORDER BY x.ord) AS payload,
+                           bool_and(CASE x.arg -> 'source' ->> 'kind'
+                                    WHEN 'const' THEN true
+                                    WHEN 'input' THEN e.input_trusted
+                                    ELSE (e.m -> x.src ->> 3)::boolean AND coalesce((e.m -> x.src ->> 4)::boolean, true)
+                                    END IS NOT FALSE) AS trusted
+                    FROM (SELECT el.arg, el.ord, el.arg -> 'source' ->> 'step' AS src, e.m -> (el.arg -> 'source' ->> 'step') -> 2 AS result,
+                                 ARRAY(SELECT jsonb_array_elements_text(coalesce(el.arg -> 'source' -> 'path', '[]'))) AS path
+                          FROM jsonb_array_elements(s.args) WITH ORDINALITY AS el(arg, ord)) x
+                ) g
+            ) a
+        ) n
+        WHERE NOT (t.finished AND e.n_took > 1) AND NOT n.blocked
+    ), ready AS MATERIALIZED (
+        -- The successors admitted, numbered in ready order, each with its
+        -- job's id, taken in the order the one-at-a-time path takes them.
+        SELECT x.*, nextval('docket.jobs_id_seq') AS job_id
+        FROM (SELECT ok.run_id, ok.project, ok.case_id, ok.version, u.next_id, u.kind, u.payload, u.trusted, u.compensation,
+                     u.repeatable, ok.admitted + u.i AS ready_seq
+              FROM ok
+              CROSS JOIN LATERAL unnest(ok.next_ids, ok.kinds, ok.payloads, ok.trusted, ok.compensations, ok.repeatable)
+                  WITH ORDINALITY AS u(next_id, kind, payload, trusted, compensation, repeatable, i)
+              ORDER BY ok.run_id, u.i) x
     ), done AS (
         UPDATE docket.run_steps st
         SET state = 'succeeded', result = c.result, updated_at = greatest(st.updated_at, v_now), result_trusted = c.result_trusted
         FROM c JOIN ok ON ok.run_id = c.run_id
         WHERE st.job_id = c.job_id
     ), enqueued AS (
-        -- run_enqueue's rows, in the order the one-at-a-time path takes them.
-        INSERT INTO docket.jobs AS j (project, kind, payload, params, case_id, repeatable, available_at, created_by, created_at,
+        -- run_enqueue's rows.
+        INSERT INTO docket.jobs AS j (id, project, kind, payload, params, case_id, repeatable, available_at, created_by, created_at,
                                       updated_at)
-        SELECT ready.project, ready.kind, ready.payload,
+        OVERRIDING SYSTEM VALUE
+        SELECT ready.job_id, ready.project, ready.kind, ready.payload,
                jsonb_build_object('run_id', ready.run_id, 'step', ready.next_id, 'version', ready.version, 'trusted', ready.trusted),
                ready.case_id, ready.repeatable, v_now, v_actor, v_now, v_now
-        FROM ready ORDER BY ready.run_id, ready.ready_seq
-        RETURNING j.id, (j.params ->> 'run_id')::bigint AS run_id, j.params ->> 'step' AS step_id
+        FROM ready ORDER BY ready.job_id
     ), admitted AS (
         INSERT INTO docket.run_steps (run_id, step_id, version, kind, state, ready_seq, args, trusted, job_id, compensation,
                                       effect_slot, admitted_at, updated_at)
         SELECT ready.run_id, ready.next_id, ready.version, ready.kind, 'admitted', ready.ready_seq, ready.payload, ready.trusted,
-               e.id, ready.compensation, false, v_now, v_now
-        FROM ready JOIN enqueued e ON e.run_id = ready.run_id AND e.step_id = ready.next_id
+               ready.job_id, ready.compensation, false, v_now, v_now
+        FROM ready
     ), runs_moved AS (
         -- The runs the apply moved: applied and admitted counted, and a
         -- finished run succeeded, with the first terminal step's result as
         -- its output.
         UPDATE docket.runs r
-        SET applied = ok.reach, admitted = r.admitted + (SELECT count(*) FROM ready WHERE ready.run_id = ok.run_id),
+        SET applied = ok.reach, admitted = r.admitted + ok.n_ready,
             updated_at = greatest(r.updated_at, v_now),
             status = CASE WHEN ok.finished THEN 'succeeded' ELSE r.status END,
             finished_at = CASE WHEN ok.finished THEN greatest(r.updated_at, v_now) ELSE r.finished_at END,
             output = CASE WHEN ok.finished THEN ok.output ELSE r.output END
         FROM ok WHERE r.id = ok.run_id AND ok.reach > ok.applied
     )
-    SELECT coalesce(array_agg(c.job_id), '{}') INTO v_took FROM c JOIN ok ON ok.run_id = c.run_id;
+    SELECT coalesce(array_agg(c.job_id), '{}') INTO v_took FROM c WHERE c.run_id = ANY (ARRAY(SELECT ok.run_id FROM ok));
     RETURN v_took;
 END
 $$;
