@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -212,6 +213,29 @@ func historyIndexesLocked(t testing.TB, tx pgx.Tx) []int64 {
 	return los
 }
 
+// historyScans counts, by history partition (by lower bound, the one below
+// every range as 0), the scans of it, by index or whole, that the session
+// has not yet reported: those of tx so far, and of the session's
+// transactions before it that Postgres has not flushed to its statistics
+// (it does so at most once a second). Compare two counts in one
+// transaction: it flushes none while one runs.
+func historyScans(t testing.TB, tx pgx.Tx) map[int64]int64 {
+	t.Helper()
+	rs, err := tx.Query(t.Context(), `
+		SELECT coalesce(h.lo, 0), s.seq_scan + coalesce(s.idx_scan, 0)
+		FROM pg_stat_xact_user_tables s
+		JOIN docket.history_partitions() h ON h.part = s.relid`)
+	require.NoError(t, err)
+	scans := map[int64]int64{}
+	for rs.Next() {
+		var lo, n int64
+		require.NoError(t, rs.Scan(&lo, &n))
+		scans[lo] = n
+	}
+	require.NoError(t, rs.Err())
+	return scans
+}
+
 // TestAnEventReadsOnlyItsJobsPartition completes jobs whose histories lie in
 // partitions ten ids wide, seven made ahead: once its statements are
 // planned, a session's completion reads its job's last event in that job's
@@ -278,5 +302,67 @@ func TestAnEventReadsOnlyItsJobsPartition(t *testing.T) {
 	for _, r := range receipts {
 		requireKept(t, e, r.ID)
 		require.Equal(t, 2, rows(t, e, "docket.job_events", "job_id = $1", r.ID), "queued, succeeded")
+	}
+}
+
+// TestAPruneReadsOnlyItsJobsPartitions prunes jobs whose histories lie in
+// partitions ten ids wide, seven made ahead, on one session whose plans are
+// generic, as a long-lived session's are after five calls: once its first
+// prune has planned the statements (planning opens every partition),
+// verifying the jobs' chains and deleting their events read the partitions
+// that hold them, not every partition of the history (= ANY of an array
+// Postgres does not know as the statement starts searched each partition
+// for every id). The second prune takes the rest of the first partition,
+// whose events the upkeep drops with it, and five jobs of the second,
+// whose events it deletes by row.
+func TestAPruneReadsOnlyItsJobsPartitions(t *testing.T) {
+	t.Parallel()
+	e := setup(t, hours(1, 1, 1))
+	ctx := t.Context()
+	const base, width = 1_000_000_000, 10
+	narrowHistory(t, e, width, 7)
+	_, err := e.pruner.MaintainHistory(ctx)
+	require.NoError(t, err)
+	finishMany(t, e, "default", 3*width)
+	require.Subset(t, partitions(t, e), []int64{base, base + width, base + 2*width, base + 6*width})
+	e.Clock.Advance(2 * time.Hour)
+
+	conn, err := e.API.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`)
+	require.NoError(t, err)
+	defer func() { _, _ = conn.Exec(context.Background(), `RESET plan_cache_mode`) }()
+	prune := func(limit int) (retention.Prune, []int64) {
+		tx, err := conn.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		before := historyScans(t, tx)
+		ps, err := e.pruner.PruneTx(ctx, tx, limit)
+		require.NoError(t, err)
+		require.Len(t, ps, 1)
+		require.Equal(t, limit, ps[0].Jobs)
+		var scanned []int64
+		for lo, n := range historyScans(t, tx) {
+			if n > before[lo] {
+				scanned = append(scanned, lo)
+			}
+		}
+		slices.Sort(scanned)
+		require.NoError(t, tx.Commit(ctx))
+		return ps[0], scanned
+	}
+	first, _ := prune(5)
+	second, scanned := prune(width)
+	require.Equal(t, []int64{base, base + width}, scanned)
+	_, err = e.pruner.MaintainHistory(ctx)
+	require.NoError(t, err)
+	require.NotContains(t, partitions(t, e), int64(base), "the first partition, emptied, is dropped")
+
+	for id := int64(base); id < base+width+5; id++ {
+		requirePruned(t, e, id, map[bool]int64{true: first.ID, false: second.ID}[id < base+5])
+	}
+	for id := int64(base + width + 5); id < base+3*width; id++ {
+		requireKept(t, e, id)
 	}
 }

@@ -161,6 +161,14 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN (SELECT sha256(convert_to(string_agg(h.id || ':' || h.events || ':' || encode(h.head, 'hex') || E'\n', '' ORDER BY h.id), 'UTF8'))
         FROM unnest(p_ids, p_events, p_heads) h (id, events, head));
 
+-- ids_bounds is the least range that holds every id of p_ids (empty for
+-- none). Bounding a read of docket.job_events by it (lower, upper) lets
+-- Postgres leave out the partitions outside it as a statement starts, which
+-- it cannot do from = ANY (p_ids) alone when the array is a parameter.
+CREATE OR REPLACE FUNCTION docket.ids_bounds(p_ids bigint[]) RETURNS int8range
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN (SELECT CASE WHEN min(i) IS NULL THEN 'empty' ELSE int8range(min(i), max(i), '[]') END FROM unnest(p_ids) i);
+
 -- job_heads verifies the chains of jobs p_ids, set-based, as job_verify does
 -- one, before a prune removes them (and records their heads as evidence):
 -- consecutive seq from 1, each event hashing to its contents and chained to
@@ -205,7 +213,12 @@ LANGUAGE sql STABLE AS $$
                AND e.at >= coalesce(e.claimed_at, e.at) AS linked,
                lead(e.seq) OVER w IS NULL AS last
         FROM docket.job_events e
+        -- Bounded by the ids' lowest and highest too: Postgres leaves out
+        -- the history's partitions outside them as the statement starts,
+        -- where = ANY of an array it does not know yet searches every
+        -- partition for every id.
         WHERE e.job_id = ANY (p_ids)
+          AND e.job_id >= lower(docket.ids_bounds(p_ids)) AND e.job_id < upper(docket.ids_bounds(p_ids))
         WINDOW w AS (PARTITION BY e.job_id ORDER BY e.seq)
     ), chains AS (
         SELECT e.job_id, bool_and(e.linked) AS linked, count(*)::integer AS events,
@@ -691,7 +704,8 @@ BEGIN
                             AND x.id NOT IN (SELECT unnest(v_jobs)));
         SELECT coalesce(array_agg(j.id), '{}') INTO v_rows FROM unnest(v_jobs) j (id)
         WHERE NOT EXISTS (SELECT 1 FROM unnest(v_drop_lo, v_drop_hi) d (lo, hi) WHERE j.id >= d.lo AND j.id < d.hi);
-        DELETE FROM docket.job_events WHERE job_id = ANY (v_rows);
+        DELETE FROM docket.job_events
+        WHERE job_id = ANY (v_rows) AND job_id >= lower(docket.ids_bounds(v_rows)) AND job_id < upper(docket.ids_bounds(v_rows));
         PERFORM docket.prune_case_parts(v_cases, v_msgs);
         DELETE FROM docket.schedule_occurrences WHERE job_id = ANY (v_jobs);
         DELETE FROM docket.jobs WHERE id = ANY (v_jobs);
