@@ -1260,11 +1260,13 @@ DECLARE
 BEGIN
     -- Each row of a CTE below comes from one row of the one before it, by
     -- a lookup by key (LATERAL ... OFFSET 0, never a scan of a table that
-    -- grows) or by aggregating that row's own rows; two CTEs are never
-    -- joined. The plan is generic, made for the few rows of a first batch:
-    -- a join of two CTEs would be a nested loop that reads the inner one
-    -- again for every row of the outer, so a batch's cost would grow with
-    -- the square of its size.
+    -- grows) or by aggregating that row's own rows; a CTE is read by
+    -- another whole, once (a membership as ANY (ARRAY(...)), the jobs
+    -- inserted as one map), and joined to another only in done (c with ok,
+    -- which Postgres hashes). The plan is generic, made for the few rows of
+    -- a first batch: a join of two CTEs can be a nested loop that reads the
+    -- inner one again for every row of the outer, and a batch's cost then
+    -- grows with the square of its size.
     WITH c AS MATERIALIZED (
         -- The candidates: each with its step and the result's label.
         SELECT j.id AS job_id, j.result, st.run_id, st.state,
@@ -1399,34 +1401,34 @@ BEGIN
         ) n
         WHERE NOT (t.finished AND e.n_took > 1) AND NOT n.blocked
     ), ready AS MATERIALIZED (
-        -- The successors admitted, numbered in ready order, each with its
-        -- job's id, taken in the order the one-at-a-time path takes them.
-        SELECT x.*, nextval('docket.jobs_id_seq') AS job_id
-        FROM (SELECT ok.run_id, ok.project, ok.case_id, ok.version, u.next_id, u.kind, u.payload, u.trusted, u.compensation,
-                     u.repeatable, ok.admitted + u.i AS ready_seq
-              FROM ok
-              CROSS JOIN LATERAL unnest(ok.next_ids, ok.kinds, ok.payloads, ok.trusted, ok.compensations, ok.repeatable)
-                  WITH ORDINALITY AS u(next_id, kind, payload, trusted, compensation, repeatable, i)
-              ORDER BY ok.run_id, u.i) x
+        -- The successors admitted, numbered in ready order.
+        SELECT ok.run_id, ok.project, ok.case_id, ok.version, u.next_id, u.kind, u.payload, u.trusted, u.compensation,
+               u.repeatable, ok.admitted + u.i AS ready_seq
+        FROM ok
+        CROSS JOIN LATERAL unnest(ok.next_ids, ok.kinds, ok.payloads, ok.trusted, ok.compensations, ok.repeatable)
+            WITH ORDINALITY AS u(next_id, kind, payload, trusted, compensation, repeatable, i)
     ), done AS (
         UPDATE docket.run_steps st
         SET state = 'succeeded', result = c.result, updated_at = greatest(st.updated_at, v_now), result_trusted = c.result_trusted
         FROM c JOIN ok ON ok.run_id = c.run_id
         WHERE st.job_id = c.job_id
     ), enqueued AS (
-        -- run_enqueue's rows.
-        INSERT INTO docket.jobs AS j (id, project, kind, payload, params, case_id, repeatable, available_at, created_by, created_at,
+        -- run_enqueue's rows, in the order the one-at-a-time path takes them.
+        INSERT INTO docket.jobs AS j (project, kind, payload, params, case_id, repeatable, available_at, created_by, created_at,
                                       updated_at)
-        OVERRIDING SYSTEM VALUE
-        SELECT ready.job_id, ready.project, ready.kind, ready.payload,
+        SELECT ready.project, ready.kind, ready.payload,
                jsonb_build_object('run_id', ready.run_id, 'step', ready.next_id, 'version', ready.version, 'trusted', ready.trusted),
                ready.case_id, ready.repeatable, v_now, v_actor, v_now, v_now
-        FROM ready ORDER BY ready.job_id
+        FROM ready ORDER BY ready.run_id, ready.ready_seq
+        RETURNING j.id, j.params ->> 'run_id' AS run_id, j.params ->> 'step' AS step_id
     ), admitted AS (
+        -- Each step with its job, found in one map of the jobs inserted (a
+        -- subquery of no row of ready: Postgres makes it once).
         INSERT INTO docket.run_steps (run_id, step_id, version, kind, state, ready_seq, args, trusted, job_id, compensation,
                                       effect_slot, admitted_at, updated_at)
         SELECT ready.run_id, ready.next_id, ready.version, ready.kind, 'admitted', ready.ready_seq, ready.payload, ready.trusted,
-               ready.job_id, ready.compensation, false, v_now, v_now
+               ((SELECT jsonb_object_agg(e.run_id || ':' || e.step_id, e.id) FROM enqueued e) ->> (ready.run_id || ':' || ready.next_id))::bigint,
+               ready.compensation, false, v_now, v_now
         FROM ready
     ), runs_moved AS (
         -- The runs the apply moved: applied and admitted counted, and a
