@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/jobs"
@@ -98,6 +100,85 @@ func BenchmarkAdvanceBatch(b *testing.B) {
 			require.NoError(b, e.Pool.QueryRow(ctx, `SELECT count(*) FROM docket.runs WHERE status <> 'succeeded'`).Scan(&open))
 			require.Zero(b, open, "every run finished")
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n*3), "ns/step")
+		})
+	}
+}
+
+// BenchmarkAdvanceAfterOneStep times a session's batches of plan steps'
+// successes (2,000 steps, 100 or 500 a batch, each the first of a 2-step
+// chain whose success admits the second) on a new connection, and on one
+// whose first completion was one step alone: a session keeps the plans its
+// first statements make, so a plan chosen for one row must not make every
+// later batch slower. Compare after_one/fresh (about 1).
+//
+//	go test -run XXX -bench BenchmarkAdvanceAfterOneStep -benchtime 2x ./plans/
+func BenchmarkAdvanceAfterOneStep(b *testing.B) {
+	for _, batch := range []int{100, 500} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			e := setup(b)
+			ctx := b.Context()
+			jc, err := jobs.NewClient(e.API, jobs.Config{Project: project, Actor: app, Clock: e.Clock})
+			require.NoError(b, err)
+			const perSide = 2000
+			p := stepChain(2)
+			complete := func(claimed []jobs.Job) []jobs.Completion {
+				done := make([]jobs.Completion, len(claimed))
+				for i, j := range claimed {
+					done[i] = jobs.Completion{Lease: j.Lease(), Result: json.RawMessage(`{"n": 1}`)}
+				}
+				return done
+			}
+			session := func(first bool, n int) time.Duration {
+				conn, err := pgx.ConnectConfig(ctx, e.API.Config().ConnConfig)
+				require.NoError(b, err)
+				defer func() { _ = conn.Close(ctx) }()
+				settle := func(limit int) {
+					tx, err := conn.Begin(ctx)
+					require.NoError(b, err)
+					defer func() { _ = tx.Rollback(ctx) }()
+					claimed, err := jc.ClaimTx(ctx, tx, jobs.DefaultQueue, jobs.ClaimOptions{Limit: limit})
+					require.NoError(b, err)
+					require.Len(b, claimed, limit)
+					refused, err := jc.CompleteManyTx(ctx, tx, complete(claimed))
+					require.NoError(b, err)
+					require.Equal(b, make([]error, limit), refused)
+					require.NoError(b, tx.Commit(ctx))
+				}
+				if first {
+					settle(1)
+				}
+				began := time.Now()
+				for range n / batch {
+					settle(batch)
+				}
+				return time.Since(began)
+			}
+			// drain settles, untimed, the second steps the sessions admitted.
+			drain := func() {
+				for {
+					claimed, err := jc.Claim(ctx, jobs.DefaultQueue, jobs.ClaimOptions{Limit: jobs.MaxClaimBatch})
+					require.NoError(b, err)
+					if len(claimed) == 0 {
+						return
+					}
+					_, err = jc.CompleteMany(ctx, complete(claimed))
+					require.NoError(b, err)
+				}
+			}
+			var fresh, afterOne time.Duration
+			for b.Loop() {
+				for range 2*perSide + 1 {
+					_, err := e.app.Start(ctx, plans.Start{Project: project, Plan: p})
+					require.NoError(b, err)
+				}
+				fresh += session(false, perSide)
+				afterOne += session(true, perSide)
+				drain()
+			}
+			stepsEach := float64(b.N * perSide)
+			b.ReportMetric(float64(fresh.Microseconds())/stepsEach, "fresh_us/step")
+			b.ReportMetric(float64(afterOne.Microseconds())/stepsEach, "after_one_us/step")
+			b.ReportMetric(float64(afterOne)/float64(fresh), "after_one/fresh")
 		})
 	}
 }

@@ -1477,10 +1477,18 @@ DECLARE
     v_set bigint[];         -- the successes taken set-based, if they are
     v_set_results jsonb[];
     v_took bigint[] := '{}';
+    v_nestloop text := current_setting('enable_nestloop');
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM new_jobs n WHERE n.params ? 'run_id') THEN
         RETURN NULL;
     END IF;
+    -- The statement's old and new rows joined by hash at every size: the
+    -- join's plan is kept for the session, made for the rows of the
+    -- statement that first runs it, and one made for a lone job (a nested
+    -- loop) would compare every old row with every new one in each later
+    -- batch. Planned without nested loops, and only it: what this function
+    -- calls after it is planned as before.
+    PERFORM set_config('enable_nestloop', 'off', true);
     SELECT array_agg(e.id ORDER BY e.run_id, e.id), array_agg(e.state ORDER BY e.run_id, e.id),
            array_agg(e.result ORDER BY e.run_id, e.id), array_agg(e.diagnostic ORDER BY e.run_id, e.id),
            array_agg(e.run_id ORDER BY e.run_id, e.id)
@@ -1490,6 +1498,7 @@ BEGIN
           FROM new_jobs n JOIN old_jobs o ON o.id = n.id
           WHERE n.params ? 'run_id' AND o.state IS DISTINCT FROM n.state
             AND n.state IN ('succeeded', 'failed', 'dead', 'cancelled', 'uncertain')) e;
+    PERFORM set_config('enable_nestloop', v_nestloop, true);
     IF v_ids IS NULL THEN
         RETURN NULL;
     END IF;
