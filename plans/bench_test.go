@@ -26,8 +26,7 @@ func BenchmarkAdvance(b *testing.B) {
 		b.Run(fmt.Sprintf("steps=%d", n), func(b *testing.B) {
 			e := setup(b)
 			ctx := context.Background()
-			jc, err := jobs.NewClient(e.API, jobs.Config{Project: project, Actor: app, Clock: e.Clock})
-			require.NoError(b, err)
+			jc := jobsAs(b, e)
 			p := stepChain(n)
 			start := func() int64 {
 				run, err := e.app.Start(ctx, plans.Start{Project: project, Plan: p})
@@ -69,8 +68,7 @@ func BenchmarkAdvanceBatch(b *testing.B) {
 		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
 			e := setup(b)
 			ctx := context.Background()
-			jc, err := jobs.NewClient(e.API, jobs.Config{Project: project, Actor: app, Clock: e.Clock})
-			require.NoError(b, err)
+			jc := jobsAs(b, e)
 			p := stepChain(3)
 			b.ResetTimer()
 			b.StopTimer()
@@ -117,8 +115,7 @@ func BenchmarkAdvanceAfterOneStep(b *testing.B) {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			e := setup(b)
 			ctx := b.Context()
-			jc, err := jobs.NewClient(e.API, jobs.Config{Project: project, Actor: app, Clock: e.Clock})
-			require.NoError(b, err)
+			jc := jobsAs(b, e)
 			const perSide = 2000
 			p := stepChain(2)
 			complete := func(claimed []jobs.Job) []jobs.Completion {
