@@ -1334,7 +1334,7 @@ BEGIN
         -- when the apply finishes it (its terminal steps all succeeded
         -- within the reach), by its one success here. Its successors come
         -- with it, in the order the walk admits them (ready order).
-        SELECT e.run_id, e.version, e.project, e.case_id, e.applied, e.admitted, e.reach, t.finished, t.output, n.n_ready,
+        SELECT e.run_id, e.version, e.project, e.case_id, e.applied, e.admitted, e.reach, t.finished, t.output,
                n.next_ids, n.kinds, n.payloads, n.trusted, n.compensations, n.repeatable
         FROM e
         CROSS JOIN LATERAL (
@@ -1346,8 +1346,7 @@ BEGIN
             FROM docket.plan_steps t WHERE t.plan_id = e.plan_id AND t.terminal
         ) t
         CROSS JOIN LATERAL (
-            SELECT count(*) AS n_ready,
-                   coalesce(bool_or(a.wait IS NOT NULL OR NOT a.trusted AND (a.needs_trusted OR e.untrusted_read IS NULL)), false)
+            SELECT coalesce(bool_or(a.wait IS NOT NULL OR NOT a.trusted AND (a.needs_trusted OR e.untrusted_read IS NULL)), false)
                        AS blocked,
                    array_agg(a.next_id ORDER BY a.due, a.next_id) AS next_ids,
                    array_agg(a.kind ORDER BY a.due, a.next_id) AS kinds,
@@ -1435,7 +1434,7 @@ BEGIN
         -- finished run succeeded, with the first terminal step's result as
         -- its output.
         UPDATE docket.runs r
-        SET applied = ok.reach, admitted = r.admitted + ok.n_ready,
+        SET applied = ok.reach, admitted = r.admitted + coalesce(cardinality(ok.next_ids), 0),
             updated_at = greatest(r.updated_at, v_now),
             status = CASE WHEN ok.finished THEN 'succeeded' ELSE r.status END,
             finished_at = CASE WHEN ok.finished THEN greatest(r.updated_at, v_now) ELSE r.finished_at END,
@@ -1477,7 +1476,7 @@ DECLARE
     v_set bigint[];         -- the successes taken set-based, if they are
     v_set_results jsonb[];
     v_took bigint[] := '{}';
-    v_nestloop text := current_setting('enable_nestloop');
+    v_nestloop text;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM new_jobs n WHERE n.params ? 'run_id') THEN
         RETURN NULL;
@@ -1488,6 +1487,7 @@ BEGIN
     -- loop) would compare every old row with every new one in each later
     -- batch. Planned without nested loops, and only it: what this function
     -- calls after it is planned as before.
+    v_nestloop := current_setting('enable_nestloop');
     PERFORM set_config('enable_nestloop', 'off', true);
     SELECT array_agg(e.id ORDER BY e.run_id, e.id), array_agg(e.state ORDER BY e.run_id, e.id),
            array_agg(e.result ORDER BY e.run_id, e.id), array_agg(e.diagnostic ORDER BY e.run_id, e.id),
