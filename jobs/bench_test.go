@@ -40,6 +40,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
 )
 
@@ -453,37 +454,6 @@ func BenchmarkBatchesAfterOneJob(b *testing.B) {
 	e := benchSetup(b)
 	ctx := b.Context()
 	const batch, perSide = 100, 2000
-	// session claims and completes n jobs, batch at a time, on a new
-	// connection, after one job alone when first is set; it times the n.
-	session := func(first bool, n int) time.Duration {
-		conn, err := pgx.ConnectConfig(ctx, e.pool.Config().ConnConfig)
-		require.NoError(b, err)
-		defer func() { _ = conn.Close(ctx) }()
-		settle := func(limit int) {
-			tx, err := conn.Begin(ctx)
-			require.NoError(b, err)
-			defer func() { _ = tx.Rollback(ctx) }()
-			claimed, err := e.client.ClaimTx(ctx, tx, "default", jobs.ClaimOptions{Limit: limit})
-			require.NoError(b, err)
-			require.Len(b, claimed, limit)
-			done := make([]jobs.Completion, len(claimed))
-			for i, j := range claimed {
-				done[i] = jobs.Completion{Lease: j.Lease()}
-			}
-			refused, err := e.client.CompleteManyTx(ctx, tx, done)
-			require.NoError(b, err)
-			require.Equal(b, make([]error, len(done)), refused)
-			require.NoError(b, tx.Commit(ctx))
-		}
-		if first {
-			settle(1)
-		}
-		began := time.Now()
-		for range n / batch {
-			settle(batch)
-		}
-		return time.Since(began)
-	}
 	var fresh, afterOne time.Duration
 	for b.Loop() {
 		specs := make([]jobs.Spec, 2*perSide+1)
@@ -492,8 +462,9 @@ func BenchmarkBatchesAfterOneJob(b *testing.B) {
 		}
 		_, err := e.client.EnqueueMany(ctx, specs)
 		require.NoError(b, err)
-		fresh += session(false, perSide)
-		afterOne += session(true, perSide)
+		cfg := e.pool.Config().ConnConfig
+		fresh += testkit.SettleOnNewSession(b, cfg, e.client, "default", nil, false, perSide, batch)
+		afterOne += testkit.SettleOnNewSession(b, cfg, e.client, "default", nil, true, perSide, batch)
 	}
 	jobsEach := float64(b.N * perSide)
 	b.ReportMetric(float64(fresh.Microseconds())/jobsEach, "fresh_us/job")

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/docket-dev/docket/internal/testkit"
 	"github.com/docket-dev/docket/jobs"
 	"github.com/docket-dev/docket/plans"
 )
@@ -118,38 +118,7 @@ func BenchmarkAdvanceAfterOneStep(b *testing.B) {
 			jc := jobsAs(b, e)
 			const perSide = 2000
 			p := stepChain(2)
-			complete := func(claimed []jobs.Job) []jobs.Completion {
-				done := make([]jobs.Completion, len(claimed))
-				for i, j := range claimed {
-					done[i] = jobs.Completion{Lease: j.Lease(), Result: json.RawMessage(`{"n": 1}`)}
-				}
-				return done
-			}
-			session := func(first bool, n int) time.Duration {
-				conn, err := pgx.ConnectConfig(ctx, e.API.Config().ConnConfig)
-				require.NoError(b, err)
-				defer func() { _ = conn.Close(ctx) }()
-				settle := func(limit int) {
-					tx, err := conn.Begin(ctx)
-					require.NoError(b, err)
-					defer func() { _ = tx.Rollback(ctx) }()
-					claimed, err := jc.ClaimTx(ctx, tx, jobs.DefaultQueue, jobs.ClaimOptions{Limit: limit})
-					require.NoError(b, err)
-					require.Len(b, claimed, limit)
-					refused, err := jc.CompleteManyTx(ctx, tx, complete(claimed))
-					require.NoError(b, err)
-					require.Equal(b, make([]error, limit), refused)
-					require.NoError(b, tx.Commit(ctx))
-				}
-				if first {
-					settle(1)
-				}
-				began := time.Now()
-				for range n / batch {
-					settle(batch)
-				}
-				return time.Since(began)
-			}
+			result := json.RawMessage(`{"n": 1}`)
 			// drain settles, untimed, the second steps the sessions admitted.
 			drain := func() {
 				for {
@@ -158,7 +127,11 @@ func BenchmarkAdvanceAfterOneStep(b *testing.B) {
 					if len(claimed) == 0 {
 						return
 					}
-					_, err = jc.CompleteMany(ctx, complete(claimed))
+					done := make([]jobs.Completion, len(claimed))
+					for i, j := range claimed {
+						done[i] = jobs.Completion{Lease: j.Lease(), Result: result}
+					}
+					_, err = jc.CompleteMany(ctx, done)
 					require.NoError(b, err)
 				}
 			}
@@ -168,8 +141,9 @@ func BenchmarkAdvanceAfterOneStep(b *testing.B) {
 					_, err := e.app.Start(ctx, plans.Start{Project: project, Plan: p})
 					require.NoError(b, err)
 				}
-				fresh += session(false, perSide)
-				afterOne += session(true, perSide)
+				cfg := e.API.Config().ConnConfig
+				fresh += testkit.SettleOnNewSession(b, cfg, jc, jobs.DefaultQueue, result, false, perSide, batch)
+				afterOne += testkit.SettleOnNewSession(b, cfg, jc, jobs.DefaultQueue, result, true, perSide, batch)
 				drain()
 			}
 			stepsEach := float64(b.N * perSide)
