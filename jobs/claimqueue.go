@@ -22,7 +22,8 @@ type store struct{ c *Client }
 var _ jobclaim.Store[Job, Decoder] = store{}
 
 // ClaimQueueTx: see [jobclaim.Store].
-func (s store) ClaimQueueTx(ctx context.Context, tx pgx.Tx, queue string, limit int, decoders []Decoder, leases map[string]time.Duration) ([]Job, error) {
+func (s store) ClaimQueueTx(ctx context.Context, tx pgx.Tx, queue string, limit int, decoders []Decoder, leases map[string]time.Duration,
+	from map[string]jobclaim.Position) ([]Job, error) {
 	c := s.c
 	const op = "job.claim_queue"
 	if !ValidQueue(queue) {
@@ -47,10 +48,24 @@ func (s store) ClaimQueueTx(ctx context.Context, tx pgx.Tx, queue string, limit 
 			ls[i] = leases[k]
 		}
 	}
-	rows, err := queries.JobClaimQueue(ctx, tx, dbsqlc.JobClaimQueueParams{
+	p := dbsqlc.JobClaimQueueParams{
 		Queue: queue, MaxJobs: max, Kinds: kinds, Schemas: schemas, Leases: ls, Actor: string(c.actor), Now: c.clock.Now(),
 		Revisions: revisions,
-	})
+	}
+	if len(from) > MaxClaimBatch {
+		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("%d claim positions: at most %d", len(from), MaxClaimBatch))
+	}
+	for project, at := range from {
+		if !validProject(project) || at.Priority < 1 || at.Priority > 4 || at.ID < 1 || at.AvailableAt.IsZero() {
+			return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("invalid claim position of project %s: priority %d, id %d, available at %v",
+				quote(project), at.Priority, at.ID, at.AvailableAt))
+		}
+		p.FromProjects = append(p.FromProjects, project)
+		p.FromPriorities = append(p.FromPriorities, int16(at.Priority))
+		p.FromAt = append(p.FromAt, at.AvailableAt)
+		p.FromIds = append(p.FromIds, at.ID)
+	}
+	rows, err := queries.JobClaimQueue(ctx, tx, p)
 	if err != nil {
 		return nil, db.Translate(err, op, "queue", queue)
 	}

@@ -58,7 +58,7 @@ func cqClient(t *testing.T, e env, p string, actor access.Actor) *jobs.Client {
 // the claim succeeds.
 func cqClaim(ctx context.Context, e env, c *jobs.Client, queue string, limit int, decoders []jobs.Decoder, leases map[string]time.Duration) (got []jobs.Job, err error) {
 	err = db.WithTx(ctx, e.API, func(tx pgx.Tx) error {
-		got, err = cqStore(c).ClaimQueueTx(ctx, tx, queue, limit, decoders, leases)
+		got, err = cqStore(c).ClaimQueueTx(ctx, tx, queue, limit, decoders, leases, nil)
 		return err
 	})
 	return got, err
@@ -81,7 +81,7 @@ func cqTry(t *testing.T, e env, c *jobs.Client, queue string, limit int) []int64
 	tx, err := e.API.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, tx.Rollback(ctx)) }()
-	got, err := cqStore(c).ClaimQueueTx(ctx, tx, queue, limit, nil, nil)
+	got, err := cqStore(c).ClaimQueueTx(ctx, tx, queue, limit, nil, nil, nil)
 	require.NoError(t, err)
 	ids, _ := cqByID(t, got)
 	return ids
@@ -389,7 +389,7 @@ func TestClaimQueueSkipsLockedJobs(t *testing.T) {
 	first, err := e.API.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = first.Rollback(ctx) }()
-	mine, err := cqStore(e.client).ClaimQueueTx(ctx, first, "default", 2, nil, nil)
+	mine, err := cqStore(e.client).ClaimQueueTx(ctx, first, "default", 2, nil, nil, nil)
 	require.NoError(t, err)
 	got, _ := cqByID(t, mine)
 	require.Equal(t, ids[:2], got)
@@ -704,7 +704,7 @@ func TestConcurrentClaimQueueBatchesNeverShareAJob(t *testing.T) {
 		answers := make([][]jobs.Job, claimants)
 		errs := ccTxRaceN(t, wide, claimants, func(i int, tx pgx.Tx) error {
 			var err error
-			answers[i], err = store.ClaimQueueTx(ctx, tx, queue, limit, nil, nil)
+			answers[i], err = store.ClaimQueueTx(ctx, tx, queue, limit, nil, nil, nil)
 			return err
 		})
 		require.NoError(t, errors.Join(errs...), "round %d: claim", round)

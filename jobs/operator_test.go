@@ -57,7 +57,7 @@ func claimQueue(t *testing.T, e env, c *jobs.Client, queue string) []jobs.Job {
 	var got []jobs.Job
 	require.NoError(t, pgx.BeginFunc(t.Context(), e.API, func(tx pgx.Tx) error {
 		var err error
-		got, err = jobclaim.Of[jobs.Job, jobs.Decoder](c).ClaimQueueTx(t.Context(), tx, queue, 10, nil, nil)
+		got, err = jobclaim.Of[jobs.Job, jobs.Decoder](c).ClaimQueueTx(t.Context(), tx, queue, 10, nil, nil, nil)
 		return err
 	}))
 	return got

@@ -40,7 +40,7 @@ func TestAClaimReadsItsJobsByKeyWhateverTheTableWas(t *testing.T) {
 		var got []jobs.Job
 		require.NoError(t, db.WithTx(ctx, conn, func(tx pgx.Tx) error {
 			var err error
-			if got, err = cqStore(claimer).ClaimQueueTx(ctx, tx, "default", 1, nil, nil); err != nil {
+			if got, err = cqStore(claimer).ClaimQueueTx(ctx, tx, "default", 1, nil, nil, nil); err != nil {
 				return err
 			}
 			refusals, err := claimer.CompleteManyTx(ctx, tx, []jobs.Completion{{Lease: got[0].Lease()}})

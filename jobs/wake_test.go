@@ -63,7 +63,7 @@ func TestAHeldWakeUpIsSentForWhatTheClaimLeft(t *testing.T) {
 		return ids
 	}
 	claim := func(tx pgx.Tx, queue string, limit int) []jobs.Job {
-		got, err := cqStore(claimer).ClaimQueueTx(ctx, tx, queue, limit, []jobs.Decoder{cqInvoice}, nil)
+		got, err := cqStore(claimer).ClaimQueueTx(ctx, tx, queue, limit, []jobs.Decoder{cqInvoice}, nil, nil)
 		require.NoError(t, err)
 		return got
 	}
@@ -184,7 +184,7 @@ func TestAHeldWakeUpTellsNothingOfAnotherProject(t *testing.T) {
 			require.Equal(t, []string{"secret"}, notified(t, e, e.API, heldBegin, func(tx pgx.Tx) {
 				_, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL docket.wake_jobs = '{%d}'; SET LOCAL docket.wake_queues = '{secret}'", id))
 				require.NoError(t, err)
-				_, err = cqStore(claimer).ClaimQueueTx(ctx, tx, "secret", 5, nil, nil)
+				_, err = cqStore(claimer).ClaimQueueTx(ctx, tx, "secret", 5, nil, nil, nil)
 				require.NoError(t, err)
 			}))
 		})

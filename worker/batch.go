@@ -14,6 +14,7 @@ import (
 
 	"github.com/docket-dev/docket/access"
 	"github.com/docket-dev/docket/db"
+	"github.com/docket-dev/docket/internal/jobclaim"
 	"github.com/docket-dev/docket/jobs"
 )
 
@@ -51,6 +52,19 @@ type Batching struct {
 	// after, the next job waits for River to start a batch (about
 	// FetchCooldown).
 	Idle time.Duration
+	// Rescan is how often a claim of the queue reads it from its head: 0 ..
+	// 1 min. Defaults to 100 ms. A claim from the head reads through the
+	// index entries of every job claimed since docket.jobs was last
+	// vacuumed, which under a sustained backlog grow by thousands a second;
+	// between head reads, a claim that follows a full claim begins where
+	// that one began, in each project, stepping over only the entries after
+	// it. A job that falls behind that position (of a higher priority than
+	// the jobs being claimed, queued again, or whose enqueue committed after
+	// later jobs were claimed) waits for the next head read: at most Rescan,
+	// or until a claim finds fewer jobs than it asked for. A negative value
+	// means every claim reads from the head, each taking the first due jobs
+	// (docs/worker.md, "Where a claim begins").
+	Rescan time.Duration
 }
 
 func (b Batching) withDefaults() Batching {
@@ -59,6 +73,12 @@ func (b Batching) withDefaults() Batching {
 		b.Window = 2 * time.Millisecond
 	case b.Window < 0:
 		b.Window = 0
+	}
+	switch {
+	case b.Rescan == 0:
+		b.Rescan = 100 * time.Millisecond
+	case b.Rescan < 0:
+		b.Rescan = 0
 	}
 	if b.Idle == 0 {
 		b.Idle = 30 * time.Second
@@ -116,8 +136,49 @@ type queueState struct {
 
 	mu         sync.Mutex
 	running    int
-	insertedAt time.Time     // when this process last asked River for a batch not yet started
-	wake       chan struct{} // closed, and replaced, when work arrives
+	insertedAt time.Time                    // when this process last asked River for a batch not yet started
+	wake       chan struct{}                // closed, and replaced, when work arrives
+	from       map[string]jobclaim.Position // where the next claim begins, by project; nil: at the head
+	headAt     time.Time                    // when a claim last read the queue from its head
+}
+
+// claimFrom is where a claim at now begins: nil, the head, when the last
+// head read is rescan or more ago (and is then taken to be now).
+func (q *queueState) claimFrom(now time.Time, rescan time.Duration) map[string]jobclaim.Position {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.from == nil || now.Sub(q.headAt) >= rescan {
+		q.from, q.headAt = nil, now
+		return nil
+	}
+	return q.from
+}
+
+// claimed records a claim that asked for asked jobs and took got: the next
+// claim begins, in each project of got, at the first job this one took
+// there (positions of other projects stay), unless this claim took fewer
+// than it asked for, when the next reads from the head. Of two claims that
+// ran together, the last to finish sets the positions: a position may move
+// back, which costs a few index entries, never a job.
+func (q *queueState) claimed(asked int, got []jobs.Job) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(got) < asked {
+		q.from = nil
+		return
+	}
+	next := make(map[string]jobclaim.Position, len(q.from)+1)
+	for project, at := range q.from {
+		next[project] = at
+	}
+	first := make(map[string]bool, 1)
+	for _, j := range got {
+		at := jobclaim.Position{Priority: j.Priority, AvailableAt: j.AvailableAt, ID: j.ID}
+		if cur := next[j.Project]; !first[j.Project] || at.Before(cur) {
+			next[j.Project], first[j.Project] = at, true
+		}
+	}
+	q.from = next // a new map: claims in flight keep reading the one they were given
 }
 
 // signal wakes the batches waiting for work.
@@ -373,9 +434,11 @@ func (b *batch) commit(free int, rideAlong bool) ([]jobs.Job, error) {
 				return nil
 			}
 			claimRan = true
-			if claimed, err = w.store.ClaimQueueTx(ctx, tx, b.q.name, free, w.decoders, w.leases); err != nil {
+			from := b.q.claimFrom(time.Now(), w.cfg.Batch.Rescan)
+			if claimed, err = w.store.ClaimQueueTx(ctx, tx, b.q.name, free, w.decoders, w.leases, from); err != nil {
 				return err
 			}
+			b.q.claimed(free, claimed)
 			if b.links, err = w.linksOf(ctx, tx, claimed); err != nil {
 				return err
 			}

@@ -250,6 +250,8 @@ func TestNewClientRefusesInvalidRunConfig(t *testing.T) {
 		{"batch of MinInt", e.Pool, with(func(c *worker.Config) { c.Batch.Max = math.MinInt }), "batch"},
 		{"batch window 101ms", e.Pool, with(func(c *worker.Config) { c.Batch.Window = 101 * time.Millisecond }), "batch window"},
 		{"batch window 1h", e.Pool, with(func(c *worker.Config) { c.Batch.Window = time.Hour }), "batch window"},
+		{"batch rescan 61s", e.Pool, with(func(c *worker.Config) { c.Batch.Rescan = time.Minute + time.Second }), "batch rescan"},
+		{"batch rescan 1h", e.Pool, with(func(c *worker.Config) { c.Batch.Rescan = time.Hour }), "batch rescan"},
 		{"batch idle 9ms", e.Pool, with(func(c *worker.Config) { c.Batch.Idle = 9 * time.Millisecond }), "batch idle"},
 		{"batch idle 1ns", e.Pool, with(func(c *worker.Config) { c.Batch.Idle = time.Nanosecond }), "batch idle"},
 		{"batch idle an hour and a millisecond", e.Pool, with(func(c *worker.Config) { c.Batch.Idle = time.Hour + time.Millisecond }), "batch idle"},
@@ -312,12 +314,12 @@ func TestNewClientRefusesInvalidRunConfig(t *testing.T) {
 			with(func(c *worker.Config) {
 				c.Queues = map[string]int{"a": 1, "a-b_c": 10000, strings.Repeat("q", 63): 5}
 				c.Heartbeat, c.SweepEvery, c.SweepLimit = 0.05, 10*time.Millisecond, 1
-				c.Batch = worker.Batching{Max: 1, Window: -1, Idle: 10 * time.Millisecond}
+				c.Batch = worker.Batching{Max: 1, Window: -1, Idle: 10 * time.Millisecond, Rescan: -1}
 				c.PollInterval = 10 * time.Millisecond
 			}),
 			with(func(c *worker.Config) {
 				c.Heartbeat, c.SweepEvery, c.SweepLimit = 0.9, time.Hour, jobs.MaxSweepBatch
-				c.Batch = worker.Batching{Max: jobs.MaxClaimBatch, Window: 100 * time.Millisecond, Idle: time.Hour}
+				c.Batch = worker.Batching{Max: jobs.MaxClaimBatch, Window: 100 * time.Millisecond, Idle: time.Hour, Rescan: time.Minute}
 				c.PollInterval = time.Hour
 				c.Sweeps = []worker.Sweep{
 					{Name: "a", Every: 10 * time.Millisecond, Func: noop},

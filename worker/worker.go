@@ -352,6 +352,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Batch.Window > 100*time.Millisecond {
 		return bad("batch window %v is over 100ms", cfg.Batch.Window)
 	}
+	if cfg.Batch.Rescan > time.Minute {
+		return bad("batch rescan %v is over 1m", cfg.Batch.Rescan)
+	}
 	cfg.Batch = cfg.Batch.withDefaults()
 	if b := cfg.Batch; b.Max < 0 || b.Max > jobs.MaxClaimBatch {
 		return bad("batch of %d is outside 1..%d (0: half the queue's handlers, 100..%d)", b.Max, jobs.MaxClaimBatch, jobs.MaxClaimBatch)

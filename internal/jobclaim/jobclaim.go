@@ -29,10 +29,40 @@ type Store[J, D any] interface {
 	// else for the job's own. Locked
 	// jobs are skipped, never waited for. Nothing due is an empty answer.
 	//
+	// A project that from names is read from that position on: its jobs
+	// at or after it, in the same order (see [Position]); the others, and
+	// all when from is empty, from the head of the queue.
+	//
 	// It refuses, changing nothing, with db.ErrInvalidArgument: a malformed
 	// queue, limit outside 1..jobs.MaxClaimBatch, a malformed decoder, a
-	// lease outside 1 s .. 24 h.
-	ClaimQueueTx(ctx context.Context, tx pgx.Tx, queue string, limit int, decoders []D, leases map[string]time.Duration) ([]J, error)
+	// lease outside 1 s .. 24 h, a malformed position.
+	ClaimQueueTx(ctx context.Context, tx pgx.Tx, queue string, limit int, decoders []D, leases map[string]time.Duration,
+		from map[string]Position) ([]J, error)
+}
+
+// Position is where a claim begins reading a project's queue: the claim
+// order's key (priority, available_at, id) of a job, most often the first
+// its last claim of the project took. A claim from the head reads through
+// the index entries of every job claimed since the jobs table was last
+// vacuumed; one from a position steps over only those after it. A job
+// behind the position (of a higher priority, queued again, or whose
+// enqueue committed after later jobs were claimed) is left to a claim from
+// the head.
+type Position struct {
+	Priority    int // 1 .. 4
+	AvailableAt time.Time
+	ID          int64
+}
+
+// Before reports whether p comes before q in the claim order.
+func (p Position) Before(q Position) bool {
+	if p.Priority != q.Priority {
+		return p.Priority < q.Priority
+	}
+	if !p.AvailableAt.Equal(q.AvailableAt) {
+		return p.AvailableAt.Before(q.AvailableAt)
+	}
+	return p.ID < q.ID
 }
 
 // storeOf is what package jobs registered.

@@ -2852,6 +2852,37 @@ RETURN (
 
 -- The worker's claim ----------------------------------------------------------------
 
+-- job_claim_positions refuses (DK010) malformed claim positions (see
+-- job_claim_queue): arrays of different lengths or over 1000, a NULL
+-- element, a malformed project, a priority outside 1..4, an id below 1, an
+-- infinite instant, a project named twice.
+CREATE OR REPLACE FUNCTION docket.job_claim_positions(p_projects text[], p_priorities smallint[], p_at timestamptz[],
+                                                      p_ids bigint[]) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    bad record;
+BEGIN
+    IF cardinality(p_projects) > 1000 OR cardinality(p_priorities) <> cardinality(p_projects)
+       OR cardinality(p_at) <> cardinality(p_projects) OR cardinality(p_ids) <> cardinality(p_projects) THEN
+        RAISE EXCEPTION 'invalid claim positions: % projects, % priorities, % instants, % ids: want parallel arrays of at most 1000',
+            cardinality(p_projects), cardinality(p_priorities), cardinality(p_at), cardinality(p_ids)
+            USING ERRCODE = 'DK010';
+    END IF;
+    SELECT x.* INTO bad
+    FROM unnest(p_projects, p_priorities, p_at, p_ids) WITH ORDINALITY AS x(project, priority, at, id, i)
+    WHERE x.project IS NULL OR NOT docket.valid_project_name(x.project) OR x.priority IS NULL OR x.priority NOT BETWEEN 1 AND 4
+       OR x.at IS NULL OR NOT isfinite(x.at) OR x.id IS NULL OR x.id < 1
+       OR array_position(p_projects, x.project) <> x.i
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'invalid claim position %: project %, priority %, instant %, id %: want a project named once, a priority 1..4, a finite instant and an id of at least 1',
+            bad.i, coalesce(quote_literal(docket.bounded_text(bad.project, 80)), 'NULL'), coalesce(bad.priority::text, 'NULL'),
+            coalesce(bad.at::text, 'NULL'), coalesce(bad.id::text, 'NULL')
+            USING ERRCODE = 'DK010';
+    END IF;
+END
+$$;
+
 -- job_claim_queue is how a worker fills a batch: it claims, for p_actor at
 -- p_now, up to p_limit due jobs of queue p_queue in every project where the
 -- actor holds job.claim, in one statement: queued jobs not for external
@@ -2869,18 +2900,44 @@ RETURN (
 -- does (docket.jobs_undecodable shows it). The projects whose queue p_queue
 -- is paused (queue_paused) are skipped: their jobs stay queued. Nothing due,
 -- or no job.claim anywhere, is an empty answer.
+--
+-- A claim reads each project's queue from its head, through the index
+-- entries of every job claimed since the table was last vacuumed: a claim
+-- leaves its jobs' entries behind, dead, until VACUUM removes them, and each
+-- later claim steps over them. Under a sustained backlog that walk grows
+-- with the jobs run since the last vacuum (hundreds of index pages a claim
+-- within a minute; docs/worker.md, "Where a claim begins"). So a claim may
+-- begin further on: the parallel p_from_projects, p_from_priorities,
+-- p_from_at and p_from_ids give, for a project, a position (priority,
+-- available_at, id), and the claim takes that project's jobs at or after it
+-- only, in the same order. A worker passes the first job its last claim of
+-- the project took; a job behind that position -- one of a higher priority,
+-- or queued again, or whose enqueue committed after later jobs were
+-- claimed -- is the next head read's (the worker reads from the head at
+-- least every Batching.Rescan, and after any claim that found fewer jobs than
+-- it asked for). A project no position names is read from its head; NULL
+-- arrays read every project from its head, as a claim always did.
+--
 -- Refuses: a malformed queue, a limit outside 1..1000, decoder arrays of
--- different lengths, a lease outside 1 s .. 24 h, malformed revisions (DK010).
--- Its scan keeps its generic plan (plan_cache_mode), as job_claim's does.
+-- different lengths, a lease outside 1 s .. 24 h, malformed revisions;
+-- position arrays not all NULL or all of one length (at most 1000), with a
+-- NULL element, a malformed project, a priority outside 1..4, an id below 1,
+-- an infinite instant, or a project named twice (DK010).
+-- Its scan keeps its generic plan (plan_cache_mode), as job_claim's does:
+-- one plan for both, the head being the position (0, -infinity, 0).
+DROP FUNCTION IF EXISTS docket.job_claim_queue(text, integer, text[], integer[], interval[], text, timestamptz, text[]);
 CREATE OR REPLACE FUNCTION docket.job_claim_queue(p_queue text, p_limit integer, p_kinds text[], p_schemas integer[],
                                        p_leases interval[], p_actor text, p_now timestamptz,
-                                       p_revisions text[] DEFAULT NULL)
+                                       p_revisions text[] DEFAULT NULL, p_from_projects text[] DEFAULT NULL,
+                                       p_from_priorities smallint[] DEFAULT NULL, p_from_at timestamptz[] DEFAULT NULL,
+                                       p_from_ids bigint[] DEFAULT NULL)
 RETURNS SETOF docket.jobs
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     v_projects text[];
     v_ids bigint[] := '{}';
     v_project text;
+    v_from integer;    -- the element of the position arrays naming v_project
 BEGIN
     PERFORM docket.set_context(p_actor, p_now);
     PERFORM docket.job_require_queue(p_queue);
@@ -2892,6 +2949,12 @@ BEGIN
     END IF;
     PERFORM docket.job_require_lease(nullif(l, '0')) FROM unnest(p_leases) l;
     p_revisions := docket.job_claim_revisions(p_kinds, p_revisions);
+    IF num_nulls(p_from_projects, p_from_priorities, p_from_at, p_from_ids) NOT IN (0, 4) THEN
+        RAISE EXCEPTION 'invalid claim positions: projects, priorities, instants and ids must be all NULL or parallel arrays of one length'
+            USING ERRCODE = 'DK010';
+    ELSIF p_from_projects IS NOT NULL THEN
+        PERFORM docket.job_claim_positions(p_from_projects, p_from_priorities, p_from_at, p_from_ids);
+    END IF;
     SELECT array_agg(g.project ORDER BY random()) INTO v_projects
     FROM docket.grants g WHERE g.principal = p_actor AND g.capability = 'job.claim'
       AND NOT docket.queue_paused(g.project, p_queue);
@@ -2899,9 +2962,13 @@ BEGIN
     -- claim, so no project's backlog starves another's.
     FOREACH v_project IN ARRAY coalesce(v_projects, '{}') LOOP
         EXIT WHEN cardinality(v_ids) >= p_limit;
+        v_from := array_position(p_from_projects, v_project);
         v_ids := v_ids || ARRAY(
             SELECT j.id FROM docket.jobs j
             WHERE j.state = 'queued' AND j.project = v_project AND j.queue = p_queue AND j.available_at <= p_now
+              AND (j.priority, j.available_at, j.id) >= (coalesce(p_from_priorities[v_from], 0),
+                                                        coalesce(p_from_at[v_from], '-infinity'),
+                                                        coalesce(p_from_ids[v_from], 0))
               AND NOT j.external
               AND (p_kinds IS NULL OR (j.kind, j.payload_schema) IN (SELECT * FROM unnest(p_kinds, p_schemas)))
               AND (j.revisions IS NULL OR EXISTS (SELECT 1 FROM unnest(p_kinds, p_revisions) AS d(kind, revision)

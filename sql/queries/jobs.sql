@@ -142,7 +142,9 @@ SELECT * FROM docket.job_enqueue_one(
 -- name: JobClaimQueue :many
 SELECT * FROM docket.job_claim_queue(@queue::text, @max_jobs::integer,
     sqlc.narg('kinds')::text[], sqlc.narg('schemas')::integer[], sqlc.narg('leases')::interval[],
-    @actor::text, @now::timestamptz, sqlc.narg('revisions')::text[]);
+    @actor::text, @now::timestamptz, sqlc.narg('revisions')::text[],
+    sqlc.narg('from_projects')::text[], sqlc.narg('from_priorities')::smallint[],
+    sqlc.narg('from_at')::timestamptz[], sqlc.narg('from_ids')::bigint[]);
 
 -- name: JobQueueDue :one
 -- Whether queue has a due job, not for external executors, in a project

@@ -433,18 +433,24 @@ func (q *Queries) JobClaimProjects(ctx context.Context, db DBTX, actor string) (
 const jobClaimQueue = `-- name: JobClaimQueue :many
 SELECT id, project, kind, queue, priority, payload, payload_schema, params, inputs, requested_output, requested_kind, target_root, lane_id, case_id, retry_of, idempotency_key, compensation_kind, external, repeatable, max_attempts, lease, backoff_base, backoff_cap, backoff_jitter, created_by, created_at, max_effects, max_money, currency, revisions, available_at, spent_effects, spent_money, renewals, renewed_at, state, attempts, lease_generation, updated_at, claim_token, claimed_by, claimed_at, lease_expires_at, claimed_revision, finished_at, outcome_token, result, diagnostic FROM docket.job_claim_queue($1::text, $2::integer,
     $3::text[], $4::integer[], $5::interval[],
-    $6::text, $7::timestamptz, $8::text[])
+    $6::text, $7::timestamptz, $8::text[],
+    $9::text[], $10::smallint[],
+    $11::timestamptz[], $12::bigint[])
 `
 
 type JobClaimQueueParams struct {
-	Queue     string
-	MaxJobs   int32
-	Kinds     []string
-	Schemas   []int32
-	Leases    []time.Duration
-	Actor     string
-	Now       time.Time
-	Revisions []string
+	Queue          string
+	MaxJobs        int32
+	Kinds          []string
+	Schemas        []int32
+	Leases         []time.Duration
+	Actor          string
+	Now            time.Time
+	Revisions      []string
+	FromProjects   []string
+	FromPriorities []int16
+	FromAt         []time.Time
+	FromIds        []int64
 }
 
 func (q *Queries) JobClaimQueue(ctx context.Context, db DBTX, arg JobClaimQueueParams) ([]*DocketJob, error) {
@@ -457,6 +463,10 @@ func (q *Queries) JobClaimQueue(ctx context.Context, db DBTX, arg JobClaimQueueP
 		arg.Actor,
 		arg.Now,
 		arg.Revisions,
+		arg.FromProjects,
+		arg.FromPriorities,
+		arg.FromAt,
+		arg.FromIds,
 	)
 	if err != nil {
 		return nil, err
