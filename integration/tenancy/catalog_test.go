@@ -280,6 +280,12 @@ func (w world) value(f apiFunction, a argument, actor access.Actor) (v *string, 
 		return null()
 	case "p_revisions text[]":
 		return null()
+	case "p_from_projects text[]": // a claim's positions, naming the victim's project
+		return lit("{" + victimProject + "}")
+	case "p_from_priorities smallint[]", "p_from_ids bigint[]":
+		return lit("{1}")
+	case "p_from_at timestamp with time zone[]":
+		return lit("{" + now.Format(time.RFC3339Nano) + "}")
 	case "p_digest text", "p_predecessor text":
 		return lit(digest)
 	case "p_canonical text":
