@@ -61,7 +61,8 @@ type Batching struct {
 	// it. A job that falls behind that position (of a higher priority than
 	// the jobs being claimed, queued again, or whose enqueue committed after
 	// later jobs were claimed) waits for the next head read: at most Rescan,
-	// or until a claim finds fewer jobs than it asked for. A negative value
+	// or until a claim finds fewer jobs past the positions than it asked
+	// for, and reads the rest from the head at once. A negative value
 	// means every claim reads from the head, each taking the first due jobs
 	// (docs/worker.md, "Where a claim begins").
 	Rescan time.Duration
@@ -437,6 +438,16 @@ func (b *batch) commit(free int, rideAlong bool) ([]jobs.Job, error) {
 			from := b.q.claimFrom(time.Now(), w.cfg.Batch.Rescan)
 			if claimed, err = w.store.ClaimQueueTx(ctx, tx, b.q.name, free, w.decoders, w.leases, from); err != nil {
 				return err
+			}
+			if from != nil && len(claimed) < free {
+				// Past the positions the queue is drained: what is behind
+				// them, read from the head, before the batch waits as a
+				// drained one does.
+				var more []jobs.Job
+				if more, err = w.store.ClaimQueueTx(ctx, tx, b.q.name, free-len(claimed), w.decoders, w.leases, nil); err != nil {
+					return err
+				}
+				claimed = append(claimed, more...)
 			}
 			b.q.claimed(free, claimed)
 			if b.links, err = w.linksOf(ctx, tx, claimed); err != nil {

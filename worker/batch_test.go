@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -389,4 +390,83 @@ func TestASuccessorRidesWithItsPredecessorsCommit(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, []int{1, 1, 1}, claims, "the start's claim, then one with each success that made a step due")
+}
+
+// TestAJobBehindTheClaimsPositionWaitsForTheHead: a batch's claims begin
+// where its last full claim began, so a job enqueued behind that position (a
+// backdated one, here) is not taken while the backlog past the position
+// lasts: it starts after the whole backlog, taken by the claim that found
+// nothing past the position and read the queue from its head in the same
+// transaction, without waiting for a notification or the poll. With
+// Batch.Rescan negative every claim reads from the head, and the job,
+// first in the claim order, starts before the backlog's last.
+func TestAJobBehindTheClaimsPositionWaitsForTheHead(t *testing.T) {
+	t.Parallel()
+	const straggler = 100
+	for _, tc := range []struct {
+		name   string
+		rescan time.Duration
+	}{{"positions", time.Minute}, {"every claim from the head", -1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t)
+			ctx := t.Context()
+			gate := make(chan struct{})
+			var (
+				mu     sync.Mutex
+				starts []int // the jobs' orders, as their handlers start
+			)
+			reg := worker.NewRegistry()
+			require.NoError(t, worker.Handle(reg, invoiceKind, func(_ context.Context, j *jobs.Typed[Invoice]) error {
+				mu.Lock()
+				starts = append(starts, j.Args.Order)
+				mu.Unlock()
+				if j.Args.Order < 2 {
+					<-gate
+				}
+				return nil
+			}))
+			// The backlog, enqueued before the worker listens: its first
+			// claim, from the head, takes orders 0 and 1, which wait.
+			for i := range 4 {
+				s := invoiceSpec(t, i, "")
+				s.Priority = 2
+				_, err := e.client.Enqueue(ctx, s)
+				require.NoError(t, err)
+			}
+			took := make(chan int, 16)
+			rec := newRecorder()
+			w := newWorker(t, e, reg, rec, func(cfg *worker.Config) {
+				notifiedOnly(cfg)
+				cfg.Queues = map[string]int{"default": 2}
+				cfg.Batch.Max, cfg.Batch.Rescan = 2, tc.rescan
+			})
+			worker.OnClaim(w, func(_ string, _, n int) { took <- n })
+			testkit.Start(t, w)
+			select {
+			case n := <-took:
+				require.Equal(t, 2, n, "the first claim takes two of the backlog")
+			case <-time.After(waitLimit):
+				t.Fatal("nothing was claimed")
+			}
+			// Behind the first claim's position: a job due a minute earlier.
+			s := invoiceSpec(t, straggler, "")
+			s.Priority, s.AvailableAt = 2, testkit.T0.Add(-time.Minute)
+			late, err := e.client.Enqueue(ctx, s)
+			require.NoError(t, err)
+			close(gate)
+			rec.waitN(t, 1, is(worker.EventSucceeded, late.Job.ID))
+			rec.waitN(t, 5, is(worker.EventSucceeded, 0))
+
+			mu.Lock()
+			defer mu.Unlock()
+			require.ElementsMatch(t, []int{0, 1}, starts[:2])
+			at := func(order int) int { return slices.Index(starts, order) }
+			if tc.rescan > 0 {
+				require.Equal(t, straggler, starts[4], "behind the position: after the backlog past it, %v", starts)
+			} else {
+				require.Less(t, at(straggler), at(3), "from the head: before the backlog's last, %v", starts)
+			}
+		})
+	}
 }

@@ -2914,8 +2914,9 @@ $$;
 -- the project took; a job behind that position -- one of a higher priority,
 -- or queued again, or whose enqueue committed after later jobs were
 -- claimed -- is the next head read's (the worker reads from the head at
--- least every Batching.Rescan, and after any claim that found fewer jobs than
--- it asked for). A project no position names is read from its head; NULL
+-- least every Batching.Rescan, and, at once, for the rest of a claim that
+-- found fewer jobs past its positions than it asked for). A project no
+-- position names is read from its head; NULL
 -- arrays read every project from its head, as a claim always did.
 --
 -- Refuses: a malformed queue, a limit outside 1..1000, decoder arrays of
