@@ -307,15 +307,24 @@ CREATE OR REPLACE FUNCTION docket.ids_ranges(p_ids bigint[]) RETURNS int8multira
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN (SELECT coalesce(range_agg(int8range(i, i, '[]')), '{}') FROM unnest(p_ids) i);
 
+-- prune_timer_job reports whether job p_id is a timer's (see prune_keeps_job).
+CREATE OR REPLACE FUNCTION docket.prune_timer_job(p_id bigint) RETURNS boolean
+LANGUAGE sql STABLE
+RETURN EXISTS (SELECT 1 FROM docket.timers t WHERE t.job_id = p_id);
+
 -- prune_keeps_job reports whether a prune must keep finished job j whatever
 -- its age, because something kept refers to it: a run (runs are kept with
 -- their history), or a timer of no case (kept: it is its project's, and no
 -- case's prune takes it). Each part of docket that refers to jobs from rows of its
--- own adds its rule here.
+-- own adds its rule here. No subquery of its own (the timer's lookup is
+-- prune_timer_job's, asked only of a timer's job), so the planner inlines it
+-- into the prune's choice: an SQL function with one is called row by row,
+-- each call building the whole job row to pass, which was most of the
+-- choice's time (docs/retention.md).
 CREATE OR REPLACE FUNCTION docket.prune_keeps_job(j docket.jobs) RETURNS boolean
 LANGUAGE sql STABLE
 RETURN j.params IS NOT NULL AND (j.params ? 'run_id'
-    OR j.case_id IS NULL AND j.params ? 'timer' AND EXISTS (SELECT 1 FROM docket.timers t WHERE t.job_id = j.id));
+    OR j.case_id IS NULL AND j.params ? 'timer' AND docket.prune_timer_job(j.id));
 
 -- prune_case_parts deletes, for a prune, what is bound to cases p_cases
 -- but their jobs (the caller deletes those, and the cases, after): their
