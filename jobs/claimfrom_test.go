@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
@@ -18,17 +17,11 @@ import (
 	"github.com/docket-dev/docket/jobs"
 )
 
-// cfClaim claims as c from positions from, in a transaction of its own on
-// e.API, committed when the claim succeeds; it returns the ids claimed, in
-// the order the claim took them.
+// cfClaim claims from queue default as c, from positions from (see
+// cqClaimFrom), and returns the ids claimed in the order the claim took them.
 func cfClaim(t *testing.T, e env, c *jobs.Client, limit int, from map[string]jobclaim.Position) ([]int64, error) {
 	t.Helper()
-	var got []jobs.Job
-	err := db.WithTx(t.Context(), e.API, func(tx pgx.Tx) error {
-		var err error
-		got, err = cqStore(c).ClaimQueueTx(t.Context(), tx, "default", limit, nil, nil, from)
-		return err
-	})
+	got, err := cqClaimFrom(t.Context(), e, c, "default", limit, nil, nil, from)
 	ids := make([]int64, len(got))
 	for i, j := range got {
 		ids[i] = j.ID

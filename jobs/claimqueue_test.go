@@ -57,8 +57,15 @@ func cqClient(t *testing.T, e env, p string, actor access.Actor) *jobs.Client {
 // cqClaim claims as c in a transaction of its own on e.API, committed when
 // the claim succeeds.
 func cqClaim(ctx context.Context, e env, c *jobs.Client, queue string, limit int, decoders []jobs.Decoder, leases map[string]time.Duration) (got []jobs.Job, err error) {
+	return cqClaimFrom(ctx, e, c, queue, limit, decoders, leases, nil)
+}
+
+// cqClaimFrom is cqClaim beginning each project's read at from's position
+// for it (see jobclaim.Position).
+func cqClaimFrom(ctx context.Context, e env, c *jobs.Client, queue string, limit int, decoders []jobs.Decoder,
+	leases map[string]time.Duration, from map[string]jobclaim.Position) (got []jobs.Job, err error) {
 	err = db.WithTx(ctx, e.API, func(tx pgx.Tx) error {
-		got, err = cqStore(c).ClaimQueueTx(ctx, tx, queue, limit, decoders, leases, nil)
+		got, err = cqStore(c).ClaimQueueTx(ctx, tx, queue, limit, decoders, leases, from)
 		return err
 	})
 	return got, err
