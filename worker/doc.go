@@ -19,7 +19,10 @@
 // River runs batches ([BatchKind]): each claims up to [Batching.Max] due
 // jobs of one queue in one statement, runs their handlers at once while
 // heartbeats renew their leases, and records the outcomes through the job
-// protocol:
+// protocol. A claim takes jobs by priority, available_at and id, beginning
+// where the queue's last full claim began and from the queue's head at least
+// every [Batching.Rescan], so it need not step over every job claimed since
+// the jobs table was last vacuumed. The outcomes:
 //
 //   - nil: succeeded, recorded with the batch's other successes in one
 //     statement, in the transaction of its next claim; a [ResultFunc] may
