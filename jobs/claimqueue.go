@@ -56,7 +56,7 @@ func (s store) ClaimQueueTx(ctx context.Context, tx pgx.Tx, queue string, limit 
 		return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("%d claim positions: at most %d", len(from), MaxClaimBatch))
 	}
 	for project, at := range from {
-		if !validProject(project) || at.Priority < 1 || at.Priority > 4 || at.ID < 1 || at.AvailableAt.IsZero() {
+		if !validProject(project) || at.Priority < MinPriority || at.Priority > MaxPriority || at.ID < 1 || at.AvailableAt.IsZero() {
 			return nil, db.Refuse(db.ErrInvalidArgument, op, fmt.Sprintf("invalid claim position of project %s: priority %d, id %d, available at %v",
 				quote(project), at.Priority, at.ID, at.AvailableAt))
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -168,18 +169,18 @@ func (q *queueState) claimed(asked int, got []jobs.Job) {
 		q.from = nil
 		return
 	}
-	next := make(map[string]jobclaim.Position, len(q.from)+1)
-	for project, at := range q.from {
-		next[project] = at
-	}
-	first := make(map[string]bool, 1)
+	firsts := make(map[string]jobclaim.Position, 1)
 	for _, j := range got {
 		at := jobclaim.Position{Priority: j.Priority, AvailableAt: j.AvailableAt, ID: j.ID}
-		if cur := next[j.Project]; !first[j.Project] || at.Before(cur) {
-			next[j.Project], first[j.Project] = at, true
+		if cur, ok := firsts[j.Project]; !ok || at.Before(cur) {
+			firsts[j.Project] = at
 		}
 	}
-	q.from = next // a new map: claims in flight keep reading the one they were given
+	// A new map: claims in flight keep reading the one they were given.
+	next := make(map[string]jobclaim.Position, len(q.from)+len(firsts))
+	maps.Copy(next, q.from)
+	maps.Copy(next, firsts)
+	q.from = next
 }
 
 // signal wakes the batches waiting for work.
