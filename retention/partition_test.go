@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -365,4 +366,57 @@ func TestAPruneReadsOnlyItsJobsPartitions(t *testing.T) {
 	for id := int64(base + width + 5); id < base+3*width; id++ {
 		requireKept(t, e, id)
 	}
+}
+
+// TestAPrunesHistoryReadIsNotPlannedIdById plans job_heads, the chains'
+// verification a prune runs, for jobs in three partitions of the history,
+// with their ids known to the planner, as a session's first plans of a
+// prune are: no read of docket.job_events tests its ids by = ANY of the
+// array. Planned so, = ANY on the partitioned table is expanded into a
+// test an id, each tried against every partition's bounds: a prune of
+// 10,000 jobs spent longer planning its verification and its events'
+// delete (which reads its ids the same way) than running them.
+func TestAPrunesHistoryReadIsNotPlannedIdById(t *testing.T) {
+	t.Parallel()
+	e := setup(t, hours(1, 1, 1))
+	ctx := t.Context()
+	const base, width = 1_000_000_000, 10
+	narrowHistory(t, e, width, 7)
+	_, err := e.pruner.MaintainHistory(ctx)
+	require.NoError(t, err)
+	finishMany(t, e, "default", 3*width)
+
+	ids := make([]string, 3*width)
+	for i := range ids {
+		ids[i] = fmt.Sprint(base + i)
+	}
+	stmt := `SELECT * FROM docket.job_heads('{` + strings.Join(ids, ",") + `}'::bigint[])`
+	var raw []byte
+	require.NoError(t, e.Pool.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+stmt).Scan(&raw))
+	var plans []struct {
+		Plan map[string]any `json:"Plan"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &plans))
+	require.Len(t, plans, 1)
+	var reads, byArray []string
+	var walk func(n map[string]any)
+	walk = func(n map[string]any) {
+		if rel, _ := n["Relation Name"].(string); strings.HasPrefix(rel, "job_events") {
+			reads = append(reads, rel)
+			for _, k := range []string{"Index Cond", "Filter", "Recheck Cond"} {
+				if c, _ := n[k].(string); strings.Contains(c, "ANY") {
+					byArray = append(byArray, rel+": "+k+": "+c)
+				}
+			}
+		}
+		sub, _ := n["Plans"].([]any)
+		for _, p := range sub {
+			if m, ok := p.(map[string]any); ok {
+				walk(m)
+			}
+		}
+	}
+	walk(plans[0].Plan)
+	require.NotEmpty(t, reads, "the plan reads the history")
+	require.Empty(t, byArray, "history read by = ANY of the ids")
 }
