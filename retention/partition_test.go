@@ -318,13 +318,9 @@ func TestAnEventReadsOnlyItsJobsPartition(t *testing.T) {
 // whose events it deletes by row.
 func TestAPruneReadsOnlyItsJobsPartitions(t *testing.T) {
 	t.Parallel()
-	e := setup(t, hours(1, 1, 1))
 	ctx := t.Context()
 	const base, width = 1_000_000_000, 10
-	narrowHistory(t, e, width, 7)
-	_, err := e.pruner.MaintainHistory(ctx)
-	require.NoError(t, err)
-	finishMany(t, e, "default", 3*width)
+	e := finishedInNarrowHistory(t, width, 3*width)
 	require.Subset(t, partitions(t, e), []int64{base, base + width, base + 2*width, base + 6*width})
 	e.Clock.Advance(2 * time.Hour)
 
@@ -378,13 +374,9 @@ func TestAPruneReadsOnlyItsJobsPartitions(t *testing.T) {
 // delete (which reads its ids the same way) than running them.
 func TestAPrunesHistoryReadIsNotPlannedIdById(t *testing.T) {
 	t.Parallel()
-	e := setup(t, hours(1, 1, 1))
 	ctx := t.Context()
 	const base, width = 1_000_000_000, 10
-	narrowHistory(t, e, width, 7)
-	_, err := e.pruner.MaintainHistory(ctx)
-	require.NoError(t, err)
-	finishMany(t, e, "default", 3*width)
+	e := finishedInNarrowHistory(t, width, 3*width)
 
 	ids := make([]string, 3*width)
 	for i := range ids {
@@ -419,4 +411,17 @@ func TestAPrunesHistoryReadIsNotPlannedIdById(t *testing.T) {
 	walk(plans[0].Plan)
 	require.NotEmpty(t, reads, "the plan reads the history")
 	require.Empty(t, byArray, "history read by = ANY of the ids")
+}
+
+// finishedInNarrowHistory is a database whose history's partitions are
+// width job ids wide from a billion, seven made ahead, with n jobs of
+// queue default succeeded there, kept an hour.
+func finishedInNarrowHistory(t *testing.T, width, n int) env {
+	t.Helper()
+	e := setup(t, hours(1, 1, 1))
+	narrowHistory(t, e, width, 7)
+	_, err := e.pruner.MaintainHistory(t.Context())
+	require.NoError(t, err)
+	finishMany(t, e, "default", n)
+	return e
 }
