@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -308,10 +306,9 @@ func TestAnEventReadsOnlyItsJobsPartition(t *testing.T) {
 }
 
 // TestAPruneReadsOnlyItsJobsPartitions prunes jobs whose histories lie in
-// partitions ten ids wide, seven made ahead, on one session set to generic
-// plans, as a long-lived session's may settle on after five calls (a
-// prune plans its own statements with its ids known whatever the session's
-// setting): once its first prune has run (planning opens every partition),
+// partitions ten ids wide, seven made ahead, on one session whose plans are
+// generic, as a long-lived session's are after five calls: once its first
+// prune has planned the statements (planning opens every partition),
 // verifying the jobs' chains and deleting their events read the partitions
 // that hold them, not every partition of the history (= ANY of an array
 // Postgres does not know as the statement starts searched each partition
@@ -320,9 +317,13 @@ func TestAnEventReadsOnlyItsJobsPartition(t *testing.T) {
 // whose events it deletes by row.
 func TestAPruneReadsOnlyItsJobsPartitions(t *testing.T) {
 	t.Parallel()
+	e := setup(t, hours(1, 1, 1))
 	ctx := t.Context()
 	const base, width = 1_000_000_000, 10
-	e := finishedInNarrowHistory(t, width, 3*width)
+	narrowHistory(t, e, width, 7)
+	_, err := e.pruner.MaintainHistory(ctx)
+	require.NoError(t, err)
+	finishMany(t, e, "default", 3*width)
 	require.Subset(t, partitions(t, e), []int64{base, base + width, base + 2*width, base + 6*width})
 	e.Clock.Advance(2 * time.Hour)
 
@@ -364,71 +365,4 @@ func TestAPruneReadsOnlyItsJobsPartitions(t *testing.T) {
 	for id := int64(base + width + 5); id < base+3*width; id++ {
 		requireKept(t, e, id)
 	}
-}
-
-// TestAPrunesHistoryReadIsNotPlannedIdById plans job_heads's statement,
-// the chains' verification a prune runs, for jobs in three partitions of
-// the history, with their ids known to the planner, as it is planned at
-// every call: no read of docket.job_events tests its ids by = ANY of the
-// array. Planned so, = ANY on the partitioned table is expanded into a
-// test an id, each tried against every partition's bounds: a prune of
-// 10,000 jobs spent longer planning its verification and its events'
-// delete (which reads its ids the same way) than running them.
-func TestAPrunesHistoryReadIsNotPlannedIdById(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	const base, width = 1_000_000_000, 10
-	e := finishedInNarrowHistory(t, width, 3*width)
-
-	ids := make([]string, 3*width)
-	for i := range ids {
-		ids[i] = fmt.Sprint(base + i)
-	}
-	// The statement job_heads plans at every call, its ids written in.
-	var body string
-	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT prosrc FROM pg_proc WHERE oid = 'docket.job_heads'::regproc`).Scan(&body))
-	m := regexp.MustCompile(`(?s)RETURN QUERY\s+(.*?);\s*END\s*$`).FindStringSubmatch(body)
-	require.NotNil(t, m, "job_heads returns one query")
-	stmt := strings.ReplaceAll(m[1], "p_ids", `'{`+strings.Join(ids, ",")+`}'::bigint[]`)
-	var raw []byte
-	require.NoError(t, e.Pool.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+stmt).Scan(&raw))
-	var plans []struct {
-		Plan map[string]any `json:"Plan"`
-	}
-	require.NoError(t, json.Unmarshal(raw, &plans))
-	require.Len(t, plans, 1)
-	var reads, byArray []string
-	var walk func(n map[string]any)
-	walk = func(n map[string]any) {
-		if rel, _ := n["Relation Name"].(string); strings.HasPrefix(rel, "job_events") {
-			reads = append(reads, rel)
-			for _, k := range []string{"Index Cond", "Filter", "Recheck Cond"} {
-				if c, _ := n[k].(string); strings.Contains(c, "ANY") {
-					byArray = append(byArray, rel+": "+k+": "+c)
-				}
-			}
-		}
-		sub, _ := n["Plans"].([]any)
-		for _, p := range sub {
-			if m, ok := p.(map[string]any); ok {
-				walk(m)
-			}
-		}
-	}
-	walk(plans[0].Plan)
-	require.NotEmpty(t, reads, "the plan reads the history")
-	require.Empty(t, byArray, "history read by = ANY of the ids")
-}
-
-// finishedInNarrowHistory is a database whose history's partitions are
-// width job ids wide from a billion, seven made ahead, with n jobs of
-// queue default succeeded there, kept an hour.
-func finishedInNarrowHistory(t *testing.T, width, n int) env {
-	t.Helper()
-	e := setup(t, hours(1, 1, 1))
-	narrowHistory(t, e, width, 7)
-	_, err := e.pruner.MaintainHistory(t.Context())
-	require.NoError(t, err)
-	finishMany(t, e, "default", n)
-	return e
 }

@@ -184,21 +184,9 @@ RETURN (SELECT CASE WHEN min(i) IS NULL THEN 'empty' ELSE int8range(min(i), max(
 -- rewritten history links; these are the checks that catch it. It returns
 -- one row per job: whether it verified, its events and its chain head; a
 -- prune keeps the jobs that fail, counted as kept_unverified.
---
--- Its statement is planned at every call with the ids known
--- (plan_cache_mode = force_custom_plan): planned for an array it does not
--- know, Postgres guesses ten ids, and for a prune's ten thousand that plan
--- read every job's events once for each job (two seconds a prune of
--- 10,000, against 0.2), a guess a session's plan cache, or a caller's
--- prepared statement, may settle on after five calls. Known ids make the
--- plan right for the set at hand; the semi-join below keeps planning it
--- cheap.
 CREATE OR REPLACE FUNCTION docket.job_heads(p_ids bigint[])
 RETURNS TABLE (job_id bigint, ok boolean, events integer, head bytea)
-LANGUAGE plpgsql STABLE SET plan_cache_mode = force_custom_plan AS $$
-#variable_conflict use_column
-BEGIN
-    RETURN QUERY
+LANGUAGE sql STABLE AS $$
     WITH e AS (
         SELECT e.job_id, e.seq, e.hash, e.from_state, e.to_state, e.attempt, e.outcome, e.revision, e.detail, e.claimed_at,
                e.seq = row_number() OVER w
@@ -228,13 +216,8 @@ BEGIN
         -- Bounded by the ids' lowest and highest too: Postgres leaves out
         -- the history's partitions outside them as the statement starts,
         -- where = ANY of an array it does not know yet searches every
-        -- partition for every id. The ids themselves are a semi-join, not
-        -- = ANY: planned with the array known (a prune's first plans, a
-        -- session's custom ones), = ANY on the partitioned table is
-        -- expanded into one test an id, each tried against every
-        -- partition's bounds, which planned a prune of 10,000 for longer
-        -- than it ran (TestAPrunesHistoryReadIsNotPlannedIdById).
-        WHERE e.job_id IN (SELECT unnest(p_ids))
+        -- partition for every id.
+        WHERE e.job_id = ANY (p_ids)
           AND e.job_id >= lower(docket.ids_bounds(p_ids)) AND e.job_id < upper(docket.ids_bounds(p_ids))
         WINDOW w AS (PARTITION BY e.job_id ORDER BY e.seq)
     ), chains AS (
@@ -263,11 +246,10 @@ BEGIN
                                ELSE 'pinned to revisions ' || array_to_string(j.revisions, ', ') END
                     -- Once a call (an InitPlan), not once a job.
                     AND (SELECT docket.job_machine_drift()) IS NULL, false),
-           coalesce(c.events, 0)::integer, c.head::bytea
+           coalesce(c.events, 0), c.head
     FROM docket.jobs j
     LEFT JOIN chains c ON c.job_id = j.id
     WHERE j.id = ANY (p_ids);
-END
 $$;
 
 -- prune_verify reports whether chain heads given by an auditor (parallel
@@ -571,15 +553,10 @@ $$;
 -- Planned without JIT: the choice of a prune's jobs reads thousands of
 -- rows, which Postgres costs above jit_above_cost, and it compiled the
 -- statement's expressions at every prune (tens of milliseconds each time)
--- to save less than that. Planned with its ids known at every call
--- (force_custom_plan), as job_heads is: a plan for ids it does not know
--- guesses ten, and a session's plan cache settled on such plans after five
--- prunes, which then took minutes each under load. Its statements read
--- sets of ids as semi-joins or = ANY of tables that are not partitioned,
--- so planning them is cheap.
+-- to save less than that.
 CREATE OR REPLACE FUNCTION docket.prune_run(p_limit integer, p_actor text, p_now timestamptz)
 RETURNS SETOF docket.prunes
-LANGUAGE plpgsql SET jit = off SET plan_cache_mode = force_custom_plan AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
     pr record;
     st text;
@@ -740,10 +717,8 @@ BEGIN
                             AND x.id NOT IN (SELECT unnest(v_jobs)));
         SELECT coalesce(array_agg(j.id), '{}') INTO v_rows FROM unnest(v_jobs) j (id)
         WHERE NOT EXISTS (SELECT 1 FROM unnest(v_drop_lo, v_drop_hi) d (lo, hi) WHERE j.id >= d.lo AND j.id < d.hi);
-        -- A semi-join, not = ANY, for the planner's sake (see job_heads).
         DELETE FROM docket.job_events
-        WHERE job_id IN (SELECT unnest(v_rows))
-          AND job_id >= lower(docket.ids_bounds(v_rows)) AND job_id < upper(docket.ids_bounds(v_rows));
+        WHERE job_id = ANY (v_rows) AND job_id >= lower(docket.ids_bounds(v_rows)) AND job_id < upper(docket.ids_bounds(v_rows));
         PERFORM docket.prune_case_parts(v_cases, v_msgs);
         DELETE FROM docket.schedule_occurrences WHERE job_id = ANY (v_jobs);
         DELETE FROM docket.jobs WHERE id = ANY (v_jobs);
